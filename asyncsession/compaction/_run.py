@@ -1,0 +1,42 @@
+"""One compaction pass: read, decide, plan, compare-and-swap."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..events import Session
+from ..filters import EventFilter
+from ..repository._protocol import SessionRepository
+from .plan import CompactionPlan
+from .request import CompactionRequest, CompactionResult
+from .strategies import CompactionStrategy
+from .triggers import TriggerLike, should_compact
+
+__all__ = ["run_compaction"]
+
+
+async def run_compaction(
+    repository: SessionRepository,
+    session: Session,
+    trigger: TriggerLike,
+    strategy: CompactionStrategy,
+) -> CompactionResult:
+    """Compact ``session`` once if the trigger fires; a lost compare-and-swap changes nothing.
+
+    The version is read with (never after) the active events, so if anything is written in
+    between, the compare-and-swap fails and the log stays as the other writer left it.
+    """
+    snapshot = await repository.read_snapshot(session.id, EventFilter.active())
+    if snapshot is None:
+        return CompactionResult.unchanged(())
+    events = snapshot.events
+    request = CompactionRequest.of(snapshot.session, events)
+    if not await should_compact(trigger, request):
+        return CompactionResult.unchanged(events)
+    result = await strategy.compact(request)
+    plan = CompactionPlan.of(session.id, events, result)
+    if plan.is_empty:
+        return dataclasses.replace(result, applied=False)
+    if not await repository.apply_compaction(session.id, plan, snapshot.version):
+        return CompactionResult.unchanged(events)
+    return dataclasses.replace(result, applied=True)

@@ -1,0 +1,367 @@
+"""Sessions and the events of their log.
+
+A :class:`Session` is metadata only: identity, owner, lifetime. Its conversation is an
+append-only log of :class:`SessionEvent` values kept by a repository. An event wraps either a
+chat message (types ``USER``, ``ASSISTANT``, ``TOOL``, ``SYSTEM``) or, for an event type of your
+own made with :meth:`EventType.of`, a JSON payload that is never sent to the model.
+
+Events are never edited. Compaction only flags them ``archived``; deleting the session is the
+only way they leave the log.
+
+Timestamps are UTC-aware and kept to the millisecond, the precision BSON dates have, so every
+store returns the timestamp it was given. Naive datetimes are rejected.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar, Final
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    JsonValue,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import core_schema
+
+from .messages import AssistantMessage, Message, MessageType
+
+__all__ = [
+    "SYNTHETIC",
+    "COMPACTION_SOURCE",
+    "DEFAULT_TIME_TO_LIVE",
+    "MAX_ID_LENGTH",
+    "EventType",
+    "Session",
+    "SessionEvent",
+    "CreateSessionRequest",
+    "utc_now",
+]
+
+SYNTHETIC: Final = "synthetic"
+"""Metadata key: ``True`` on events that compaction wrote (the summary turn)."""
+COMPACTION_SOURCE: Final = "compactionSource"
+"""Metadata key: which compaction strategy wrote a synthetic event."""
+DEFAULT_TIME_TO_LIVE: Final = timedelta(days=60)
+"""How long a session lives when nobody says otherwise."""
+MAX_ID_LENGTH: Final = 255
+"""The longest session or event id, in characters."""
+
+_EVENT_TYPE_NAME = re.compile(r"[A-Z][A-Z0-9_.]{0,63}")
+
+
+def utc_now() -> datetime:
+    """The current time, UTC-aware, to the millisecond."""
+    return _to_millis(datetime.now(UTC))
+
+
+def _to_millis(value: datetime) -> datetime:
+    value = value.astimezone(UTC)
+    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+def _check_id(value: str, what: str) -> str:
+    if not value or not value.strip():
+        raise ValueError(f"{what} must be a non-empty string")
+    if len(value) > MAX_ID_LENGTH:
+        raise ValueError(f"{what} must be at most {MAX_ID_LENGTH} characters, not {len(value)}")
+    if "\x00" in value:
+        raise ValueError(f"{what} must not contain NUL characters")
+    return value
+
+
+class EventType:
+    """The type of an event: one of the four message types, or a name of your own.
+
+    ``EventType.of("ACME.AUDIT")`` makes a custom type. A name is upper-case letters, digits,
+    ``_`` and ``.``, starts with a letter and is at most 64 characters long; prefix it with
+    something of your own so it never collides with a type we add later. Equal names are equal
+    types.
+    """
+
+    __slots__ = ("name",)
+
+    USER: ClassVar[EventType]
+    ASSISTANT: ClassVar[EventType]
+    TOOL: ClassVar[EventType]
+    SYSTEM: ClassVar[EventType]
+
+    name: str
+
+    def __init__(self, name: str) -> None:
+        if not isinstance(name, str) or not _EVENT_TYPE_NAME.fullmatch(name):
+            raise ValueError(
+                f"invalid event type name {name!r}: use upper-case letters, digits, '_' and '.', "
+                "start with a letter, at most 64 characters (e.g. 'ACME.AUDIT')"
+            )
+        object.__setattr__(self, "name", name)
+
+    @classmethod
+    def of(cls, name: str) -> EventType:
+        """The event type with this name.
+
+        Raises:
+            ValueError: the name breaks the naming rule.
+        """
+        return cls(name)
+
+    @classmethod
+    def for_message(cls, message_type: MessageType) -> EventType:
+        """The event type of a message of this type."""
+        return cls(message_type.value.upper())
+
+    @property
+    def message_type(self) -> MessageType | None:
+        """The message type of a message event type; ``None`` for a custom type."""
+        try:
+            return MessageType(self.name.lower())
+        except ValueError:
+            return None
+
+    @property
+    def is_message(self) -> bool:
+        """Whether events of this type carry a chat message."""
+        return self.message_type is not None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("EventType is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EventType) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(("EventType", self.name))
+
+    def __repr__(self) -> str:
+        return f"EventType({self.name!r})"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __reduce__(self) -> tuple[type[EventType], tuple[str]]:
+        return (EventType, (self.name,))
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        def validate(value: Any) -> EventType:
+            if isinstance(value, EventType):
+                return value
+            if isinstance(value, MessageType):
+                return cls.for_message(value)
+            return cls(value)
+
+        return core_schema.no_info_plain_validator_function(
+            validate,
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda value: value.name, when_used="always"
+            ),
+        )
+
+
+_INFERRED: Final = object.__new__(EventType)
+object.__setattr__(_INFERRED, "name", "")  # SessionEvent.type default: taken from the message
+
+EventType.USER = EventType("USER")
+EventType.ASSISTANT = EventType("ASSISTANT")
+EventType.TOOL = EventType("TOOL")
+EventType.SYSTEM = EventType("SYSTEM")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Session(_Frozen):
+    """A conversation's identity and lifetime. The events live in the repository."""
+
+    id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    """The session id: any non-empty string of at most 255 characters; a random UUID by default."""
+    user_id: str
+    """The owner: the user (or agent) whose conversation this is."""
+    created_at: AwareDatetime = Field(default_factory=utc_now)
+    """When the session was created."""
+    expires_at: AwareDatetime | None = None
+    """When the session may be swept; ``None`` means never. Defaults to 60 days after creation."""
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    """Your key/value data: model, tags, anything JSON can hold."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_expiry(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "expires_at" not in data:
+            created = data.get("created_at")
+            base = created if isinstance(created, datetime) else None
+            data = {**data, "expires_at": (base or utc_now()) + DEFAULT_TIME_TO_LIVE}
+        return data
+
+    @field_validator("id")
+    @classmethod
+    def _valid_id(cls, value: str) -> str:
+        return _check_id(value, "session id")
+
+    @field_validator("user_id")
+    @classmethod
+    def _valid_user(cls, value: str) -> str:
+        return _check_id(value, "user id")
+
+    @field_validator("created_at", "expires_at")
+    @classmethod
+    def _millis(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else _to_millis(value)
+
+    def is_expired(self, at: datetime) -> bool:
+        """Whether the session expired strictly before ``at``."""
+        return self.expires_at is not None and self.expires_at < at
+
+
+class SessionEvent(_Frozen):
+    """One entry of a session's log: a chat message, or a payload of a custom event type.
+
+    The type is taken from the message when not given. Events of a custom type carry a JSON
+    ``payload`` and no message; they are never sent to the model and compaction never covers
+    them.
+    """
+
+    id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    """Unique across all sessions; appending an id the session has is an idempotent replay."""
+    session_id: str
+    """The session this event belongs to."""
+    timestamp: AwareDatetime = Field(default_factory=utc_now)
+    """When it happened. Informational: the log's order is the order of appends."""
+    type: EventType = _INFERRED
+    """``USER``, ``ASSISTANT``, ``TOOL``, ``SYSTEM``, or a custom type; taken from the message
+    when not given."""
+    message: Message | None = None
+    """The chat message, for message event types."""
+    payload: dict[str, JsonValue] | None = None
+    """The data of a custom event type."""
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    """Flags and data about the event, such as ``SYNTHETIC`` and ``COMPACTION_SOURCE``."""
+    archived: bool = False
+    """Set by compaction: out of the active window, but still in the log and searchable."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _infer_type(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("type") in (None, _INFERRED):
+            message = data.get("message")
+            if isinstance(message, BaseModel) and hasattr(message, "message_type"):
+                data = {**data, "type": EventType.for_message(message.message_type)}
+            elif isinstance(message, dict) and isinstance(message.get("kind"), str):
+                data = {**data, "type": EventType(str(message["kind"]).upper())}
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SessionEvent:
+        if self.type is _INFERRED:
+            raise ValueError("an event needs a message, or a type and a payload")
+        expected = self.type.message_type
+        if expected is None:
+            if self.message is not None:
+                raise ValueError(
+                    f"an event of custom type {self.type} carries a payload, not a message"
+                )
+            if self.payload is None:
+                object.__setattr__(self, "payload", {})
+        else:
+            if self.message is None:
+                raise ValueError(f"an event of type {self.type} needs a message")
+            if self.message.message_type is not expected:
+                raise ValueError(
+                    f"event type {self.type} does not match a "
+                    f"{self.message.message_type.value} message"
+                )
+            if self.payload is not None:
+                raise ValueError("a message event carries no payload; put data in metadata")
+        return self
+
+    @field_validator("id")
+    @classmethod
+    def _valid_id(cls, value: str) -> str:
+        return _check_id(value, "event id")
+
+    @field_validator("session_id")
+    @classmethod
+    def _valid_session(cls, value: str) -> str:
+        return _check_id(value, "session id")
+
+    @field_validator("timestamp")
+    @classmethod
+    def _millis(cls, value: datetime) -> datetime:
+        return _to_millis(value)
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.session_id))
+
+    @property
+    def is_message(self) -> bool:
+        """Whether this event carries a chat message."""
+        return self.message is not None
+
+    @property
+    def is_synthetic(self) -> bool:
+        """Whether compaction wrote this event (a summary turn)."""
+        return self.metadata.get(SYNTHETIC) is True
+
+    @property
+    def is_turn_start(self) -> bool:
+        """Whether this event starts a turn: any user message, real or synthetic."""
+        return self.type == EventType.USER
+
+    @property
+    def has_tool_calls(self) -> bool:
+        """Whether this is an assistant message that asks for tool calls."""
+        return isinstance(self.message, AssistantMessage) and bool(self.message.tool_calls)
+
+    @property
+    def message_type(self) -> MessageType | None:
+        """The type of the message; ``None`` for a custom event."""
+        return None if self.message is None else self.message.message_type
+
+    @property
+    def text(self) -> str | None:
+        """The message text that searches look at; ``None`` for tool results and custom events."""
+        return None if self.message is None else self.message.text
+
+    def as_archived(self) -> SessionEvent:
+        """This event flagged archived."""
+        return self if self.archived else self.model_copy(update={"archived": True})
+
+
+class CreateSessionRequest(_Frozen):
+    """What :meth:`SessionService.create` needs to create a session."""
+
+    id: str | None = None
+    """The session id; a random UUID when ``None``."""
+    user_id: str
+    """The owner."""
+    time_to_live: timedelta | None = None
+    """How long the session lives; the service's default when ``None``."""
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    """Key/value data stored on the session."""
+
+    @field_validator("id")
+    @classmethod
+    def _valid_id(cls, value: str | None) -> str | None:
+        return None if value is None or not value.strip() else _check_id(value, "session id")
+
+    @field_validator("user_id")
+    @classmethod
+    def _valid_user(cls, value: str) -> str:
+        return _check_id(value, "user id")
+
+    @field_validator("time_to_live")
+    @classmethod
+    def _positive(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise ValueError("time_to_live must be positive")
+        return value

@@ -1,0 +1,175 @@
+"""Every error asyncsession raises.
+
+```text
+AsyncSessionError                       base of everything we raise; never raised directly
+├── UsageError (ValueError)             a developer mistake: bad argument, bad configuration
+│   ├── InvalidFilter                   an EventFilter with contradictory or bad criteria
+│   └── MissingSessionId                a chat call without a session id in its context
+├── AccessDenied (PermissionError)      a user touching a session that belongs to another user
+├── RepositoryError                     the session store refused or failed an operation
+│   ├── SessionNotFound (LookupError)   .session_id
+│   ├── SessionExists                   .session_id
+│   ├── EventIdConflict                 .event_id, .session_id, .owner_session_id
+│   ├── InvalidCompactionPlan           .session_id, .unknown_ids
+│   ├── EventTooLarge                   .event_id, .size, .limit
+│   └── StorageError                    the database failed; chained to the driver's error
+├── CompactionError                     a strategy failed; the log was left untouched
+├── ChatError                           the model call failed; .status_code when known
+│   ├── ChatTimeout
+│   ├── StreamInterrupted               the model's stream broke off before it finished
+│   └── ToolLoopLimitExceeded           the tool loop ran more rounds than allowed
+└── ToolError                           a tool failed; sent back to the model, not raised to you
+```
+
+Driver and SDK errors are translated at one boundary each and chained with ``raise ... from``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = [
+    "AsyncSessionError",
+    "UsageError",
+    "InvalidFilter",
+    "MissingSessionId",
+    "AccessDenied",
+    "RepositoryError",
+    "SessionNotFound",
+    "SessionExists",
+    "EventIdConflict",
+    "InvalidCompactionPlan",
+    "EventTooLarge",
+    "StorageError",
+    "CompactionError",
+    "ChatError",
+    "ChatTimeout",
+    "StreamInterrupted",
+    "ToolLoopLimitExceeded",
+    "ToolError",
+]
+
+
+class AsyncSessionError(Exception):
+    """Base class of every error raised by asyncsession."""
+
+
+class UsageError(AsyncSessionError, ValueError):
+    """A developer mistake: a bad argument or configuration, not a runtime failure."""
+
+
+class InvalidFilter(UsageError):
+    """An ``EventFilter`` whose criteria are invalid or contradict each other."""
+
+
+class MissingSessionId(UsageError):
+    """A chat call reached the session advisors without a session id in its context.
+
+    There is deliberately no shared fallback session: it would merge the history of different
+    users.
+    """
+
+
+class AccessDenied(AsyncSessionError, PermissionError):
+    """A user tried to read or write a session that belongs to another user."""
+
+    def __init__(self, session_id: str, user_id: str) -> None:
+        super().__init__(f"Session {session_id!r} does not belong to user {user_id!r}.")
+        self.session_id = session_id
+        self.user_id = user_id
+
+
+class RepositoryError(AsyncSessionError):
+    """The session store refused or failed an operation."""
+
+
+class SessionNotFound(RepositoryError, LookupError):
+    """No session has the given id."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"Session not found: {session_id!r}")
+        self.session_id = session_id
+
+
+class SessionExists(RepositoryError):
+    """A session with the given id already exists."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"Session already exists: {session_id!r}")
+        self.session_id = session_id
+
+
+class EventIdConflict(RepositoryError):
+    """An event id is already used by another session; event ids are unique across sessions."""
+
+    def __init__(self, event_id: str, session_id: str, owner_session_id: str) -> None:
+        super().__init__(
+            f"Event id {event_id!r} is already used by session {owner_session_id!r}, "
+            f"not {session_id!r}; event ids must be unique across sessions"
+        )
+        self.event_id = event_id
+        self.session_id = session_id
+        self.owner_session_id = owner_session_id
+
+
+class InvalidCompactionPlan(RepositoryError, ValueError):
+    """A compaction plan names events (to archive, or as anchors) that are not in the session."""
+
+    def __init__(self, session_id: str, unknown_ids: Iterable[str]) -> None:
+        ids = sorted(set(unknown_ids))
+        super().__init__(
+            f"Compaction plan for session {session_id!r} names events not in its log: {ids!r}"
+        )
+        self.session_id = session_id
+        self.unknown_ids = tuple(ids)
+
+
+class EventTooLarge(RepositoryError, ValueError):
+    """An event is larger than the store can hold in one document."""
+
+    def __init__(self, event_id: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"Event {event_id!r} is {size} bytes encoded, over the store's limit of {limit} bytes"
+        )
+        self.event_id = event_id
+        self.size = size
+        self.limit = limit
+
+
+class StorageError(RepositoryError):
+    """The database failed; the driver's exception is the ``__cause__``."""
+
+
+class CompactionError(AsyncSessionError):
+    """A compaction strategy failed; the session log was left untouched."""
+
+
+class ChatError(AsyncSessionError):
+    """The model call failed; the SDK's exception is the ``__cause__``."""
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class ChatTimeout(ChatError):
+    """The model did not answer in time."""
+
+
+class StreamInterrupted(ChatError):
+    """The model's stream broke off before it finished."""
+
+
+class ToolLoopLimitExceeded(ChatError):
+    """The model kept requesting tools for more rounds than the loop allows."""
+
+    def __init__(self, max_rounds: int) -> None:
+        super().__init__(
+            f"The model still requested tool calls after {max_rounds} rounds; "
+            "raise max_rounds or check the tools' results"
+        )
+        self.max_rounds = max_rounds
+
+
+class ToolError(AsyncSessionError):
+    """A tool failed. The tool loop sends the message back to the model as the tool's result."""

@@ -1,0 +1,421 @@
+"""``EventFilter``: which events of a session's log a read returns.
+
+Every criterion that is set must hold (they are AND-ed). A filter also carries at most one
+retrieval window: the newest ``last_n`` events, or one page (``page``, ``page_size``).
+
+Stores push filters into their queries; :meth:`EventFilter.apply` is the reference
+implementation of the read contract for a log held as a list, and the in-memory repository uses
+it as is.
+
+**Windows keep turns whole.** A ``last_n`` window of one session that would start in the middle
+of a turn is extended back to the user message that starts the turn, so a prompt built from it
+never opens with a tool result or an assistant reply. Text searches and pages are never extended,
+and reads across sessions are plain.
+
+**The active view** (``active_view=True``, part of :meth:`EventFilter.active`) is what the
+model sees: message events that are not archived. Events of custom types are left out of it
+unless ``event_types`` asks for them, and then only those appended after the newest compaction.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Final, overload
+
+from .events import EventType, SessionEvent
+from .exceptions import InvalidFilter
+from .messages import MessageType
+
+__all__ = ["DEFAULT_PAGE_SIZE", "EventFilter", "MatchMode"]
+
+DEFAULT_PAGE_SIZE: Final = 10
+
+
+class MatchMode(StrEnum):
+    """How several keywords combine."""
+
+    ANY = "any"
+    ALL = "all"
+
+
+class _LastN:
+    """``EventFilter.last_n``: the factory on the class, the field on an instance."""
+
+    @overload
+    def __get__(self, instance: None, owner: type[EventFilter]) -> Callable[[int], EventFilter]: ...
+    @overload
+    def __get__(self, instance: EventFilter, owner: type[EventFilter]) -> int | None: ...
+    def __get__(
+        self, instance: EventFilter | None, owner: type[EventFilter]
+    ) -> Callable[[int], EventFilter] | int | None:
+        if instance is None:
+            return lambda n: owner(last_n=n)
+        return instance._last_n
+
+    def __set__(self, instance: EventFilter, value: Any) -> None:
+        raise AttributeError("EventFilter is immutable")
+
+
+_FIELDS: Final = (
+    "from_",
+    "to",
+    "message_types",
+    "event_types",
+    "exclude_synthetic",
+    "exclude_archived",
+    "active_view",
+    "last_n",
+    "keyword",
+    "keywords",
+    "match_mode",
+    "pattern",
+    "page",
+    "page_size",
+)
+
+
+class EventFilter:
+    """Criteria and a window for reading a session's events. Immutable.
+
+    Args:
+        from_: only events at or after this time (inclusive).
+        to: only events at or before this time (inclusive).
+        message_types: only message events of these types.
+        event_types: only events of these types (message or custom types).
+        exclude_synthetic: leave out events that compaction wrote (summaries).
+        exclude_archived: leave out events that compaction archived.
+        active_view: the model's view: see the module docs.
+        last_n: only the newest ``n`` matching events (turn-aware for one session).
+        keyword: only events whose text contains this, case-insensitively and literally.
+        keywords: only events whose text contains any (or all) of these.
+        match_mode: ``ANY`` (the default with keywords) or ``ALL``.
+        pattern: only events whose text matches this Python regex (``re.search``). Never
+            compile text from users or models into a pattern.
+        page: the zero-based page number, with ``page_size``.
+        page_size: the size of a page; ``page`` defaults to 0.
+
+    Raises:
+        InvalidFilter: a criterion is out of range, or ``last_n`` is combined with a page.
+    """
+
+    __slots__ = (
+        "from_",
+        "to",
+        "message_types",
+        "event_types",
+        "exclude_synthetic",
+        "exclude_archived",
+        "active_view",
+        "_last_n",
+        "keyword",
+        "keywords",
+        "match_mode",
+        "pattern",
+        "page",
+        "page_size",
+    )
+
+    last_n = _LastN()
+
+    from_: datetime | None
+    to: datetime | None
+    message_types: frozenset[MessageType] | None
+    event_types: frozenset[EventType] | None
+    exclude_synthetic: bool
+    exclude_archived: bool
+    active_view: bool
+    _last_n: int | None
+    keyword: str | None
+    keywords: tuple[str, ...] | None
+    match_mode: MatchMode | None
+    pattern: re.Pattern[str] | None
+    page: int | None
+    page_size: int | None
+
+    def __init__(
+        self,
+        *,
+        from_: datetime | None = None,
+        to: datetime | None = None,
+        message_types: Iterable[MessageType | str] | None = None,
+        event_types: Iterable[EventType | str] | None = None,
+        exclude_synthetic: bool = False,
+        exclude_archived: bool = False,
+        active_view: bool = False,
+        last_n: int | None = None,
+        keyword: str | None = None,
+        keywords: Iterable[str] | None = None,
+        match_mode: MatchMode | str | None = None,
+        pattern: re.Pattern[str] | str | None = None,
+        page: int | None = None,
+        page_size: int | None = None,
+    ) -> None:
+        for name, value in (("from_", from_), ("to", to)):
+            if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
+                raise InvalidFilter(f"{name} must be a timezone-aware datetime, not {value!r}")
+        if from_ is not None and to is not None and from_ > to:
+            raise InvalidFilter(f"from_ ({from_.isoformat()}) is after to ({to.isoformat()})")
+        if last_n is not None and last_n <= 0:
+            raise InvalidFilter("last_n must be greater than 0")
+        if page_size is not None and page_size <= 0:
+            raise InvalidFilter("page_size must be greater than 0")
+        if page is not None and page < 0:
+            raise InvalidFilter("page must be >= 0")
+        if page is not None and page_size is None:
+            raise InvalidFilter("page_size must be set when page is set")
+        if last_n is not None and page_size is not None:
+            raise InvalidFilter("last_n and page/page_size are mutually exclusive")
+
+        types = None
+        if message_types is not None:
+            try:
+                types = frozenset(MessageType(t) for t in message_types) or None
+            except ValueError as exc:
+                raise InvalidFilter(f"unknown message type in {message_types!r}") from exc
+        kinds = None
+        if event_types is not None:
+            try:
+                kinds = frozenset(
+                    t if isinstance(t, EventType) else EventType(t) for t in event_types
+                )
+            except ValueError as exc:
+                raise InvalidFilter(str(exc)) from exc
+            kinds = kinds or None
+
+        keyword = keyword.lower() if keyword is not None and keyword.strip() else None
+        terms: tuple[str, ...] | None = None
+        if keywords is not None:
+            if isinstance(keywords, str):
+                raise InvalidFilter("keywords must be a list of terms, not one string")
+            terms = tuple(k.lower() for k in keywords if k is not None and k.strip()) or None
+        mode: MatchMode | None = None
+        if terms is not None:
+            try:
+                mode = MatchMode(
+                    match_mode.lower()
+                    if isinstance(match_mode, str)
+                    else match_mode or MatchMode.ANY
+                )
+            except ValueError as exc:
+                raise InvalidFilter(
+                    f"match_mode must be 'any' or 'all', not {match_mode!r}"
+                ) from exc
+        compiled: re.Pattern[str] | None
+        try:
+            compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        except re.error as exc:
+            raise InvalidFilter(f"invalid pattern {pattern!r}: {exc}") from exc
+
+        values: dict[str, Any] = {
+            "from_": from_,
+            "to": to,
+            "message_types": types,
+            "event_types": kinds,
+            "exclude_synthetic": bool(exclude_synthetic),
+            "exclude_archived": bool(exclude_archived),
+            "active_view": bool(active_view),
+            "_last_n": last_n,
+            "keyword": keyword,
+            "keywords": terms,
+            "match_mode": mode,
+            "pattern": compiled,
+            "page": 0 if page is None and page_size is not None else page,
+            "page_size": page_size,
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("EventFilter is immutable")
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in _FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EventFilter) and self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        defaults = EventFilter()._values()
+        shown = [
+            f"{name}={value!r}"
+            for name, value, default in zip(_FIELDS, self._values(), defaults, strict=True)
+            if value != default
+        ]
+        return f"EventFilter({', '.join(shown)})"
+
+    def _replace(self, **changes: Any) -> EventFilter:
+        values = dict(zip(_FIELDS, self._values(), strict=True))
+        values.update(changes)
+        return EventFilter(**values)
+
+    # --- factories ----------------------------------------------------------------------------
+
+    @classmethod
+    def all(cls) -> EventFilter:
+        """Every event of the log, archived ones included."""
+        return cls()
+
+    @classmethod
+    def active(cls) -> EventFilter:
+        """The model's view: message events that compaction has not archived."""
+        return cls(exclude_archived=True, active_view=True)
+
+    @classmethod
+    def real_only(cls) -> EventFilter:
+        """Every event but the synthetic ones compaction wrote."""
+        return cls(exclude_synthetic=True)
+
+    @classmethod
+    def keyword_search(
+        cls, keyword: str, page: int = 0, page_size: int = DEFAULT_PAGE_SIZE
+    ) -> EventFilter:
+        """One page of the events whose text contains ``keyword`` (literal, any case)."""
+        return cls(keyword=keyword, page=page, page_size=page_size)
+
+    @classmethod
+    def keywords_search(
+        cls,
+        terms: Sequence[str],
+        mode: MatchMode | str = MatchMode.ANY,
+        page: int = 0,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> EventFilter:
+        """One page of the events whose text contains any (or all) of ``terms``."""
+        return cls(keywords=terms, match_mode=mode, page=page, page_size=page_size)
+
+    @classmethod
+    def pattern_search(
+        cls, pattern: re.Pattern[str] | str, page: int = 0, page_size: int = DEFAULT_PAGE_SIZE
+    ) -> EventFilter:
+        """One page of the events whose text matches a regex you wrote (never a user's)."""
+        return cls(pattern=pattern, page=page, page_size=page_size)
+
+    # --- combining ----------------------------------------------------------------------------
+
+    def merge(self, other: EventFilter | None) -> EventFilter:
+        """This filter with ``other`` laid over it.
+
+        Every criterion ``other`` sets replaces this one's; the flags ``exclude_synthetic``,
+        ``exclude_archived`` and ``active_view`` are OR-ed, so either side can only narrow.
+        The window is one unit: if ``other`` sets ``last_n`` or a page, it replaces this
+        filter's window whole.
+        """
+        if other is None:
+            return self
+        changes: dict[str, Any] = {}
+        for name in (
+            "from_",
+            "to",
+            "message_types",
+            "event_types",
+            "keyword",
+            "keywords",
+            "pattern",
+        ):
+            value = getattr(other, name)
+            if value is not None:
+                changes[name] = value
+        if other.keywords is not None:
+            changes["match_mode"] = other.match_mode
+        for flag in ("exclude_synthetic", "exclude_archived", "active_view"):
+            changes[flag] = getattr(self, flag) or getattr(other, flag)
+        window = other if other.has_window else self
+        changes.update(last_n=window.last_n, page=window.page, page_size=window.page_size)
+        return self._replace(**changes)
+
+    def without_window(self) -> EventFilter:
+        """The same criteria with no ``last_n`` and no page."""
+        return self._replace(last_n=None, page=None, page_size=None)
+
+    @property
+    def has_window(self) -> bool:
+        """Whether a ``last_n`` or a page is set."""
+        return self.last_n is not None or self.page_size is not None
+
+    @property
+    def has_text_criteria(self) -> bool:
+        """Whether ``keyword``, ``keywords`` or ``pattern`` is set."""
+        return self.keyword is not None or self.keywords is not None or self.pattern is not None
+
+    # --- the reference read ---------------------------------------------------------------------
+
+    def matches(self, event: SessionEvent) -> bool:
+        """Whether ``event`` meets every criterion (the window and the active view's compaction
+        point aside)."""
+        if self.exclude_synthetic and event.is_synthetic:
+            return False
+        if (self.exclude_archived or self.active_view) and event.archived:
+            return False
+        if self.active_view and not event.is_message and self.event_types is None:
+            return False
+        if self.from_ is not None and event.timestamp < self.from_:
+            return False
+        if self.to is not None and event.timestamp > self.to:
+            return False
+        if self.message_types is not None and event.message_type not in self.message_types:
+            return False
+        if self.event_types is not None and event.type not in self.event_types:
+            return False
+        if self.has_text_criteria:
+            text = event.text
+            if text is None:
+                return False
+            lowered = text.lower()
+            if self.keyword is not None and self.keyword not in lowered:
+                return False
+            if self.keywords is not None:
+                hits = (term in lowered for term in self.keywords)
+                if not (all(hits) if self.match_mode is MatchMode.ALL else any(hits)):
+                    return False
+            if self.pattern is not None and self.pattern.search(text) is None:
+                return False
+        return True
+
+    def apply(self, events: Sequence[SessionEvent], *, compacted_at: int = 0) -> list[SessionEvent]:
+        """Read one session's log held as a list, oldest first: the reference implementation.
+
+        Args:
+            events: the whole log in order.
+            compacted_at: how many events the log held right after its newest compaction; in
+                the active view, custom events before that index are left out.
+        """
+        matched = [
+            event
+            for index, event in enumerate(events)
+            if self.matches(event)
+            and not (self.active_view and not event.is_message and index < compacted_at)
+        ]
+        return self.apply_turn_aware_window(matched)
+
+    def apply_window(self, matched: Sequence[SessionEvent]) -> list[SessionEvent]:
+        """The plain window over already matched events: the newest ``last_n``, or one page."""
+        if self.last_n is not None:
+            return list(matched[-self.last_n :])
+        if self.page_size is not None:
+            start = (self.page or 0) * self.page_size
+            return list(matched[start : start + self.page_size]) if start < len(matched) else []
+        return list(matched)
+
+    def apply_turn_aware_window(self, matched: Sequence[SessionEvent]) -> list[SessionEvent]:
+        """The window over one session's matched events, a ``last_n`` extended to its turn start.
+
+        When the oldest event of a ``last_n`` window is not a user message, the window reaches
+        back to the nearest preceding matched user message, unless the filter searches text or
+        there is no such message. The result can be longer than ``last_n`` by at most one turn.
+        """
+        n = self.last_n
+        if n is None or self.has_text_criteria or len(matched) <= n:
+            return self.apply_window(matched)
+        start = len(matched) - n
+        if not matched[start].is_turn_start:
+            for index in range(start - 1, -1, -1):
+                if matched[index].is_turn_start:
+                    start = index
+                    break
+        return list(matched[start:])

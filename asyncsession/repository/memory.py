@@ -1,0 +1,234 @@
+"""``InMemorySessionRepository``: the embedded default store and the reference semantics.
+
+Every operation runs to completion without awaiting, so on one event loop it is atomic with
+respect to every other task; a lock makes it safe from several threads too. Appends are O(1)
+amortised and a ``last_n`` read walks back from the end of the log, so its cost follows the
+window, not the log. Nothing survives the process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ..compaction.plan import CompactionPlan
+from ..events import Session, SessionEvent
+from ..exceptions import EventIdConflict, SessionNotFound, UsageError
+from ..filters import EventFilter
+from ._protocol import SessionSnapshot
+
+__all__ = ["InMemorySessionRepository"]
+
+
+@dataclass(slots=True)
+class _Log:
+    session: Session
+    events: list[SessionEvent] = field(default_factory=list)
+    ids: set[str] = field(default_factory=set)
+    version: int = 0
+    compacted_at: int = 0
+    """How many events the log held right after its newest compaction."""
+
+
+class InMemorySessionRepository:
+    """Sessions and their logs in process memory."""
+
+    def __init__(self) -> None:
+        self._logs: dict[str, _Log] = {}
+        self._owners: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    # --- sessions ------------------------------------------------------------------------------
+
+    async def save(self, session: Session) -> Session:
+        """Create or update a session; an update keeps ``created_at``, the log and the version."""
+        with self._lock:
+            log = self._logs.get(session.id)
+            if log is None:
+                self._logs[session.id] = _Log(session=session)
+                return session
+            log.session = log.session.model_copy(
+                update={
+                    "user_id": session.user_id,
+                    "expires_at": session.expires_at,
+                    "metadata": dict(session.metadata),
+                }
+            )
+            return log.session
+
+    async def save_if_absent(self, session: Session) -> bool:
+        """Insert the session unless its id exists."""
+        with self._lock:
+            if session.id in self._logs:
+                return False
+            self._logs[session.id] = _Log(session=session)
+            return True
+
+    async def find_by_id(self, session_id: str) -> Session | None:
+        """The session, or ``None``."""
+        log = self._logs.get(session_id)
+        return None if log is None else log.session
+
+    async def find_by_user_id(self, user_id: str) -> list[Session]:
+        """Every session of the user, oldest first."""
+        with self._lock:
+            sessions = [
+                log.session for log in self._logs.values() if log.session.user_id == user_id
+            ]
+        return sorted(sessions, key=lambda s: (s.created_at, s.id))
+
+    async def delete(self, session_id: str) -> None:
+        """Remove the session and its events."""
+        with self._lock:
+            self._drop(session_id)
+
+    def _drop(self, session_id: str) -> None:
+        log = self._logs.pop(session_id, None)
+        if log is not None:
+            for event_id in log.ids:
+                self._owners.pop(event_id, None)
+
+    async def delete_expired_sessions(self, before: datetime) -> int:
+        """Remove every session that expired strictly before ``before``."""
+        with self._lock:
+            expired = [sid for sid, log in self._logs.items() if log.session.is_expired(before)]
+            for session_id in expired:
+                self._drop(session_id)
+            return len(expired)
+
+    # --- appends -------------------------------------------------------------------------------
+
+    async def append_event(self, event: SessionEvent) -> None:
+        """Append one event; a replay of its id is a no-op."""
+        await self.append_events(event.session_id, [event])
+
+    async def append_events(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_version: int | None = None,
+    ) -> bool:
+        """Append a batch atomically as one version; see ``SessionRepository.append_events``."""
+        with self._lock:
+            log = self._logs.get(session_id)
+            if log is None:
+                raise SessionNotFound(session_id)
+            fresh: list[SessionEvent] = []
+            seen: set[str] = set()
+            for event in events:
+                if event.session_id != session_id:
+                    raise UsageError(
+                        f"event {event.id!r} belongs to session {event.session_id!r}, "
+                        f"not {session_id!r}"
+                    )
+                owner = self._owners.get(event.id)
+                if owner is not None and owner != session_id:
+                    raise EventIdConflict(event.id, session_id, owner)
+                if owner is None and event.id not in seen:
+                    seen.add(event.id)
+                    fresh.append(event)
+            if not fresh:
+                return expected_version is None or bool(events) or log.version == expected_version
+            if expected_version is not None and log.version != expected_version:
+                return False
+            for event in fresh:
+                log.events.append(event)
+                log.ids.add(event.id)
+                self._owners[event.id] = session_id
+            log.version += 1
+            return True
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    async def find_events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
+        """The matching events of one session, oldest first."""
+        with self._lock:
+            log = self._logs.get(session_id)
+            return [] if log is None else _read(log, filter)
+
+    async def read_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
+        """The session, its version and its matching events, taken atomically."""
+        with self._lock:
+            log = self._logs.get(session_id)
+            if log is None:
+                return None
+            return SessionSnapshot(
+                session=log.session, version=log.version, events=tuple(_read(log, filter))
+            )
+
+    async def find_events_by_user_id(self, user_id: str, filter: EventFilter) -> list[SessionEvent]:
+        """Matching events of all the user's sessions, by timestamp, then id."""
+        unwindowed = filter.without_window()
+        with self._lock:
+            matched = [
+                event
+                for log in self._logs.values()
+                if log.session.user_id == user_id
+                for event in unwindowed.apply(log.events, compacted_at=log.compacted_at)
+            ]
+        matched.sort(key=lambda e: (e.timestamp, e.id))
+        return filter.apply_window(matched)
+
+    async def get_event_version(self, session_id: str) -> int:
+        """The session's version; 0 when unknown."""
+        log = self._logs.get(session_id)
+        return 0 if log is None else log.version
+
+    # --- compaction ----------------------------------------------------------------------------
+
+    async def apply_compaction(
+        self, session_id: str, plan: CompactionPlan, expected_version: int
+    ) -> bool:
+        """Apply ``plan`` if the version is still ``expected_version``."""
+        with self._lock:
+            log = self._logs.get(session_id)
+            if log is None:
+                raise SessionNotFound(session_id)
+            if log.version != expected_version:
+                return False
+            for event in plan.inserted_events:
+                owner = self._owners.get(event.id)
+                if owner is not None:
+                    raise EventIdConflict(event.id, session_id, owner)
+            log.events = plan.apply_to(log.events, session_id=session_id)
+            for event in plan.inserted_events:
+                log.ids.add(event.id)
+                self._owners[event.id] = session_id
+            log.version += 1
+            log.compacted_at = len(log.events)
+            return True
+
+
+def _read(log: _Log, filter: EventFilter) -> list[SessionEvent]:
+    if filter.last_n is None:
+        return filter.apply(log.events, compacted_at=log.compacted_at)
+    # Walk back from the end so the cost follows the window, not the log.
+    n = filter.last_n
+    window: list[SessionEvent] = []
+    matches = _matching_backwards(log, filter)
+    for event in matches:
+        window.append(event)
+        if len(window) == n:
+            break
+    if len(window) == n and not filter.has_text_criteria and not window[-1].is_turn_start:
+        extension: list[SessionEvent] = []
+        for event in matches:
+            extension.append(event)
+            if event.is_turn_start:
+                window.extend(extension)
+                break
+    window.reverse()
+    return window
+
+
+def _matching_backwards(log: _Log, filter: EventFilter) -> Iterator[SessionEvent]:
+    events = log.events
+    for index in range(len(events) - 1, -1, -1):
+        event = events[index]
+        if not filter.matches(event):
+            continue
+        if filter.active_view and not event.is_message and index < log.compacted_at:
+            continue
+        yield event

@@ -1,0 +1,416 @@
+"""``SessionService``: the front door applications and advisors call.
+
+:class:`DefaultSessionService` validates arguments, applies the service's policies (the default
+time to live, whether system messages may be stored) and delegates to a
+:class:`~asyncsession.repository.SessionRepository`. :class:`DelegatingSessionService` forwards
+every call to another service, so a decorator (authorization, metrics) overrides only what it
+needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from pydantic import JsonValue
+
+from .events import (
+    DEFAULT_TIME_TO_LIVE,
+    CreateSessionRequest,
+    EventType,
+    Session,
+    SessionEvent,
+    utc_now,
+)
+from .exceptions import SessionExists, SessionNotFound, UsageError
+from .filters import EventFilter
+from .messages import Message
+from .repository._protocol import SessionRepository, SessionSnapshot
+
+if TYPE_CHECKING:
+    from .compaction import CompactionResult, CompactionStrategy, TriggerLike
+
+__all__ = ["SessionService", "DefaultSessionService", "DelegatingSessionService"]
+
+_SYSTEM_MESSAGES_DISABLED = (
+    "Storing a system message in session {session_id!r} is disabled. System prompts are "
+    "configuration, not conversation: send them with each request instead. To store them "
+    "anyway (the latest one stays active, older ones are archived by compaction), build the "
+    "service with allow_system_messages=True."
+)
+
+
+def _require(value: str, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(f"{what} must be a non-empty string")
+    return value
+
+
+@runtime_checkable
+class SessionService(Protocol):
+    """The session operations applications and advisors use."""
+
+    async def create(self, request: CreateSessionRequest) -> Session:
+        """Create a session; raises ``SessionExists`` if its id is taken."""
+        ...
+
+    async def find_or_create(self, request: CreateSessionRequest) -> Session:
+        """The session with ``request.id``, created from the request if it does not exist."""
+        ...
+
+    async def find_by_id(self, session_id: str) -> Session | None:
+        """The session, or ``None``."""
+        ...
+
+    async def find_by_user_id(self, user_id: str) -> list[Session]:
+        """Every session of the user."""
+        ...
+
+    async def delete(self, session_id: str) -> None:
+        """Remove the session and all its events."""
+        ...
+
+    async def delete_expired_sessions(self, before: datetime | None = None) -> int:
+        """Remove the sessions that expired before ``before`` (default: now); returns the count."""
+        ...
+
+    async def append_event(self, event: SessionEvent) -> None:
+        """Append one event; a replay of its id is a no-op."""
+        ...
+
+    async def append_events(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_version: int | None = None,
+    ) -> bool:
+        """Append a batch as one version; with ``expected_version``, only if nothing changed."""
+        ...
+
+    async def append_message(
+        self,
+        session_id: str,
+        message: Message,
+        *,
+        event_id: str | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
+    ) -> SessionEvent:
+        """Wrap a message in a new event, append it, and return the event."""
+        ...
+
+    async def get_events(
+        self, session_id: str, filter: EventFilter | None = None
+    ) -> list[SessionEvent]:
+        """The session's events that match ``filter`` (default: all, archived included)."""
+        ...
+
+    async def get_messages(self, session_id: str) -> list[Message]:
+        """Every message of the log, archived ones included."""
+        ...
+
+    async def get_active_messages(self, session_id: str) -> list[Message]:
+        """The messages of the active view: what the model is sent."""
+        ...
+
+    async def get_event_version(self, session_id: str) -> int:
+        """The session's event-log version."""
+        ...
+
+    async def get_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
+        """The session, its version and its matching events in one read."""
+        ...
+
+    async def find_events_by_user_id(
+        self, user_id: str, filter: EventFilter | None = None
+    ) -> list[SessionEvent]:
+        """Matching events across all the user's sessions, by timestamp."""
+        ...
+
+    async def compact(
+        self, session_id: str, trigger: TriggerLike, strategy: CompactionStrategy
+    ) -> CompactionResult:
+        """Compact the session if the trigger fires; a lost compare-and-swap is a no-op."""
+        ...
+
+
+class DefaultSessionService:
+    """The standard ``SessionService`` over a repository.
+
+    Args:
+        repository: where sessions live.
+        default_time_to_live: the lifetime of a session created without one (60 days).
+        allow_system_messages: whether system messages may be stored (off: they are
+            configuration and belong to each request).
+        clock: the time source, for tests.
+    """
+
+    def __init__(
+        self,
+        repository: SessionRepository,
+        *,
+        default_time_to_live: timedelta = DEFAULT_TIME_TO_LIVE,
+        allow_system_messages: bool = False,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        if default_time_to_live <= timedelta(0):
+            raise UsageError("default_time_to_live must be positive")
+        self.repository = repository
+        self.default_time_to_live = default_time_to_live
+        self.allow_system_messages = allow_system_messages
+        self._clock = clock
+
+    def _new_session(self, request: CreateSessionRequest) -> Session:
+        now = self._clock()
+        values: dict[str, Any] = {
+            "user_id": request.user_id,
+            "created_at": now,
+            "expires_at": now + (request.time_to_live or self.default_time_to_live),
+            "metadata": dict(request.metadata),
+        }
+        if request.id is not None:
+            values["id"] = request.id
+        return Session(**values)
+
+    async def create(self, request: CreateSessionRequest) -> Session:
+        """Create a session from the request.
+
+        Raises:
+            SessionExists: a session with the request's id exists.
+        """
+        session = self._new_session(request)
+        if not await self.repository.save_if_absent(session):
+            raise SessionExists(session.id)
+        return session
+
+    async def find_or_create(self, request: CreateSessionRequest) -> Session:
+        """The session with ``request.id``, created if absent; a concurrent creator's wins."""
+        if request.id is not None:
+            found = await self.repository.find_by_id(request.id)
+            if found is not None:
+                return found
+        try:
+            return await self.create(request)
+        except SessionExists:
+            assert request.id is not None
+            found = await self.repository.find_by_id(request.id)
+            if found is None:  # created and deleted in between: try once more
+                return await self.create(request)
+            return found
+
+    async def find_by_id(self, session_id: str) -> Session | None:
+        """The session, or ``None``."""
+        return await self.repository.find_by_id(_require(session_id, "session_id"))
+
+    async def find_by_user_id(self, user_id: str) -> list[Session]:
+        """Every session of the user."""
+        return await self.repository.find_by_user_id(_require(user_id, "user_id"))
+
+    async def delete(self, session_id: str) -> None:
+        """Remove the session and all its events."""
+        await self.repository.delete(_require(session_id, "session_id"))
+
+    async def delete_expired_sessions(self, before: datetime | None = None) -> int:
+        """Remove the sessions that expired before ``before`` (default: the clock's now)."""
+        if before is not None and before.tzinfo is None:
+            raise UsageError("before must be a timezone-aware datetime")
+        return await self.repository.delete_expired_sessions(before or self._clock())
+
+    def _check_storable(self, event: SessionEvent) -> None:
+        if event.type == EventType.SYSTEM and not self.allow_system_messages:
+            raise UsageError(_SYSTEM_MESSAGES_DISABLED.format(session_id=event.session_id))
+
+    async def append_event(self, event: SessionEvent) -> None:
+        """Append one event; a replay of its id is a no-op.
+
+        Raises:
+            SessionNotFound: the session does not exist.
+            EventIdConflict: the id belongs to another session.
+            UsageError: a system message while they are disabled.
+        """
+        self._check_storable(event)
+        await self.repository.append_event(event)
+
+    async def append_events(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_version: int | None = None,
+    ) -> bool:
+        """Append a batch as one version; with ``expected_version``, only if nothing changed."""
+        _require(session_id, "session_id")
+        if expected_version is not None and expected_version < 0:
+            raise UsageError("expected_version must be >= 0")
+        for event in events:
+            self._check_storable(event)
+        return await self.repository.append_events(session_id, events, expected_version)
+
+    async def append_message(
+        self,
+        session_id: str,
+        message: Message,
+        *,
+        event_id: str | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
+    ) -> SessionEvent:
+        """Wrap a message in a new event (now, a random id unless given), append it, return it."""
+        values: dict[str, Any] = {
+            "session_id": _require(session_id, "session_id"),
+            "message": message,
+            "timestamp": self._clock(),
+            "metadata": dict(metadata or {}),
+        }
+        if event_id is not None:
+            values["id"] = event_id
+        event = SessionEvent(**values)
+        await self.append_event(event)
+        return event
+
+    async def get_events(
+        self, session_id: str, filter: EventFilter | None = None
+    ) -> list[SessionEvent]:
+        """The matching events, oldest first; empty for an unknown session."""
+        return await self.repository.find_events(
+            _require(session_id, "session_id"), filter or EventFilter.all()
+        )
+
+    async def get_messages(self, session_id: str) -> list[Message]:
+        """Every message of the log, archived ones included."""
+        events = await self.get_events(session_id, EventFilter.all())
+        return [e.message for e in events if e.message is not None]
+
+    async def get_active_messages(self, session_id: str) -> list[Message]:
+        """The messages of the active view."""
+        events = await self.get_events(session_id, EventFilter.active())
+        return [e.message for e in events if e.message is not None]
+
+    async def get_event_version(self, session_id: str) -> int:
+        """The session's event-log version; 0 for an unknown session."""
+        return await self.repository.get_event_version(_require(session_id, "session_id"))
+
+    async def get_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
+        """The session, its version and its matching events in one read; ``None`` if unknown."""
+        return await self.repository.read_snapshot(_require(session_id, "session_id"), filter)
+
+    async def find_events_by_user_id(
+        self, user_id: str, filter: EventFilter | None = None
+    ) -> list[SessionEvent]:
+        """Matching events across all the user's sessions, by timestamp."""
+        return await self.repository.find_events_by_user_id(
+            _require(user_id, "user_id"), filter or EventFilter.all()
+        )
+
+    async def compact(
+        self, session_id: str, trigger: TriggerLike, strategy: CompactionStrategy
+    ) -> CompactionResult:
+        """Compact the session if ``trigger`` fires (see ``asyncsession.compaction``).
+
+        Reads the version, then the active events; asks the trigger; runs the strategy; applies
+        the resulting plan with a compare-and-swap on that version. A lost compare-and-swap is
+        a silent no-op (the next turn tries again): the result then has ``applied=False``.
+
+        Raises:
+            SessionNotFound: the session does not exist.
+        """
+        from .compaction._run import run_compaction
+
+        _require(session_id, "session_id")
+        session = await self.repository.find_by_id(session_id)
+        if session is None:
+            raise SessionNotFound(session_id)
+        return await run_compaction(self.repository, session, trigger, strategy)
+
+
+class DelegatingSessionService:
+    """A ``SessionService`` that forwards every call to ``delegate``.
+
+    Subclass it and override only what your decorator changes (authorization, metrics,
+    logging); everything else passes through.
+    """
+
+    def __init__(self, delegate: SessionService) -> None:
+        self.delegate = delegate
+
+    async def create(self, request: CreateSessionRequest) -> Session:
+        """Forwarded."""
+        return await self.delegate.create(request)
+
+    async def find_or_create(self, request: CreateSessionRequest) -> Session:
+        """Forwarded."""
+        return await self.delegate.find_or_create(request)
+
+    async def find_by_id(self, session_id: str) -> Session | None:
+        """Forwarded."""
+        return await self.delegate.find_by_id(session_id)
+
+    async def find_by_user_id(self, user_id: str) -> list[Session]:
+        """Forwarded."""
+        return await self.delegate.find_by_user_id(user_id)
+
+    async def delete(self, session_id: str) -> None:
+        """Forwarded."""
+        await self.delegate.delete(session_id)
+
+    async def delete_expired_sessions(self, before: datetime | None = None) -> int:
+        """Forwarded."""
+        return await self.delegate.delete_expired_sessions(before)
+
+    async def append_event(self, event: SessionEvent) -> None:
+        """Forwarded."""
+        await self.delegate.append_event(event)
+
+    async def append_events(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_version: int | None = None,
+    ) -> bool:
+        """Forwarded."""
+        return await self.delegate.append_events(session_id, events, expected_version)
+
+    async def append_message(
+        self,
+        session_id: str,
+        message: Message,
+        *,
+        event_id: str | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
+    ) -> SessionEvent:
+        """Forwarded."""
+        return await self.delegate.append_message(
+            session_id, message, event_id=event_id, metadata=metadata
+        )
+
+    async def get_events(
+        self, session_id: str, filter: EventFilter | None = None
+    ) -> list[SessionEvent]:
+        """Forwarded."""
+        return await self.delegate.get_events(session_id, filter)
+
+    async def get_messages(self, session_id: str) -> list[Message]:
+        """Forwarded."""
+        return await self.delegate.get_messages(session_id)
+
+    async def get_active_messages(self, session_id: str) -> list[Message]:
+        """Forwarded."""
+        return await self.delegate.get_active_messages(session_id)
+
+    async def get_event_version(self, session_id: str) -> int:
+        """Forwarded."""
+        return await self.delegate.get_event_version(session_id)
+
+    async def get_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
+        """Forwarded."""
+        return await self.delegate.get_snapshot(session_id, filter)
+
+    async def find_events_by_user_id(
+        self, user_id: str, filter: EventFilter | None = None
+    ) -> list[SessionEvent]:
+        """Forwarded."""
+        return await self.delegate.find_events_by_user_id(user_id, filter)
+
+    async def compact(
+        self, session_id: str, trigger: TriggerLike, strategy: CompactionStrategy
+    ) -> CompactionResult:
+        """Forwarded."""
+        return await self.delegate.compact(session_id, trigger, strategy)
