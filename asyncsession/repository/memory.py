@@ -159,7 +159,7 @@ class InMemorySessionRepository:
             )
 
     async def find_events_by_user_id(self, user_id: str, filter: EventFilter) -> list[SessionEvent]:
-        """Matching events of all the user's sessions, by timestamp, then id."""
+        """Matching events of all the user's sessions, by timestamp; ties keep log order."""
         unwindowed = filter.without_window()
         with self._lock:
             matched = [
@@ -168,7 +168,7 @@ class InMemorySessionRepository:
                 if log.session.user_id == user_id
                 for event in unwindowed.apply(log.events, compacted_at=log.compacted_at)
             ]
-        matched.sort(key=lambda e: (e.timestamp, e.id))
+        matched.sort(key=lambda e: e.timestamp)  # stable: ties keep each session's log order
         return filter.apply_window(matched)
 
     async def get_event_version(self, session_id: str) -> int:

@@ -6,5 +6,27 @@
 """
 
 from ._clock import FakeClock
+from .openai_server import (
+    FinishReason,
+    RecordedRequest,
+    Responder,
+    ScriptedError,
+    ScriptedOpenAIServer,
+    ScriptedReply,
+    ScriptedReplyOptions,
+    ScriptedToolCall,
+    ScriptedUsage,
+)
 
-__all__ = ["FakeClock"]
+__all__ = [
+    "FakeClock",
+    "FinishReason",
+    "RecordedRequest",
+    "Responder",
+    "ScriptedError",
+    "ScriptedOpenAIServer",
+    "ScriptedReply",
+    "ScriptedReplyOptions",
+    "ScriptedToolCall",
+    "ScriptedUsage",
+]
