@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from .exceptions import UsageError
 
@@ -37,6 +37,11 @@ __all__ = [
 ]
 
 OpenAIMessage: TypeAlias = dict[str, Any]
+
+_T = TypeVar("_T")
+_Seq = Annotated[Sequence[_T], AfterValidator(tuple)]
+"""Any sequence on the way in, a tuple once stored: messages are immutable."""
+_Parts: TypeAlias = "_Seq[dict[str, JsonValue]] | None"
 
 
 class MessageType(StrEnum):
@@ -74,7 +79,7 @@ class ToolResponse(_Frozen):
     """The tool's name (OpenAI's wire format does not carry it; we fill it from the call)."""
     data: str
     """The result text sent back to the model."""
-    parts: tuple[dict[str, JsonValue], ...] | None = None
+    parts: _Parts = None
     """The original content parts, when the result was sent as a list of parts."""
 
 
@@ -83,7 +88,7 @@ class _MessageBase(_Frozen):
     """Keys of the OpenAI message dict that have no field here, kept for a lossless round trip."""
 
 
-def _text_of_parts(parts: tuple[dict[str, JsonValue], ...]) -> str:
+def _text_of_parts(parts: Sequence[dict[str, JsonValue]]) -> str:
     return "\n".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
 
 
@@ -93,7 +98,7 @@ class UserMessage(_MessageBase):
     kind: Literal["user"] = "user"
     text: str = ""
     """The text; for multi-part content, the text parts joined by newlines."""
-    parts: tuple[dict[str, JsonValue], ...] | None = None
+    parts: _Parts = None
     """The original content parts (text, images, audio, files), when content was a list."""
 
     @property
@@ -113,7 +118,7 @@ class SystemMessage(_MessageBase):
     kind: Literal["system"] = "system"
     text: str
     """The instructions."""
-    parts: tuple[dict[str, JsonValue], ...] | None = None
+    parts: _Parts = None
     """The original content parts, when content was a list."""
     role: Literal["system", "developer"] = "system"
     """OpenAI's role name: newer models call system instructions ``developer``."""
@@ -135,9 +140,9 @@ class AssistantMessage(_MessageBase):
     kind: Literal["assistant"] = "assistant"
     text: str | None = None
     """The reply text; ``None`` when the model sent no content (typical with tool calls)."""
-    tool_calls: tuple[ToolCall, ...] = ()
+    tool_calls: _Seq[ToolCall] = ()
     """The tools the model asks to run, in its order."""
-    parts: tuple[dict[str, JsonValue], ...] | None = None
+    parts: _Parts = None
     """The original content parts, when content was a list."""
 
     @property
@@ -164,12 +169,12 @@ class ToolResponseMessage(_MessageBase):
     """The results of one round of tool calls, in the order of the calls."""
 
     kind: Literal["tool"] = "tool"
-    responses: tuple[ToolResponse, ...]
+    responses: _Seq[ToolResponse]
     """One result per answered call."""
 
     @field_validator("responses")
     @classmethod
-    def _not_empty(cls, value: tuple[ToolResponse, ...]) -> tuple[ToolResponse, ...]:
+    def _not_empty(cls, value: Sequence[ToolResponse]) -> Sequence[ToolResponse]:
         if not value:
             raise ValueError("a ToolResponseMessage needs at least one response")
         return value

@@ -44,7 +44,18 @@ from ..messages import (
 )
 from ..repository._protocol import SessionRepository
 
-__all__ = ["SessionRepositoryContract", "SHADOW_PROMPT"]
+__all__ = [
+    "SHADOW_PROMPT",
+    "SessionRepositoryContract",
+    "assistant",
+    "event",
+    "label",
+    "labels",
+    "summary_turn",
+    "synthetic",
+    "system",
+    "user",
+]
 
 SHADOW_PROMPT = "Summarize the conversation we had so far."
 
