@@ -1,0 +1,170 @@
+"""Recall tools: conversation_search and cross_session_search."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from asyncsession import (
+    AssistantMessage,
+    CompactionPlan,
+    CreateSessionRequest,
+    DefaultSessionService,
+    InMemorySessionRepository,
+    UserMessage,
+)
+from asyncsession.testing import FakeClock
+from asyncsession.testing.contract import summary_turn
+from asyncsession.tools import ConversationSearch, CrossSessionSearch
+from asyncsession.tools.recall import NO_RESULTS
+
+CONTEXT_KEY = "chat_memory_conversation_id"
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(datetime(2026, 4, 1, tzinfo=UTC))
+
+
+@pytest.fixture
+def service(clock: FakeClock) -> DefaultSessionService:
+    return DefaultSessionService(InMemorySessionRepository(), clock=clock)
+
+
+async def _conversation(
+    service: DefaultSessionService, clock: FakeClock, user: str, *texts: str
+) -> str:
+    session = await service.create(CreateSessionRequest(user_id=user))
+    for i, text in enumerate(texts):
+        message = UserMessage(text=text) if i % 2 == 0 else AssistantMessage(text=text)
+        await service.append_message(session.id, message)
+        clock.advance(timedelta(minutes=1))
+    return session.id
+
+
+async def test_conversation_search_finds_archived_text(
+    service: DefaultSessionService, clock: FakeClock
+) -> None:
+    """After compaction archives a turn, conversation_search still finds its text."""
+    sid = await _conversation(
+        service, clock, "alice", "My cat is named Miso", "Nice name!", "What's 2+2?", "4"
+    )
+    events = await service.get_events(sid)
+    version = await service.get_event_version(sid)
+    plan = CompactionPlan(archive_ids=frozenset(e.id for e in events[:2]))
+    assert await service.repository.apply_compaction(sid, plan, version)
+    assert "Miso" not in [m.text for m in await service.get_active_messages(sid)]
+    found = json.loads(await ConversationSearch(service)(query="MISO", context={CONTEXT_KEY: sid}))
+    assert found == [
+        {"timestamp": "2026-04-01T00:00:00Z", "type": "user", "text": "My cat is named Miso"}
+    ]
+
+
+async def test_conversation_search_needs_a_session_in_the_context(
+    service: DefaultSessionService,
+) -> None:
+    """Without a session id in the context the tool answers with an error, never a fallback."""
+    tool = ConversationSearch(service)
+    answer = await tool(query="x", context={})
+    assert answer.startswith("Error: conversation_search is unavailable")
+    assert (await tool(query="x")).startswith("Error:")
+
+
+async def test_conversation_search_pages_and_refuses_blank_queries(
+    service: DefaultSessionService, clock: FakeClock
+) -> None:
+    """Results come a page at a time; a blank query is an error, not "everything"."""
+    sid = await _conversation(service, clock, "alice", *(f"note {i}" for i in range(5)))
+    tool = ConversationSearch(service, page_size=2)
+    context = {CONTEXT_KEY: sid}
+    pages = [json.loads(await tool(query="note", page=p, context=context)) for p in (0, 1)]
+    assert [[row["text"] for row in page] for page in pages] == [
+        ["note 0", "note 1"],
+        ["note 2", "note 3"],
+    ]
+    assert await tool(query="note", page=3, context=context) == NO_RESULTS
+    assert json.loads(await tool(query="note", page=-4, context=context))[0]["text"] == "note 0"
+    assert (await tool(query="  ", context=context)).startswith("Error:")
+    assert (await tool(query="x", page="2", context=context)).startswith("Error:")  # type: ignore[arg-type]
+
+
+async def test_search_terms_are_literal_never_a_regex(
+    service: DefaultSessionService, clock: FakeClock
+) -> None:
+    """Regex metacharacters in a query match literally."""
+    sid = await _conversation(service, clock, "alice", "price is $5 (approx.)", "cheap", "p.i")
+    context = {CONTEXT_KEY: sid}
+    rows = json.loads(await ConversationSearch(service)(query="$5 (approx.)", context=context))
+    assert [row["text"] for row in rows] == ["price is $5 (approx.)"]
+    assert await ConversationSearch(service)(query=".*", context=context) == NO_RESULTS
+
+
+async def test_cross_session_search_spans_one_users_sessions_only(
+    service: DefaultSessionService, clock: FakeClock
+) -> None:
+    """Terms are searched across every session of the bound user and nobody else's."""
+    first = await _conversation(service, clock, "alice", "trip to Lisbon", "sounds fun")
+    second = await _conversation(service, clock, "alice", "Lisbon hotel booked", "great")
+    await _conversation(service, clock, "bob", "Lisbon is mine", "ok")
+    rows = json.loads(await CrossSessionSearch(service, "alice")(query="lisbon"))
+    assert [(row["sessionId"], row["text"]) for row in rows] == [
+        (first, "trip to Lisbon"),
+        (second, "Lisbon hotel booked"),
+    ]
+    both = json.loads(
+        await CrossSessionSearch(service, "alice")(query="lisbon, hotel", match_mode="ALL")
+    )
+    assert [row["text"] for row in both] == ["Lisbon hotel booked"]
+    any_ = json.loads(await CrossSessionSearch(service, "alice")(query="trip,hotel"))
+    assert len(any_) == 2
+
+
+async def test_cross_session_search_since_and_synthetic(
+    service: DefaultSessionService, clock: FakeClock
+) -> None:
+    """``since`` bounds the time; compaction summaries are left out unless asked for."""
+    sid = await _conversation(
+        service, clock, "alice", "budget is 100", "ok", "budget now 200", "ok"
+    )
+    for event in summary_turn(sid, "the budget went from 100 to 200"):
+        await service.append_event(event)
+    tool = CrossSessionSearch(service, "alice")
+    rows = json.loads(await tool(query="budget", since="2026-04-01T00:01:30Z"))
+    assert [row["text"] for row in rows] == ["budget now 200"]
+    everything = json.loads(
+        await CrossSessionSearch(service, "alice", include_synthetic=True)(query="budget")
+    )
+    assert len(everything) == 3
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        pytest.param({"query": " "}, "at least one search term", id="blank"),
+        pytest.param({"query": ", ,"}, "at least one search term", id="only-commas"),
+        pytest.param({"query": ",".join(f"t{i}" for i in range(21))}, "at most 20", id="too-many"),
+        pytest.param({"query": "x", "match_mode": "some"}, "match_mode", id="bad-mode"),
+        pytest.param({"query": "x", "since": "yesterday"}, "ISO-8601", id="bad-since"),
+        pytest.param({"query": "x", "since": "2026-01-01T00:00:00"}, "time zone", id="naive-since"),
+        pytest.param({"query": "x", "page": 1.5}, "page", id="bad-page"),
+    ],
+)
+async def test_bad_arguments_come_back_as_tool_errors(
+    service: DefaultSessionService, arguments: dict[str, object], error: str
+) -> None:
+    """Bad arguments produce an ``Error:`` answer for the model, never an exception."""
+    answer = await CrossSessionSearch(service, "alice")(**arguments)  # type: ignore[arg-type]
+    assert answer.startswith("Error:")
+    assert error in answer
+
+
+def test_tools_validate_their_configuration(service: DefaultSessionService) -> None:
+    """A blank user or a non-positive page size is refused when the tool is built."""
+    with pytest.raises(ValueError, match="user_id"):
+        CrossSessionSearch(service, " ")
+    with pytest.raises(ValueError, match="page_size"):
+        ConversationSearch(service, page_size=0)
+    with pytest.raises(ValueError, match="page_size"):
+        CrossSessionSearch(service, "a", page_size=0)
