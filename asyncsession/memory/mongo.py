@@ -1,0 +1,413 @@
+"""`MongoMemoryStore`: one scope's memory files as documents in a MongoDB collection."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import AsyncGenerator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pymongo import ASCENDING
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError, PyMongoError
+
+from .store import (
+    DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_MAX_STORE_BYTES,
+    MemoryBackendError,
+    MemoryEntry,
+    MemoryExists,
+    MemoryFile,
+    MemoryIsADirectory,
+    MemoryNotADirectory,
+    MemoryNotFound,
+    MemoryPathError,
+    MemoryTooLarge,
+    MemoryWriteConflict,
+    normalize_memory_path,
+    validate_memory_scope,
+)
+
+__all__ = ["MongoMemoryStore"]
+
+_SEPARATOR = "\x1f"  # may appear in neither scopes nor paths, so ids cannot collide
+_MAX_DOCUMENT_TEXT = 15 * 1024 * 1024  # stay clear of MongoDB's 16 MiB document limit
+_INDEX_NAME = "scope_path_unique"
+_MOVE_ATTEMPTS = 10
+
+
+@contextlib.asynccontextmanager
+async def _map_pymongo_errors(rel: str) -> AsyncGenerator[None, None]:
+    """Translate driver errors into `MemoryBackendError`, chaining the cause."""
+    try:
+        yield
+    except PyMongoError as exc:
+        raise MemoryBackendError(f"{type(exc).__name__}: {exc} ({rel or '/'})") from exc
+
+
+def _parent_and_name(rel: str) -> tuple[str, str]:
+    """Split a normalised path into its parent (``""`` at top level) and its last component."""
+    parent, _, name = rel.rpartition("/")
+    return parent, name
+
+
+def _proper_prefixes(rel: str) -> list[str]:
+    """The ancestors of a normalised path, outermost first, without the root."""
+    parts = rel.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _prefix_range(rel: str) -> dict[str, str]:
+    """A ``path`` filter matching everything strictly below the directory `rel`."""
+    # '/' + 1 == '0', so ["d/", "d0") holds exactly the paths that start with "d/".
+    return {"$gte": rel + "/", "$lt": rel + "0"}
+
+
+class MongoMemoryStore:
+    r"""One scope's memory files in a MongoDB collection (default ``memories``).
+
+    Storage layout: one document per file, ``{_id: "<scope><path>", scope, path, text,
+    version, size, updated_at}``. The ``_id`` is a plain string (the separator, U+001F, may
+    appear in neither scopes nor paths), so lookups by file are point reads on the ``_id``
+    index and uniqueness per (scope, path) comes for free. Directories are implicit: a
+    directory exists while some file's path lies under it, and listing one is a range query on
+    ``path``. Every query filters by ``scope``, so a store never sees another scope's documents.
+
+    Atomicity: a write is a compare-and-set on ``version`` (``update_one({_id, scope, version:
+    expected}, ...)``; a create is an ``insert_one`` that fails on a duplicate ``_id``), so
+    concurrent agents of one scope, in any number of processes, never lose an edit: the loser
+    gets `MemoryWriteConflict`, re-reads and retries. Versions are random 63-bit tokens, so a
+    file deleted and re-created never reuses a version a stale writer might hold.
+
+    Moves: a file moves by inserting the copy, then deleting the original only if its version
+    is unchanged; if it changed, the copy is dropped and the move retried with the fresh
+    original, so an edit racing a move is never lost. A directory moves file by file: the move
+    is not atomic as a whole (a reader may briefly see it half done), but once started it runs
+    to completion even if the caller is cancelled. The file-versus-directory checks on create
+    and the scope size limit are check-then-act, so racing writers can overshoot the limit by
+    at most their own writes.
+
+    The collection comes from a PyMongo `AsyncDatabase` (a Motor database works too, e.g.
+    mongomock-motor in tests); the store borrows it and never closes the client. Call
+    `ensure_indexes` once at startup.
+    """
+
+    def __init__(
+        self,
+        database: AsyncDatabase[Any],
+        *,
+        scope: str,
+        collection: str = "memories",
+        root: str = "/memories",
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        max_store_bytes: int | None = DEFAULT_MAX_STORE_BYTES,
+    ) -> None:
+        """Bind a store to one scope's documents in ``database[collection]``.
+
+        Args:
+            database: A PyMongo ``AsyncDatabase`` (borrowed, never closed).
+            scope: The scope key (user, tenant, agent); see `validate_memory_scope`.
+            collection: The collection holding every scope's memory files.
+            root: The virtual root directory shown to the model.
+            max_file_bytes: The largest file this store writes, in UTF-8 bytes.
+            max_store_bytes: The largest total of the scope's files, or ``None`` for no limit.
+
+        Raises:
+            ValueError: the scope or a limit is invalid.
+        """
+        if not 0 < max_file_bytes <= _MAX_DOCUMENT_TEXT:
+            raise ValueError(
+                f"max_file_bytes must be between 1 and {_MAX_DOCUMENT_TEXT}, got {max_file_bytes!r}"
+            )
+        if max_store_bytes is not None and max_store_bytes <= 0:
+            raise ValueError(f"max_store_bytes must be positive or None, got {max_store_bytes!r}")
+        self._scope = validate_memory_scope(scope)
+        self._database = database
+        self._collection_name = collection
+        self._collection: AsyncCollection[Any] = database[collection]
+        self._root = root
+        self._max_file_bytes = max_file_bytes
+        self._max_store_bytes = max_store_bytes
+
+    def __repr__(self) -> str:
+        return f"MongoMemoryStore(collection={self._collection_name!r}, scope={self._scope!r})"
+
+    @property
+    def scope(self) -> str:
+        """The scope key this store is bound to."""
+        return self._scope
+
+    @property
+    def root(self) -> str:
+        """The virtual root directory shown to the model."""
+        return self._root
+
+    @property
+    def max_file_bytes(self) -> int:
+        """The largest file this store writes, in UTF-8 bytes."""
+        return self._max_file_bytes
+
+    @property
+    def max_store_bytes(self) -> int | None:
+        """The largest total of the scope's files, in UTF-8 bytes, or ``None``."""
+        return self._max_store_bytes
+
+    def with_scope(self, scope: str) -> MongoMemoryStore:
+        """Return a store over the same collection and settings, bound to another scope."""
+        return MongoMemoryStore(
+            self._database,
+            scope=scope,
+            collection=self._collection_name,
+            root=self._root,
+            max_file_bytes=self._max_file_bytes,
+            max_store_bytes=self._max_store_bytes,
+        )
+
+    async def ensure_indexes(self) -> None:
+        """Create the unique ``(scope, path)`` index listings use; safe to call repeatedly."""
+        async with _map_pymongo_errors(""):
+            await self._collection.create_index(
+                [("scope", ASCENDING), ("path", ASCENDING)], unique=True, name=_INDEX_NAME
+            )
+
+    def _id(self, rel: str) -> str:
+        return f"{self._scope}{_SEPARATOR}{rel}"
+
+    async def stat(self, path: str) -> MemoryEntry | None:
+        """Describe the file or directory at `path`, or return ``None`` if nothing is there."""
+        rel = normalize_memory_path(path)
+        if not rel:
+            return MemoryEntry(name="", is_dir=True, size=0)
+        name = _parent_and_name(rel)[1]
+        async with _map_pymongo_errors(rel):
+            doc = await self._find_file(rel, {"size": 1})
+            if doc is not None:
+                return MemoryEntry(name=name, is_dir=False, size=int(doc["size"]))
+            if await self._is_dir(rel):
+                return MemoryEntry(name=name, is_dir=True, size=0)
+        return None
+
+    async def read(self, path: str) -> MemoryFile | None:
+        """Return the file at `path` with its version, or ``None`` if it does not exist."""
+        rel = normalize_memory_path(path)
+        if not rel:
+            raise MemoryIsADirectory(rel)
+        async with _map_pymongo_errors(rel):
+            doc = await self._find_file(rel, {"text": 1, "version": 1})
+            if doc is None:
+                if await self._is_dir(rel):
+                    raise MemoryIsADirectory(rel)
+                return None
+        return MemoryFile(text=str(doc["text"]), version=int(doc["version"]))
+
+    async def list_dir(self, path: str = "") -> list[MemoryEntry]:
+        """List the directory at `path` one level deep, sorted by name."""
+        rel = normalize_memory_path(path)
+        query: dict[str, Any] = {"scope": self._scope}
+        if rel:
+            query["path"] = _prefix_range(rel)
+        files: dict[str, int] = {}
+        dirs: set[str] = set()
+        async with _map_pymongo_errors(rel):
+            if rel and await self._find_file(rel, {"_id": 1}) is not None:
+                raise MemoryNotADirectory(rel)
+            async for doc in self._collection.find(query, {"path": 1, "size": 1}):
+                rest = str(doc["path"])[len(rel) + 1 if rel else 0 :]
+                head, slash, _ = rest.partition("/")
+                if slash:
+                    dirs.add(head)
+                else:
+                    files[head] = int(doc["size"])
+        if rel and not files and not dirs:
+            raise MemoryNotFound(rel)
+        entries = [MemoryEntry(name=name, is_dir=True, size=0) for name in dirs]
+        entries += [MemoryEntry(name=name, is_dir=False, size=size) for name, size in files.items()]
+        entries.sort(key=lambda entry: entry.name)
+        return entries
+
+    async def write(self, path: str, text: str, *, expected_version: int | None) -> MemoryFile:
+        """Create (``expected_version=None``) or compare-and-set the file at `path`."""
+        rel = normalize_memory_path(path)
+        if not rel:
+            raise MemoryIsADirectory(rel)
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise MemoryBackendError(f"Text cannot be encoded as UTF-8 ({rel})") from exc
+        if size > self._max_file_bytes:
+            raise MemoryTooLarge(
+                rel,
+                f"File too large: {rel} would be {size} bytes (limit {self._max_file_bytes} bytes)",
+                size=size,
+                limit=self._max_file_bytes,
+            )
+        version = secrets.randbits(63)
+        fields = {"text": text, "version": version, "size": size, "updated_at": datetime.now(UTC)}
+        async with _map_pymongo_errors(rel):
+            if expected_version is None:
+                await self._check_can_create(rel)
+                await self._check_store_limit(rel, size)
+                try:
+                    await self._collection.insert_one(
+                        {"_id": self._id(rel), "scope": self._scope, "path": rel, **fields}
+                    )
+                except DuplicateKeyError:
+                    raise MemoryExists(rel) from None
+            else:
+                await self._check_store_limit(rel, size)
+                result = await self._collection.update_one(
+                    {"_id": self._id(rel), "scope": self._scope, "version": expected_version},
+                    {"$set": fields},
+                )
+                if result.matched_count != 1:
+                    raise MemoryWriteConflict(rel)
+        return MemoryFile(text=text, version=version)
+
+    async def delete(self, path: str) -> MemoryEntry:
+        """Delete the file, or every file under the directory; return what was deleted."""
+        rel = normalize_memory_path(path)
+        if not rel:
+            raise MemoryPathError(path, "Cannot delete the memories root directory.")
+        name = _parent_and_name(rel)[1]
+        async with _map_pymongo_errors(rel):
+            doc = await self._collection.find_one_and_delete(
+                {"_id": self._id(rel), "scope": self._scope}, projection={"size": 1}
+            )
+            if doc is not None:
+                return MemoryEntry(name=name, is_dir=False, size=int(doc["size"]))
+            result = await self._collection.delete_many(
+                {"scope": self._scope, "path": _prefix_range(rel)}
+            )
+        if result.deleted_count == 0:
+            raise MemoryNotFound(rel)
+        return MemoryEntry(name=name, is_dir=True, size=0)
+
+    async def rename(self, old_path: str, new_path: str) -> None:
+        """Move a file, or every file under a directory, file by file with compare-and-set.
+
+        The move runs to completion even if the caller is cancelled meanwhile, so a
+        cancellation never leaves a file in both places.
+        """
+        old = normalize_memory_path(old_path)
+        new = normalize_memory_path(new_path)
+        if not old:
+            raise MemoryPathError(old_path, "Cannot rename the memories root directory.")
+        task = asyncio.ensure_future(self._rename(old, new))
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            await asyncio.wait({task})
+            if not task.cancelled():
+                task.exception()  # retrieved: the caller only hears about the cancellation
+            raise
+
+    async def _rename(self, old: str, new: str) -> None:
+        async with _map_pymongo_errors(old):
+            source = await self._find_file(old, None)
+            moves: list[tuple[Mapping[str, Any], str]]
+            if source is not None:
+                moves = [(source, new)]
+            else:
+                query = {"scope": self._scope, "path": _prefix_range(old)}
+                moves = [
+                    (doc, new + str(doc["path"])[len(old) :])
+                    async for doc in self._collection.find(query)
+                ]
+                if not moves:
+                    raise MemoryNotFound(old)
+            if not new or new == old:
+                raise MemoryExists(new)
+            if new.startswith(old + "/"):
+                raise MemoryPathError(new, f"Cannot move '{old}' into itself ('{new}')")
+            if await self._exists(new):
+                raise MemoryExists(new)
+            await self._check_parents(new)
+            for doc, target in moves:
+                await self._move(doc, target, is_single_file=source is not None)
+
+    async def _move(self, doc: Mapping[str, Any], target: str, *, is_single_file: bool) -> None:
+        """Copy one file document to `target`, then drop the original if it is unchanged.
+
+        If the original changed in between, the copy is dropped again and the move retried
+        with the fresh original; if it was deleted in between, nothing is left to move.
+        """
+        path = str(doc["path"])
+        for _ in range(_MOVE_ATTEMPTS):
+            copy = {
+                **doc,
+                "_id": self._id(target),
+                "path": target,
+                "version": secrets.randbits(63),
+                "updated_at": datetime.now(UTC),
+            }
+            try:
+                await self._collection.insert_one(copy)
+            except DuplicateKeyError:
+                raise MemoryExists(target) from None
+            removed = await self._collection.delete_one(
+                {"_id": doc["_id"], "scope": self._scope, "version": doc["version"]}
+            )
+            if removed.deleted_count == 1:
+                return
+            await self._collection.delete_one(
+                {"_id": copy["_id"], "scope": self._scope, "version": copy["version"]}
+            )
+            fresh = await self._find_file(path, None)
+            if fresh is None:
+                if is_single_file:
+                    raise MemoryNotFound(path)
+                return
+            doc = fresh
+        raise MemoryWriteConflict(path)
+
+    async def _find_file(self, rel: str, projection: Mapping[str, int] | None) -> Any:
+        return await self._collection.find_one(
+            {"_id": self._id(rel), "scope": self._scope}, projection
+        )
+
+    async def _is_dir(self, rel: str) -> bool:
+        query = {"scope": self._scope, "path": _prefix_range(rel)}
+        return await self._collection.find_one(query, {"_id": 1}) is not None
+
+    async def _exists(self, rel: str) -> bool:
+        return await self._find_file(rel, {"_id": 1}) is not None or await self._is_dir(rel)
+
+    async def _check_parents(self, rel: str) -> None:
+        """Refuse a path whose ancestors include a file."""
+        prefixes = _proper_prefixes(rel)
+        if not prefixes:
+            return
+        doc = await self._collection.find_one(
+            {"_id": {"$in": [self._id(prefix) for prefix in prefixes]}, "scope": self._scope},
+            {"path": 1},
+        )
+        if doc is not None:
+            raise MemoryNotADirectory(str(doc["path"]))
+
+    async def _check_can_create(self, rel: str) -> None:
+        await self._check_parents(rel)
+        if await self._is_dir(rel):
+            raise MemoryIsADirectory(rel)
+
+    async def _check_store_limit(self, rel: str, size: int) -> None:
+        """Refuse a write that grows the scope beyond its limit (shrinking is always allowed)."""
+        if self._max_store_bytes is None:
+            return
+        others = old_size = 0
+        async for doc in self._collection.find({"scope": self._scope}, {"path": 1, "size": 1}):
+            if doc["path"] == rel:
+                old_size = int(doc["size"])
+            else:
+                others += int(doc["size"])
+        total = others + size
+        if size > old_size and total > self._max_store_bytes:
+            raise MemoryTooLarge(
+                rel,
+                f"Memory store is full: writing {rel} would bring it to {total} bytes "
+                f"(limit {self._max_store_bytes} bytes)",
+                size=total,
+                limit=self._max_store_bytes,
+            )
