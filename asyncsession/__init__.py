@@ -48,7 +48,12 @@ from .messages import (
     messages_from_openai,
     messages_to_openai,
 )
-from .repository import InMemorySessionRepository, SessionRepository, SessionSnapshot
+from .repository import (
+    InMemorySessionRepository,
+    MongoSessionRepository,
+    SessionRepository,
+    SessionSnapshot,
+)
 from .service import DefaultSessionService, DelegatingSessionService, SessionService
 
 try:
@@ -81,6 +86,7 @@ __all__ = [
     "Message",
     "MessageType",
     "MissingSessionId",
+    "MongoSessionRepository",
     "RepositoryError",
     "Session",
     "SessionEvent",

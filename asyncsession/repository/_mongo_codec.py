@@ -1,0 +1,174 @@
+"""Models <-> BSON for the MongoDB store, and the one place driver errors become ours.
+
+User data never becomes BSON keys: a session's ``metadata`` and an event's body (message,
+payload, metadata, timestamp, type) are stored as JSON text, so keys that start with ``$``,
+contain ``.`` or NUL are kept verbatim and can never act as operators. The fields the store
+queries (type, timestamp, flags, lower-cased text) sit beside the JSON as plain BSON values that
+we compute ourselves.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import bson
+from pymongo.errors import PyMongoError
+
+from ..events import Session, SessionEvent
+from ..exceptions import StorageError
+from ..messages import MessageType
+
+__all__ = [
+    "DEFAULT_MAX_DOCUMENT_SIZE",
+    "INLINE_LIMIT",
+    "MESSAGE_TYPE_NAMES",
+    "Doc",
+    "EventCache",
+    "as_utc",
+    "body_of",
+    "bson_size",
+    "literal_regex",
+    "map_pymongo_errors",
+    "new_log_fields",
+    "new_token",
+    "session_from_doc",
+    "session_to_doc",
+    "SESSION_PROJECTION",
+    "tail_entry",
+]
+
+Doc = dict[str, Any]
+
+DEFAULT_MAX_DOCUMENT_SIZE: Final = 16 * 1024 * 1024
+"""MongoDB's document size limit, used when the server does not say."""
+INLINE_LIMIT: Final = 16 * 1024
+"""An event body up to this many bytes is kept inline in the session document's tail; a bigger
+one is written to the events collection before its commit and the tail keeps a reference."""
+MESSAGE_TYPE_NAMES: Final = frozenset(t.value.upper() for t in MessageType)
+"""The event type names of message events."""
+
+SESSION_PROJECTION: Final[Doc] = {"user_id": 1, "created_at": 1, "expires_at": 1, "metadata": 1}
+"""The fields of a session document that make a :class:`Session`."""
+
+
+@contextmanager
+def map_pymongo_errors(operation: str) -> Iterator[None]:
+    """Translate a driver error raised inside the block into :class:`StorageError`."""
+    try:
+        yield
+    except PyMongoError as exc:
+        raise StorageError(f"MongoDB failed to {operation}: {exc}") from exc
+
+
+def new_token() -> str:
+    """A random token that names one write attempt (or one session incarnation)."""
+    return secrets.token_hex(12)
+
+
+def as_utc(value: datetime) -> datetime:
+    """A BSON date as a UTC-aware datetime, whatever the client's ``tz_aware`` setting."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def bson_size(doc: Doc) -> int:
+    """The encoded size of a document in bytes."""
+    return len(bson.encode(doc))
+
+
+def new_log_fields() -> Doc:
+    """The fields of a new session document that hold its (empty) log."""
+    return {
+        "inc": new_token(),
+        "version": 0,
+        "seq": 0,
+        "tail": [],
+        "tn": 0,
+        "rolled": -1,
+        "live": 0,
+        "cv": 0,
+        "compacted": -1,
+        "last_user": -1,
+        "pending": None,
+        "fences": [],
+    }
+
+
+def session_to_doc(session: Session) -> Doc:
+    """The fields of a session document that a :meth:`save` may change, and ``created_at``."""
+    return {
+        "user_id": session.user_id,
+        "created_at": session.created_at,
+        "expires_at": session.expires_at,
+        "metadata": _dump(session.metadata),
+    }
+
+
+def session_from_doc(doc: Doc) -> Session:
+    """The :class:`Session` a session document holds."""
+    expires = doc.get("expires_at")
+    return Session(
+        id=doc["_id"],
+        user_id=doc["user_id"],
+        created_at=as_utc(doc["created_at"]),
+        expires_at=None if expires is None else as_utc(expires),
+        metadata=json.loads(doc.get("metadata") or "{}"),
+    )
+
+
+def body_of(event: SessionEvent) -> str:
+    """The JSON text stored for an event: everything but its id, session and archived flag."""
+    return event.model_dump_json(exclude={"id", "session_id", "archived"})
+
+
+def tail_entry(event: SessionEvent) -> Doc:
+    """An event as a tail entry of the session document (without its position)."""
+    return {
+        "_id": event.id,
+        "type": event.type.name,
+        "ts": event.timestamp,
+        "synthetic": event.is_synthetic,
+        "archived": event.archived,
+        "data": body_of(event),
+    }
+
+
+def literal_regex(text: str) -> str:
+    r"""A regex that matches ``text`` literally: every ASCII non-alphanumeric as ``\xHH``.
+
+    The escape form means the same in PCRE (MongoDB) and Python's ``re`` (mongomock), and keeps
+    NUL out of the pattern string.
+    """
+    return "".join(f"\\x{ord(c):02x}" if c.isascii() and not c.isalnum() else c for c in text)
+
+
+class EventCache:
+    """Decoded events by ``(session, id, body)``: committed bodies never change, flags do."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._events: OrderedDict[tuple[str, str, str], SessionEvent] = OrderedDict()
+
+    def event(self, session_id: str, event_id: str, data: str, archived: bool) -> SessionEvent:
+        """The event with this body, flagged ``archived`` as given."""
+        key = (session_id, event_id, data)
+        event = self._events.get(key)
+        if event is None:
+            raw = json.loads(data)
+            raw.update(id=event_id, session_id=session_id, archived=False)
+            event = SessionEvent.model_validate(raw)
+            self._events[key] = event
+            if len(self._events) > self._size:
+                self._events.popitem(last=False)
+        else:
+            self._events.move_to_end(key)
+        return event.as_archived() if archived else event

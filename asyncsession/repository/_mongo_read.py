@@ -1,0 +1,401 @@
+"""Reads for the MongoDB store: the session document's tail first, then bounded range queries.
+
+Every read starts from one decoded session document (its version, tail and counters). The tail
+holds every event above ``rolled``; the events collection holds the rest. A query on the events
+collection always names the session (and its incarnation), is bounded to ``seq <= rolled``, and
+carries the whole filter; results are checked against the filter once more in memory, which is
+also where ``pattern`` is evaluated.
+
+``last_n`` reads never sort-with-limit on the server: they walk back from ``rolled`` in index
+ranges that grow fourfold, starting with a range that would hold the missing events if all of
+them matched. A window that must reach back to its turn's user message asks for exactly the
+range down to that turn's start, which every event records as a hint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from ..events import SessionEvent
+from ..filters import EventFilter, MatchMode
+from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, literal_regex, map_pymongo_errors
+from ._mongo_positions import GAP, Position
+from ._mongo_state import Entry, LogState
+from ._mongo_store import Store, find_by_ids
+
+__all__ = ["LogReader", "allowed_types", "criteria"]
+
+Hit = tuple[Position, SessionEvent, int]
+"""A matching event with its position and turn hint."""
+_UserKey = tuple[datetime, str, Position]
+"""Cross-session order: timestamp, then session id, then position."""
+
+_NO_BODY = {"text_lower": 0}
+_MAX_SKIP = 1 << 62
+
+
+def allowed_types(filter: EventFilter) -> frozenset[str] | None:
+    """The event type names a filter can return; ``None`` for any."""
+    allowed: set[str] | None = None
+    if filter.message_types is not None:
+        allowed = {t.value.upper() for t in filter.message_types}
+    if filter.event_types is not None:
+        names = {t.name for t in filter.event_types}
+        allowed = names if allowed is None else allowed & names
+    if filter.active_view and filter.event_types is None:
+        allowed = set(MESSAGE_TYPE_NAMES) if allowed is None else allowed & MESSAGE_TYPE_NAMES
+    return None if allowed is None else frozenset(allowed)
+
+
+def criteria(filter: EventFilter, compacted: int) -> Doc | None:
+    """The filter as query criteria on event documents; ``None`` when nothing can match.
+
+    ``compacted`` is the session's compaction mark, for the active view's custom events.
+    """
+    query: Doc = {}
+    conjuncts: list[Doc] = []
+    if filter.exclude_synthetic:
+        query["synthetic"] = False
+    if filter.exclude_archived or filter.active_view:
+        query["archived"] = False
+    allowed = allowed_types(filter)
+    if allowed is not None:
+        if not allowed:
+            return None
+        customs = sorted(allowed - MESSAGE_TYPE_NAMES)
+        if filter.active_view and customs:
+            clauses: list[Doc] = [{"type": {"$in": customs}, "seq": {"$gt": compacted}}]
+            messages = sorted(allowed & MESSAGE_TYPE_NAMES)
+            if messages:
+                clauses.append({"type": {"$in": messages}})
+            conjuncts.append({"$or": clauses})
+        else:
+            query["type"] = {"$in": sorted(allowed)}
+    if filter.from_ is not None or filter.to is not None:
+        span: Doc = {}
+        if filter.from_ is not None:
+            span["$gte"] = filter.from_
+        if filter.to is not None:
+            span["$lte"] = filter.to
+        query["ts"] = span
+    if filter.keyword is not None:
+        conjuncts.append({"text_lower": {"$regex": literal_regex(filter.keyword)}})
+    if filter.keywords is not None:
+        terms = [{"text_lower": {"$regex": literal_regex(term)}} for term in filter.keywords]
+        if filter.match_mode is MatchMode.ALL:
+            conjuncts.extend(terms)
+        else:
+            conjuncts.append({"$or": terms})
+    if filter.pattern is not None:
+        conjuncts.append({"text_lower": {"$exists": True}})
+    if conjuncts:
+        query["$and"] = conjuncts
+    return query
+
+
+def _accept(filter: EventFilter, compacted: int, hit: Hit) -> bool:
+    position, event, _ = hit
+    if not filter.matches(event):
+        return False
+    return not (filter.active_view and not event.is_message and position[0] <= compacted)
+
+
+class LogReader:
+    """Reads one session's log (or one user's sessions) from decoded session documents."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def _hit(self, session_id: str, entry: Entry) -> Hit:
+        assert entry.data is not None
+        event = self._store.cache.event(session_id, entry.id, entry.data, entry.archived)
+        return (entry.position, event, entry.turn)
+
+    async def load_bodies(self, states: Iterable[LogState]) -> None:
+        """Fill in the bodies of the big events the session documents only reference."""
+        for state in states:
+            entries = [e for e in state.tail if e.data is None]
+            if state.pending is not None:
+                entries += [e for e in state.pending.inserts if e.data is None]
+            if not entries:
+                continue
+            session_id = state.session.id
+            with map_pymongo_errors(f"read session {session_id!r}"):
+                docs = await find_by_ids(
+                    self._store.events,
+                    [e.id for e in entries],
+                    {"session_id": session_id},
+                    {"data": 1},
+                )
+            bodies = {doc["_id"]: doc["data"] for doc in docs}
+            for entry in entries:
+                entry.data = bodies.get(entry.id)
+                if entry.data is None:  # pragma: no cover - a reference always has its document
+                    raise RuntimeError(f"event {entry.id!r} of {session_id!r} has no body")
+
+    def _tail_hits(
+        self, state: LogState, filter: EventFilter, exclude: frozenset[str]
+    ) -> list[Hit]:
+        hits = (self._hit(state.session.id, e) for e in state.tail if e.id not in exclude)
+        return [hit for hit in hits if _accept(filter, state.compacted, hit)]
+
+    async def _fetch(
+        self,
+        state: LogState,
+        filter: EventFilter,
+        query_criteria: Doc,
+        low: int | None,
+        high: int,
+        exclude: frozenset[str],
+    ) -> list[Hit]:
+        """Matching events of the events collection at ``low <= seq <= high``."""
+        session_id = state.session.id
+        seq: Doc = {"$lte": high}
+        if low is not None:
+            seq["$gte"] = low
+        query = {"session_id": session_id, "inc": state.inc, "seq": seq, **query_criteria}
+        with map_pymongo_errors(f"read session {session_id!r}"):
+            docs = await self._store.events.find(query, _NO_BODY).to_list(None)
+        return self._hits_of(state, filter, docs, low, high, exclude)
+
+    def _hits_of(
+        self,
+        state: LogState,
+        filter: EventFilter,
+        docs: Sequence[Doc],
+        low: int | None,
+        high: int,
+        exclude: frozenset[str],
+    ) -> list[Hit]:
+        session_id = state.session.id
+        pending = state.pending
+        pending_ids = {e.id for e in pending.inserts} if pending is not None else set()
+        hits: list[Hit] = []
+        for doc in docs:
+            event_id = doc["_id"]
+            if event_id in exclude or event_id in pending_ids:
+                continue
+            archived = bool(doc.get("archived")) or (
+                pending is not None and event_id in pending.archive
+            )
+            event = self._store.cache.event(session_id, event_id, doc["data"], archived)
+            hit: Hit = ((int(doc["seq"]), doc.get("minor", "")), event, int(doc.get("turn", -1)))
+            if _accept(filter, state.compacted, hit):
+                hits.append(hit)
+        if pending is not None:
+            for entry in pending.inserts:
+                if entry.id in exclude or entry.seq > high or (low is not None and entry.seq < low):
+                    continue
+                hit = self._hit(session_id, entry)
+                if _accept(filter, state.compacted, hit):
+                    hits.append(hit)
+        return hits
+
+    @staticmethod
+    def _below_may_match(filter: EventFilter, state: LogState) -> bool:
+        """Whether the events collection can hold a match (from the session's counters)."""
+        if state.rolled < 0:
+            return False
+        if (filter.exclude_archived or filter.active_view) and state.live == 0:
+            allowed = allowed_types(filter)
+            if allowed is not None and allowed <= MESSAGE_TYPE_NAMES:
+                return False
+            if filter.active_view and state.compacted >= state.rolled:
+                return False
+        return True
+
+    async def read(
+        self, state: LogState, filter: EventFilter, *, exclude: frozenset[str] = frozenset()
+    ) -> list[SessionEvent]:
+        """The session's matching events, oldest first, windowed as the filter says.
+
+        Events whose ids are in ``exclude`` are treated as if they were not in the log.
+        """
+        await self.load_bodies([state])
+        tail = self._tail_hits(state, filter, exclude)
+        query_criteria = criteria(filter, state.compacted)
+        below = query_criteria is not None and self._below_may_match(filter, state)
+        if filter.last_n is not None:
+            assert query_criteria is not None or not below
+            return await self._last_n(
+                state, filter, query_criteria if below else None, tail, exclude
+            )
+        if (
+            below
+            and filter.page_size is not None
+            and state.pending is None
+            and filter.pattern is None
+        ):
+            assert query_criteria is not None
+            return await self._page(state, filter, query_criteria, tail, exclude)
+        hits = list(tail)
+        if below:
+            assert query_criteria is not None
+            hits += await self._fetch(state, filter, query_criteria, None, state.rolled, exclude)
+        hits.sort(key=lambda hit: hit[0])
+        return filter.apply_turn_aware_window([hit[1] for hit in hits])
+
+    async def _page(
+        self,
+        state: LogState,
+        filter: EventFilter,
+        query_criteria: Doc,
+        tail: list[Hit],
+        exclude: frozenset[str],
+    ) -> list[SessionEvent]:
+        """One page: skip and limit pushed into the query, the tail after the collection."""
+        assert filter.page_size is not None
+        size = filter.page_size
+        start = (filter.page or 0) * size
+        if start >= _MAX_SKIP:
+            return []
+        session_id = state.session.id
+        query = {
+            "session_id": session_id,
+            "inc": state.inc,
+            "seq": {"$lte": state.rolled},
+            **query_criteria,
+        }
+        with map_pymongo_errors(f"read session {session_id!r}"):
+            docs = (
+                await self._store.events.find(query, _NO_BODY)
+                .sort([("seq", 1), ("minor", 1)])
+                .skip(start)
+                .limit(size)
+                .to_list(None)
+            )
+        hits = self._hits_of(state, filter, docs, None, state.rolled, exclude)
+        if len(hits) != len(docs):  # pragma: no cover - the pushed-down query is exact
+            return filter.apply_window([h[1] for h in await self._everything(state, filter)])
+        events = [hit[1] for hit in hits]
+        if len(events) == size:
+            return events
+        if events:
+            offset = 0
+        else:
+            with map_pymongo_errors(f"count events of session {session_id!r}"):
+                below = await self._store.events.count_documents(query)
+            offset = start - below
+        return events + [hit[1] for hit in tail[offset : offset + size - len(events)]]
+
+    async def _everything(self, state: LogState, filter: EventFilter) -> list[Hit]:
+        unwindowed = filter.without_window()
+        hits = self._tail_hits(state, unwindowed, frozenset())
+        query_criteria = criteria(unwindowed, state.compacted)
+        if query_criteria is not None and state.rolled >= 0:
+            hits += await self._fetch(
+                state, unwindowed, query_criteria, None, state.rolled, frozenset()
+            )
+        hits.sort(key=lambda hit: hit[0])
+        return hits
+
+    async def _last_n(
+        self,
+        state: LogState,
+        filter: EventFilter,
+        query_criteria: Doc | None,
+        tail: list[Hit],
+        exclude: frozenset[str],
+    ) -> list[SessionEvent]:
+        """The newest ``last_n`` matches, reaching back to their turn's start when needed."""
+        n = filter.last_n
+        assert n is not None
+        allowed = allowed_types(filter)
+        turn_aware = not filter.has_text_criteria and (allowed is None or "USER" in allowed)
+        newest_first = list(reversed(tail))
+
+        def satisfied() -> bool:
+            if len(newest_first) < n:
+                return False
+            if not turn_aware or newest_first[n - 1][1].is_turn_start:
+                return True
+            return any(hit[1].is_turn_start for hit in newest_first[n:])
+
+        high = state.rolled
+        exhausted = query_criteria is None
+        span = max(n - len(newest_first), 1) * GAP * 2
+        hinted = False
+        while not exhausted and not satisfied():
+            assert query_criteria is not None
+            low: int | None = high - span + 1
+            if turn_aware and len(newest_first) >= n and not hinted:
+                hinted = True
+                hint = newest_first[-1][2]
+                if 0 <= hint <= high:
+                    low = min(hint, high - span + 1)
+            assert low is not None
+            if low <= 0:
+                low = None
+                exhausted = True
+            found = await self._fetch(state, filter, query_criteria, low, high, exclude)
+            found.sort(key=lambda hit: hit[0], reverse=True)
+            newest_first += found
+            if low is not None:
+                high = low - 1
+                span *= 4
+        return filter.apply_turn_aware_window([hit[1] for hit in reversed(newest_first)])
+
+    async def read_for_user(
+        self, states: Sequence[LogState], filter: EventFilter
+    ) -> list[SessionEvent]:
+        """Matching events of several sessions, plainly windowed.
+
+        Ordered by timestamp; ties by session id, then log order.
+        """
+        await self.load_bodies(states)
+        unwindowed = filter.without_window()
+        found: list[tuple[_UserKey, SessionEvent]] = []
+        clauses: list[Doc] = []
+        for state in states:
+            session_id = state.session.id
+            hits = self._tail_hits(state, unwindowed, frozenset())
+            if state.pending is not None:
+                hits += self._hits_of(state, unwindowed, [], None, state.rolled, frozenset())
+            found += [((hit[1].timestamp, session_id, hit[0]), hit[1]) for hit in hits]
+            query_criteria = criteria(unwindowed, state.compacted)
+            if query_criteria is not None and state.rolled >= 0:
+                clauses.append(
+                    {
+                        "session_id": session_id,
+                        "inc": state.inc,
+                        "seq": {"$lte": state.rolled},
+                        **query_criteria,
+                    }
+                )
+        if clauses:
+            found += await self._fetch_for_user(states, filter, unwindowed, clauses)
+        found.sort(key=lambda item: item[0])
+        return filter.apply_window([item[1] for item in found])
+
+    async def _fetch_for_user(
+        self,
+        states: Sequence[LogState],
+        filter: EventFilter,
+        unwindowed: EventFilter,
+        clauses: list[Doc],
+    ) -> list[tuple[_UserKey, SessionEvent]]:
+        cursor = self._store.events.find(
+            {"$or": clauses} if len(clauses) > 1 else clauses[0], _NO_BODY
+        )
+        order = [("ts", 1), ("session_id", 1), ("seq", 1), ("minor", 1)]
+        exact = filter.pattern is None and all(state.pending is None for state in states)
+        if exact and filter.last_n is not None:
+            cursor = cursor.sort([(key, -1) for key, _ in order]).limit(filter.last_n)
+        elif exact and filter.page_size is not None:
+            end = ((filter.page or 0) + 1) * filter.page_size
+            if end >= _MAX_SKIP:
+                return []
+            cursor = cursor.sort(order).limit(end)
+        with map_pymongo_errors("read events by user"):
+            docs = await cursor.to_list(None)
+        by_session: dict[str, list[Doc]] = {}
+        for doc in docs:
+            by_session.setdefault(doc["session_id"], []).append(doc)
+        found: list[tuple[_UserKey, SessionEvent]] = []
+        for state in states:
+            mine = by_session.get(state.session.id)
+            if mine:
+                hits = self._hits_of(state, unwindowed, mine, -1, -1, frozenset())
+                found += [((hit[1].timestamp, state.session.id, hit[0]), hit[1]) for hit in hits]
+        return found

@@ -1,0 +1,187 @@
+"""The log part of a session document, decoded: version, counters, tail and pending compaction.
+
+Tail entries pushed by appends carry no position: the ``k`` entries without a ``seq`` field are
+always a suffix of the tail, and the ``j``-th of them sits at ``seq - (k - 1 - j) * GAP``, where
+``seq`` is the session's counter. That lets an append assign positions with plain ``$inc`` and
+``$push`` (no read, no pipeline update). Compaction rewrites the whole tail under its
+compare-and-swap and gives every entry an explicit position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ..events import Session
+from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, as_utc, session_from_doc
+from ._mongo_positions import GAP, Position
+
+__all__ = ["Entry", "LogState", "Pending", "decode_entries", "decode_state", "ids_in"]
+
+
+@dataclass(slots=True, kw_only=True)
+class Entry:
+    """One event as the session document holds it (tail or pending compaction)."""
+
+    id: str
+    seq: int
+    minor: str
+    type: str
+    ts: datetime
+    synthetic: bool
+    archived: bool
+    data: str | None
+    """The JSON body; ``None`` when it lives only in the events collection."""
+    turn: int = -1
+    """Where the turn this event belongs to started (a hint for turn-aware windows)."""
+
+    @property
+    def position(self) -> Position:
+        """Where the event is in the log."""
+        return (self.seq, self.minor)
+
+    @property
+    def is_message(self) -> bool:
+        """Whether the event carries a chat message."""
+        return self.type in MESSAGE_TYPE_NAMES
+
+    def to_doc(self) -> Doc:
+        """The entry with an explicit position, as compaction writes it."""
+        doc: Doc = {
+            "_id": self.id,
+            "type": self.type,
+            "ts": self.ts,
+            "synthetic": self.synthetic,
+            "archived": self.archived,
+            "seq": self.seq,
+        }
+        if self.minor:
+            doc["minor"] = self.minor
+        if self.data is None:
+            doc["big"] = True
+        else:
+            doc["data"] = self.data
+        if self.turn >= 0:
+            doc["turn"] = self.turn
+        return doc
+
+    @classmethod
+    def from_doc(cls, doc: Doc, seq: int) -> Entry:
+        """An entry from its document; ``seq`` is used when the document has none."""
+        return cls(
+            id=doc["_id"],
+            seq=int(doc.get("seq", seq)),
+            minor=doc.get("minor", ""),
+            type=doc["type"],
+            ts=as_utc(doc["ts"]),
+            synthetic=bool(doc.get("synthetic", False)),
+            archived=bool(doc.get("archived", False)),
+            data=doc.get("data"),
+            turn=int(doc.get("turn", -1)),
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class Pending:
+    """What the newest compaction changes below the tail, until it is rolled forward."""
+
+    cv: int
+    archive: frozenset[str]
+    inserts: list[Entry]
+
+
+@dataclass(slots=True, kw_only=True)
+class LogState:
+    """A session document, decoded."""
+
+    session: Session
+    inc: str
+    """The incarnation: a token that changes when a session is deleted and created again."""
+    version: int
+    counter: int
+    """The position of the newest appended event (the ``seq`` field)."""
+    rolled: int
+    """Events at ``seq <= rolled`` live in the events collection; the rest in ``tail``."""
+    live: int
+    """How many unarchived message events live in the events collection."""
+    cv: int
+    """How many compactions the log has had."""
+    compacted: int
+    """``counter`` right after the newest compaction (``-1`` before the first)."""
+    last_user: int
+    """The ``seq`` of the newest user message in the events collection (a hint)."""
+    tail: list[Entry] = field(default_factory=list)
+    """The newest events, oldest first."""
+    pending: Pending | None = None
+
+    @property
+    def tail_ids(self) -> set[str]:
+        """The ids of the events the session document holds (tail and pending inserts)."""
+        ids = {entry.id for entry in self.tail}
+        if self.pending is not None:
+            ids.update(entry.id for entry in self.pending.inserts)
+        return ids
+
+
+def decode_entries(
+    raw: Sequence[Doc], counter: int, last_user: int, size: int | None = None
+) -> list[Entry]:
+    """Tail entries with their positions and turn hints, oldest first.
+
+    ``raw`` is the whole tail, or its first entries when ``size`` (the whole tail's length) is
+    given. Entries with explicit positions always come first, so a prefix that holds an implicit
+    entry holds them all.
+    """
+    explicit = sum(1 for doc in raw if "seq" in doc)
+    implicit = (len(raw) if size is None else size) - explicit
+    entries: list[Entry] = []
+    j = 0
+    for doc in raw:
+        if "seq" in doc:
+            entries.append(Entry.from_doc(doc, 0))
+        else:
+            entries.append(Entry.from_doc(doc, counter - (implicit - 1 - j) * GAP))
+            j += 1
+    entries.sort(key=lambda e: e.position)
+    turn = last_user
+    for entry in entries:
+        if entry.type == "USER":
+            turn = entry.seq
+        entry.turn = turn
+    return entries
+
+
+def _pending(raw: Doc | None) -> Pending | None:
+    if not raw:
+        return None
+    inserts = [Entry.from_doc(doc, 0) for doc in raw.get("inserts", ())]
+    inserts.sort(key=lambda e: e.position)
+    return Pending(cv=int(raw["cv"]), archive=frozenset(raw.get("archive", ())), inserts=inserts)
+
+
+def decode_state(doc: Doc) -> LogState:
+    """Decode a whole session document."""
+    counter = int(doc["seq"])
+    last_user = int(doc.get("last_user", -1))
+    return LogState(
+        session=session_from_doc(doc),
+        inc=doc["inc"],
+        version=int(doc["version"]),
+        counter=counter,
+        rolled=int(doc["rolled"]),
+        live=int(doc.get("live", 0)),
+        cv=int(doc.get("cv", 0)),
+        compacted=int(doc.get("compacted", -1)),
+        last_user=last_user,
+        tail=decode_entries(doc.get("tail", ()), counter, last_user),
+        pending=_pending(doc.get("pending")),
+    )
+
+
+def ids_in(doc: Doc, ids: Iterable[str]) -> set[str]:
+    """Which of ``ids`` a (projected) session document holds in its tail or pending inserts."""
+    held = {entry["_id"] for entry in doc.get("tail", ())}
+    pending = doc.get("pending") or {}
+    held.update(entry["_id"] for entry in pending.get("inserts", ()))
+    return held.intersection(ids)

@@ -1,0 +1,50 @@
+"""The collections of a MongoDB store and what every part of it shares."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeAlias
+
+from ._mongo_codec import DEFAULT_MAX_DOCUMENT_SIZE, Doc, EventCache
+
+__all__ = ["IN_CHUNK", "Collection", "Store", "chunked", "find_by_ids"]
+
+IN_CHUNK: Final = 256
+"""The most values an ``$in`` list gets: some servers test membership in a list linearly, so
+long lists are sent in chunks (3,000 ids in one ``$in``: seconds; in chunks: milliseconds)."""
+
+Collection: TypeAlias = Any
+"""A PyMongo ``AsyncCollection``, a Motor collection, or mongomock-motor's: used by duck typing,
+through the methods the three have in common."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Store:
+    """The three collections, with the journaled majority write concern already applied."""
+
+    sessions: Collection
+    """One document per session: identity, version, counters and the newest events."""
+    events: Collection
+    """One document per event that left the session document; filtered by ``session_id``."""
+    event_ids: Collection
+    """The registry of event ids: ``_id`` is the event id, so ids are unique across sessions
+    even on a sharded cluster (shard it by ``_id``)."""
+    cache: EventCache = field(default_factory=EventCache)
+    max_document_size: int = DEFAULT_MAX_DOCUMENT_SIZE
+
+
+def chunked(values: Sequence[str], size: int = IN_CHUNK) -> Iterator[list[str]]:
+    """``values`` in consecutive chunks of at most ``size``."""
+    for start in range(0, len(values), size):
+        yield list(values[start : start + size])
+
+
+async def find_by_ids(
+    collection: Collection, ids: Sequence[str], query: Doc, projection: Doc | None = None
+) -> list[Doc]:
+    """The documents with these ``_id`` values that also match ``query``, chunk by chunk."""
+    found: list[Doc] = []
+    for chunk in chunked(ids):
+        found += await collection.find({"_id": {"$in": chunk}, **query}, projection).to_list(None)
+    return found

@@ -1,0 +1,89 @@
+"""Starting a chat turn in as few round trips as the store allows: an optional capability.
+
+A chat turn, as the session-memory advisor performs it, resolves the session, reads the window
+the model sees, appends the user's message and, after the model call, appends the reply.
+:func:`start_turn` does the first three in one call: a store that implements
+:class:`TurnRepository` (``MongoSessionRepository`` does: one id registration and one commit
+that returns the session document) does them at once; any other store gets the same result from
+the plain protocol. Ids passed as ``reserve_event_ids`` (the reply's id) are registered ahead,
+so the reply's later ``append_event`` is a single commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, TypeGuard, runtime_checkable
+
+from ..events import SessionEvent
+from ..exceptions import AccessDenied, SessionNotFound
+from ..filters import EventFilter
+from ._protocol import SessionRepository, SessionSnapshot
+
+__all__ = ["TurnRepository", "start_turn", "supports_turns"]
+
+
+@runtime_checkable
+class TurnRepository(SessionRepository, Protocol):
+    """A store that starts a turn (check, append, read) in one step."""
+
+    async def start_turn(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        filter: EventFilter,
+        *,
+        user_id: str | None = None,
+        reserve_event_ids: Sequence[str] = (),
+    ) -> SessionSnapshot:
+        """Append ``events`` and return the window ``filter`` selects as it was before them.
+
+        See :func:`start_turn`.
+        """
+        ...
+
+
+def supports_turns(repository: SessionRepository) -> TypeGuard[TurnRepository]:
+    """Whether ``repository`` starts turns natively."""
+    return callable(getattr(repository, "start_turn", None))
+
+
+async def start_turn(
+    repository: SessionRepository,
+    session_id: str,
+    events: Sequence[SessionEvent],
+    filter: EventFilter,
+    *,
+    user_id: str | None = None,
+    reserve_event_ids: Sequence[str] = (),
+) -> SessionSnapshot:
+    """Check the session, append ``events`` (idempotently) and read the window before them.
+
+    The snapshot's ``events`` are what ``filter`` selects from the log without this call's
+    ``events`` (as if read just before the append); its ``version`` is the version right after
+    the append, so an ``expected_version`` append of the reply succeeds only if nobody else wrote
+    in between. ``reserve_event_ids`` are ids of events this process will append next (the
+    reply): a store may register them now to make that append cheaper; an id reserved and never
+    appended is harmless.
+
+    Raises:
+        SessionNotFound: the session does not exist; nothing was written.
+        AccessDenied: ``user_id`` is given and the session belongs to another user; nothing
+            was written.
+        EventIdConflict: an event id belongs to another session; nothing was written.
+    """
+    if supports_turns(repository):
+        return await repository.start_turn(
+            session_id, events, filter, user_id=user_id, reserve_event_ids=reserve_event_ids
+        )
+    snapshot = await repository.read_snapshot(session_id, filter)
+    if snapshot is None:
+        raise SessionNotFound(session_id)
+    if user_id is not None and snapshot.session.user_id != user_id:
+        raise AccessDenied(session_id, user_id)
+    await repository.append_events(session_id, events)
+    ids = {event.id for event in events}
+    return SessionSnapshot(
+        session=snapshot.session,
+        version=await repository.get_event_version(session_id),
+        events=tuple(event for event in snapshot.events if event.id not in ids),
+    )

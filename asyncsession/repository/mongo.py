@@ -1,0 +1,492 @@
+"""``MongoSessionRepository``: the durable store, correct under concurrency and crashes.
+
+**Storage layout.** Three collections (names configurable):
+
+``sessions``
+    One document per session: ``_id`` (the session id), ``user_id``, ``created_at``,
+    ``expires_at``, ``metadata`` (JSON text), ``version``, the position counter ``seq``, and the
+    **tail**: the newest events, each with its type, timestamp, flags and JSON body (bodies over
+    16 KiB stay in the events collection and the tail keeps a reference). ``rolled`` splits the
+    log: events at ``seq <= rolled`` live in ``session_events``, the rest in the tail. ``live``
+    counts unarchived messages below the tail, ``compacted`` marks the newest compaction,
+    ``pending`` holds a compaction's changes below the tail until they are rolled forward, and
+    ``fences`` lists write attempts that may no longer commit.
+``session_events``
+    One document per event below the tail: ``_id`` (the event id), ``session_id``, ``seq`` and
+    ``minor`` (its position), ``ts``, ``type``, ``synthetic``, ``archived``, ``text_lower``
+    (for literal keyword search), ``turn`` (where its turn started) and ``data`` (JSON text).
+``session_event_ids``
+    The id registry, ``{_id: event id, session_id, token}``: it makes event ids unique across
+    sessions, on a sharded cluster too.
+
+**Order.** Events are ordered by their position ``(seq, minor)`` in their session, never by
+time or ObjectId. Appends take ``seq`` values ``2**32`` apart; compaction inserts new events into
+the gap before their anchor (fractional ``minor`` keys when a gap is used up), so nothing is ever
+renumbered or rewritten.
+
+**Atomicity.** Every write commits through one atomic ``find_one_and_update`` of the session
+document, guarded by what it depends on: a versioned append or a compaction commits only if the
+version is still the expected one, so of concurrent writers with one version exactly one wins.
+An append is two commands: registering its event ids in one ``insert_many`` (a replay or an id of
+another session shows up here, before anything is written), then the commit, which pushes the
+events onto the tail and bumps the version and counter. A compaction replaces the tail it read
+and records its changes below the tail as ``pending``. Moving events from the tail to the events
+collection (*roll-forward*) is idempotent and guarded, so any later writer finishes what a dead
+one started; readers merge the tail and ``pending`` with the events collection, so they never
+see a half-done write, and a reader that reads the version first never sees a version whose
+events are not visible. This needs no transactions: it is the same on a replica set, a
+standalone server, a sharded cluster and mongomock.
+
+**Idempotency.** An event id the session already has is a replay: skipped, the version does not
+move, whether the event is in the tail or long since rolled forward, and also when the first
+attempt committed but its reply was lost. An id registered by an attempt that died is adopted by
+the retry after that attempt is fenced off.
+
+**Durability.** The store's collections use a journaled majority write concern
+(``w="majority", j=True``) whatever the client's default: an acknowledged write survives a crash.
+Writes are shielded from cancellation: a cancelled caller's write runs to its end first.
+
+**Sharding.** Every command on ``session_events`` names one session (or, for
+:meth:`MongoSessionRepository.find_events_by_user_id`, the user's sessions). Shard
+``session_events`` on ``{session_id: "hashed"}`` (or ``{session_id: 1}``), ``sessions`` on
+``{_id: "hashed"}`` and ``session_event_ids`` on ``{_id: "hashed"}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Sequence
+from datetime import datetime
+from enum import Enum
+from types import TracebackType
+from typing import Any, Final, Self, TypeVar
+
+from pymongo import AsyncMongoClient, MongoClient, ReturnDocument, WriteConcern
+from pymongo.driver_info import DriverInfo
+from pymongo.errors import DuplicateKeyError, PyMongoError
+
+from ..compaction.plan import CompactionPlan
+from ..events import Session, SessionEvent
+from ..exceptions import SessionNotFound, UsageError
+from ..filters import EventFilter
+from ._mongo_codec import (
+    SESSION_PROJECTION,
+    Doc,
+    map_pymongo_errors,
+    new_log_fields,
+    session_from_doc,
+    session_to_doc,
+)
+from ._mongo_read import LogReader
+from ._mongo_state import decode_state
+from ._mongo_store import Store
+from ._mongo_write import LogWriter, prepare
+from ._protocol import SessionSnapshot
+
+__all__ = ["MongoSessionRepository"]
+
+_T = TypeVar("_T")
+_WRITE_CONCERN: Final = WriteConcern("majority", j=True)
+_NO_FENCES: Final[Doc] = {"fences": 0}
+
+
+class _State(Enum):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+async def _shielded(awaitable: Awaitable[_T]) -> _T:
+    """Run a write to its end even if the caller is cancelled, then let the cancellation on."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                continue
+            except Exception:  # the write's own error; the caller's cancellation wins
+                break
+        if not task.cancelled():
+            task.exception()  # retrieved, so asyncio does not report it as lost
+        raise
+
+
+def _driver_info() -> DriverInfo:
+    from .. import __version__
+
+    return DriverInfo(name="asyncsession", version=__version__)
+
+
+def _unique(events: Sequence[SessionEvent]) -> list[SessionEvent]:
+    seen: set[str] = set()
+    unique: list[SessionEvent] = []
+    for event in events:
+        if event.id not in seen:
+            seen.add(event.id)
+            unique.append(event)
+    return unique
+
+
+def _check_session(session_id: str, events: Sequence[SessionEvent]) -> None:
+    for event in events:
+        if event.session_id != session_id:
+            raise UsageError(
+                f"event {event.id!r} belongs to session {event.session_id!r}, not {session_id!r}"
+            )
+
+
+class MongoSessionRepository:
+    """Sessions and their event logs in MongoDB; see the module docs for the design.
+
+    Args:
+        database: a PyMongo ``AsyncDatabase``, or a Motor (or mongomock-motor) database. It is
+            borrowed: :meth:`aclose` never closes its client.
+        sessions_collection: the collection of session documents.
+        events_collection: the collection of events that left the session documents.
+        event_ids_collection: the registry of event ids.
+
+    Call :meth:`ensure_indexes` once (it is idempotent) before serving traffic.
+    """
+
+    def __init__(
+        self,
+        database: Any,
+        *,
+        sessions_collection: str = "sessions",
+        events_collection: str = "session_events",
+        event_ids_collection: str = "session_event_ids",
+    ) -> None:
+        self._setup(database, None, sessions_collection, events_collection, event_ids_collection)
+        client = getattr(database, "client", None)
+        target = (
+            client if isinstance(client, AsyncMongoClient) else getattr(client, "delegate", None)
+        )
+        if isinstance(target, AsyncMongoClient | MongoClient):
+            target.append_metadata(_driver_info())
+
+    def _setup(
+        self,
+        database: Any,
+        client: AsyncMongoClient[Any] | None,
+        sessions_collection: str,
+        events_collection: str,
+        event_ids_collection: str,
+    ) -> None:
+        self._database = database
+        self._client = client
+        self._state = _State.OPEN
+        self._store = Store(
+            sessions=database.get_collection(sessions_collection, write_concern=_WRITE_CONCERN),
+            events=database.get_collection(events_collection, write_concern=_WRITE_CONCERN),
+            event_ids=database.get_collection(event_ids_collection, write_concern=_WRITE_CONCERN),
+        )
+        self._reader = LogReader(self._store)
+        self._writer = LogWriter(self._store)
+
+    @classmethod
+    def from_uri(
+        cls,
+        uri: str,
+        db_name: str,
+        *,
+        sessions_collection: str = "sessions",
+        events_collection: str = "session_events",
+        event_ids_collection: str = "session_event_ids",
+        **client_options: Any,
+    ) -> Self:
+        """A repository with a client of its own, which :meth:`aclose` closes.
+
+        ``client_options`` go to ``AsyncMongoClient``; ``tz_aware`` defaults to ``True``.
+        """
+        options: dict[str, Any] = {"tz_aware": True, **client_options}
+        client: AsyncMongoClient[Any] = AsyncMongoClient(uri, driver=_driver_info(), **options)
+        repository = cls.__new__(cls)
+        repository._setup(
+            client[db_name], client, sessions_collection, events_collection, event_ids_collection
+        )
+        return repository
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._state is _State.CLOSED:
+            raise UsageError(
+                "This MongoSessionRepository is closed; create a new one to keep using the store"
+            )
+
+    async def ensure_indexes(self) -> None:
+        """Create the indexes the store needs; safe to call any number of times."""
+        self._check_open()
+        store = self._store
+        with map_pymongo_errors("create indexes"):
+            await store.sessions.create_index([("user_id", 1)])
+            await store.sessions.create_index([("expires_at", 1)])
+            await store.events.create_index([("session_id", 1), ("seq", 1)])
+            await store.events.create_index([("session_id", 1), ("archived", 1), ("seq", 1)])
+            await store.event_ids.create_index([("session_id", 1)])
+        try:
+            hello = await self._database.command("hello")
+        except (PyMongoError, NotImplementedError):  # mongomock has no hello: keep 16 MiB
+            return
+        size = hello.get("maxBsonObjectSize")
+        if isinstance(size, int) and size > 0:
+            store.max_document_size = size
+
+    async def aclose(self) -> None:
+        """Stop using the store; closes the client only if :meth:`from_uri` made it."""
+        if self._state is _State.CLOSED:
+            return
+        self._state = _State.CLOSED
+        if self._client is not None:
+            await self._client.close()
+
+    async def __aenter__(self) -> Self:
+        self._check_open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # --- sessions --------------------------------------------------------------------------------
+
+    async def save(self, session: Session) -> Session:
+        """Create the session, or update its owner, expiry and metadata; returns it as stored."""
+        self._check_open()
+        return await _shielded(self._save(session))
+
+    async def _save(self, session: Session) -> Session:
+        fields = session_to_doc(session)
+        created = fields.pop("created_at")
+        update = {"$set": fields, "$setOnInsert": {"created_at": created, **new_log_fields()}}
+        sessions = self._store.sessions
+        doc: Doc | None = None
+        with map_pymongo_errors(f"save session {session.id!r}"):
+            for _ in range(3):
+                try:
+                    doc = await sessions.find_one_and_update(
+                        {"_id": session.id},
+                        update,
+                        projection=SESSION_PROJECTION,
+                        upsert=True,
+                        return_document=ReturnDocument.AFTER,
+                    )
+                except DuplicateKeyError:  # a racing upsert inserted it: update it now
+                    continue
+                if doc is None:  # some servers return nothing for a racing upsert
+                    doc = await sessions.find_one({"_id": session.id}, SESSION_PROJECTION)
+                if doc is not None:
+                    break
+        if doc is None:
+            raise SessionNotFound(session.id)  # deleted as it was saved
+        return session_from_doc(doc)
+
+    async def save_if_absent(self, session: Session) -> bool:
+        """Insert the session unless its id exists; ``True`` if this call inserted it."""
+        self._check_open()
+        return await _shielded(self._save_if_absent(session))
+
+    async def _save_if_absent(self, session: Session) -> bool:
+        doc = {"_id": session.id, **session_to_doc(session), **new_log_fields()}
+        with map_pymongo_errors(f"insert session {session.id!r}"):
+            try:
+                await self._store.sessions.insert_one(doc)
+            except DuplicateKeyError:
+                return False
+        return True
+
+    async def find_by_id(self, session_id: str) -> Session | None:
+        """The session, or ``None``."""
+        self._check_open()
+        with map_pymongo_errors(f"read session {session_id!r}"):
+            doc = await self._store.sessions.find_one({"_id": session_id}, SESSION_PROJECTION)
+        return None if doc is None else session_from_doc(doc)
+
+    async def find_by_user_id(self, user_id: str) -> list[Session]:
+        """Every session of the user, oldest first."""
+        self._check_open()
+        with map_pymongo_errors(f"read sessions of user {user_id!r}"):
+            docs = await self._store.sessions.find(
+                {"user_id": user_id}, SESSION_PROJECTION
+            ).to_list(None)
+        sessions = [session_from_doc(doc) for doc in docs]
+        return sorted(sessions, key=lambda s: (s.created_at, s.id))
+
+    async def delete(self, session_id: str) -> None:
+        """Remove the session, its events and its event ids; an unknown id is not an error."""
+        self._check_open()
+        await _shielded(self._delete(session_id))
+
+    async def _delete(self, session_id: str) -> None:
+        store = self._store
+        with map_pymongo_errors(f"delete session {session_id!r}"):
+            await store.sessions.delete_one({"_id": session_id})
+            await store.events.delete_many({"session_id": session_id})
+            await store.event_ids.delete_many({"session_id": session_id})
+
+    async def delete_expired_sessions(self, before: datetime) -> int:
+        """Remove every session that expired strictly before ``before``, with its events.
+
+        Each session is re-checked and deleted atomically, so a TTL extended meanwhile wins.
+        """
+        self._check_open()
+        return await _shielded(self._delete_expired(before))
+
+    async def _delete_expired(self, before: datetime) -> int:
+        store = self._store
+        expired = {"expires_at": {"$lt": before}}
+        with map_pymongo_errors("delete expired sessions"):
+            candidates = await store.sessions.find(expired, {"_id": 1}).to_list(None)
+            removed = 0
+            for candidate in candidates:
+                session_id = candidate["_id"]
+                doc = await store.sessions.find_one_and_delete(
+                    {"_id": session_id, **expired}, projection={"_id": 1}
+                )
+                if doc is None:
+                    continue
+                removed += 1
+                await store.events.delete_many({"session_id": session_id})
+                await store.event_ids.delete_many({"session_id": session_id})
+        return removed
+
+    # --- appends ---------------------------------------------------------------------------------
+
+    async def append_event(self, event: SessionEvent) -> None:
+        """Append one event to ``event.session_id``'s log; a replay of its id is a no-op."""
+        await self.append_events(event.session_id, [event])
+
+    async def append_events(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_version: int | None = None,
+    ) -> bool:
+        """Append a batch atomically, in order, as one new version.
+
+        Raises:
+            SessionNotFound: the session does not exist.
+            EventIdConflict: an event id belongs to another session; nothing is written.
+            EventTooLarge: an event is over the server's document size limit; nothing is
+                written.
+            UsageError: an event belongs to another session than ``session_id``.
+        """
+        self._check_open()
+        _check_session(session_id, events)
+        if not events:
+            version = await self._version(session_id)
+            if version is None:
+                raise SessionNotFound(session_id)
+            return expected_version is None or version == expected_version
+        prepared = prepare(session_id, _unique(events), self._store.max_document_size)
+        writer = self._writer
+        grouped = all(p.document is None for p in prepared)
+        if grouped and not writer.reservations.holds(session_id, [e.id for e in events]):
+            return await _shielded(writer.append_grouped(session_id, prepared, expected_version))
+        done, _ = await _shielded(writer.append(session_id, prepared, expected_version))
+        return done
+
+    async def start_turn(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        filter: EventFilter,
+        *,
+        user_id: str | None = None,
+        reserve_event_ids: Sequence[str] = (),
+    ) -> SessionSnapshot:
+        """Append ``events`` and return the window before them, in two commands.
+
+        See :func:`asyncsession.repository.start_turn`.
+        """
+        self._check_open()
+        _check_session(session_id, events)
+        unique = _unique(events)
+        prepared = prepare(session_id, unique, self._store.max_document_size)
+        _, doc = await _shielded(
+            self._writer.append(
+                session_id,
+                prepared,
+                None,
+                user_id=user_id,
+                whole=True,
+                reserve_ids=reserve_event_ids,
+            )
+        )
+        assert doc is not None
+        state = decode_state(doc)
+        window = await self._reader.read(
+            state, filter, exclude=frozenset(event.id for event in unique)
+        )
+        return SessionSnapshot(session=state.session, version=state.version, events=tuple(window))
+
+    # --- reads -----------------------------------------------------------------------------------
+
+    async def _version(self, session_id: str) -> int | None:
+        with map_pymongo_errors(f"read session {session_id!r}"):
+            doc = await self._store.sessions.find_one({"_id": session_id}, {"version": 1})
+        return None if doc is None else int(doc["version"])
+
+    async def get_event_version(self, session_id: str) -> int:
+        """The session's version: 0 at first, +1 per appended batch and per compaction."""
+        self._check_open()
+        return await self._version(session_id) or 0
+
+    async def _log(self, session_id: str) -> Doc | None:
+        with map_pymongo_errors(f"read session {session_id!r}"):
+            doc: Doc | None = await self._store.sessions.find_one({"_id": session_id}, _NO_FENCES)
+        return doc
+
+    async def find_events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
+        """The session's matching events, oldest first; empty for an unknown session."""
+        self._check_open()
+        doc = await self._log(session_id)
+        if doc is None:
+            return []
+        return await self._reader.read(decode_state(doc), filter)
+
+    async def read_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
+        """The session, its version and its matching events, from one session document."""
+        self._check_open()
+        doc = await self._log(session_id)
+        if doc is None:
+            return None
+        state = decode_state(doc)
+        events = await self._reader.read(state, filter)
+        return SessionSnapshot(session=state.session, version=state.version, events=tuple(events))
+
+    async def find_events_by_user_id(self, user_id: str, filter: EventFilter) -> list[SessionEvent]:
+        """Matching events of every session of the user, by timestamp, with a plain window."""
+        self._check_open()
+        with map_pymongo_errors(f"read sessions of user {user_id!r}"):
+            docs = await self._store.sessions.find({"user_id": user_id}, _NO_FENCES).to_list(None)
+        if not docs:
+            return []
+        return await self._reader.read_for_user([decode_state(doc) for doc in docs], filter)
+
+    # --- compaction ------------------------------------------------------------------------------
+
+    async def apply_compaction(
+        self, session_id: str, plan: CompactionPlan, expected_version: int
+    ) -> bool:
+        """Apply ``plan`` if the session's version is still ``expected_version``.
+
+        Raises:
+            SessionNotFound: the session does not exist.
+            InvalidCompactionPlan: an archive or anchor id is not in the log; nothing changes.
+            EventIdConflict: an inserted event's id is already used; nothing changes.
+        """
+        self._check_open()
+        inserted = plan.inserted_events
+        _check_session(session_id, inserted)
+        prepared = {
+            p.event.id: p
+            for p in prepare(session_id, _unique(inserted), self._store.max_document_size)
+        }
+        return await _shielded(self._writer.compact(session_id, plan, expected_version, prepared))

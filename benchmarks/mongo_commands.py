@@ -1,0 +1,266 @@
+"""Database commands and round trips per operation of ``MongoSessionRepository``, and how the
+time of a ``last_n=20`` read changes with the length of the log.
+
+Run ``python benchmarks/mongo_commands.py``. It uses ``MONGODB_URI`` when set (its options are
+used as given; the store's own writes are journaled-majority whatever they say), or else starts
+the test server named by ``ASYNCSESSION_SECANTUSD`` on a free port with
+``w=majority&journal=true``. It prints Markdown tables; nothing here is a timed test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pymongo import AsyncMongoClient
+
+from asyncsession import (
+    AssistantMessage,
+    CompactionPlan,
+    EventFilter,
+    Insert,
+    MongoSessionRepository,
+    Session,
+    SessionEvent,
+    UserMessage,
+)
+from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC
+from asyncsession.repository._mongo_turn import start_turn
+from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable
+
+if __package__:
+    from ._commands import CommandCounter, Measured
+else:  # run as a script: benchmarks/ is on sys.path
+    from _commands import CommandCounter, Measured  # type: ignore[no-redef]
+
+WINDOW = EventFilter.active().merge(EventFilter.last_n(20))
+TEXT = "The quick brown fox jumps over the lazy dog while the agent plans its next step. " * 3
+
+
+def message(session_id: str, role: str, n: int) -> SessionEvent:
+    body = UserMessage(text=f"{n} {TEXT}") if role == "user" else AssistantMessage(text=TEXT)
+    return SessionEvent(session_id=session_id, message=body)
+
+
+def summary(session_id: str, n: int) -> SessionEvent:
+    return SessionEvent(
+        session_id=session_id,
+        message=AssistantMessage(text=f"summary {n}: {TEXT}"),
+        metadata={SYNTHETIC: True, COMPACTION_SOURCE: "benchmark"},
+    )
+
+
+class Bench:
+    def __init__(self, repo: MongoSessionRepository, counter: CommandCounter) -> None:
+        self.repo = repo
+        self.counter = counter
+        self.rows: list[tuple[str, float, float, float, int]] = []
+
+    async def session(self, events: int) -> str:
+        session = Session(user_id="bench")
+        await self.repo.save(session)
+        s = session.id
+        for start in range(0, events, 1000):
+            batch = [
+                message(s, "user" if i % 2 == 0 else "assistant", i)
+                for i in range(start, min(events, start + 1000))
+            ]
+            await self.repo.append_events(s, batch)
+        return s
+
+    async def measure(
+        self, label: str, times: int, operation: Callable[[int], Awaitable[Any]]
+    ) -> list[Measured]:
+        seen: list[Measured] = []
+        spent: list[float] = []
+        for i in range(times):
+            with self.counter.measure() as measured:
+                started = time.perf_counter()
+                await operation(i)
+                spent.append(time.perf_counter() - started)
+            seen.append(measured)
+        self.rows.append(
+            (
+                label,
+                statistics.fmean(m.commands for m in seen),
+                statistics.fmean(m.round_trips for m in seen),
+                statistics.median(spent) * 1000,
+                max(m.commands for m in seen),
+            )
+        )
+        return seen
+
+    async def compact(self, s: str, n: int, keep: int) -> bool:
+        version = await self.repo.get_event_version(s)
+        active = await self.repo.find_events(s, EventFilter.active())
+        plan = CompactionPlan(
+            archive_ids=frozenset(e.id for e in active[:-keep]),
+            inserts=(Insert.before(active[-keep].id, [summary(s, n)]),),
+        )
+        return await self.repo.apply_compaction(s, plan, version)
+
+
+async def operations(bench: Bench) -> None:
+    repo = bench.repo
+    s = await bench.session(1000)
+
+    await bench.measure("append one event", 200, lambda i: repo.append_event(message(s, "user", i)))
+
+    async def versioned(i: int) -> None:
+        assert await repo.append_events(s, [message(s, "user", i)], versions[0] + i)
+
+    versions = [await repo.get_event_version(s)]
+    await bench.measure("append one event with `expected_version`", 100, versioned)
+    await bench.measure(
+        "`last_n=20` read (turn-aware)", 100, lambda i: repo.find_events(s, EventFilter.last_n(20))
+    )
+    await bench.measure(
+        "`read_snapshot`, `last_n=20`", 100, lambda i: repo.read_snapshot(s, EventFilter.last_n(20))
+    )
+    await bench.measure(
+        "active-view read, never compacted (1,300 events)",
+        20,
+        lambda i: repo.find_events(s, EventFilter.active()),
+    )
+
+    c = await bench.session(200)
+    await bench.compact(c, 0, 10)
+    await bench.measure(
+        "active-view read, compacted session",
+        100,
+        lambda i: repo.find_events(c, EventFilter.active()),
+    )
+
+    async def compaction_round(i: int) -> None:
+        for j in range(5):  # five turns between compactions, outside the measurement
+            await repo.append_events(c, [message(c, "user", j), message(c, "assistant", j)])
+        with bench.counter.measure() as seen:
+            assert await bench.compact(c, i + 1, 10)
+        compaction_costs.append(seen)
+
+    compaction_costs: list[Measured] = []
+    for i in range(20):
+        await compaction_round(i)
+    bench.rows.append(
+        (
+            "compaction apply (archive 10, insert a summary; every 5 turns)",
+            statistics.fmean(m.commands for m in compaction_costs),
+            statistics.fmean(m.round_trips for m in compaction_costs),
+            float("nan"),
+            max(m.commands for m in compaction_costs),
+        )
+    )
+
+    t = await bench.session(2000)
+    await bench.compact(t, 0, 10)
+
+    async def turn(i: int) -> None:
+        reply_id = str(uuid.uuid4())
+        await start_turn(
+            repo,
+            t,
+            [message(t, "user", i)],
+            WINDOW,
+            user_id="bench",
+            reserve_event_ids=[reply_id],
+        )
+        reply = SessionEvent(id=reply_id, session_id=t, message=AssistantMessage(text=TEXT))
+        await repo.append_event(reply)
+
+    await bench.measure("chat turn: `start_turn` + reply (window: active, last 20)", 100, turn)
+
+    async def plain_turn(i: int) -> None:
+        snapshot = await repo.read_snapshot(t, WINDOW)
+        assert snapshot is not None
+        await repo.append_event(message(t, "user", i))
+        await repo.append_event(message(t, "assistant", i))
+
+    await bench.measure("chat turn: `read_snapshot` + 2 `append_event`s", 100, plain_turn)
+
+
+async def scaling(bench: Bench) -> list[tuple[int, str, float, float, float]]:
+    repo = bench.repo
+    rows: list[tuple[int, str, float, float, float]] = []
+    for size in (100, 10_000, 100_000):
+        started = time.perf_counter()
+        s = await bench.session(size)
+        print(f"  built {size:,} events in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+        reads = {
+            "`last_n=20`": EventFilter.last_n(20),
+            "`last_n=200` (below the tail)": EventFilter.last_n(200),
+            "`keyword` page 0 (scans the session)": EventFilter.keyword_search("7 the"),
+        }
+        for label, read in reads.items():
+            spent: list[float] = []
+            commands: list[int] = []
+            for _ in range(30 if size < 100_000 or "keyword" not in label else 5):
+                with bench.counter.measure() as seen:
+                    started = time.perf_counter()
+                    await repo.find_events(s, read)
+                    spent.append(time.perf_counter() - started)
+                commands.append(seen.round_trips)
+            rows.append(
+                (
+                    size,
+                    label,
+                    statistics.median(spent) * 1000,
+                    sorted(spent)[int(len(spent) * 0.9)] * 1000,
+                    statistics.fmean(commands),
+                )
+            )
+    return rows
+
+
+async def main() -> None:
+    server: LocalMongoServer | None = None
+    uri = os.environ.get("MONGODB_URI")
+    if not uri:
+        executable = find_server_executable()
+        if executable is None:
+            sys.exit("Set MONGODB_URI, or ASYNCSESSION_SECANTUSD to the test server's launcher.")
+        server = LocalMongoServer(executable)
+        server.start()
+        uri = server.uri(w="majority", journal="true")
+    counter = CommandCounter()
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        uri, tz_aware=True, event_listeners=[counter]
+    )
+    name = f"bench_{uuid.uuid4().hex[:8]}"
+    try:
+        build = await client.admin.command("buildInfo")
+        repo = MongoSessionRepository(client[name])
+        await repo.ensure_indexes()
+        bench = Bench(repo, counter)
+        await operations(bench)
+        scale = await scaling(bench)
+    finally:
+        await client.drop_database(name)
+        await client.close()
+        if server is not None:
+            server.stop()
+
+    options = uri.split("?", 1)[1] if "?" in uri else "(none)"
+    print(f"Server: {build.get('version', '?')} at `{uri.split('@')[-1].split('/')[0]}`, ")
+    print(f"URI options: `{options}` (retryable writes on, the driver's default); ")
+    print(f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs.\n")
+    print("| Operation | Commands | Round trips | Max commands | Median time (ms) |")
+    print("|---|---:|---:|---:|---:|")
+    for label, commands, trips, median, most in bench.rows:
+        median_text = "n/a" if median != median else f"{median:.1f}"
+        print(f"| {label} | {commands:.2f} | {trips:.2f} | {most} | {median_text} |")
+    print()
+    print("| Events in the session | Read | Median (ms) | p90 (ms) | Round trips |")
+    print("|---:|---|---:|---:|---:|")
+    for size, label, median, p90, trips in scale:
+        print(f"| {size:,} | {label} | {median:.1f} | {p90:.1f} | {trips:.1f} |")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

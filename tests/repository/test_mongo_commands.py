@@ -1,0 +1,278 @@
+"""What the MongoDB store sends to the server, seen through PyMongo command monitoring.
+
+Every command on the events collection must name the session (or the user's sessions), so a
+cluster sharded on ``session_id`` sends it to one shard; the id registry is addressed by event id.
+Operations cost a small, fixed number of commands whatever the length of the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from pymongo import AsyncMongoClient, monitoring
+
+from asyncsession import (
+    AssistantMessage,
+    CompactionPlan,
+    EventFilter,
+    EventIdConflict,
+    EventType,
+    InMemorySessionRepository,
+    Insert,
+    Session,
+    SessionEvent,
+    UserMessage,
+)
+from asyncsession.events import utc_now
+from asyncsession.repository._mongo_turn import start_turn, supports_turns
+from asyncsession.repository.mongo import MongoSessionRepository
+from asyncsession.testing.contract import assistant, synthetic, user
+
+EVENTS, IDS, SESSIONS = "session_events", "session_event_ids", "sessions"
+IGNORED = {"hello", "isMaster", "ismaster", "ping", "endSessions", "createIndexes"}
+CURSOR = {"getMore", "killCursors"}  # continue a find that was checked already
+
+
+class Recorder(monitoring.CommandListener):
+    """Every command started, by collection."""
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[str, str, dict[str, Any]]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name in IGNORED:
+            return
+        target = event.command.get(event.command_name)
+        collection = target if isinstance(target, str) else ""
+        self.commands.append((event.command_name, collection, dict(event.command)))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+    def take(self) -> list[tuple[str, str, dict[str, Any]]]:
+        taken, self.commands = self.commands, []
+        return taken
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+async def repo(mongo_uri: str, recorder: Recorder) -> AsyncIterator[MongoSessionRepository]:
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        mongo_uri, tz_aware=True, event_listeners=[recorder]
+    )
+    name = f"cmd_{id(recorder):x}"
+    repository = MongoSessionRepository(client[name])
+    await repository.ensure_indexes()
+    try:
+        yield repository
+    finally:
+        await client.drop_database(name)
+        await client.close()
+
+
+def names_a_session(query: dict[str, Any]) -> bool:
+    """Whether a query is bound to one session (or a set of them)."""
+    if "session_id" in query:
+        return True
+    clauses = query.get("$or")
+    return bool(clauses) and all("session_id" in clause for clause in clauses)
+
+
+def queries(name: str, command: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The documents or filters a command addresses."""
+    if name == "find":
+        yield command["filter"]
+    elif name == "insert":
+        yield from command["documents"]
+    elif name == "update":
+        yield from (update["q"] for update in command["updates"])
+    elif name == "delete":
+        yield from (delete["q"] for delete in command["deletes"])
+    elif name == "findAndModify":
+        yield command["query"]
+    elif name == "aggregate":
+        yield command["pipeline"][0]["$match"]
+    else:
+        raise AssertionError(f"unexpected command {name}")
+
+
+async def workload(repo: MongoSessionRepository) -> None:
+    """Every operation of the store, on logs long enough to leave the session document."""
+    a = Session(user_id="alice", expires_at=utc_now() - timedelta(seconds=1))
+    b = Session(user_id="alice")
+    await repo.save(a)
+    assert await repo.save_if_absent(b)
+    s = b.id
+    events = [user(s, f"m{i} needle") for i in range(150)]
+    for e in events[:40]:
+        await repo.append_event(e)
+    await repo.append_events(s, events[40:])
+    await repo.append_events(s, [user(s, "late")], 0)
+    await repo.append_event(events[3])
+    with pytest.raises(EventIdConflict):
+        await repo.append_event(events[5].model_copy(update={"session_id": a.id}))
+    await repo.append_event(
+        SessionEvent(session_id=s, type=EventType.of("ACME.BIG"), payload={"x": "y" * 40_000})
+    )
+    version = await repo.get_event_version(s)
+    plan = CompactionPlan(
+        archive_ids=frozenset(e.id for e in events[:100]),
+        inserts=(
+            Insert.before(events[100].id, [synthetic(s, AssistantMessage(text="summary"))]),
+            Insert.before(events[10].id, [synthetic(s, UserMessage(text="early"))]),
+            Insert.at_end([synthetic(s, AssistantMessage(text="end"))]),
+        ),
+    )
+    assert await repo.apply_compaction(s, plan, version)
+    for f in (
+        EventFilter.all(),
+        EventFilter.active(),
+        EventFilter.last_n(20),
+        EventFilter.last_n(140),
+        EventFilter(event_types=[EventType.of("ACME.BIG")], last_n=1),
+        EventFilter.active().merge(EventFilter.last_n(90)),
+        EventFilter.keyword_search("needle", page=3),
+        EventFilter.pattern_search(r"m1\d needle"),
+        EventFilter(page=2, page_size=30),
+        EventFilter(from_=utc_now() - timedelta(hours=1), last_n=5),
+    ):
+        await repo.find_events(s, f)
+    await repo.read_snapshot(s, EventFilter.last_n(10))
+    for f in (EventFilter.all(), EventFilter.last_n(3), EventFilter(page=1, page_size=5)):
+        await repo.find_events_by_user_id("alice", f)
+    await start_turn(repo, s, [user(s, "hi")], EventFilter.active(), reserve_event_ids=["reply"])
+    await repo.append_event(
+        SessionEvent(id="reply", session_id=s, message=AssistantMessage(text="hello"))
+    )
+    await repo.find_by_id(s)
+    await repo.find_by_user_id("alice")
+    assert await repo.delete_expired_sessions(utc_now()) == 1
+    await repo.delete(s)
+
+
+async def test_every_events_command_names_its_session(
+    repo: MongoSessionRepository, recorder: Recorder
+) -> None:
+    """A shard key on ``session_id`` routes every events command; the registry goes by id."""
+    await workload(repo)
+    commands = recorder.take()
+    seen = {(name, collection) for name, collection, _ in commands}
+    assert {("find", EVENTS), ("insert", EVENTS), ("update", EVENTS), ("delete", EVENTS)} <= seen
+    for name, collection, command in commands:
+        if name in CURSOR:
+            continue
+        if collection == EVENTS:
+            for query in queries(name, command):
+                assert names_a_session(query), (name, query)
+        elif collection == IDS:
+            for query in queries(name, command):
+                assert "_id" in query or "session_id" in query, (name, query)
+        else:
+            assert collection == SESSIONS, (name, collection)
+
+
+def count(recorder: Recorder) -> int:
+    return len([c for c in recorder.take() if c[0] not in CURSOR])
+
+
+async def test_steady_state_costs(repo: MongoSessionRepository, recorder: Recorder) -> None:
+    """Appends, reads and a chat turn cost a fixed number of commands at any log length."""
+    session = Session(user_id="bob")
+    await repo.save(session)
+    s = session.id
+    await repo.append_events(s, [user(s, f"seed-{i}") for i in range(3000)])
+    recorder.take()
+
+    await repo.append_event(user(s, "one"))
+    assert count(recorder) <= 2
+    version = await repo.get_event_version(s)
+    recorder.take()
+    assert await repo.append_events(s, [user(s, "two")], version)
+    assert count(recorder) == 2
+    assert len(await repo.find_events(s, EventFilter.last_n(20))) == 20
+    assert count(recorder) == 1
+
+    window = EventFilter.active().merge(EventFilter.last_n(20))
+    costs = []
+    for turn in range(40):
+        reply_id = f"reply-{turn}"
+        snapshot = await start_turn(
+            repo, s, [user(s, f"q{turn}")], window, user_id="bob", reserve_event_ids=[reply_id]
+        )
+        assert len(snapshot.events) >= 20
+        await repo.append_event(
+            SessionEvent(id=reply_id, session_id=s, message=AssistantMessage(text=f"a{turn}"))
+        )
+        costs.append(count(recorder))
+    assert sorted(costs)[len(costs) // 2] == 3
+    assert sum(costs) / len(costs) < 3.4
+
+    for kept in (10, 8):  # the first compaction catches up on the whole log, then steady state
+        version = await repo.get_event_version(s)
+        active = await repo.find_events(s, EventFilter.active())
+        summary = synthetic(s, AssistantMessage(text=f"sum{kept}"))
+        plan = CompactionPlan(
+            archive_ids=frozenset(e.id for e in active[:-kept]),
+            inserts=(Insert.before(active[-kept].id, [summary]),),
+        )
+        recorder.take()
+        assert await repo.apply_compaction(s, plan, version)
+        cost = count(recorder)
+    assert cost <= 4
+    now = await repo.find_events(s, EventFilter.active())
+    assert [e.text for e in now] == ["sum8", *(e.text for e in active[-8:])]
+    assert count(recorder) == 1
+
+
+async def test_a_last_n_read_is_bounded_by_position_ranges(
+    repo: MongoSessionRepository, recorder: Recorder
+) -> None:
+    """Reads below the tail query bounded ranges of positions, never sort-with-limit."""
+    session = Session(user_id="bob")
+    await repo.save(session)
+    s = session.id
+    await repo.append_events(s, [user(s, f"m{i}") for i in range(500)])
+    await repo.append_event(user(s, "last"))
+    recorder.take()
+    window = await repo.find_events(s, EventFilter.last_n(100))
+    assert [e.text for e in window][-1] == "last"
+    assert len(window) == 100
+    commands = recorder.take()
+    finds = [c for name, coll, c in commands if name == "find" and coll == EVENTS]
+    assert len(finds) == 1
+    assert set(finds[0]["filter"]["seq"]) == {"$gte", "$lte"}
+    assert "sort" not in finds[0]
+    assert "limit" not in finds[0]
+
+
+async def test_start_turn_matches_on_every_store(repo: MongoSessionRepository) -> None:
+    """The native turn and the fallback for plain stores give the same snapshot."""
+    memory = InMemorySessionRepository()
+    assert supports_turns(repo)
+    assert not supports_turns(memory)
+    session = Session(user_id="carol")
+    s = session.id
+    history = [user(s, "u1"), assistant(s, "a1")]
+    for store in (memory, repo):
+        await store.save(session)
+        await store.append_events(s, history)
+    question = user(s, "u2")
+    window = EventFilter.active().merge(EventFilter.last_n(1))
+    expected = await start_turn(memory, s, [question], window, user_id="carol")
+    actual = await start_turn(repo, s, [question], window, user_id="carol")
+    assert actual == expected
+    assert [e.text for e in actual.events] == ["u1", "a1"]
+    assert actual.version == 2
+    again = await start_turn(repo, s, [question], window)
+    assert again.version == 2
+    assert again.events == actual.events

@@ -1,0 +1,152 @@
+"""The MongoDB repository as an object: ownership of its client, indexes, identity, positions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from motor.motor_asyncio import AsyncIOMotorClient  # noqa: TID251 - Motor is accepted, not used
+from pymongo import AsyncMongoClient
+from pymongo.asynchronous.database import AsyncDatabase
+
+from asyncsession import (
+    AccessDenied,
+    EventFilter,
+    Session,
+    SessionNotFound,
+    UsageError,
+)
+from asyncsession.repository._mongo_positions import key_between, place_between
+from asyncsession.repository._mongo_turn import start_turn
+from asyncsession.repository.mongo import MongoSessionRepository
+from asyncsession.testing.contract import user
+
+
+async def test_from_uri_owns_its_client_and_closes_it(mongo_uri: str) -> None:
+    """A repository from a URI closes its client; a closed repository refuses to work."""
+    async with MongoSessionRepository.from_uri(mongo_uri, "owned") as repo:
+        session = Session(user_id="u")
+        await repo.save(session)
+        assert await repo.find_by_id(session.id) == session
+        client = repo._client
+        assert client is not None
+        assert "asyncsession" in client._options.pool_options.metadata["driver"]["name"]
+        await client.drop_database("owned")
+    assert client._closed
+    with pytest.raises(UsageError, match="closed"):
+        await repo.find_by_id(session.id)
+    await repo.aclose()
+
+
+async def test_a_borrowed_database_is_never_closed(
+    mongo_client: AsyncMongoClient[dict[str, Any]], mongo_db: AsyncDatabase[dict[str, Any]]
+) -> None:
+    """Closing a repository leaves the client it was given open, and names us to the server."""
+    repo = MongoSessionRepository(mongo_db)
+    assert "asyncsession" in mongo_client._options.pool_options.metadata["driver"]["name"]
+    await repo.aclose()
+    assert (await mongo_db.command("ping"))["ok"]
+    with pytest.raises(UsageError):
+        await repo.append_event(user("s", "x"))
+
+
+async def test_ensure_indexes_is_idempotent(mongo_db: AsyncDatabase[dict[str, Any]]) -> None:
+    """Creating the indexes twice is fine and leaves the same indexes."""
+    repo = MongoSessionRepository(mongo_db, events_collection="ev", sessions_collection="ss")
+    await repo.ensure_indexes()
+    first = await mongo_db["ev"].index_information()
+    await repo.ensure_indexes()
+    assert await mongo_db["ev"].index_information() == first
+    assert {tuple(index["key"]) for index in first.values()} >= {
+        (("session_id", 1), ("seq", 1)),
+        (("session_id", 1), ("archived", 1), ("seq", 1)),
+    }
+    assert "user_id_1" in await mongo_db["ss"].index_information()
+
+
+def test_every_collection_writes_with_a_journaled_majority(
+    mongo_db: AsyncDatabase[dict[str, Any]],
+) -> None:
+    """Whatever the client's default, the store's writes wait for a journaled majority."""
+    store = MongoSessionRepository(mongo_db)._store
+    for collection in (store.sessions, store.events, store.event_ids):
+        assert collection.write_concern.document == {"w": "majority", "j": True}
+
+
+async def test_a_motor_database_works(mongo_uri: str) -> None:
+    """Motor databases are accepted by duck typing."""
+    client: Any = AsyncIOMotorClient(mongo_uri, tz_aware=True)
+    try:
+        repo = MongoSessionRepository(client["motor_db"])
+        await repo.ensure_indexes()
+        session = Session(user_id="u")
+        await repo.save(session)
+        await repo.append_events(session.id, [user(session.id, f"m{i}") for i in range(80)])
+        window = await repo.find_events(session.id, EventFilter.last_n(3))
+        assert [e.text for e in window] == ["m77", "m78", "m79"]
+        await client.drop_database("motor_db")
+    finally:
+        client.close()
+
+
+async def test_start_turn_checks_the_session_and_its_owner_before_writing(
+    mongo_db: AsyncDatabase[dict[str, Any]],
+) -> None:
+    """An unknown session or another user's session raises, and nothing is appended."""
+    repo = MongoSessionRepository(mongo_db)
+    session = Session(user_id="owner")
+    await repo.save(session)
+    s = session.id
+    with pytest.raises(AccessDenied):
+        await start_turn(repo, s, [user(s, "intruder")], EventFilter.all(), user_id="mallory")
+    with pytest.raises(SessionNotFound):
+        await start_turn(repo, "nope", [user("nope", "x")], EventFilter.all())
+    assert await repo.find_events(s, EventFilter.all()) == []
+    assert await repo.get_event_version(s) == 0
+    first = user(s, "first")
+    snapshot = await start_turn(repo, s, [first], EventFilter.all(), user_id="owner")
+    assert snapshot.events == ()
+    assert snapshot.version == 1
+    assert await repo.find_events(s, EventFilter.all()) == [first]
+
+
+keys = st.text(
+    alphabet="0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", max_size=6
+)
+
+
+@given(st.lists(keys, min_size=2, max_size=2, unique=True))
+def test_key_between_is_strictly_between(pair: list[str]) -> None:
+    """A fractional key always fits between two distinct keys not ending in the lowest digit."""
+    low, high = sorted(k.rstrip("0") for k in pair)
+    if low == high:
+        return
+    key = key_between(low, high)
+    assert low < key < high
+    assert key_between(high, None) > high
+
+
+@given(
+    st.integers(min_value=0, max_value=1 << 40),
+    st.integers(min_value=0, max_value=1 << 33),
+    st.integers(min_value=1, max_value=12),
+)
+def test_placed_positions_are_ordered_and_between(low: int, gap: int, count: int) -> None:
+    """Inserted positions are distinct, ordered and strictly between their neighbours."""
+    before, after = (low, ""), (low + gap, "" if gap else "V")
+    placed = place_between(before, after, count)
+    assert len(placed) == count
+    assert [before, *placed, after] == sorted({before, *placed, after})
+
+
+def test_many_inserts_at_one_point_never_run_out_of_room() -> None:
+    """Two hundred inserts between the same neighbours, each before the last: still ordered."""
+    before, after = (0, ""), (1, "")
+    placed: list[tuple[int, str]] = []
+    for _ in range(200):
+        before = place_between(before, after, 1)[0]
+        placed.append(before)
+    assert placed == sorted(set(placed))
+    assert all(p < after for p in placed)
