@@ -54,6 +54,9 @@ class CompactionResult:
     applied: bool = field(default=True, compare=False)
     """False when the service computed the result but did not write it (trigger quiet, lost
     compare-and-swap, or nothing to do)."""
+    error: str | None = field(default=None, compare=False)
+    """Why the strategy could not do its work, when it fell back to changing (almost) nothing:
+    for example a summarizer that failed or returned an empty summary. ``None`` otherwise."""
 
     @property
     def archived_event_count(self) -> int:
