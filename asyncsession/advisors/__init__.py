@@ -1,0 +1,78 @@
+"""The advisor pipeline: ordered async advisors around every model call and stream.
+
+- :class:`Advisor`, :class:`BaseAdvisor`, :class:`CallContext`: the protocol, a base with
+  ``before``/``after`` hooks, and the per-call context.
+- :class:`SessionTurnAdvisor` (order ``HIGHEST_PRECEDENCE + 200``): once per call; resolves the
+  session, compacts after a complete turn.
+- :class:`ToolCallingAdvisor` (``+ 300``): the tool loop, with :class:`Tool` / :func:`tool`.
+- :class:`SessionMemoryAdvisor` (``+ 1000``): once per round; loads, guards and stores history.
+- :class:`AutoMemoryToolsAdvisor` (``+ 200``): long-term memory tools and prompt, per user.
+- :class:`SessionRecallAdvisor` (``+ 250``): ``conversation_search`` over the whole log.
+- :class:`MessageFilter`, the event id generators, and :class:`SessionContexts` with the
+  context keys.
+"""
+
+from ._session import CompactionSubmitter
+from .auto_memory import AutoMemoryToolsAdvisor, ConsolidationTrigger
+from .base import (
+    HIGHEST_PRECEDENCE,
+    LOWEST_PRECEDENCE,
+    Advisor,
+    BaseAdvisor,
+    CallContext,
+    CallNext,
+    CallState,
+    ChunkStream,
+    StateKey,
+    StreamNext,
+)
+from .contexts import (
+    DEFAULT_USER_ID,
+    EVENT_FILTER_CONTEXT_KEY,
+    REQUEST_EVENT_IDS_CONTEXT_KEY,
+    RESPONSE_EVENT_IDS_CONTEXT_KEY,
+    SESSION_ID_CONTEXT_KEY,
+    SESSION_METADATA_CONTEXT_KEY,
+    USER_ID_CONTEXT_KEY,
+    SessionContexts,
+)
+from .filters import MessageFilter
+from .ids import EventIdGenerator, IdempotentSessionEventIdGenerator, RandomEventIdGenerator
+from .memory import SessionMemoryAdvisor
+from .recall import SessionRecallAdvisor
+from .tools import Tool, ToolCallingAdvisor, tool
+from .turn import SessionTurnAdvisor
+
+__all__ = [
+    "DEFAULT_USER_ID",
+    "EVENT_FILTER_CONTEXT_KEY",
+    "HIGHEST_PRECEDENCE",
+    "LOWEST_PRECEDENCE",
+    "REQUEST_EVENT_IDS_CONTEXT_KEY",
+    "RESPONSE_EVENT_IDS_CONTEXT_KEY",
+    "SESSION_ID_CONTEXT_KEY",
+    "SESSION_METADATA_CONTEXT_KEY",
+    "USER_ID_CONTEXT_KEY",
+    "Advisor",
+    "AutoMemoryToolsAdvisor",
+    "BaseAdvisor",
+    "CallContext",
+    "CallNext",
+    "CallState",
+    "ChunkStream",
+    "CompactionSubmitter",
+    "ConsolidationTrigger",
+    "EventIdGenerator",
+    "IdempotentSessionEventIdGenerator",
+    "MessageFilter",
+    "RandomEventIdGenerator",
+    "SessionContexts",
+    "SessionMemoryAdvisor",
+    "SessionRecallAdvisor",
+    "SessionTurnAdvisor",
+    "StateKey",
+    "StreamNext",
+    "Tool",
+    "ToolCallingAdvisor",
+    "tool",
+]

@@ -1,0 +1,203 @@
+"""What the session advisors share: resolving the session, shielded writes, compaction."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from ..compaction import CompactionRequest, CompactionStrategy, TriggerLike, should_compact
+from ..events import Session, SessionEvent
+from ..exceptions import AccessDenied, SessionExists, SessionNotFound, UsageError
+from ..filters import EventFilter
+from ..service import SessionService
+from .base import StateKey
+from .contexts import SessionContexts
+
+__all__ = [
+    "TURN_STATE",
+    "CompactionSubmitter",
+    "Resolved",
+    "TurnState",
+    "check_compaction_pair",
+    "compact_after_turn",
+    "resolve_session",
+    "shielded",
+]
+
+logger = logging.getLogger("asyncsession.advisors")
+
+T = TypeVar("T")
+
+
+@runtime_checkable
+class CompactionSubmitter(Protocol):
+    """Anything that compacts sessions in the background, like ``CompactionWorker``.
+
+    ``submit`` may be a plain or an ``async`` method; it should return quickly.
+    """
+
+    def submit(self, session_id: str) -> object:
+        """Queue ``session_id`` for compaction."""
+        ...
+
+
+async def shielded(write: Coroutine[Any, Any, T]) -> T:
+    """Run a write to completion even if the caller is cancelled, then re-raise the cancellation.
+
+    A write that has started is never abandoned halfway: the caller's cancellation waits for
+    its outcome (the write is atomic in the store either way, but its effect is then known).
+    """
+    task = asyncio.ensure_future(write)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():
+            try:
+                await asyncio.wait({task})
+            except asyncio.CancelledError:
+                continue  # cancelled again: keep waiting, the cancellation is re-raised below
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning(
+                "A session write failed while its caller was being cancelled",
+                exc_info=task.exception(),
+            )
+        raise
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolved:
+    """A session resolved for a call, with the events of the read that resolved it."""
+
+    session: Session
+    """The session (found or just created)."""
+    events: tuple[SessionEvent, ...] | None
+    """The events of ``read_filter``; ``None`` when only the session was read."""
+    read_filter: EventFilter | None
+    """The filter of the read; ``None`` for a read of the session alone."""
+
+
+async def resolve_session(
+    service: SessionService,
+    context: Mapping[str, Any],
+    session_id: str,
+    *,
+    read_filter: EventFilter | None,
+    default_user_id: str,
+) -> Resolved:
+    """Find or create the session in the read that also fetches its window, check the owner.
+
+    One read for an existing session (``get_snapshot``: session, version and window together);
+    for a new one the read finds nothing, the session is created, and its window is known to
+    be empty.
+
+    Raises:
+        AccessDenied: the context names a user who does not own the session.
+    """
+    user_id = SessionContexts.user_id(context)
+    resolved = await _read(service, session_id, read_filter)
+    if resolved is None:
+        request = SessionContexts.create_request(
+            session_id, context, default_user_id=default_user_id
+        )
+        try:
+            session = await shielded(service.create(request))
+        except SessionExists:  # a concurrent call created it first: use theirs
+            resolved = await _read(service, session_id, read_filter)
+            if resolved is None:
+                raise SessionNotFound(session_id) from None
+        else:
+            events = () if read_filter is not None else None
+            return Resolved(session=session, events=events, read_filter=read_filter)
+    if user_id is not None and resolved.session.user_id != user_id:
+        raise AccessDenied(session_id, user_id)
+    return resolved
+
+
+async def _read(
+    service: SessionService, session_id: str, read_filter: EventFilter | None
+) -> Resolved | None:
+    if read_filter is None:
+        session = await service.find_by_id(session_id)
+        return None if session is None else Resolved(session=session, events=None, read_filter=None)
+    snapshot = await service.get_snapshot(session_id, read_filter)
+    if snapshot is None:
+        return None
+    return Resolved(session=snapshot.session, events=snapshot.events, read_filter=read_filter)
+
+
+@dataclass(slots=True, kw_only=True)
+class TurnState:
+    """What the turn advisor resolved for a call, shared with the memory advisors inside it."""
+
+    service: SessionService
+    """The service the turn advisor resolved the session with."""
+    resolved: Resolved
+    """The session and the window read with it."""
+    compacts: bool
+    """Whether the turn advisor compacts at the end of the turn (so the memory advisor won't)."""
+    appended: list[SessionEvent] = field(default_factory=list[SessionEvent])
+    """The events memory advisors appended during the call, in order."""
+
+
+TURN_STATE: StateKey[TurnState] = StateKey("asyncsession.advisors.turn")
+"""Where the turn advisor leaves its :class:`TurnState`."""
+
+
+def check_compaction_pair(trigger: TriggerLike | None, strategy: CompactionStrategy | None) -> None:
+    """Raise ``UsageError`` unless trigger and strategy are both set or both unset."""
+    if (trigger is None) != (strategy is None):
+        raise UsageError(
+            "compaction_trigger and compaction_strategy must be set together (or neither)"
+        )
+
+
+def known_active_view(
+    read_filter: EventFilter | None,
+    events: Sequence[SessionEvent] | None,
+    appended: Sequence[SessionEvent],
+) -> list[SessionEvent] | None:
+    """The active view as far as this call knows it, or ``None`` when the read was partial.
+
+    Only a read of the whole active view (``EventFilter.active()``), plus what this call
+    appended, is the active view; any other filter or window leaves events out.
+    """
+    if read_filter != EventFilter.active() or events is None:
+        return None
+    seen = {event.id for event in events}
+    return [*events, *(event for event in appended if event.id not in seen)]
+
+
+async def compact_after_turn(
+    service: SessionService,
+    session: Session,
+    *,
+    trigger: TriggerLike | None,
+    strategy: CompactionStrategy | None,
+    worker: CompactionSubmitter | None,
+    known_events: Sequence[SessionEvent] | None,
+) -> None:
+    """Compact (or hand to the worker) once a turn is complete; failures are logged, not raised.
+
+    When the call already knows the whole active view, the trigger is asked about it first, so
+    a quiet trigger costs no database command. The service asks it again on what it reads,
+    so a trigger that fires here but not on the fresh read is harmless.
+    """
+    try:
+        if trigger is not None and known_events is not None:
+            request = CompactionRequest.of(session, known_events)
+            if not await should_compact(trigger, request):
+                return
+        if worker is not None:
+            submitted = worker.submit(session.id)
+            if inspect.isawaitable(submitted):
+                await submitted
+            return
+        if trigger is not None and strategy is not None:
+            await service.compact(session.id, trigger, strategy)
+    except Exception:
+        # The chat call succeeded and its turn is stored; the next turn tries again.
+        logger.warning("Compaction of session %r failed", session.id, exc_info=True)

@@ -1,0 +1,256 @@
+"""The advisor protocol, the ``BaseAdvisor`` with ``before``/``after`` hooks, and the call context.
+
+An advisor wraps the model call. The chain of a call is its advisors sorted by ``order`` (lower
+runs further out; ties keep registration order), folded so that each advisor gets a
+``call_next`` that runs the rest of the chain. Every advisor has two shapes of the same
+lifecycle: ``call`` (one awaited response) and ``stream`` (chunks as they arrive).
+
+On the stream path ``call_next`` returns a :class:`ChunkStream`: iterate it to pass the chunks
+on, and once it is exhausted its :attr:`~ChunkStream.response` is the response the chunks add up
+to, after every advisor further in has had its say. Assigning ``chunks.response`` replaces the
+response that advisors further out see.
+
+Advisors keep no per-call state on ``self``: per-call data goes on the :class:`CallContext`,
+into its ``context`` (the advisor context of string keys the caller passed) or its ``state``
+(typed scratch space that advisors use to share what they have read).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, Protocol, TypeVar, runtime_checkable
+
+from ..chat import ChatChunk, ChatRequest, ChatResponse, ToolCallDelta
+from ..exceptions import UsageError
+
+__all__ = [
+    "HIGHEST_PRECEDENCE",
+    "LOWEST_PRECEDENCE",
+    "Advisor",
+    "BaseAdvisor",
+    "CallContext",
+    "CallNext",
+    "CallState",
+    "ChunkStream",
+    "StateKey",
+    "StreamNext",
+]
+
+HIGHEST_PRECEDENCE: Final = -(2**31)
+"""The lowest possible order: an advisor with it runs outermost."""
+LOWEST_PRECEDENCE: Final = 2**31 - 1
+"""The highest possible order: an advisor with it runs innermost, next to the model."""
+
+T = TypeVar("T")
+
+
+class StateKey(Generic[T]):
+    """A typed key into :attr:`CallContext.state`; keys compare by identity."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        """A name for error messages and ``repr``."""
+
+    def __repr__(self) -> str:
+        return f"StateKey({self.name!r})"
+
+
+class CallState:
+    """Per-call scratch space shared by the advisors of one call, with typed keys."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self) -> None:
+        self._values: dict[StateKey[Any], Any] = {}
+
+    def get(self, key: StateKey[T]) -> T | None:
+        """The value under ``key``, or ``None``."""
+        value: T | None = self._values.get(key)
+        return value
+
+    def __getitem__(self, key: StateKey[T]) -> T:
+        try:
+            value: T = self._values[key]
+        except KeyError:
+            raise KeyError(key.name) from None
+        return value
+
+    def __setitem__(self, key: StateKey[T], value: T) -> None:
+        self._values[key] = value
+
+    def __contains__(self, key: StateKey[Any]) -> bool:
+        return key in self._values
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallContext:
+    """Everything one chat call carries besides the request, shared by all its advisors."""
+
+    context: dict[str, Any] = field(default_factory=dict[str, Any])
+    """The advisor context: the string keys the caller passed (session id, user id, ...) and
+    what advisors add (the ids of stored events). Ends up in ``ChatResponse.context``."""
+    state: CallState = field(default_factory=CallState)
+    """Typed scratch space advisors use to share what they read during this call."""
+    advisors: tuple[Advisor, ...] = ()
+    """The chain of this call, outermost first."""
+    streaming: bool = False
+    """Whether this is a stream call."""
+    _streams: list[ChunkStream] = field(default_factory=list["ChunkStream"], repr=False)
+
+
+class ChunkStream(ABC):
+    """The chunks of the rest of the chain, and the response they add up to.
+
+    Iterate it to the end, then read :attr:`response`. Close it with :meth:`aclose` (or
+    ``contextlib.aclosing``) if you stop early: that closes the model's HTTP stream.
+    """
+
+    __slots__ = ("_override",)
+
+    def __init__(self) -> None:
+        self._override: ChatResponse | None = None
+
+    def __aiter__(self) -> ChunkStream:
+        return self
+
+    @abstractmethod
+    async def __anext__(self) -> ChatChunk:
+        """The next chunk; ``StopAsyncIteration`` at the end."""
+
+    async def aclose(self) -> None:  # noqa: B027 - a no-op default, overridden where needed
+        """Stop early and release what the stream holds (the model's HTTP stream)."""
+
+    def _produced(self) -> ChatResponse | None:
+        """The response once the stream is exhausted, else ``None``."""
+        return None
+
+    @property
+    def response(self) -> ChatResponse:
+        """The response the chunks add up to, as advisors further in left it.
+
+        Raises:
+            UsageError: the stream has not been read to the end.
+        """
+        if self._override is not None:
+            return self._override
+        produced = self._produced()
+        if produced is None:
+            raise UsageError("The response is known only once the stream was read to the end")
+        return produced
+
+    @response.setter
+    def response(self, value: ChatResponse) -> None:
+        self._override = value
+
+    @classmethod
+    def of_response(cls, response: ChatResponse) -> ChunkStream:
+        """A stream that replays a finished response as chunks (for advisors that answer
+        without calling the model, such as a cache)."""
+        return _ReplayStream(response)
+
+
+class _ReplayStream(ChunkStream):
+    __slots__ = ("_chunks", "_final")
+
+    def __init__(self, response: ChatResponse) -> None:
+        super().__init__()
+        deltas = tuple(
+            ToolCallDelta(index=index, id=call.id, name=call.name, arguments=call.arguments)
+            for index, call in enumerate(response.message.tool_calls)
+        )
+        chunk = ChatChunk(
+            text=response.text,
+            tool_calls=deltas,
+            finish_reason=response.finish_reason or ("tool_calls" if deltas else "stop"),
+            usage=response.usage,
+            id=response.id,
+            model=response.model,
+        )
+        self._chunks = [chunk]
+        self._final = response
+
+    async def __anext__(self) -> ChatChunk:
+        if not self._chunks:
+            raise StopAsyncIteration
+        return self._chunks.pop()
+
+    def _produced(self) -> ChatResponse | None:
+        return None if self._chunks else self._final
+
+
+CallNext = Callable[[CallContext, ChatRequest], Awaitable[ChatResponse]]
+"""Runs the rest of the chain on the call path."""
+StreamNext = Callable[[CallContext, ChatRequest], ChunkStream]
+"""Runs the rest of the chain on the stream path (lazily: nothing happens until iterated)."""
+
+
+@runtime_checkable
+class Advisor(Protocol):
+    """Wraps the model call; the chain nests advisors by ``order``, lower further out."""
+
+    @property
+    def order(self) -> int:
+        """The position in the chain: lower runs further out."""
+        ...
+
+    async def call(
+        self, ctx: CallContext, request: ChatRequest, call_next: CallNext
+    ) -> ChatResponse:
+        """Handle a call: usually ``await call_next(ctx, request)`` with work around it."""
+        ...
+
+    def stream(
+        self, ctx: CallContext, request: ChatRequest, call_next: StreamNext
+    ) -> AsyncIterator[ChatChunk]:
+        """Handle a stream: usually yield the chunks of ``call_next(ctx, request)``.
+
+        Never wrap a ``yield`` in a task group or an ``asyncio.timeout`` block.
+        """
+        ...
+
+
+class BaseAdvisor:
+    """An advisor with ``before``/``after`` hooks that serve the call and the stream path alike.
+
+    Override :meth:`before` and :meth:`after` for the common case, or ``call``/``stream`` to wrap
+    the rest of the chain yourself. Set ``order`` as a class attribute or in ``__init__``.
+
+    On the stream path the chunks pass through untouched as they arrive, ``after`` runs once
+    the stream has been read to the end and sees the aggregated response; it cannot rewrite
+    chunks that were already yielded. A stream abandoned by its consumer never reaches ``after``.
+    """
+
+    order: int = 0
+    """The position in the chain (default 0: inside the session advisors, next to the model)."""
+
+    async def before(self, ctx: CallContext, request: ChatRequest) -> ChatRequest:
+        """Change the request on its way in (default: unchanged)."""
+        return request
+
+    async def after(self, ctx: CallContext, response: ChatResponse) -> ChatResponse:
+        """Change the response on its way out (default: unchanged)."""
+        return response
+
+    async def call(
+        self, ctx: CallContext, request: ChatRequest, call_next: CallNext
+    ) -> ChatResponse:
+        """``before``, the rest of the chain, ``after``."""
+        request = await self.before(ctx, request)
+        response = await call_next(ctx, request)
+        return await self.after(ctx, response)
+
+    async def stream(
+        self, ctx: CallContext, request: ChatRequest, call_next: StreamNext
+    ) -> AsyncIterator[ChatChunk]:
+        """``before``, every chunk of the rest of the chain, then ``after`` on the aggregate."""
+        request = await self.before(ctx, request)
+        chunks = call_next(ctx, request)
+        async with aclosing(chunks):
+            async for chunk in chunks:
+                yield chunk
+        chunks.response = await self.after(ctx, chunks.response)

@@ -1,0 +1,113 @@
+"""``MessageFilter``: which messages the memory advisor stores (the write side).
+
+An ``EventFilter`` decides which stored events are read into the next prompt; a
+``MessageFilter`` decides which messages are stored at all. A rejected message is never
+written and so never replayed; the prompt that goes to the model is unaffected.
+
+Filters compose with ``&`` / ``|`` / ``~`` (or ``and_``, ``or_``, ``negate``). Setting a
+filter of your own replaces the default :meth:`MessageFilter.skip_empty_messages`; compose with
+it to keep that protection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..messages import AssistantMessage, Message, MessageType
+
+__all__ = ["MessageFilter"]
+
+
+def _has_media(message: AssistantMessage) -> bool:
+    parts = message.parts or ()
+    return any(part.get("type") != "text" for part in parts) or "audio" in message.extra
+
+
+class MessageFilter:
+    """A predicate over messages: ``True`` means "store it".
+
+    Args:
+        predicate: the decision; any ``Callable[[Message], bool]``.
+    """
+
+    __slots__ = ("_predicate",)
+
+    def __init__(self, predicate: Callable[[Message], bool]) -> None:
+        self._predicate = predicate
+
+    def should_persist(self, message: Message) -> bool:
+        """Whether ``message`` is stored."""
+        return bool(self._predicate(message))
+
+    __call__ = should_persist
+
+    def and_(self, other: MessageFilter) -> MessageFilter:
+        """Store only what both filters accept."""
+        return MessageFilter(lambda m: self.should_persist(m) and other.should_persist(m))
+
+    def or_(self, other: MessageFilter) -> MessageFilter:
+        """Store what either filter accepts."""
+        return MessageFilter(lambda m: self.should_persist(m) or other.should_persist(m))
+
+    def negate(self) -> MessageFilter:
+        """Store what this filter rejects."""
+        return MessageFilter(lambda m: not self.should_persist(m))
+
+    __and__ = and_
+    __or__ = or_
+    __invert__ = negate
+
+    @classmethod
+    def all(cls) -> MessageFilter:
+        """Store every message."""
+        return cls(lambda _: True)
+
+    @classmethod
+    def skip_empty_messages(cls) -> MessageFilter:
+        """Skip assistant messages with blank text, no tool calls and no media (the default).
+
+        Some models send an empty end-of-turn frame after tool use; replayed as history, it is
+        rejected by the next request.
+        """
+
+        def accept(message: Message) -> bool:
+            if not isinstance(message, AssistantMessage):
+                return True
+            blank = message.text is None or not message.text.strip()
+            return not blank or message.has_tool_calls or _has_media(message)
+
+        return cls(accept)
+
+    @classmethod
+    def by_message_type(cls, *types: MessageType | str) -> MessageFilter:
+        """Store only messages of these types.
+
+        Leaving out ``TOOL`` does not strand a stored tool call: the memory advisor's write
+        guard stores the result of a stored call anyway.
+
+        Raises:
+            ValueError: no type given, or an unknown one.
+        """
+        if not types:
+            raise ValueError("by_message_type needs at least one message type")
+        allowed = frozenset(MessageType(t) for t in types)
+        return cls(lambda m: m.message_type in allowed)
+
+    @classmethod
+    def contains_text(cls, keyword: str) -> MessageFilter:
+        """Store only messages whose text contains ``keyword``, case-insensitively.
+
+        Messages without text (tool results) are rejected.
+
+        Raises:
+            ValueError: the keyword is blank.
+        """
+        if not keyword or not keyword.strip():
+            raise ValueError("contains_text needs a non-blank keyword")
+        lowered = keyword.lower()
+
+        def accept(message: Message) -> bool:
+            text = message.text
+            return text is not None and lowered in text.lower()
+
+        return cls(accept)

@@ -1,0 +1,92 @@
+"""Event id generators for the messages the memory advisor stores.
+
+By default every stored event gets a random id, so a retried write creates a new event.
+:class:`IdempotentSessionEventIdGenerator` derives the id from the message and a fingerprint
+of advisor-context values instead: a retried request then writes the same ids, and appending
+an id the session already has is a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from ..messages import AssistantMessage, Message, ToolResponseMessage
+from .contexts import SESSION_ID_CONTEXT_KEY
+
+__all__ = [
+    "EventIdGenerator",
+    "IdempotentSessionEventIdGenerator",
+    "RandomEventIdGenerator",
+]
+
+
+@runtime_checkable
+class EventIdGenerator(Protocol):
+    """Chooses the id of the event a message is stored as."""
+
+    def generate(self, context: Mapping[str, Any], message: Message) -> str:
+        """The event id for ``message``, stored during a call with this advisor context."""
+        ...
+
+
+class RandomEventIdGenerator:
+    """A random UUID per event (the default): every write, retries included, is new."""
+
+    def generate(self, context: Mapping[str, Any], message: Message) -> str:
+        """A random UUID."""
+        return str(uuid.uuid4())
+
+
+class IdempotentSessionEventIdGenerator:
+    """A deterministic id: ``<message type>-<sha256>``, at most 74 characters.
+
+    The hash covers two parts:
+
+    - a **context fingerprint**: ``key:value`` for each of ``context_keys``, joined by ``,``
+      (default: just the session id key; giving keys replaces that list, so include
+      ``SESSION_ID_CONTEXT_KEY`` yourself);
+    - the **message**: for tool calls and tool results the model's tool-call ids (or, if any
+      id is blank, the tool names with their arguments or results); for every other message
+      its text.
+
+    Identical messages collide: with the default fingerprint, a user answering "yes" twice in
+    one session stores the second "yes" as a replay of the first, i.e. not at all. Add a key
+    whose value changes per request (a durable run id) to avoid that.
+
+    Args:
+        context_keys: the advisor-context keys of the fingerprint.
+    """
+
+    __slots__ = ("context_keys",)
+
+    def __init__(self, *context_keys: str) -> None:
+        self.context_keys: tuple[str, ...] = context_keys or (SESSION_ID_CONTEXT_KEY,)
+        """The advisor-context keys of the fingerprint, in order."""
+
+    def generate(self, context: Mapping[str, Any], message: Message) -> str:
+        """``<message type>-<sha256 of fingerprint and message key>``."""
+        fingerprint = ",".join(f"{key}:{_render(context.get(key))}" for key in self.context_keys)
+        digest = hashlib.sha256(f"{fingerprint}:{_message_key(message)}".encode()).hexdigest()
+        return f"{message.message_type.value}-{digest}"
+
+
+def _render(value: object) -> str:
+    return "null" if value is None else str(value)
+
+
+def _message_key(message: Message) -> str:
+    if isinstance(message, AssistantMessage) and message.tool_calls:
+        ids = [call.id for call in message.tool_calls]
+        if all(i.strip() for i in ids):
+            return "toolcall:" + ",".join(ids)
+        calls = ",".join(f"{call.name}({call.arguments})" for call in message.tool_calls)
+        return f"content:{message.text or ''}:{calls}"
+    if isinstance(message, ToolResponseMessage):
+        ids = [response.id for response in message.responses]
+        if all(i.strip() for i in ids):
+            return "toolresp:" + ",".join(ids)
+        return "content:" + ",".join(f"{r.name}->{r.data}" for r in message.responses)
+    return f"content:{message.text or ''}"

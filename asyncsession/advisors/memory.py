@@ -1,0 +1,321 @@
+"""``SessionMemoryAdvisor``: load the session's history into the prompt, store the new messages.
+
+Per model call (per round of a tool loop, at its default order) the advisor:
+
+1. reads the session id from the advisor context (``MissingSessionId`` without one), creating
+   the session if it does not exist and checking its owner if a user id is given;
+2. loads the history with its ``EventFilter`` merged with the call's, always under the active
+   view, so archived events never reach the model (a ``SessionTurnAdvisor`` further out has
+   already read it: the advisor reuses that read);
+3. keeps only the latest stored system message (looked up separately under a window), moves
+   every system message to the front and sends an exact repeat once, never rewriting a text;
+4. drops tool calls and tool results that lost their counterpart from the prompt (the read
+   guard), with one warning; the log is never changed;
+5. prepends the history unless the prompt already holds it (compared by content);
+6. stores the prompt's last user message (or, inside a tool loop, the trailing tool results)
+   through the ``MessageFilter``; a tool result is stored exactly when its tool call was (the
+   write guard), whatever the filter says;
+7. after the model answers, stores the reply through the ``MessageFilter``;
+8. once the turn is complete (the reply asks for no tools), compacts if configured and no
+   ``SessionTurnAdvisor`` compacts for the call.
+
+The history is read once per call: from round 2 of a tool loop on, the advisor reuses it and
+knows what it stored itself, so a round costs no read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..chat import ChatChunk, ChatRequest, ChatResponse
+from ..compaction import CompactionStrategy, TriggerLike
+from ..events import Session, SessionEvent
+from ..filters import EventFilter
+from ..messages import Message, SystemMessage, ToolResponseMessage, UserMessage
+from ..service import SessionService
+from ._history import (
+    LATEST_SYSTEM_FILTER,
+    can_tell_newest,
+    contains_run,
+    guard_history,
+    history_system_messages,
+    last_request_message,
+    needs_system_lookup,
+    newest_answers,
+    system_first,
+)
+from ._session import (
+    TURN_STATE,
+    TurnState,
+    check_compaction_pair,
+    compact_after_turn,
+    known_active_view,
+    resolve_session,
+    shielded,
+)
+from .base import HIGHEST_PRECEDENCE, CallContext, CallNext, StateKey, StreamNext
+from .contexts import (
+    DEFAULT_USER_ID,
+    REQUEST_EVENT_IDS_CONTEXT_KEY,
+    RESPONSE_EVENT_IDS_CONTEXT_KEY,
+    SessionContexts,
+)
+from .filters import MessageFilter
+from .ids import EventIdGenerator, RandomEventIdGenerator
+
+__all__ = ["SessionMemoryAdvisor"]
+
+logger = logging.getLogger("asyncsession.advisors")
+
+_ORPHAN_WARNING = (
+    "Session %r: dropped %d tool call/result message(s) without their counterpart from the "
+    "prompt (the log is unchanged). Likely causes: an EventFilter with message_types hiding "
+    "TOOL events, a MessageFilter that skipped them, or a turn interrupted between a tool "
+    "call and its result."
+)
+
+
+@dataclass(slots=True, kw_only=True)
+class _MemoryCall:
+    """What one memory advisor knows during one call; lives in ``CallContext.state``."""
+
+    session: Session
+    read_filter: EventFilter
+    events: tuple[SessionEvent, ...]
+    history_system: list[Message]
+    history: list[Message]
+    turn: TurnState | None
+    appended: list[SessionEvent] = field(default_factory=list[SessionEvent])
+    stored_requests: list[Message] = field(default_factory=list[Message])
+    request_ids: list[str] = field(default_factory=list[str])
+    response_ids: list[str] = field(default_factory=list[str])
+
+
+class SessionMemoryAdvisor:
+    """Session history in, new messages out: the conversation memory of a ``ChatClient``.
+
+    Args:
+        service: the session service.
+        default_user_id: the owner of sessions created without a user id in the context.
+        event_filter: which stored events make the history (merged with the call's
+            ``EVENT_FILTER_CONTEXT_KEY`` filter and always with ``EventFilter.active()``).
+        message_filter: which messages are stored (default: all but empty assistant frames).
+        request_event_id_generator: the ids of stored user messages and tool results.
+        response_event_id_generator: the ids of stored replies.
+        compaction_trigger: when to compact after a complete turn (with a strategy).
+        compaction_strategy: how to compact (with a trigger).
+        order: the position in the chain; the default runs once per round of the tool loop.
+            Below ``ToolCallingAdvisor.DEFAULT_ORDER`` it wraps the loop instead and stores
+            only the user message and the final reply.
+
+    Raises:
+        UsageError: only one of ``compaction_trigger`` and ``compaction_strategy`` is set.
+    """
+
+    DEFAULT_ORDER: Final = HIGHEST_PRECEDENCE + 1000
+    """The default order: inside the tool loop, so it runs once per round."""
+
+    def __init__(
+        self,
+        service: SessionService,
+        *,
+        default_user_id: str = DEFAULT_USER_ID,
+        event_filter: EventFilter | None = None,
+        message_filter: MessageFilter | None = None,
+        request_event_id_generator: EventIdGenerator | None = None,
+        response_event_id_generator: EventIdGenerator | None = None,
+        compaction_trigger: TriggerLike | None = None,
+        compaction_strategy: CompactionStrategy | None = None,
+        order: int = DEFAULT_ORDER,
+    ) -> None:
+        check_compaction_pair(compaction_trigger, compaction_strategy)
+        self.service = service
+        """The session service."""
+        self.default_user_id = default_user_id
+        """The owner of sessions created without a user id."""
+        self.event_filter = event_filter or EventFilter.all()
+        """The advisor's history filter."""
+        self.message_filter = message_filter or MessageFilter.skip_empty_messages()
+        """Which messages are stored."""
+        self.request_event_id_generator = request_event_id_generator or RandomEventIdGenerator()
+        """Chooses the ids of stored user messages and tool results."""
+        self.response_event_id_generator = response_event_id_generator or RandomEventIdGenerator()
+        """Chooses the ids of stored replies."""
+        self.compaction_trigger = compaction_trigger
+        """When to compact after a complete turn."""
+        self.compaction_strategy = compaction_strategy
+        """How to compact."""
+        self.order = order
+        """The position in the chain."""
+        self._key: StateKey[_MemoryCall] = StateKey(f"SessionMemoryAdvisor@{id(self):x}")
+
+    def history_filter(self, context: Mapping[str, Any]) -> EventFilter:
+        """The filter the history is read with for a call with this advisor context."""
+        own = self.event_filter.merge(SessionContexts.event_filter(context))
+        return own.merge(EventFilter.active())
+
+    async def call(
+        self, ctx: CallContext, request: ChatRequest, call_next: CallNext
+    ) -> ChatResponse:
+        """Load and guard the history, store the request message, call, store the reply."""
+        memory, prepared = await self._before(ctx, request)
+        response = await call_next(ctx, prepared)
+        return await self._after(ctx, memory, response)
+
+    async def stream(
+        self, ctx: CallContext, request: ChatRequest, call_next: StreamNext
+    ) -> AsyncIterator[ChatChunk]:
+        """As :meth:`call`; the reply is stored once the stream was read to the end.
+
+        A stream abandoned before its end stores no reply (the request message stays stored)
+        and runs no compaction.
+        """
+        memory, prepared = await self._before(ctx, request)
+        chunks = call_next(ctx, prepared)
+        async with aclosing(chunks):
+            async for chunk in chunks:
+                yield chunk
+        chunks.response = await self._after(ctx, memory, chunks.response)
+
+    async def _before(
+        self, ctx: CallContext, request: ChatRequest
+    ) -> tuple[_MemoryCall, ChatRequest]:
+        session_id = SessionContexts.session_id(ctx.context)
+        memory = ctx.state.get(self._key)
+        if memory is None or memory.session.id != session_id:
+            memory = await self._open(ctx, session_id, request.messages)
+            ctx.state[self._key] = memory
+        prompt = request.messages
+        non_system = [m for m in prompt if not isinstance(m, SystemMessage)]
+        history = [] if contains_run(non_system, memory.history) else memory.history
+        messages = system_first([*memory.history_system, *history, *prompt])
+        await self._store_request(ctx, memory, prompt)
+        return memory, request.with_messages(messages)
+
+    async def _open(
+        self, ctx: CallContext, session_id: str, prompt: Sequence[Message]
+    ) -> _MemoryCall:
+        read_filter = self.history_filter(ctx.context)
+        turn = ctx.state.get(TURN_STATE)
+        if turn is not None and (
+            turn.service is not self.service or turn.resolved.session.id != session_id
+        ):
+            turn = None
+        if turn is not None:
+            session = turn.resolved.session
+            if turn.resolved.read_filter == read_filter and turn.resolved.events is not None:
+                events = turn.resolved.events  # the turn advisor's resolve was this read
+            else:
+                events = tuple(await self.service.get_events(session_id, read_filter))
+        else:
+            resolved = await resolve_session(
+                self.service,
+                ctx.context,
+                session_id,
+                read_filter=read_filter,
+                default_user_id=self.default_user_id,
+            )
+            session, events = resolved.session, resolved.events or ()
+        looked_up: SessionEvent | None = None
+        if needs_system_lookup(events, read_filter):
+            found = await self.service.get_events(session_id, LATEST_SYSTEM_FILTER)
+            looked_up = found[-1] if found else None
+        conversation = [
+            e.message
+            for e in events
+            if e.message is not None and not isinstance(e.message, SystemMessage)
+        ]
+        prompt_rest = [m for m in prompt if not isinstance(m, SystemMessage)]
+        history, dropped = guard_history(conversation, prompt_rest)
+        if dropped:
+            logger.warning(_ORPHAN_WARNING, session_id, dropped)
+        return _MemoryCall(
+            session=session,
+            read_filter=read_filter,
+            events=tuple(events),
+            history_system=history_system_messages(events, looked_up),
+            history=history,
+            turn=turn,
+        )
+
+    async def _store_request(
+        self, ctx: CallContext, memory: _MemoryCall, prompt: Sequence[Message]
+    ) -> None:
+        target = last_request_message(prompt)
+        if target is None or any(target is done for done in memory.stored_requests):
+            return
+        if isinstance(target, UserMessage):
+            store = self.message_filter.should_persist(target)
+        else:
+            store = self._write_guard(memory, target)
+        if not store:
+            return
+        event = await self._append(ctx, memory, target, self.request_event_id_generator)
+        memory.stored_requests.append(target)
+        memory.request_ids.append(event.id)
+        ctx.context[REQUEST_EVENT_IDS_CONTEXT_KEY] = list(memory.request_ids)
+
+    def _write_guard(self, memory: _MemoryCall, result: ToolResponseMessage) -> bool:
+        """Store a tool result exactly when its tool call is the newest stored event."""
+        accepted = self.message_filter.should_persist(result)
+        stored_call: bool | None
+        if can_tell_newest(memory.read_filter):
+            stored_call = bool(newest_answers(reversed([*memory.events, *memory.appended]), result))
+        else:  # the read cannot tell; what this call stored may
+            stored_call = newest_answers(reversed(memory.appended), result)
+        if stored_call is None:
+            return accepted
+        if stored_call != accepted:
+            ids = [response.id for response in result.responses]
+            logger.warning(
+                "Session %r: %s the result of tool call(s) %s although the MessageFilter %s it, "
+                "because the tool call %s stored",
+                memory.session.id,
+                "storing" if stored_call else "not storing",
+                ids,
+                "rejects" if stored_call else "accepts",
+                "is" if stored_call else "was not",
+            )
+        return stored_call
+
+    async def _after(
+        self, ctx: CallContext, memory: _MemoryCall, response: ChatResponse
+    ) -> ChatResponse:
+        if self.message_filter.should_persist(response.message):
+            event = await self._append(
+                ctx, memory, response.message, self.response_event_id_generator
+            )
+            memory.response_ids.append(event.id)
+            ctx.context[RESPONSE_EVENT_IDS_CONTEXT_KEY] = list(memory.response_ids)
+        turn_compacts = memory.turn is not None and memory.turn.compacts
+        complete = not response.has_tool_calls
+        if complete and self.compaction_trigger is not None and not turn_compacts:
+            await compact_after_turn(
+                self.service,
+                memory.session,
+                trigger=self.compaction_trigger,
+                strategy=self.compaction_strategy,
+                worker=None,
+                known_events=known_active_view(memory.read_filter, memory.events, memory.appended),
+            )
+        return response
+
+    async def _append(
+        self,
+        ctx: CallContext,
+        memory: _MemoryCall,
+        message: Message,
+        generator: EventIdGenerator,
+    ) -> SessionEvent:
+        event_id = generator.generate(ctx.context, message)
+        event = await shielded(
+            self.service.append_message(memory.session.id, message, event_id=event_id)
+        )
+        memory.appended.append(event)
+        if memory.turn is not None:
+            memory.turn.appended.append(event)
+        return event

@@ -1,0 +1,189 @@
+"""Database work per chat call, through the whole chain: one read, then only the appends.
+
+On MongoDB the commands are counted with PyMongo command monitoring and compared with the
+repository's own cost for the same operations done directly (resolve + read, two appends). On
+the in-memory store the repository calls are counted.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import openai
+import pytest
+from chat_support import MODEL, PATHS, CountingRepository, ask, context
+from pymongo import AsyncMongoClient, monitoring
+
+from asyncsession import (
+    AssistantMessage,
+    CreateSessionRequest,
+    DefaultSessionService,
+    EventFilter,
+    SessionEvent,
+    UserMessage,
+)
+from asyncsession.advisors import (
+    SessionMemoryAdvisor,
+    SessionTurnAdvisor,
+    ToolCallingAdvisor,
+    tool,
+)
+from asyncsession.openai import ChatClient
+from asyncsession.repository.mongo import MongoSessionRepository
+from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
+
+_HANDSHAKES = frozenset(
+    {"hello", "ismaster", "isMaster", "ping", "endSessions", "saslStart", "saslContinue"}
+)
+
+
+class CommandCounter(monitoring.CommandListener):
+    """Counts the commands a client sends, handshakes and pings aside."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name not in _HANDSHAKES:
+            self.names.append(event.command_name)
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"
+
+
+def chain(openai_client: openai.AsyncOpenAI, service: DefaultSessionService) -> ChatClient:
+    return ChatClient(
+        openai_client,
+        model=MODEL,
+        advisors=[
+            SessionTurnAdvisor(service),
+            ToolCallingAdvisor([lookup]),
+            SessionMemoryAdvisor(service),
+        ],
+    )
+
+
+async def with_history(service: DefaultSessionService, session_id: str) -> None:
+    await service.create(CreateSessionRequest(id=session_id, user_id="alice"))
+    await service.append_message(session_id, UserMessage(text="earlier"))
+    await service.append_message(session_id, AssistantMessage(text="reply"))
+
+
+# In memory: repository calls.
+
+
+@pytest.mark.parametrize("streaming", PATHS)
+async def test_a_plain_turn_is_one_read_and_two_appends(
+    streaming: bool,
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+    service: DefaultSessionService,
+    repository: CountingRepository,
+) -> None:
+    """An existing session: the resolve is the window read, then the user message and reply."""
+    await with_history(service, "s")
+    repository.reset()
+    server.enqueue(ScriptedReply.text("ok"))
+
+    await ask(chain(openai_client, service), "hi", streaming=streaming, context=context("s"))
+
+    assert repository.calls == {"read_snapshot": 1, "append_event": 2}
+
+
+async def test_a_turn_on_a_new_session_adds_only_the_create(
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+    service: DefaultSessionService,
+    repository: CountingRepository,
+) -> None:
+    """A new session: the read finds nothing, the create makes it, and its window is empty."""
+    server.enqueue(ScriptedReply.text("ok"))
+
+    await chain(openai_client, service).call("hi", context=context("new"))
+
+    assert repository.calls == {"read_snapshot": 1, "save_if_absent": 1, "append_event": 2}
+
+
+async def test_a_tool_round_costs_appends_only(
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+    service: DefaultSessionService,
+    repository: CountingRepository,
+) -> None:
+    """The second round reuses the first read: one read, four appends for a two-round turn."""
+    await with_history(service, "s")
+    repository.reset()
+    server.enqueue(
+        ScriptedReply.tool_calls([ScriptedToolCall("lookup", {"key": "k"})]),
+        ScriptedReply.text("ok"),
+    )
+
+    await chain(openai_client, service).call("hi", context=context("s"))
+
+    assert repository.calls == {"read_snapshot": 1, "append_event": 4}
+
+
+# On the MongoDB test server: commands on the wire.
+
+
+@pytest.fixture
+async def counted_mongo(
+    mongo_uri: str,
+) -> AsyncIterator[tuple[MongoSessionRepository, CommandCounter]]:
+    counter = CommandCounter()
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        mongo_uri, tz_aware=True, event_listeners=[counter]
+    )
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    repository = MongoSessionRepository(client[name])
+    try:
+        await repository.ensure_indexes()
+        yield repository, counter
+    finally:
+        await client.drop_database(name)
+        await client.close()
+
+
+async def direct_cost(
+    repository: MongoSessionRepository, counter: CommandCounter, session_id: str
+) -> list[str]:
+    """The repository's own commands for resolve + read and two appends, done directly."""
+    counter.names.clear()
+    snapshot = await repository.read_snapshot(session_id, EventFilter.active())
+    assert snapshot is not None
+    for text in ("hi", "ok"):
+        message = UserMessage(text=text) if text == "hi" else AssistantMessage(text=text)
+        await repository.append_event(SessionEvent(session_id=session_id, message=message))
+    return list(counter.names)
+
+
+@pytest.mark.parametrize("streaming", PATHS)
+async def test_on_mongodb_a_plain_turn_costs_no_more_than_its_reads_and_appends(
+    streaming: bool,
+    counted_mongo: tuple[MongoSessionRepository, CommandCounter],
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+) -> None:
+    """The whole chain sends no more commands than one resolving read and two appends."""
+    repository, counter = counted_mongo
+    service = DefaultSessionService(repository)
+    await with_history(service, "reference")
+    await with_history(service, "s")
+    budget = await direct_cost(repository, counter, "reference")
+    server.enqueue(ScriptedReply.text("ok"))
+    counter.names.clear()
+
+    await ask(chain(openai_client, service), "hi", streaming=streaming, context=context("s"))
+
+    assert len(counter.names) <= len(budget), (counter.names, budget)
