@@ -1,0 +1,5 @@
+"""``python -m asyncsession``: the operator command line."""
+
+from .cli import main
+
+main()
