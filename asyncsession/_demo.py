@@ -1,102 +1,255 @@
-"""The README's main job: a conversation on the embedded store, then its whole log.
+"""The README's main job: a streamed multi-turn conversation through the whole pipeline.
 
-Run it with ``scripts/demo`` (or ``python -m asyncsession._demo``).
+``scripts/demo`` (or ``python -m asyncsession._demo``) runs four streamed turns through the
+advisors — turn, long-term memory tools, tool loop with a real tool, session memory — with
+compaction by recursive summarization in a background worker, then prints the session log:
+active and archived events, the summary turn, the version.
+
+- No ``OPENAI_API_KEY``: the model is the built-in scripted OpenAI-compatible server on
+  loopback, so the demo runs offline.
+- ``OPENAI_API_KEY`` (optionally ``OPENAI_BASE_URL``, ``OPENAI_MODEL``): a real model.
+- ``MONGODB_URI``: sessions and memories in MongoDB instead of the embedded in-memory store.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 
-from . import (
-    AssistantMessage,
-    CompactionPlan,
-    CreateSessionRequest,
-    DefaultSessionService,
-    EventFilter,
-    InMemorySessionRepository,
-    Insert,
-    SessionEvent,
-    ToolCall,
-    ToolResponse,
-    ToolResponseMessage,
-    UserMessage,
+import openai
+
+from .advisors import (
+    SESSION_ID_CONTEXT_KEY,
+    USER_ID_CONTEXT_KEY,
+    AutoMemoryToolsAdvisor,
+    SessionMemoryAdvisor,
+    SessionTurnAdvisor,
+    ToolCallingAdvisor,
+    tool,
 )
-from .events import COMPACTION_SOURCE, SYNTHETIC, EventType
+from .compaction import (
+    CompactionWorker,
+    OpenAISummarizer,
+    RecursiveSummarizationCompactionStrategy,
+    TurnCountTrigger,
+)
+from .events import SessionEvent
+from .filters import EventFilter
+from .memory import DirectoryMemoryStore, MemoryStore, MongoMemoryStore
+from .messages import AssistantMessage, SystemMessage, ToolResponseMessage
+from .openai import ChatClient
+from .repository import InMemorySessionRepository, MongoSessionRepository, SessionRepository
+from .service import DefaultSessionService
+from .testing import RecordedRequest, ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
+
+USER = "alice"
+TURNS = (
+    "Hi, I'm Alice. Please remember that I take my coffee black.",
+    "What's the weather in Paris right now?",
+    "And in Lisbon and in Madrid?",
+    "Thanks! What do you remember about me?",
+)
+WEATHER = {"paris": "18°C, sunny", "lisbon": "24°C, clear", "madrid": "29°C, hot and dry"}
 
 
-def _line(event: SessionEvent) -> str:
-    flags = "".join(
-        [" [archived]" if event.archived else "", " [synthetic]" if event.is_synthetic else ""]
+@tool
+async def get_weather(city: str) -> str:
+    """The current weather of a city.
+
+    Args:
+        city: The city's name.
+    """
+    return WEATHER.get(city.strip().lower(), "no data for that city")
+
+
+def _scripted(request: RecordedRequest) -> ScriptedReply:
+    """The offline model: answers the demo's turns, tool results and the summarizer."""
+    messages = request.messages
+    last = messages[-1]
+    if "=== CONVERSATION TO SUMMARIZE ===" in str(last.get("content")):
+        return ScriptedReply.text(
+            "Alice introduced herself and asked the assistant to remember that she takes her "
+            "coffee black (saved to long-term memory). She asked about the weather: Paris was "
+            "18°C and sunny.",
+            chunk_size=24,
+        )
+    start = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    question = str(messages[start]["content"])
+    results = [str(m["content"]) for m in messages[start:] if m["role"] == "tool"]
+    if question.startswith("Hi, I'm Alice"):
+        if not results:
+            fact = (
+                "---\nname: coffee\ndescription: how Alice takes her coffee\ntype: user\n"
+                "---\nBlack.\n"
+            )
+            return ScriptedReply.tool_calls(
+                [ScriptedToolCall("MemoryCreate", {"path": "coffee.md", "file_text": fact})]
+            )
+        if len(results) == 1:
+            index = "- [Coffee](coffee.md) — Alice takes her coffee black\n"
+            return ScriptedReply.tool_calls(
+                [ScriptedToolCall("MemoryCreate", {"path": "MEMORY.md", "file_text": index})]
+            )
+        return ScriptedReply.text(
+            "Nice to meet you, Alice! I've noted that you take your coffee black."
+        )
+    if "Paris" in question:
+        if not results:
+            return ScriptedReply.tool_calls([ScriptedToolCall("get_weather", {"city": "Paris"})])
+        return ScriptedReply.text(f"It's {results[0]} in Paris right now.")
+    if "Lisbon" in question:
+        if not results:
+            return ScriptedReply.tool_calls(
+                [
+                    ScriptedToolCall("get_weather", {"city": "Lisbon"}),
+                    ScriptedToolCall("get_weather", {"city": "Madrid"}),
+                ]
+            )
+        return ScriptedReply.text(f"Lisbon: {results[0]}. Madrid: {results[1]}.")
+    if not results:
+        return ScriptedReply.tool_calls([ScriptedToolCall("MemoryView", {"path": "MEMORY.md"})])
+    if len(results) == 1:
+        return ScriptedReply.tool_calls([ScriptedToolCall("MemoryView", {"path": "coffee.md"})])
+    return ScriptedReply.text("I remember that you take your coffee black, Alice.")
+
+
+@asynccontextmanager
+async def _model() -> AsyncIterator[tuple[openai.AsyncOpenAI, str, str]]:
+    if os.environ.get("OPENAI_API_KEY"):
+        client = openai.AsyncOpenAI(base_url=os.environ.get("OPENAI_BASE_URL") or None)
+        try:
+            yield client, os.environ.get("OPENAI_MODEL", "gpt-4o-mini"), "OpenAI API"
+        finally:
+            await client.close()
+        return
+    async with ScriptedOpenAIServer(responder=_scripted) as server:
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="offline", max_retries=0)
+        try:
+            yield (
+                client,
+                "scripted-demo-model",
+                f"the built-in scripted server at {server.base_url}",
+            )
+        finally:
+            await client.close()
+
+
+@asynccontextmanager
+async def _stores(memory_root: str) -> AsyncIterator[tuple[SessionRepository, MemoryStore, str]]:
+    uri = os.environ.get("MONGODB_URI")
+    if not uri:
+        yield (
+            InMemorySessionRepository(),
+            DirectoryMemoryStore(memory_root, scope=USER),
+            "in-memory",
+        )
+        return
+    name = f"asyncsession_demo_{uuid.uuid4().hex[:8]}"
+    async with MongoSessionRepository.from_uri(uri, name) as repository:
+        await repository.ensure_indexes()
+        database = repository._database  # pyright: ignore[reportPrivateUsage] - the demo's own db
+        memories = MongoMemoryStore(database, scope=USER)
+        await memories.ensure_indexes()
+        yield repository, memories, f"MongoDB ({name})"
+
+
+def _describe(event: SessionEvent) -> str:
+    flags = (" [archived]" if event.archived else "") + (
+        " [synthetic]" if event.is_synthetic else ""
     )
-    if event.message is None:
-        return f"  {event.type}: {event.payload}{flags}"
-    if isinstance(event.message, AssistantMessage) and event.message.tool_calls:
-        calls = ", ".join(f"{c.name}({c.arguments})" for c in event.message.tool_calls)
-        return f"  {event.type}: -> {calls}{flags}"
-    if isinstance(event.message, ToolResponseMessage):
-        results = ", ".join(f"{r.name} = {r.data}" for r in event.message.responses)
-        return f"  {event.type}: <- {results}{flags}"
-    return f"  {event.type}: {event.text}{flags}"
+    message = event.message
+    if message is None:
+        body = json.dumps(event.payload)
+    elif isinstance(message, AssistantMessage) and message.tool_calls:
+        body = "calls " + ", ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
+    elif isinstance(message, ToolResponseMessage):
+        body = "results " + ", ".join(f"{r.name} -> {r.data[:60]!r}" for r in message.responses)
+    else:
+        text = message.text or ""
+        body = text if len(text) <= 100 else text[:97] + "..."
+    return f"{event.type!s:<9} {body}{flags}"
 
 
 async def main() -> None:
     """Run the demo."""
-    service = DefaultSessionService(InMemorySessionRepository())
-    session = await service.create(CreateSessionRequest(user_id="alice", metadata={"demo": True}))
-    print(f"session {session.id} for {session.user_id}")
-
-    await service.append_message(session.id, UserMessage(text="What's the weather in Paris?"))
-    await service.append_message(
-        session.id,
-        AssistantMessage(
-            tool_calls=[ToolCall(id="call_1", name="weather", arguments='{"city": "Paris"}')]
-        ),
-    )
-    await service.append_message(
-        session.id,
-        ToolResponseMessage(responses=[ToolResponse(id="call_1", name="weather", data="18°C")]),
-    )
-    await service.append_message(session.id, AssistantMessage(text="It is 18°C in Paris."))
-    await service.append_message(session.id, UserMessage(text="And tomorrow?"))
-    await service.append_message(session.id, AssistantMessage(text="Similar, a little cooler."))
-    await service.append_event(
-        SessionEvent(session_id=session.id, type=EventType.of("DEMO.AUDIT"), payload={"ok": 1})
-    )
-
-    window = await service.get_events(session.id, EventFilter.last_n(3))
-    print("\nlast_n(3), extended to the start of its turn:")
-    for event in window:
-        print(_line(event))
-
-    version = await service.get_event_version(session.id)
-    active = await service.get_events(session.id, EventFilter.active())
-    first_turn = active[:4]
-    summary = [
-        SessionEvent(
-            session_id=session.id,
-            message=message,
-            metadata={SYNTHETIC: True, COMPACTION_SOURCE: "demo"},
+    session_id = f"demo-{uuid.uuid4().hex[:8]}"
+    async with AsyncExitStack() as stack:
+        memory_root = stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="asyncsession-memories-")
         )
-        for message in (
-            UserMessage(text="Summarize the conversation we had so far."),
-            AssistantMessage(text="Alice asked about the weather in Paris: 18°C."),
+        model_client, model, where = await stack.enter_async_context(_model())
+        repository, memories, store_name = await stack.enter_async_context(_stores(memory_root))
+        service = DefaultSessionService(repository)
+        summarizer = OpenAISummarizer(model_client, model)
+        strategy = RecursiveSummarizationCompactionStrategy(
+            summarizer, max_events_to_keep=4, overlap_size=1
         )
-    ]
-    plan = CompactionPlan(
-        archive_ids=frozenset(e.id for e in first_turn),
-        inserts=(Insert.before(active[4].id, summary),),
-    )
-    applied = await service.repository.apply_compaction(session.id, plan, version)
-    print(f"\ncompaction at version {version}: applied={applied}")
+        trigger = TurnCountTrigger(max_turns=2)
+        print(f"model: {model} via {where}")
+        print(f"store: {store_name}; session {session_id} of user {USER!r}\n")
 
-    print("\nthe whole log:")
-    for event in await service.get_events(session.id):
-        print(_line(event))
-    print("\nthe active view (what the model sees):")
-    for event in await service.get_events(session.id, EventFilter.active()):
-        print(_line(event))
-    print(f"\nversion {await service.get_event_version(session.id)}")
+        async with CompactionWorker(service, trigger, strategy, max_concurrency=2) as worker:
+            client = ChatClient(
+                model_client,
+                model=model,
+                default_messages=[SystemMessage(text="You are a concise, friendly assistant.")],
+                advisors=[
+                    SessionTurnAdvisor(
+                        service,
+                        compaction_trigger=trigger,
+                        compaction_strategy=strategy,
+                        worker=worker,
+                    ),
+                    AutoMemoryToolsAdvisor(memories, per_user=False),
+                    ToolCallingAdvisor([get_weather]),
+                    SessionMemoryAdvisor(service),
+                ],
+            )
+            context = {SESSION_ID_CONTEXT_KEY: session_id, USER_ID_CONTEXT_KEY: USER}
+            for number, question in enumerate(TURNS, 1):
+                print(f"[turn {number}] you: {question}")
+                print("           assistant: ", end="", flush=True)
+                chunks = 0
+                async with client.stream(question, context=context) as stream:
+                    async for chunk in stream:
+                        chunks += 1
+                        for delta in chunk.tool_calls:
+                            if delta.name:
+                                print(f"[calling {delta.name}] ", end="", flush=True)
+                        if chunk.text:
+                            print(chunk.text, end="", flush=True)
+                print(f"\n           ({chunks} chunks streamed)\n")
+            print("waiting for the compaction worker to finish...")
+
+        log = await service.get_events(session_id)
+        active = await service.get_events(session_id, EventFilter.active())
+        archived = [event for event in log if event.archived]
+        print(
+            f"\nthe session log: {len(log)} events, {len(active)} active, {len(archived)} archived"
+        )
+        for number, event in enumerate(log, 1):
+            print(f"  {number:>2}. {_describe(event)}")
+        print("\nthe active view (what the model is sent next):")
+        for event in active:
+            print(f"      {_describe(event)}")
+        summaries = [event for event in log if event.is_synthetic]
+        print(f"\nsummary turn: {len(summaries)} synthetic events")
+        print(f"version: {await service.get_event_version(session_id)}")
+        saved = await memories.read("MEMORY.md")
+        print(f"long-term memory MEMORY.md: {saved.text.strip() if saved else '(none)'}")
+        if os.environ.get("MONGODB_URI"):
+            database_name = store_name.split("(")[-1].rstrip(")")
+            print(f"\ninspect it: asyncsession --db {database_name} show {session_id}")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        sys.exit(130)

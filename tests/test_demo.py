@@ -1,25 +1,60 @@
-"""The README's main job runs offline and shows the parts it promises."""
+"""The README's main job runs offline and shows every part it promises."""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 
+import pytest
 
-def test_the_demo_runs_and_prints_the_log() -> None:
-    """The demo prints the windowed read, the compaction, the whole log and the version."""
+
+def _run_demo(**env: str) -> str:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    environment.pop("MONGODB_URI", None)
+    environment.update(env)
     done = subprocess.run(
         [sys.executable, "-m", "asyncsession._demo"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=180,
         check=False,
+        env=environment,
     )
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
-    assert "last_n(3), extended to the start of its turn:" in out
-    assert "applied=True" in out
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def _check(out: str) -> None:
+    assert "via the built-in scripted server" in out
+    for number in range(1, 5):
+        assert f"[turn {number}] you:" in out
+    assert "[calling MemoryCreate]" in out
+    assert "[calling get_weather] [calling get_weather]" in out
+    assert "It's 18°C, sunny in Paris right now." in out
+    streamed = [int(n) for n in re.findall(r"\((\d+) chunks streamed\)", out)]
+    assert len(streamed) == 4
+    assert all(n > 5 for n in streamed)
     assert "[archived]" in out
-    assert "[synthetic]" in out
-    assert "the active view" in out
-    assert "version 8" in out
+    assert "Summarize the conversation we had so far. [synthetic]" in out
+    assert re.search(r"summary turn: [1-9]\d* synthetic events", out)
+    assert re.search(r"version: \d+", out)
+    assert "the active view (what the model is sent next):" in out
+    assert "long-term memory MEMORY.md: - [Coffee](coffee.md)" in out
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_the_demo_runs_offline_on_the_embedded_store() -> None:
+    """The demo streams four turns with tools and memory, compacts, and prints the log."""
+    out = _run_demo()
+    assert "store: in-memory" in out
+    _check(out)
+
+
+def test_the_demo_runs_on_mongodb(mongo_uri: str) -> None:
+    """With MONGODB_URI the demo keeps sessions and memories in MongoDB."""
+    out = _run_demo(MONGODB_URI=mongo_uri)
+    assert "store: MongoDB" in out
+    assert "inspect it: asyncsession --db asyncsession_demo_" in out
+    _check(out)
