@@ -9,6 +9,7 @@ needs.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -23,9 +24,10 @@ from .events import (
     SessionEvent,
     utc_now,
 )
-from .exceptions import SessionExists, SessionNotFound, UsageError
+from .exceptions import AccessDenied, SessionExists, SessionNotFound, UsageError
 from .filters import EventFilter
 from .messages import Message
+from .repository._mongo_turn import supports_turns
 from .repository._protocol import SessionRepository, SessionSnapshot
 
 if TYPE_CHECKING:
@@ -119,6 +121,19 @@ class SessionService(Protocol):
 
     async def get_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
         """The session, its version and its matching events in one read."""
+        ...
+
+    async def start_turn(
+        self,
+        session_id: str,
+        message: Message,
+        filter: EventFilter,
+        *,
+        event_id: str | None = None,
+        user_id: str | None = None,
+        reserve_event_ids: Sequence[str] = (),
+    ) -> tuple[SessionEvent, SessionSnapshot]:
+        """Start a chat turn: check the owner, append ``message``, read the window before it."""
         ...
 
     async def find_events_by_user_id(
@@ -292,6 +307,52 @@ class DefaultSessionService:
         """The session, its version and its matching events in one read; ``None`` if unknown."""
         return await self.repository.read_snapshot(_require(session_id, "session_id"), filter)
 
+    async def start_turn(
+        self,
+        session_id: str,
+        message: Message,
+        filter: EventFilter,
+        *,
+        event_id: str | None = None,
+        user_id: str | None = None,
+        reserve_event_ids: Sequence[str] = (),
+    ) -> tuple[SessionEvent, SessionSnapshot]:
+        """Start a chat turn in as few round trips as the store allows.
+
+        Checks that ``user_id`` (when given) owns the session, appends ``message`` as a new
+        event (idempotently: a replayed ``event_id`` is a no-op) and returns the event with a
+        snapshot whose events are the window ``filter`` selects *before* it. A store with a
+        native turn (``MongoSessionRepository``: two commands) does it at once; any other store
+        reads, then appends. ``reserve_event_ids`` are ids the caller will append next (the
+        reply): a store may register them now to make that append cheaper.
+
+        Raises:
+            SessionNotFound: the session does not exist; nothing was written.
+            AccessDenied: the session belongs to another user; nothing was written.
+        """
+        values: dict[str, Any] = {
+            "session_id": _require(session_id, "session_id"),
+            "message": message,
+            "timestamp": self._clock(),
+        }
+        if event_id is not None:
+            values["id"] = event_id
+        event = SessionEvent(**values)
+        self._check_storable(event)
+        if supports_turns(self.repository):
+            snapshot = await self.repository.start_turn(
+                session_id, [event], filter, user_id=user_id, reserve_event_ids=reserve_event_ids
+            )
+            return event, snapshot
+        read = await self.repository.read_snapshot(session_id, filter)
+        if read is None:
+            raise SessionNotFound(session_id)
+        if user_id is not None and read.session.user_id != user_id:
+            raise AccessDenied(session_id, user_id)
+        await self.repository.append_event(event)
+        window = tuple(e for e in read.events if e.id != event.id)
+        return event, dataclasses.replace(read, events=window)
+
     async def find_events_by_user_id(
         self, user_id: str, filter: EventFilter | None = None
     ) -> list[SessionEvent]:
@@ -402,6 +463,26 @@ class DelegatingSessionService:
     async def get_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
         """Forwarded."""
         return await self.delegate.get_snapshot(session_id, filter)
+
+    async def start_turn(
+        self,
+        session_id: str,
+        message: Message,
+        filter: EventFilter,
+        *,
+        event_id: str | None = None,
+        user_id: str | None = None,
+        reserve_event_ids: Sequence[str] = (),
+    ) -> tuple[SessionEvent, SessionSnapshot]:
+        """Forwarded."""
+        return await self.delegate.start_turn(
+            session_id,
+            message,
+            filter,
+            event_id=event_id,
+            user_id=user_id,
+            reserve_event_ids=reserve_event_ids,
+        )
 
     async def find_events_by_user_id(
         self, user_id: str, filter: EventFilter | None = None

@@ -13,6 +13,8 @@ from ..compaction import CompactionRequest, CompactionStrategy, TriggerLike, sho
 from ..events import Session, SessionEvent
 from ..exceptions import AccessDenied, SessionExists, SessionNotFound, UsageError
 from ..filters import EventFilter
+from ..messages import Message
+from ..repository import SessionSnapshot
 from ..service import SessionService
 from .base import StateKey
 from .contexts import SessionContexts
@@ -117,6 +119,58 @@ async def resolve_session(
     return resolved
 
 
+async def open_turn(
+    service: SessionService,
+    context: Mapping[str, Any],
+    session_id: str,
+    message: Message,
+    *,
+    read_filter: EventFilter,
+    event_id: str,
+    reserve_event_ids: Sequence[str],
+    default_user_id: str,
+) -> tuple[Resolved, SessionEvent]:
+    """Check the owner, store the user's message and read the window before it, in one step.
+
+    On a store with native turns this is the whole database work before the model call (two
+    commands on MongoDB); a missing session is created and the turn started again.
+
+    Raises:
+        AccessDenied: the context names a user who does not own the session.
+    """
+    user_id = SessionContexts.user_id(context)
+
+    async def start() -> tuple[SessionEvent, SessionSnapshot]:
+        return await shielded(
+            service.start_turn(
+                session_id,
+                message,
+                read_filter,
+                event_id=event_id,
+                user_id=user_id,
+                reserve_event_ids=reserve_event_ids,
+            )
+        )
+
+    try:
+        event, snapshot = await start()
+    except SessionNotFound:
+        request = SessionContexts.create_request(
+            session_id, context, default_user_id=default_user_id
+        )
+        try:
+            session = await shielded(service.create(request))
+        except SessionExists:  # a concurrent call created it first: start on theirs
+            event, snapshot = await start()
+        else:  # ours and new: its window is empty, only the message is left to store
+            event = await shielded(
+                service.append_message(session_id, message, event_id=event_id)
+            )
+            return Resolved(session=session, events=(), read_filter=read_filter), event
+    resolved = Resolved(session=snapshot.session, events=snapshot.events, read_filter=read_filter)
+    return resolved, event
+
+
 async def _read(
     service: SessionService, session_id: str, read_filter: EventFilter | None
 ) -> Resolved | None:
@@ -135,8 +189,9 @@ class TurnState:
 
     service: SessionService
     """The service the turn advisor resolved the session with."""
-    resolved: Resolved
-    """The session and the window read with it."""
+    resolved: Resolved | None
+    """The session and the window read with it; ``None`` until the memory advisor inside
+    opens the turn (it reads the window and stores the user message in one step)."""
     compacts: bool
     """Whether the turn advisor compacts at the end of the turn (so the memory advisor won't)."""
     appended: list[SessionEvent] = field(default_factory=list[SessionEvent])

@@ -26,6 +26,7 @@ knows what it stored itself, so a round costs no read.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from ..compaction import CompactionStrategy, TriggerLike
 from ..events import Session, SessionEvent
 from ..filters import EventFilter
 from ..messages import Message, SystemMessage, ToolResponseMessage, UserMessage
-from ..service import SessionService
+from ..service import DefaultSessionService, SessionService
 from ._history import (
     LATEST_SYSTEM_FILTER,
     can_tell_newest,
@@ -54,6 +55,7 @@ from ._session import (
     check_compaction_pair,
     compact_after_turn,
     known_active_view,
+    open_turn,
     resolve_session,
     shielded,
 )
@@ -89,6 +91,8 @@ class _MemoryCall:
     history_system: list[Message]
     history: list[Message]
     turn: TurnState | None
+    reserved_reply_id: str | None = None
+    """An id registered with the store ahead of the first reply, making its append cheaper."""
     appended: list[SessionEvent] = field(default_factory=list[SessionEvent])
     stored_requests: list[Message] = field(default_factory=list[Message])
     request_ids: list[str] = field(default_factory=list[str])
@@ -153,6 +157,14 @@ class SessionMemoryAdvisor:
         """The position in the chain."""
         self._key: StateKey[_MemoryCall] = StateKey(f"SessionMemoryAdvisor@{id(self):x}")
 
+    def _may_store_system_messages(self) -> bool:
+        """False only when the service refuses to store system messages, so none can exist to
+        look up (a decorated or custom service is asked every time)."""
+        return not (
+            isinstance(self.service, DefaultSessionService)
+            and not self.service.allow_system_messages
+        )
+
     def history_filter(self, context: Mapping[str, Any]) -> EventFilter:
         """The filter the history is read with for a call with this advisor context."""
         own = self.event_filter.merge(SessionContexts.event_filter(context))
@@ -202,26 +214,47 @@ class SessionMemoryAdvisor:
         read_filter = self.history_filter(ctx.context)
         turn = ctx.state.get(TURN_STATE)
         if turn is not None and (
-            turn.service is not self.service or turn.resolved.session.id != session_id
+            turn.service is not self.service
+            or (turn.resolved is not None and turn.resolved.session.id != session_id)
         ):
             turn = None
-        if turn is not None:
+        opened: SessionEvent | None = None
+        reserved: str | None = None
+        if turn is not None and turn.resolved is not None:
             session = turn.resolved.session
             if turn.resolved.read_filter == read_filter and turn.resolved.events is not None:
                 events = turn.resolved.events  # the turn advisor's resolve was this read
             else:
                 events = tuple(await self.service.get_events(session_id, read_filter))
         else:
-            resolved = await resolve_session(
-                self.service,
-                ctx.context,
-                session_id,
-                read_filter=read_filter,
-                default_user_id=self.default_user_id,
-            )
+            target = last_request_message(prompt)
+            if isinstance(target, UserMessage) and self.message_filter.should_persist(target):
+                # One step: resolve, check the owner, store the message, read the window.
+                if isinstance(self.response_event_id_generator, RandomEventIdGenerator):
+                    reserved = str(uuid.uuid4())
+                resolved, opened = await open_turn(
+                    self.service,
+                    ctx.context,
+                    session_id,
+                    target,
+                    read_filter=read_filter,
+                    event_id=self.request_event_id_generator.generate(ctx.context, target),
+                    reserve_event_ids=[reserved] if reserved else [],
+                    default_user_id=self.default_user_id,
+                )
+            else:
+                resolved = await resolve_session(
+                    self.service,
+                    ctx.context,
+                    session_id,
+                    read_filter=read_filter,
+                    default_user_id=self.default_user_id,
+                )
+            if turn is not None:
+                turn.resolved = resolved
             session, events = resolved.session, resolved.events or ()
         looked_up: SessionEvent | None = None
-        if needs_system_lookup(events, read_filter):
+        if needs_system_lookup(events, read_filter) and self._may_store_system_messages():
             found = await self.service.get_events(session_id, LATEST_SYSTEM_FILTER)
             looked_up = found[-1] if found else None
         conversation = [
@@ -233,14 +266,19 @@ class SessionMemoryAdvisor:
         history, dropped = guard_history(conversation, prompt_rest)
         if dropped:
             logger.warning(_ORPHAN_WARNING, session_id, dropped)
-        return _MemoryCall(
+        memory = _MemoryCall(
             session=session,
             read_filter=read_filter,
             events=tuple(events),
             history_system=history_system_messages(events, looked_up),
             history=history,
             turn=turn,
+            reserved_reply_id=reserved,
         )
+        if opened is not None:
+            assert opened.message is not None
+            self._record_request(ctx, memory, opened, last_request_message(prompt))
+        return memory
 
     async def _store_request(
         self, ctx: CallContext, memory: _MemoryCall, prompt: Sequence[Message]
@@ -255,9 +293,26 @@ class SessionMemoryAdvisor:
         if not store:
             return
         event = await self._append(ctx, memory, target, self.request_event_id_generator)
-        memory.stored_requests.append(target)
+        self._record_request(ctx, memory, event, target, appended=False)
+
+    def _record_request(
+        self,
+        ctx: CallContext,
+        memory: _MemoryCall,
+        event: SessionEvent,
+        message: Message | None,
+        *,
+        appended: bool = True,
+    ) -> None:
+        """Note a stored request message (``appended``: not yet in the appended lists)."""
+        if message is not None:
+            memory.stored_requests.append(message)
         memory.request_ids.append(event.id)
         ctx.context[REQUEST_EVENT_IDS_CONTEXT_KEY] = list(memory.request_ids)
+        if appended:
+            memory.appended.append(event)
+            if memory.turn is not None:
+                memory.turn.appended.append(event)
 
     def _write_guard(self, memory: _MemoryCall, result: ToolResponseMessage) -> bool:
         """Store a tool result exactly when its tool call is the newest stored event."""
@@ -286,8 +341,9 @@ class SessionMemoryAdvisor:
         self, ctx: CallContext, memory: _MemoryCall, response: ChatResponse
     ) -> ChatResponse:
         if self.message_filter.should_persist(response.message):
+            reserved, memory.reserved_reply_id = memory.reserved_reply_id, None
             event = await self._append(
-                ctx, memory, response.message, self.response_event_id_generator
+                ctx, memory, response.message, self.response_event_id_generator, event_id=reserved
             )
             memory.response_ids.append(event.id)
             ctx.context[RESPONSE_EVENT_IDS_CONTEXT_KEY] = list(memory.response_ids)
@@ -310,8 +366,10 @@ class SessionMemoryAdvisor:
         memory: _MemoryCall,
         message: Message,
         generator: EventIdGenerator,
+        *,
+        event_id: str | None = None,
     ) -> SessionEvent:
-        event_id = generator.generate(ctx.context, message)
+        event_id = event_id or generator.generate(ctx.context, message)
         event = await shielded(
             self.service.append_message(memory.session.id, message, event_id=event_id)
         )

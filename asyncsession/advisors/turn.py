@@ -24,9 +24,16 @@ from ._session import (
     known_active_view,
     resolve_session,
 )
+from .auto_memory import AutoMemoryToolsAdvisor
 from .base import HIGHEST_PRECEDENCE, BaseAdvisor, CallContext
 from .contexts import DEFAULT_USER_ID, SessionContexts
 from .memory import SessionMemoryAdvisor
+from .recall import SessionRecallAdvisor
+from .tools import ToolCallingAdvisor
+
+_TRANSPARENT: Final = (ToolCallingAdvisor, AutoMemoryToolsAdvisor, SessionRecallAdvisor)
+"""Our advisors that may sit between the turn and memory advisors without needing the session
+to exist first or changing the user's message."""
 
 __all__ = ["CompactionSubmitter", "SessionTurnAdvisor"]
 
@@ -90,6 +97,22 @@ class SessionTurnAdvisor(BaseAdvisor):
                 return advisor.history_filter(ctx.context)
         return None
 
+    def _memory_opens_turn(self, ctx: CallContext) -> bool:
+        """Whether the memory advisor inside can resolve the session for this advisor.
+
+        It can when it uses the same service and only advisors of ours that neither need the
+        session to exist nor change the user's message sit in between; then the resolve, the
+        owner check, storing the message and reading the window are one step. With any other
+        advisor in between, this advisor resolves first, as the pipeline promises.
+        """
+        position = next((i for i, a in enumerate(ctx.advisors) if a is self), -1)
+        for advisor in ctx.advisors[position + 1 :]:
+            if isinstance(advisor, SessionMemoryAdvisor):
+                return advisor.service is self.service
+            if not isinstance(advisor, _TRANSPARENT):
+                return False
+        return False
+
     async def before(self, ctx: CallContext, request: ChatRequest) -> ChatRequest:
         """Resolve the session (find or create, check the owner) and share what was read.
 
@@ -98,13 +121,17 @@ class SessionTurnAdvisor(BaseAdvisor):
             AccessDenied: the context's user does not own the session.
         """
         session_id = SessionContexts.session_id(ctx.context)
-        resolved = await resolve_session(
-            self.service,
-            ctx.context,
-            session_id,
-            read_filter=self._read_filter(ctx),
-            default_user_id=self.default_user_id,
-        )
+        resolved = None
+        if not self._memory_opens_turn(ctx):
+            resolved = await resolve_session(
+                self.service,
+                ctx.context,
+                session_id,
+                read_filter=self._read_filter(ctx),
+                default_user_id=self.default_user_id,
+            )
+        # else the memory advisor inside opens the turn: one step resolves the session, checks
+        # the owner, stores the user's message and reads the window (see SessionMemoryAdvisor).
         ctx.state[TURN_STATE] = TurnState(
             service=self.service, resolved=resolved, compacts=self.compacts
         )
@@ -113,7 +140,7 @@ class SessionTurnAdvisor(BaseAdvisor):
     async def after(self, ctx: CallContext, response: ChatResponse) -> ChatResponse:
         """Compact once the turn is complete; a failed compaction is logged, not raised."""
         turn = ctx.state.get(TURN_STATE)
-        if response.has_tool_calls or not self.compacts or turn is None:
+        if response.has_tool_calls or not self.compacts or turn is None or turn.resolved is None:
             return response
         trigger = self.compaction_trigger
         if trigger is None and self.worker is not None:

@@ -187,3 +187,42 @@ async def test_on_mongodb_a_plain_turn_costs_no_more_than_its_reads_and_appends(
     await ask(chain(openai_client, service), "hi", streaming=streaming, context=context("s"))
 
     assert len(counter.names) <= len(budget), (counter.names, budget)
+
+
+@pytest.mark.parametrize("history", [10, 300])
+async def test_on_mongodb_a_windowed_turn_costs_the_floor_of_three_commands(
+    history: int,
+    counted_mongo: tuple[MongoSessionRepository, CommandCounter],
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+) -> None:
+    """Resolve + read a 20-event window + store the question and the reply: 3 commands, at
+    every history length (300 is well past the session document's hot tail)."""
+    repository, counter = counted_mongo
+    service = DefaultSessionService(repository)
+    client = ChatClient(
+        openai_client,
+        model=MODEL,
+        advisors=[
+            SessionTurnAdvisor(service),
+            ToolCallingAdvisor(),
+            SessionMemoryAdvisor(service, event_filter=EventFilter.last_n(20)),
+        ],
+    )
+    await service.create(CreateSessionRequest(id="s", user_id="u"))
+    messages = [
+        UserMessage(text=f"q{i}") if i % 2 == 0 else AssistantMessage(text=f"a{i}")
+        for i in range(history)
+    ]
+    await repository.append_events("s", [SessionEvent(session_id="s", message=m) for m in messages])
+    server.enqueue(ScriptedReply.text("warm"), *(ScriptedReply.text(f"r{i}") for i in range(3)))
+    await client.call("warm up", context=context("s"))
+    for i in range(3):
+        counter.names.clear()
+        reply = await client.call(f"question {i}", context=context("s"))
+        assert reply.text == f"r{i}"
+        assert len(counter.names) == 3, counter.names
+    window = server.requests[-1].messages
+    assert window[-1]["content"] == "question 2"
+    stored_before = history + 2 + 2 * 2  # the history, the warm-up turn, two question turns
+    assert len(window) - 1 in (min(20, stored_before), min(21, stored_before))
