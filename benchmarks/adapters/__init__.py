@@ -1,0 +1,81 @@
+"""The systems under test, loaded by name so a peer package is imported only when it is used.
+
+The peers (``openai-agents``, ``google-adk[mongodb]``, ``langchain-mongodb``) are never
+dependencies of asyncsession: ``scripts/bench`` installs them into ``.venv-bench``. Loading a
+peer that is not installed raises :class:`StoreUnavailable`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ._base import (
+    AppendOutcome,
+    MongoStoreBase,
+    SessionStore,
+    StorageStats,
+    StoreUnavailable,
+    Target,
+    Writer,
+)
+
+__all__ = [
+    "DISTRIBUTIONS",
+    "PEERS",
+    "SYSTEMS",
+    "AppendOutcome",
+    "MongoStoreBase",
+    "SessionStore",
+    "StorageStats",
+    "StoreUnavailable",
+    "Target",
+    "Writer",
+    "make_store",
+]
+
+SYSTEMS: dict[str, str] = {
+    "asyncsession": "asyncsession_store:AsyncSessionStore",
+    "openai-agents": "openai_agents_store:OpenAIAgentsStore",
+    "google-adk": "google_adk_store:GoogleAdkStore",
+    "langchain": "langchain_store:LangChainStore",
+}
+"""System name -> ``module:class`` inside this package."""
+
+DISTRIBUTIONS: dict[str, str] = {
+    "asyncsession": "asyncsession",
+    "openai-agents": "openai-agents",
+    "google-adk": "google-adk",
+    "langchain": "langchain-mongodb",
+}
+"""System name -> the distribution whose version the report states."""
+
+PEERS = ("openai-agents", "google-adk", "langchain")
+"""The peer systems, in report order after asyncsession."""
+
+
+def store_class(system: str) -> Any:
+    """The adapter class of ``system``; importing a peer's module imports the peer."""
+    try:
+        module_name, class_name = SYSTEMS[system].split(":")
+    except KeyError:
+        raise ValueError(f"unknown system {system!r}; choose from {sorted(SYSTEMS)}") from None
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    return getattr(module, class_name)
+
+
+def make_store(system: str, target: Target | None, **options: Any) -> SessionStore:
+    """A new, unstarted store of ``system`` on ``target`` (only asyncsession runs without one).
+
+    Raises:
+        StoreUnavailable: the system's package is not installed (or, for asyncsession on a
+            server, its Mongo repository is not there yet).
+    """
+    cls = store_class(system)
+    if system == "asyncsession":
+        store: SessionStore = cls(target, **options)
+        return store
+    if target is None:
+        raise StoreUnavailable(f"{system} needs a MongoDB server")
+    peer: SessionStore = cls(target)
+    return peer

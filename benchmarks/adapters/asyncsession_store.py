@@ -1,0 +1,230 @@
+"""asyncsession through its service and repository protocol: in memory, or on MongoDB.
+
+A turn is one snapshot read (session, version and a 20-message window together) and one batch
+append of the user message and the reply with ``expected_version`` from that snapshot, using
+stable event ids: the compare-and-swap and the idempotency key every other scenario relies on.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from pymongo import AsyncMongoClient
+
+from asyncsession import (
+    COMPACTION_SOURCE,
+    SYNTHETIC,
+    AssistantMessage,
+    CompactionPlan,
+    DefaultSessionService,
+    EventFilter,
+    InMemorySessionRepository,
+    Insert,
+    Session,
+    SessionEvent,
+    SessionRepository,
+    UserMessage,
+)
+
+from .._commands import CommandCounter
+from .._workload import Message, Turn
+from ._base import AppendOutcome, MongoStoreBase, StorageStats, StoreUnavailable, Target
+
+__all__ = ["AsyncSessionStore"]
+
+USER_ID = "bench-user"
+MAX_RETRIES = 10_000
+
+
+def window_filter(size: int) -> EventFilter:
+    """The model's view, newest ``size`` events: what a turn loads."""
+    return EventFilter(exclude_archived=True, active_view=True, last_n=size)
+
+
+def to_event(session_id: str, message: Message) -> SessionEvent:
+    """The event for ``message``; its id is derived from the tag, so a retry reuses it."""
+    body = (
+        UserMessage(text=message.text)
+        if message.role == "user"
+        else AssistantMessage(text=message.text)
+    )
+    return SessionEvent(id=f"{session_id}:{message.tag}", session_id=session_id, message=body)
+
+
+class AsyncSessionStore:
+    """The asyncsession adapter; ``target=None`` runs on the in-memory repository."""
+
+    name: ClassVar[str] = "asyncsession"
+    writer_policies: ClassVar[tuple[str, ...]] = ("cas-retry", "plain-append")
+
+    def __init__(self, target: Target | None, *, seed_batch: int = 2) -> None:
+        self.target = target
+        self.seed_batch = seed_batch
+        self.counter: CommandCounter | None = None
+        self._mongo: MongoStoreBase | None = None
+        self._client: AsyncMongoClient[dict[str, Any]] | None = None
+        self.repository: SessionRepository = InMemorySessionRepository()
+        self.service = DefaultSessionService(self.repository)
+
+    async def start(self) -> None:
+        """Open the Mongo repository (when there is a target) and create its indexes."""
+        if self.target is None:
+            return
+        try:
+            from asyncsession.repository.mongo import MongoSessionRepository
+        except ImportError as exc:
+            raise StoreUnavailable(
+                f"asyncsession.repository.mongo is not importable yet ({exc})"
+            ) from exc
+        self._mongo = MongoStoreBase(self.target)
+        self.counter = CommandCounter()
+        self._client = AsyncMongoClient(
+            self.target.uri, event_listeners=[self.counter], tz_aware=True
+        )
+        repository = MongoSessionRepository(self._client[self.target.db_name])
+        await repository.ensure_indexes()
+        self.repository = repository
+        self.service = DefaultSessionService(repository)
+
+    async def aclose(self) -> None:
+        """Close the repository (it borrows the client) and the clients."""
+        close = getattr(self.repository, "aclose", None)
+        if close is not None:
+            await close()
+        if self._client is not None:
+            await self._client.close()
+        if self._mongo is not None:
+            await self._mongo.close_admin()
+
+    async def seed(self, session_id: str, messages: Sequence[Message]) -> None:
+        """Create the session and append ``messages`` in batches of ``seed_batch``.
+
+        Our store keeps the newest events inside the session document and moves older ones to
+        the events collection as it goes, so it is seeded through its own append path rather
+        than by copying its layout.
+        """
+        await self.repository.save(Session(id=session_id, user_id=USER_ID))
+        events = [to_event(session_id, m) for m in messages]
+        for start in range(0, len(events), self.seed_batch):
+            await self.repository.append_events(session_id, events[start : start + self.seed_batch])
+
+    async def load_window(self, session_id: str, size: int) -> list[str]:
+        """One snapshot read of the window."""
+        snapshot = await self.service.get_snapshot(session_id, window_filter(size))
+        assert snapshot is not None, session_id
+        return [e.text or "" for e in snapshot.events]
+
+    async def chat_turn(self, session_id: str, turn: Turn, window: int) -> int:
+        """Snapshot read, then a CAS append of both messages; reload and retry on a conflict."""
+        events = [to_event(session_id, turn.user), to_event(session_id, turn.reply)]
+        retries = 0
+        while True:
+            snapshot = await self.service.get_snapshot(session_id, window_filter(window))
+            assert snapshot is not None, session_id
+            if await self.service.append_events(session_id, events, snapshot.version):
+                return retries
+            retries += 1
+            if retries > MAX_RETRIES:
+                raise RuntimeError("gave up after too many conflicts")
+
+    async def read_all(self, session_id: str) -> list[str]:
+        """Every message event, archived ones included."""
+        events = await self.service.get_events(session_id, EventFilter.all())
+        return [e.text or "" for e in events if e.is_message]
+
+    async def open_writer(self, session_id: str, policy: str, window: int) -> _Writer:
+        """A writer that has read the window and holds the version it saw."""
+        snapshot = await self.service.get_snapshot(session_id, window_filter(window))
+        assert snapshot is not None, session_id
+        return _Writer(self, session_id, policy, window, snapshot.version)
+
+    async def lost_ack_turn(self, session_id: str, turn: Turn) -> list[str]:
+        """Append the turn, then send the same batch with the same expected version again."""
+        events = [to_event(session_id, turn.user), to_event(session_id, turn.reply)]
+        version = await self.service.get_event_version(session_id)
+        first = await self.service.append_events(session_id, events, version)
+        # The acknowledgement of `first` is lost: the application only knows the version it
+        # read, so it retries the identical call.
+        retry = await self.service.append_events(session_id, events, version)
+        errors = [] if first else ["first write refused"]
+        if not retry:
+            errors.append("retry returned False (conflict)")
+        return errors
+
+    async def storage(self) -> StorageStats | None:
+        """``collStats`` of our collections; ``None`` in memory."""
+        return None if self._mongo is None else await self._mongo.storage()
+
+    async def compact(self, session_id: str, keep: int, summary: str) -> str | None:
+        """Archive all but the newest ``keep`` messages in place and insert a summary turn.
+
+        This is the plan a summarizing strategy produces; the summary text is fixed so no
+        model is called.
+        """
+        snapshot = await self.service.get_snapshot(session_id, EventFilter.active())
+        assert snapshot is not None, session_id
+        events = list(snapshot.events)
+        cut = max(0, len(events) - keep)
+        while cut < len(events) and not events[cut].is_turn_start:
+            cut += 1
+        if cut == 0 or cut >= len(events):
+            return "archive in place + summary turn (nothing to compact)"
+        meta: dict[str, Any] = {SYNTHETIC: True, COMPACTION_SOURCE: "benchmark"}
+        summary_turn = (
+            SessionEvent(
+                session_id=session_id,
+                message=UserMessage(text="Summarize the conversation we had so far."),
+                metadata=meta,
+            ),
+            SessionEvent(
+                session_id=session_id, message=AssistantMessage(text=summary), metadata=meta
+            ),
+        )
+        plan = CompactionPlan(
+            archive_ids=frozenset(e.id for e in events[:cut]),
+            inserts=(Insert.before(events[cut].id, summary_turn),),
+        )
+        if not await self.repository.apply_compaction(session_id, plan, snapshot.version):
+            raise RuntimeError("compaction lost its compare-and-swap")
+        return "non-destructive: archive in place + summary turn"
+
+    def describe(self) -> dict[str, Any]:
+        """Version and repository."""
+        return {
+            "package": "asyncsession",
+            "version": importlib.metadata.version("asyncsession"),
+            "repository": type(self.repository).__name__,
+            "seed_batch": self.seed_batch,
+        }
+
+
+class _Writer:
+    def __init__(
+        self, store: AsyncSessionStore, session_id: str, policy: str, window: int, version: int
+    ) -> None:
+        if policy not in AsyncSessionStore.writer_policies:
+            raise ValueError(f"unknown writer policy {policy!r}")
+        self.store = store
+        self.session_id = session_id
+        self.policy = policy
+        self.window = window
+        self.version = version
+
+    async def append(self, message: Message) -> AppendOutcome:
+        service = self.store.service
+        event = to_event(self.session_id, message)
+        if self.policy == "plain-append":
+            await service.append_events(self.session_id, [event])
+            return AppendOutcome(stored=True)
+        conflicts = 0
+        while not await service.append_events(self.session_id, [event], self.version):
+            conflicts += 1
+            if conflicts > MAX_RETRIES:
+                return AppendOutcome(stored=False, conflicts=conflicts, error="TooManyConflicts")
+            snapshot = await service.get_snapshot(self.session_id, window_filter(self.window))
+            assert snapshot is not None
+            self.version = snapshot.version
+        self.version += 1
+        return AppendOutcome(stored=True, conflicts=conflicts)

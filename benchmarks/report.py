@@ -1,0 +1,202 @@
+"""The Markdown tables and the raw JSON of a run."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ._counting import excluded
+from .scenarios import BenchConfig, Measurement
+
+__all__ = ["render_markdown", "write_results"]
+
+Column = tuple[str, Callable[[Measurement], str]]
+
+
+def ms(value: float) -> str:
+    """Milliseconds with a precision that suits their size."""
+    if math.isnan(value):
+        return "-"
+    if value < 10:
+        return f"{value:.2f}"
+    if value < 100:
+        return f"{value:.1f}"
+    return f"{value:,.0f}"
+
+
+def per_op(value: float | None) -> str:
+    """A per-operation count: an integer when it is one."""
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if abs(value - round(value)) < 0.005 else f"{value:.2f}"
+
+
+def commands(m: Measurement) -> str:
+    """Commands per operation: ``min-max`` of the timed operations, else the mean."""
+    if m.per_op_commands:
+        low, high = min(m.per_op_commands), max(m.per_op_commands)
+        return str(low) if low == high else f"{low}-{high}"
+    return per_op(m.commands_per_op)
+
+
+def number(value: Any) -> str:
+    """An extra value for a table cell."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} x{v}" for k, v in value.items()) or "none"
+    return str(value)
+
+
+def extra(key: str) -> Callable[[Measurement], str]:
+    """A column showing ``m.extra[key]``."""
+    return lambda m: number(m.extra.get(key))
+
+
+MEDIAN: Column = ("median ms", lambda m: ms(m.median_ms))
+SAMPLES: Column = ("timed", lambda m: str(len(m.samples_ms)))
+P95: Column = ("p95 ms", lambda m: ms(m.p95_ms))
+ROUND_TRIPS: Column = ("round trips/op", lambda m: per_op(m.round_trips_per_op))
+
+TABLES: dict[str, tuple[str, list[Column]]] = {
+    "turn": (
+        "1. One chat turn: load a 20-message window, persist the user message and the reply",
+        [MEDIAN, P95, SAMPLES, ("commands/turn", commands), ROUND_TRIPS],
+    ),
+    "window": (
+        "2. Load a 20-message window",
+        [MEDIAN, P95, SAMPLES, ("commands/read", commands), ROUND_TRIPS],
+    ),
+    "throughput": (
+        "3. Throughput: concurrent sessions x turns each",
+        [
+            ("turns/s", extra("turns_per_s")),
+            ("median ms/turn", lambda m: ms(m.median_ms)),
+            ("p95 ms/turn", lambda m: ms(m.p95_ms)),
+            ("commands/turn", lambda m: per_op(m.commands_per_op)),
+            ROUND_TRIPS,
+            ("lost", extra("lost")),
+            ("duplicated", extra("duplicated")),
+            ("client CPU s", extra("client_cpu_s")),
+            ("server CPU s", extra("server_cpu_s")),
+        ],
+    ),
+    "contention": (
+        "4a. Concurrent writers appending to one session",
+        [
+            ("attempted", extra("attempted")),
+            ("stored", extra("stored")),
+            ("rejected (writer got an error)", extra("rejected")),
+            ("lost silently", extra("lost_silently")),
+            ("duplicated", extra("duplicated")),
+            ("conflicts retried", extra("conflicts_retried")),
+            ("writers out of order", extra("writers_out_of_order")),
+            ("median ms/append", lambda m: ms(m.median_ms)),
+            ("p95 ms/append", lambda m: ms(m.p95_ms)),
+            ("commands/append", lambda m: per_op(m.commands_per_op)),
+        ],
+    ),
+    "lost-ack": (
+        "4b. Retrying a write whose acknowledgement was lost",
+        [
+            ("retried writes", extra("retried_writes")),
+            ("duplicated messages", extra("duplicated")),
+            ("lost", extra("lost")),
+            ("errors raised", extra("errors")),
+            ("commands/turn incl. retry", lambda m: per_op(m.commands_per_op)),
+        ],
+    ),
+    "storage": (
+        "5. Storage on the server (collStats size: uncompressed document bytes)",
+        [
+            ("bytes/message", extra("bytes_per_message")),
+            ("incl. indexes", extra("bytes_per_message_with_indexes")),
+            ("documents/message", extra("documents_per_message")),
+            ("bytes/session", extra("bytes_per_session")),
+            ("bytes/session after compaction", extra("bytes_per_session_after")),
+            ("messages readable after", extra("readable_after_compaction")),
+            ("compaction", extra("compaction")),
+            ("ms/compaction", lambda m: ms(m.median_ms)),
+            ("commands/compaction", lambda m: per_op(m.commands_per_op)),
+        ],
+    ),
+}
+
+
+def render_table(scenario: str, rows: Sequence[Measurement]) -> str:
+    """One scenario's table."""
+    title, columns = TABLES[scenario]
+    header = ["case", "system", *(name for name, _ in columns)]
+    lines = [f"### {title}", "", "| " + " | ".join(header) + " |"]
+    lines.append("|" + "|".join(["---"] * 2 + ["---:"] * len(columns)) + "|")
+    for m in rows:
+        if m.status == "ok":
+            cells = [render(m) for _, render in columns]
+        else:
+            cells = [m.status.replace("|", "/")] + ["-"] * (len(columns) - 1)
+        lines.append("| " + " | ".join([m.case or "-", m.system, *cells]) + " |")
+    return "\n".join(lines)
+
+
+def render_markdown(
+    results: Sequence[Measurement], meta: dict[str, Any], config: BenchConfig
+) -> str:
+    """The whole report."""
+    out = [
+        f"# asyncsession benchmark run {meta.get('started_at', '')}",
+        "",
+        f"- Command: `{meta.get('command', '')}`",
+        f"- Server: {meta.get('server', {}).get('server', '-')}; "
+        f"{meta.get('server', {}).get('isolation', '')}",
+        "- URI options: `"
+        + "&".join(f"{k}={v}" for k, v in meta.get("server", {}).get("uri_options", {}).items())
+        + "`",
+        f"- Machine: {meta.get('machine', '-')}",
+        f"- Systems: {', '.join(f'{k} {v}' for k, v in meta.get('versions', {}).items())}",
+        f"- Wall time of the run: {meta.get('wall_s', 0):,.0f} s",
+        "- Commands exclude connection housekeeping ("
+        + ", ".join(excluded())
+        + "); round trips add the cursor continuations (getMore, killCursors).",
+        "",
+    ]
+    for scenario in TABLES:
+        rows = [m for m in results if m.scenario == scenario]
+        if rows:
+            out += [render_table(scenario, rows), ""]
+    out += ["<details><summary>Config</summary>", "", "```json"]
+    out += [json.dumps(asdict(config), indent=2), "```", "", "</details>", ""]
+    return "\n".join(out)
+
+
+def write_results(
+    results: Sequence[Measurement],
+    meta: dict[str, Any],
+    config: BenchConfig,
+    directory: Path,
+    stamp: str,
+) -> tuple[Path, Path]:
+    """Write ``<stamp>.md`` and ``<stamp>.json`` into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    markdown = directory / f"{stamp}.md"
+    raw = directory / f"{stamp}.json"
+    markdown.write_text(render_markdown(results, meta, config))
+    raw.write_text(
+        json.dumps(
+            {
+                "meta": meta,
+                "config": asdict(config),
+                "measurements": [m.as_json() for m in results],
+            },
+            indent=1,
+            default=str,
+        )
+    )
+    return markdown, raw

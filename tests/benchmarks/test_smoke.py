@@ -1,0 +1,125 @@
+"""The benchmark harness at a tiny size: every scenario, for asyncsession, so it cannot rot.
+
+The peers are not test dependencies: these tests run the asyncsession adapter through the same
+scenario functions the full run (``scripts/bench``) uses, and check that nothing here imports a
+peer package.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # `benchmarks` is a top-level folder, not an installed package
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.adapters import PEERS, StoreUnavailable, Target, make_store  # noqa: E402
+from benchmarks.report import render_markdown  # noqa: E402
+from benchmarks.runner import ServerPool, run  # noqa: E402
+from benchmarks.scenarios import SCENARIOS, BenchConfig, Measurement  # noqa: E402
+
+PEER_PACKAGES = {
+    "openai-agents": "agents",
+    "google-adk": "google.adk",
+    "langchain": "langchain_mongodb",
+}
+
+TINY = dataclasses.replace(
+    BenchConfig.quick(),
+    turn_histories=(4, 40),
+    turn_repeats=2,
+    window_sizes=(30,),
+    window_repeats=2,
+    throughput_sessions=3,
+    throughput_turns=2,
+    contention_writers=3,
+    contention_appends=3,
+    lost_ack_turns=2,
+    storage_sessions=2,
+    storage_turns=12,
+)
+
+
+async def _run(pool: ServerPool | None) -> dict[str, list[Measurement]]:
+    results = await run(["asyncsession"], SCENARIOS, TINY, pool, log=lambda _line: None)
+    failed = [f"{m.scenario} {m.case} {m.system}: {m.status}" for m in results if m.status != "ok"]
+    assert not failed, failed
+    by_scenario: dict[str, list[Measurement]] = {}
+    for m in results:
+        by_scenario.setdefault(m.scenario, []).append(m)
+    assert set(by_scenario) == set(SCENARIOS)
+    return by_scenario
+
+
+def _check_correctness(by_scenario: dict[str, list[Measurement]]) -> None:
+    for m in by_scenario["contention"]:
+        assert m.extra["stored"] == m.extra["attempted"], m.extra
+        assert m.extra["lost_silently"] == m.extra["duplicated"] == m.extra["rejected"] == 0
+        assert m.extra["writers_out_of_order"] == 0
+    (lost_ack,) = by_scenario["lost-ack"]
+    assert lost_ack.extra["duplicated"] == lost_ack.extra["lost"] == 0
+    assert lost_ack.extra["errors"] == {}
+    (throughput,) = by_scenario["throughput"]
+    assert throughput.extra["lost"] == throughput.extra["duplicated"] == 0
+    (storage,) = by_scenario["storage"]
+    assert storage.extra["readable_after_compaction"] == "24/24"  # non-destructive
+
+
+async def test_every_scenario_in_memory() -> None:
+    """Every scenario runs on the in-memory store, with no commands to count."""
+    by_scenario = await _run(None)
+    _check_correctness(by_scenario)
+    assert all(m.commands_per_op is None for ms in by_scenario.values() for m in ms)
+    assert len(by_scenario["turn"][0].samples_ms) == TINY.turn_repeats
+
+
+async def test_every_scenario_on_the_test_server(mongo_uri: str) -> None:
+    """Every scenario runs on MongoDB, with commands counted and storage measured."""
+    pytest.importorskip("asyncsession.repository.mongo", reason="MongoSessionRepository pending")
+    by_scenario = await _run(ServerPool(uri=mongo_uri))
+    _check_correctness(by_scenario)
+    for m in by_scenario["turn"] + by_scenario["window"]:
+        assert m.commands_per_op is not None, m.as_json()
+        assert m.commands_per_op >= 1, m.as_json()
+        assert m.round_trips_per_op is not None
+        assert m.round_trips_per_op >= m.commands_per_op
+    (storage,) = by_scenario["storage"]
+    assert storage.extra["bytes_per_message"] > 0
+    assert storage.extra["bytes_per_session_after"] > 0
+
+
+async def test_report_renders_every_table() -> None:
+    """The Markdown report has a table per scenario and the raw JSON rows serialise."""
+    results = await run(["asyncsession"], SCENARIOS, TINY, None, log=lambda _line: None)
+    markdown = render_markdown(results, {"server": {"uri_options": {"w": "majority"}}}, TINY)
+    assert markdown.count("### ") == len(SCENARIOS)
+    assert "w=majority" in markdown
+    assert all(isinstance(m.as_json()["extra"], dict) for m in results)
+
+
+def test_peer_adapters_load_lazily() -> None:
+    """Importing the harness imports no peer package; a missing peer is reported, not raised."""
+    loaded = [name for name in PEER_PACKAGES.values() if name in sys.modules]
+    for module in ("benchmarks.runner", "benchmarks.scenarios", "benchmarks.__main__"):
+        importlib.import_module(module)
+    assert [name for name in PEER_PACKAGES.values() if name in sys.modules] == loaded
+    target = Target(uri="mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=1", db_name="unused")
+    assert set(PEERS) == set(PEER_PACKAGES)
+    for peer, package in PEER_PACKAGES.items():
+        if _installed(package):
+            continue  # installed here (the benchmark venv): nothing to check
+        with pytest.raises(StoreUnavailable):
+            make_store(peer, target)
+
+
+def _installed(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None
+    except ModuleNotFoundError:  # the parent of a dotted name is missing
+        return False
