@@ -31,6 +31,7 @@ from .store import (
     MemoryPathError,
     MemoryTooLarge,
     MemoryWriteConflict,
+    _ScopedLimits,
     normalize_memory_path,
     validate_memory_scope,
 )
@@ -109,7 +110,7 @@ def _map_os_errors(rel: str) -> Generator[None, None, None]:
         raise MemoryBackendError(f"{exc.strerror or exc} ({rel or '/'})") from exc
 
 
-class DirectoryMemoryStore:
+class DirectoryMemoryStore(_ScopedLimits):
     """One scope's memory files in ``<root>/<scope>/`` on the local filesystem.
 
     The scope key is percent-encoded into a single directory name, so any scope (``"../bob"``
@@ -169,24 +170,9 @@ class DirectoryMemoryStore:
         return f"DirectoryMemoryStore({self._base!r}, scope={self._scope!r})"
 
     @property
-    def scope(self) -> str:
-        """The scope key this store is bound to."""
-        return self._scope
-
-    @property
     def root(self) -> str:
         """The scope's directory, as shown to the model."""
         return self._dir
-
-    @property
-    def max_file_bytes(self) -> int:
-        """The largest file this store writes or reads, in UTF-8 bytes."""
-        return self._max_file_bytes
-
-    @property
-    def max_store_bytes(self) -> int | None:
-        """The largest total of the scope's files, in UTF-8 bytes, or ``None``."""
-        return self._max_store_bytes
 
     def with_scope(self, scope: str) -> DirectoryMemoryStore:
         """Return a store over the same root directory and limits, bound to another scope."""

@@ -27,6 +27,7 @@ from .store import (
     MemoryPathError,
     MemoryTooLarge,
     MemoryWriteConflict,
+    _ScopedLimits,
     normalize_memory_path,
     validate_memory_scope,
 )
@@ -66,7 +67,7 @@ def _prefix_range(rel: str) -> dict[str, str]:
     return {"$gte": rel + "/", "$lt": rel + "0"}
 
 
-class MongoMemoryStore:
+class MongoMemoryStore(_ScopedLimits):
     r"""One scope's memory files in a MongoDB collection (default ``memories``).
 
     Storage layout: one document per file, ``{_id: "<scope><path>", scope, path, text,
@@ -136,24 +137,9 @@ class MongoMemoryStore:
         return f"MongoMemoryStore(collection={self._collection_name!r}, scope={self._scope!r})"
 
     @property
-    def scope(self) -> str:
-        """The scope key this store is bound to."""
-        return self._scope
-
-    @property
     def root(self) -> str:
         """The virtual root directory shown to the model."""
         return self._root
-
-    @property
-    def max_file_bytes(self) -> int:
-        """The largest file this store writes, in UTF-8 bytes."""
-        return self._max_file_bytes
-
-    @property
-    def max_store_bytes(self) -> int | None:
-        """The largest total of the scope's files, in UTF-8 bytes, or ``None``."""
-        return self._max_store_bytes
 
     def with_scope(self, scope: str) -> MongoMemoryStore:
         """Return a store over the same collection and settings, bound to another scope."""

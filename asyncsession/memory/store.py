@@ -174,6 +174,29 @@ class MemoryEntry:
     """The file size in UTF-8 bytes; ``0`` for directories."""
 
 
+class _ScopedLimits:
+    """The scope and size limits both stores carry, exposed read-only."""
+
+    _scope: str
+    _max_file_bytes: int
+    _max_store_bytes: int | None
+
+    @property
+    def scope(self) -> str:
+        """The scope key this store is bound to."""
+        return self._scope
+
+    @property
+    def max_file_bytes(self) -> int:
+        """The largest file this store writes, in UTF-8 bytes."""
+        return self._max_file_bytes
+
+    @property
+    def max_store_bytes(self) -> int | None:
+        """The largest total of the scope's files, in UTF-8 bytes, or ``None``."""
+        return self._max_store_bytes
+
+
 @runtime_checkable
 class MemoryStore(Protocol):
     """One scope's memory files: async, path-validated, with versioned (CAS) writes.
