@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -58,7 +58,7 @@ SESSION_PROJECTION: Final[Doc] = {"user_id": 1, "created_at": 1, "expires_at": 1
 
 
 @contextmanager
-def map_pymongo_errors(operation: str) -> Iterator[None]:
+def map_pymongo_errors(operation: str) -> Generator[None, None, None]:
     """Translate a driver error raised inside the block into :class:`StorageError`."""
     try:
         yield

@@ -1,15 +1,21 @@
 """Reads for the MongoDB store: the session document's tail first, then bounded range queries.
 
 Every read starts from one decoded session document (its version, tail and counters). The tail
-holds every event above ``rolled``; the events collection holds the rest. A query on the events
-collection always names the session (and its incarnation), is bounded to ``seq <= rolled``, and
-carries the whole filter; results are checked against the filter once more in memory, which is
-also where ``pattern`` is evaluated.
+holds every event above ``rolled``; the events collection holds the rest. A read of the events
+collection is an aggregation of two ``$match`` stages. The first is shaped for the index: the
+session, ``archived: false`` when the filter excludes archived events, and a range of positions
+up to ``rolled``. The second carries the rest of the filter (the incarnation, types, flags, time
+range, escaped keyword regexes on ``text_lower``). MongoDB merges the two; planners that only use
+an index when *every* predicate is in it (measured on the test server: any further field in a
+``find`` turns a 2 ms range scan into a scan of the whole collection) still scan just the range.
+Results are checked against the filter once more in memory, which is also where ``pattern`` is
+evaluated.
 
-``last_n`` reads never sort-with-limit on the server: they walk back from ``rolled`` in index
+Windows never sort-with-limit on the server. A ``last_n`` read walks back from ``rolled`` in index
 ranges that grow fourfold, starting with a range that would hold the missing events if all of
-them matched. A window that must reach back to its turn's user message asks for exactly the
-range down to that turn's start, which every event records as a hint.
+them matched; a window that must reach back to its turn's user message asks for exactly the
+range down to that turn's start, which every event records as a hint. A page walks forward from
+the start of the log the same way, until it is full.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from ..filters import EventFilter, MatchMode
 from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, literal_regex, map_pymongo_errors
 from ._mongo_positions import GAP, Position
 from ._mongo_state import Entry, LogState
-from ._mongo_store import Store, find_by_ids
+from ._mongo_store import Store, aggregate, find_by_ids
 
 __all__ = ["LogReader", "allowed_types", "criteria"]
 
@@ -94,6 +100,22 @@ def criteria(filter: EventFilter, compacted: int) -> Doc | None:
     return query
 
 
+def _pipeline(
+    state: LogState, filter: EventFilter, query_criteria: Doc, low: int | None, high: int
+) -> list[Doc]:
+    """Match the index first (session, maybe ``archived``, a position range), then the rest."""
+    seq: Doc = {"$lte": high}
+    if low is not None:
+        seq["$gte"] = low
+    first: Doc = {"session_id": state.session.id}
+    if filter.exclude_archived or filter.active_view:
+        first["archived"] = False
+    first["seq"] = seq
+    rest = {"inc": state.inc, **query_criteria}
+    rest.pop("archived", None)
+    return [{"$match": first}, {"$match": rest}, {"$project": _NO_BODY}]
+
+
 def _accept(filter: EventFilter, compacted: int, hit: Hit) -> bool:
     position, event, _ = hit
     if not filter.matches(event):
@@ -151,12 +173,9 @@ class LogReader:
     ) -> list[Hit]:
         """Matching events of the events collection at ``low <= seq <= high``."""
         session_id = state.session.id
-        seq: Doc = {"$lte": high}
-        if low is not None:
-            seq["$gte"] = low
-        query = {"session_id": session_id, "inc": state.inc, "seq": seq, **query_criteria}
+        pipeline = _pipeline(state, filter, query_criteria, low, high)
         with map_pymongo_errors(f"read session {session_id!r}"):
-            docs = await self._store.events.find(query, _NO_BODY).to_list(None)
+            docs = await aggregate(self._store.events, pipeline)
         return self._hits_of(state, filter, docs, low, high, exclude)
 
     def _hits_of(
@@ -170,7 +189,7 @@ class LogReader:
     ) -> list[Hit]:
         session_id = state.session.id
         pending = state.pending
-        pending_ids = {e.id for e in pending.inserts} if pending is not None else set()
+        pending_ids: set[str] = set() if pending is None else {e.id for e in pending.inserts}
         hits: list[Hit] = []
         for doc in docs:
             event_id = doc["_id"]
@@ -221,12 +240,7 @@ class LogReader:
             return await self._last_n(
                 state, filter, query_criteria if below else None, tail, exclude
             )
-        if (
-            below
-            and filter.page_size is not None
-            and state.pending is None
-            and filter.pattern is None
-        ):
+        if below and filter.page_size is not None:
             assert query_criteria is not None
             return await self._page(state, filter, query_criteria, tail, exclude)
         hits = list(tail)
@@ -244,51 +258,27 @@ class LogReader:
         tail: list[Hit],
         exclude: frozenset[str],
     ) -> list[SessionEvent]:
-        """One page: skip and limit pushed into the query, the tail after the collection."""
+        """One page: walk forward from the start of the log in growing ranges until it is full.
+
+        The cost follows the position of the page's last event, not the length of the log.
+        """
         assert filter.page_size is not None
         size = filter.page_size
         start = (filter.page or 0) * size
         if start >= _MAX_SKIP:
             return []
-        session_id = state.session.id
-        query = {
-            "session_id": session_id,
-            "inc": state.inc,
-            "seq": {"$lte": state.rolled},
-            **query_criteria,
-        }
-        with map_pymongo_errors(f"read session {session_id!r}"):
-            docs = (
-                await self._store.events.find(query, _NO_BODY)
-                .sort([("seq", 1), ("minor", 1)])
-                .skip(start)
-                .limit(size)
-                .to_list(None)
-            )
-        hits = self._hits_of(state, filter, docs, None, state.rolled, exclude)
-        if len(hits) != len(docs):  # pragma: no cover - the pushed-down query is exact
-            return filter.apply_window([h[1] for h in await self._everything(state, filter)])
-        events = [hit[1] for hit in hits]
-        if len(events) == size:
-            return events
-        if events:
-            offset = 0
-        else:
-            with map_pymongo_errors(f"count events of session {session_id!r}"):
-                below = await self._store.events.count_documents(query)
-            offset = start - below
-        return events + [hit[1] for hit in tail[offset : offset + size - len(events)]]
-
-    async def _everything(self, state: LogState, filter: EventFilter) -> list[Hit]:
-        unwindowed = filter.without_window()
-        hits = self._tail_hits(state, unwindowed, frozenset())
-        query_criteria = criteria(unwindowed, state.compacted)
-        if query_criteria is not None and state.rolled >= 0:
-            hits += await self._fetch(
-                state, unwindowed, query_criteria, None, state.rolled, frozenset()
-            )
-        hits.sort(key=lambda hit: hit[0])
-        return hits
+        end = start + size
+        found: list[Hit] = []
+        low, span = 0, max(end, 8) * GAP * 2
+        while len(found) < end and low <= state.rolled:
+            high = min(low + span - 1, state.rolled)
+            more = await self._fetch(state, filter, query_criteria, low, high, exclude)
+            found += sorted(more, key=lambda hit: hit[0])
+            low, span = high + 1, span * 4
+        events = [hit[1] for hit in found]
+        if len(events) < end:
+            events += [hit[1] for hit in tail]
+        return events[start:end]
 
     async def _last_n(
         self,
@@ -375,20 +365,23 @@ class LogReader:
         unwindowed: EventFilter,
         clauses: list[Doc],
     ) -> list[tuple[_UserKey, SessionEvent]]:
-        cursor = self._store.events.find(
-            {"$or": clauses} if len(clauses) > 1 else clauses[0], _NO_BODY
-        )
-        order = [("ts", 1), ("session_id", 1), ("seq", 1), ("minor", 1)]
+        sessions = sorted({clause["session_id"] for clause in clauses})
+        pipeline: list[Doc] = [
+            {"$match": {"session_id": {"$in": sessions}}},
+            {"$match": {"$or": clauses} if len(clauses) > 1 else clauses[0]},
+        ]
+        order = {"ts": 1, "session_id": 1, "seq": 1, "minor": 1}
         exact = filter.pattern is None and all(state.pending is None for state in states)
         if exact and filter.last_n is not None:
-            cursor = cursor.sort([(key, -1) for key, _ in order]).limit(filter.last_n)
+            pipeline += [{"$sort": dict.fromkeys(order, -1)}, {"$limit": filter.last_n}]
         elif exact and filter.page_size is not None:
             end = ((filter.page or 0) + 1) * filter.page_size
             if end >= _MAX_SKIP:
                 return []
-            cursor = cursor.sort(order).limit(end)
+            pipeline += [{"$sort": order}, {"$limit": end}]
+        pipeline.append({"$project": _NO_BODY})
         with map_pymongo_errors("read events by user"):
-            docs = await cursor.to_list(None)
+            docs = await aggregate(self._store.events, pipeline)
         by_session: dict[str, list[Doc]] = {}
         for doc in docs:
             by_session.setdefault(doc["session_id"], []).append(doc)

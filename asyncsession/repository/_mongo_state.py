@@ -111,7 +111,7 @@ class LogState:
     """``counter`` right after the newest compaction (``-1`` before the first)."""
     last_user: int
     """The ``seq`` of the newest user message in the events collection (a hint)."""
-    tail: list[Entry] = field(default_factory=list)
+    tail: list[Entry] = field(default_factory=list[Entry])
     """The newest events, oldest first."""
     pending: Pending | None = None
 
@@ -181,7 +181,8 @@ def decode_state(doc: Doc) -> LogState:
 
 def ids_in(doc: Doc, ids: Iterable[str]) -> set[str]:
     """Which of ``ids`` a (projected) session document holds in its tail or pending inserts."""
-    held = {entry["_id"] for entry in doc.get("tail", ())}
-    pending = doc.get("pending") or {}
-    held.update(entry["_id"] for entry in pending.get("inserts", ()))
+    held: set[str] = {entry["_id"] for entry in doc.get("tail", ())}
+    pending: Doc = doc.get("pending") or {}
+    inserts: list[Doc] = pending.get("inserts", [])
+    held.update(entry["_id"] for entry in inserts)
     return held.intersection(ids)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
 from ._mongo_codec import DEFAULT_MAX_DOCUMENT_SIZE, Doc, EventCache
 
-__all__ = ["IN_CHUNK", "Collection", "Store", "chunked", "find_by_ids"]
+__all__ = ["IN_CHUNK", "Collection", "Store", "aggregate", "chunked", "find_by_ids"]
 
 IN_CHUNK: Final = 256
 """The most values an ``$in`` list gets: some servers test membership in a list linearly, so
@@ -47,4 +48,13 @@ async def find_by_ids(
     found: list[Doc] = []
     for chunk in chunked(ids):
         found += await collection.find({"_id": {"$in": chunk}, **query}, projection).to_list(None)
+    return found
+
+
+async def aggregate(collection: Collection, pipeline: list[Doc]) -> list[Doc]:
+    """Run an aggregation (PyMongo's ``aggregate`` is a coroutine, Motor's is not)."""
+    cursor = collection.aggregate(pipeline)
+    if inspect.isawaitable(cursor):
+        cursor = await cursor
+    found: list[Doc] = await cursor.to_list(None)
     return found

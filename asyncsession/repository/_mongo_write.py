@@ -174,7 +174,7 @@ class _Job:
 @dataclass(slots=True, eq=False)
 class _Queue:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    jobs: list[_Job] = field(default_factory=list)
+    jobs: list[_Job] = field(default_factory=list[_Job])
     users: int = 0
 
     def take(self) -> list[_Job]:
@@ -202,9 +202,9 @@ class _Queue:
 
 @dataclass(slots=True)
 class _Registered:
-    replayed: set[str] = field(default_factory=set)
+    replayed: set[str] = field(default_factory=set[str])
     """Ids already committed in the session."""
-    fenced: set[str] = field(default_factory=set)
+    fenced: set[str] = field(default_factory=set[str])
     """Tokens of earlier attempts whose ids this attempt adopted."""
 
 
@@ -213,7 +213,7 @@ def _duplicates(exc: BulkWriteError, ids: Sequence[str]) -> list[str] | None:
     errors = exc.details.get("writeErrors", [])
     if not errors or any(error.get("code") != _DUPLICATE_KEY for error in errors):
         return None
-    return [ids[error["index"]] for error in errors]
+    return [ids[int(error["index"])] for error in errors]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -720,30 +720,41 @@ class LogWriter:
     async def _write_events(
         self, session_id: str, inc: str, cv: int, entries: Sequence[Entry]
     ) -> None:
-        """Write entries to the events collection, never over what a newer ``cv`` wrote."""
+        """Write entries to the events collection, never over what a newer ``cv`` wrote.
+
+        Copies go in with one ``insert_many``. Where a copy exists already (an earlier
+        roll-forward that stopped half-way, a concurrent one, a big event's document), it is
+        replaced only if it is older: written at a smaller ``cv``, by another incarnation of the
+        session, or not rolled forward yet. The replacement is guarded by exactly the version
+        read, so no filter needs an ``$or`` (which some planners answer with a collection scan).
+        """
         events = self._store.events
-        older = {"$or": [{"inc": {"$ne": inc}}, {"cv": {"$lt": cv}}, {"cv": {"$exists": False}}]}
-        docs = [self._event_document(session_id, inc, cv, e) for e in entries if e.data]
+        docs = {e.id: self._event_document(session_id, inc, cv, e) for e in entries if e.data}
+        big = {e.id: e for e in entries if e.data is None}
+        existing: list[str] = list(big)
         with map_pymongo_errors(f"roll session {session_id!r} forward"):
             if docs:
-                ids = [doc["_id"] for doc in docs]
                 try:
-                    await events.insert_many(docs, ordered=False)
+                    await events.insert_many(list(docs.values()), ordered=False)
                 except BulkWriteError as exc:
-                    taken = _duplicates(exc, ids)
+                    taken = _duplicates(exc, list(docs))
                     if taken is None:
                         raise
-                    by_id = {doc["_id"]: doc for doc in docs}
-                    stale = await find_by_ids(
-                        events, taken, {"session_id": session_id, **older}, {"_id": 1}
-                    )
-                    for doc in stale:
-                        await events.replace_one(
-                            {"_id": doc["_id"], "session_id": session_id, **older},
-                            by_id[doc["_id"]],
-                        )
-            for entry in entries:
-                if entry.data is not None:
+                    existing += taken
+            if not existing:
+                return
+            found = await find_by_ids(
+                events, existing, {"session_id": session_id}, {"inc": 1, "cv": 1, "seq": 1}
+            )
+            for doc in found:
+                if doc.get("inc") == inc and "seq" in doc and doc.get("cv", -1) >= cv:
+                    continue  # as new as this copy, or newer
+                absent = {"$exists": False}
+                guard: Doc = {"_id": doc["_id"], "session_id": session_id}
+                guard |= {field: doc.get(field, absent) for field in ("inc", "cv", "seq")}
+                entry = big.get(doc["_id"])
+                if entry is None:
+                    await events.replace_one(guard, docs[doc["_id"]])
                     continue
                 fields: Doc = {
                     "inc": inc,
@@ -754,9 +765,7 @@ class LogWriter:
                 }
                 if entry.minor:
                     fields["minor"] = entry.minor
-                await events.update_one(
-                    {"_id": entry.id, "session_id": session_id, **older}, {"$set": fields}
-                )
+                await events.update_one(guard, {"$set": fields})
 
     async def roll_forward(
         self, session_id: str, doc: Doc | None = None, *, size: int = K_MAX
@@ -800,16 +809,6 @@ class LogWriter:
         moving = entries[:cut]
         inc, cv = doc["inc"], int(doc["cv"])
         await self._write_events(session_id, inc, cv, moving)
-        users = [e.seq for e in moving if e.type == "USER"]
-        changes: Doc = {
-            "$set": {"rolled": moving[-1].seq},
-            "$inc": {
-                "tn": -len(moving),
-                "live": sum(1 for e in moving if e.is_message and not e.archived),
-            },
-        }
-        if users:
-            changes["$set"]["last_user"] = max(users)
         guard = {"_id": session_id, "rolled": doc["rolled"], "cv": cv, "inc": inc}
         sessions = self._store.sessions
         with map_pymongo_errors(f"roll session {session_id!r} forward"):
@@ -817,25 +816,19 @@ class LogWriter:
                 # Nothing appended since the read: cut the prefix by length, which costs the
                 # server O(tail) where pulling by id costs O(tail * moving).
                 prefix: Doc = {"$push": {"tail": {"$each": [], "$slice": len(moving) - size}}}
-                done = await sessions.update_one({**guard, "tn": size}, {**changes, **prefix})
+                done = await sessions.update_one(
+                    {**guard, "tn": size}, {**_moved(moving), **prefix}
+                )
                 if done.matched_count:
                     return
             # Appends came in meanwhile: pull by id, a short prefix at a time.
             rolled = doc["rolled"]
             for start in range(0, len(moving), _PULL_BY_ID):
                 part = moving[start : start + _PULL_BY_ID]
-                users = [e.seq for e in part if e.type == "USER"]
-                step: Doc = {
-                    "$pull": {"tail": {"_id": {"$in": [e.id for e in part]}}},
-                    "$set": {"rolled": part[-1].seq},
-                    "$inc": {
-                        "tn": -len(part),
-                        "live": sum(1 for e in part if e.is_message and not e.archived),
-                    },
-                }
-                if users:
-                    step["$set"]["last_user"] = max(users)
-                done = await sessions.update_one({**guard, "rolled": rolled}, step)
+                pull: Doc = {"$pull": {"tail": {"_id": {"$in": [e.id for e in part]}}}}
+                done = await sessions.update_one(
+                    {**guard, "rolled": rolled}, {**_moved(part), **pull}
+                )
                 if not done.matched_count:
                     return
                 rolled = part[-1].seq
@@ -953,8 +946,9 @@ class LogWriter:
         wanted = set(plan.archive_ids) | set(plan.anchor_ids)
         missing = sorted(wanted - located.keys())
         if missing and state.rolled >= 0:
-            query = {"session_id": session_id, "inc": state.inc, "seq": {"$lte": state.rolled}}
-            fields = {"seq": 1, "minor": 1, "archived": 1, "type": 1, "turn": 1}
+            # Index-shaped: the session and a range of positions; the incarnation is checked here.
+            query = {"session_id": session_id, "seq": {"$lte": state.rolled}}
+            fields = {"seq": 1, "minor": 1, "archived": 1, "type": 1, "turn": 1, "inc": 1}
             with map_pymongo_errors(f"read session {session_id!r}"):
                 if len(missing) > IN_CHUNK:  # one range scan beats many long $in lists
                     wanted_below = set(missing)
@@ -966,6 +960,8 @@ class LogWriter:
                 else:
                     docs = await find_by_ids(self._store.events, missing, query, fields)
             for doc in docs:
+                if doc.get("inc") != state.inc:
+                    continue
                 located[doc["_id"]] = _Located(
                     position=(int(doc["seq"]), doc.get("minor", "")),
                     archived=bool(doc.get("archived")),
@@ -986,13 +982,14 @@ class LogWriter:
             docs = await self._store.events.find(
                 {
                     "session_id": session_id,
-                    "inc": state.inc,
                     "seq": {"$gte": max(0, position[0] - GAP), "$lte": position[0]},
                 },
-                {"seq": 1, "minor": 1, "turn": 1},
+                {"seq": 1, "minor": 1, "turn": 1, "inc": 1},
             ).to_list(None)
         before = [
-            ((int(doc["seq"]), doc.get("minor", "")), int(doc.get("turn", -1))) for doc in docs
+            ((int(doc["seq"]), doc.get("minor", "")), int(doc.get("turn", -1)))
+            for doc in docs
+            if doc.get("inc") == state.inc
         ]
         before = [item for item in before if item[0] < position]
         return max(before) if before else ((0, ""), -1)
@@ -1090,6 +1087,21 @@ class LogWriter:
             data=entry.get("data"),
             turn=turn,
         )
+
+
+def _moved(entries: Sequence[Entry]) -> Doc:
+    """The counters that change when ``entries`` (a prefix of the tail) leave the tail."""
+    changes: Doc = {
+        "$set": {"rolled": entries[-1].seq},
+        "$inc": {
+            "tn": -len(entries),
+            "live": sum(1 for e in entries if e.is_message and not e.archived),
+        },
+    }
+    users = [e.seq for e in entries if e.type == "USER"]
+    if users:
+        changes["$set"]["last_user"] = max(users)
+    return changes
 
 
 def _tail_doc(entry: Entry) -> Doc:

@@ -37,6 +37,12 @@ see a half-done write, and a reader that reads the version first never sees a ve
 events are not visible. This needs no transactions: it is the same on a replica set, a
 standalone server, a sharded cluster and mongomock.
 
+**Reads.** A read fetches the session document; when its tail answers the read, that is the
+only command. Below the tail, reads are aggregations whose first ``$match`` is what the index
+answers (the session, maybe ``archived: false``, a range of positions) and whose second carries
+the rest of the filter; windows walk the log in position ranges that grow fourfold and never
+rely on sort-with-limit.
+
 **Idempotency.** An event id the session already has is a replay: skipped, the version does not
 move, whether the event is in the tail or long since rolled forward, and also when the first
 attempt committed but its reply was lost. An id registered by an attempt that died is adopted by
@@ -119,6 +125,14 @@ def _driver_info() -> DriverInfo:
     return DriverInfo(name="asyncsession", version=__version__)
 
 
+def _identify(client: object) -> None:
+    """Name the library in a borrowed PyMongo client's handshake (Motor wraps one)."""
+    if not isinstance(client, AsyncMongoClient):
+        client = getattr(client, "delegate", None)
+    if isinstance(client, AsyncMongoClient | MongoClient):
+        client.append_metadata(_driver_info())
+
+
 def _unique(events: Sequence[SessionEvent]) -> list[SessionEvent]:
     seen: set[str] = set()
     unique: list[SessionEvent] = []
@@ -159,12 +173,7 @@ class MongoSessionRepository:
         event_ids_collection: str = "session_event_ids",
     ) -> None:
         self._setup(database, None, sessions_collection, events_collection, event_ids_collection)
-        client = getattr(database, "client", None)
-        target = (
-            client if isinstance(client, AsyncMongoClient) else getattr(client, "delegate", None)
-        )
-        if isinstance(target, AsyncMongoClient | MongoClient):
-            target.append_metadata(_driver_info())
+        _identify(getattr(database, "client", None))
 
     def _setup(
         self,

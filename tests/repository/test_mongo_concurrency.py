@@ -117,10 +117,10 @@ async def test_tasks_on_five_clients_appending_to_one_session_lose_and_duplicate
             await repos[w % 5].append_event(user(session_id, f"w{w}-{i}"))
 
     async with asyncio.TaskGroup() as group:
-        for w in range(20):
+        for w in range(12):
             group.create_task(writer(w))
 
-    await check_writers(repos[1], session_id, writers=20, each=25)
+    await check_writers(repos[1], session_id, writers=12, each=25)
 
 
 async def check_writers(
@@ -163,16 +163,19 @@ async def test_compaction_racing_appends_loses_nothing_and_keeps_the_active_view
     """Appenders and compactors on five clients: no event lost or moved, plans whole.
 
     Appenders work like the session advisor with a compare-and-swap (read the version, append
-    expecting it, retry when it moved), so compactions get their turn while they run.
+    expecting it, retry when it moved). Halfway through they wait until a compaction has landed,
+    so compactions and appends certainly interleave, whatever the timing.
     """
     session_id = await new_session(repos[0])
     await repos[0].append_events(session_id, [user(session_id, f"seed-{i}") for i in range(30)])
     appending = asyncio.Event()
-    compacted_while_appending = 0
+    compacted = asyncio.Event()
 
     async def appender(w: int) -> None:
         repo = repos[w % 5]
-        for i in range(30):
+        for i in range(20):
+            if i == 10:
+                await compacted.wait()
             batch = [user(session_id, f"w{w}-{i}"), AssistantMessage(text=f"r{w}-{i}")]
             events = [batch[0], SessionEvent(session_id=session_id, message=batch[1])]
             while True:
@@ -182,9 +185,8 @@ async def test_compaction_racing_appends_loses_nothing_and_keeps_the_active_view
                     break
 
     async def compactor(c: int) -> int:
-        nonlocal compacted_while_appending
         repo, applied = repos[(c + 3) % 5], 0
-        while appending.is_set() or applied == 0:
+        while appending.is_set():
             snapshot = await repo.read_snapshot(session_id, EventFilter.active())
             assert snapshot is not None
             active = snapshot.events
@@ -197,7 +199,7 @@ async def test_compaction_racing_appends_loses_nothing_and_keeps_the_active_view
             )
             if await repo.apply_compaction(session_id, plan, snapshot.version):
                 applied += 1
-                compacted_while_appending += appending.is_set()
+                compacted.set()
         return applied
 
     appending.set()
@@ -206,16 +208,16 @@ async def test_compaction_racing_appends_loses_nothing_and_keeps_the_active_view
         await asyncio.gather(*(appender(w) for w in range(3)))
         appending.clear()
     applied = sum(task.result() for task in compactions)
-    assert compacted_while_appending > 0
+    assert applied > 0
 
     log = await repos[1].find_events(session_id, EventFilter.all())
     real = [e.text for e in log if not e.is_synthetic]
     assert real[:30] == [f"seed-{i}" for i in range(30)]
     for w in range(3):
         mine = [t for t in real if t and t.startswith((f"w{w}-", f"r{w}-"))]
-        assert mine == [t for i in range(30) for t in (f"w{w}-{i}", f"r{w}-{i}")]
+        assert mine == [t for i in range(20) for t in (f"w{w}-{i}", f"r{w}-{i}")]
     assert len([e for e in log if e.is_synthetic]) == applied
-    assert await repos[1].get_event_version(session_id) == 1 + 90 + applied
+    assert await repos[1].get_event_version(session_id) == 1 + 60 + applied
     positions = await positions_in_log_order(repos[1], session_id)
     assert positions == sorted(set(positions))
     active = [e for e in log if e.is_message and not e.archived]
@@ -233,7 +235,7 @@ async def test_a_reader_never_sees_a_version_whose_events_are_not_visible(
     done = asyncio.Event()
 
     async def writer(w: int) -> None:
-        for i in range(30):
+        for i in range(25):
             await repos[w % 3].append_event(user(session_id, f"w{w}-{i}"))
 
     async def reader(r: int) -> int:
@@ -251,7 +253,7 @@ async def test_a_reader_never_sees_a_version_whose_events_are_not_visible(
 
     async with asyncio.TaskGroup() as group:
         readers = [group.create_task(reader(r)) for r in range(2)]
-        writers = [group.create_task(writer(w)) for w in range(4)]
+        writers = [group.create_task(writer(w)) for w in range(3)]
         await asyncio.gather(*writers)
         done.set()
     assert all(task.result() > 0 for task in readers)

@@ -10,12 +10,15 @@ from hypothesis import strategies as st
 from motor.motor_asyncio import AsyncIOMotorClient  # noqa: TID251 - Motor is accepted, not used
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import AutoReconnect
 
 from asyncsession import (
     AccessDenied,
+    CompactionPlan,
     EventFilter,
     Session,
     SessionNotFound,
+    StorageError,
     UsageError,
 )
 from asyncsession.repository._mongo_positions import key_between, place_between
@@ -150,3 +153,53 @@ def test_many_inserts_at_one_point_never_run_out_of_room() -> None:
         placed.append(before)
     assert placed == sorted(set(placed))
     assert all(p < after for p in placed)
+
+
+class Broken:
+    """A collection whose every call fails the way a dropped connection does."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        def fail(*args: Any, **kwargs: Any) -> Any:
+            raise AutoReconnect(f"injected: {name} lost its connection")
+
+        return fail
+
+
+async def test_driver_errors_surface_as_storage_errors_chained_to_their_cause(
+    mongo_db: AsyncDatabase[dict[str, Any]],
+) -> None:
+    """Every operation turns a driver failure into ``StorageError``, caused by the driver error."""
+    repo = MongoSessionRepository(mongo_db)
+    session = Session(user_id="u")
+    await repo.save(session)
+    s = session.id
+    store = repo._store
+    store.sessions, store.events, store.event_ids = (
+        Broken(store.sessions),
+        Broken(store.events),
+        Broken(store.event_ids),
+    )
+    operations = [
+        repo.save(session),
+        repo.save_if_absent(Session(user_id="u")),
+        repo.find_by_id(s),
+        repo.find_by_user_id("u"),
+        repo.delete(s),
+        repo.delete_expired_sessions(session.created_at),
+        repo.append_event(user(s, "x")),
+        repo.append_events(s, [user(s, "x")], 0),
+        repo.find_events(s, EventFilter.all()),
+        repo.find_events_by_user_id("u", EventFilter.all()),
+        repo.read_snapshot(s, EventFilter.all()),
+        repo.get_event_version(s),
+        repo.apply_compaction(s, CompactionPlan(), 0),
+        repo.start_turn(s, [user(s, "x")], EventFilter.all()),
+        repo.ensure_indexes(),
+    ]
+    for operation in operations:
+        with pytest.raises(StorageError) as info:
+            await operation
+        assert isinstance(info.value.__cause__, AutoReconnect)
