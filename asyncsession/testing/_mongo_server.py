@@ -43,8 +43,16 @@ def _free_port() -> int:
 class LocalMongoServer:
     """A test server process on ``127.0.0.1`` with a data directory of its own."""
 
-    def __init__(self, executable: str, *, data_dir: str | None = None, port: int | None = None):
+    def __init__(
+        self,
+        executable: str,
+        *,
+        data_dir: str | None = None,
+        port: int | None = None,
+        standalone: bool = False,
+    ):
         self.executable = executable
+        self.standalone = standalone
         self._owns_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="asyncsession-mongo-")
         self.port = port or _free_port()
@@ -53,7 +61,8 @@ class LocalMongoServer:
 
     def uri(self, **options: str) -> str:
         """The replica-set URI of the server, with extra URI options appended."""
-        query = "&".join(["replicaSet=secantus", *(f"{k}={v}" for k, v in options.items())])
+        base = [] if self.standalone else ["replicaSet=secantus"]
+        query = "&".join([*base, *(f"{k}={v}" for k, v in options.items())])
         return f"mongodb://127.0.0.1:{self.port}/?{query}"
 
     @property
@@ -77,6 +86,7 @@ class LocalMongoServer:
                 self.data_dir,
                 "--log-level",
                 "WARNING",
+                *(["--standalone"] if self.standalone else []),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
