@@ -27,8 +27,8 @@ from .events import (
 from .exceptions import AccessDenied, SessionExists, SessionNotFound, UsageError
 from .filters import EventFilter
 from .messages import Message
-from .repository._mongo_turn import supports_turns
 from .repository._protocol import SessionRepository, SessionSnapshot
+from .repository._turn import supports_turns
 
 if TYPE_CHECKING:
     from .compaction import CompactionResult, CompactionStrategy, TriggerLike

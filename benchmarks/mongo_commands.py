@@ -32,7 +32,7 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC
-from asyncsession.repository._mongo_turn import start_turn
+from asyncsession.repository._turn import start_turn
 from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable
 
 if __package__:

@@ -27,7 +27,7 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.events import utc_now
-from asyncsession.repository._mongo_turn import start_turn, supports_turns
+from asyncsession.repository._turn import start_turn, supports_turns
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.testing.contract import assistant, synthetic, user
 

@@ -21,7 +21,7 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.events import MAX_ID_LENGTH
-from asyncsession.repository._mongo_turn import start_turn
+from asyncsession.repository._turn import start_turn
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.testing.contract import synthetic, user
 

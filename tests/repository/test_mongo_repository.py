@@ -22,7 +22,7 @@ from asyncsession import (
     UsageError,
 )
 from asyncsession.repository._mongo_positions import key_between, place_between
-from asyncsession.repository._mongo_turn import start_turn
+from asyncsession.repository._turn import start_turn
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.testing.contract import user
 
