@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..events import Session
-from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, as_utc, session_from_doc
+from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, pack_entry, session_from_doc, unpack_entry
 from ._mongo_positions import GAP, Position
 
 __all__ = ["Entry", "LogState", "Pending", "decode_entries", "decode_state", "ids_in"]
@@ -48,20 +48,10 @@ class Entry:
 
     def to_doc(self) -> Doc:
         """The entry with an explicit position, as compaction writes it."""
-        doc: Doc = {
-            "_id": self.id,
-            "type": self.type,
-            "ts": self.ts,
-            "synthetic": self.synthetic,
-            "archived": self.archived,
-            "seq": self.seq,
-        }
+        doc = pack_entry(self.id, self.type, self.ts, self.synthetic, self.archived, self.data)
+        doc["seq"] = self.seq
         if self.minor:
             doc["minor"] = self.minor
-        if self.data is None:
-            doc["big"] = True
-        else:
-            doc["data"] = self.data
         if self.turn >= 0:
             doc["turn"] = self.turn
         return doc
@@ -69,15 +59,16 @@ class Entry:
     @classmethod
     def from_doc(cls, doc: Doc, seq: int) -> Entry:
         """An entry from its document; ``seq`` is used when the document has none."""
+        type, ts, synthetic, archived, data = unpack_entry(doc)
         return cls(
             id=doc["_id"],
             seq=int(doc.get("seq", seq)),
             minor=doc.get("minor", ""),
-            type=doc["type"],
-            ts=as_utc(doc["ts"]),
-            synthetic=bool(doc.get("synthetic", False)),
-            archived=bool(doc.get("archived", False)),
-            data=doc.get("data"),
+            type=type,
+            ts=ts,
+            synthetic=synthetic,
+            archived=archived,
+            data=data,
             turn=int(doc.get("turn", -1)),
         )
 

@@ -50,10 +50,11 @@ from ._mongo_codec import (
     INLINE_LIMIT,
     MESSAGE_TYPE_NAMES,
     Doc,
+    body_of,
     bson_size,
     map_pymongo_errors,
     new_token,
-    tail_entry,
+    pack_entry,
 )
 from ._mongo_positions import GAP, Position, place_between
 from ._mongo_state import Entry, LogState, decode_entries, decode_state, ids_in
@@ -81,7 +82,8 @@ class Prepared:
 
     event: SessionEvent
     entry: Doc
-    """Its tail entry; ``{"big": True}`` and no body when the body goes to the events collection."""
+    """Its tail entry (:func:`~._mongo_codec.pack_entry`); without its body when the body goes
+    to the events collection."""
     document: Doc | None = None
     """For a big event: the events-collection document written before the commit."""
 
@@ -99,20 +101,20 @@ def prepare(session_id: str, events: Sequence[SessionEvent], max_size: int) -> l
     prepared: list[Prepared] = []
     inline_bytes = 0
     for event in events:
-        entry = tail_entry(event)
+        data = body_of(event)
         document: Doc = {
             "_id": event.id,
             "session_id": session_id,
             "inc": "0" * 24,
             "seq": 0,
             "ts": event.timestamp,
-            "type": entry["type"],
-            "synthetic": entry["synthetic"],
+            "type": event.type.name,
+            "synthetic": event.is_synthetic,
             "archived": event.archived,
             "turn": 0,
             "cv": 0,
             "token": "0" * 24,
-            "data": entry["data"],
+            "data": data,
         }
         text = _text_lower(event)
         if text is not None:
@@ -120,14 +122,15 @@ def prepare(session_id: str, events: Sequence[SessionEvent], max_size: int) -> l
         size = bson_size(document)
         if size > max_size:
             raise EventTooLarge(event.id, size, max_size)
-        body = len(entry["data"].encode())
+        body = len(data.encode())
+        fields = (event.type.name, event.timestamp, event.is_synthetic, event.archived)
         if body > INLINE_LIMIT or inline_bytes + body > _BATCH_INLINE_BUDGET:
             del document["inc"], document["seq"], document["turn"], document["cv"]
-            entry = {k: v for k, v in entry.items() if k != "data"} | {"big": True}
+            entry = pack_entry(event.id, *fields, None)
             prepared.append(Prepared(event=event, entry=entry, document=document))
         else:
             inline_bytes += body
-            prepared.append(Prepared(event=event, entry=entry))
+            prepared.append(Prepared(event=event, entry=pack_entry(event.id, *fields, data)))
     return prepared
 
 
@@ -185,7 +188,7 @@ class _Queue:
         inline = 0
         for job in list(self.jobs):
             job_ids = job.ids
-            size = sum(len(p.entry.get("data", "")) for p in job.prepared)
+            size = sum(len(p.entry["e"]) for p in job.prepared)
             if group and (
                 ids.intersection(job_ids)
                 or events + len(job_ids) > _GROUP_EVENTS
@@ -1075,18 +1078,7 @@ class LogWriter:
 
     @staticmethod
     def _new_entry(prepared: Prepared, seq: int, minor: str, turn: int) -> Entry:
-        entry = prepared.entry
-        return Entry(
-            id=entry["_id"],
-            seq=seq,
-            minor=minor,
-            type=entry["type"],
-            ts=entry["ts"],
-            synthetic=entry["synthetic"],
-            archived=bool(entry["archived"]),
-            data=entry.get("data"),
-            turn=turn,
-        )
+        return replace(Entry.from_doc(prepared.entry, seq), minor=minor, turn=turn)
 
 
 def _moved(entries: Sequence[Entry]) -> Doc:
