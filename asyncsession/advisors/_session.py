@@ -163,9 +163,7 @@ async def open_turn(
         except SessionExists:  # a concurrent call created it first: start on theirs
             event, snapshot = await start()
         else:  # ours and new: its window is empty, only the message is left to store
-            event = await shielded(
-                service.append_message(session_id, message, event_id=event_id)
-            )
+            event = await shielded(service.append_message(session_id, message, event_id=event_id))
             return Resolved(session=session, events=(), read_filter=read_filter), event
     resolved = Resolved(session=snapshot.session, events=snapshot.events, read_filter=read_filter)
     return resolved, event

@@ -60,7 +60,7 @@ from ._mongo_positions import GAP, Position, place_between
 from ._mongo_state import Entry, LogState, decode_entries, decode_state, ids_in
 from ._mongo_store import IN_CHUNK, Store, chunked, find_by_ids
 
-__all__ = ["K_MAX", "K_MIN", "LogWriter", "Prepared", "Reservations", "prepare"]
+__all__ = ["K_MAX", "K_MIN", "LogWriter", "Prepared", "Reservations", "TailHints", "prepare"]
 
 _log = logging.getLogger("asyncsession.mongo")
 
@@ -163,6 +163,44 @@ class Reservations:
         return tokens.pop()
 
 
+class TailHints:
+    """What this process last saw of each session document: its tail's length, and whether a
+    compaction's changes are pending.
+
+    Only a hint, for choosing the commit command: an append that leaves the tail short of
+    :data:`K_MAX` with nothing pending needs no post-image, so it commits with ``update_one``
+    guarded by exactly that, which costs the server less than ``find_one_and_update``. A stale
+    hint makes that guard fail and the append fall back; it never makes a commit wrong.
+    """
+
+    def __init__(self, size: int = 10_000) -> None:
+        self._size = size
+        self._seen: OrderedDict[str, tuple[int, bool]] = OrderedDict()
+
+    def note(self, session_id: str, tail: int, pending: bool) -> None:
+        """Record a session document as read or written."""
+        self._seen[session_id] = (tail, pending)
+        self._seen.move_to_end(session_id)
+        while len(self._seen) > self._size:
+            self._seen.popitem(last=False)
+
+    def forget(self, session_id: str) -> None:
+        """Drop what was seen (the tail was rolled forward or rewritten)."""
+        self._seen.pop(session_id, None)
+
+    def room(self, session_id: str, added: int) -> bool:
+        """Whether ``added`` more entries are expected to leave the tail short of :data:`K_MAX`
+        with nothing pending."""
+        seen = self._seen.get(session_id)
+        return seen is not None and not seen[1] and seen[0] + added < K_MAX
+
+    def grew(self, session_id: str, added: int) -> None:
+        """Record that this process appended ``added`` entries (guarded by :meth:`room`)."""
+        seen = self._seen.get(session_id)
+        if seen is not None:
+            self.note(session_id, seen[0] + added, seen[1])
+
+
 @dataclass(slots=True, kw_only=True, eq=False)
 class _Job:
     prepared: list[Prepared]
@@ -234,6 +272,7 @@ class LogWriter:
     def __init__(self, store: Store) -> None:
         self._store = store
         self.reservations = Reservations()
+        self.hints = TailHints()
         self._queues: dict[str, _Queue] = {}
 
     # --- the id registry -------------------------------------------------------------------------
@@ -538,14 +577,20 @@ class LogWriter:
         """Commit one versioned batch of fresh ids: ``True``, ``False`` for a stale version, or
         ``None`` when it must take the one-by-one path."""
         doc = await self._commit(session_id, job.prepared, token, job.expected, None, False)
-        if doc is not None:
-            commits.append((doc, len(job.prepared)))
-            return True
-        with map_pymongo_errors(f"read session {session_id!r}"):
-            current = await self._store.sessions.find_one({"_id": session_id}, {"version": 1})
-        if current is not None and current["version"] != job.expected:
-            return False
-        return None
+        if doc is None:
+            with map_pymongo_errors(f"read session {session_id!r}"):
+                current = await self._store.sessions.find_one({"_id": session_id}, {"version": 1})
+            if current is not None and current["version"] != job.expected:
+                return False
+            if current is None or self.hints.room(session_id, len(job.prepared)):
+                return None
+            # A guarded commit without post-image found the tail fuller than hinted: commit
+            # with the post-image, which rolls forward after.
+            doc = await self._commit(session_id, job.prepared, token, job.expected, None, False)
+            if doc is None:
+                return None
+        commits.append((doc, len(job.prepared)))
+        return True
 
     async def append(
         self,
@@ -648,17 +693,32 @@ class LogWriter:
             guard["version"] = expected_version
         if user_id is not None:
             guard["user_id"] = user_id
+        added = len(fresh)
         update = {
             "$push": {"tail": {"$each": [p.entry for p in fresh]}},
-            "$inc": {"version": batches, "seq": len(fresh) * GAP, "tn": len(fresh)},
+            "$inc": {"version": batches, "seq": added * GAP, "tn": added},
         }
+        sessions = self._store.sessions
+        if not whole and self.hints.room(session_id, added):
+            # No post-image needed: the guard makes sure there is nothing to roll forward.
+            roomy = {**guard, "tn": {"$lt": K_MAX - added}, "pending": None}
+            with map_pymongo_errors(f"append to session {session_id!r}"):
+                result = await sessions.update_one(roomy, update)
+            if result.matched_count:
+                self.hints.grew(session_id, added)
+                return {}
+            self.hints.forget(session_id)
+            if expected_version is not None:
+                return None  # most likely a conflict: the caller finds out why
         with map_pymongo_errors(f"append to session {session_id!r}"):
-            doc: Doc | None = await self._store.sessions.find_one_and_update(
+            doc: Doc | None = await sessions.find_one_and_update(
                 guard,
                 update,
                 projection=None if whole else {"version": 1, "tn": 1, "pending.cv": 1},
                 return_document=ReturnDocument.AFTER,
             )
+        if doc is not None:
+            self.hints.note(session_id, int(doc["tn"]), bool(doc.get("pending")))
         return doc
 
     async def _after_commit(self, session_id: str, doc: Doc, added: int, whole: bool) -> None:
@@ -666,7 +726,10 @@ class LogWriter:
         multiple of ``K_MAX - K_MIN`` beyond it (so a roll-forward that failed is retried soon).
 
         Commits on one session document are serialized, so exactly one commit crosses each
-        boundary: concurrent writers do not all roll forward at once."""
+        boundary: concurrent writers do not all roll forward at once. A commit that returned no
+        post-image (``doc`` is empty) was guarded to leave nothing to do."""
+        if "tn" not in doc:
+            return
         size = int(doc["tn"])
         before = size - added
         step = K_MAX - K_MIN
@@ -778,6 +841,7 @@ class LogWriter:
         ``doc`` is the whole session document if the caller has it; otherwise the oldest
         entries are read, as many as a tail of about ``size`` entries would move.
         """
+        self.hints.forget(session_id)
         if doc is None or "tail" not in doc:
             with map_pymongo_errors(f"read session {session_id!r}"):
                 doc = await self._store.sessions.find_one(
@@ -815,15 +879,12 @@ class LogWriter:
         guard = {"_id": session_id, "rolled": doc["rolled"], "cv": cv, "inc": inc}
         sessions = self._store.sessions
         with map_pymongo_errors(f"roll session {session_id!r} forward"):
-            if len(moving) > _PULL_BY_ID:
-                # Nothing appended since the read: cut the prefix by length, which costs the
-                # server O(tail) where pulling by id costs O(tail * moving).
-                prefix: Doc = {"$push": {"tail": {"$each": [], "$slice": len(moving) - size}}}
-                done = await sessions.update_one(
-                    {**guard, "tn": size}, {**_moved(moving), **prefix}
-                )
-                if done.matched_count:
-                    return
+            # Nothing appended since the read: cut the prefix by length, which costs the server
+            # O(tail) where pulling by id costs O(tail * moving).
+            prefix: Doc = {"$push": {"tail": {"$each": [], "$slice": len(moving) - size}}}
+            done = await sessions.update_one({**guard, "tn": size}, {**_moved(moving), **prefix})
+            if done.matched_count:
+                return
             # Appends came in meanwhile: pull by id, a short prefix at a time.
             rolled = doc["rolled"]
             for start in range(0, len(moving), _PULL_BY_ID):
@@ -927,6 +988,7 @@ class LogWriter:
             if done is None:
                 continue  # re-read: a stale version returns False, anything else retries
             size = int(done["tn"])
+            self.hints.note(session_id, size, has_pending)
             await self._housekeep(
                 session_id, None, pending=has_pending, roll=size if size >= K_MAX else None
             )

@@ -84,7 +84,7 @@ from ._mongo_codec import (
     session_to_doc,
 )
 from ._mongo_read import LogReader
-from ._mongo_state import decode_state
+from ._mongo_state import LogState, decode_state
 from ._mongo_store import Store
 from ._mongo_write import LogWriter, prepare
 from ._protocol import SessionSnapshot
@@ -93,7 +93,6 @@ __all__ = ["MongoSessionRepository"]
 
 _T = TypeVar("_T")
 _WRITE_CONCERN: Final = WriteConcern("majority", j=True)
-_NO_FENCES: Final[Doc] = {"fences": 0}
 
 
 class _State(Enum):
@@ -447,9 +446,15 @@ class MongoSessionRepository:
         self._check_open()
         return await self._version(session_id) or 0
 
+    def _decode(self, doc: Doc) -> LogState:
+        """Decode a whole session document, noting its tail for the next commit."""
+        state = decode_state(doc)
+        self._writer.hints.note(state.session.id, len(state.tail), state.pending is not None)
+        return state
+
     async def _log(self, session_id: str) -> Doc | None:
         with map_pymongo_errors(f"read session {session_id!r}"):
-            doc: Doc | None = await self._store.sessions.find_one({"_id": session_id}, _NO_FENCES)
+            doc: Doc | None = await self._store.sessions.find_one({"_id": session_id})
         return doc
 
     async def find_events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
@@ -458,7 +463,7 @@ class MongoSessionRepository:
         doc = await self._log(session_id)
         if doc is None:
             return []
-        return await self._reader.read(decode_state(doc), filter)
+        return await self._reader.read(self._decode(doc), filter)
 
     async def read_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
         """The session, its version and its matching events, from one session document."""
@@ -466,7 +471,7 @@ class MongoSessionRepository:
         doc = await self._log(session_id)
         if doc is None:
             return None
-        state = decode_state(doc)
+        state = self._decode(doc)
         events = await self._reader.read(state, filter)
         return SessionSnapshot(session=state.session, version=state.version, events=tuple(events))
 
@@ -474,7 +479,7 @@ class MongoSessionRepository:
         """Matching events of every session of the user, by timestamp, with a plain window."""
         self._check_open()
         with map_pymongo_errors(f"read sessions of user {user_id!r}"):
-            docs = await self._store.sessions.find({"user_id": user_id}, _NO_FENCES).to_list(None)
+            docs = await self._store.sessions.find({"user_id": user_id}).to_list(None)
         if not docs:
             return []
         return await self._reader.read_for_user([decode_state(doc) for doc in docs], filter)
