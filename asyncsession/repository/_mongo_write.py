@@ -1,8 +1,9 @@
 """Writes for the MongoDB store: reserve ids, commit on the session document, roll forward.
 
-**Commit.** Every write that changes a log commits through one ``find_one_and_update`` on the
-session document, guarded by everything it depends on (the expected version, that none of its
-event ids is committed yet, that its attempt was not fenced off). An append ``$push``-es its
+**Commit.** Every write that changes a log commits through one update of the session document
+(``update_one`` when :class:`TailHints` say the tail has room, so no post-image is needed; else
+``find_one_and_update``), guarded by everything it depends on (the expected version, that none
+of its event ids is committed yet, that its attempt was not fenced off). An append ``$push``-es its
 events onto the tail and ``$inc``-s the version and the position counter; a compaction replaces
 the tail it read (guarded by version, ``rolled`` and ``cv``) and records what it changes below
 the tail as ``pending``.
@@ -66,7 +67,7 @@ _log = logging.getLogger("asyncsession.mongo")
 
 K_MIN: Final = 32
 """A roll-forward leaves at least this many of the newest events in the session document."""
-K_MAX: Final = 64
+K_MAX: Final = 96
 """The append that takes the tail to this many entries rolls the oldest ones forward."""
 _MAX_FENCES: Final = 256
 _MAX_ROUNDS: Final = 16

@@ -5,8 +5,9 @@
 ``sessions``
     One document per session: ``_id`` (the session id), ``user_id``, ``created_at``,
     ``expires_at``, ``metadata`` (JSON text), ``version``, the position counter ``seq``, and the
-    **tail**: the newest events, each with its type, timestamp, flags and JSON body (bodies over
-    16 KiB stay in the events collection and the tail keeps a reference). ``rolled`` splits the
+    **tail**: the newest events, each as its id and one string packing its timestamp, flags,
+    type and JSON body (bodies over 16 KiB stay in the events collection and the tail keeps a
+    reference). ``rolled`` splits the
     log: events at ``seq <= rolled`` live in ``session_events``, the rest in the tail. ``live``
     counts unarchived messages below the tail, ``compacted`` marks the newest compaction,
     ``pending`` holds a compaction's changes below the tail until they are rolled forward, and
@@ -24,9 +25,10 @@ time or ObjectId. Appends take ``seq`` values ``2**32`` apart; compaction insert
 the gap before their anchor (fractional ``minor`` keys when a gap is used up), so nothing is ever
 renumbered or rewritten.
 
-**Atomicity.** Every write commits through one atomic ``find_one_and_update`` of the session
-document, guarded by what it depends on: a versioned append or a compaction commits only if the
-version is still the expected one, so of concurrent writers with one version exactly one wins.
+**Atomicity.** Every write commits through one atomic update of the session document
+(``update_one`` when the store knows the tail has room, else ``find_one_and_update``), guarded
+by what it depends on: a versioned append or a compaction commits only if the version is still
+the expected one, so of concurrent writers with one version exactly one wins.
 An append is two commands: registering its event ids in one ``insert_many`` (a replay or an id of
 another session shows up here, before anything is written), then the commit, which pushes the
 events onto the tail and bumps the version and counter. A compaction replaces the tail it read

@@ -277,3 +277,105 @@ async def test_start_turn_matches_on_every_store(repo: MongoSessionRepository) -
     again = await start_turn(repo, s, [question], window)
     assert again.version == 2
     assert again.events == actual.events
+
+
+def names(recorder: Recorder) -> list[str]:
+    return [f"{name} {collection}" for name, collection, _ in recorder.take()]
+
+
+async def test_a_commit_returns_nothing_when_the_store_knows_the_tail_has_room(
+    repo: MongoSessionRepository, recorder: Recorder
+) -> None:
+    """After a read, an append is a registration and an ``update`` (no post-image); with
+    nothing known about the session, the commit asks for the post-image it decides by."""
+    session = Session(user_id="bob")
+    await repo.save(session)
+    s = session.id
+    recorder.take()
+    await repo.append_event(user(s, "first"))
+    assert names(recorder) == [f"insert {IDS}", f"findAndModify {SESSIONS}"]
+    await repo.append_event(user(s, "second"))
+    assert names(recorder) == [f"insert {IDS}", f"update {SESSIONS}"]
+    snapshot = await repo.read_snapshot(s, EventFilter.last_n(5))
+    assert snapshot is not None
+    recorder.take()
+    assert await repo.append_events(s, [user(s, "third")], snapshot.version)
+    assert names(recorder) == [f"insert {IDS}", f"update {SESSIONS}"]
+    assert not await repo.append_events(s, [user(s, "stale")], snapshot.version)
+    assert [e.text for e in await repo.find_events(s, EventFilter.all())] == [
+        "first",
+        "second",
+        "third",
+    ]
+
+
+@pytest.fixture
+async def other(mongo_uri: str, repo: MongoSessionRepository) -> AsyncIterator[Any]:
+    """A second repository on the same database through a client of its own (another process)."""
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri, tz_aware=True)
+    try:
+        yield MongoSessionRepository(client[repo._store.sessions.database.name])
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+async def test_a_stale_hint_falls_back_and_still_rolls_forward(
+    repo: MongoSessionRepository, other: MongoSessionRepository, versioned: bool
+) -> None:
+    """Another process fills the tail after this one read it: the guarded commit without
+    post-image fails, the append commits with one and rolls forward; nothing lost or reordered,
+    and a versioned append with the right version is not mistaken for a conflict."""
+    from asyncsession.repository._mongo_write import K_MAX
+
+    session = Session(user_id="bob")
+    await repo.save(session)
+    s = session.id
+    await repo.append_event(user(s, "mine-0"))
+    assert await repo.read_snapshot(s, EventFilter.last_n(1)) is not None  # hint: 1 entry
+    theirs = [user(s, f"theirs-{i}") for i in range(K_MAX - 2)]
+    await other.append_events(s, theirs)  # the tail is now one short of a roll-forward
+    version = await repo.get_event_version(s)
+    assert await repo.append_events(s, [user(s, "mine-1")], version if versioned else None)
+    doc = await repo._store.sessions.find_one({"_id": s})
+    assert doc is not None
+    assert doc["tn"] < K_MAX
+    texts = [e.text for e in await other.find_events(s, EventFilter.all())]
+    assert texts == ["mine-0", *(e.text for e in theirs), "mine-1"]
+
+
+async def test_a_stale_hint_meets_a_pending_compaction_and_finishes_it(
+    repo: MongoSessionRepository, other: MongoSessionRepository
+) -> None:
+    """A compaction by another process left changes below the tail: the append this process
+    thought cheap falls back, commits and rolls the pending changes forward."""
+    session = Session(user_id="bob")
+    await repo.save(session)
+    s = session.id
+    events = [user(s, f"m{i}") for i in range(200)]
+    await repo.append_events(s, events)
+    assert await repo.read_snapshot(s, EventFilter.last_n(1)) is not None
+    version = await other.get_event_version(s)
+    plan = CompactionPlan(
+        archive_ids=frozenset(e.id for e in events[:150]),
+        inserts=(Insert.before(events[150].id, [synthetic(s, AssistantMessage(text="sum"))]),),
+    )
+    # Leave the pending changes unrolled, as a process that died right after its commit would.
+    writer = other._writer
+    original = writer.roll_pending
+
+    async def died(session_id: str) -> None:
+        pass
+
+    writer.roll_pending = died  # type: ignore[method-assign]
+    assert await other.apply_compaction(s, plan, version)
+    writer.roll_pending = original  # type: ignore[method-assign]
+    doc = await repo._store.sessions.find_one({"_id": s})
+    assert doc is not None
+    assert doc["pending"]
+    await repo.append_event(user(s, "after"))
+    doc = await repo._store.sessions.find_one({"_id": s})
+    assert doc is not None
+    assert not doc["pending"]
+    active = [e.text for e in await repo.find_events(s, EventFilter.active())]
+    assert active == ["sum", *(f"m{i}" for i in range(150, 200)), "after"]
