@@ -32,6 +32,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from .._shield import shielded
 from ..chat import ChatChunk, ChatRequest, ChatResponse
 from ..compaction import CompactionStrategy, TriggerLike
 from ..events import Session, SessionEvent
@@ -57,7 +58,6 @@ from ._session import (
     known_active_view,
     open_turn,
     resolve_session,
-    shielded,
 )
 from .base import HIGHEST_PRECEDENCE, CallContext, CallNext, StateKey, StreamNext
 from .contexts import (

@@ -17,6 +17,7 @@ from typing import TypeVar
 
 import anyio.to_thread
 
+from .._shield import shielded
 from .store import (
     DEFAULT_MAX_FILE_BYTES,
     DEFAULT_MAX_STORE_BYTES,
@@ -117,7 +118,8 @@ class DirectoryMemoryStore(_ScopedLimits):
     too) stays a direct child of `root`; on case-insensitive filesystems scopes that differ only
     in case share a directory. Every call runs its blocking I/O in a worker thread
     (`anyio.to_thread`), so the event loop never blocks, and a write that has started finishes
-    even if the caller is cancelled.
+    even if the caller is cancelled: the cancellation waits for it (and keeps the scope's lock
+    until then), so nothing the caller does next can see it in progress.
 
     Sandbox: paths are validated by `normalize_memory_path`; then the real path (symlinks
     resolved) must lie inside the scope directory, so a symlink that leads out of it is neither
@@ -204,7 +206,7 @@ class DirectoryMemoryStore(_ScopedLimits):
             return MemoryFile(text=text, version=self._write_sync(rel, data, expected_version))
 
         async with await self._lock():
-            return await self._run(write_sync, rel)
+            return await shielded(self._run(write_sync, rel))
 
     async def delete(self, path: str) -> MemoryEntry:
         """Delete the file, or the directory and everything in it; return what was deleted."""
@@ -212,7 +214,7 @@ class DirectoryMemoryStore(_ScopedLimits):
         if not rel:
             raise MemoryPathError(path, "Cannot delete the memories root directory.")
         async with await self._lock():
-            return await self._run(self._delete_sync, rel)
+            return await shielded(self._run(self._delete_sync, rel))
 
     async def rename(self, old_path: str, new_path: str) -> None:
         """Move a file or directory, creating the destination's parents."""
@@ -225,7 +227,7 @@ class DirectoryMemoryStore(_ScopedLimits):
             self._rename_sync(old, new)
 
         async with await self._lock():
-            await self._run(rename_sync, old)
+            await shielded(self._run(rename_sync, old))
 
     async def _run(self, func: Callable[[str], _T], rel: str) -> _T:
         def call() -> _T:

@@ -30,8 +30,8 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Self
 
+from .._shield import shielded
 from ..advisors._chain import close_streams
-from ..advisors._session import shielded
 from ..advisors.base import CallContext, ChunkStream
 from ..chat import ChatChunk, ChatResponse
 from ..exceptions import UsageError

@@ -62,17 +62,17 @@ Writes are shielded from cancellation: a cancelled caller's write runs to its en
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from enum import Enum
 from types import TracebackType
-from typing import Any, Final, Self, TypeVar
+from typing import Any, Final, Self
 
 from pymongo import AsyncMongoClient, MongoClient, ReturnDocument, WriteConcern
 from pymongo.driver_info import DriverInfo
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
+from .._shield import shielded
 from ..compaction.plan import CompactionPlan
 from ..events import Session, SessionEvent
 from ..exceptions import SessionNotFound, UsageError
@@ -93,31 +93,12 @@ from ._protocol import SessionSnapshot
 
 __all__ = ["MongoSessionRepository"]
 
-_T = TypeVar("_T")
 _WRITE_CONCERN: Final = WriteConcern("majority", j=True)
 
 
 class _State(Enum):
     OPEN = "open"
     CLOSED = "closed"
-
-
-async def _shielded(awaitable: Awaitable[_T]) -> _T:
-    """Run a write to its end even if the caller is cancelled, then let the cancellation on."""
-    task = asyncio.ensure_future(awaitable)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        while not task.done():
-            try:
-                await asyncio.shield(task)
-            except asyncio.CancelledError:
-                continue
-            except Exception:  # the write's own error; the caller's cancellation wins
-                break
-        if not task.cancelled():
-            task.exception()  # retrieved, so asyncio does not report it as lost
-        raise
 
 
 def _driver_info() -> DriverInfo:
@@ -269,7 +250,7 @@ class MongoSessionRepository:
     async def save(self, session: Session) -> Session:
         """Create the session, or update its owner, expiry and metadata; returns it as stored."""
         self._check_open()
-        return await _shielded(self._save(session))
+        return await shielded(self._save(session))
 
     async def _save(self, session: Session) -> Session:
         fields = session_to_doc(session)
@@ -300,7 +281,7 @@ class MongoSessionRepository:
     async def save_if_absent(self, session: Session) -> bool:
         """Insert the session unless its id exists; ``True`` if this call inserted it."""
         self._check_open()
-        return await _shielded(self._save_if_absent(session))
+        return await shielded(self._save_if_absent(session))
 
     async def _save_if_absent(self, session: Session) -> bool:
         doc = {"_id": session.id, **session_to_doc(session), **new_log_fields()}
@@ -331,7 +312,7 @@ class MongoSessionRepository:
     async def delete(self, session_id: str) -> None:
         """Remove the session, its events and its event ids; an unknown id is not an error."""
         self._check_open()
-        await _shielded(self._delete(session_id))
+        await shielded(self._delete(session_id))
 
     async def _delete(self, session_id: str) -> None:
         store = self._store
@@ -346,7 +327,7 @@ class MongoSessionRepository:
         Each session is re-checked and deleted atomically, so a TTL extended meanwhile wins.
         """
         self._check_open()
-        return await _shielded(self._delete_expired(before))
+        return await shielded(self._delete_expired(before))
 
     async def _delete_expired(self, before: datetime) -> int:
         store = self._store
@@ -398,8 +379,8 @@ class MongoSessionRepository:
         writer = self._writer
         grouped = all(p.document is None for p in prepared)
         if grouped and not writer.reservations.holds(session_id, [e.id for e in events]):
-            return await _shielded(writer.append_grouped(session_id, prepared, expected_version))
-        done, _ = await _shielded(writer.append(session_id, prepared, expected_version))
+            return await shielded(writer.append_grouped(session_id, prepared, expected_version))
+        done, _ = await shielded(writer.append(session_id, prepared, expected_version))
         return done
 
     async def start_turn(
@@ -419,7 +400,7 @@ class MongoSessionRepository:
         _check_session(session_id, events)
         unique = _unique(events)
         prepared = prepare(session_id, unique, self._store.max_document_size)
-        _, doc = await _shielded(
+        _, doc = await shielded(
             self._writer.append(
                 session_id,
                 prepared,
@@ -505,4 +486,4 @@ class MongoSessionRepository:
             p.event.id: p
             for p in prepare(session_id, _unique(inserted), self._store.max_document_size)
         }
-        return await _shielded(self._writer.compact(session_id, plan, expected_version, prepared))
+        return await shielded(self._writer.compact(session_id, plan, expected_version, prepared))
