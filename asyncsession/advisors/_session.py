@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import inspect
 import logging
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from .._shield import shielded
 from ..compaction import CompactionRequest, CompactionStrategy, TriggerLike, should_compact
 from ..events import Session, SessionEvent
 from ..exceptions import AccessDenied, SessionExists, SessionNotFound, UsageError
@@ -27,12 +28,10 @@ __all__ = [
     "check_compaction_pair",
     "compact_after_turn",
     "resolve_session",
-    "shielded",
 ]
 
 logger = logging.getLogger("asyncsession.advisors")
 
-T = TypeVar("T")
 
 
 @runtime_checkable
@@ -45,29 +44,6 @@ class CompactionSubmitter(Protocol):
     def submit(self, session_id: str) -> object:
         """Queue ``session_id`` for compaction."""
         ...
-
-
-async def shielded(write: Coroutine[Any, Any, T]) -> T:
-    """Run a write to completion even if the caller is cancelled, then re-raise the cancellation.
-
-    A write that has started is never abandoned halfway: the caller's cancellation waits for
-    its outcome (the write is atomic in the store either way, but its effect is then known).
-    """
-    task = asyncio.ensure_future(write)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        while not task.done():
-            try:
-                await asyncio.wait({task})
-            except asyncio.CancelledError:
-                continue  # cancelled again: keep waiting, the cancellation is re-raised below
-        if not task.cancelled() and task.exception() is not None:
-            logger.warning(
-                "A session write failed while its caller was being cancelled",
-                exc_info=task.exception(),
-            )
-        raise
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -158,13 +134,9 @@ async def open_turn(
         request = SessionContexts.create_request(
             session_id, context, default_user_id=default_user_id
         )
-        try:
-            session = await shielded(service.create(request))
-        except SessionExists:  # a concurrent call created it first: start on theirs
-            event, snapshot = await start()
-        else:  # ours and new: its window is empty, only the message is left to store
-            event = await shielded(service.append_message(session_id, message, event_id=event_id))
-            return Resolved(session=session, events=(), read_filter=read_filter), event
+        with contextlib.suppress(SessionExists):  # or a concurrent call created it first
+            await shielded(service.create(request))
+        event, snapshot = await start()  # registers the reply's id with the message's
     resolved = Resolved(session=snapshot.session, events=snapshot.events, read_filter=read_filter)
     return resolved, event
 

@@ -291,8 +291,11 @@ class LogWriter:
                 return taken
         return []
 
-    async def release(self, session_id: str, ids: Sequence[str], token: str) -> None:
-        """Drop this attempt's registrations (and big-event documents) of ids it never committed."""
+    async def release(
+        self, session_id: str, ids: Sequence[str], token: str, *, written: bool = True
+    ) -> None:
+        """Drop this attempt's registrations of ids it never committed, and the big-event
+        documents it wrote ahead of its commit unless ``written`` says there are none."""
         if not ids:
             return
         with map_pymongo_errors(f"release event ids of session {session_id!r}"):
@@ -300,6 +303,8 @@ class LogWriter:
                 await self._store.event_ids.delete_many(
                     {"_id": {"$in": chunk}, "session_id": session_id, "token": token}
                 )
+                if not written:
+                    continue
                 await self._store.events.delete_many(
                     {
                         "_id": {"$in": chunk},
@@ -362,12 +367,12 @@ class LogWriter:
                 for doc in await find_by_ids(self._store.sessions, owner_ids, {}, {"_id": 1})
             }
         if session_id not in alive:
-            await self.release(session_id, ids, token)
+            await self.release(session_id, ids, token, written=False)
             raise SessionNotFound(session_id)
         for event_id in ids:
             owner = foreign.get(event_id)
             if owner is not None and owner["session_id"] in alive:
-                await self.release(session_id, ids, token)
+                await self.release(session_id, ids, token, written=False)
                 raise EventIdConflict(event_id, session_id, owner["session_id"])
         with map_pymongo_errors(f"reclaim event ids for session {session_id!r}"):
             for event_id, owner in foreign.items():
@@ -407,7 +412,7 @@ class LogWriter:
         with map_pymongo_errors(f"read session {session_id!r}"):
             doc = await sessions.find_one({"_id": session_id}, held)
         if doc is None:
-            await self.release(session_id, ids, token)
+            await self.release(session_id, ids, token, written=False)
             raise SessionNotFound(session_id)
         committed = await self._committed(session_id, doc, list(theirs))
         rest = [i for i in theirs if i not in committed]
@@ -424,7 +429,7 @@ class LogWriter:
                 return_document=ReturnDocument.AFTER,
             )
         if doc is None:
-            await self.release(session_id, ids, token)
+            await self.release(session_id, ids, token, written=False)
             raise SessionNotFound(session_id)
         committed |= await self._committed(session_id, doc, rest)
         rest = [i for i in rest if i not in committed]
@@ -555,7 +560,7 @@ class LogWriter:
                     for job in plain:
                         job.result.set_result(True)
                     commits.append((doc, len(fresh)))
-            await self.release(session_id, unused, token)
+            await self.release(session_id, unused, token, written=False)
             for job in alone:
                 try:
                     done, _ = await self.append(session_id, job.prepared, job.expected)
@@ -616,6 +621,7 @@ class LogWriter:
         token = token or new_token()
         replayed: set[str] = set()
         fenced: set[str] = set()
+        wrote = False  # big-event documents written ahead under ``token``
         for _ in range(_MAX_ROUNDS):
             if register:
                 registered = await self.reserve(session_id, [*ids, *extra], token)
@@ -630,6 +636,7 @@ class LogWriter:
             big = [p for p in fresh if p.document is not None]
             if big:
                 await self._prewrite(session_id, big, token, fenced)
+                wrote = True
             doc = await self._commit(session_id, fresh, token, expected_version, user_id, whole)
             if doc is not None:
                 self.reservations.add(session_id, [i for i in extra if i not in replayed], token)
@@ -647,20 +654,20 @@ class LogWriter:
                     },
                 )
             if current is None:
-                await self.release(session_id, [*ids, *extra], token)
+                await self.release(session_id, [*ids, *extra], token, written=wrote)
                 raise SessionNotFound(session_id)
             if user_id is not None and current["user_id"] != user_id:
-                await self.release(session_id, [*ids, *extra], token)
+                await self.release(session_id, [*ids, *extra], token, written=wrote)
                 raise AccessDenied(session_id, user_id)
             if token in current.get("fences", ()):
-                token, register = new_token(), True  # another attempt adopted our ids
+                token, register, wrote = new_token(), True, False  # our ids were adopted
                 continue
             now = ids_in(current, [p.event.id for p in fresh])
             if now:
                 replayed |= now  # committed meanwhile by an attempt that adopted them
                 continue
             if expected_version is not None and current["version"] != expected_version:
-                await self.release(session_id, [*ids, *extra], token)
+                await self.release(session_id, [*ids, *extra], token, written=wrote)
                 return False, None
         raise StorageError(f"could not append to session {session_id!r}: it kept changing")
 

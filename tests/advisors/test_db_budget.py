@@ -107,12 +107,12 @@ async def test_a_turn_on_a_new_session_adds_only_the_create(
     service: DefaultSessionService,
     repository: CountingRepository,
 ) -> None:
-    """A new session: the read finds nothing, the create makes it, and its window is empty."""
+    """A new session: the read finds nothing, the create makes it, the turn starts again."""
     server.enqueue(ScriptedReply.text("ok"))
 
     await chain(openai_client, service).call("hi", context=context("new"))
 
-    assert repository.calls == {"read_snapshot": 1, "save_if_absent": 1, "append_event": 2}
+    assert repository.calls == {"read_snapshot": 2, "save_if_absent": 1, "append_event": 2}
 
 
 async def test_a_tool_round_costs_appends_only(
@@ -226,3 +226,32 @@ async def test_on_mongodb_a_windowed_turn_costs_the_floor_of_three_commands(
     assert window[-1]["content"] == "question 2"
     stored_before = history + 2 + 2 * 2  # the history, the warm-up turn, two question turns
     assert len(window) - 1 in (min(20, stored_before), min(21, stored_before))
+
+
+async def test_on_mongodb_the_first_turn_of_a_new_session_costs_eight_commands(
+    counted_mongo: tuple[MongoSessionRepository, CommandCounter],
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+) -> None:
+    """A turn on a session that does not exist yet: the attempt that finds it missing
+    (registration, commit, check, release), the create, then the turn as usual: with the
+    question's registration covering the reply's id, the reply's commit needs nothing more."""
+    repository, counter = counted_mongo
+    service = DefaultSessionService(repository)
+    server.enqueue(ScriptedReply.text("hello"), ScriptedReply.text("again"))
+    counter.names.clear()
+    reply = await chain(openai_client, service).call("hi", context=context("fresh"))
+    assert reply.text == "hello"
+    assert counter.names == [
+        "insert",  # the question's and the reply's ids
+        "findAndModify",  # the commit finds no session
+        "find",  # which is why
+        "delete",  # the ids are released
+        "insert",  # the session
+        "insert",  # the ids again
+        "findAndModify",  # the question, returning the (empty) window
+        "update",  # the reply
+    ]
+    counter.names.clear()
+    await chain(openai_client, service).call("and now?", context=context("fresh"))
+    assert len(counter.names) == 3, counter.names
