@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-from collections.abc import Coroutine
-from typing import Any, TypeVar
 
+from .._shield import shielded
 from ..events import Session
 from ..filters import EventFilter
 from ..repository._protocol import SessionRepository
@@ -16,8 +14,6 @@ from .strategies import CompactionStrategy
 from .triggers import TriggerLike, should_compact
 
 __all__ = ["run_compaction"]
-
-_T = TypeVar("_T")
 
 
 async def run_compaction(
@@ -47,29 +43,7 @@ async def run_compaction(
     plan = CompactionPlan.of(session.id, events, result)
     if plan.is_empty:
         return dataclasses.replace(result, applied=False)
-    applied = await _complete_despite_cancellation(
-        repository.apply_compaction(session.id, plan, snapshot.version)
-    )
+    applied = await shielded(repository.apply_compaction(session.id, plan, snapshot.version))
     if not applied:
         return dataclasses.replace(CompactionResult.unchanged(events), error=result.error)
     return dataclasses.replace(result, applied=True)
-
-
-async def _complete_despite_cancellation(write: Coroutine[Any, Any, _T]) -> _T:
-    """Await ``write`` in a task of its own that a cancellation of the caller cannot interrupt.
-
-    On cancellation, wait for the write to finish (absorbing repeated cancellations, as a cancel
-    scope delivers them), then re-raise the cancellation; the write's own outcome is dropped.
-    """
-    task = asyncio.ensure_future(write)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        while not task.done():
-            try:
-                await asyncio.wait({task})
-            except asyncio.CancelledError:
-                continue
-        if not task.cancelled():
-            task.exception()  # retrieved: the caller hears only about its cancellation
-        raise

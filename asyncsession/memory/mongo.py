@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import secrets
 from collections.abc import AsyncGenerator, Mapping
@@ -14,6 +13,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
+from .._shield import shielded
 from .store import (
     DEFAULT_MAX_FILE_BYTES,
     DEFAULT_MAX_STORE_BYTES,
@@ -281,14 +281,7 @@ class MongoMemoryStore(_ScopedLimits):
         new = normalize_memory_path(new_path)
         if not old:
             raise MemoryPathError(old_path, "Cannot rename the memories root directory.")
-        task = asyncio.ensure_future(self._rename(old, new))
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            await asyncio.wait({task})
-            if not task.cancelled():
-                task.exception()  # retrieved: the caller only hears about the cancellation
-            raise
+        await shielded(self._rename(old, new))
 
     async def _rename(self, old: str, new: str) -> None:
         async with _map_pymongo_errors(old):
