@@ -9,7 +9,6 @@ needs.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -24,11 +23,11 @@ from .events import (
     SessionEvent,
     utc_now,
 )
-from .exceptions import AccessDenied, SessionExists, SessionNotFound, UsageError
+from .exceptions import SessionExists, SessionNotFound, UsageError
 from .filters import EventFilter
 from .messages import Message
 from .repository._protocol import SessionRepository, SessionSnapshot
-from .repository._turn import supports_turns
+from .repository._turn import start_turn
 
 if TYPE_CHECKING:
     from .compaction import CompactionResult, CompactionStrategy, TriggerLike
@@ -132,8 +131,10 @@ class SessionService(Protocol):
         event_id: str | None = None,
         user_id: str | None = None,
         reserve_event_ids: Sequence[str] = (),
+        create: CreateSessionRequest | None = None,
     ) -> tuple[SessionEvent, SessionSnapshot]:
-        """Start a chat turn: check the owner, append ``message``, read the window before it."""
+        """Start a chat turn: check the owner (creating the session from ``create`` if it does
+        not exist), append ``message``, read the window before it."""
         ...
 
     async def find_events_by_user_id(
@@ -316,19 +317,27 @@ class DefaultSessionService:
         event_id: str | None = None,
         user_id: str | None = None,
         reserve_event_ids: Sequence[str] = (),
+        create: CreateSessionRequest | None = None,
     ) -> tuple[SessionEvent, SessionSnapshot]:
         """Start a chat turn in as few round trips as the store allows.
 
         Checks that ``user_id`` (when given) owns the session, appends ``message`` as a new
         event (idempotently: a replayed ``event_id`` is a no-op) and returns the event with a
-        snapshot whose events are the window ``filter`` selects *before* it. A store with a
-        native turn (``MongoSessionRepository``: two commands) does it at once; any other store
-        reads, then appends. ``reserve_event_ids`` are ids the caller will append next (the
-        reply): a store may register them now to make that append cheaper.
+        snapshot whose events are the window ``filter`` selects *before* it, and whose version
+        is the one right after the append. ``create`` makes a session that does not exist yet
+        (its ``id`` must be ``session_id`` or ``None``) and starts the turn on it: the first turn
+        of a conversation needs no separate create. A store with a native turn
+        (``MongoSessionRepository``: two commands, three on a new session;
+        ``InMemorySessionRepository``) does it at once; any other store reads, then appends
+        (see :func:`asyncsession.repository.start_turn`). ``reserve_event_ids`` are ids the
+        caller will append next (the reply): a store may register them now to make that
+        append cheaper.
 
         Raises:
-            SessionNotFound: the session does not exist; nothing was written.
+            SessionNotFound: the session does not exist and ``create`` is ``None``; nothing was
+                written.
             AccessDenied: the session belongs to another user; nothing was written.
+            UsageError: ``create`` names another session, or another user than ``user_id``.
         """
         values: dict[str, Any] = {
             "session_id": _require(session_id, "session_id"),
@@ -339,19 +348,21 @@ class DefaultSessionService:
             values["id"] = event_id
         event = SessionEvent(**values)
         self._check_storable(event)
-        if supports_turns(self.repository):
-            snapshot = await self.repository.start_turn(
-                session_id, [event], filter, user_id=user_id, reserve_event_ids=reserve_event_ids
-            )
-            return event, snapshot
-        read = await self.repository.read_snapshot(session_id, filter)
-        if read is None:
-            raise SessionNotFound(session_id)
-        if user_id is not None and read.session.user_id != user_id:
-            raise AccessDenied(session_id, user_id)
-        await self.repository.append_event(event)
-        window = tuple(e for e in read.events if e.id != event.id)
-        return event, dataclasses.replace(read, events=window)
+        new = None
+        if create is not None:
+            if create.id not in (None, session_id):
+                raise UsageError(f"the session to create is {create.id!r}, not {session_id!r}")
+            new = self._new_session(create.model_copy(update={"id": session_id}))
+        snapshot = await start_turn(
+            self.repository,
+            session_id,
+            [event],
+            filter,
+            user_id=user_id,
+            reserve_event_ids=reserve_event_ids,
+            create=new,
+        )
+        return event, snapshot
 
     async def find_events_by_user_id(
         self, user_id: str, filter: EventFilter | None = None
@@ -473,6 +484,7 @@ class DelegatingSessionService:
         event_id: str | None = None,
         user_id: str | None = None,
         reserve_event_ids: Sequence[str] = (),
+        create: CreateSessionRequest | None = None,
     ) -> tuple[SessionEvent, SessionSnapshot]:
         """Forwarded."""
         return await self.delegate.start_turn(
@@ -482,6 +494,7 @@ class DelegatingSessionService:
             event_id=event_id,
             user_id=user_id,
             reserve_event_ids=reserve_event_ids,
+            create=create,
         )
 
     async def find_events_by_user_id(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
 from collections.abc import Mapping, Sequence
@@ -15,7 +14,6 @@ from ..events import Session, SessionEvent
 from ..exceptions import AccessDenied, SessionExists, SessionNotFound, UsageError
 from ..filters import EventFilter
 from ..messages import Message
-from ..repository import SessionSnapshot
 from ..service import SessionService
 from .base import StateKey
 from .contexts import SessionContexts
@@ -109,34 +107,24 @@ async def open_turn(
     """Check the owner, store the user's message and read the window before it, in one step.
 
     On a store with native turns this is the whole database work before the model call (two
-    commands on MongoDB); a missing session is created and the turn started again.
+    commands on MongoDB); a missing session is created in the same step (one command more).
 
     Raises:
         AccessDenied: the context names a user who does not own the session.
     """
-    user_id = SessionContexts.user_id(context)
-
-    async def start() -> tuple[SessionEvent, SessionSnapshot]:
-        return await shielded(
-            service.start_turn(
-                session_id,
-                message,
-                read_filter,
-                event_id=event_id,
-                user_id=user_id,
-                reserve_event_ids=reserve_event_ids,
-            )
+    event, snapshot = await shielded(
+        service.start_turn(
+            session_id,
+            message,
+            read_filter,
+            event_id=event_id,
+            user_id=SessionContexts.user_id(context),
+            reserve_event_ids=reserve_event_ids,
+            create=SessionContexts.create_request(
+                session_id, context, default_user_id=default_user_id
+            ),
         )
-
-    try:
-        event, snapshot = await start()
-    except SessionNotFound:
-        request = SessionContexts.create_request(
-            session_id, context, default_user_id=default_user_id
-        )
-        with contextlib.suppress(SessionExists):  # or a concurrent call created it first
-            await shielded(service.create(request))
-        event, snapshot = await start()  # registers the reply's id with the message's
+    )
     resolved = Resolved(session=snapshot.session, events=snapshot.events, read_filter=read_filter)
     return resolved, event
 

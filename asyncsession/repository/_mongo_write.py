@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from pymongo import ReturnDocument
-from pymongo.errors import BulkWriteError
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from ..compaction.plan import CompactionPlan
 from ..events import SessionEvent
@@ -607,12 +607,14 @@ class LogWriter:
         user_id: str | None = None,
         whole: bool = False,
         reserve_ids: Sequence[str] = (),
+        create: Doc | None = None,
     ) -> tuple[bool, Doc | None]:
         """Append a batch as one version; see ``SessionRepository.append_events``.
 
         With ``whole``, returns the whole session document as of the commit (or as read, when
         every event was a replay). ``reserve_ids`` are registered too, for a later append by
-        this process that then needs no registration of its own.
+        this process that then needs no registration of its own. ``create`` is a new session
+        document (without its log) to insert, holding the batch, if the session does not exist.
         """
         ids = [p.event.id for p in prepared]
         extra = [i for i in dict.fromkeys(reserve_ids) if i not in set(ids)]
@@ -638,6 +640,8 @@ class LogWriter:
                 await self._prewrite(session_id, big, token, fenced)
                 wrote = True
             doc = await self._commit(session_id, fresh, token, expected_version, user_id, whole)
+            if doc is None and create is not None:
+                doc = await self._create(create, fresh)
             if doc is not None:
                 self.reservations.add(session_id, [i for i in extra if i not in replayed], token)
                 await self._after_commit(session_id, doc, len(fresh), whole)
@@ -670,6 +674,25 @@ class LogWriter:
                 await self.release(session_id, [*ids, *extra], token, written=wrote)
                 return False, None
         raise StorageError(f"could not append to session {session_id!r}: it kept changing")
+
+    async def _create(self, fields: Doc, fresh: Sequence[Prepared]) -> Doc | None:
+        """Insert a new session document holding ``fresh`` as its first version, positioned as
+        an append to an empty log would be; ``None`` if the session exists."""
+        added = len(fresh)
+        doc = {
+            **fields,
+            "version": 1,
+            "seq": added * GAP,
+            "tail": [p.entry for p in fresh],
+            "tn": added,
+        }
+        with map_pymongo_errors(f"create session {fields['_id']!r}"):
+            try:
+                await self._store.sessions.insert_one(doc)
+            except DuplicateKeyError:
+                return None  # created meanwhile: the append goes on as for any failed commit
+        self.hints.note(fields["_id"], added, False)
+        return doc
 
     async def _read_checked(self, session_id: str, user_id: str | None) -> Doc:
         with map_pymongo_errors(f"read session {session_id!r}"):

@@ -1,12 +1,13 @@
 """Starting a chat turn in as few round trips as the store allows: an optional capability.
 
-A chat turn, as the session-memory advisor performs it, resolves the session, reads the window
-the model sees, appends the user's message and, after the model call, appends the reply.
-:func:`start_turn` does the first three in one call: a store that implements
-:class:`TurnRepository` (``MongoSessionRepository`` does: one id registration and one commit
-that returns the session document) does them at once; any other store gets the same result from
-the plain protocol. Ids passed as ``reserve_event_ids`` (the reply's id) are registered ahead,
-so the reply's later ``append_event`` is a single commit.
+A chat turn, as the session-memory advisor performs it, resolves the session (creating it on
+the first turn), reads the window the model sees, appends the user's message and, after the
+model call, appends the reply. :func:`start_turn` does all but the last in one call: a store
+that implements :class:`TurnRepository` does them at once (``MongoSessionRepository``: one id
+registration and one commit that returns the session document; a new session costs one more
+command, its insert; ``InMemorySessionRepository``: one atomic step); any other store gets the
+same result from the plain protocol. Ids passed as ``reserve_event_ids`` (the reply's id) are
+registered ahead, so the reply's later ``append_event`` is a single commit.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, TypeGuard, runtime_checkable
 
-from ..events import SessionEvent
-from ..exceptions import AccessDenied, SessionNotFound
+from ..events import Session, SessionEvent
+from ..exceptions import AccessDenied, SessionNotFound, UsageError
 from ..filters import EventFilter
 from ._protocol import SessionRepository, SessionSnapshot
 
-__all__ = ["TurnRepository", "start_turn", "supports_turns"]
+__all__ = ["TurnRepository", "check_creation", "start_turn", "supports_turns"]
 
 
 @runtime_checkable
@@ -34,6 +35,7 @@ class TurnRepository(SessionRepository, Protocol):
         *,
         user_id: str | None = None,
         reserve_event_ids: Sequence[str] = (),
+        create: Session | None = None,
     ) -> SessionSnapshot:
         """Append ``events`` and return the window ``filter`` selects as it was before them.
 
@@ -47,6 +49,22 @@ def supports_turns(repository: SessionRepository) -> TypeGuard[TurnRepository]:
     return callable(getattr(repository, "start_turn", None))
 
 
+def check_creation(session_id: str, user_id: str | None, create: Session | None) -> None:
+    """Refuse a session to create that is not ``session_id``, or not ``user_id``'s.
+
+    Raises:
+        UsageError: it is not.
+    """
+    if create is None:
+        return
+    if create.id != session_id:
+        raise UsageError(f"the session to create is {create.id!r}, not {session_id!r}")
+    if user_id is not None and create.user_id != user_id:
+        raise UsageError(
+            f"the session to create belongs to {create.user_id!r}, not to {user_id!r}"
+        )
+
+
 async def start_turn(
     repository: SessionRepository,
     session_id: str,
@@ -55,6 +73,7 @@ async def start_turn(
     *,
     user_id: str | None = None,
     reserve_event_ids: Sequence[str] = (),
+    create: Session | None = None,
 ) -> SessionSnapshot:
     """Check the session, append ``events`` (idempotently) and read the window before them.
 
@@ -63,19 +82,36 @@ async def start_turn(
     the append, so an ``expected_version`` append of the reply succeeds only if nobody else wrote
     in between. ``reserve_event_ids`` are ids of events this process will append next (the
     reply): a store may register them now to make that append cheaper; an id reserved and never
-    appended is harmless.
+    appended is harmless. ``create`` is the session to create when ``session_id`` does not exist
+    (its id must be ``session_id``): the turn's events are then its first, and the window is
+    empty. A session that exists is used as it is, whatever ``create`` says.
 
     Raises:
-        SessionNotFound: the session does not exist; nothing was written.
+        SessionNotFound: the session does not exist (and ``create`` is ``None``); nothing was
+            written.
         AccessDenied: ``user_id`` is given and the session belongs to another user; nothing
             was written.
         EventIdConflict: an event id belongs to another session; nothing was written.
+        UsageError: ``create`` has another id than ``session_id``, or another owner than
+            ``user_id``.
     """
+    check_creation(session_id, user_id, create)
     if supports_turns(repository):
         return await repository.start_turn(
-            session_id, events, filter, user_id=user_id, reserve_event_ids=reserve_event_ids
+            session_id,
+            events,
+            filter,
+            user_id=user_id,
+            reserve_event_ids=reserve_event_ids,
+            create=create,
         )
     snapshot = await repository.read_snapshot(session_id, filter)
+    if snapshot is None and create is not None:
+        if await repository.save_if_absent(create):
+            await repository.append_events(session_id, events)
+            version = await repository.get_event_version(session_id)
+            return SessionSnapshot(session=create, version=version, events=())
+        snapshot = await repository.read_snapshot(session_id, filter)  # created concurrently
     if snapshot is None:
         raise SessionNotFound(session_id)
     if user_id is not None and snapshot.session.user_id != user_id:

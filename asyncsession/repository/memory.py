@@ -15,9 +15,10 @@ from datetime import datetime
 
 from ..compaction.plan import CompactionPlan
 from ..events import Session, SessionEvent
-from ..exceptions import EventIdConflict, SessionNotFound, UsageError
+from ..exceptions import AccessDenied, EventIdConflict, SessionNotFound, UsageError
 from ..filters import EventFilter
 from ._protocol import SessionSnapshot
+from ._turn import check_creation
 
 __all__ = ["InMemorySessionRepository"]
 
@@ -115,30 +116,70 @@ class InMemorySessionRepository:
             log = self._logs.get(session_id)
             if log is None:
                 raise SessionNotFound(session_id)
-            fresh: list[SessionEvent] = []
-            seen: set[str] = set()
-            for event in events:
-                if event.session_id != session_id:
-                    raise UsageError(
-                        f"event {event.id!r} belongs to session {event.session_id!r}, "
-                        f"not {session_id!r}"
-                    )
-                owner = self._owners.get(event.id)
-                if owner is not None and owner != session_id:
-                    raise EventIdConflict(event.id, session_id, owner)
-                if owner is None and event.id not in seen:
-                    seen.add(event.id)
-                    fresh.append(event)
+            fresh = self._fresh(session_id, events)
             if not fresh:
                 return expected_version is None or bool(events) or log.version == expected_version
             if expected_version is not None and log.version != expected_version:
                 return False
-            for event in fresh:
-                log.events.append(event)
-                log.ids.add(event.id)
-                self._owners[event.id] = session_id
-            log.version += 1
+            self._append(log, fresh)
             return True
+
+    def _fresh(self, session_id: str, events: Sequence[SessionEvent]) -> list[SessionEvent]:
+        """The events of a batch not in the log yet; raises for one that cannot be appended."""
+        fresh: list[SessionEvent] = []
+        seen: set[str] = set()
+        for event in events:
+            if event.session_id != session_id:
+                raise UsageError(
+                    f"event {event.id!r} belongs to session {event.session_id!r}, "
+                    f"not {session_id!r}"
+                )
+            owner = self._owners.get(event.id)
+            if owner is not None and owner != session_id:
+                raise EventIdConflict(event.id, session_id, owner)
+            if owner is None and event.id not in seen:
+                seen.add(event.id)
+                fresh.append(event)
+        return fresh
+
+    def _append(self, log: _Log, fresh: Sequence[SessionEvent]) -> None:
+        for event in fresh:
+            log.events.append(event)
+            log.ids.add(event.id)
+            self._owners[event.id] = log.session.id
+        log.version += 1
+
+    async def start_turn(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        filter: EventFilter,
+        *,
+        user_id: str | None = None,
+        reserve_event_ids: Sequence[str] = (),
+        create: Session | None = None,
+    ) -> SessionSnapshot:
+        """Append ``events`` and return the window before them, in one atomic step.
+
+        See :func:`asyncsession.repository.start_turn`; ``reserve_event_ids`` saves nothing in
+        memory.
+        """
+        check_creation(session_id, user_id, create)
+        with self._lock:
+            log = self._logs.get(session_id)
+            session = create if log is None else log.session
+            if session is None:
+                raise SessionNotFound(session_id)
+            if user_id is not None and session.user_id != user_id:
+                raise AccessDenied(session_id, user_id)
+            fresh = self._fresh(session_id, events)
+            if log is None:
+                log = self._logs[session_id] = _Log(session=session)
+            ids = {event.id for event in events}
+            window = tuple(_read(log, filter, skip=ids))
+            if fresh:
+                self._append(log, fresh)
+            return SessionSnapshot(session=log.session, version=log.version, events=window)
 
     # --- reads ---------------------------------------------------------------------------------
 
@@ -201,13 +242,21 @@ class InMemorySessionRepository:
             return True
 
 
-def _read(log: _Log, filter: EventFilter) -> list[SessionEvent]:
+def _read(
+    log: _Log, filter: EventFilter, skip: frozenset[str] | set[str] = frozenset()
+) -> list[SessionEvent]:
+    """The events ``filter`` selects from the log, as if the events ``skip`` names were not in
+    it."""
     if filter.last_n is None:
-        return filter.apply(log.events, compacted_at=log.compacted_at)
+        if not skip:
+            return filter.apply(log.events, compacted_at=log.compacted_at)
+        kept = [(i, e) for i, e in enumerate(log.events) if e.id not in skip]
+        compacted_at = sum(1 for i, _ in kept if i < log.compacted_at)
+        return filter.apply([e for _, e in kept], compacted_at=compacted_at)
     # Walk back from the end so the cost follows the window, not the log.
     n = filter.last_n
     window: list[SessionEvent] = []
-    matches = _matching_backwards(log, filter)
+    matches = _matching_backwards(log, filter, skip)
     for event in matches:
         window.append(event)
         if len(window) == n:
@@ -223,11 +272,13 @@ def _read(log: _Log, filter: EventFilter) -> list[SessionEvent]:
     return window
 
 
-def _matching_backwards(log: _Log, filter: EventFilter) -> Iterator[SessionEvent]:
+def _matching_backwards(
+    log: _Log, filter: EventFilter, skip: frozenset[str] | set[str]
+) -> Iterator[SessionEvent]:
     events = log.events
     for index in range(len(events) - 1, -1, -1):
         event = events[index]
-        if not filter.matches(event):
+        if event.id in skip or not filter.matches(event):
             continue
         if filter.active_view and not event.is_message and index < log.compacted_at:
             continue

@@ -90,6 +90,7 @@ from ._mongo_state import LogState, decode_state
 from ._mongo_store import Store
 from ._mongo_write import LogWriter, prepare
 from ._protocol import SessionSnapshot
+from ._turn import check_creation
 
 __all__ = ["MongoSessionRepository"]
 
@@ -391,13 +392,19 @@ class MongoSessionRepository:
         *,
         user_id: str | None = None,
         reserve_event_ids: Sequence[str] = (),
+        create: Session | None = None,
     ) -> SessionSnapshot:
-        """Append ``events`` and return the window before them, in two commands.
+        """Append ``events`` and return the window before them, in two commands (three when
+        the session is created).
 
         See :func:`asyncsession.repository.start_turn`.
         """
         self._check_open()
         _check_session(session_id, events)
+        check_creation(session_id, user_id, create)
+        new: Doc | None = None
+        if create is not None:
+            new = {"_id": session_id, **session_to_doc(create), **new_log_fields()}
         unique = _unique(events)
         prepared = prepare(session_id, unique, self._store.max_document_size)
         _, doc = await shielded(
@@ -408,6 +415,7 @@ class MongoSessionRepository:
                 user_id=user_id,
                 whole=True,
                 reserve_ids=reserve_event_ids,
+                create=new,
             )
         )
         assert doc is not None

@@ -33,7 +33,11 @@ MODEL = "gpt-test"
 
 
 class CountingRepository:
-    """An in-memory repository that counts calls per method: the database work of a chat call."""
+    """An in-memory repository that counts calls per method: the database work of a chat call.
+
+    It has only the protocol's methods (no native ``start_turn``), so the service starts turns
+    the way it does on any plain store: read, append, read the version.
+    """
 
     def __init__(self) -> None:
         self.inner = InMemorySessionRepository()

@@ -98,7 +98,12 @@ async def test_a_plain_turn_is_one_read_and_two_appends(
 
     await ask(chain(openai_client, service), "hi", streaming=streaming, context=context("s"))
 
-    assert repository.calls == {"read_snapshot": 1, "append_event": 2}
+    assert repository.calls == {
+        "read_snapshot": 1,
+        "append_events": 1,
+        "get_event_version": 1,
+        "append_event": 1,
+    }
 
 
 async def test_a_turn_on_a_new_session_adds_only_the_create(
@@ -112,7 +117,13 @@ async def test_a_turn_on_a_new_session_adds_only_the_create(
 
     await chain(openai_client, service).call("hi", context=context("new"))
 
-    assert repository.calls == {"read_snapshot": 2, "save_if_absent": 1, "append_event": 2}
+    assert repository.calls == {
+        "read_snapshot": 1,
+        "save_if_absent": 1,
+        "append_events": 1,
+        "get_event_version": 1,
+        "append_event": 1,
+    }
 
 
 async def test_a_tool_round_costs_appends_only(
@@ -131,7 +142,12 @@ async def test_a_tool_round_costs_appends_only(
 
     await chain(openai_client, service).call("hi", context=context("s"))
 
-    assert repository.calls == {"read_snapshot": 1, "append_event": 4}
+    assert repository.calls == {
+        "read_snapshot": 1,
+        "append_events": 1,
+        "get_event_version": 1,
+        "append_event": 3,
+    }
 
 
 # On the MongoDB test server: commands on the wire.
@@ -228,30 +244,32 @@ async def test_on_mongodb_a_windowed_turn_costs_the_floor_of_three_commands(
     assert len(window) - 1 in (min(20, stored_before), min(21, stored_before))
 
 
-async def test_on_mongodb_the_first_turn_of_a_new_session_costs_eight_commands(
+async def test_on_mongodb_the_first_turn_of_a_new_session_costs_one_command_more(
     counted_mongo: tuple[MongoSessionRepository, CommandCounter],
     server: ScriptedOpenAIServer,
     openai_client: openai.AsyncOpenAI,
 ) -> None:
-    """A turn on a session that does not exist yet: the attempt that finds it missing
-    (registration, commit, check, release), the create, then the turn as usual: with the
-    question's registration covering the reply's id, the reply's commit needs nothing more."""
+    """A turn on a session that does not exist yet creates it in the same step: the commit
+    finds no session, so the session document is inserted holding the question; the reply's
+    id was registered with the question's, so its commit is one update."""
     repository, counter = counted_mongo
     service = DefaultSessionService(repository)
     server.enqueue(ScriptedReply.text("hello"), ScriptedReply.text("again"))
     counter.names.clear()
-    reply = await chain(openai_client, service).call("hi", context=context("fresh"))
+    reply = await chain(openai_client, service).call("hi", context=context("fresh", "dana"))
     assert reply.text == "hello"
     assert counter.names == [
         "insert",  # the question's and the reply's ids
         "findAndModify",  # the commit finds no session
-        "find",  # which is why
-        "delete",  # the ids are released
-        "insert",  # the session
-        "insert",  # the ids again
-        "findAndModify",  # the question, returning the (empty) window
+        "insert",  # the session, holding the question
         "update",  # the reply
     ]
+    session = await service.find_by_id("fresh")
+    assert session is not None
+    assert session.user_id == "dana"
     counter.names.clear()
-    await chain(openai_client, service).call("and now?", context=context("fresh"))
+    await chain(openai_client, service).call("and now?", context=context("fresh", "dana"))
     assert len(counter.names) == 3, counter.names
+    texts = [e.text for e in await service.get_events("fresh", EventFilter.all())]
+    assert texts == ["hi", "hello", "and now?", "again"]
+    assert [m["content"] for m in server.requests[-1].messages] == ["hi", "hello", "and now?"]

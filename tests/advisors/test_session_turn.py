@@ -80,7 +80,12 @@ async def test_the_turn_resolves_the_session_once_and_the_memory_advisor_reuses_
         context=context("s", "alice"),
     )
 
-    assert repository.calls == {"read_snapshot": 1, "append_event": 4}
+    assert repository.calls == {
+        "read_snapshot": 1,
+        "append_events": 1,
+        "get_event_version": 1,
+        "append_event": 3,
+    }
 
 
 async def test_a_memory_advisor_of_another_service_resolves_the_session_itself(
@@ -174,7 +179,12 @@ async def test_a_quiet_trigger_costs_no_database_command(
         turn_client(openai_client, service, turn), "go", streaming=streaming, context=context("s")
     )
 
-    assert repository.calls == {"read_snapshot": 1, "append_event": 2}
+    assert repository.calls == {
+        "read_snapshot": 1,
+        "append_events": 1,
+        "get_event_version": 1,
+        "append_event": 1,
+    }
 
 
 @pytest.mark.parametrize("streaming", PATHS)

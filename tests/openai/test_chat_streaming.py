@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import openai
 import pytest
@@ -338,10 +339,15 @@ class SlowAppends(CountingRepository):
         self.started = asyncio.Event()
         self.gate = asyncio.Event()
 
-    async def append_event(self, event: SessionEvent) -> None:
+    async def append_events(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_version: int | None = None,
+    ) -> bool:
         self.started.set()
         await self.gate.wait()
-        await super().append_event(event)
+        return await super().append_events(session_id, events, expected_version)
 
 
 async def test_a_write_that_started_completes_even_if_the_caller_is_cancelled(

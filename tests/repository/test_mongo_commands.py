@@ -7,6 +7,7 @@ Operations cost a small, fixed number of commands whatever the length of the log
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from pymongo import AsyncMongoClient, monitoring
 
 from asyncsession import (
+    AccessDenied,
     AssistantMessage,
     CompactionPlan,
     EventFilter,
@@ -24,6 +26,7 @@ from asyncsession import (
     Insert,
     Session,
     SessionEvent,
+    UsageError,
     UserMessage,
 )
 from asyncsession.events import utc_now
@@ -256,27 +259,93 @@ async def test_a_last_n_read_is_bounded_by_position_ranges(
     assert not any("$sort" in stage or "$limit" in stage for stage in pipeline)
 
 
+class PlainStore:
+    """The in-memory store through the plain protocol only: no native ``start_turn``."""
+
+    def __init__(self) -> None:
+        self._inner = InMemorySessionRepository()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "start_turn":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
 async def test_start_turn_matches_on_every_store(repo: MongoSessionRepository) -> None:
-    """The native turn and the fallback for plain stores give the same snapshot."""
-    memory = InMemorySessionRepository()
+    """The native turns (MongoDB, in memory) and the fallback for plain stores agree."""
+    plain, memory = PlainStore(), InMemorySessionRepository()
     assert supports_turns(repo)
-    assert not supports_turns(memory)
+    assert supports_turns(memory)
+    assert not supports_turns(plain)
     session = Session(user_id="carol")
     s = session.id
     history = [user(s, "u1"), assistant(s, "a1")]
-    for store in (memory, repo):
+    stores: list[Any] = [plain, memory, repo]
+    for store in stores:
         await store.save(session)
         await store.append_events(s, history)
     question = user(s, "u2")
     window = EventFilter.active().merge(EventFilter.last_n(1))
-    expected = await start_turn(memory, s, [question], window, user_id="carol")
-    actual = await start_turn(repo, s, [question], window, user_id="carol")
-    assert actual == expected
-    assert [e.text for e in actual.events] == ["u1", "a1"]
-    assert actual.version == 2
-    again = await start_turn(repo, s, [question], window)
-    assert again.version == 2
-    assert again.events == actual.events
+    snapshots = [await start_turn(st, s, [question], window, user_id="carol") for st in stores]
+    assert snapshots[0] == snapshots[1] == snapshots[2]
+    assert [e.text for e in snapshots[2].events] == ["u1", "a1"]
+    assert snapshots[2].version == 2
+    for store in (memory, repo):  # a replay: nothing appended, the same window
+        again = await start_turn(store, s, [question], window)
+        assert again.version == 2
+        assert again.events == snapshots[2].events
+
+
+async def test_start_turn_creates_a_missing_session_on_every_store(
+    repo: MongoSessionRepository,
+) -> None:
+    """``create`` makes the session with the turn's events as its first; an existing session
+    is used as it is; a session to create for another id or owner is refused."""
+    stores: list[Any] = [PlainStore(), InMemorySessionRepository(), repo]
+    for store in stores:
+        new = Session(user_id="erin", metadata={"k": "v"})
+        s = new.id
+        question = user(s, "first")
+        snapshot = await start_turn(store, s, [question], EventFilter.all(), create=new)
+        assert snapshot.session == new
+        assert snapshot.events == ()
+        assert snapshot.version == 1
+        assert await store.find_by_id(s) == new
+        assert await store.find_events(s, EventFilter.all()) == [question]
+        other = Session(id=s, user_id="erin", metadata={"k": "other"})
+        nxt = user(s, "second")
+        snapshot = await start_turn(store, s, [nxt], EventFilter.all(), create=other)
+        assert snapshot.session == new  # existing: create is not used
+        assert [e.text for e in snapshot.events] == ["first"]
+        with pytest.raises(UsageError):
+            await start_turn(
+                store, s, [user(s, "x")], EventFilter.all(), create=Session(user_id="erin")
+            )
+        with pytest.raises(UsageError):
+            await start_turn(store, s, [user(s, "x")], EventFilter.all(), user_id="fay", create=new)
+        with pytest.raises(AccessDenied):
+            await start_turn(store, s, [user(s, "x")], EventFilter.all(), user_id="fay")
+        assert [e.text for e in await store.find_events(s, EventFilter.all())] == [
+            "first",
+            "second",
+        ]
+
+
+async def test_concurrent_first_turns_create_one_session(repo: MongoSessionRepository) -> None:
+    """Many first turns racing on one new session: one creates it, all messages are stored
+    once each."""
+    s = "racing-new-session"
+
+    async def turn(i: int) -> None:
+        create = Session(id=s, user_id="gus")
+        await start_turn(repo, s, [user(s, f"q{i}")], EventFilter.last_n(5), create=create)
+
+    async with asyncio.TaskGroup() as group:
+        for i in range(24):
+            group.create_task(turn(i))
+    texts = [e.text for e in await repo.find_events(s, EventFilter.all())]
+    assert sorted(texts) == sorted(f"q{i}" for i in range(24))
+    assert await repo.get_event_version(s) == 24
 
 
 def names(recorder: Recorder) -> list[str]:
