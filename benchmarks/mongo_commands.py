@@ -1,7 +1,8 @@
 """Database commands and round trips per operation of ``MongoSessionRepository``, and how the
 time of a ``last_n=20`` read changes with the length of the log.
 
-Run ``python benchmarks/mongo_commands.py``. It uses ``MONGODB_URI`` when set (its options are
+Run ``python benchmarks/mongo_commands.py`` (``--quick``: everything at tiny sizes, a smoke
+run whose numbers mean nothing). It uses ``MONGODB_URI`` when set (its options are
 used as given; the store's own writes are journaled-majority whatever they say), or else starts
 the test server named by ``ASYNCSESSION_SECANTUSD`` on a free port with
 ``w=majority&journal=true``. It prints Markdown tables; nothing here is a timed test.
@@ -32,7 +33,7 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC
-from asyncsession.repository._turn import start_turn
+from asyncsession.repository import start_turn
 from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable
 
 if __package__:
@@ -64,10 +65,18 @@ def summary(session_id: str, n: int) -> SessionEvent:
 
 
 class Bench:
-    def __init__(self, repo: MongoSessionRepository, counter: CommandCounter) -> None:
+    def __init__(
+        self, repo: MongoSessionRepository, counter: CommandCounter, *, scale: float = 1.0
+    ) -> None:
         self.repo = repo
         self.counter = counter
+        self.scale = scale
+        """Repeats and session sizes are multiplied by this (``--quick``: a smoke run)."""
         self.rows: list[tuple[str, float, float, float, int, str]] = []
+
+    def n(self, full: int) -> int:
+        """``full`` repeats (or events), scaled."""
+        return max(2, int(full * self.scale))
 
     async def session(self, events: int) -> str:
         session = Session(user_id="bench")
@@ -86,7 +95,7 @@ class Bench:
     ) -> list[Measured]:
         seen: list[Measured] = []
         spent: list[float] = []
-        for i in range(times):
+        for i in range(self.n(times)):
             with self.counter.measure() as measured:
                 started = time.perf_counter()
                 await operation(i)
@@ -116,7 +125,7 @@ class Bench:
 
 async def operations(bench: Bench) -> None:
     repo = bench.repo
-    s = await bench.session(1000)
+    s = await bench.session(bench.n(1000))
 
     await bench.measure("append one event", 200, lambda i: repo.append_event(message(s, "user", i)))
 
@@ -137,7 +146,7 @@ async def operations(bench: Bench) -> None:
         lambda i: repo.find_events(s, EventFilter.active()),
     )
 
-    c = await bench.session(200)
+    c = await bench.session(200)  # past the tail even when scaled down
     await bench.compact(c, 0, 10)
     await bench.measure(
         "active-view read, compacted session",
@@ -153,7 +162,7 @@ async def operations(bench: Bench) -> None:
         compaction_costs.append(seen)
 
     compaction_costs: list[Measured] = []
-    for i in range(20):
+    for i in range(bench.n(20)):
         await compaction_round(i)
     bench.rows.append(
         (
@@ -166,7 +175,7 @@ async def operations(bench: Bench) -> None:
         )
     )
 
-    t = await bench.session(2000)
+    t = await bench.session(bench.n(2000))
     await bench.compact(t, 0, 10)
 
     async def turn(i: int) -> None:
@@ -184,6 +193,25 @@ async def operations(bench: Bench) -> None:
 
     await bench.measure("chat turn: `start_turn` + reply (window: active, last 20)", 100, turn)
 
+    async def first_turn(i: int) -> None:
+        new = Session(user_id="bench")
+        reply_id = str(uuid.uuid4())
+        await start_turn(
+            repo,
+            new.id,
+            [message(new.id, "user", i)],
+            WINDOW,
+            user_id="bench",
+            reserve_event_ids=[reply_id],
+            create=new,
+        )
+        reply = SessionEvent(id=reply_id, session_id=new.id, message=AssistantMessage(text=TEXT))
+        await repo.append_event(reply)
+
+    await bench.measure(
+        "first turn of a new session: `start_turn(create=...)` + reply", 100, first_turn
+    )
+
     async def plain_turn(i: int) -> None:
         snapshot = await repo.read_snapshot(t, WINDOW)
         assert snapshot is not None
@@ -193,10 +221,12 @@ async def operations(bench: Bench) -> None:
     await bench.measure("chat turn: `read_snapshot` + 2 `append_event`s", 100, plain_turn)
 
 
-async def scaling(bench: Bench) -> list[tuple[int, str, float, float, float]]:
+async def scaling(
+    bench: Bench, sizes: tuple[int, ...] = (100, 10_000, 100_000)
+) -> list[tuple[int, str, float, float, float]]:
     repo = bench.repo
     rows: list[tuple[int, str, float, float, float]] = []
-    for size in (100, 10_000, 100_000):
+    for size in sizes:
         started = time.perf_counter()
         s = await bench.session(size)
         print(f"  built {size:,} events in {time.perf_counter() - started:.1f}s", file=sys.stderr)
@@ -209,7 +239,9 @@ async def scaling(bench: Bench) -> list[tuple[int, str, float, float, float]]:
         for label, read in reads.items():
             spent: list[float] = []
             commands: list[int] = []
-            for _ in range(30 if size < 100_000 or "zebra" not in str(read.keyword) else 3):
+            for _ in range(
+                bench.n(30) if size < 100_000 or "zebra" not in str(read.keyword) else 3
+            ):
                 with bench.counter.measure() as seen:
                     started = time.perf_counter()
                     await repo.find_events(s, read)
@@ -227,7 +259,8 @@ async def scaling(bench: Bench) -> list[tuple[int, str, float, float, float]]:
     return rows
 
 
-async def main() -> None:
+async def main(quick: bool = False) -> None:
+    """Run every measurement and print the tables; ``quick`` runs them tiny (a smoke run)."""
     server: LocalMongoServer | None = None
     uri = os.environ.get("MONGODB_URI")
     if not uri:
@@ -246,9 +279,9 @@ async def main() -> None:
         build = await client.admin.command("buildInfo")
         repo = MongoSessionRepository(client[name])
         await repo.ensure_indexes()
-        bench = Bench(repo, counter)
+        bench = Bench(repo, counter, scale=0.02 if quick else 1.0)
         await operations(bench)
-        scale = await scaling(bench)
+        scale = await scaling(bench, (100, 1_000) if quick else (100, 10_000, 100_000))
     finally:
         await client.drop_database(name)
         await client.close()
@@ -256,7 +289,8 @@ async def main() -> None:
             server.stop()
 
     options = uri.split("?", 1)[1] if "?" in uri else "(none)"
-    print(f"Server: {build.get('version', '?')} at `{uri.split('@')[-1].split('/')[0]}`, ")
+    host = uri.split("://", 1)[-1].split("@")[-1].split("/")[0]
+    print(f"Server: {build.get('version', '?')} at `{host}`, ")
     print(f"URI options: `{options}` (retryable writes on, the driver's default); ")
     print(f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs.\n")
     print("| Operation | Commands | Round trips | Max | Usual commands | Median ms |")
@@ -272,4 +306,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(quick="--quick" in sys.argv[1:]))

@@ -123,3 +123,23 @@ def _installed(package: str) -> bool:
         return importlib.util.find_spec(package) is not None
     except ModuleNotFoundError:  # the parent of a dotted name is missing
         return False
+
+
+@pytest.mark.mongodb
+async def test_the_command_budget_script_runs_and_counts_a_turn_at_three_commands(
+    mongo_uri: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``benchmarks/mongo_commands.py --quick``: every measurement at tiny sizes. Its command
+    counts do not depend on the size: a chat turn is 3, the first turn of a new session 4."""
+    from benchmarks import mongo_commands
+
+    monkeypatch.setenv("MONGODB_URI", mongo_uri)
+    await mongo_commands.main(quick=True)
+    rows = {
+        cells[1]: cells[2:]
+        for line in capsys.readouterr().out.splitlines()
+        if (cells := [cell.strip() for cell in line.split("|")]) and len(cells) > 6
+    }
+    assert rows["chat turn: `start_turn` + reply (window: active, last 20)"][0] == "3.00"
+    assert rows["first turn of a new session: `start_turn(create=...)` + reply"][0] == "4.00"
+    assert rows["`last_n=20` read (turn-aware)"][0] == "1.00"
