@@ -15,6 +15,11 @@ import weakref
 from collections.abc import Callable, Generator
 from typing import TypeVar
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
 import anyio.to_thread
 
 from .._shield import shielded
@@ -129,12 +134,12 @@ class DirectoryMemoryStore(_ScopedLimits):
 
     Concurrency: a file's version is a digest of its content. Within one process, all writers
     of a scope directory (any number of store instances, same event loop) take one shared
-    lock, re-read the file and compare versions before an atomic replace (write to a temporary
-    file, ``fsync``, rename), so no edit is lost and readers never see a torn file. Across
-    processes only the compare-then-rename is guarded: a write from another process that lands
-    in the instant between another writer's check and its rename can be lost, and limits are
-    checked without a cross-process lock. Use `MongoMemoryStore` when several processes write
-    one scope.
+    lock; across processes, writers also hold the scope's lock file (``flock``). Under both,
+    a write re-reads the file and compares versions before an atomic replace (write to a
+    temporary file, ``fsync``, rename), and checks the limits, so no edit is lost and readers
+    never see a torn file, whichever process writes. (On Windows, without ``fcntl``, only the
+    writers of one process are serialised.) The lock file needs a local filesystem: ``flock``
+    over NFS is not reliable; use `MongoMemoryStore` there.
     """
 
     def __init__(
@@ -164,6 +169,8 @@ class DirectoryMemoryStore(_ScopedLimits):
         base: str = os.fspath(root)
         self._base: str = os.path.abspath(base)
         self._dir = os.path.join(self._base, _scope_dirname(scope))
+        digest = hashlib.blake2b(os.path.basename(self._dir).encode(), digest_size=16).hexdigest()
+        self._lock_path = os.path.join(self._base, f"#{digest}.lock")
         self._max_file_bytes = max_file_bytes
         self._max_store_bytes = max_store_bytes
         self._lock_key: str | None = None
@@ -206,7 +213,7 @@ class DirectoryMemoryStore(_ScopedLimits):
             return MemoryFile(text=text, version=self._write_sync(rel, data, expected_version))
 
         async with await self._lock():
-            return await shielded(self._run(write_sync, rel))
+            return await shielded(self._run(write_sync, rel, exclusive=True))
 
     async def delete(self, path: str) -> MemoryEntry:
         """Delete the file, or the directory and everything in it; return what was deleted."""
@@ -214,7 +221,7 @@ class DirectoryMemoryStore(_ScopedLimits):
         if not rel:
             raise MemoryPathError(path, "Cannot delete the memories root directory.")
         async with await self._lock():
-            return await shielded(self._run(self._delete_sync, rel))
+            return await shielded(self._run(self._delete_sync, rel, exclusive=True))
 
     async def rename(self, old_path: str, new_path: str) -> None:
         """Move a file or directory, creating the destination's parents."""
@@ -227,14 +234,37 @@ class DirectoryMemoryStore(_ScopedLimits):
             self._rename_sync(old, new)
 
         async with await self._lock():
-            await shielded(self._run(rename_sync, old))
+            await shielded(self._run(rename_sync, old, exclusive=True))
 
-    async def _run(self, func: Callable[[str], _T], rel: str) -> _T:
+    async def _run(self, func: Callable[[str], _T], rel: str, *, exclusive: bool = False) -> _T:
+        """Run ``func(rel)`` in a worker thread; ``exclusive`` holds the scope's lock file."""
+
         def call() -> _T:
             with _map_os_errors(rel):
-                return func(rel)
+                if not exclusive:
+                    return func(rel)
+                with self._file_lock():
+                    return func(rel)
 
         return await anyio.to_thread.run_sync(call)
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Generator[None, None, None]:
+        """Hold the scope's lock file exclusively (``flock``), so the writers of other processes
+        wait: a write's check, limit check and replace are one step for every process. The lock
+        file lives beside the scope directory under a name no scope maps to (it starts with
+        ``#``, which a percent-encoded scope never holds). Where ``fcntl`` does not exist
+        (Windows) only writers of one process are serialised."""
+        if fcntl is None:  # pragma: no cover - not on POSIX
+            yield
+            return
+        os.makedirs(self._base, mode=0o700, exist_ok=True)
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
 
     async def _lock(self) -> asyncio.Lock:
         if self._lock_key is None:

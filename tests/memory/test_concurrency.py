@@ -196,3 +196,53 @@ def test_max_attempts_must_be_positive() -> None:
     """At least one attempt is required."""
     with pytest.raises(ValueError, match="max_attempts"):
         AutoMemoryTools(_AlwaysConflicting(), max_attempts=0)
+
+
+_WRITER = """
+import asyncio, sys
+from asyncsession.memory import AutoMemoryTools, DirectoryMemoryStore
+
+async def main(root: str, who: str, count: int) -> None:
+    tools = AutoMemoryTools(DirectoryMemoryStore(root, scope="alice"), max_attempts=1)
+    done = 0
+    while done < count:
+        result = await tools.memory_insert("MEMORY.md", 1, f"{who}-{done}")
+        if result.startswith("Error"):  # a conflict: this process retries, the line is not in
+            await asyncio.sleep(0)
+            continue
+        print(f"{who}-{done}", flush=True)  # acknowledged: it must be in the file
+        done += 1
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+"""
+
+
+async def test_writers_in_separate_processes_lose_no_acknowledged_line(tmp_path: Any) -> None:
+    """Four processes inserting into one file of one directory scope: every insert a process
+    was told succeeded is in the file (the scope's lock file serialises check and replace)."""
+    import sys
+
+    from asyncsession.memory import DirectoryMemoryStore
+
+    store = DirectoryMemoryStore(tmp_path, scope="alice")
+    await AutoMemoryTools(store).memory_create("MEMORY.md", "# Index\n")
+    processes = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            _WRITER,
+            str(tmp_path),
+            f"p{n}",
+            "40",
+            stdout=asyncio.subprocess.PIPE,
+        )
+        for n in range(4)
+    ]
+    acknowledged: list[str] = []
+    for process in processes:
+        out, _ = await process.communicate()
+        assert process.returncode == 0
+        acknowledged += out.decode().split()
+    assert len(acknowledged) == 160
+    lines = await _index_lines(store)
+    assert sorted(lines[1:]) == sorted(acknowledged)
