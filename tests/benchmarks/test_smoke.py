@@ -143,3 +143,27 @@ async def test_the_command_budget_script_runs_and_counts_a_turn_at_three_command
     assert rows["chat turn: `start_turn` + reply (window: active, last 20)"][0] == "3.00"
     assert rows["first turn of a new session: `start_turn(create=...)` + reply"][0] == "4.00"
     assert rows["`last_n=20` read (turn-aware)"][0] == "1.00"
+
+
+@pytest.mark.mongodb
+async def test_the_pipeline_script_runs_and_counts_the_chain_at_the_floor(
+    mongo_uri: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``python -m benchmarks.chat_pipeline --runs 3 --mongo``: the chain's database work per
+    turn does not depend on the runs, so it is checked here: 3 commands for a turn, 4 on a new
+    session, never more than the same operations done directly."""
+    from benchmarks import chat_pipeline
+
+    monkeypatch.setenv("MONGODB_URI", mongo_uri)
+    await chat_pipeline.main(3, True)
+    rows = {
+        (cells[1], cells[2]): (int(cells[3]), int(cells[4]))
+        for line in capsys.readouterr().out.splitlines()
+        if (cells := [cell.strip() for cell in line.split("|")])
+        and len(cells) == 6
+        and cells[1].startswith(("MongoDB", "in-memory"))
+    }
+    mongo = "MongoDB (commands)"
+    assert rows[(mongo, "plain turn, existing session (1 read + 2 appends)")][0] == 3
+    assert rows[(mongo, "plain turn, new session (+ create)")][0] == 4
+    assert all(used <= direct for used, direct in rows.values())
