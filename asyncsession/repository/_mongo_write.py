@@ -314,8 +314,13 @@ class LogWriter:
                     }
                 )
 
-    async def reserve(self, session_id: str, ids: Sequence[str], token: str) -> _Registered:
+    async def reserve(
+        self, session_id: str, ids: Sequence[str], token: str, *, creating: bool = False
+    ) -> _Registered:
         """Register ``ids`` for ``session_id`` under ``token``; find which are replays.
+
+        ``creating``: the attempt will create the session if it does not exist, so a missing
+        session is no error here.
 
         Raises:
             EventIdConflict: an id belongs to another session; this attempt's ids are released.
@@ -343,9 +348,11 @@ class LogWriter:
                 elif owner["token"] != token:
                     theirs[event_id] = owner["token"]
             if foreign:
-                retry += await self._settle_foreign(session_id, ids, token, foreign)
+                retry += await self._settle_foreign(session_id, ids, token, foreign, creating)
             if theirs:
-                committed, adopted, fenced = await self._adopt(session_id, ids, token, theirs)
+                committed, adopted, fenced = await self._adopt(
+                    session_id, ids, token, theirs, creating
+                )
                 result.replayed |= committed
                 result.fenced |= fenced
                 retry += [i for i in theirs if i not in committed and i not in adopted]
@@ -357,7 +364,12 @@ class LogWriter:
         )
 
     async def _settle_foreign(
-        self, session_id: str, ids: Sequence[str], token: str, foreign: dict[str, Doc]
+        self,
+        session_id: str,
+        ids: Sequence[str],
+        token: str,
+        foreign: dict[str, Doc],
+        creating: bool,
     ) -> list[str]:
         """Raise for ids of live sessions; reclaim ids left behind by deleted ones."""
         owner_ids = sorted({doc["session_id"] for doc in foreign.values()} | {session_id})
@@ -366,7 +378,7 @@ class LogWriter:
                 doc["_id"]
                 for doc in await find_by_ids(self._store.sessions, owner_ids, {}, {"_id": 1})
             }
-        if session_id not in alive:
+        if session_id not in alive and not creating:
             await self.release(session_id, ids, token, written=False)
             raise SessionNotFound(session_id)
         for event_id in ids:
@@ -400,7 +412,12 @@ class LogWriter:
         return committed
 
     async def _adopt(
-        self, session_id: str, ids: Sequence[str], token: str, theirs: dict[str, str]
+        self,
+        session_id: str,
+        ids: Sequence[str],
+        token: str,
+        theirs: dict[str, str],
+        creating: bool,
     ) -> tuple[set[str], set[str], set[str]]:
         """Sort ids registered for this session by another attempt into replays and adoptions.
 
@@ -411,6 +428,10 @@ class LogWriter:
         held = {"tail._id": 1, "pending.inserts._id": 1}
         with map_pymongo_errors(f"read session {session_id!r}"):
             doc = await sessions.find_one({"_id": session_id}, held)
+        if doc is None and creating:
+            # No session, so nothing is committed; whichever attempt inserts the session
+            # document first decides what it holds, and the other finds its ids there.
+            return set(), await self._take_over(session_id, token, theirs, list(theirs)), set()
         if doc is None:
             await self.release(session_id, ids, token, written=False)
             raise SessionNotFound(session_id)
@@ -433,23 +454,24 @@ class LogWriter:
             raise SessionNotFound(session_id)
         committed |= await self._committed(session_id, doc, rest)
         rest = [i for i in rest if i not in committed]
-        adopted: set[str] = set()
-        if rest:
-            with map_pymongo_errors(f"adopt event ids of session {session_id!r}"):
-                for old in tokens:
-                    for chunk in chunked([i for i in rest if theirs[i] == old]):
-                        await self._store.event_ids.update_many(
-                            {"_id": {"$in": chunk}, "session_id": session_id, "token": old},
-                            {"$set": {"token": token}},
-                        )
-                docs = await find_by_ids(
-                    self._store.event_ids,
-                    rest,
-                    {"session_id": session_id, "token": token},
-                    {"_id": 1},
-                )
-            adopted = {doc["_id"] for doc in docs}
+        adopted = await self._take_over(session_id, token, theirs, rest) if rest else set()
         return committed, adopted, set(tokens)
+
+    async def _take_over(
+        self, session_id: str, token: str, theirs: dict[str, str], ids: list[str]
+    ) -> set[str]:
+        """Register ``ids`` (held by other attempts' tokens) under ``token``; the ids it got."""
+        with map_pymongo_errors(f"adopt event ids of session {session_id!r}"):
+            for old in sorted({theirs[i] for i in ids}):
+                for chunk in chunked([i for i in ids if theirs[i] == old]):
+                    await self._store.event_ids.update_many(
+                        {"_id": {"$in": chunk}, "session_id": session_id, "token": old},
+                        {"$set": {"token": token}},
+                    )
+            docs = await find_by_ids(
+                self._store.event_ids, ids, {"session_id": session_id, "token": token}, {"_id": 1}
+            )
+        return {doc["_id"] for doc in docs}
 
     async def _prewrite(
         self, session_id: str, big: Sequence[Prepared], token: str, fenced: set[str]
@@ -626,7 +648,9 @@ class LogWriter:
         wrote = False  # big-event documents written ahead under ``token``
         for _ in range(_MAX_ROUNDS):
             if register:
-                registered = await self.reserve(session_id, [*ids, *extra], token)
+                registered = await self.reserve(
+                    session_id, [*ids, *extra], token, creating=create is not None
+                )
                 replayed |= registered.replayed
                 fenced |= registered.fenced
                 register = False

@@ -30,7 +30,7 @@ import pytest
 
 from ..compaction.plan import CompactionPlan, Insert
 from ..events import COMPACTION_SOURCE, SYNTHETIC, EventType, Session, SessionEvent, utc_now
-from ..exceptions import EventIdConflict, InvalidCompactionPlan, SessionNotFound
+from ..exceptions import AccessDenied, EventIdConflict, InvalidCompactionPlan, SessionNotFound
 from ..filters import EventFilter, MatchMode
 from ..messages import (
     AssistantMessage,
@@ -43,6 +43,7 @@ from ..messages import (
     UserMessage,
 )
 from ..repository._protocol import SessionRepository
+from ..repository._turn import start_turn
 
 __all__ = [
     "SHADOW_PROMPT",
@@ -891,6 +892,86 @@ class SessionRepositoryContract:
         assert snapshot.version == 3
         assert labels(snapshot.events) == ["b", "c"]
         assert await repository.read_snapshot(_id(), EventFilter.all()) is None
+
+    # --- starting a turn ---------------------------------------------------------------------
+    # Through ``asyncsession.repository.start_turn``: a store's own ``start_turn`` if it has one
+    # (``TurnRepository``), else the fallback over the protocol. Either must behave the same.
+
+    async def test_a_turn_stores_its_events_and_returns_the_window_before_them(
+        self, repository: SessionRepository
+    ) -> None:
+        """The window excludes the turn's events; the version is the one after the append; a
+        replay appends nothing and returns the same window."""
+        session = await self.new_session(repository)
+        s = session.id
+        await self.append(repository, s, "a", "b")
+        question = user(s, "q")
+        snapshot = await start_turn(repository, s, [question], EventFilter.last_n(5))
+        assert snapshot.session == session
+        assert labels(snapshot.events) == ["a", "b"]
+        assert snapshot.version == 3
+        again = await start_turn(repository, s, [question], EventFilter.last_n(5))
+        assert labels(again.events) == ["a", "b"]
+        assert again.version == 3
+        assert await self.texts(repository, s, EventFilter.all()) == ["a", "b", "q"]
+
+    async def test_a_turn_creates_a_missing_session_with_its_events(
+        self, repository: SessionRepository
+    ) -> None:
+        """With ``create``, a missing session is made holding the turn's events (empty window,
+        version 1); an existing one is used as it is."""
+        new = Session(id=_id(), user_id="alice", metadata={"topic": "x"})
+        first = user(new.id, "first")
+        snapshot = await start_turn(repository, new.id, [first], EventFilter.all(), create=new)
+        assert snapshot.session == new
+        assert snapshot.events == ()
+        assert snapshot.version == 1
+        assert await repository.find_by_id(new.id) == new
+        other = Session(id=new.id, user_id="alice", metadata={"topic": "other"})
+        snapshot = await start_turn(
+            repository, new.id, [user(new.id, "second")], EventFilter.all(), create=other
+        )
+        assert snapshot.session == new
+        assert labels(snapshot.events) == ["first"]
+        assert await self.texts(repository, new.id, EventFilter.all()) == ["first", "second"]
+
+    async def test_a_refused_turn_writes_nothing(self, repository: SessionRepository) -> None:
+        """Another owner, an unknown session without ``create``, or an id of another session:
+        an error, and nothing stored (no session created either)."""
+        session = await self.new_session(repository, user_id="alice")
+        s = session.id
+        with pytest.raises(AccessDenied):
+            await start_turn(repository, s, [user(s, "x")], EventFilter.all(), user_id="bob")
+        missing = _id()
+        with pytest.raises(SessionNotFound):
+            await start_turn(repository, missing, [user(missing, "x")], EventFilter.all())
+        taken = user(s, "taken")
+        await repository.append_event(taken)
+        new = Session(id=_id(), user_id="alice")
+        stolen = taken.model_copy(update={"session_id": new.id})
+        with pytest.raises(EventIdConflict):
+            await start_turn(repository, new.id, [stolen], EventFilter.all(), create=new)
+        assert await self.texts(repository, s, EventFilter.all()) == ["taken"]
+        assert await repository.find_events(missing, EventFilter.all()) == []
+        assert await repository.find_events(new.id, EventFilter.all()) == []
+
+    async def test_concurrent_first_turns_create_one_session_and_lose_nothing(
+        self, repository: SessionRepository
+    ) -> None:
+        """Twenty first turns racing on one new session id: one session, every message once."""
+        s = _id()
+
+        async def turn(i: int) -> None:
+            create = Session(id=s, user_id="alice")
+            await start_turn(
+                repository, s, [user(s, f"q{i}")], EventFilter.last_n(3), create=create
+            )
+
+        await asyncio.gather(*(turn(i) for i in range(20)))
+        assert sorted(await self.texts(repository, s, EventFilter.all())) == sorted(
+            f"q{i}" for i in range(20)
+        )
+        assert await repository.get_event_version(s) == 20
 
     # --- compaction ------------------------------------------------------------------------------
 

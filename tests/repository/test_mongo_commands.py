@@ -448,3 +448,22 @@ async def test_a_stale_hint_meets_a_pending_compaction_and_finishes_it(
     assert not doc["pending"]
     active = [e.text for e in await repo.find_events(s, EventFilter.active())]
     assert active == ["sum", *(f"m{i}" for i in range(150, 200)), "after"]
+
+
+async def test_a_first_turn_takes_over_ids_left_by_an_attempt_that_died(
+    repo: MongoSessionRepository,
+) -> None:
+    """An attempt registered the turn's ids and died before it created the session: the retry
+    (same event ids) takes them over and creates the session holding the events once."""
+    new = Session(user_id="hal")
+    question = user(new.id, "q")
+    await repo._store.event_ids.insert_one(
+        {"_id": question.id, "session_id": new.id, "token": "f" * 24}
+    )
+    snapshot = await start_turn(repo, new.id, [question], EventFilter.all(), create=new)
+    assert snapshot.events == ()
+    assert snapshot.version == 1
+    assert await repo.find_events(new.id, EventFilter.all()) == [question]
+    registered = await repo._store.event_ids.find_one({"_id": question.id})
+    assert registered is not None
+    assert registered["token"] != "f" * 24
