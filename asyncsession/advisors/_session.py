@@ -31,7 +31,6 @@ __all__ = [
 logger = logging.getLogger("asyncsession.advisors")
 
 
-
 @runtime_checkable
 class CompactionSubmitter(Protocol):
     """Anything that compacts sessions in the background, like ``CompactionWorker``.

@@ -59,7 +59,7 @@ from ._mongo_codec import (
 )
 from ._mongo_positions import GAP, Position, place_between
 from ._mongo_state import Entry, LogState, decode_entries, decode_state, ids_in
-from ._mongo_store import IN_CHUNK, Store, chunked, find_by_ids
+from ._mongo_store import IN_CHUNK, Collection, Store, chunked, find_by_ids
 
 __all__ = ["K_MAX", "K_MIN", "LogWriter", "Prepared", "Reservations", "TailHints", "prepare"]
 
@@ -250,12 +250,17 @@ class _Registered:
     """Tokens of earlier attempts whose ids this attempt adopted."""
 
 
-def _duplicates(exc: BulkWriteError, ids: Sequence[str]) -> list[str] | None:
-    """The ids a bulk insert found taken, or ``None`` if it failed for another reason."""
-    errors = exc.details.get("writeErrors", [])
-    if not errors or any(error.get("code") != _DUPLICATE_KEY for error in errors):
-        return None
-    return [ids[int(error["index"])] for error in errors]
+async def _insert_new(collection: Collection, docs: Sequence[Doc]) -> list[str]:
+    """Insert every document whose ``_id`` is free, in one ``insert_many``; returns the ids that
+    were taken. Any other write error is raised."""
+    try:
+        await collection.insert_many(list(docs), ordered=False)
+    except BulkWriteError as exc:
+        errors = exc.details.get("writeErrors", [])
+        if not errors or any(error.get("code") != _DUPLICATE_KEY for error in errors):
+            raise
+        return [docs[int(error["index"])]["_id"] for error in errors]
+    return []
 
 
 @dataclass(slots=True, kw_only=True)
@@ -282,14 +287,7 @@ class LogWriter:
         """Register ids; returns those that were taken."""
         docs = [{"_id": event_id, "session_id": session_id, "token": token} for event_id in ids]
         with map_pymongo_errors(f"reserve event ids for session {session_id!r}"):
-            try:
-                await self._store.event_ids.insert_many(docs, ordered=False)
-            except BulkWriteError as exc:
-                taken = _duplicates(exc, ids)
-                if taken is None:
-                    raise
-                return taken
-        return []
+            return await _insert_new(self._store.event_ids, docs)
 
     async def release(
         self, session_id: str, ids: Sequence[str], token: str, *, written: bool = True
@@ -478,25 +476,19 @@ class LogWriter:
     ) -> None:
         """Write big events' documents (no position yet, so invisible) before their commit."""
         docs = [{**p.document, "token": token} for p in big if p.document is not None]
-        ids = [doc["_id"] for doc in docs]
         with map_pymongo_errors(f"write events of session {session_id!r}"):
-            try:
-                await self._store.events.insert_many(docs, ordered=False)
-            except BulkWriteError as exc:
-                taken = _duplicates(exc, ids)
-                if taken is None:
-                    raise
-                by_id = {doc["_id"]: doc for doc in docs}
-                for event_id in taken:
-                    await self._store.events.replace_one(
-                        {
-                            "_id": event_id,
-                            "session_id": session_id,
-                            "seq": {"$exists": False},
-                            "token": {"$in": sorted(fenced | {token})},
-                        },
-                        by_id[event_id],
-                    )
+            taken = await _insert_new(self._store.events, docs)
+            by_id = {doc["_id"]: doc for doc in docs}
+            for event_id in taken:
+                await self._store.events.replace_one(
+                    {
+                        "_id": event_id,
+                        "session_id": session_id,
+                        "seq": {"$exists": False},
+                        "token": {"$in": sorted(fenced | {token})},
+                    },
+                    by_id[event_id],
+                )
 
     # --- appends ---------------------------------------------------------------------------------
 
@@ -855,13 +847,7 @@ class LogWriter:
         existing: list[str] = list(big)
         with map_pymongo_errors(f"roll session {session_id!r} forward"):
             if docs:
-                try:
-                    await events.insert_many(list(docs.values()), ordered=False)
-                except BulkWriteError as exc:
-                    taken = _duplicates(exc, list(docs))
-                    if taken is None:
-                        raise
-                    existing += taken
+                existing += await _insert_new(events, list(docs.values()))
             if not existing:
                 return
             found = await find_by_ids(

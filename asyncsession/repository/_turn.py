@@ -60,9 +60,7 @@ def check_creation(session_id: str, user_id: str | None, create: Session | None)
     if create.id != session_id:
         raise UsageError(f"the session to create is {create.id!r}, not {session_id!r}")
     if user_id is not None and create.user_id != user_id:
-        raise UsageError(
-            f"the session to create belongs to {create.user_id!r}, not to {user_id!r}"
-        )
+        raise UsageError(f"the session to create belongs to {create.user_id!r}, not to {user_id!r}")
 
 
 async def start_turn(
