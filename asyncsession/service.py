@@ -23,7 +23,7 @@ from .events import (
     SessionEvent,
     utc_now,
 )
-from .exceptions import SessionExists, SessionNotFound, UsageError
+from .exceptions import SessionExists, UsageError
 from .filters import EventFilter
 from .messages import Message
 from .repository._protocol import SessionRepository, SessionSnapshot
@@ -377,20 +377,19 @@ class DefaultSessionService:
     ) -> CompactionResult:
         """Compact the session if ``trigger`` fires (see ``asyncsession.compaction``).
 
-        Reads the version, then the active events; asks the trigger; runs the strategy; applies
-        the resulting plan with a compare-and-swap on that version. A lost compare-and-swap is
-        a silent no-op (the next turn tries again): the result then has ``applied=False``.
+        Reads the version with the active events (one ``read_snapshot``); asks the trigger;
+        runs the strategy; applies the resulting plan with a compare-and-swap on that version.
+        A lost compare-and-swap is a silent no-op (the next turn tries again): the result then
+        has ``applied=False``.
 
         Raises:
             SessionNotFound: the session does not exist.
         """
         from .compaction._run import run_compaction
 
-        _require(session_id, "session_id")
-        session = await self.repository.find_by_id(session_id)
-        if session is None:
-            raise SessionNotFound(session_id)
-        return await run_compaction(self.repository, session, trigger, strategy)
+        return await run_compaction(
+            self.repository, _require(session_id, "session_id"), trigger, strategy
+        )
 
 
 class DelegatingSessionService:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from .._shield import shielded
-from ..events import Session
+from ..exceptions import SessionNotFound
 from ..filters import EventFilter
 from ..repository._protocol import SessionRepository
 from .plan import CompactionPlan
@@ -18,11 +18,11 @@ __all__ = ["run_compaction"]
 
 async def run_compaction(
     repository: SessionRepository,
-    session: Session,
+    session_id: str,
     trigger: TriggerLike,
     strategy: CompactionStrategy,
 ) -> CompactionResult:
-    """Compact ``session`` once if the trigger fires; a lost compare-and-swap changes nothing.
+    """Compact the session once if the trigger fires; a lost compare-and-swap changes nothing.
 
     The version is read with (never after) the active events, so if anything is written in
     between, the compare-and-swap fails and the log stays as the other writer left it.
@@ -31,19 +31,22 @@ async def run_compaction(
     write itself is not interrupted: if the caller is cancelled while the plan is being applied,
     the write runs to completion first and the cancellation is raised after it, so a plan is
     applied whole or not at all.
+
+    Raises:
+        SessionNotFound: the session does not exist.
     """
-    snapshot = await repository.read_snapshot(session.id, EventFilter.active())
+    snapshot = await repository.read_snapshot(session_id, EventFilter.active())
     if snapshot is None:
-        return CompactionResult.unchanged(())
+        raise SessionNotFound(session_id)
     events = snapshot.events
     request = CompactionRequest.of(snapshot.session, events)
     if not await should_compact(trigger, request):
         return CompactionResult.unchanged(events)
     result = await strategy.compact(request)
-    plan = CompactionPlan.of(session.id, events, result)
+    plan = CompactionPlan.of(session_id, events, result)
     if plan.is_empty:
         return dataclasses.replace(result, applied=False)
-    applied = await shielded(repository.apply_compaction(session.id, plan, snapshot.version))
+    applied = await shielded(repository.apply_compaction(session_id, plan, snapshot.version))
     if not applied:
         return dataclasses.replace(CompactionResult.unchanged(events), error=result.error)
     return dataclasses.replace(result, applied=True)
