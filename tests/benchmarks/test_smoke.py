@@ -81,7 +81,6 @@ async def test_every_scenario_in_memory() -> None:
 
 async def test_every_scenario_on_the_test_server(mongo_uri: str) -> None:
     """Every scenario runs on MongoDB, with commands counted and storage measured."""
-    pytest.importorskip("asyncsession.repository.mongo", reason="MongoSessionRepository pending")
     by_scenario = await _run(ServerPool(uri=mongo_uri))
     _check_correctness(by_scenario)
     for m in by_scenario["turn"] + by_scenario["window"]:

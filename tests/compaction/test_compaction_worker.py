@@ -101,6 +101,7 @@ async def test_one_session_never_runs_twice_at_once(service: DefaultSessionServi
         worker.submit(sid)
         await strategy.wait_started(1)
         worker.submit(sid)
+        await let_the_loop_run()  # room for a second run to start, if the worker allowed one
         assert strategy.current == 1
         strategy.open()
     assert strategy.max_seen == 1

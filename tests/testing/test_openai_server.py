@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 import openai
@@ -698,9 +698,8 @@ async def test_server_cannot_be_reentered() -> None:
         pytest.param(lambda: ScriptedToolCall("f", {"when": object()}), id="bad-arguments"),
     ],
 )
-def test_invalid_scripts_are_rejected(build: object) -> None:
+def test_invalid_scripts_are_rejected(build: Callable[[], object]) -> None:
     """Inconsistent reply options fail when the script is written, not when it is served."""
-    assert callable(build)
     with pytest.raises(UsageError):
         build()
 
