@@ -270,6 +270,18 @@ class DefaultSessionService:
         metadata: Mapping[str, JsonValue] | None = None,
     ) -> SessionEvent:
         """Wrap a message in a new event (now, a random id unless given), append it, return it."""
+        event = self._new_event(session_id, message, event_id, metadata)
+        await self.append_event(event)
+        return event
+
+    def _new_event(
+        self,
+        session_id: str,
+        message: Message,
+        event_id: str | None,
+        metadata: Mapping[str, JsonValue] | None = None,
+    ) -> SessionEvent:
+        """A new event of ``session_id`` carrying ``message``, stamped now."""
         values: dict[str, Any] = {
             "session_id": _require(session_id, "session_id"),
             "message": message,
@@ -278,9 +290,7 @@ class DefaultSessionService:
         }
         if event_id is not None:
             values["id"] = event_id
-        event = SessionEvent(**values)
-        await self.append_event(event)
-        return event
+        return SessionEvent(**values)
 
     async def get_events(
         self, session_id: str, filter: EventFilter | None = None
@@ -339,20 +349,13 @@ class DefaultSessionService:
             AccessDenied: the session belongs to another user; nothing was written.
             UsageError: ``create`` names another session, or another user than ``user_id``.
         """
-        values: dict[str, Any] = {
-            "session_id": _require(session_id, "session_id"),
-            "message": message,
-            "timestamp": self._clock(),
-        }
-        if event_id is not None:
-            values["id"] = event_id
-        event = SessionEvent(**values)
+        event = self._new_event(session_id, message, event_id)
         self._check_storable(event)
         new = None
-        if create is not None:
-            if create.id not in (None, session_id):
-                raise UsageError(f"the session to create is {create.id!r}, not {session_id!r}")
-            new = self._new_session(create.model_copy(update={"id": session_id}))
+        if create is not None:  # check_creation refuses another id
+            new = self._new_session(
+                create if create.id else create.model_copy(update={"id": session_id})
+            )
         snapshot = await start_turn(
             self.repository,
             session_id,

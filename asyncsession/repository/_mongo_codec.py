@@ -36,6 +36,7 @@ __all__ = [
     "literal_regex",
     "map_pymongo_errors",
     "new_log_fields",
+    "new_session_doc",
     "new_token",
     "pack_entry",
     "session_from_doc",
@@ -102,6 +103,11 @@ def new_log_fields() -> Doc:
         "pending": None,
         "fences": [],
     }
+
+
+def new_session_doc(session: Session) -> Doc:
+    """The whole document of a new session: its fields and an empty log."""
+    return {"_id": session.id, **session_to_doc(session), **new_log_fields()}
 
 
 def session_to_doc(session: Session) -> Doc:
@@ -180,19 +186,20 @@ class EventCache:
 
     def __init__(self, size: int = 4096) -> None:
         self._size = size
-        self._events: OrderedDict[tuple[str, str, str], SessionEvent] = OrderedDict()
+        self._events: OrderedDict[tuple[str, str, str, bool], SessionEvent] = OrderedDict()
 
     def event(self, session_id: str, event_id: str, data: str, archived: bool) -> SessionEvent:
-        """The event with this body, flagged ``archived`` as given."""
-        key = (session_id, event_id, data)
+        """The event with this body, flagged ``archived`` as given (both cached: a read of a
+        compacted log decodes and copies nothing it decoded before)."""
+        key = (session_id, event_id, data, archived)
         event = self._events.get(key)
         if event is None:
             raw = json.loads(data)
-            raw.update(id=event_id, session_id=session_id, archived=False)
+            raw.update(id=event_id, session_id=session_id, archived=archived)
             event = SessionEvent.model_validate(raw)
             self._events[key] = event
             if len(self._events) > self._size:
                 self._events.popitem(last=False)
         else:
             self._events.move_to_end(key)
-        return event.as_archived() if archived else event
+        return event

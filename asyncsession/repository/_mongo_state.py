@@ -106,14 +106,6 @@ class LogState:
     """The newest events, oldest first."""
     pending: Pending | None = None
 
-    @property
-    def tail_ids(self) -> set[str]:
-        """The ids of the events the session document holds (tail and pending inserts)."""
-        ids = {entry.id for entry in self.tail}
-        if self.pending is not None:
-            ids.update(entry.id for entry in self.pending.inserts)
-        return ids
-
 
 def decode_entries(
     raw: Sequence[Doc], counter: int, last_user: int, size: int | None = None

@@ -15,9 +15,10 @@ from typing import Protocol, runtime_checkable
 
 from ..compaction.plan import CompactionPlan
 from ..events import Session, SessionEvent
+from ..exceptions import UsageError
 from ..filters import EventFilter
 
-__all__ = ["SessionRepository", "SessionSnapshot", "snapshot_by_parts"]
+__all__ = ["SessionRepository", "SessionSnapshot", "check_batch", "snapshot_by_parts"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,3 +150,16 @@ async def snapshot_by_parts(
     version = await repository.get_event_version(session_id)
     events = await repository.find_events(session_id, filter)
     return SessionSnapshot(session=session, version=version, events=tuple(events))
+
+
+def check_batch(session_id: str, events: Sequence[SessionEvent]) -> None:
+    """Refuse a batch for ``session_id`` that holds another session's event.
+
+    Raises:
+        UsageError: an event belongs to another session.
+    """
+    for event in events:
+        if event.session_id != session_id:
+            raise UsageError(
+                f"event {event.id!r} belongs to session {event.session_id!r}, not {session_id!r}"
+            )

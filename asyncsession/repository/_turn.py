@@ -93,7 +93,6 @@ async def start_turn(
         UsageError: ``create`` has another id than ``session_id``, or another owner than
             ``user_id``.
     """
-    check_creation(session_id, user_id, create)
     if supports_turns(repository):
         return await repository.start_turn(
             session_id,
@@ -103,6 +102,7 @@ async def start_turn(
             reserve_event_ids=reserve_event_ids,
             create=create,
         )
+    check_creation(session_id, user_id, create)
     snapshot = await repository.read_snapshot(session_id, filter)
     if snapshot is None and create is not None:
         if await repository.save_if_absent(create):

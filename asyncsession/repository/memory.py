@@ -15,9 +15,9 @@ from datetime import datetime
 
 from ..compaction.plan import CompactionPlan
 from ..events import Session, SessionEvent
-from ..exceptions import AccessDenied, EventIdConflict, SessionNotFound, UsageError
+from ..exceptions import AccessDenied, EventIdConflict, SessionNotFound
 from ..filters import EventFilter
-from ._protocol import SessionSnapshot
+from ._protocol import SessionSnapshot, check_batch
 from ._turn import check_creation
 
 __all__ = ["InMemorySessionRepository"]
@@ -126,14 +126,10 @@ class InMemorySessionRepository:
 
     def _fresh(self, session_id: str, events: Sequence[SessionEvent]) -> list[SessionEvent]:
         """The events of a batch not in the log yet; raises for one that cannot be appended."""
+        check_batch(session_id, events)
         fresh: list[SessionEvent] = []
         seen: set[str] = set()
         for event in events:
-            if event.session_id != session_id:
-                raise UsageError(
-                    f"event {event.id!r} belongs to session {event.session_id!r}, "
-                    f"not {session_id!r}"
-                )
             owner = self._owners.get(event.id)
             if owner is not None and owner != session_id:
                 raise EventIdConflict(event.id, session_id, owner)

@@ -82,6 +82,7 @@ from ._mongo_codec import (
     Doc,
     map_pymongo_errors,
     new_log_fields,
+    new_session_doc,
     session_from_doc,
     session_to_doc,
 )
@@ -89,7 +90,7 @@ from ._mongo_read import LogReader
 from ._mongo_state import LogState, decode_state
 from ._mongo_store import Store
 from ._mongo_write import LogWriter, prepare
-from ._protocol import SessionSnapshot
+from ._protocol import SessionSnapshot, check_batch
 from ._turn import check_creation
 
 __all__ = ["MongoSessionRepository"]
@@ -124,14 +125,6 @@ def _unique(events: Sequence[SessionEvent]) -> list[SessionEvent]:
             seen.add(event.id)
             unique.append(event)
     return unique
-
-
-def _check_session(session_id: str, events: Sequence[SessionEvent]) -> None:
-    for event in events:
-        if event.session_id != session_id:
-            raise UsageError(
-                f"event {event.id!r} belongs to session {event.session_id!r}, not {session_id!r}"
-            )
 
 
 class MongoSessionRepository:
@@ -285,7 +278,7 @@ class MongoSessionRepository:
         return await shielded(self._save_if_absent(session))
 
     async def _save_if_absent(self, session: Session) -> bool:
-        doc = {"_id": session.id, **session_to_doc(session), **new_log_fields()}
+        doc = new_session_doc(session)
         with map_pymongo_errors(f"insert session {session.id!r}"):
             try:
                 await self._store.sessions.insert_one(doc)
@@ -370,7 +363,7 @@ class MongoSessionRepository:
             UsageError: an event belongs to another session than ``session_id``.
         """
         self._check_open()
-        _check_session(session_id, events)
+        check_batch(session_id, events)
         if not events:
             version = await self._version(session_id)
             if version is None:
@@ -400,11 +393,9 @@ class MongoSessionRepository:
         See :func:`asyncsession.repository.start_turn`.
         """
         self._check_open()
-        _check_session(session_id, events)
+        check_batch(session_id, events)
         check_creation(session_id, user_id, create)
-        new: Doc | None = None
-        if create is not None:
-            new = {"_id": session_id, **session_to_doc(create), **new_log_fields()}
+        new = None if create is None else new_session_doc(create)
         unique = _unique(events)
         prepared = prepare(session_id, unique, self._store.max_document_size)
         _, doc = await shielded(
@@ -489,7 +480,7 @@ class MongoSessionRepository:
         """
         self._check_open()
         inserted = plan.inserted_events
-        _check_session(session_id, inserted)
+        check_batch(session_id, inserted)
         prepared = {
             p.event.id: p
             for p in prepare(session_id, _unique(inserted), self._store.max_document_size)
