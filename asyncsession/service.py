@@ -405,6 +405,11 @@ class DelegatingSessionService:
     def __init__(self, delegate: SessionService) -> None:
         self.delegate = delegate
 
+    @property
+    def allow_system_messages(self) -> bool:
+        """Forwarded: whether the delegate stores system messages (``True`` if it does not say)."""
+        return bool(getattr(self.delegate, "allow_system_messages", True))
+
     async def create(self, request: CreateSessionRequest) -> Session:
         """Forwarded."""
         return await self.delegate.create(request)

@@ -27,18 +27,18 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, Final
 
 from .._shield import shielded
-from ..chat import ChatChunk, ChatRequest, ChatResponse
+from ..chat import ChatRequest, ChatResponse
 from ..compaction import CompactionStrategy, TriggerLike
 from ..events import Session, SessionEvent
 from ..filters import EventFilter
 from ..messages import Message, SystemMessage, ToolResponseMessage, UserMessage
-from ..service import DefaultSessionService, SessionService
+from ..service import SessionService
 from ._history import (
     LATEST_SYSTEM_FILTER,
     can_tell_newest,
@@ -59,7 +59,7 @@ from ._session import (
     open_turn,
     resolve_session,
 )
-from .base import HIGHEST_PRECEDENCE, CallContext, CallNext, StateKey, StreamNext
+from .base import HIGHEST_PRECEDENCE, BaseAdvisor, CallContext, StateKey
 from .contexts import (
     DEFAULT_USER_ID,
     REQUEST_EVENT_IDS_CONTEXT_KEY,
@@ -99,7 +99,7 @@ class _MemoryCall:
     response_ids: list[str] = field(default_factory=list[str])
 
 
-class SessionMemoryAdvisor:
+class SessionMemoryAdvisor(BaseAdvisor):
     """Session history in, new messages out: the conversation memory of a ``ChatClient``.
 
     Args:
@@ -158,44 +158,23 @@ class SessionMemoryAdvisor:
         self._key: StateKey[_MemoryCall] = StateKey(f"SessionMemoryAdvisor@{id(self):x}")
 
     def _may_store_system_messages(self) -> bool:
-        """False only when the service refuses to store system messages, so none can exist to
-        look up (a decorated or custom service is asked every time)."""
-        return not (
-            isinstance(self.service, DefaultSessionService)
-            and not self.service.allow_system_messages
-        )
+        """False only when the service says it refuses to store system messages, so none can
+        exist to look up (a service that does not say is asked every time)."""
+        return bool(getattr(self.service, "allow_system_messages", True))
 
     def history_filter(self, context: Mapping[str, Any]) -> EventFilter:
         """The filter the history is read with for a call with this advisor context."""
         own = self.event_filter.merge(SessionContexts.event_filter(context))
         return own.merge(EventFilter.active())
 
-    async def call(
-        self, ctx: CallContext, request: ChatRequest, call_next: CallNext
-    ) -> ChatResponse:
-        """Load and guard the history, store the request message, call, store the reply."""
-        memory, prepared = await self._before(ctx, request)
-        response = await call_next(ctx, prepared)
-        return await self._after(ctx, memory, response)
+    async def before(self, ctx: CallContext, request: ChatRequest) -> ChatRequest:
+        """Load and guard the history (once per call), store the request message, and send the
+        history with the request.
 
-    async def stream(
-        self, ctx: CallContext, request: ChatRequest, call_next: StreamNext
-    ) -> AsyncIterator[ChatChunk]:
-        """As :meth:`call`; the reply is stored once the stream was read to the end.
-
-        A stream abandoned before its end stores no reply (the request message stays stored)
-        and runs no compaction.
+        On the stream path the reply is stored by :meth:`after` once the stream was read to the
+        end: a stream abandoned before its end stores no reply (the request message stays
+        stored) and runs no compaction.
         """
-        memory, prepared = await self._before(ctx, request)
-        chunks = call_next(ctx, prepared)
-        async with aclosing(chunks):
-            async for chunk in chunks:
-                yield chunk
-        chunks.response = await self._after(ctx, memory, chunks.response)
-
-    async def _before(
-        self, ctx: CallContext, request: ChatRequest
-    ) -> tuple[_MemoryCall, ChatRequest]:
         session_id = SessionContexts.session_id(ctx.context)
         memory = ctx.state.get(self._key)
         if memory is None or memory.session.id != session_id:
@@ -206,7 +185,7 @@ class SessionMemoryAdvisor:
         history = [] if contains_run(non_system, memory.history) else memory.history
         messages = system_first([*memory.history_system, *history, *prompt])
         await self._store_request(ctx, memory, prompt)
-        return memory, request.with_messages(messages)
+        return request.with_messages(messages)
 
     async def _open(
         self, ctx: CallContext, session_id: str, prompt: Sequence[Message]
@@ -319,7 +298,8 @@ class SessionMemoryAdvisor:
         accepted = self.message_filter.should_persist(result)
         stored_call: bool | None
         if can_tell_newest(memory.read_filter):
-            stored_call = bool(newest_answers(reversed([*memory.events, *memory.appended]), result))
+            newest_first = chain(reversed(memory.appended), reversed(memory.events))
+            stored_call = bool(newest_answers(newest_first, result))
         else:  # the read cannot tell; what this call stored may
             stored_call = newest_answers(reversed(memory.appended), result)
         if stored_call is None:
@@ -337,9 +317,10 @@ class SessionMemoryAdvisor:
             )
         return stored_call
 
-    async def _after(
-        self, ctx: CallContext, memory: _MemoryCall, response: ChatResponse
-    ) -> ChatResponse:
+    async def after(self, ctx: CallContext, response: ChatResponse) -> ChatResponse:
+        """Store the reply (if the message filter lets it through); compact after a complete
+        turn if configured."""
+        memory = ctx.state[self._key]
         if self.message_filter.should_persist(response.message):
             reserved, memory.reserved_reply_id = memory.reserved_reply_id, None
             event = await self._append(

@@ -20,6 +20,7 @@ from asyncsession import (
     AssistantMessage,
     CreateSessionRequest,
     DefaultSessionService,
+    DelegatingSessionService,
     EventFilter,
     SessionEvent,
     UserMessage,
@@ -273,3 +274,30 @@ async def test_on_mongodb_the_first_turn_of_a_new_session_costs_one_command_more
     texts = [e.text for e in await service.get_events("fresh", EventFilter.all())]
     assert texts == ["hi", "hello", "and now?", "again"]
     assert [m["content"] for m in server.requests[-1].messages] == ["hi", "hello", "and now?"]
+
+
+@pytest.mark.parametrize("allow", [False, True])
+async def test_a_windowed_turn_looks_system_messages_up_only_where_they_can_be_stored(
+    allow: bool,
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+    repository: CountingRepository,
+) -> None:
+    """A window without a system message makes the memory advisor look one up, unless the
+    service (here behind a delegating decorator) says it never stores system messages."""
+    service = DelegatingSessionService(
+        DefaultSessionService(repository, allow_system_messages=allow)
+    )
+    await service.create(CreateSessionRequest(id="s", user_id="alice"))
+    for i in range(3):
+        await service.append_message("s", UserMessage(text=f"q{i}"))
+        await service.append_message("s", AssistantMessage(text=f"a{i}"))
+    repository.reset()
+    server.enqueue(ScriptedReply.text("ok"))
+    client = ChatClient(
+        openai_client,
+        model=MODEL,
+        advisors=[SessionMemoryAdvisor(service, event_filter=EventFilter.last_n(2))],
+    )
+    await client.call("hi", context=context("s"))
+    assert repository.calls["find_events"] == (1 if allow else 0)
