@@ -150,18 +150,22 @@ async def _require_session(repo: Any, session_id: str) -> Session:
 
 
 async def _show(repo: Any, args: argparse.Namespace, out: TextIO) -> int:
-    await _require_session(repo, args.session_id)
     filter = EventFilter(
         exclude_archived=args.active,
         active_view=args.active,
         event_types=args.types or None,
-        last_n=args.last,
+        last_n=None if args.archived else args.last,  # --last then counts archived events
         keyword=args.keyword,
     )
-    events: list[SessionEvent] = await repo.find_events(args.session_id, filter)
+    snapshot = await repo.read_snapshot(args.session_id, filter)  # session, version, events
+    if snapshot is None:
+        raise SessionNotFound(args.session_id)
+    events: list[SessionEvent] = list(snapshot.events)
     if args.archived:
         events = [e for e in events if e.archived]
-    version = await repo.get_event_version(args.session_id)
+        if args.last is not None:
+            events = events[-args.last :] if args.last else []
+    version = snapshot.version
     if args.json:
         print(
             json.dumps({"version": version, "events": [e.model_dump(mode="json") for e in events]}),
@@ -223,7 +227,6 @@ async def _compact(repo: Any, args: argparse.Namespace, out: TextIO) -> int:
     )
     from ..service import DefaultSessionService
 
-    await _require_session(repo, args.session_id)
     strategy: Any
     if args.strategy == "sliding":
         strategy = SlidingWindowCompactionStrategy(max_events=args.max_events)

@@ -139,7 +139,12 @@ async def test_compact_archives_old_turns(seeded: tuple[str, str]) -> None:
         "version": 3,
     }
     _, out, _ = await cli("--uri", uri, "--db", db, "--json", "show", "long", "--archived")
-    assert len(json.loads(out)["events"]) == 8
+    archived = json.loads(out)["events"]
+    assert len(archived) == 8
+    assert all(event["archived"] for event in archived)
+    args = ("--json", "show", "long", "--archived", "--last", "3")
+    _, out, _ = await cli("--uri", uri, "--db", db, *args)
+    assert json.loads(out)["events"] == archived[-3:]  # the newest 3 archived, not of the log
     code, out, _ = await cli("--uri", uri, "--db", db, "compact", "long", "--strategy", "sliding")
     assert code == 0
     assert "nothing to do" in out
