@@ -14,6 +14,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from .._shield import shielded
+from ..repository._mongo_store import aggregate
 from .store import (
     DEFAULT_MAX_FILE_BYTES,
     DEFAULT_MAX_STORE_BYTES,
@@ -375,13 +376,21 @@ class MongoMemoryStore(_ScopedLimits):
         """Refuse a write that grows the scope beyond its limit (shrinking is always allowed)."""
         if self._max_store_bytes is None:
             return
-        others = old_size = 0
-        async for doc in self._collection.find({"scope": self._scope}, {"path": 1, "size": 1}):
-            if doc["path"] == rel:
-                old_size = int(doc["size"])
-            else:
-                others += int(doc["size"])
-        total = others + size
+        sums = await aggregate(
+            self._collection,
+            [
+                {"$match": {"scope": self._scope}},
+                {
+                    "$group": {
+                        "_id": None,
+                        "all": {"$sum": "$size"},
+                        "old": {"$sum": {"$cond": [{"$eq": ["$path", rel]}, "$size", 0]}},
+                    }
+                },
+            ],
+        )
+        old_size = int(sums[0]["old"]) if sums else 0
+        total = (int(sums[0]["all"]) if sums else 0) - old_size + size
         if size > old_size and total > self._max_store_bytes:
             raise MemoryTooLarge(
                 rel,
