@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from ..events import EventType, SessionEvent
+from ..exceptions import UsageError
 from ..messages import AssistantMessage, ToolResponseMessage
 from .request import CompactionResult
 from .tokens import TokenCountEstimator
@@ -36,6 +37,7 @@ __all__ = [
     "EventSplit",
     "archiving",
     "format_event",
+    "positive_int",
     "retain_last_turn",
     "select_cut",
     "snap_to_turn_start",
@@ -43,6 +45,18 @@ __all__ = [
     "tokens_of",
     "unchanged_except_superseded",
 ]
+
+
+def positive_int(value: object, name: str) -> int:
+    """``value`` if it is a positive ``int`` (not a ``bool``).
+
+    Raises:
+        UsageError: it is not.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise UsageError(f"{name} must be a positive int, not {value!r}")
+    return value
+
 
 EventFormatter: TypeAlias = Callable[[SessionEvent], str]
 """Turns an event into one line of text, for token estimates and summarization prompts."""

@@ -36,6 +36,7 @@ from ._pipeline import (
     EventSplit,
     archiving,
     format_event,
+    positive_int,
     select_cut,
     split_events,
     tokens_of,
@@ -78,12 +79,6 @@ class CompactionStrategy(Protocol):
         ...
 
 
-def _positive(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise UsageError(f"{name} must be a positive int, not {value!r}")
-    return value
-
-
 class SlidingWindowCompactionStrategy:
     """Keeps about the newest ``max_events`` real events, whole turns only.
 
@@ -101,7 +96,7 @@ class SlidingWindowCompactionStrategy:
     def __init__(
         self, max_events: int = 20, *, estimator: TokenCountEstimator | None = None
     ) -> None:
-        self.max_events = _positive(max_events, "max_events")
+        self.max_events = positive_int(max_events, "max_events")
         self.estimator: TokenCountEstimator = (
             HeuristicTokenCountEstimator() if estimator is None else estimator
         )
@@ -136,7 +131,7 @@ class TurnWindowCompactionStrategy:
     def __init__(
         self, max_turns: int = 10, *, estimator: TokenCountEstimator | None = None
     ) -> None:
-        self.max_turns = _positive(max_turns, "max_turns")
+        self.max_turns = positive_int(max_turns, "max_turns")
         self.estimator: TokenCountEstimator = (
             HeuristicTokenCountEstimator() if estimator is None else estimator
         )
@@ -172,7 +167,7 @@ class TokenCountCompactionStrategy:
     def __init__(
         self, max_tokens: int = 4000, *, estimator: TokenCountEstimator | None = None
     ) -> None:
-        self.max_tokens = _positive(max_tokens, "max_tokens")
+        self.max_tokens = positive_int(max_tokens, "max_tokens")
         self.estimator: TokenCountEstimator = (
             HeuristicTokenCountEstimator() if estimator is None else estimator
         )
@@ -259,7 +254,7 @@ class RecursiveSummarizationCompactionStrategy:
     ) -> None:
         if not isinstance(summarizer, Summarizer):
             raise UsageError(f"summarizer must have an async summarize() method: {summarizer!r}")
-        self.max_events_to_keep = _positive(max_events_to_keep, "max_events_to_keep")
+        self.max_events_to_keep = positive_int(max_events_to_keep, "max_events_to_keep")
         if isinstance(overlap_size, bool) or not isinstance(overlap_size, int) or overlap_size < 0:
             raise UsageError(f"overlap_size must be an int >= 0, not {overlap_size!r}")
         if overlap_size >= max_events_to_keep:

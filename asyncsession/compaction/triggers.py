@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeAlias, runtime_checkable
 
 from ..exceptions import UsageError
-from ._pipeline import split_events, tokens_of
+from ._pipeline import positive_int, split_events, tokens_of
 from .request import CompactionRequest
 from .tokens import HeuristicTokenCountEstimator, TokenCountEstimator
 
@@ -54,12 +54,6 @@ async def should_compact(trigger: TriggerLike, request: CompactionRequest) -> bo
     return bool(outcome)
 
 
-def _positive(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise UsageError(f"{name} must be a positive int, not {value!r}")
-    return value
-
-
 class TurnCountTrigger:
     """Fires when the session has more than ``max_turns`` real turns.
 
@@ -73,7 +67,7 @@ class TurnCountTrigger:
     __slots__ = ("max_turns",)
 
     def __init__(self, max_turns: int) -> None:
-        self.max_turns = _positive(max_turns, "max_turns")
+        self.max_turns = positive_int(max_turns, "max_turns")
 
     async def should_compact(self, request: CompactionRequest) -> bool:
         """Whether ``request.current_turn_count`` is above ``max_turns``."""
@@ -98,7 +92,7 @@ class TokenCountTrigger:
     __slots__ = ("estimator", "threshold")
 
     def __init__(self, threshold: int, *, estimator: TokenCountEstimator | None = None) -> None:
-        self.threshold = _positive(threshold, "threshold")
+        self.threshold = positive_int(threshold, "threshold")
         self.estimator: TokenCountEstimator = (
             HeuristicTokenCountEstimator() if estimator is None else estimator
         )

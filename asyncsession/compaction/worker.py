@@ -45,6 +45,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..exceptions import CompactionError, UsageError
+from ._pipeline import positive_int
 from .request import CompactionResult
 from .strategies import CompactionStrategy
 from .triggers import TriggerLike
@@ -157,12 +158,7 @@ class CompactionWorker:
         max_concurrency: int = 4,
         on_outcome: Callable[[CompactionOutcome], object] | None = None,
     ) -> None:
-        if (
-            isinstance(max_concurrency, bool)
-            or not isinstance(max_concurrency, int)
-            or max_concurrency <= 0
-        ):
-            raise UsageError(f"max_concurrency must be a positive int, not {max_concurrency!r}")
+        positive_int(max_concurrency, "max_concurrency")
         self.service = service
         self.trigger = trigger
         self.strategy = strategy
