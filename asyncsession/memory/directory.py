@@ -37,7 +37,9 @@ from .store import (
     MemoryPathError,
     MemoryTooLarge,
     MemoryWriteConflict,
+    _encode_text,
     _ScopedLimits,
+    _split_path,
     normalize_memory_path,
     validate_memory_scope,
 )
@@ -80,12 +82,6 @@ def _version(data: bytes) -> int:
 def _within(path: str, root: str) -> bool:
     """Whether the real path `path` is `root` or lies below it."""
     return os.path.commonpath([path, root]) == root
-
-
-def _parent_and_name(rel: str) -> tuple[str, str]:
-    """Split a normalised path into its parent (``""`` at top level) and its last component."""
-    parent, _, name = rel.rpartition("/")
-    return parent, name
 
 
 def _is_plain_name(name: str) -> bool:
@@ -207,7 +203,7 @@ class DirectoryMemoryStore(_ScopedLimits):
     async def write(self, path: str, text: str, *, expected_version: int | None) -> MemoryFile:
         """Create (``expected_version=None``) or compare-and-replace the file at `path`."""
         rel = normalize_memory_path(path)
-        data = _encode(text, rel)
+        data = _encode_text(text, rel)
 
         def write_sync(rel: str) -> MemoryFile:
             return MemoryFile(text=text, version=self._write_sync(rel, data, expected_version))
@@ -301,7 +297,7 @@ class DirectoryMemoryStore(_ScopedLimits):
     def _stat_sync(self, rel: str) -> MemoryEntry | None:
         scope_dir = self._scope_dir(create=False)
         real = self._resolve(scope_dir, rel)
-        name = _parent_and_name(rel)[1]
+        name = _split_path(rel)[1]
         try:
             st = os.stat(real)
         except (FileNotFoundError, NotADirectoryError):
@@ -391,16 +387,9 @@ class DirectoryMemoryStore(_ScopedLimits):
     def _write_sync(self, rel: str, data: bytes, expected_version: int | None) -> int:
         if not rel:
             raise MemoryIsADirectory(rel)
-        if len(data) > self._max_file_bytes:
-            raise MemoryTooLarge(
-                rel,
-                f"File too large: {rel} would be {len(data)} bytes "
-                f"(limit {self._max_file_bytes} bytes)",
-                size=len(data),
-                limit=self._max_file_bytes,
-            )
+        self._check_file_size(rel, len(data))
         scope_dir = self._scope_dir(create=True)
-        parent_rel, name = _parent_and_name(rel)
+        parent_rel, name = _split_path(rel)
         for attempt in range(3):
             target = os.path.join(self._make_parents(scope_dir, parent_rel), name)
             if os.path.islink(target):
@@ -444,19 +433,11 @@ class DirectoryMemoryStore(_ScopedLimits):
     def _check_store_limit(self, scope_dir: str, rel: str, growth: int) -> None:
         if self._max_store_bytes is None or growth <= 0:
             return
-        total = _total_bytes(scope_dir) + growth
-        if total > self._max_store_bytes:
-            raise MemoryTooLarge(
-                rel,
-                f"Memory store is full: writing {rel} would bring it to {total} bytes "
-                f"(limit {self._max_store_bytes} bytes)",
-                size=total,
-                limit=self._max_store_bytes,
-            )
+        self._check_store_total(rel, _total_bytes(scope_dir) + growth)
 
     def _delete_sync(self, rel: str) -> MemoryEntry:
         scope_dir = self._scope_dir(create=False)
-        parent_rel, name = _parent_and_name(rel)
+        parent_rel, name = _split_path(rel)
         parent = self._resolve(scope_dir, parent_rel)
         entry = os.path.join(parent, name)
         try:
@@ -480,7 +461,7 @@ class DirectoryMemoryStore(_ScopedLimits):
 
     def _rename_sync(self, old: str, new: str) -> None:
         scope_dir = self._scope_dir(create=False)
-        old_parent_rel, old_name = _parent_and_name(old)
+        old_parent_rel, old_name = _split_path(old)
         old_parent = self._resolve(scope_dir, old_parent_rel)
         source = os.path.join(old_parent, old_name)
         try:
@@ -495,7 +476,7 @@ class DirectoryMemoryStore(_ScopedLimits):
             raise MemoryPathError(new, f"Cannot move '{old}' into itself ('{new}')")
         if os.path.lexists(self._resolve(scope_dir, new)):
             raise MemoryExists(new)
-        new_parent_rel, new_name = _parent_and_name(new)
+        new_parent_rel, new_name = _split_path(new)
         new_parent = self._make_parents(scope_dir, new_parent_rel)
         if stat.S_ISDIR(st.st_mode) and _within(new_parent, source):
             raise MemoryPathError(new, f"Cannot move '{old}' into itself ('{new}')")
@@ -504,13 +485,6 @@ class DirectoryMemoryStore(_ScopedLimits):
             raise MemoryExists(new)
         os.rename(source, destination)
         _prune(old_parent, scope_dir)
-
-
-def _encode(text: str, rel: str) -> bytes:
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise MemoryBackendError(f"Text cannot be encoded as UTF-8 ({rel})") from exc
 
 
 def _write_file(target: str, data: bytes, *, create: bool, rel: str) -> None:

@@ -26,9 +26,10 @@ from .store import (
     MemoryNotADirectory,
     MemoryNotFound,
     MemoryPathError,
-    MemoryTooLarge,
     MemoryWriteConflict,
+    _encode_text,
     _ScopedLimits,
+    _split_path,
     normalize_memory_path,
     validate_memory_scope,
 )
@@ -48,12 +49,6 @@ async def _map_pymongo_errors(rel: str) -> AsyncGenerator[None, None]:
         yield
     except PyMongoError as exc:
         raise MemoryBackendError(f"{type(exc).__name__}: {exc} ({rel or '/'})") from exc
-
-
-def _parent_and_name(rel: str) -> tuple[str, str]:
-    """Split a normalised path into its parent (``""`` at top level) and its last component."""
-    parent, _, name = rel.rpartition("/")
-    return parent, name
 
 
 def _proper_prefixes(rel: str) -> list[str]:
@@ -168,7 +163,7 @@ class MongoMemoryStore(_ScopedLimits):
         rel = normalize_memory_path(path)
         if not rel:
             return MemoryEntry(name="", is_dir=True, size=0)
-        name = _parent_and_name(rel)[1]
+        name = _split_path(rel)[1]
         async with _map_pymongo_errors(rel):
             doc = await self._find_file(rel, {"size": 1})
             if doc is not None:
@@ -220,17 +215,8 @@ class MongoMemoryStore(_ScopedLimits):
         rel = normalize_memory_path(path)
         if not rel:
             raise MemoryIsADirectory(rel)
-        try:
-            size = len(text.encode("utf-8"))
-        except UnicodeEncodeError as exc:
-            raise MemoryBackendError(f"Text cannot be encoded as UTF-8 ({rel})") from exc
-        if size > self._max_file_bytes:
-            raise MemoryTooLarge(
-                rel,
-                f"File too large: {rel} would be {size} bytes (limit {self._max_file_bytes} bytes)",
-                size=size,
-                limit=self._max_file_bytes,
-            )
+        size = len(_encode_text(text, rel))
+        self._check_file_size(rel, size)
         version = secrets.randbits(63)
         fields = {"text": text, "version": version, "size": size, "updated_at": datetime.now(UTC)}
         async with _map_pymongo_errors(rel):
@@ -258,7 +244,7 @@ class MongoMemoryStore(_ScopedLimits):
         rel = normalize_memory_path(path)
         if not rel:
             raise MemoryPathError(path, "Cannot delete the memories root directory.")
-        name = _parent_and_name(rel)[1]
+        name = _split_path(rel)[1]
         async with _map_pymongo_errors(rel):
             doc = await self._collection.find_one_and_delete(
                 {"_id": self._id(rel), "scope": self._scope}, projection={"size": 1}
@@ -391,11 +377,5 @@ class MongoMemoryStore(_ScopedLimits):
         )
         old_size = int(sums[0]["old"]) if sums else 0
         total = (int(sums[0]["all"]) if sums else 0) - old_size + size
-        if size > old_size and total > self._max_store_bytes:
-            raise MemoryTooLarge(
-                rel,
-                f"Memory store is full: writing {rel} would bring it to {total} bytes "
-                f"(limit {self._max_store_bytes} bytes)",
-                size=total,
-                limit=self._max_store_bytes,
-            )
+        if size > old_size:
+            self._check_store_total(rel, total)

@@ -196,6 +196,41 @@ class _ScopedLimits:
         """The largest total of the scope's files, in UTF-8 bytes, or ``None``."""
         return self._max_store_bytes
 
+    def _check_file_size(self, rel: str, size: int) -> None:
+        """Refuse writing a file of ``size`` bytes over ``max_file_bytes``."""
+        if size > self._max_file_bytes:
+            raise MemoryTooLarge(
+                rel,
+                f"File too large: {rel} would be {size} bytes (limit {self._max_file_bytes} bytes)",
+                size=size,
+                limit=self._max_file_bytes,
+            )
+
+    def _check_store_total(self, rel: str, total: int) -> None:
+        """Refuse a write that brings the scope to ``total`` bytes, over ``max_store_bytes``."""
+        if self._max_store_bytes is not None and total > self._max_store_bytes:
+            raise MemoryTooLarge(
+                rel,
+                f"Memory store is full: writing {rel} would bring it to {total} bytes "
+                f"(limit {self._max_store_bytes} bytes)",
+                size=total,
+                limit=self._max_store_bytes,
+            )
+
+
+def _split_path(rel: str) -> tuple[str, str]:
+    """Split a normalised path into its parent (``""`` at top level) and its last component."""
+    parent, _, name = rel.rpartition("/")
+    return parent, name
+
+
+def _encode_text(text: str, rel: str) -> bytes:
+    """A file's text as UTF-8."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise MemoryBackendError(f"Text cannot be encoded as UTF-8 ({rel})") from exc
+
 
 @runtime_checkable
 class MemoryStore(Protocol):

@@ -28,6 +28,7 @@ from .store import (
     MemoryStore,
     MemoryStoreError,
     MemoryWriteConflict,
+    _split_path,
     normalize_memory_path,
 )
 
@@ -281,11 +282,6 @@ def _split_lines(text: str) -> list[str]:
     return lines
 
 
-def _name(rel: str) -> str:
-    """The last component of a normalised path."""
-    return rel.rpartition("/")[2]
-
-
 def _resolve(path: str) -> str:
     """A tool's path argument as a normalised store path: blank or ``"/"`` is the root."""
     if not path or not path.strip() or path == "/":
@@ -495,7 +491,7 @@ class AutoMemoryTools:
             return await self._listing(rel, path or "/")
         if file is None:
             return f"Error: Path does not exist: {path}"
-        return _numbered(file.text, _name(rel), view_range)
+        return _numbered(file.text, _split_path(rel)[1], view_range)
 
     async def _listing(self, rel: str, shown: str) -> str:
         try:
