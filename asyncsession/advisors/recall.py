@@ -61,50 +61,33 @@ class SessionRecallAdvisor(BaseAdvisor):
 
     async def before(self, ctx: CallContext, request: ChatRequest) -> ChatRequest:
         """Add the recall tools, bound to this call's session (and user)."""
-        session_id = SessionContexts.session_id(ctx.context)
-        bound = {SESSION_ID_CONTEXT_KEY: session_id}
-        conversation = self.conversation
-
-        async def search_conversation(raw: str) -> str:
-            values = _arguments(raw)
-            if isinstance(values, str):
-                return values
-            values.pop("context", None)
-            try:
-                return await conversation(**values, context=bound)
-            except TypeError as exc:
-                return f"Error: invalid arguments for conversation_search: {exc}"
-
-        tools = [
-            Tool(
-                name=ConversationSearch.name,
-                description=ConversationSearch.description,
-                parameters=ConversationSearch.parameters,
-                function=search_conversation,
-            )
-        ]
+        bound = {SESSION_ID_CONTEXT_KEY: SessionContexts.session_id(ctx.context)}
+        tools = [_tool(self.conversation, context=bound)]
         user_id = SessionContexts.user_id(ctx.context)
         if self.cross_session and user_id is not None:
-            across = CrossSessionSearch(self.service, user_id, page_size=self.page_size)
-
-            async def search_across(raw: str) -> str:
-                values = _arguments(raw)
-                if isinstance(values, str):
-                    return values
-                values.pop("context", None)
-                try:
-                    return await across(**values)
-                except TypeError as exc:
-                    return f"Error: invalid arguments for cross_session_search: {exc}"
-
-            tools.append(
-                Tool(
-                    name=CrossSessionSearch.name,
-                    description=CrossSessionSearch.description,
-                    parameters=CrossSessionSearch.parameters,
-                    function=search_across,
-                )
-            )
+            tools.append(_tool(CrossSessionSearch(self.service, user_id, page_size=self.page_size)))
         present = {t.name for t in request.tools}
         added = tuple(t for t in tools if t.name not in present)
         return dataclasses.replace(request, tools=(*request.tools, *added))
+
+
+def _tool(search: ConversationSearch | CrossSessionSearch, **bound: Any) -> Tool:
+    """``search`` as a tool taking the model's JSON arguments, with ``bound`` fixed (the model
+    can never pass its own ``context``)."""
+
+    async def function(raw: str) -> str:
+        values = _arguments(raw)
+        if isinstance(values, str):
+            return values
+        values.pop("context", None)
+        try:
+            return await search(**values, **bound)
+        except TypeError as exc:
+            return f"Error: invalid arguments for {search.name}: {exc}"
+
+    return Tool(
+        name=search.name,
+        description=search.description,
+        parameters=search.parameters,
+        function=function,
+    )

@@ -34,7 +34,6 @@ __all__ = [
 
 NO_RESULTS: Final = "No results found."
 MAX_TERMS: Final = 20
-SESSION_ID_CONTEXT_KEY: Final = "chat_memory_conversation_id"
 
 
 def _page(raw: Any) -> int | str:
@@ -104,6 +103,9 @@ class ConversationSearch:
         context: Mapping[str, Any] | None = None,
     ) -> str:
         """Run the search for the session named in ``context``; returns the model's answer."""
+        # Imported here: the advisors package imports this module.
+        from ..advisors.contexts import SESSION_ID_CONTEXT_KEY
+
         session_id = (context or {}).get(SESSION_ID_CONTEXT_KEY)
         if not isinstance(session_id, str) or not session_id.strip():
             return (
