@@ -255,7 +255,7 @@ class SessionMemoryAdvisor(BaseAdvisor):
             reserved_reply_id=reserved,
         )
         if opened is not None:
-            assert opened.message is not None
+            _track(memory, opened)
             self._record_request(ctx, memory, opened, last_request_message(prompt))
         return memory
 
@@ -272,26 +272,16 @@ class SessionMemoryAdvisor(BaseAdvisor):
         if not store:
             return
         event = await self._append(ctx, memory, target, self.request_event_id_generator)
-        self._record_request(ctx, memory, event, target, appended=False)
+        self._record_request(ctx, memory, event, target)
 
     def _record_request(
-        self,
-        ctx: CallContext,
-        memory: _MemoryCall,
-        event: SessionEvent,
-        message: Message | None,
-        *,
-        appended: bool = True,
+        self, ctx: CallContext, memory: _MemoryCall, event: SessionEvent, message: Message | None
     ) -> None:
-        """Note a stored request message (``appended``: not yet in the appended lists)."""
+        """Note a stored request message."""
         if message is not None:
             memory.stored_requests.append(message)
         memory.request_ids.append(event.id)
         ctx.context[REQUEST_EVENT_IDS_CONTEXT_KEY] = list(memory.request_ids)
-        if appended:
-            memory.appended.append(event)
-            if memory.turn is not None:
-                memory.turn.appended.append(event)
 
     def _write_guard(self, memory: _MemoryCall, result: ToolResponseMessage) -> bool:
         """Store a tool result exactly when its tool call is the newest stored event."""
@@ -354,7 +344,12 @@ class SessionMemoryAdvisor(BaseAdvisor):
         event = await shielded(
             self.service.append_message(memory.session.id, message, event_id=event_id)
         )
-        memory.appended.append(event)
-        if memory.turn is not None:
-            memory.turn.appended.append(event)
+        _track(memory, event)
         return event
+
+
+def _track(memory: _MemoryCall, event: SessionEvent) -> None:
+    """Note an event this call stored (and the turn's, for the turn advisor's compaction)."""
+    memory.appended.append(event)
+    if memory.turn is not None:
+        memory.turn.appended.append(event)
