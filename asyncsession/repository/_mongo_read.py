@@ -335,26 +335,27 @@ class LogReader:
         """
         await self.load_bodies(states)
         unwindowed = filter.without_window()
-        found: list[tuple[_UserKey, SessionEvent]] = []
         clauses: list[Doc] = []
         for state in states:
-            session_id = state.session.id
-            hits = self._tail_hits(state, unwindowed, frozenset())
-            if state.pending is not None:
-                hits += self._hits_of(state, unwindowed, [], None, state.rolled, frozenset())
-            found += [((hit[1].timestamp, session_id, hit[0]), hit[1]) for hit in hits]
             query_criteria = criteria(unwindowed, state.compacted)
             if query_criteria is not None and state.rolled >= 0:
                 clauses.append(
                     {
-                        "session_id": session_id,
+                        "session_id": state.session.id,
                         "inc": state.inc,
                         "seq": {"$lte": state.rolled},
                         **query_criteria,
                     }
                 )
-        if clauses:
-            found += await self._fetch_for_user(states, filter, unwindowed, clauses)
+        below = await self._fetch_for_user(states, filter, clauses) if clauses else {}
+        found: list[tuple[_UserKey, SessionEvent]] = []
+        for state in states:
+            session_id = state.session.id
+            hits = self._tail_hits(state, unwindowed, frozenset())
+            docs = below.get(session_id, [])
+            if docs or state.pending is not None:
+                hits += self._hits_of(state, unwindowed, docs, None, state.rolled, frozenset())
+            found += [((hit[1].timestamp, session_id, hit[0]), hit[1]) for hit in hits]
         found.sort(key=lambda item: item[0])
         return filter.apply_window([item[1] for item in found])
 
@@ -362,9 +363,9 @@ class LogReader:
         self,
         states: Sequence[LogState],
         filter: EventFilter,
-        unwindowed: EventFilter,
         clauses: list[Doc],
-    ) -> list[tuple[_UserKey, SessionEvent]]:
+    ) -> dict[str, list[Doc]]:
+        """The matching events below the tails of the sessions, by session."""
         sessions = sorted({clause["session_id"] for clause in clauses})
         pipeline: list[Doc] = [
             {"$match": {"session_id": {"$in": sessions}}},
@@ -377,7 +378,7 @@ class LogReader:
         elif exact and filter.page_size is not None:
             end = ((filter.page or 0) + 1) * filter.page_size
             if end >= _MAX_SKIP:
-                return []
+                return {}
             pipeline += [{"$sort": order}, {"$limit": end}]
         pipeline.append({"$project": _NO_BODY})
         with map_pymongo_errors("read events by user"):
@@ -385,10 +386,4 @@ class LogReader:
         by_session: dict[str, list[Doc]] = {}
         for doc in docs:
             by_session.setdefault(doc["session_id"], []).append(doc)
-        found: list[tuple[_UserKey, SessionEvent]] = []
-        for state in states:
-            mine = by_session.get(state.session.id)
-            if mine:
-                hits = self._hits_of(state, unwindowed, mine, -1, -1, frozenset())
-                found += [((hit[1].timestamp, state.session.id, hit[0]), hit[1]) for hit in hits]
-        return found
+        return by_session
