@@ -53,7 +53,7 @@ class ModelStream(ChunkStream):
             with map_openai_errors(streaming=True):
                 raw = await self._sdk.__anext__()
         except StopAsyncIteration:
-            await self._sdk.close()
+            await self.aclose()
             if not self._aggregator.is_finished:
                 raise StreamInterrupted(
                     "The model's stream ended before it finished (no finish reason)"
@@ -70,5 +70,6 @@ class ModelStream(ChunkStream):
     async def aclose(self) -> None:
         """Close the HTTP stream (the server sees the client go away if it was not done)."""
         self._closed = True
-        if self._sdk is not None:
-            await self._sdk.close()
+        sdk, self._sdk = self._sdk, None  # closed once, however often this is called
+        if sdk is not None:
+            await sdk.close()
