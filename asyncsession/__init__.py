@@ -5,9 +5,7 @@ windowed, writes are idempotent and compare-and-swap versioned, and compaction a
 turns without losing them.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-from .compaction import CompactionPlan, CompactionResult, Insert
+from ._version import __version__
 from .events import (
     COMPACTION_SOURCE,
     SYNTHETIC,
@@ -48,6 +46,7 @@ from .messages import (
     messages_from_openai,
     messages_to_openai,
 )
+from .plans import CompactionPlan, CompactionResult, Insert
 from .repository import (
     InMemorySessionRepository,
     MongoSessionRepository,
@@ -55,11 +54,6 @@ from .repository import (
     SessionSnapshot,
 )
 from .service import DefaultSessionService, DelegatingSessionService, SessionService
-
-try:
-    __version__ = version("asyncsession")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0"
 
 __all__ = [
     "COMPACTION_SOURCE",

@@ -18,9 +18,9 @@ decides when, a strategy decides what, and the result is applied as a
 - Background work: :class:`CompactionWorker`.
 """
 
+from ..plans import CompactionPlan, CompactionResult, Insert
 from ._pipeline import EventFormatter, format_event
-from .plan import CompactionPlan, Insert
-from .request import CompactionRequest, CompactionResult
+from .request import CompactionRequest
 from .strategies import (
     DEFAULT_SHADOW_PROMPT,
     RECURSIVE_SUMMARIZATION_SOURCE,

@@ -29,7 +29,7 @@ from typing import TypeAlias
 from ..events import EventType, SessionEvent
 from ..exceptions import UsageError
 from ..messages import AssistantMessage, ToolResponseMessage
-from .request import CompactionResult
+from ..plans import CompactionResult
 from .tokens import TokenCountEstimator
 
 __all__ = [

@@ -7,9 +7,9 @@ import dataclasses
 from .._shield import shielded
 from ..exceptions import SessionNotFound
 from ..filters import EventFilter
+from ..plans import CompactionPlan, CompactionResult
 from ..repository._protocol import SessionRepository
-from .plan import CompactionPlan
-from .request import CompactionRequest, CompactionResult
+from .request import CompactionRequest
 from .strategies import CompactionStrategy
 from .triggers import TriggerLike, should_compact
 

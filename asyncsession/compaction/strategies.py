@@ -31,6 +31,7 @@ from pydantic import JsonValue
 from ..events import COMPACTION_SOURCE, SYNTHETIC, EventType, SessionEvent, utc_now
 from ..exceptions import CompactionError, UsageError
 from ..messages import AssistantMessage, UserMessage
+from ..plans import CompactionResult
 from ._pipeline import (
     EventFormatter,
     EventSplit,
@@ -42,7 +43,7 @@ from ._pipeline import (
     tokens_of,
     unchanged_except_superseded,
 )
-from .request import CompactionRequest, CompactionResult
+from .request import CompactionRequest
 from .summarizer import DEFAULT_SUMMARIZER_SYSTEM_PROMPT, Summarizer
 from .tokens import HeuristicTokenCountEstimator, TokenCountEstimator
 

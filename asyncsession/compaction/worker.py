@@ -45,8 +45,8 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..exceptions import CompactionError, UsageError
+from ..plans import CompactionResult
 from ._pipeline import positive_int
-from .request import CompactionResult
 from .strategies import CompactionStrategy
 from .triggers import TriggerLike
 

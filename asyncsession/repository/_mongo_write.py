@@ -37,7 +37,6 @@ from typing import Final
 from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from ..compaction.plan import CompactionPlan
 from ..events import SessionEvent
 from ..exceptions import (
     AccessDenied,
@@ -47,6 +46,7 @@ from ..exceptions import (
     SessionNotFound,
     StorageError,
 )
+from ..plans import CompactionPlan
 from ._mongo_codec import (
     INLINE_LIMIT,
     MESSAGE_TYPE_NAMES,

@@ -2,7 +2,7 @@
 
 The backend owns *selection*: filtering, windows and paging are pushed into its queries, because
 their cost grows with the log. Core owns *interpretation*: what a compaction means arrives as a
-plain :class:`~asyncsession.compaction.plan.CompactionPlan`. ``asyncsession.testing.contract``
+plain :class:`~asyncsession.plans.CompactionPlan`. ``asyncsession.testing.contract``
 checks the whole contract against any store.
 """
 
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from ..compaction.plan import CompactionPlan
 from ..events import Session, SessionEvent
 from ..exceptions import UsageError
 from ..filters import EventFilter
+from ..plans import CompactionPlan
 
 __all__ = ["SessionRepository", "SessionSnapshot", "check_batch", "snapshot_by_parts"]
 

@@ -13,10 +13,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..compaction.plan import CompactionPlan
 from ..events import Session, SessionEvent
 from ..exceptions import AccessDenied, EventIdConflict, SessionNotFound
 from ..filters import EventFilter
+from ..plans import CompactionPlan
 from ._protocol import SessionSnapshot, check_batch
 from ._turn import check_creation
 

@@ -73,10 +73,11 @@ from pymongo.driver_info import DriverInfo
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from .._shield import shielded
-from ..compaction.plan import CompactionPlan
+from .._version import __version__
 from ..events import Session, SessionEvent
 from ..exceptions import SessionNotFound, UsageError
 from ..filters import EventFilter
+from ..plans import CompactionPlan
 from ._mongo_codec import (
     SESSION_PROJECTION,
     Doc,
@@ -104,8 +105,6 @@ class _State(Enum):
 
 
 def _driver_info() -> DriverInfo:
-    from .. import __version__
-
     return DriverInfo(name="asyncsession", version=__version__)
 
 

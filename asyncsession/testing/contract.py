@@ -28,7 +28,6 @@ from typing import Any
 
 import pytest
 
-from ..compaction.plan import CompactionPlan, Insert
 from ..events import COMPACTION_SOURCE, SYNTHETIC, EventType, Session, SessionEvent, utc_now
 from ..exceptions import AccessDenied, EventIdConflict, InvalidCompactionPlan, SessionNotFound
 from ..filters import EventFilter, MatchMode
@@ -42,6 +41,7 @@ from ..messages import (
     ToolResponseMessage,
     UserMessage,
 )
+from ..plans import CompactionPlan, Insert
 from ..repository._protocol import SessionRepository
 from ..repository._turn import start_turn
 

@@ -9,13 +9,40 @@ when it has none). Existing events never move and are never removed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from ..events import SessionEvent
-from ..exceptions import InvalidCompactionPlan, UsageError
-from .request import CompactionResult
+from .events import SessionEvent
+from .exceptions import InvalidCompactionPlan, UsageError
 
-__all__ = ["CompactionPlan", "Insert"]
+__all__ = ["CompactionPlan", "CompactionResult", "Insert"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionResult:
+    """What a strategy decided: the new active window, and what leaves it."""
+
+    compacted_events: tuple[SessionEvent, ...]
+    """The new active window in log order, new events (a summary turn) where they belong."""
+    archived_events: tuple[SessionEvent, ...] = ()
+    """The events to archive, in log order."""
+    tokens_estimated_saved: int = 0
+    """Roughly how many prompt tokens the compaction saves."""
+    applied: bool = field(default=True, compare=False)
+    """False when the service computed the result but did not write it (trigger quiet, lost
+    compare-and-swap, or nothing to do)."""
+    error: str | None = field(default=None, compare=False)
+    """Why the strategy could not do its work, when it fell back to changing (almost) nothing:
+    for example a summarizer that failed or returned an empty summary. ``None`` otherwise."""
+
+    @property
+    def archived_event_count(self) -> int:
+        """How many events leave the active window."""
+        return len(self.archived_events)
+
+    @classmethod
+    def unchanged(cls, events: Sequence[SessionEvent]) -> CompactionResult:
+        """A result that keeps every event and archives nothing."""
+        return cls(compacted_events=tuple(events), applied=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
