@@ -67,6 +67,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         ("--throughput-sessions", "throughput_sessions", int),
         ("--throughput-turns", "throughput_turns", int),
         ("--throughput-repeats", "throughput_repeats", int),
+        ("--throughput-histories", "throughput_histories", _ints),
         ("--writers", "contention_writers", int),
         ("--appends-per-writer", "contention_appends", int),
         ("--lost-ack-turns", "lost_ack_turns", int),

@@ -8,7 +8,10 @@ Register a :class:`CommandCounter` on a client (``event_listeners=[counter]``), 
 
 *Commands* are every command but connection housekeeping (handshakes, heartbeats, session
 cleanup) and cursor continuations; *round trips* add the cursor continuations (``getMore``,
-``killCursors``), i.e. every request that waited for the server.
+``killCursors``), i.e. every request that waited for the server. With ``count_bytes`` on, the
+counter also adds up the BSON size of every command sent and every reply received (the payload
+of the wire messages, without their 16-to-21-byte headers); encoding them costs client CPU, so
+scenarios that time CPU leave it off.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import bson
 from pymongo import monitoring
 
 __all__ = ["CommandCounter", "Measured"]
@@ -35,6 +39,10 @@ class Measured:
 
     by_name: Counter[str] = field(default_factory=Counter)
     """Commands by name (cursor continuations included, housekeeping left out)."""
+    bytes_sent: int = 0
+    """BSON bytes of the commands sent (when the counter counts bytes)."""
+    bytes_received: int = 0
+    """BSON bytes of the replies received (when the counter counts bytes)."""
 
     @property
     def commands(self) -> int:
@@ -50,9 +58,11 @@ class Measured:
 class CommandCounter(monitoring.CommandListener):
     """A command listener that feeds whatever :meth:`measure` blocks are open."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, count_bytes: bool = False) -> None:
         self._lock = threading.Lock()
         self._open: list[Measured] = []
+        self.count_bytes = count_bytes
+        """Whether to add up the BSON size of commands and replies (costs client CPU)."""
 
     @contextmanager
     def measure(self) -> Iterator[Measured]:
@@ -69,12 +79,19 @@ class CommandCounter(monitoring.CommandListener):
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         if event.command_name in HOUSEKEEPING:
             return
+        size = len(bson.encode(event.command)) if self.count_bytes and self._open else 0
         with self._lock:
             for seen in self._open:
                 seen.by_name[event.command_name] += 1
+                seen.bytes_sent += size
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
+        if not self.count_bytes or event.command_name in HOUSEKEEPING or not self._open:
+            return
+        size = len(bson.encode(event.reply))
+        with self._lock:
+            for seen in self._open:
+                seen.bytes_received += size
 
     def failed(self, event: monitoring.CommandFailedEvent) -> None:
         pass

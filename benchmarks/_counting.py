@@ -31,6 +31,10 @@ class CommandTally:
 
     by_name: dict[str, int] = field(default_factory=dict)
     """Started commands by name, housekeeping left out, cursor continuations included."""
+    bytes_sent: int = 0
+    """BSON bytes of the commands (0 unless the counter counted bytes)."""
+    bytes_received: int = 0
+    """BSON bytes of the replies (0 unless the counter counted bytes)."""
 
     @property
     def round_trips(self) -> int:
@@ -45,7 +49,11 @@ class CommandTally:
     def __add__(self, other: CommandTally) -> CommandTally:
         names = set(self.by_name) | set(other.by_name)
         total = {name: self.by_name.get(name, 0) + other.by_name.get(name, 0) for name in names}
-        return CommandTally(dict(sorted(total.items())))
+        return CommandTally(
+            dict(sorted(total.items())),
+            self.bytes_sent + other.bytes_sent,
+            self.bytes_received + other.bytes_received,
+        )
 
 
 @contextlib.contextmanager
@@ -60,7 +68,9 @@ def measure(counter: CommandCounter | None) -> Iterator[Measured | None]:
 
 def tally(seen: Measured | None) -> CommandTally | None:
     """The tally of one measured block."""
-    return None if seen is None else CommandTally(dict(sorted(seen.by_name.items())))
+    if seen is None:
+        return None
+    return CommandTally(dict(sorted(seen.by_name.items())), seen.bytes_sent, seen.bytes_received)
 
 
 def excluded() -> list[str]:

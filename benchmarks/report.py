@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ._counting import excluded
+from ._stats import median
 from .scenarios import BenchConfig, Measurement
 
 __all__ = ["render_markdown", "write_results"]
@@ -61,6 +62,67 @@ def extra(key: str) -> Callable[[Measurement], str]:
     return lambda m: number(m.extra.get(key))
 
 
+def extra_kib(key: str) -> Callable[[Measurement], str]:
+    """A column showing the byte count ``m.extra[key]`` in KiB."""
+
+    def render(m: Measurement) -> str:
+        value = m.extra.get(key)
+        return "-" if value is None else f"{value / 1024:.1f}"
+
+    return render
+
+
+OURS = ("asyncsession", "asyncsession-advisors")
+
+
+def merge_repeats(rows: Sequence[Measurement]) -> list[Measurement]:
+    """Throughput rows: one per (case, system), the repeats folded in, ratios to the best peer.
+
+    Turns/s and CPU per turn are the medians over the repeats (every repeat is listed);
+    latency samples, commands, losses and duplicates are pooled.
+    """
+    groups: dict[tuple[str, str], list[Measurement]] = {}
+    for m in rows:
+        groups.setdefault((m.case, m.system), []).append(m)
+    merged: list[Measurement] = []
+    for (case, system), ms_ in groups.items():
+        ok = [m for m in ms_ if m.status == "ok"]
+        if not ok:
+            merged.append(ms_[0])
+            continue
+        out = Measurement(scenario="throughput", system=system, case=case, unit="turn")
+        for m in ok:
+            out.samples_ms += m.samples_ms
+            out.add(m.tally, m.ops)
+        rates = [m.extra["turns_per_s"] for m in ok]
+        out.extra.update(
+            turns_per_s=round(median(rates), 1),
+            turns_per_s_repeats=" / ".join(f"{r:.1f}" for r in rates),
+            lost=sum(m.extra["lost"] for m in ok),
+            duplicated=sum(m.extra["duplicated"] for m in ok),
+            client_cpu_ms_per_turn=round(
+                median([m.extra["client_cpu_ms_per_turn"] for m in ok]), 2
+            ),
+        )
+        server = [m.extra["server_cpu_ms_per_turn"] for m in ok]
+        if all(v is not None for v in server):
+            out.extra["server_cpu_ms_per_turn"] = round(median(server), 2)
+        if len(ok) < len(ms_):
+            out.extra["failed_repeats"] = len(ms_) - len(ok)
+        merged.append(out)
+    for m in merged:
+        if m.system not in OURS or m.status != "ok":
+            continue
+        peers = [
+            p.extra["turns_per_s"]
+            for p in merged
+            if p.case == m.case and p.system not in OURS and p.status == "ok"
+        ]
+        if peers:
+            m.extra["x_best_peer"] = f"{m.extra['turns_per_s'] / max(peers):.2f}"
+    return merged
+
+
 MEDIAN: Column = ("median ms", lambda m: ms(m.median_ms))
 SAMPLES: Column = ("timed", lambda m: str(len(m.samples_ms)))
 P95: Column = ("p95 ms", lambda m: ms(m.p95_ms))
@@ -69,24 +131,34 @@ ROUND_TRIPS: Column = ("round trips/op", lambda m: per_op(m.round_trips_per_op))
 TABLES: dict[str, tuple[str, list[Column]]] = {
     "turn": (
         "1. One chat turn: load a 20-message window, persist the user message and the reply",
-        [MEDIAN, P95, SAMPLES, ("commands/turn", commands), ROUND_TRIPS],
+        [
+            MEDIAN,
+            P95,
+            SAMPLES,
+            ("commands/turn", commands),
+            ROUND_TRIPS,
+            ("KiB sent/turn", extra_kib("bytes_sent_per_turn")),
+            ("KiB received/turn", extra_kib("bytes_received_per_turn")),
+        ],
     ),
     "window": (
         "2. Load a 20-message window",
         [MEDIAN, P95, SAMPLES, ("commands/read", commands), ROUND_TRIPS],
     ),
     "throughput": (
-        "3. Throughput: concurrent sessions x turns each",
+        "3. Throughput: concurrent sessions x turns each (median of the interleaved repeats)",
         [
             ("turns/s", extra("turns_per_s")),
+            ("repeats", extra("turns_per_s_repeats")),
+            ("x best peer", extra("x_best_peer")),
             ("median ms/turn", lambda m: ms(m.median_ms)),
             ("p95 ms/turn", lambda m: ms(m.p95_ms)),
             ("commands/turn", lambda m: per_op(m.commands_per_op)),
             ROUND_TRIPS,
             ("lost", extra("lost")),
             ("duplicated", extra("duplicated")),
-            ("client CPU s", extra("client_cpu_s")),
-            ("server CPU s", extra("server_cpu_s")),
+            ("client CPU ms/turn", extra("client_cpu_ms_per_turn")),
+            ("server CPU ms/turn", extra("server_cpu_ms_per_turn")),
         ],
     ),
     "contention": (
@@ -169,6 +241,8 @@ def render_markdown(
     ]
     for scenario in TABLES:
         rows = [m for m in results if m.scenario == scenario]
+        if scenario == "throughput":
+            rows = merge_repeats(rows)
         if rows:
             out += [render_table(scenario, rows), ""]
     out += ["<details><summary>Config</summary>", "", "```json"]

@@ -24,7 +24,7 @@ from pymongo import AsyncMongoClient
 
 from asyncsession.testing._mongo_server import LocalMongoServer
 
-from .adapters import PEERS, SessionStore, StoreUnavailable, Target, make_store, store_class
+from .adapters import OURS, PEERS, SessionStore, StoreUnavailable, Target, make_store, store_class
 from .scenarios import (
     SCENARIOS,
     BenchConfig,
@@ -39,8 +39,12 @@ from .scenarios import (
 
 __all__ = ["ALL_SYSTEMS", "DEFAULT_URI_OPTIONS", "ServerPool", "run"]
 
-ALL_SYSTEMS = ("asyncsession", *PEERS)
+ALL_SYSTEMS = (*OURS, *PEERS)
 """Every system, in report order."""
+
+SHAPE_SCENARIOS = frozenset({"turn", "throughput", "storage"})
+"""The scenarios whose work depends on the turn shape: ``asyncsession-advisors`` runs only
+these (its reads, contended appends and retries are the plain store's)."""
 
 DEFAULT_URI_OPTIONS = {"w": "majority", "journal": "true", "retryWrites": "false"}
 """Journaled majority writes, as the tests use. ``retryWrites=false`` because the test server
@@ -145,6 +149,8 @@ def plan_cells(systems: Sequence[str], scenarios: Sequence[str], config: BenchCo
 
     def add(scenario: str, case: str, make: Callable[[str], Job], label: str | None = None) -> None:
         for system in systems:
+            if system == "asyncsession-advisors" and scenario not in SHAPE_SCENARIOS:
+                continue
             cells.append(Cell(scenario, system, case, make(system), label or system))
 
     for scenario in scenarios:
@@ -171,9 +177,23 @@ def plan_cells(systems: Sequence[str], scenarios: Sequence[str], config: BenchCo
                     ),
                 )
         elif scenario == "throughput":
-            add(scenario, "", lambda _s: lambda store: throughput_scenario(store, config=config))
+            # Repeats interleaved: every system once, then every system again, so drift in the
+            # machine's load hits every system alike.
+            for history in config.throughput_histories:
+                for repeat in range(config.throughput_repeats):
+                    add(
+                        scenario,
+                        f"history={history:,}",
+                        lambda _s, h=history, r=repeat: (
+                            lambda store: throughput_scenario(  # type: ignore[misc]
+                                store, history=h, repeat=r, config=config
+                            )
+                        ),
+                    )
         elif scenario == "contention":
             for system in systems:
+                if system == "asyncsession-advisors":
+                    continue
                 try:
                     policies: tuple[str, ...] = store_class(system).writer_policies
                 except StoreUnavailable:

@@ -79,8 +79,11 @@ class BenchConfig:
     """Scenario 3: concurrent sessions."""
     throughput_turns: int = 50
     """Scenario 3: turns per session."""
-    throughput_repeats: int = 1
-    """Scenario 3: repeated runs (fresh sessions each)."""
+    throughput_histories: tuple[int, ...] = (10, 1_000, 10_000)
+    """Scenario 3: messages every session holds before its timed turns."""
+    throughput_repeats: int = 3
+    """Scenario 3: repeated runs per history, interleaved across systems (each run is a cell
+    of its own: a fresh server, fresh sessions)."""
     contention_writers: int = 16
     """Scenario 4: concurrent writers of one session."""
     contention_appends: int = 50
@@ -110,6 +113,8 @@ class BenchConfig:
             window_repeats=3,
             throughput_sessions=4,
             throughput_turns=3,
+            throughput_histories=(10, 40),
+            throughput_repeats=2,
             contention_writers=4,
             contention_appends=3,
             lost_ack_turns=3,
@@ -273,6 +278,8 @@ async def chat_turn_scenario(
     await verify_window(store, session_id, [s.tag for s in seeds[-config.window :]], config.window)
     retries = 0
     index = 0
+    if store.counter is not None:
+        store.counter.count_bytes = True  # sequential turns: the encoding does not skew others
     while index < config.warmup + config.turn_repeats and not _spent(m, config):
         turn = _turn(config, f"t{index:05d}")
         retries += await timed(
@@ -282,6 +289,11 @@ async def chat_turn_scenario(
             record=index >= config.warmup,
         )
         index += 1
+    if store.counter is not None:
+        store.counter.count_bytes = False
+    if m.tally is not None and m.ops:
+        m.extra["bytes_sent_per_turn"] = round(m.tally.bytes_sent / m.ops)
+        m.extra["bytes_received_per_turn"] = round(m.tally.bytes_received / m.ops)
     last = _turn(config, f"t{index - 1:05d}")
     window = tags(await store.load_window(session_id, config.window))
     if window[-2:] != [last.user.tag, last.reply.tag]:
@@ -313,55 +325,64 @@ async def window_scenario(store: SessionStore, *, size: int, config: BenchConfig
     return m
 
 
-async def throughput_scenario(store: SessionStore, *, config: BenchConfig) -> Measurement:
-    """Scenario 3: ``throughput_sessions`` sessions, each running ``throughput_turns`` turns."""
+async def throughput_scenario(
+    store: SessionStore, *, history: int, repeat: int, config: BenchConfig
+) -> Measurement:
+    """Scenario 3: ``throughput_sessions`` sessions of ``history`` messages, all at once, each
+    running ``throughput_turns`` turns; one repeat (the runner interleaves the repeats)."""
     sessions, turns = config.throughput_sessions, config.throughput_turns
     m = Measurement(
-        scenario="throughput", system=store.name, case=f"{sessions}x{turns}", unit="turn"
+        scenario="throughput",
+        system=store.name,
+        case=f"history={history:,}",
+        unit="turn",
     )
-    walls: list[float] = []
-    lost = duplicated = retries = 0
-    client_cpu = 0.0
-    server_cpu: float | None = None
-    for repeat in range(config.throughput_repeats):
-        session_ids = [new_session_id(f"tp{repeat}") for _ in range(sessions)]
-        for session_id in session_ids:
-            await store.seed(session_id, [])
+    session_ids = [new_session_id(f"tp{repeat}") for _ in range(sessions)]
+    seeds = _seeds(config, history)
+    for session_id in session_ids:
+        await store.seed(session_id, seeds)
 
-        async def run(session_id: str) -> int:
-            done = 0
-            for index in range(turns):
-                turn = _turn(config, f"t{index:05d}")
-                start = time.perf_counter()
-                done += await store.chat_turn(session_id, turn, config.window)
-                m.samples_ms.append((time.perf_counter() - start) * 1000)
-            return done
-
-        cpu = (time.process_time(), server_cpu_s(store))
-        with measure(store.counter) as seen:
+    async def run(session_id: str) -> int:
+        done = 0
+        for index in range(turns):
+            turn = _turn(config, f"t{index:05d}")
             start = time.perf_counter()
-            async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(run(session_id)) for session_id in session_ids]
-            walls.append(time.perf_counter() - start)
-        client_cpu += time.process_time() - cpu[0]
-        server_after = server_cpu_s(store)
-        if cpu[1] is not None and server_after is not None:
-            server_cpu = (server_cpu or 0.0) + server_after - cpu[1]
-        retries += sum(task.result() for task in tasks)
-        m.add(tally(seen), sessions * turns)
-        expected = [tag for i in range(turns) for tag in (f"t{i:05d}-u", f"t{i:05d}-a")]
-        for session_id in session_ids:
-            counted = count_writes(await store.read_all(session_id), expected)
-            lost += counted.lost
-            duplicated += counted.duplicated
+            done += await store.chat_turn(session_id, turn, config.window)
+            m.samples_ms.append((time.perf_counter() - start) * 1000)
+        return done
+
+    server_before = server_cpu_s(store)
+    client_before = time.process_time()
+    with measure(store.counter) as seen:
+        start = time.perf_counter()
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(run(session_id)) for session_id in session_ids]
+        wall = time.perf_counter() - start
+    client_cpu = time.process_time() - client_before
+    server_after = server_cpu_s(store)
+    server_cpu = (
+        None if server_before is None or server_after is None else server_after - server_before
+    )
+    m.add(tally(seen), sessions * turns)
+    expected = [tag for i in range(turns) for tag in (f"t{i:05d}-u", f"t{i:05d}-a")]
+    lost = duplicated = 0
+    for session_id in session_ids:
+        texts = await store.read_all(session_id)
+        counted = count_writes(texts, expected)
+        lost += counted.lost
+        duplicated += counted.duplicated
+    total = sessions * turns
     m.extra.update(
-        wall_s=[round(w, 3) for w in walls],
-        turns_per_s=round(sessions * turns / median(walls), 1),
+        repeat=repeat,
+        wall_s=round(wall, 3),
+        turns_per_s=round(total / wall, 1),
         lost=lost,
         duplicated=duplicated,
-        retries=retries,
-        client_cpu_s=round(client_cpu, 1),
-        server_cpu_s=None if server_cpu is None else round(server_cpu, 1),
+        retries=sum(task.result() for task in tasks),
+        client_cpu_s=round(client_cpu, 2),
+        server_cpu_s=None if server_cpu is None else round(server_cpu, 2),
+        client_cpu_ms_per_turn=round(client_cpu * 1000 / total, 3),
+        server_cpu_ms_per_turn=None if server_cpu is None else round(server_cpu * 1000 / total, 3),
     )
     return m
 

@@ -22,6 +22,7 @@ from ._base import (
 
 __all__ = [
     "DISTRIBUTIONS",
+    "OURS",
     "PEERS",
     "SYSTEMS",
     "AppendOutcome",
@@ -36,6 +37,7 @@ __all__ = [
 
 SYSTEMS: dict[str, str] = {
     "asyncsession": "asyncsession_store:AsyncSessionStore",
+    "asyncsession-advisors": "asyncsession_store:AsyncSessionAdvisorStore",
     "openai-agents": "openai_agents_store:OpenAIAgentsStore",
     "google-adk": "google_adk_store:GoogleAdkStore",
     "langchain": "langchain_store:LangChainStore",
@@ -44,6 +46,7 @@ SYSTEMS: dict[str, str] = {
 
 DISTRIBUTIONS: dict[str, str] = {
     "asyncsession": "asyncsession",
+    "asyncsession-advisors": "asyncsession",
     "openai-agents": "openai-agents",
     "google-adk": "google-adk",
     "langchain": "langchain-mongodb",
@@ -52,6 +55,9 @@ DISTRIBUTIONS: dict[str, str] = {
 
 PEERS = ("openai-agents", "google-adk", "langchain")
 """The peer systems, in report order after asyncsession."""
+
+OURS = ("asyncsession", "asyncsession-advisors")
+"""Our two turn shapes: the plain API and the advisor chain."""
 
 
 def store_class(system: str) -> Any:
@@ -72,7 +78,7 @@ def make_store(system: str, target: Target | None, **options: Any) -> SessionSto
             server, its Mongo repository is not there yet).
     """
     cls = store_class(system)
-    if system == "asyncsession":
+    if system in OURS:
         store: SessionStore = cls(target, **options)
         return store
     if target is None:

@@ -1,16 +1,27 @@
-"""asyncsession through its service and repository protocol: in memory, or on MongoDB.
+"""asyncsession, driven the two ways our docs show a chat turn: in memory, or on MongoDB.
 
-A turn is one snapshot read (session, version and a 20-message window together) and one batch
-append of the user message and the reply with ``expected_version`` from that snapshot, using
-stable event ids: the compare-and-swap and the idempotency key every other scenario relies on.
+- ``asyncsession`` (the plain API): a turn is what a user following the docs writes by hand:
+  ``service.get_events(session_id, EventFilter(last_n=20, ...))`` for the window, then
+  ``service.append_message`` for the user message and again for the reply.
+- ``asyncsession-advisors``: a turn is one ``ChatClient.call`` through ``SessionTurnAdvisor``
+  and ``SessionMemoryAdvisor`` (what the advisors run: ``start_turn``, then the reply), on a
+  real ``openai.AsyncOpenAI`` client whose HTTP transport is an in-process stub model
+  (``httpx.MockTransport``) answering with the turn's reply: no server, no network, the
+  SDK's request building and response parsing included.
+
+The other scenarios (contention, lost acknowledgements, compaction) use versioned appends with
+stable event ids: the compare-and-swap and the idempotency key they are about.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
+import httpx
+import openai
 from pymongo import AsyncMongoClient
 
 from asyncsession import (
@@ -27,15 +38,25 @@ from asyncsession import (
     SessionRepository,
     UserMessage,
 )
+from asyncsession.advisors import (
+    SESSION_ID_CONTEXT_KEY,
+    USER_ID_CONTEXT_KEY,
+    SessionMemoryAdvisor,
+    SessionTurnAdvisor,
+)
+from asyncsession.openai import ChatClient
 
 from .._commands import CommandCounter
-from .._workload import Message, Turn
+from .._workload import Message, Turn, parse_tag
 from ._base import AppendOutcome, MongoStoreBase, StorageStats, StoreUnavailable, Target
 
-__all__ = ["AsyncSessionStore"]
+__all__ = ["AsyncSessionAdvisorStore", "AsyncSessionStore"]
 
 USER_ID = "bench-user"
 MAX_RETRIES = 10_000
+STUB_MODEL = "bench-stub-model"
+
+Mode = Literal["plain", "advisors"]
 
 
 def window_filter(size: int) -> EventFilter:
@@ -58,6 +79,7 @@ class AsyncSessionStore:
 
     name: ClassVar[str] = "asyncsession"
     writer_policies: ClassVar[tuple[str, ...]] = ("cas-retry", "plain-append")
+    mode: ClassVar[Mode] = "plain"
 
     def __init__(self, target: Target | None, *, seed_batch: int = 2) -> None:
         self.target = target
@@ -67,6 +89,9 @@ class AsyncSessionStore:
         self._client: AsyncMongoClient[dict[str, Any]] | None = None
         self.repository: SessionRepository = InMemorySessionRepository()
         self.service = DefaultSessionService(self.repository)
+        self._replies: dict[str, str] = {}
+        self._model: openai.AsyncOpenAI | None = None
+        self._chat: ChatClient | None = None
 
     async def start(self) -> None:
         """Open the Mongo repository (when there is a target) and create its indexes."""
@@ -88,8 +113,53 @@ class AsyncSessionStore:
         self.repository = repository
         self.service = DefaultSessionService(repository)
 
+    def _chat_client(self) -> ChatClient:
+        """The advisor chain on a real ``openai`` client whose transport is the stub model."""
+        if self._chat is None:
+            transport = httpx.MockTransport(self._stub_model)
+            self._model = openai.AsyncOpenAI(
+                api_key="bench",
+                base_url="http://stub.invalid/v1",
+                http_client=httpx.AsyncClient(transport=transport),
+                max_retries=0,
+            )
+            self._chat = ChatClient(
+                self._model,
+                model=STUB_MODEL,
+                advisors=[SessionTurnAdvisor(self.service), SessionMemoryAdvisor(self.service)],
+            )
+        return self._chat
+
+    def _stub_model(self, request: httpx.Request) -> httpx.Response:
+        """A Chat Completions answer: the reply registered for the last user message's tag."""
+        body = json.loads(request.content)
+        question = body["messages"][-1]["content"]
+        tag = parse_tag(question if isinstance(question, str) else question[0]["text"])
+        reply = self._replies.get(tag or "")  # the same tag has the same reply in every session
+        if reply is None:
+            return httpx.Response(400, json={"error": {"message": f"no reply for {tag!r}"}})
+        return httpx.Response(
+            200,
+            json={
+                "id": f"chatcmpl-{tag}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": STUB_MODEL,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": reply},
+                    }
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            },
+        )
+
     async def aclose(self) -> None:
         """Close the repository (it borrows the client) and the clients."""
+        if self._model is not None:
+            await self._model.close()
         close = getattr(self.repository, "aclose", None)
         if close is not None:
             await close()
@@ -117,17 +187,25 @@ class AsyncSessionStore:
         return [e.text or "" for e in snapshot.events]
 
     async def chat_turn(self, session_id: str, turn: Turn, window: int) -> int:
-        """Snapshot read, then a CAS append of both messages; reload and retry on a conflict."""
-        events = [to_event(session_id, turn.user), to_event(session_id, turn.reply)]
-        retries = 0
-        while True:
-            snapshot = await self.service.get_snapshot(session_id, window_filter(window))
-            assert snapshot is not None, session_id
-            if await self.service.append_events(session_id, events, snapshot.version):
-                return retries
-            retries += 1
-            if retries > MAX_RETRIES:
-                raise RuntimeError("gave up after too many conflicts")
+        """The plain API turn: read the window, append the question, append the reply."""
+        if self.mode == "advisors":
+            return await self._advisor_turn(session_id, turn, window)
+        history = await self.service.get_events(session_id, window_filter(window))
+        assert len(history) <= window, session_id
+        await self.service.append_message(session_id, UserMessage(text=turn.user.text))
+        await self.service.append_message(session_id, AssistantMessage(text=turn.reply.text))
+        return 0
+
+    async def _advisor_turn(self, session_id: str, turn: Turn, window: int) -> int:
+        """One ``ChatClient.call`` through the turn and session memory advisors."""
+        chat = self._chat_client()
+        self._replies[turn.user.tag] = turn.reply.text
+        reply = await chat.call(
+            turn.user.text,
+            context={SESSION_ID_CONTEXT_KEY: session_id, USER_ID_CONTEXT_KEY: USER_ID},
+        )
+        assert reply.text == turn.reply.text, (reply.text[:40], turn.reply.tag)
+        return 0
 
     async def read_all(self, session_id: str) -> list[str]:
         """Every message event, archived ones included."""
@@ -197,7 +275,19 @@ class AsyncSessionStore:
             "version": importlib.metadata.version("asyncsession"),
             "repository": type(self.repository).__name__,
             "seed_batch": self.seed_batch,
+            "turn": (
+                "ChatClient.call (SessionTurnAdvisor + SessionMemoryAdvisor, stub model)"
+                if self.mode == "advisors"
+                else "get_events(last_n=window) + 2 x append_message"
+            ),
         }
+
+
+class AsyncSessionAdvisorStore(AsyncSessionStore):
+    """The same store, with the chat turn run through the advisor chain (see the module)."""
+
+    name: ClassVar[str] = "asyncsession-advisors"
+    mode: ClassVar[Mode] = "advisors"
 
 
 class _Writer:

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # `benchmarks` is a top-level folder, not an installed package
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.adapters import PEERS, StoreUnavailable, Target, make_store  # noqa: E402
-from benchmarks.report import render_markdown  # noqa: E402
+from benchmarks.adapters import OURS, PEERS, StoreUnavailable, Target, make_store  # noqa: E402
+from benchmarks.report import merge_repeats, render_markdown  # noqa: E402
 from benchmarks.runner import ServerPool, run  # noqa: E402
 from benchmarks.scenarios import SCENARIOS, BenchConfig, Measurement  # noqa: E402
 
@@ -38,6 +38,8 @@ TINY = dataclasses.replace(
     window_repeats=2,
     throughput_sessions=3,
     throughput_turns=2,
+    throughput_histories=(4,),
+    throughput_repeats=2,
     contention_writers=3,
     contention_appends=3,
     lost_ack_turns=2,
@@ -47,7 +49,7 @@ TINY = dataclasses.replace(
 
 
 async def _run(pool: ServerPool | None) -> dict[str, list[Measurement]]:
-    results = await run(["asyncsession"], SCENARIOS, TINY, pool, log=lambda _line: None)
+    results = await run(list(OURS), SCENARIOS, TINY, pool, log=lambda _line: None)
     failed = [f"{m.scenario} {m.case} {m.system}: {m.status}" for m in results if m.status != "ok"]
     assert not failed, failed
     by_scenario: dict[str, list[Measurement]] = {}
@@ -65,10 +67,24 @@ def _check_correctness(by_scenario: dict[str, list[Measurement]]) -> None:
     (lost_ack,) = by_scenario["lost-ack"]
     assert lost_ack.extra["duplicated"] == lost_ack.extra["lost"] == 0
     assert lost_ack.extra["errors"] == {}
-    (throughput,) = by_scenario["throughput"]
-    assert throughput.extra["lost"] == throughput.extra["duplicated"] == 0
-    (storage,) = by_scenario["storage"]
-    assert storage.extra["readable_after_compaction"] == "24/24"  # non-destructive
+    throughput = by_scenario["throughput"]
+    # every system runs every history, once per repeat, the repeats interleaved
+    assert [m.system for m in throughput] == list(OURS) * TINY.throughput_repeats
+    assert [m.extra["repeat"] for m in throughput] == [0, 0, 1, 1]
+    for m in throughput:
+        assert m.extra["lost"] == m.extra["duplicated"] == 0, m.extra
+        assert m.extra["client_cpu_ms_per_turn"] > 0
+    merged = merge_repeats(throughput)
+    assert [m.system for m in merged] == list(OURS)
+    assert all(m.ops == 2 * TINY.throughput_sessions * TINY.throughput_turns for m in merged)
+    # the advisor shape runs only the scenarios whose work depends on the turn shape
+    for scenario in ("window", "contention", "lost-ack"):
+        assert all(
+            m.system.startswith("asyncsession (") or m.system == "asyncsession"
+            for m in by_scenario[scenario]
+        ), scenario
+    for storage in by_scenario["storage"]:
+        assert storage.extra["readable_after_compaction"] == "24/24"  # non-destructive
 
 
 async def test_every_scenario_in_memory() -> None:
@@ -77,6 +93,7 @@ async def test_every_scenario_in_memory() -> None:
     _check_correctness(by_scenario)
     assert all(m.commands_per_op is None for ms in by_scenario.values() for m in ms)
     assert len(by_scenario["turn"][0].samples_ms) == TINY.turn_repeats
+    assert {m.system for m in by_scenario["turn"]} == set(OURS)
 
 
 async def test_every_scenario_on_the_test_server(mongo_uri: str) -> None:
@@ -88,14 +105,23 @@ async def test_every_scenario_on_the_test_server(mongo_uri: str) -> None:
         assert m.commands_per_op >= 1, m.as_json()
         assert m.round_trips_per_op is not None
         assert m.round_trips_per_op >= m.commands_per_op
-    (storage,) = by_scenario["storage"]
-    assert storage.extra["bytes_per_message"] > 0
-    assert storage.extra["bytes_per_session_after"] > 0
+    for m in by_scenario["turn"]:
+        # bytes on the wire are counted: a turn sends both messages and receives the window
+        assert m.extra["bytes_sent_per_turn"] > TINY.user_chars + TINY.reply_chars, m.extra
+        assert m.extra["bytes_received_per_turn"] > 0, m.extra
+    advisors = [m for m in by_scenario["turn"] if m.system == "asyncsession-advisors"]
+    assert advisors
+    assert all(min(m.per_op_commands) <= 3 for m in advisors), [m.per_op_commands for m in advisors]
+    for m in by_scenario["throughput"]:
+        assert m.extra["server_cpu_ms_per_turn"] is None or m.extra["server_cpu_ms_per_turn"] >= 0
+    for storage in by_scenario["storage"]:
+        assert storage.extra["bytes_per_message"] > 0
+        assert storage.extra["bytes_per_session_after"] > 0
 
 
 async def test_report_renders_every_table() -> None:
     """The Markdown report has a table per scenario and the raw JSON rows serialise."""
-    results = await run(["asyncsession"], SCENARIOS, TINY, None, log=lambda _line: None)
+    results = await run(list(OURS), SCENARIOS, TINY, None, log=lambda _line: None)
     markdown = render_markdown(results, {"server": {"uri_options": {"w": "majority"}}}, TINY)
     assert markdown.count("### ") == len(SCENARIOS)
     assert "w=majority" in markdown
