@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import JsonValue
 
+from ._compaction_pass import run_compaction
 from .events import (
     DEFAULT_TIME_TO_LIVE,
     CreateSessionRequest,
@@ -26,11 +27,8 @@ from .events import (
 from .exceptions import SessionExists, UsageError
 from .filters import EventFilter
 from .messages import Message
-from .repository._protocol import SessionRepository, SessionSnapshot
-from .repository._turn import start_turn
-
-if TYPE_CHECKING:
-    from .compaction import CompactionResult, CompactionStrategy, TriggerLike
+from .plans import CompactionResult, CompactionStrategy, TriggerLike
+from .repository import SessionRepository, SessionSnapshot, start_turn
 
 __all__ = ["SessionService", "DefaultSessionService", "DelegatingSessionService"]
 
@@ -388,8 +386,6 @@ class DefaultSessionService:
         Raises:
             SessionNotFound: the session does not exist.
         """
-        from .compaction._run import run_compaction
-
         return await run_compaction(
             self.repository, _require(session_id, "session_id"), trigger, strategy
         )
