@@ -8,7 +8,7 @@ driver's exception is always chained as ``__cause__``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 
 from pymongo.errors import PyMongoError
@@ -21,7 +21,7 @@ __all__ = ["pymongo_errors"]
 @contextmanager
 def pymongo_errors(
     error: Callable[[str], AsyncSessionError], message: Callable[[PyMongoError], str]
-) -> Iterator[None]:
+) -> Generator[None, None, None]:
     """Raise ``error(message(exc))`` from any ``PyMongoError`` raised inside the block.
 
     Args:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeAlias, runtime_checkable
+from typing import Protocol, TypeAlias, cast, runtime_checkable
 
 from .events import Session, SessionEvent
 from .exceptions import InvalidCompactionPlan, UsageError
@@ -46,10 +46,9 @@ class CompactionRequest:
     """The active events in log order."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.session, Session):
-            raise UsageError(
-                f"a CompactionRequest needs a Session, not {type(self.session).__name__}"
-            )
+        session = cast(object, self.session)  # callers outside the type checker pass anything
+        if not isinstance(session, Session):
+            raise UsageError(f"a CompactionRequest needs a Session, not {type(session).__name__}")
 
     @classmethod
     def of(cls, session: Session, events: Sequence[SessionEvent]) -> CompactionRequest:
@@ -59,9 +58,10 @@ class CompactionRequest:
             UsageError: ``session`` is not a ``Session``, or ``events`` is not a sequence (for
                 example ``None``).
         """
-        if isinstance(events, str | bytes) or not isinstance(events, Sequence):
+        given = cast(object, events)  # callers outside the type checker pass anything
+        if isinstance(given, str | bytes) or not isinstance(given, Sequence):
             raise UsageError(
-                f"CompactionRequest.of needs a sequence of events, not {type(events).__name__}"
+                f"CompactionRequest.of needs a sequence of events, not {type(given).__name__}"
             )
         return cls(session=session, events=tuple(events))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from pydantic import JsonValue
 
@@ -44,7 +44,8 @@ _SYSTEM_MESSAGES_DISABLED = (
 
 
 def _require(value: str, what: str) -> str:
-    if not isinstance(value, str) or not value.strip():
+    given = cast(object, value)  # callers outside the type checker may pass anything
+    if not isinstance(given, str) or not value.strip():
         raise UsageError(f"{what} must be a non-empty string")
     return value
 

@@ -195,8 +195,8 @@ def _circles(edges: dict[str, frozenset[str]]) -> list[list[str]]:
 
 
 def _declared_layer(module: str) -> int | None:
-    best = max((prefix for prefix in LAYERS if _covers(prefix, module)), key=len, default=None)
-    return None if best is None else LAYERS[best]
+    matching = [prefix for prefix in LAYERS if _covers(prefix, module)]
+    return LAYERS[max(matching, key=len)] if matching else None
 
 
 @cache
@@ -208,7 +208,8 @@ def _layer(module: str) -> int | None:
     inside = [t for t in _graph()[module] if t.startswith(module + ".")]
     layers = [layer for t in inside if (layer := _layer(t)) is not None]
     own = _declared_layer(module)
-    return max([*layers, *([own] if own is not None else [])], default=own)
+    candidates = [*layers, *([own] if own is not None else [])]
+    return max(candidates) if candidates else None
 
 
 def _covers(prefix: str, module: str) -> bool:
@@ -234,11 +235,11 @@ def test_the_graph_sees_imports_everywhere() -> None:
 
 def test_a_circle_is_found() -> None:
     """The circle finder reports every module of a circle, and nothing else."""
-    edges = {
+    edges: dict[str, frozenset[str]] = {
         "a": frozenset({"b"}),
         "b": frozenset({"c"}),
         "c": frozenset({"a", "d"}),
-        "d": frozenset(),
+        "d": frozenset[str](),
     }
     assert _circles(edges) == [["a", "b", "c"]]
 
@@ -250,7 +251,7 @@ def test_no_import_circle() -> None:
         assert target in graph[importer], (
             f"{importer} no longer imports {target}: remove it from KNOWN_CIRCLES_OWNED_ELSEWHERE"
         )
-    pruned = {
+    pruned: dict[str, frozenset[str]] = {
         name: frozenset(t for t in targets if (name, t) not in KNOWN_CIRCLES_OWNED_ELSEWHERE)
         for name, targets in graph.items()
     }
@@ -293,7 +294,7 @@ def _is_private(name: str) -> bool:
 def test_no_private_name_is_imported_from_another_module() -> None:
     """``from x import _name`` across modules is refused; a private module may be imported."""
     modules = _modules()
-    offenders = []
+    offenders: list[str] = []
     for imp in _all_imports():
         if imp.name is None or not _is_private(imp.name) or f"{imp.module}.{imp.name}" in modules:
             continue
