@@ -18,15 +18,29 @@ AsyncSessionError                       base of everything we raise; never raise
 │   ├── ChatTimeout
 │   ├── StreamInterrupted               the model's stream broke off before it finished
 │   └── ToolLoopLimitExceeded           the tool loop ran more rounds than allowed
-└── ToolError                           a tool failed; sent back to the model, not raised to you
+├── ToolError                           a tool failed; sent back to the model, not raised to you
+└── MemoryStoreError                    a long-term memory store refused or failed an operation
+    ├── MemoryPathError (ValueError)    an unsafe or invalid path   .path
+    ├── MemoryNotFound (LookupError)    no file or directory there   .path
+    ├── MemoryExists                    a file or directory is already there   .path
+    ├── MemoryIsADirectory              a file operation named a directory   .path
+    ├── MemoryNotADirectory             a parent component is a file   .path
+    ├── MemoryWriteConflict             the file changed since it was read   .path
+    ├── MemoryTooLarge                  a file or the scope would be over its limit   .size .limit
+    └── MemoryBackendError              the filesystem or the database failed; chained
 ```
 
-Driver and SDK errors are translated at one boundary each and chained with ``raise ... from``.
+Driver and SDK errors are translated at one boundary each and chained with ``raise ... from``:
+PyMongo's in `asyncsession._pymongo_errors` (to `StorageError` for sessions, to
+`MemoryBackendError` for memory), the OpenAI SDK's in `asyncsession.openai`. Every error here is
+also exported from the top-level package.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+
+from ._display import shown_path
 
 __all__ = [
     "AsyncSessionError",
@@ -47,6 +61,15 @@ __all__ = [
     "StreamInterrupted",
     "ToolLoopLimitExceeded",
     "ToolError",
+    "MemoryStoreError",
+    "MemoryPathError",
+    "MemoryNotFound",
+    "MemoryExists",
+    "MemoryIsADirectory",
+    "MemoryNotADirectory",
+    "MemoryWriteConflict",
+    "MemoryTooLarge",
+    "MemoryBackendError",
 ]
 
 
@@ -173,3 +196,78 @@ class ToolLoopLimitExceeded(ChatError):
 
 class ToolError(AsyncSessionError):
     """A tool failed. The tool loop sends the message back to the model as the tool's result."""
+
+
+class MemoryStoreError(AsyncSessionError):
+    """Base class of every memory store error; never raised directly."""
+
+
+class MemoryPathError(MemoryStoreError, ValueError):
+    """A path is unsafe or invalid: absolute, escaping the scope, too long, or malformed."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        """The path as the caller gave it."""
+
+
+class MemoryNotFound(MemoryStoreError, LookupError):
+    """Nothing (no file, no directory) exists at the path."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"Path does not exist: {shown_path(path)}")
+        self.path = path
+        """The normalised path that was looked up."""
+
+
+class MemoryExists(MemoryStoreError):
+    """A file or directory already exists at the path."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"Path already exists: {shown_path(path)}")
+        self.path = path
+        """The normalised path that is taken."""
+
+
+class MemoryIsADirectory(MemoryStoreError):
+    """A file operation named a directory."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"Path is a directory, not a file: {shown_path(path)}")
+        self.path = path
+        """The normalised path of the directory."""
+
+
+class MemoryNotADirectory(MemoryStoreError):
+    """A component of the path that must be a directory is a file."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"Parent path is a file, not a directory: {shown_path(path)}")
+        self.path = path
+        """The normalised path of the file that stands where a directory is needed."""
+
+
+class MemoryWriteConflict(MemoryStoreError):
+    """The file changed (or vanished, or appeared) since the caller read it."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"File was changed concurrently: {shown_path(path)}")
+        self.path = path
+        """The normalised path of the contested file."""
+
+
+class MemoryTooLarge(MemoryStoreError):
+    """A write would make a file, or the whole scope, larger than its configured limit."""
+
+    def __init__(self, path: str, message: str, *, size: int, limit: int) -> None:
+        super().__init__(message)
+        self.path = path
+        """The normalised path being written or read."""
+        self.size = size
+        """The size the operation would reach, in bytes."""
+        self.limit = limit
+        """The configured limit, in bytes."""
+
+
+class MemoryBackendError(MemoryStoreError):
+    """The filesystem or the database failed; the cause is chained as ``__cause__``."""

@@ -1,20 +1,111 @@
-"""``CompactionPlan``: a compaction as plain writes on the log.
+"""What a compaction pass exchanges: the request in, the two roles, the result and the plan out.
+
+A pass reads the active events into a [`CompactionRequest`][asyncsession.plans.CompactionRequest],
+asks a [`CompactionTrigger`][asyncsession.plans.CompactionTrigger] whether to compact, lets a
+[`CompactionStrategy`][asyncsession.plans.CompactionStrategy] decide a
+[`CompactionResult`][asyncsession.plans.CompactionResult], and applies it as a
+[`CompactionPlan`][asyncsession.plans.CompactionPlan]. These live below the repository and the
+service (which run the pass); the triggers and strategies themselves live in
+`asyncsession.compaction`, above them, and re-export the two roles.
 
 What a compaction *means* (turn boundaries, what a summary replaces) is decided by strategies;
 a store only has to apply the plan: flag the ``archive_ids`` archived in place, and put each
-:class:`Insert` group of new events immediately before its anchor event (or at the end of the log
-when it has none). Existing events never move and are never removed.
+[`Insert`][asyncsession.plans.Insert] group of new events immediately before its anchor event
+(or at the end of the log when it has none). Existing events never move and are never removed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, TypeAlias, cast, runtime_checkable
 
-from .events import SessionEvent
+from .events import Session, SessionEvent
 from .exceptions import InvalidCompactionPlan, UsageError
 
-__all__ = ["CompactionPlan", "CompactionResult", "Insert"]
+__all__ = [
+    "CompactionPlan",
+    "CompactionRequest",
+    "CompactionResult",
+    "CompactionStrategy",
+    "CompactionTrigger",
+    "Insert",
+    "TriggerLike",
+    "should_compact",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionRequest:
+    """A session and its active events, handed to triggers and strategies."""
+
+    session: Session
+    """The session being compacted."""
+    events: tuple[SessionEvent, ...]
+    """The active events in log order."""
+
+    def __post_init__(self) -> None:
+        session = cast(object, self.session)  # callers outside the type checker pass anything
+        if not isinstance(session, Session):
+            raise UsageError(f"a CompactionRequest needs a Session, not {type(session).__name__}")
+
+    @classmethod
+    def of(cls, session: Session, events: Sequence[SessionEvent]) -> CompactionRequest:
+        """A request over these events.
+
+        Raises:
+            UsageError: ``session`` is not a ``Session``, or ``events`` is not a sequence (for
+                example ``None``).
+        """
+        given = cast(object, events)  # callers outside the type checker pass anything
+        if isinstance(given, str | bytes) or not isinstance(given, Sequence):
+            raise UsageError(
+                f"CompactionRequest.of needs a sequence of events, not {type(given).__name__}"
+            )
+        return cls(session=session, events=tuple(events))
+
+    @property
+    def current_event_count(self) -> int:
+        """How many active events there are."""
+        return len(self.events)
+
+    @property
+    def current_turn_count(self) -> int:
+        """How many turns there are: real (not synthetic) user messages, the open turn included."""
+        return sum(1 for e in self.events if e.is_turn_start and not e.is_synthetic)
+
+
+@runtime_checkable
+class CompactionTrigger(Protocol):
+    """Decides whether to compact. Keep it cheap: it runs after every turn."""
+
+    async def should_compact(self, request: CompactionRequest) -> bool:
+        """Whether the session in ``request`` should be compacted now."""
+        ...
+
+
+TriggerLike: TypeAlias = CompactionTrigger | Callable[[CompactionRequest], bool | Awaitable[bool]]
+"""A trigger, or a sync or async function of the request."""
+
+
+async def should_compact(trigger: TriggerLike, request: CompactionRequest) -> bool:
+    """Ask ``trigger`` (a trigger object or a plain function) about ``request``."""
+    if isinstance(trigger, CompactionTrigger):
+        return bool(await trigger.should_compact(request))
+    outcome = trigger(request)
+    if inspect.isawaitable(outcome):
+        outcome = await outcome
+    return bool(outcome)
+
+
+@runtime_checkable
+class CompactionStrategy(Protocol):
+    """Turns the active events into a smaller active window."""
+
+    async def compact(self, request: CompactionRequest) -> CompactionResult:
+        """The new active window and the events that leave it."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

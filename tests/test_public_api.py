@@ -56,3 +56,91 @@ def test_every_exception_derives_from_the_base() -> None:
 
     for attr in exceptions.__all__:
         assert issubclass(getattr(exceptions, attr), asyncsession.AsyncSessionError)
+
+
+def _exception_classes() -> dict[str, type[BaseException]]:
+    """Every public exception class defined anywhere in the package, by name."""
+    found: dict[str, type[BaseException]] = {}
+    for name in [
+        "asyncsession",
+        *(i.name for i in _all_modules() if i.name != "asyncsession.__main__"),
+    ]:
+        module = importlib.import_module(name)
+        for attr, value in vars(module).items():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, BaseException)
+                and value.__module__.startswith("asyncsession")
+                and not attr.startswith("_")  # private control flow, caught where it is raised
+            ):
+                found[value.__name__] = value
+    return found
+
+
+def _all_modules() -> list[pkgutil.ModuleInfo]:
+    return list(pkgutil.walk_packages(asyncsession.__path__, "asyncsession."))
+
+
+def test_every_exception_is_in_the_one_tree_and_exported() -> None:
+    """Each error class is defined in asyncsession.exceptions, drawn in its tree, and exported
+    from both asyncsession.exceptions and the top-level package."""
+    from asyncsession import exceptions
+
+    tree = _drawn_in_tree()
+    classes = _exception_classes()
+    assert {"MemoryStoreError", "ChatTimeout", "ToolLoopLimitExceeded"} <= set(classes)
+    for name, cls in classes.items():
+        assert cls.__module__ == "asyncsession.exceptions", f"{name} lives in {cls.__module__}"
+        assert issubclass(cls, asyncsession.AsyncSessionError), name
+        assert name in tree, f"{name} is not drawn in the asyncsession.exceptions tree"
+        assert name in exceptions.__all__, f"{name} is not in asyncsession.exceptions.__all__"
+        assert getattr(asyncsession, name, None) is cls, f"asyncsession does not export {name}"
+        assert name in asyncsession.__all__, f"{name} is not in asyncsession.__all__"
+
+
+def _drawn_in_tree() -> list[str]:
+    """The class names drawn in the ``asyncsession.exceptions`` docstring tree."""
+    import re
+
+    from asyncsession import exceptions
+
+    block = (exceptions.__doc__ or "").split("```text", 1)[1].split("```", 1)[0]
+    return re.findall(r"^[\s│├└─]*([A-Z]\w+)", block, re.MULTILINE)
+
+
+def test_the_tree_lists_only_real_errors() -> None:
+    """The tree draws each exported error exactly once, and nothing else."""
+    from asyncsession import exceptions
+
+    drawn = _drawn_in_tree()
+    assert len(drawn) == len(set(drawn))
+    assert set(drawn) == set(exceptions.__all__)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        pytest.param(asyncsession.SessionNotFound("s"), id="repository"),
+        pytest.param(asyncsession.MemoryNotFound("a.md"), id="memory"),
+        pytest.param(asyncsession.ToolLoopLimitExceeded(3), id="chat"),
+    ],
+)
+def test_errors_show_their_public_path(error: Exception) -> None:
+    """An error's class reports the public module it is imported from."""
+    assert type(error).__module__ == "asyncsession.exceptions"
+    assert f"{type(error).__module__}.{type(error).__qualname__}".startswith(
+        "asyncsession.exceptions."
+    )
+
+
+def test_the_memory_modules_still_export_the_memory_errors() -> None:
+    """asyncsession.memory and asyncsession.memory.store re-export the memory errors by name."""
+    from asyncsession import exceptions, memory
+    from asyncsession.memory import store
+
+    for name in exceptions.__all__:
+        if name.startswith("Memory"):
+            assert getattr(memory, name) is getattr(exceptions, name)
+            assert getattr(store, name) is getattr(exceptions, name)
+            assert name in memory.__all__
+            assert name in store.__all__

@@ -1,10 +1,16 @@
-"""Building and running the chain of one call: sort by order, fold, run."""
+"""Building and running the chain of one call: sort by order, fold, run.
+
+Right before the model is called, a session turn that no advisor needed yet is resolved
+(`resolve_pending_turn`): the owner check and the session's creation never depend on what
+sits between the turn advisor and the model.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 
 from ..chat import ChatChunk, ChatRequest, ChatResponse, StreamAggregator
+from ._session import TURN_STATE, resolve_pending_turn
 from .base import Advisor, CallContext, CallNext, ChunkStream, StreamNext
 
 __all__ = ["close_streams", "run_call", "sort_advisors", "start_stream"]
@@ -21,7 +27,12 @@ async def run_call(
     model: Callable[[CallContext, ChatRequest], Awaitable[ChatResponse]],
 ) -> ChatResponse:
     """Run ``ctx.advisors`` around ``model`` on the call path."""
-    call_next: CallNext = model
+
+    async def model_step(ctx: CallContext, request: ChatRequest) -> ChatResponse:
+        await resolve_pending_turn(ctx)
+        return await model(ctx, request)
+
+    call_next: CallNext = model_step
     for advisor in reversed(ctx.advisors):
         call_next = _call_step(advisor, call_next)
     return await call_next(ctx, request)
@@ -51,7 +62,11 @@ def _stream_step(
     def step(ctx: CallContext, request: ChatRequest) -> ChunkStream:
         stream: ChunkStream
         if index == len(advisors):
-            stream = model(ctx, request)
+            turn = ctx.state.get(TURN_STATE)
+            if turn is not None and turn.is_pending:
+                stream = _ResolveTurnFirst(ctx, request, model)
+            else:
+                stream = model(ctx, request)
         else:
             level = _AdvisorStream()
             inner_step = _stream_step(advisors, index + 1, model)
@@ -67,6 +82,42 @@ def _stream_step(
         return stream
 
     return step
+
+
+class _ResolveTurnFirst(ChunkStream):
+    """The model's stream, opened only once the pending session turn is resolved."""
+
+    __slots__ = ("_ctx", "_done", "_inner", "_model", "_request")
+
+    def __init__(
+        self,
+        ctx: CallContext,
+        request: ChatRequest,
+        model: Callable[[CallContext, ChatRequest], ChunkStream],
+    ) -> None:
+        super().__init__()
+        self._ctx = ctx
+        self._request = request
+        self._model = model
+        self._inner: ChunkStream | None = None
+        self._done = False
+
+    async def __anext__(self) -> ChatChunk:
+        if self._inner is None:
+            await resolve_pending_turn(self._ctx)
+            self._inner = self._model(self._ctx, self._request)
+        try:
+            return await self._inner.__anext__()
+        except StopAsyncIteration:
+            self._done = True
+            raise
+
+    def _produced(self) -> ChatResponse | None:
+        return self._inner.response if self._done and self._inner is not None else None
+
+    async def aclose(self) -> None:
+        if self._inner is not None:
+            await self._inner.aclose()
 
 
 class _AdvisorStream(ChunkStream):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Mapping, Sequence
@@ -15,16 +16,19 @@ from ..exceptions import AccessDenied, SessionExists, SessionNotFound, UsageErro
 from ..filters import EventFilter
 from ..messages import Message
 from ..service import SessionService
-from .base import StateKey
-from .contexts import SessionContexts
+from .base import CallContext, StateKey
+from .contexts import CALL_SESSION, SessionContexts
 
 __all__ = [
     "TURN_STATE",
     "CompactionSubmitter",
+    "HistoryReader",
     "Resolved",
     "TurnState",
     "check_compaction_pair",
     "compact_after_turn",
+    "open_turn",
+    "resolve_pending_turn",
     "resolve_session",
 ]
 
@@ -140,23 +144,104 @@ async def _read(
     return Resolved(session=snapshot.session, events=snapshot.events, read_filter=read_filter)
 
 
+@runtime_checkable
+class HistoryReader(Protocol):
+    """An advisor whose history read can also resolve the turn (``SessionMemoryAdvisor``).
+
+    The turn advisor reads the session with this advisor's filter, so that whoever resolves the
+    turn first also reads the window this advisor needs, and it can reuse that read.
+    """
+
+    @property
+    def service(self) -> SessionService:
+        """The service the history is read from."""
+        ...
+
+    def history_filter(self, context: Mapping[str, Any]) -> EventFilter:
+        """The filter the history is read with for a call with this advisor context."""
+        ...
+
+
 @dataclass(slots=True, kw_only=True)
 class TurnState:
-    """What the turn advisor resolved for a call, shared with the memory advisors inside it."""
+    """The call's session, resolved lazily by the first advisor that needs it.
+
+    The turn advisor leaves it pending. The memory advisor fulfils it in the step that stores the
+    user's message and reads the window (``start_turn``: the 3-command turn); any other advisor
+    that needs the session first resolves it through `SessionContexts.session`; if nobody
+    did, the chain resolves it right before the model is called, so the owner is always checked
+    and the session always exists before the model runs, whatever sits in between.
+    """
 
     service: SessionService
-    """The service the turn advisor resolved the session with."""
-    resolved: Resolved | None
-    """The session and the window read with it; ``None`` until the memory advisor inside
-    opens the turn (it reads the window and stores the user message in one step)."""
+    """The service the turn advisor resolves the session with."""
+    session_id: str
+    """The call's session id."""
+    context: Mapping[str, Any]
+    """The advisor context the session is created from (user id, metadata)."""
+    default_user_id: str
+    """The owner of a session created without a user id in the context."""
+    read_filter: EventFilter | None
+    """The window read along with the session when resolved here (the history filter of a
+    memory advisor on the same service), or ``None`` to read the session alone."""
     compacts: bool
     """Whether the turn advisor compacts at the end of the turn (so the memory advisor won't)."""
+    resolved: Resolved | None = None
+    """The session and the window read with it; ``None`` while the turn is pending."""
     appended: list[SessionEvent] = field(default_factory=list[SessionEvent])
     """The events memory advisors appended during the call, in order."""
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+
+    @property
+    def is_pending(self) -> bool:
+        """Whether nobody has resolved the session yet."""
+        return self.resolved is None
+
+    async def resolve(self) -> Resolved:
+        """Resolve the session once (find or create, check the owner), with its window.
+
+        Raises:
+            AccessDenied: the context's user does not own the session.
+        """
+        async with self._lock:
+            if self.resolved is None:
+                self.resolved = await resolve_session(
+                    self.service,
+                    self.context,
+                    self.session_id,
+                    read_filter=self.read_filter,
+                    default_user_id=self.default_user_id,
+                )
+            return self.resolved
+
+    async def session(self) -> Session:
+        """The call's session, resolved on first use (see `resolve`)."""
+        return (await self.resolve()).session
+
+    def fulfil(self, resolved: Resolved) -> None:
+        """Record a resolve another advisor did in a step of its own (the memory advisor's)."""
+        if self.resolved is None:
+            self.resolved = resolved
+
+    def install(self, ctx: CallContext) -> None:
+        """Share this turn with the call's advisors (and with `SessionContexts.session`)."""
+        ctx.state[TURN_STATE] = self
+        ctx.state[CALL_SESSION] = self
 
 
 TURN_STATE: StateKey[TurnState] = StateKey("asyncsession.advisors.turn")
-"""Where the turn advisor leaves its :class:`TurnState`."""
+"""Where the turn advisor leaves its `TurnState`."""
+
+
+async def resolve_pending_turn(ctx: CallContext) -> None:
+    """Resolve the call's turn if no advisor did: the model never runs for an unchecked owner.
+
+    Raises:
+        AccessDenied: the context's user does not own the session.
+    """
+    turn = ctx.state.get(TURN_STATE)
+    if turn is not None and turn.is_pending:
+        await turn.resolve()
 
 
 def check_compaction_pair(trigger: TriggerLike | None, strategy: CompactionStrategy | None) -> None:

@@ -8,13 +8,14 @@ advisors do, so an advisor of your own names and creates the session the same wa
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final, cast
+from typing import Any, Final, Protocol, cast
 
 from pydantic import JsonValue
 
-from ..events import CreateSessionRequest
+from ..events import CreateSessionRequest, Session
 from ..exceptions import MissingSessionId, UsageError
 from ..filters import EventFilter
+from .base import CallContext, StateKey
 
 __all__ = [
     "DEFAULT_USER_ID",
@@ -24,6 +25,7 @@ __all__ = [
     "SESSION_ID_CONTEXT_KEY",
     "SESSION_METADATA_CONTEXT_KEY",
     "USER_ID_CONTEXT_KEY",
+    "CallSession",
     "SessionContexts",
 ]
 
@@ -45,8 +47,42 @@ DEFAULT_USER_ID: Final = "default-user"
 """The owner of sessions created without a user id in the context."""
 
 
+class CallSession(Protocol):
+    """The session of one call, resolved once by whichever advisor needs it first."""
+
+    async def session(self) -> Session:
+        """The session: found or created, its owner checked."""
+        ...
+
+
+CALL_SESSION: StateKey[CallSession] = StateKey("asyncsession.advisors.session")
+"""Where a ``SessionTurnAdvisor`` leaves the call's lazily resolved session."""
+
+
 class SessionContexts:
     """Read the session advisors' keys from an advisor context, as the advisors do."""
+
+    @staticmethod
+    async def session(ctx: CallContext) -> Session:
+        """The call's session, for an advisor of your own that needs it.
+
+        The ``SessionTurnAdvisor`` further out leaves the session unresolved until an advisor
+        needs it: the first to ask resolves it (finds or creates it and checks the owner, once
+        per call) and every later one gets the same session. An advisor that never asks costs
+        nothing; the memory advisor then resolves the session in the step that starts the turn.
+
+        Raises:
+            UsageError: no ``SessionTurnAdvisor`` runs further out in this call.
+            MissingSessionId: the context has no session id.
+            AccessDenied: the context's user does not own the session.
+        """
+        call_session = ctx.state.get(CALL_SESSION)
+        if call_session is None:
+            raise UsageError(
+                "SessionContexts.session needs a SessionTurnAdvisor further out in the chain "
+                "(a lower order than the advisor that asks)"
+            )
+        return await call_session.session()
 
     @staticmethod
     def session_id(context: Mapping[str, Any]) -> str:

@@ -192,10 +192,7 @@ class SessionMemoryAdvisor(BaseAdvisor):
     ) -> _MemoryCall:
         read_filter = self.history_filter(ctx.context)
         turn = ctx.state.get(TURN_STATE)
-        if turn is not None and (
-            turn.service is not self.service
-            or (turn.resolved is not None and turn.resolved.session.id != session_id)
-        ):
+        if turn is not None and (turn.service is not self.service or turn.session_id != session_id):
             turn = None
         opened: SessionEvent | None = None
         reserved: str | None = None
@@ -229,8 +226,8 @@ class SessionMemoryAdvisor(BaseAdvisor):
                     read_filter=read_filter,
                     default_user_id=self.default_user_id,
                 )
-            if turn is not None:
-                turn.resolved = resolved
+            if turn is not None:  # the first to need the session: the turn is this step
+                turn.fulfil(resolved)
             session, events = resolved.session, resolved.events or ()
         looked_up: SessionEvent | None = None
         if needs_system_lookup(events, read_filter) and self._may_store_system_messages():

@@ -1,10 +1,14 @@
 """``SessionTurnAdvisor``: once per call, around the tool loop.
 
-Before the turn it resolves the session once: it finds or creates it (with the context's user id
-and session metadata) and checks its owner when the context names a user, in the same read that
-fetches the history window of the ``SessionMemoryAdvisor`` inside it, which then reuses that
-read. After the turn, when the final reply asks for no tools, it compacts the session inline,
-or hands it to a background worker.
+Before the turn it shares the call's session, resolved lazily: the first advisor that needs it
+finds or creates it (with the context's user id and session metadata) and checks its owner when
+the context names a user. The ``SessionMemoryAdvisor`` does it in the step that stores the user's
+message and reads its window (the 3-command turn); an advisor of your own in between that needs
+the session asks `SessionContexts.session` (which reads the memory advisor's window too, for it
+to reuse); and if nobody asked, the chain resolves it right before the model is called. So the
+owner is checked before the model runs, whatever sits in between, and an advisor that does not
+touch the session costs nothing. After the turn, when the final reply asks for no tools, it
+compacts the session inline, or hands it to a background worker.
 """
 
 from __future__ import annotations
@@ -18,22 +22,14 @@ from ..service import SessionService
 from ._session import (
     TURN_STATE,
     CompactionSubmitter,
+    HistoryReader,
     TurnState,
     check_compaction_pair,
     compact_after_turn,
     known_active_view,
-    resolve_session,
 )
-from .auto_memory import AutoMemoryToolsAdvisor
 from .base import HIGHEST_PRECEDENCE, BaseAdvisor, CallContext
 from .contexts import DEFAULT_USER_ID, SessionContexts
-from .memory import SessionMemoryAdvisor
-from .recall import SessionRecallAdvisor
-from .tools import ToolCallingAdvisor
-
-_TRANSPARENT: Final = (ToolCallingAdvisor, AutoMemoryToolsAdvisor, SessionRecallAdvisor)
-"""Our advisors that may sit between the turn and memory advisors without needing the session
-to exist first or changing the user's message."""
 
 __all__ = ["CompactionSubmitter", "SessionTurnAdvisor"]
 
@@ -89,58 +85,39 @@ class SessionTurnAdvisor(BaseAdvisor):
         return self.compaction_trigger is not None or self.worker is not None
 
     def _read_filter(self, ctx: CallContext) -> EventFilter | None:
-        """The history filter of the memory advisor inside this one, if any: one read serves
-        the resolve and the history."""
+        """The history filter of the first history reader on this service inside this advisor,
+        if any: whoever resolves the turn then reads the window it needs, and it reuses that."""
         position = next((i for i, a in enumerate(ctx.advisors) if a is self), -1)
         for advisor in ctx.advisors[position + 1 :]:
-            if isinstance(advisor, SessionMemoryAdvisor) and advisor.service is self.service:
+            if isinstance(advisor, HistoryReader) and advisor.service is self.service:
                 return advisor.history_filter(ctx.context)
         return None
 
-    def _memory_opens_turn(self, ctx: CallContext) -> bool:
-        """Whether the memory advisor inside can resolve the session for this advisor.
-
-        It can when it uses the same service and only advisors of ours that neither need the
-        session to exist nor change the user's message sit in between; then the resolve, the
-        owner check, storing the message and reading the window are one step. With any other
-        advisor in between, this advisor resolves first, as the pipeline promises.
-        """
-        position = next((i for i, a in enumerate(ctx.advisors) if a is self), -1)
-        for advisor in ctx.advisors[position + 1 :]:
-            if isinstance(advisor, SessionMemoryAdvisor):
-                return advisor.service is self.service
-            if not isinstance(advisor, _TRANSPARENT):
-                return False
-        return False
-
     async def before(self, ctx: CallContext, request: ChatRequest) -> ChatRequest:
-        """Resolve the session (find or create, check the owner) and share what was read.
+        """Share the call's session, to be resolved by the first advisor that needs it.
 
         Raises:
             MissingSessionId: the context has no session id.
-            AccessDenied: the context's user does not own the session.
         """
-        session_id = SessionContexts.session_id(ctx.context)
-        resolved = None
-        if not self._memory_opens_turn(ctx):
-            resolved = await resolve_session(
-                self.service,
-                ctx.context,
-                session_id,
-                read_filter=self._read_filter(ctx),
-                default_user_id=self.default_user_id,
-            )
-        # else the memory advisor inside opens the turn: one step resolves the session, checks
-        # the owner, stores the user's message and reads the window (see SessionMemoryAdvisor).
-        ctx.state[TURN_STATE] = TurnState(
-            service=self.service, resolved=resolved, compacts=self.compacts
-        )
+        TurnState(
+            service=self.service,
+            session_id=SessionContexts.session_id(ctx.context),
+            context=ctx.context,
+            default_user_id=self.default_user_id,
+            read_filter=self._read_filter(ctx),
+            compacts=self.compacts,
+        ).install(ctx)
         return request
 
     async def after(self, ctx: CallContext, response: ChatResponse) -> ChatResponse:
         """Compact once the turn is complete; a failed compaction is logged, not raised."""
         turn = ctx.state.get(TURN_STATE)
-        if response.has_tool_calls or not self.compacts or turn is None or turn.resolved is None:
+        if turn is None:
+            return response
+        # Already resolved, unless an advisor in between answered without calling the model:
+        # the session then still exists, and its owner is checked, after every call.
+        resolved = await turn.resolve()
+        if response.has_tool_calls or not self.compacts:
             return response
         trigger = self.compaction_trigger
         if trigger is None and self.worker is not None:
@@ -148,12 +125,10 @@ class SessionTurnAdvisor(BaseAdvisor):
             trigger = getattr(self.worker, "trigger", None)
         await compact_after_turn(
             self.service,
-            turn.resolved.session,
+            resolved.session,
             trigger=trigger,
             strategy=self.compaction_strategy,
             worker=self.worker,
-            known_events=known_active_view(
-                turn.resolved.read_filter, turn.resolved.events, turn.appended
-            ),
+            known_events=known_active_view(resolved.read_filter, resolved.events, turn.appended),
         )
         return response

@@ -18,9 +18,8 @@ decides when, a strategy decides what, and the result is applied as a
 - Background work: :class:`CompactionWorker`.
 """
 
-from ..plans import CompactionPlan, CompactionResult, Insert
+from ..plans import CompactionPlan, CompactionRequest, CompactionResult, Insert
 from ._pipeline import EventFormatter, format_event
-from .request import CompactionRequest
 from .strategies import (
     DEFAULT_SHADOW_PROMPT,
     RECURSIVE_SUMMARIZATION_SOURCE,

@@ -24,14 +24,14 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Final, Protocol, TypeAlias, runtime_checkable
+from typing import Final, TypeAlias
 
 from pydantic import JsonValue
 
 from ..events import COMPACTION_SOURCE, SYNTHETIC, EventType, SessionEvent, utc_now
 from ..exceptions import CompactionError, UsageError
 from ..messages import AssistantMessage, UserMessage
-from ..plans import CompactionResult
+from ..plans import CompactionRequest, CompactionResult, CompactionStrategy
 from ._pipeline import (
     EventFormatter,
     EventSplit,
@@ -43,7 +43,6 @@ from ._pipeline import (
     tokens_of,
     unchanged_except_superseded,
 )
-from .request import CompactionRequest
 from .summarizer import DEFAULT_SUMMARIZER_SYSTEM_PROMPT, Summarizer
 from .tokens import HeuristicTokenCountEstimator, TokenCountEstimator
 
@@ -69,15 +68,6 @@ OnSummarizationFailure: TypeAlias = Callable[
     [CompactionRequest, CompactionError], Awaitable[object] | object
 ]
 """Called (sync or async) when a summary could not be written; the error says why."""
-
-
-@runtime_checkable
-class CompactionStrategy(Protocol):
-    """Turns the active events into a smaller active window."""
-
-    async def compact(self, request: CompactionRequest) -> CompactionResult:
-        """The new active window and the events that leave it."""
-        ...
 
 
 class SlidingWindowCompactionStrategy:

@@ -9,7 +9,6 @@ import hashlib
 import os
 import shutil
 import stat
-import tempfile
 import urllib.parse
 import weakref
 from collections.abc import Callable, Generator
@@ -23,6 +22,8 @@ except ImportError:  # pragma: no cover - Windows
 import anyio.to_thread
 
 from .._shield import shielded
+from ._common import ScopedLimits, encode_text, split_path
+from ._files import TMP_PREFIX, prune, total_bytes, within, write_file
 from .store import (
     DEFAULT_MAX_FILE_BYTES,
     DEFAULT_MAX_STORE_BYTES,
@@ -37,9 +38,6 @@ from .store import (
     MemoryPathError,
     MemoryTooLarge,
     MemoryWriteConflict,
-    _encode_text,
-    _ScopedLimits,
-    _split_path,
     normalize_memory_path,
     validate_memory_scope,
 )
@@ -48,14 +46,12 @@ __all__ = ["DirectoryMemoryStore"]
 
 _T = TypeVar("_T")
 
-_TMP_PREFIX = ".~memtmp-"
 _READ_FLAGS = (
     os.O_RDONLY
     | getattr(os, "O_NOFOLLOW", 0)
     | getattr(os, "O_NONBLOCK", 0)
     | getattr(os, "O_CLOEXEC", 0)
 )
-_LINK_UNSUPPORTED = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
 
 # Writers of one scope directory in one event loop share a lock, whichever store instance
 # (or tool instance) they came through. Entries vanish once no coroutine holds the lock.
@@ -77,11 +73,6 @@ def _scope_dirname(scope: str) -> str:
 def _version(data: bytes) -> int:
     """The version token of some file content: a 63-bit BLAKE2b digest."""
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big") >> 1
-
-
-def _within(path: str, root: str) -> bool:
-    """Whether the real path `path` is `root` or lies below it."""
-    return os.path.commonpath([path, root]) == root
 
 
 def _is_plain_name(name: str) -> bool:
@@ -112,7 +103,7 @@ def _map_os_errors(rel: str) -> Generator[None, None, None]:
         raise MemoryBackendError(f"{exc.strerror or exc} ({rel or '/'})") from exc
 
 
-class DirectoryMemoryStore(_ScopedLimits):
+class DirectoryMemoryStore(ScopedLimits):
     """One scope's memory files in ``<root>/<scope>/`` on the local filesystem.
 
     The scope key is percent-encoded into a single directory name, so any scope (``"../bob"``
@@ -203,7 +194,7 @@ class DirectoryMemoryStore(_ScopedLimits):
     async def write(self, path: str, text: str, *, expected_version: int | None) -> MemoryFile:
         """Create (``expected_version=None``) or compare-and-replace the file at `path`."""
         rel = normalize_memory_path(path)
-        data = _encode_text(text, rel)
+        data = encode_text(text, rel)
 
         def write_sync(rel: str) -> MemoryFile:
             return MemoryFile(text=text, version=self._write_sync(rel, data, expected_version))
@@ -290,14 +281,14 @@ class DirectoryMemoryStore(_ScopedLimits):
         if not rel:
             return scope_dir
         real = os.path.realpath(os.path.join(scope_dir, *rel.split("/")))
-        if not _within(real, scope_dir):
+        if not within(real, scope_dir):
             raise _escape(rel)
         return real
 
     def _stat_sync(self, rel: str) -> MemoryEntry | None:
         scope_dir = self._scope_dir(create=False)
         real = self._resolve(scope_dir, rel)
-        name = _split_path(rel)[1]
+        name = split_path(rel)[1]
         try:
             st = os.stat(real)
         except (FileNotFoundError, NotADirectoryError):
@@ -365,12 +356,12 @@ class DirectoryMemoryStore(_ScopedLimits):
         entries: list[MemoryEntry] = []
         with scan:
             for item in scan:
-                if item.name.startswith(_TMP_PREFIX) or not _is_plain_name(item.name):
+                if item.name.startswith(TMP_PREFIX) or not _is_plain_name(item.name):
                     continue  # our temporary files, and names no tool could address
                 try:
                     if item.is_symlink():
                         target = os.path.realpath(item.path)
-                        if not _within(target, scope_dir):
+                        if not within(target, scope_dir):
                             continue  # never reveal anything about what lies outside
                         st = os.stat(target)
                     else:
@@ -389,12 +380,12 @@ class DirectoryMemoryStore(_ScopedLimits):
             raise MemoryIsADirectory(rel)
         self._check_file_size(rel, len(data))
         scope_dir = self._scope_dir(create=True)
-        parent_rel, name = _split_path(rel)
+        parent_rel, name = split_path(rel)
         for attempt in range(3):
             target = os.path.join(self._make_parents(scope_dir, parent_rel), name)
             if os.path.islink(target):
                 target = os.path.realpath(target)
-                if not _within(target, scope_dir):
+                if not within(target, scope_dir):
                     raise _escape(rel)
             current = self._read_bytes(target, rel)
             if expected_version is None:
@@ -404,7 +395,7 @@ class DirectoryMemoryStore(_ScopedLimits):
                 raise MemoryWriteConflict(rel)
             self._check_store_limit(scope_dir, rel, len(data) - len(current or b""))
             try:
-                _write_file(target, data, create=expected_version is None, rel=rel)
+                write_file(target, data, create=expected_version is None, rel=rel)
             except FileNotFoundError:
                 # Another process pruned the (then empty) parent directory; make it again.
                 if attempt == 2:
@@ -423,7 +414,7 @@ class DirectoryMemoryStore(_ScopedLimits):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(step, mode=0o700)
             real = os.path.realpath(step)
-            if not _within(real, scope_dir):
+            if not within(real, scope_dir):
                 raise _escape("/".join(walked))
             if not os.path.isdir(real):
                 raise MemoryNotADirectory("/".join(walked))
@@ -433,11 +424,11 @@ class DirectoryMemoryStore(_ScopedLimits):
     def _check_store_limit(self, scope_dir: str, rel: str, growth: int) -> None:
         if self._max_store_bytes is None or growth <= 0:
             return
-        self._check_store_total(rel, _total_bytes(scope_dir) + growth)
+        self._check_store_total(rel, total_bytes(scope_dir) + growth)
 
     def _delete_sync(self, rel: str) -> MemoryEntry:
         scope_dir = self._scope_dir(create=False)
-        parent_rel, name = _split_path(rel)
+        parent_rel, name = split_path(rel)
         parent = self._resolve(scope_dir, parent_rel)
         entry = os.path.join(parent, name)
         try:
@@ -446,7 +437,7 @@ class DirectoryMemoryStore(_ScopedLimits):
             raise MemoryNotFound(rel) from None
         if stat.S_ISLNK(st.st_mode):
             target = os.path.realpath(entry)
-            if not _within(target, scope_dir):
+            if not within(target, scope_dir):
                 raise _escape(rel)
             result = MemoryEntry(name=name, is_dir=os.path.isdir(target), size=0)
             os.unlink(entry)  # the link itself, never what it points to
@@ -456,19 +447,19 @@ class DirectoryMemoryStore(_ScopedLimits):
         else:
             os.unlink(entry)
             result = MemoryEntry(name=name, is_dir=False, size=st.st_size)
-        _prune(parent, scope_dir)
+        prune(parent, scope_dir)
         return result
 
     def _rename_sync(self, old: str, new: str) -> None:
         scope_dir = self._scope_dir(create=False)
-        old_parent_rel, old_name = _split_path(old)
+        old_parent_rel, old_name = split_path(old)
         old_parent = self._resolve(scope_dir, old_parent_rel)
         source = os.path.join(old_parent, old_name)
         try:
             st = os.lstat(source)
         except (FileNotFoundError, NotADirectoryError):
             raise MemoryNotFound(old) from None
-        if stat.S_ISLNK(st.st_mode) and not _within(os.path.realpath(source), scope_dir):
+        if stat.S_ISLNK(st.st_mode) and not within(os.path.realpath(source), scope_dir):
             raise _escape(old)
         if not new or new == old:
             raise MemoryExists(new)
@@ -476,79 +467,12 @@ class DirectoryMemoryStore(_ScopedLimits):
             raise MemoryPathError(new, f"Cannot move '{old}' into itself ('{new}')")
         if os.path.lexists(self._resolve(scope_dir, new)):
             raise MemoryExists(new)
-        new_parent_rel, new_name = _split_path(new)
+        new_parent_rel, new_name = split_path(new)
         new_parent = self._make_parents(scope_dir, new_parent_rel)
-        if stat.S_ISDIR(st.st_mode) and _within(new_parent, source):
+        if stat.S_ISDIR(st.st_mode) and within(new_parent, source):
             raise MemoryPathError(new, f"Cannot move '{old}' into itself ('{new}')")
         destination = os.path.join(new_parent, new_name)
         if os.path.lexists(destination):
             raise MemoryExists(new)
         os.rename(source, destination)
-        _prune(old_parent, scope_dir)
-
-
-def _write_file(target: str, data: bytes, *, create: bool, rel: str) -> None:
-    """Write `data` to a temporary file and move it into place atomically.
-
-    A create links the temporary file into place, which fails if the name was taken in the
-    meantime (even by another process); where hard links are unsupported it falls back to an
-    exclusive create.
-    """
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=_TMP_PREFIX)
-    try:
-        with open(fd, "wb", closefd=True) as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        if not create:
-            os.replace(tmp, target)
-            return
-        try:
-            os.link(tmp, target)
-        except FileExistsError:
-            raise MemoryExists(rel) from None
-        except OSError as exc:
-            if exc.errno not in _LINK_UNSUPPORTED:
-                raise
-            _create_exclusive(target, data, rel)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-
-
-def _create_exclusive(target: str, data: bytes, rel: str) -> None:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(target, flags, 0o600)
-    except FileExistsError:
-        raise MemoryExists(rel) from None
-    with open(fd, "wb", closefd=True) as file:
-        file.write(data)
-        file.flush()
-        os.fsync(file.fileno())
-
-
-def _total_bytes(scope_dir: str) -> int:
-    """The total size of the regular files under the scope directory (links not followed)."""
-    total = 0
-    for dirpath, _dirnames, filenames in os.walk(scope_dir):
-        for filename in filenames:
-            if filename.startswith(_TMP_PREFIX):
-                continue
-            try:
-                st = os.lstat(os.path.join(dirpath, filename))
-            except FileNotFoundError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                total += st.st_size
-    return total
-
-
-def _prune(directory: str, scope_dir: str) -> None:
-    """Remove `directory` and its ancestors below the scope directory while they are empty."""
-    while directory != scope_dir and _within(directory, scope_dir):
-        try:
-            os.rmdir(directory)
-        except OSError:
-            return  # not empty (or gone): stop here
-        directory = os.path.dirname(directory)
+        prune(old_parent, scope_dir)

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from pymongo import ASCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import DuplicateKeyError
 
+from .._pymongo_errors import pymongo_errors
 from .._shield import shielded
 from ..repository._mongo_store import aggregate
+from ._common import ScopedLimits, encode_text, split_path
 from .store import (
     DEFAULT_MAX_FILE_BYTES,
     DEFAULT_MAX_STORE_BYTES,
@@ -27,9 +29,6 @@ from .store import (
     MemoryNotFound,
     MemoryPathError,
     MemoryWriteConflict,
-    _encode_text,
-    _ScopedLimits,
-    _split_path,
     normalize_memory_path,
     validate_memory_scope,
 )
@@ -42,13 +41,11 @@ _INDEX_NAME = "scope_path_unique"
 _MOVE_ATTEMPTS = 10
 
 
-@contextlib.asynccontextmanager
-async def _map_pymongo_errors(rel: str) -> AsyncGenerator[None, None]:
-    """Translate driver errors into `MemoryBackendError`, chaining the cause."""
-    try:
-        yield
-    except PyMongoError as exc:
-        raise MemoryBackendError(f"{type(exc).__name__}: {exc} ({rel or '/'})") from exc
+def _map_pymongo_errors(rel: str) -> contextlib.AbstractContextManager[None]:
+    """Translate driver errors into `MemoryBackendError` (at the one PyMongo boundary)."""
+    return pymongo_errors(
+        MemoryBackendError, lambda exc: f"{type(exc).__name__}: {exc} ({rel or '/'})"
+    )
 
 
 def _proper_prefixes(rel: str) -> list[str]:
@@ -63,7 +60,7 @@ def _prefix_range(rel: str) -> dict[str, str]:
     return {"$gte": rel + "/", "$lt": rel + "0"}
 
 
-class MongoMemoryStore(_ScopedLimits):
+class MongoMemoryStore(ScopedLimits):
     r"""One scope's memory files in a MongoDB collection (default ``memories``).
 
     Storage layout: one document per file, ``{_id: "<scope><path>", scope, path, text,
@@ -150,7 +147,7 @@ class MongoMemoryStore(_ScopedLimits):
 
     async def ensure_indexes(self) -> None:
         """Create the unique ``(scope, path)`` index listings use; safe to call repeatedly."""
-        async with _map_pymongo_errors(""):
+        with _map_pymongo_errors(""):
             await self._collection.create_index(
                 [("scope", ASCENDING), ("path", ASCENDING)], unique=True, name=_INDEX_NAME
             )
@@ -163,8 +160,8 @@ class MongoMemoryStore(_ScopedLimits):
         rel = normalize_memory_path(path)
         if not rel:
             return MemoryEntry(name="", is_dir=True, size=0)
-        name = _split_path(rel)[1]
-        async with _map_pymongo_errors(rel):
+        name = split_path(rel)[1]
+        with _map_pymongo_errors(rel):
             doc = await self._find_file(rel, {"size": 1})
             if doc is not None:
                 return MemoryEntry(name=name, is_dir=False, size=int(doc["size"]))
@@ -177,7 +174,7 @@ class MongoMemoryStore(_ScopedLimits):
         rel = normalize_memory_path(path)
         if not rel:
             raise MemoryIsADirectory(rel)
-        async with _map_pymongo_errors(rel):
+        with _map_pymongo_errors(rel):
             doc = await self._find_file(rel, {"text": 1, "version": 1})
             if doc is None:
                 if await self._is_dir(rel):
@@ -193,7 +190,7 @@ class MongoMemoryStore(_ScopedLimits):
             query["path"] = _prefix_range(rel)
         files: dict[str, int] = {}
         dirs: set[str] = set()
-        async with _map_pymongo_errors(rel):
+        with _map_pymongo_errors(rel):
             if rel and await self._find_file(rel, {"_id": 1}) is not None:
                 raise MemoryNotADirectory(rel)
             async for doc in self._collection.find(query, {"path": 1, "size": 1}):
@@ -215,11 +212,11 @@ class MongoMemoryStore(_ScopedLimits):
         rel = normalize_memory_path(path)
         if not rel:
             raise MemoryIsADirectory(rel)
-        size = len(_encode_text(text, rel))
+        size = len(encode_text(text, rel))
         self._check_file_size(rel, size)
         version = secrets.randbits(63)
         fields = {"text": text, "version": version, "size": size, "updated_at": datetime.now(UTC)}
-        async with _map_pymongo_errors(rel):
+        with _map_pymongo_errors(rel):
             if expected_version is None:
                 await self._check_can_create(rel)
                 await self._check_store_limit(rel, size)
@@ -244,8 +241,8 @@ class MongoMemoryStore(_ScopedLimits):
         rel = normalize_memory_path(path)
         if not rel:
             raise MemoryPathError(path, "Cannot delete the memories root directory.")
-        name = _split_path(rel)[1]
-        async with _map_pymongo_errors(rel):
+        name = split_path(rel)[1]
+        with _map_pymongo_errors(rel):
             doc = await self._collection.find_one_and_delete(
                 {"_id": self._id(rel), "scope": self._scope}, projection={"size": 1}
             )
@@ -271,7 +268,7 @@ class MongoMemoryStore(_ScopedLimits):
         await shielded(self._rename(old, new))
 
     async def _rename(self, old: str, new: str) -> None:
-        async with _map_pymongo_errors(old):
+        with _map_pymongo_errors(old):
             source = await self._find_file(old, None)
             moves: list[tuple[Mapping[str, Any], str]]
             if source is not None:

@@ -5,28 +5,29 @@ convention Markdown with a `MEMORY.md` index at the root) that the model curates
 `AutoMemoryTools`. One store instance is bound to exactly one scope (a user, a tenant, an
 agent); there is no global store, and a store can never reach another scope's files.
 
-Error hierarchy (re-parented under ``AsyncSessionError`` once ``asyncsession.exceptions`` lands):
-
-```text
-MemoryStoreError                 base; never raised directly
-├── MemoryPathError              unsafe or invalid path (also ValueError)   .path
-├── MemoryNotFound               no file or directory there (also LookupError)   .path
-├── MemoryExists                 a file or directory is already there   .path
-├── MemoryIsADirectory           a file operation named a directory   .path
-├── MemoryNotADirectory          a parent component is a file   .path
-├── MemoryWriteConflict          the file changed since it was read   .path
-├── MemoryTooLarge               a file or the scope would exceed its limit   .path .size .limit
-└── MemoryBackendError           the filesystem or the database failed (chained)
-```
+The memory errors (`MemoryStoreError` and its subclasses) are part of the one error tree in
+`asyncsession.exceptions`; they are re-exported here by name. The limits every store carries
+and the path helpers they share are in `asyncsession.memory._common`.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Protocol, cast, runtime_checkable
 
-from ..exceptions import AsyncSessionError
+from .._display import CONTROL_CHARACTERS, shown_path
+from ..exceptions import (
+    MemoryBackendError,
+    MemoryExists,
+    MemoryIsADirectory,
+    MemoryNotADirectory,
+    MemoryNotFound,
+    MemoryPathError,
+    MemoryStoreError,
+    MemoryTooLarge,
+    MemoryWriteConflict,
+)
+from ._common import split_path
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
@@ -65,92 +66,6 @@ DEFAULT_MAX_FILE_BYTES = 256 * 1024
 DEFAULT_MAX_STORE_BYTES = 16 * 1024 * 1024
 """Default limit on all of one scope's memory files together, in UTF-8 bytes."""
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_SHOWN_PATH_CHARS = 120
-
-
-def _shown(path: str) -> str:
-    """Render a caller's path for an error message: control characters escaped, long ones cut."""
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", path)
-    if len(text) > _SHOWN_PATH_CHARS:
-        text = text[:_SHOWN_PATH_CHARS] + "..."
-    return text
-
-
-class MemoryStoreError(AsyncSessionError):
-    """Base class of every memory store error; never raised directly."""
-
-
-class MemoryPathError(MemoryStoreError, ValueError):
-    """A path is unsafe or invalid: absolute, escaping the scope, too long, or malformed."""
-
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(message)
-        self.path = path
-        """The path as the caller gave it."""
-
-
-class MemoryNotFound(MemoryStoreError, LookupError):
-    """Nothing (no file, no directory) exists at the path."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(f"Path does not exist: {_shown(path)}")
-        self.path = path
-        """The normalised path that was looked up."""
-
-
-class MemoryExists(MemoryStoreError):
-    """A file or directory already exists at the path."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(f"Path already exists: {_shown(path)}")
-        self.path = path
-        """The normalised path that is taken."""
-
-
-class MemoryIsADirectory(MemoryStoreError):
-    """A file operation named a directory."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(f"Path is a directory, not a file: {_shown(path)}")
-        self.path = path
-        """The normalised path of the directory."""
-
-
-class MemoryNotADirectory(MemoryStoreError):
-    """A component of the path that must be a directory is a file."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(f"Parent path is a file, not a directory: {_shown(path)}")
-        self.path = path
-        """The normalised path of the file that stands where a directory is needed."""
-
-
-class MemoryWriteConflict(MemoryStoreError):
-    """The file changed (or vanished, or appeared) since the caller read it."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(f"File was changed concurrently: {_shown(path)}")
-        self.path = path
-        """The normalised path of the contested file."""
-
-
-class MemoryTooLarge(MemoryStoreError):
-    """A write would make a file, or the whole scope, larger than its configured limit."""
-
-    def __init__(self, path: str, message: str, *, size: int, limit: int) -> None:
-        super().__init__(message)
-        self.path = path
-        """The normalised path being written or read."""
-        self.size = size
-        """The size the operation would reach, in bytes."""
-        self.limit = limit
-        """The configured limit, in bytes."""
-
-
-class MemoryBackendError(MemoryStoreError):
-    """The filesystem or the database failed; the cause is chained as ``__cause__``."""
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryFile:
@@ -174,62 +89,7 @@ class MemoryEntry:
     """The file size in UTF-8 bytes; ``0`` for directories."""
 
 
-class _ScopedLimits:
-    """The scope and size limits both stores carry, exposed read-only."""
-
-    _scope: str
-    _max_file_bytes: int
-    _max_store_bytes: int | None
-
-    @property
-    def scope(self) -> str:
-        """The scope key this store is bound to."""
-        return self._scope
-
-    @property
-    def max_file_bytes(self) -> int:
-        """The largest file this store writes, in UTF-8 bytes."""
-        return self._max_file_bytes
-
-    @property
-    def max_store_bytes(self) -> int | None:
-        """The largest total of the scope's files, in UTF-8 bytes, or ``None``."""
-        return self._max_store_bytes
-
-    def _check_file_size(self, rel: str, size: int) -> None:
-        """Refuse writing a file of ``size`` bytes over ``max_file_bytes``."""
-        if size > self._max_file_bytes:
-            raise MemoryTooLarge(
-                rel,
-                f"File too large: {rel} would be {size} bytes (limit {self._max_file_bytes} bytes)",
-                size=size,
-                limit=self._max_file_bytes,
-            )
-
-    def _check_store_total(self, rel: str, total: int) -> None:
-        """Refuse a write that brings the scope to ``total`` bytes, over ``max_store_bytes``."""
-        if self._max_store_bytes is not None and total > self._max_store_bytes:
-            raise MemoryTooLarge(
-                rel,
-                f"Memory store is full: writing {rel} would bring it to {total} bytes "
-                f"(limit {self._max_store_bytes} bytes)",
-                size=total,
-                limit=self._max_store_bytes,
-            )
-
-
-def _split_path(rel: str) -> tuple[str, str]:
-    """Split a normalised path into its parent (``""`` at top level) and its last component."""
-    parent, _, name = rel.rpartition("/")
-    return parent, name
-
-
-def _encode_text(text: str, rel: str) -> bytes:
-    """A file's text as UTF-8."""
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise MemoryBackendError(f"Text cannot be encoded as UTF-8 ({rel})") from exc
+_split_path = split_path  # memory/tools.py's name for it, until that module is rewritten
 
 
 @runtime_checkable
@@ -333,7 +193,7 @@ def validate_memory_scope(scope: str) -> str:
         raise ValueError(f"A memory scope must be a non-empty string, got {scope!r}")
     if len(scope) > MAX_SCOPE_CHARS:
         raise ValueError(f"A memory scope must be at most {MAX_SCOPE_CHARS} characters")
-    if _CONTROL.search(scope):
+    if CONTROL_CHARACTERS.search(scope):
         raise ValueError(f"A memory scope must not contain control characters: {scope!r}")
     return scope
 
@@ -348,12 +208,12 @@ def normalize_memory_path(path: str) -> str:
     Raises:
         MemoryPathError: the path is unsafe or invalid; its message is model-readable.
     """
-    shown = _shown(path)
+    shown = shown_path(path)
     if "\x00" in path:
         raise MemoryPathError(path, f"Path contains a NUL byte: '{shown}'")
     if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
         raise MemoryPathError(path, f"Path is too long (over {MAX_PATH_BYTES} bytes): '{shown}'")
-    if _CONTROL.search(path):
+    if CONTROL_CHARACTERS.search(path):
         raise MemoryPathError(path, f"Path contains a control character: '{shown}'")
     if path.startswith("/"):
         raise MemoryPathError(path, f"Absolute paths are not allowed: '{shown}'")

@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 import secrets
 from collections import OrderedDict
-from collections.abc import Generator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import bson
-from pymongo.errors import PyMongoError
 
+from .._pymongo_errors import pymongo_errors
 from ..events import Session, SessionEvent
 from ..exceptions import StorageError
 from ..messages import MessageType
@@ -59,13 +58,10 @@ SESSION_PROJECTION: Final[Doc] = {"user_id": 1, "created_at": 1, "expires_at": 1
 """The fields of a session document that make a :class:`Session`."""
 
 
-@contextmanager
-def map_pymongo_errors(operation: str) -> Generator[None, None, None]:
-    """Translate a driver error raised inside the block into :class:`StorageError`."""
-    try:
-        yield
-    except PyMongoError as exc:
-        raise StorageError(f"MongoDB failed to {operation}: {exc}") from exc
+def map_pymongo_errors(operation: str) -> AbstractContextManager[None]:
+    """Translate a driver error raised inside the block into `StorageError` (see
+    `asyncsession._pymongo_errors`, the one PyMongo boundary)."""
+    return pymongo_errors(StorageError, lambda exc: f"MongoDB failed to {operation}: {exc}")
 
 
 def new_token() -> str:

@@ -16,6 +16,7 @@ from asyncsession.advisors import (
     BaseAdvisor,
     CallContext,
     ChunkStream,
+    SessionContexts,
     SessionMemoryAdvisor,
     SessionTurnAdvisor,
     StateKey,
@@ -41,16 +42,25 @@ class Seen:
 
 class Recorder(BaseAdvisor):
     def __init__(
-        self, name: str, order: int, seen: Seen, service: DefaultSessionService | None = None
+        self,
+        name: str,
+        order: int,
+        seen: Seen,
+        service: DefaultSessionService | None = None,
+        *,
+        asks_for_the_session: bool = False,
     ) -> None:
         self.name = name
         self.order = order
         self.seen = seen
         self.service = service
+        self.asks_for_the_session = asks_for_the_session
 
     async def before(self, ctx: CallContext, request: ChatRequest) -> ChatRequest:
         self.seen.log.append(f"{self.name}>")
         self.seen.prompts.append([label(m) for m in request.messages])
+        if self.asks_for_the_session:
+            assert (await SessionContexts.session(ctx)).id == "s"
         if self.service is not None:
             exists = await self.service.find_by_id("s") is not None
             self.seen.session_existed.append(exists)
@@ -118,9 +128,11 @@ async def test_an_advisor_between_turn_and_loop_runs_once_after_the_resolve(
     openai_client: openai.AsyncOpenAI,
     service: DefaultSessionService,
 ) -> None:
-    """An advisor between the turn advisor and the loop runs once, after the session exists."""
+    """An advisor between the turn advisor and the loop runs once; its session exists."""
     seen = Seen()
-    between = Recorder("between", HIGHEST_PRECEDENCE + 250, seen, service)
+    between = Recorder(
+        "between", HIGHEST_PRECEDENCE + 250, seen, service, asks_for_the_session=True
+    )
     client = session_client(openai_client, service, between)
     two_rounds(server)
 

@@ -1,17 +1,25 @@
-"""One compaction pass: read, decide, plan, compare-and-swap."""
+"""One compaction pass, as the service runs it: read, decide, plan, compare-and-swap.
+
+It sits beside the service, below `asyncsession.compaction`: it needs only the roles a trigger
+and a strategy play (`asyncsession.plans`) and the repository, never the strategies themselves.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 
-from .._shield import shielded
-from ..exceptions import SessionNotFound
-from ..filters import EventFilter
-from ..plans import CompactionPlan, CompactionResult
-from ..repository._protocol import SessionRepository
-from .request import CompactionRequest
-from .strategies import CompactionStrategy
-from .triggers import TriggerLike, should_compact
+from ._shield import shielded
+from .exceptions import SessionNotFound
+from .filters import EventFilter
+from .plans import (
+    CompactionPlan,
+    CompactionRequest,
+    CompactionResult,
+    CompactionStrategy,
+    TriggerLike,
+    should_compact,
+)
+from .repository import SessionRepository
 
 __all__ = ["run_compaction"]
 
