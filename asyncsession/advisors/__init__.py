@@ -4,7 +4,9 @@
   ``before``/``after`` hooks, and the per-call context.
 - :class:`SessionTurnAdvisor` (order ``HIGHEST_PRECEDENCE + 200``): once per call; resolves the
   session, compacts after a complete turn.
-- :class:`ToolCallingAdvisor` (``+ 300``): the tool loop, with :class:`Tool` / :func:`tool`.
+- :class:`ToolCallingAdvisor` (``+ 300``): the tool loop over
+  [`Tool`][asyncsession.tools.Tool]s (``Tool`` and ``tool`` are re-exported here from
+  [`asyncsession.tools`][asyncsession.tools]).
 - :class:`SessionMemoryAdvisor` (``+ 1000``): once per round; loads, guards and stores history.
 - :class:`AutoMemoryToolsAdvisor` (``+ 200``): long-term memory tools and prompt, per user.
 - :class:`SessionRecallAdvisor` (``+ 250``): ``conversation_search`` over the whole log.
@@ -40,7 +42,8 @@ from .filters import MessageFilter
 from .ids import EventIdGenerator, IdempotentSessionEventIdGenerator, RandomEventIdGenerator
 from .memory import SessionMemoryAdvisor
 from .recall import SessionRecallAdvisor
-from .tools import Tool, ToolCallingAdvisor, tool
+from ..tools import Tool, tool
+from .tool_calling import ToolCallingAdvisor
 from .turn import SessionTurnAdvisor
 
 __all__ = [
