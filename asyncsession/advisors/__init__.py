@@ -14,6 +14,7 @@
   context keys.
 """
 
+from ..tools import Tool, tool
 from ._session import CompactionSubmitter
 from .auto_memory import AutoMemoryToolsAdvisor, ConsolidationTrigger
 from .base import (
@@ -42,7 +43,6 @@ from .filters import MessageFilter
 from .ids import EventIdGenerator, IdempotentSessionEventIdGenerator, RandomEventIdGenerator
 from .memory import SessionMemoryAdvisor
 from .recall import SessionRecallAdvisor
-from ..tools import Tool, tool
 from .tool_calling import ToolCallingAdvisor
 from .turn import SessionTurnAdvisor
 

@@ -219,7 +219,7 @@ def tool(
     description: str | None = None,
     strict: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a [`Tool`][asyncsession.tools.Tool] of a typed function: ``@tool`` or ``@tool(name=...)``.
+    """Make a [`Tool`][asyncsession.tools.Tool] of a typed function: ``@tool``, ``@tool(...)``.
 
     See `Tool.from_function` for how the schema and the description are found.
     """

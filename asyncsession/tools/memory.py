@@ -2,11 +2,12 @@
 
 The six are [`Tool`][asyncsession.tools.Tool]s like any other (`AutoMemoryTools.as_tools`):
 their schemas come from the pydantic argument models below, and arguments that do not
-validate come back the way every tool's do. Every tool returns a string for the model. Whatever the store refuses or fails at comes back as
-a string too, never as an exception: it starts with ``"Error"`` (``"Error: ..."`` for anything
-the model can fix; ``"Error reading path: ..."`` and the like when the backend itself fails).
-Successes start with ``"Successfully"``, except `MemoryView`, which returns the listing or the
-numbered file. Only cancellation and programming errors propagate.
+validate come back the way every tool's do. Every tool returns a string for the model.
+Whatever the store refuses or fails at comes back as a string too, never as an exception: it
+starts with ``"Error"`` (``"Error: ..."`` for anything the model can fix; ``"Error reading
+path: ..."`` and the like when the backend itself fails). Successes start with
+``"Successfully"``, except `MemoryView`, which returns the listing or the numbered file. Only
+cancellation and programming errors propagate.
 """
 
 from __future__ import annotations
