@@ -32,6 +32,14 @@ from ..memory.store import (
     MemoryWriteConflict,
     normalize_memory_path,
 )
+from ._memory_descriptions import (
+    CREATE_DESCRIPTION,
+    DELETE_DESCRIPTION,
+    INSERT_DESCRIPTION,
+    RENAME_DESCRIPTION,
+    STR_REPLACE_DESCRIPTION,
+    VIEW_DESCRIPTION,
+)
 from ._tool import Tool
 
 __all__ = [
@@ -142,82 +150,6 @@ class MemoryRenameArgs(_Args):
     """New path."""
 
 
-_FRONT_MATTER = """\
-Memory files are Markdown and start with front matter:
-  ---
-  name: <short name>
-  description: <one line; decides whether the memory is relevant later>
-  type: <user | feedback | project | reference>
-  ---
-  <the memory>"""
-
-_VIEW_DESCRIPTION = f"""\
-Show a file or directory of your long-term memory.
-
-- A directory is listed two levels deep with file sizes; a file is shown with line numbers.
-- Paths are relative to the memory root; '' or '/' is the root itself.
-- Start with 'MEMORY.md': the index of every memory, one line each. Read it before saving or \
-changing memories.
-- For long files, pass view_range='start,end' to see only those lines.
-
-{_FRONT_MATTER}
-Types: user (who the user is), feedback (how they want you to work, corrections and confirmed \
-approaches), project (goals, decisions, deadlines the code does not show), reference (where \
-to find things elsewhere)."""
-
-_CREATE_DESCRIPTION = f"""\
-Create a new memory file (it must not exist yet; to change a file use MemoryStrReplace or \
-MemoryInsert). Missing parent directories are created.
-
-Saving a memory takes two steps:
-1. MemoryCreate the memory file, named after its topic (e.g. 'feedback_testing.md').
-2. Add its line to the index 'MEMORY.md' with MemoryInsert or MemoryStrReplace:
-   '- [Title](file.md) — one-line hook' (at most about 150 characters).
-Check MEMORY.md first and update an existing memory instead of creating a duplicate. Do not \
-save code patterns, file paths, version-control history, fix recipes, things already \
-documented, or the state of the current task.
-
-{_FRONT_MATTER}
-For feedback and project memories write the rule or fact, then '**Why:** <reason>' and \
-'**How to apply:** <when it applies>'."""
-
-_STR_REPLACE_DESCRIPTION = """\
-Replace text in a memory file.
-
-- old_str must match the file exactly (whitespace and line breaks included) and occur exactly \
-once; if it occurs several times, include more of the surrounding text. It must not be empty.
-- An empty new_str deletes the matched text.
-- Returns the edited lines with line numbers.
-
-Use it to correct or update a memory (keep its name and description in step), to fix a line \
-in MEMORY.md after renaming a memory or changing its description, and to remove a memory's \
-line from MEMORY.md after deleting the file."""
-
-_INSERT_DESCRIPTION = """\
-Insert text as new line(s) into a memory file.
-
-- insert_line is the line to insert after: 0 puts the text before the first line, the file's \
-line count (see MemoryView) appends it at the end.
-- The text becomes its own line(s); it does not need a trailing line break.
-
-Typical use: step 2 of saving a memory, appending its index line to MEMORY.md:
-'- [Title](file.md) — one-line hook'."""
-
-_DELETE_DESCRIPTION = """\
-Delete a memory file, or a directory with everything in it. This cannot be undone; the root \
-itself cannot be deleted.
-
-Delete memories that turned out to be wrong, outdated or superseded instead of leaving them. \
-Afterwards remove the memory's line from MEMORY.md with MemoryStrReplace."""
-
-_RENAME_DESCRIPTION = """\
-Rename or move a memory file or directory. The source must exist and the destination must \
-not; missing parent directories of the destination are created.
-
-Use it to reorganise memories by topic. Afterwards update the link in MEMORY.md with \
-MemoryStrReplace."""
-
-
 @dataclass(frozen=True, slots=True)
 class _Edit:
     text: str
@@ -295,17 +227,17 @@ class AutoMemoryTools:
         return [
             Tool.from_model(name, description, arguments, function)
             for name, description, arguments, function in (
-                ("MemoryView", _VIEW_DESCRIPTION, MemoryViewArgs, self.memory_view),
-                ("MemoryCreate", _CREATE_DESCRIPTION, MemoryCreateArgs, self.memory_create),
+                ("MemoryView", VIEW_DESCRIPTION, MemoryViewArgs, self.memory_view),
+                ("MemoryCreate", CREATE_DESCRIPTION, MemoryCreateArgs, self.memory_create),
                 (
                     "MemoryStrReplace",
-                    _STR_REPLACE_DESCRIPTION,
+                    STR_REPLACE_DESCRIPTION,
                     MemoryStrReplaceArgs,
                     self.memory_str_replace,
                 ),
-                ("MemoryInsert", _INSERT_DESCRIPTION, MemoryInsertArgs, self.memory_insert),
-                ("MemoryDelete", _DELETE_DESCRIPTION, MemoryDeleteArgs, self.memory_delete),
-                ("MemoryRename", _RENAME_DESCRIPTION, MemoryRenameArgs, self.memory_rename),
+                ("MemoryInsert", INSERT_DESCRIPTION, MemoryInsertArgs, self.memory_insert),
+                ("MemoryDelete", DELETE_DESCRIPTION, MemoryDeleteArgs, self.memory_delete),
+                ("MemoryRename", RENAME_DESCRIPTION, MemoryRenameArgs, self.memory_rename),
             )
         ]
 
