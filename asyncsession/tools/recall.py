@@ -71,16 +71,29 @@ def _terms(query: str) -> str:
 
 
 def _lower(value: object) -> object:
+    if value is None:
+        return "any"
     return value.strip().lower() if isinstance(value, str) else value
+
+
+def _blank_is_none(value: object) -> object:
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+def _null_is_first(value: object) -> object:
+    return 0 if value is None else value
 
 
 def _clamp(page: int) -> int:
     return max(page, 0)  # the reference clamps a negative page to the first one
 
 
+# Lenient where the reference was: null is the first page, a negative page is clamped; a
+# string or a boolean is still refused (strict).
 _Page = Annotated[
     int,
     Field(strict=True, description="Page number, from 0."),
+    BeforeValidator(_null_is_first),
     AfterValidator(_clamp),
 ]
 
@@ -114,11 +127,12 @@ class CrossSessionSearchArgs(_Args):
     match_mode: Annotated[Literal["any", "all"], BeforeValidator(_lower)] = Field(
         default="any", description="Match any or all of the terms; default any."
     )
-    """Whether an event must contain any of the terms or all of them (case-insensitive)."""
-    since: AwareDatetime | None = Field(
+    """Whether an event must contain any of the terms or all of them (case-insensitive; null is
+    ``"any"``)."""
+    since: Annotated[AwareDatetime | None, BeforeValidator(_blank_is_none)] = Field(
         default=None, description="ISO-8601 time with a time zone, e.g. 2026-01-31T00:00:00Z."
     )
-    """Only events at or after this time."""
+    """Only events at or after this time; blank is no bound."""
     page: _Page = 0
     """The page of results, from 0; a negative page is the first."""
 

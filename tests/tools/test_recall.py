@@ -78,6 +78,7 @@ async def test_conversation_search_pages_and_refuses_blank_queries(
     ]
     assert await _ask(tool, query="note", page=3) == NO_RESULTS
     assert json.loads(await _ask(tool, query="note", page=-4))[0]["text"] == "note 0"
+    assert json.loads(await _ask(tool, query="note", page=None))[0]["text"] == "note 0"
     assert (await _ask(tool, query="  ")).startswith("Error: Invalid arguments")
     assert (await _ask(tool, query="x", page="2")).startswith("Error: Invalid arguments")
     assert (await _ask(tool, query="x", page=True)).startswith("Error: Invalid arguments")
@@ -126,6 +127,8 @@ async def test_cross_session_search_since_and_synthetic(
     rows = json.loads(await _ask(tool, query="budget", since="2026-04-01T00:01:30Z"))
     assert [row["text"] for row in rows] == ["budget now 200"]
     assert len(json.loads(await _ask(tool, query="budget"))) == 2
+    unbounded = await _ask(tool, query="budget", since=" ", match_mode=None, page=None)
+    assert len(json.loads(unbounded)) == 2
     everything = json.loads(
         await _ask(cross_session_search(service, "alice", include_synthetic=True), query="budget")
     )
