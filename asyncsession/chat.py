@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .messages import AssistantMessage, Message, ToolCall
 
 if TYPE_CHECKING:
-    from .advisors.tools import Tool
+    from .tools import Tool
 
 __all__ = [
     "ChatChunk",

@@ -1,17 +1,18 @@
 """The advisor pipeline: ordered async advisors around every model call and stream.
 
-- :class:`Advisor`, :class:`BaseAdvisor`, :class:`CallContext`: the protocol, a base with
-  ``before``/``after`` hooks, and the per-call context.
-- :class:`SessionTurnAdvisor` (order ``HIGHEST_PRECEDENCE + 200``): once per call; resolves the
+- `Advisor`, `BaseAdvisor`, `CallContext`: the protocol, a base with ``before``/``after``
+  hooks, and the per-call context.
+- `SessionTurnAdvisor` (order ``HIGHEST_PRECEDENCE + 200``): once per call; resolves the
   session, compacts after a complete turn.
-- :class:`ToolCallingAdvisor` (``+ 300``): the tool loop, with :class:`Tool` / :func:`tool`.
-- :class:`SessionMemoryAdvisor` (``+ 1000``): once per round; loads, guards and stores history.
-- :class:`AutoMemoryToolsAdvisor` (``+ 200``): long-term memory tools and prompt, per user.
-- :class:`SessionRecallAdvisor` (``+ 250``): ``conversation_search`` over the whole log.
-- :class:`MessageFilter`, the event id generators, and :class:`SessionContexts` with the
-  context keys.
+- `ToolCallingAdvisor` (``+ 300``): the tool loop over [`Tool`][asyncsession.tools.Tool]s
+  (`Tool` and `tool` are re-exported here from [`asyncsession.tools`][asyncsession.tools]).
+- `SessionMemoryAdvisor` (``+ 1000``): once per round; loads, guards and stores history.
+- `AutoMemoryToolsAdvisor` (``+ 200``): long-term memory tools and prompt, per user.
+- `SessionRecallAdvisor` (``+ 250``): ``conversation_search`` over the whole log.
+- `MessageFilter`, the event id generators, and `SessionContexts` with the context keys.
 """
 
+from ..tools import Tool, tool
 from ._session import CompactionSubmitter
 from .auto_memory import AutoMemoryToolsAdvisor, ConsolidationTrigger
 from .base import (
@@ -40,7 +41,7 @@ from .filters import MessageFilter
 from .ids import EventIdGenerator, IdempotentSessionEventIdGenerator, RandomEventIdGenerator
 from .memory import SessionMemoryAdvisor
 from .recall import SessionRecallAdvisor
-from .tools import Tool, ToolCallingAdvisor, tool
+from .tool_calling import ToolCallingAdvisor
 from .turn import SessionTurnAdvisor
 
 __all__ = [

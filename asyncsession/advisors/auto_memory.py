@@ -3,8 +3,9 @@
 Session memory holds this conversation; long-term memory holds the durable facts worth having
 next week: who the user is, how they like to work, decisions about their projects. The model
 curates it with the six memory tools (``MemoryView``, ``MemoryCreate``, ``MemoryStrReplace``,
-``MemoryInsert``, ``MemoryDelete``, ``MemoryRename``) over a :class:`MemoryStore`, keeping an
-index in ``MEMORY.md``.
+``MemoryInsert``, ``MemoryDelete``, ``MemoryRename``, from
+[`AutoMemoryTools`][asyncsession.tools.AutoMemoryTools]) over a
+[`MemoryStore`][asyncsession.memory.MemoryStore], keeping an index in ``MEMORY.md``.
 
 On every call (order ``HIGHEST_PRECEDENCE + 200``, outside the tool loop so the loop sees the
 tools) the advisor:
@@ -31,16 +32,12 @@ from typing import Final, TypeAlias
 from ..chat import ChatRequest
 from ..events import utc_now
 from ..exceptions import UsageError
-from ..memory import (
-    CONSOLIDATION_REMINDER,
-    MEMORY_SYSTEM_PROMPT,
-    AutoMemoryTools,
-    MemoryStore,
-)
+from ..memory import CONSOLIDATION_REMINDER, MEMORY_SYSTEM_PROMPT, MemoryStore
 from ..messages import Message, SystemMessage
+from ..tools import AutoMemoryTools
 from .base import HIGHEST_PRECEDENCE, BaseAdvisor, CallContext
 from .contexts import SessionContexts
-from .tools import Tool, ToolCallingAdvisor
+from .tool_calling import ToolCallingAdvisor
 
 __all__ = ["AutoMemoryToolsAdvisor", "ConsolidationTrigger"]
 
@@ -132,22 +129,12 @@ class AutoMemoryToolsAdvisor(BaseAdvisor):
         if not self._can_use_tools(ctx, request):
             return request
         store = self._store_for(ctx)
-        tools = AutoMemoryTools(store)
         addition = self.memory_system_prompt.replace(_PLACEHOLDER, store.root)
         if await self._reminder_due(request):
             addition += "\n\n" + CONSOLIDATION_REMINDER
         messages = _with_system_addition(request.messages, addition)
         present = {t.name for t in request.tools}
-        added = tuple(
-            Tool(
-                name=spec.name,
-                description=spec.description,
-                parameters=spec.json_schema,
-                function=spec.invoke,
-            )
-            for spec in tools.tool_specs()
-            if spec.name not in present
-        )
+        added = tuple(t for t in AutoMemoryTools(store).as_tools() if t.name not in present)
         return dataclasses.replace(request, messages=messages, tools=(*request.tools, *added))
 
 

@@ -1,16 +1,17 @@
-"""Long-term memory: one scope's curated Markdown files, and the six tools a model keeps them with.
+"""Long-term memory: one scope's curated Markdown files, and the prompt that teaches a model them.
 
-`AutoMemoryTools` gives a model six tools (`MemoryView`, `MemoryCreate`, `MemoryStrReplace`,
-`MemoryInsert`, `MemoryDelete`, `MemoryRename`) over a `MemoryStore` bound to one scope (a
-user, a tenant, an agent). Two stores ship: `DirectoryMemoryStore` (a sandboxed directory per
-scope) and `MongoMemoryStore` (a document per file, compare-and-set writes). The companion
-system prompt is `render_memory_prompt`.
+A `MemoryStore` is bound to one scope (a user, a tenant, an agent). Two stores ship:
+`DirectoryMemoryStore` (a sandboxed directory per scope) and `MongoMemoryStore` (a document per
+file, compare-and-set writes). The companion system prompt is `render_memory_prompt`. The six
+tools a model keeps its memories with (`MemoryView`, `MemoryCreate`, `MemoryStrReplace`,
+`MemoryInsert`, `MemoryDelete`, `MemoryRename`) are
+[`AutoMemoryTools`][asyncsession.tools.AutoMemoryTools], with every other tool in
+[`asyncsession.tools`][asyncsession.tools].
 
 ```python
 store = MongoMemoryStore(db, scope=user_id)
 await store.ensure_indexes()
-tools = AutoMemoryTools(store)
-specs = tools.tool_specs()          # name, description, JSON schema, coroutine per tool
+tools = AutoMemoryTools(store).as_tools()   # six Tools: name, description, schema, invoke
 system = render_memory_prompt(store.root)
 ```
 """
@@ -34,13 +35,10 @@ from .store import (
     normalize_memory_path,
     validate_memory_scope,
 )
-from .tools import MEMORY_TOOL_NAMES, AutoMemoryTools, MemoryToolSpec
 
 __all__ = [
     "CONSOLIDATION_REMINDER",
     "MEMORY_SYSTEM_PROMPT",
-    "MEMORY_TOOL_NAMES",
-    "AutoMemoryTools",
     "DirectoryMemoryStore",
     "MemoryBackendError",
     "MemoryEntry",
@@ -53,7 +51,6 @@ __all__ = [
     "MemoryStore",
     "MemoryStoreError",
     "MemoryTooLarge",
-    "MemoryToolSpec",
     "MemoryWriteConflict",
     "MongoMemoryStore",
     "normalize_memory_path",

@@ -2,8 +2,8 @@
 
 `MEMORY_SYSTEM_PROMPT` is a template with one placeholder, ``{memories_root}``; fill it with
 `render_memory_prompt`. It is appended to the system message together with the six memory
-tools (see `AutoMemoryTools.tool_specs`). `CONSOLIDATION_REMINDER` is appended as well on the
-turns where a consolidation trigger fires.
+tools (see `asyncsession.tools.AutoMemoryTools`). `CONSOLIDATION_REMINDER` is appended as well
+on the turns where a consolidation trigger fires.
 """
 
 from __future__ import annotations

@@ -1,5 +1,30 @@
-"""Tools the model can call: recall over the session log."""
+"""Tools the model can call: the `Tool` type, and the tools that ship with the library.
 
-from .recall import ConversationSearch, CrossSessionSearch
+- [`Tool`][asyncsession.tools.Tool] and [`tool`][asyncsession.tools.tool]: a tool is a name,
+  a description, a JSON schema generated from a typed function or a pydantic model, and
+  ``invoke(arguments_json) -> str``. Arguments that do not validate come back to the model as
+  an ``"Error: ..."`` text, for every tool alike.
+- [`AutoMemoryTools`][asyncsession.tools.memory.AutoMemoryTools]: the six long-term memory
+  tools over a [`MemoryStore`][asyncsession.memory.MemoryStore].
+- [`conversation_search`][asyncsession.tools.recall.conversation_search] and
+  [`cross_session_search`][asyncsession.tools.recall.cross_session_search]: recall over the
+  session log, archived turns included.
 
-__all__ = ["ConversationSearch", "CrossSessionSearch"]
+The tool loop that runs them is
+[`ToolCallingAdvisor`][asyncsession.advisors.ToolCallingAdvisor]; the advisors
+[`AutoMemoryToolsAdvisor`][asyncsession.advisors.AutoMemoryToolsAdvisor] and
+[`SessionRecallAdvisor`][asyncsession.advisors.SessionRecallAdvisor] offer these tools per call.
+"""
+
+from ._tool import Tool, tool
+from .memory import MEMORY_TOOL_NAMES, AutoMemoryTools
+from .recall import conversation_search, cross_session_search
+
+__all__ = [
+    "MEMORY_TOOL_NAMES",
+    "AutoMemoryTools",
+    "Tool",
+    "conversation_search",
+    "cross_session_search",
+    "tool",
+]

@@ -19,9 +19,10 @@ from asyncsession.advisors import (
     ToolCallingAdvisor,
 )
 from asyncsession.chat import ChatOptions
-from asyncsession.memory import CONSOLIDATION_REMINDER, MEMORY_TOOL_NAMES, DirectoryMemoryStore
+from asyncsession.memory import CONSOLIDATION_REMINDER, DirectoryMemoryStore
 from asyncsession.openai import ChatClient
 from asyncsession.testing import FakeClock, ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
+from asyncsession.tools import MEMORY_TOOL_NAMES
 
 
 def _client(

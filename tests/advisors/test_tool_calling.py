@@ -14,16 +14,10 @@ from chat_support import MODEL, PATHS, ask, context, sent, stored
 from pydantic import BaseModel, Field
 
 from asyncsession import DefaultSessionService
-from asyncsession.advisors import (
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
-    Tool,
-    ToolCallingAdvisor,
-    tool,
-)
+from asyncsession.advisors import SessionMemoryAdvisor, SessionTurnAdvisor, ToolCallingAdvisor
 from asyncsession.chat import Usage
 from asyncsession.exceptions import ToolError, ToolLoopLimitExceeded, UsageError
-from asyncsession.memory import AutoMemoryTools, DirectoryMemoryStore
+from asyncsession.memory import DirectoryMemoryStore
 from asyncsession.openai import ChatClient
 from asyncsession.testing import (
     ScriptedOpenAIServer,
@@ -31,6 +25,7 @@ from asyncsession.testing import (
     ScriptedToolCall,
     ScriptedUsage,
 )
+from asyncsession.tools import AutoMemoryTools, Tool, tool
 
 
 @tool
@@ -57,17 +52,29 @@ def test_a_tool_schema_comes_from_type_hints_and_docstring() -> None:
 
 
 async def test_a_tool_validates_its_arguments() -> None:
-    """Arguments that do not validate raise a ToolError naming the problem."""
+    """Arguments that do not validate come back as an error text naming the problem."""
 
     @tool
     def add(a: int, b: Annotated[int, Field(ge=0)]) -> int:
         return a + b
 
     assert await add.invoke('{"a": 2, "b": 3}') == "5"
-    with pytest.raises(ToolError, match="b: Input should be greater than or equal to 0"):
-        await add.invoke('{"a": 2, "b": -1}')
-    with pytest.raises(ToolError, match="Invalid arguments for tool 'add'"):
-        await add.invoke("not json")
+    assert await add.invoke('{"a": 2, "b": -1}') == (
+        "Error: Invalid arguments for tool 'add': b: Input should be greater than or equal to 0"
+    )
+    assert (await add.invoke("not json")).startswith(
+        "Error: Invalid arguments for tool 'add': arguments: Invalid JSON"
+    )
+
+
+async def test_a_tool_error_the_tool_raises_becomes_its_answer() -> None:
+    """A ToolError raised by the tool is the model's error text; invoke does not raise it."""
+
+    @tool
+    async def refuse(reason: str) -> str:
+        raise ToolError(f"no: {reason}")
+
+    assert await refuse.invoke('{"reason": "closed"}') == "Error: no: closed"
 
 
 async def test_a_sync_tool_runs_in_a_worker_thread() -> None:
@@ -357,23 +364,15 @@ async def test_the_final_response_adds_up_the_usage_of_every_round(
     assert response.usage == Usage(prompt_tokens=30, completion_tokens=5, total_tokens=35)
 
 
-async def test_memory_tool_specs_plug_in_as_tools(
+async def test_memory_tools_plug_in_as_tools(
     tmp_path: Path,
     server: ScriptedOpenAIServer,
     openai_client: openai.AsyncOpenAI,
     service: DefaultSessionService,
 ) -> None:
-    """AutoMemoryTools' specs become Tools from their parts and run in the loop."""
+    """AutoMemoryTools' Tools run in the loop like any other tool."""
     memory = AutoMemoryTools(DirectoryMemoryStore(tmp_path, scope="alice"))
-    tools = [
-        Tool(
-            name=spec.name,
-            description=spec.description,
-            parameters=spec.json_schema,
-            function=spec.invoke,
-        )
-        for spec in memory.tool_specs()
-    ]
+    tools = memory.as_tools()
     server.enqueue(
         ScriptedReply.tool_calls(
             [ScriptedToolCall("MemoryCreate", {"path": "MEMORY.md", "file_text": "# Index\n"})]

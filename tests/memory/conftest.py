@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from memory_support import Backend, directory_backend, mongo_backend
 
-from asyncsession.memory import AutoMemoryTools, MemoryStore
+from asyncsession.memory import MemoryStore
+from asyncsession.tools import AutoMemoryTools
 
 
 @pytest.fixture(

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from asyncsession.memory import (
-    AutoMemoryTools,
     DirectoryMemoryStore,
     MemoryStore,
     MongoMemoryStore,
 )
+from asyncsession.tools import AutoMemoryTools
 
 SECRET = "TOP-SECRET-OUTSIDE-THE-SCOPE"
 

@@ -11,13 +11,13 @@ from memory_support import Backend
 from pymongo import AsyncMongoClient
 
 from asyncsession.memory import (
-    AutoMemoryTools,
     MemoryEntry,
     MemoryFile,
     MemoryStore,
     MemoryWriteConflict,
     MongoMemoryStore,
 )
+from asyncsession.tools import AutoMemoryTools
 
 AGENTS = 20
 
@@ -200,7 +200,8 @@ def test_max_attempts_must_be_positive() -> None:
 
 _WRITER = """
 import asyncio, sys
-from asyncsession.memory import AutoMemoryTools, DirectoryMemoryStore
+from asyncsession.memory import DirectoryMemoryStore
+from asyncsession.tools import AutoMemoryTools
 
 async def main(root: str, who: str, count: int) -> None:
     tools = AutoMemoryTools(DirectoryMemoryStore(root, scope="alice"), max_attempts=1)

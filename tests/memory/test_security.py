@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from memory_support import SECRET, Backend
 
-from asyncsession.memory import AutoMemoryTools, DirectoryMemoryStore, MemoryStore
+from asyncsession.memory import DirectoryMemoryStore, MemoryStore
+from asyncsession.tools import AutoMemoryTools
 
 ToolCall = Callable[[AutoMemoryTools, str], Awaitable[str]]
 

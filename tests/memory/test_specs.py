@@ -13,19 +13,20 @@ import asyncsession.memory as memory
 from asyncsession.memory import (
     CONSOLIDATION_REMINDER,
     MEMORY_SYSTEM_PROMPT,
-    MEMORY_TOOL_NAMES,
-    AutoMemoryTools,
     MemoryPathError,
     MemoryStore,
     normalize_memory_path,
     render_memory_prompt,
     validate_memory_scope,
 )
+from asyncsession.tools import MEMORY_TOOL_NAMES, AutoMemoryTools, Tool
 
 
-def test_specs_name_the_six_tools_in_order(tools: AutoMemoryTools) -> None:
-    """tool_specs returns the six model-facing tools in the documented order."""
-    assert [spec.name for spec in tools.tool_specs()] == list(MEMORY_TOOL_NAMES)
+def test_as_tools_names_the_six_tools_in_order(tools: AutoMemoryTools) -> None:
+    """as_tools returns the six model-facing tools, as Tools, in the documented order."""
+    offered = tools.as_tools()
+    assert all(isinstance(t, Tool) for t in offered)
+    assert [t.name for t in offered] == list(MEMORY_TOOL_NAMES)
     assert MEMORY_TOOL_NAMES == (
         "MemoryView",
         "MemoryCreate",
@@ -36,22 +37,9 @@ def test_specs_name_the_six_tools_in_order(tools: AutoMemoryTools) -> None:
     )
 
 
-def test_specs_bind_the_tool_methods(tools: AutoMemoryTools) -> None:
-    """Each spec's function is the matching bound method of the tools instance."""
-    methods = [
-        tools.memory_view,
-        tools.memory_create,
-        tools.memory_str_replace,
-        tools.memory_insert,
-        tools.memory_delete,
-        tools.memory_rename,
-    ]
-    assert [spec.function for spec in tools.tool_specs()] == methods
-
-
 def test_schemas_use_snake_case_parameters(tools: AutoMemoryTools) -> None:
     """The JSON schemas list the snake_case parameters, required ones first-class, no extras."""
-    schemas = {spec.name: spec.json_schema for spec in tools.tool_specs()}
+    schemas = {t.name: t.parameters for t in tools.as_tools()}
     expected = {
         "MemoryView": (["path", "view_range"], ["path"]),
         "MemoryCreate": (["path", "file_text"], ["path", "file_text"]),
@@ -69,44 +57,37 @@ def test_schemas_use_snake_case_parameters(tools: AutoMemoryTools) -> None:
         assert list(schema["properties"]) == properties
         assert schema["required"] == required
         assert schema["additionalProperties"] is False
+        assert "title" not in schema
+        assert "description" not in schema
         assert all(prop.get("description") for prop in schema["properties"].values())
+        assert not any("title" in prop for prop in schema["properties"].values())
     assert schemas["MemoryInsert"]["properties"]["insert_line"]["type"] == "integer"
     json.dumps(schemas)  # plain JSON, ready for any SDK
 
 
 def test_descriptions_teach_the_index_convention(tools: AutoMemoryTools) -> None:
     """The descriptions explain MEMORY.md, the two-step save and front matter."""
-    descriptions = {spec.name: spec.description for spec in tools.tool_specs()}
+    descriptions = {t.name: t.description for t in tools.as_tools()}
     assert all("MEMORY.md" in text for text in descriptions.values())
     assert "two steps" in descriptions["MemoryCreate"]
     assert "type: <user | feedback | project | reference>" in descriptions["MemoryCreate"]
     assert "- [Title](file.md) — one-line hook" in descriptions["MemoryInsert"]
 
 
-async def test_invoke_runs_the_tool_from_json(tools: AutoMemoryTools) -> None:
-    """invoke validates a JSON argument string and runs the tool."""
-    create, view = tools.tool_specs()[1], tools.tool_specs()[0]
-    result = await create.invoke('{"path": "a.md", "file_text": "hi\\n"}')
-    assert result == "Successfully created file: a.md (3 bytes)"
-    assert await view.invoke({"path": "a.md"}) == "File: a.md\nLines 1-1 of 1\n\n     1\thi\n"
-
-
-@pytest.mark.parametrize(
-    ("arguments", "problem"),
-    [
-        pytest.param("{", "Invalid JSON", id="bad-json"),
-        pytest.param("{}", "path: Field required", id="missing"),
-        pytest.param('{"path": "a", "extra": 1}', "extra: Extra inputs", id="extra"),
-        pytest.param({"path": 3}, "path: Input should be a valid string", id="wrong-type"),
-    ],
-)
-async def test_invoke_returns_invalid_arguments_as_error(
-    tools: AutoMemoryTools, arguments: object, problem: str
-) -> None:
-    """Invalid arguments come back as an 'Error:' string naming the problem, not an exception."""
-    result = await tools.tool_specs()[4].invoke(arguments)  # type: ignore[arg-type]
-    assert result.startswith("Error: Invalid arguments for MemoryDelete: ")
-    assert problem in result
+async def test_invoke_runs_each_tool_from_json(tools: AutoMemoryTools) -> None:
+    """Every one of the six tools runs from the model's JSON arguments on its method."""
+    by_name = {t.name: t for t in tools.as_tools()}
+    calls = [
+        ("MemoryCreate", {"path": "a.md", "file_text": "one\n"}, "Successfully created"),
+        ("MemoryInsert", {"path": "a.md", "insert_line": 1, "insert_text": "two"}, "Success"),
+        ("MemoryStrReplace", {"path": "a.md", "old_str": "two", "new_str": "2"}, "Success"),
+        ("MemoryView", {"path": "a.md"}, "File: a.md\nLines 1-2 of 2"),
+        ("MemoryRename", {"old_path": "a.md", "new_path": "b.md"}, "Successfully renamed"),
+        ("MemoryDelete", {"path": "b.md"}, "Successfully deleted file: b.md"),
+    ]
+    for name, arguments, expected in calls:
+        assert (await by_name[name].invoke(json.dumps(arguments))).startswith(expected)
+    assert await tools.memory_view("") == "Contents of /:\n\n"
 
 
 def test_root_is_the_stores_root(tools: AutoMemoryTools, store: MemoryStore) -> None:

@@ -14,7 +14,6 @@ from mongomock_motor import AsyncMongoMockClient
 from pymongo.errors import AutoReconnect, PyMongoError
 
 from asyncsession.memory import (
-    AutoMemoryTools,
     DirectoryMemoryStore,
     MemoryBackendError,
     MemoryEntry,
@@ -28,6 +27,7 @@ from asyncsession.memory import (
     MemoryWriteConflict,
     MongoMemoryStore,
 )
+from asyncsession.tools import AutoMemoryTools
 
 
 def test_store_satisfies_the_protocol(store: MemoryStore) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from asyncsession.memory import AutoMemoryTools, MemoryStore
+from asyncsession.memory import MemoryStore
+from asyncsession.tools import AutoMemoryTools
 
 INDEX = "# Memory index\n- [Role](user_role.md) — data scientist\n"
 

@@ -17,10 +17,13 @@ from asyncsession import (
 )
 from asyncsession.testing import FakeClock
 from asyncsession.testing.contract import summary_turn
-from asyncsession.tools import ConversationSearch, CrossSessionSearch
+from asyncsession.tools import Tool, conversation_search, cross_session_search
 from asyncsession.tools.recall import NO_RESULTS
 
-CONTEXT_KEY = "chat_memory_conversation_id"
+
+async def _ask(tool: Tool, **arguments: object) -> str:
+    """The tool's answer to the model's JSON arguments (``inner_thought`` filled in)."""
+    return await tool.invoke(json.dumps({"inner_thought": "recall", **arguments}))
 
 
 @pytest.fixture
@@ -56,20 +59,10 @@ async def test_conversation_search_finds_archived_text(
     plan = CompactionPlan(archive_ids=frozenset(e.id for e in events[:2]))
     assert await service.repository.apply_compaction(sid, plan, version)
     assert "Miso" not in [m.text for m in await service.get_active_messages(sid)]
-    found = json.loads(await ConversationSearch(service)(query="MISO", context={CONTEXT_KEY: sid}))
+    found = json.loads(await _ask(conversation_search(service, sid), query="MISO"))
     assert found == [
         {"timestamp": "2026-04-01T00:00:00Z", "type": "user", "text": "My cat is named Miso"}
     ]
-
-
-async def test_conversation_search_needs_a_session_in_the_context(
-    service: DefaultSessionService,
-) -> None:
-    """Without a session id in the context the tool answers with an error, never a fallback."""
-    tool = ConversationSearch(service)
-    answer = await tool(query="x", context={})
-    assert answer.startswith("Error: conversation_search is unavailable")
-    assert (await tool(query="x")).startswith("Error:")
 
 
 async def test_conversation_search_pages_and_refuses_blank_queries(
@@ -77,17 +70,18 @@ async def test_conversation_search_pages_and_refuses_blank_queries(
 ) -> None:
     """Results come a page at a time; a blank query is an error, not "everything"."""
     sid = await _conversation(service, clock, "alice", *(f"note {i}" for i in range(5)))
-    tool = ConversationSearch(service, page_size=2)
-    context = {CONTEXT_KEY: sid}
-    pages = [json.loads(await tool(query="note", page=p, context=context)) for p in (0, 1)]
+    tool = conversation_search(service, sid, page_size=2)
+    pages = [json.loads(await _ask(tool, query="note", page=p)) for p in (0, 1)]
     assert [[row["text"] for row in page] for page in pages] == [
         ["note 0", "note 1"],
         ["note 2", "note 3"],
     ]
-    assert await tool(query="note", page=3, context=context) == NO_RESULTS
-    assert json.loads(await tool(query="note", page=-4, context=context))[0]["text"] == "note 0"
-    assert (await tool(query="  ", context=context)).startswith("Error:")
-    assert (await tool(query="x", page="2", context=context)).startswith("Error:")  # type: ignore[arg-type]
+    assert await _ask(tool, query="note", page=3) == NO_RESULTS
+    assert json.loads(await _ask(tool, query="note", page=-4))[0]["text"] == "note 0"
+    assert json.loads(await _ask(tool, query="note", page=None))[0]["text"] == "note 0"
+    assert (await _ask(tool, query="  ")).startswith("Error: Invalid arguments")
+    assert (await _ask(tool, query="x", page="2")).startswith("Error: Invalid arguments")
+    assert (await _ask(tool, query="x", page=True)).startswith("Error: Invalid arguments")
 
 
 async def test_search_terms_are_literal_never_a_regex(
@@ -95,10 +89,10 @@ async def test_search_terms_are_literal_never_a_regex(
 ) -> None:
     """Regex metacharacters in a query match literally."""
     sid = await _conversation(service, clock, "alice", "price is $5 (approx.)", "cheap", "p.i")
-    context = {CONTEXT_KEY: sid}
-    rows = json.loads(await ConversationSearch(service)(query="$5 (approx.)", context=context))
+    tool = conversation_search(service, sid)
+    rows = json.loads(await _ask(tool, query="$5 (approx.)"))
     assert [row["text"] for row in rows] == ["price is $5 (approx.)"]
-    assert await ConversationSearch(service)(query=".*", context=context) == NO_RESULTS
+    assert await _ask(tool, query=".*") == NO_RESULTS
 
 
 async def test_cross_session_search_spans_one_users_sessions_only(
@@ -108,16 +102,15 @@ async def test_cross_session_search_spans_one_users_sessions_only(
     first = await _conversation(service, clock, "alice", "trip to Lisbon", "sounds fun")
     second = await _conversation(service, clock, "alice", "Lisbon hotel booked", "great")
     await _conversation(service, clock, "bob", "Lisbon is mine", "ok")
-    rows = json.loads(await CrossSessionSearch(service, "alice")(query="lisbon"))
+    tool = cross_session_search(service, "alice")
+    rows = json.loads(await _ask(tool, query="lisbon"))
     assert [(row["sessionId"], row["text"]) for row in rows] == [
         (first, "trip to Lisbon"),
         (second, "Lisbon hotel booked"),
     ]
-    both = json.loads(
-        await CrossSessionSearch(service, "alice")(query="lisbon, hotel", match_mode="ALL")
-    )
+    both = json.loads(await _ask(tool, query="lisbon, hotel", match_mode="ALL"))
     assert [row["text"] for row in both] == ["Lisbon hotel booked"]
-    any_ = json.loads(await CrossSessionSearch(service, "alice")(query="trip,hotel"))
+    any_ = json.loads(await _ask(tool, query="trip,hotel"))
     assert len(any_) == 2
 
 
@@ -130,11 +123,14 @@ async def test_cross_session_search_since_and_synthetic(
     )
     for event in summary_turn(sid, "the budget went from 100 to 200"):
         await service.append_event(event)
-    tool = CrossSessionSearch(service, "alice")
-    rows = json.loads(await tool(query="budget", since="2026-04-01T00:01:30Z"))
+    tool = cross_session_search(service, "alice")
+    rows = json.loads(await _ask(tool, query="budget", since="2026-04-01T00:01:30Z"))
     assert [row["text"] for row in rows] == ["budget now 200"]
+    assert len(json.loads(await _ask(tool, query="budget"))) == 2
+    unbounded = await _ask(tool, query="budget", since=" ", match_mode=None, page=None)
+    assert len(json.loads(unbounded)) == 2
     everything = json.loads(
-        await CrossSessionSearch(service, "alice", include_synthetic=True)(query="budget")
+        await _ask(cross_session_search(service, "alice", include_synthetic=True), query="budget")
     )
     assert len(everything) == 3
 
@@ -146,8 +142,8 @@ async def test_cross_session_search_since_and_synthetic(
         pytest.param({"query": ", ,"}, "at least one search term", id="only-commas"),
         pytest.param({"query": ",".join(f"t{i}" for i in range(21))}, "at most 20", id="too-many"),
         pytest.param({"query": "x", "match_mode": "some"}, "match_mode", id="bad-mode"),
-        pytest.param({"query": "x", "since": "yesterday"}, "ISO-8601", id="bad-since"),
-        pytest.param({"query": "x", "since": "2026-01-01T00:00:00"}, "time zone", id="naive-since"),
+        pytest.param({"query": "x", "since": "yesterday"}, "since: Input should", id="bad-since"),
+        pytest.param({"query": "x", "since": "2026-01-01T00:00:00"}, "timezone", id="naive-since"),
         pytest.param({"query": "x", "page": 1.5}, "page", id="bad-page"),
     ],
 )
@@ -155,16 +151,31 @@ async def test_bad_arguments_come_back_as_tool_errors(
     service: DefaultSessionService, arguments: dict[str, object], error: str
 ) -> None:
     """Bad arguments produce an ``Error:`` answer for the model, never an exception."""
-    answer = await CrossSessionSearch(service, "alice")(**arguments)  # type: ignore[arg-type]
-    assert answer.startswith("Error:")
+    answer = await _ask(cross_session_search(service, "alice"), **arguments)
+    assert answer.startswith("Error: Invalid arguments for tool 'cross_session_search': ")
     assert error in answer
 
 
 def test_tools_validate_their_configuration(service: DefaultSessionService) -> None:
-    """A blank user or a non-positive page size is refused when the tool is built."""
+    """A blank session or user, or a non-positive page size, is refused when the tool is built."""
+    with pytest.raises(ValueError, match="session_id"):
+        conversation_search(service, " ")
     with pytest.raises(ValueError, match="user_id"):
-        CrossSessionSearch(service, " ")
+        cross_session_search(service, " ")
     with pytest.raises(ValueError, match="page_size"):
-        ConversationSearch(service, page_size=0)
+        conversation_search(service, "s", page_size=0)
     with pytest.raises(ValueError, match="page_size"):
-        CrossSessionSearch(service, "a", page_size=0)
+        cross_session_search(service, "a", page_size=0)
+
+
+def test_schemas_come_from_the_argument_models(service: DefaultSessionService) -> None:
+    """The recall schemas are generated: typed, described, closed, inner_thought required."""
+    conversation = conversation_search(service, "s").parameters
+    assert conversation["required"] == ["inner_thought", "query"]
+    assert conversation["additionalProperties"] is False
+    assert conversation["properties"]["page"]["type"] == "integer"
+    cross = cross_session_search(service, "alice").parameters
+    assert list(cross["properties"]) == ["inner_thought", "query", "match_mode", "since", "page"]
+    assert cross["properties"]["match_mode"]["enum"] == ["any", "all"]
+    assert all(p.get("description") for p in cross["properties"].values())
+    json.dumps(cross)

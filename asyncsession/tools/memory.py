@@ -1,10 +1,13 @@
 """`AutoMemoryTools`: the six model-facing memory tools over one scope's `MemoryStore`.
 
-Every tool returns a string for the model. Whatever the store refuses or fails at comes back as
-a string too, never as an exception: it starts with ``"Error"`` (``"Error: ..."`` for anything
-the model can fix; ``"Error reading path: ..."`` and the like when the backend itself fails).
-Successes start with ``"Successfully"``, except `MemoryView`, which returns the listing or the
-numbered file. Only cancellation and programming errors propagate.
+The six are [`Tool`][asyncsession.tools.Tool]s like any other (`AutoMemoryTools.as_tools`):
+their schemas come from the pydantic argument models below, and arguments that do not
+validate come back the way every tool's do. Every tool returns a string for the model.
+Whatever the store refuses or fails at comes back as a string too, never as an exception: it
+starts with ``"Error"`` (``"Error: ..."`` for anything the model can fix; ``"Error reading
+path: ..."`` and the like when the backend itself fails). Successes start with
+``"Successfully"``, except `MemoryView`, which returns the listing or the numbered file. Only
+cancellation and programming errors propagate.
 """
 
 from __future__ import annotations
@@ -12,14 +15,13 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from functools import cache
-from typing import Any, cast
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from .store import (
+from ..memory.store import (
     MemoryBackendError,
     MemoryExists,
     MemoryIsADirectory,
@@ -28,9 +30,17 @@ from .store import (
     MemoryStore,
     MemoryStoreError,
     MemoryWriteConflict,
-    _split_path,
     normalize_memory_path,
 )
+from ._memory_descriptions import (
+    CREATE_DESCRIPTION,
+    DELETE_DESCRIPTION,
+    INSERT_DESCRIPTION,
+    RENAME_DESCRIPTION,
+    STR_REPLACE_DESCRIPTION,
+    VIEW_DESCRIPTION,
+)
+from ._tool import Tool
 
 __all__ = [
     "MEMORY_TOOL_NAMES",
@@ -40,7 +50,6 @@ __all__ = [
     "MemoryInsertArgs",
     "MemoryRenameArgs",
     "MemoryStrReplaceArgs",
-    "MemoryToolSpec",
     "MemoryViewArgs",
 ]
 
@@ -52,7 +61,7 @@ MEMORY_TOOL_NAMES = (
     "MemoryDelete",
     "MemoryRename",
 )
-"""The model-facing names of the six memory tools, in the order `tool_specs` returns them."""
+"""The model-facing names of the six memory tools, in the order `as_tools` returns them."""
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -141,133 +150,6 @@ class MemoryRenameArgs(_Args):
     """New path."""
 
 
-_FRONT_MATTER = """\
-Memory files are Markdown and start with front matter:
-  ---
-  name: <short name>
-  description: <one line; decides whether the memory is relevant later>
-  type: <user | feedback | project | reference>
-  ---
-  <the memory>"""
-
-_VIEW_DESCRIPTION = f"""\
-Show a file or directory of your long-term memory.
-
-- A directory is listed two levels deep with file sizes; a file is shown with line numbers.
-- Paths are relative to the memory root; '' or '/' is the root itself.
-- Start with 'MEMORY.md': the index of every memory, one line each. Read it before saving or \
-changing memories.
-- For long files, pass view_range='start,end' to see only those lines.
-
-{_FRONT_MATTER}
-Types: user (who the user is), feedback (how they want you to work, corrections and confirmed \
-approaches), project (goals, decisions, deadlines the code does not show), reference (where \
-to find things elsewhere)."""
-
-_CREATE_DESCRIPTION = f"""\
-Create a new memory file (it must not exist yet; to change a file use MemoryStrReplace or \
-MemoryInsert). Missing parent directories are created.
-
-Saving a memory takes two steps:
-1. MemoryCreate the memory file, named after its topic (e.g. 'feedback_testing.md').
-2. Add its line to the index 'MEMORY.md' with MemoryInsert or MemoryStrReplace:
-   '- [Title](file.md) — one-line hook' (at most about 150 characters).
-Check MEMORY.md first and update an existing memory instead of creating a duplicate. Do not \
-save code patterns, file paths, version-control history, fix recipes, things already \
-documented, or the state of the current task.
-
-{_FRONT_MATTER}
-For feedback and project memories write the rule or fact, then '**Why:** <reason>' and \
-'**How to apply:** <when it applies>'."""
-
-_STR_REPLACE_DESCRIPTION = """\
-Replace text in a memory file.
-
-- old_str must match the file exactly (whitespace and line breaks included) and occur exactly \
-once; if it occurs several times, include more of the surrounding text. It must not be empty.
-- An empty new_str deletes the matched text.
-- Returns the edited lines with line numbers.
-
-Use it to correct or update a memory (keep its name and description in step), to fix a line \
-in MEMORY.md after renaming a memory or changing its description, and to remove a memory's \
-line from MEMORY.md after deleting the file."""
-
-_INSERT_DESCRIPTION = """\
-Insert text as new line(s) into a memory file.
-
-- insert_line is the line to insert after: 0 puts the text before the first line, the file's \
-line count (see MemoryView) appends it at the end.
-- The text becomes its own line(s); it does not need a trailing line break.
-
-Typical use: step 2 of saving a memory, appending its index line to MEMORY.md:
-'- [Title](file.md) — one-line hook'."""
-
-_DELETE_DESCRIPTION = """\
-Delete a memory file, or a directory with everything in it. This cannot be undone; the root \
-itself cannot be deleted.
-
-Delete memories that turned out to be wrong, outdated or superseded instead of leaving them. \
-Afterwards remove the memory's line from MEMORY.md with MemoryStrReplace."""
-
-_RENAME_DESCRIPTION = """\
-Rename or move a memory file or directory. The source must exist and the destination must \
-not; missing parent directories of the destination are created.
-
-Use it to reorganise memories by topic. Afterwards update the link in MEMORY.md with \
-MemoryStrReplace."""
-
-
-@cache
-def _schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The JSON schema of a tool's arguments, without pydantic's generated titles."""
-    schema = model.model_json_schema()
-    schema.pop("title", None)
-    schema.pop("description", None)
-    for prop in schema.get("properties", {}).values():
-        prop.pop("title", None)
-    return schema
-
-
-def _summarise(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
-        for error in exc.errors()
-    )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MemoryToolSpec:
-    """One memory tool as a model sees it, and the coroutine that runs it."""
-
-    name: str
-    """The model-facing tool name, e.g. ``"MemoryView"``."""
-    description: str
-    """What the tool does and when to use it, written for the model."""
-    parameters: type[BaseModel]
-    """The pydantic model of the tool's arguments."""
-    function: Callable[..., Awaitable[str]]
-    """The bound tool method; call it with the arguments as keywords."""
-    json_schema: Mapping[str, Any] = field(init=False)
-    """The JSON schema of the arguments (an object with ``additionalProperties: false``)."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "json_schema", _schema(self.parameters))
-
-    async def invoke(self, arguments: str | Mapping[str, Any]) -> str:
-        """Validate raw arguments (a JSON object string, or a mapping) and run the tool.
-
-        Invalid arguments come back as an ``"Error: ..."`` string, like every other failure.
-        """
-        try:
-            if isinstance(arguments, str):
-                args = self.parameters.model_validate_json(arguments.strip() or "{}")
-            else:
-                args = self.parameters.model_validate(arguments)
-        except ValidationError as exc:
-            return f"Error: Invalid arguments for {self.name}: {_summarise(exc)}"
-        return await self.function(**args.model_dump())
-
-
 @dataclass(frozen=True, slots=True)
 class _Edit:
     text: str
@@ -299,7 +181,7 @@ class AutoMemoryTools:
     r"""The six memory tools (view, create, str_replace, insert, delete, rename) over one store.
 
     The tools are async methods with snake_case parameters that return strings for the model;
-    `tool_specs` describes them for a tool-calling model under the names `MEMORY_TOOL_NAMES`.
+    `as_tools` offers them to a tool-calling model under the names `MEMORY_TOOL_NAMES`.
     Read-modify-write tools (str_replace, insert) and rename re-read and retry when the store
     reports a concurrent change, with jittered backoff, up to `max_attempts` times, so agents
     sharing a scope never lose one another's edits.
@@ -309,6 +191,7 @@ class AutoMemoryTools:
         tools = AutoMemoryTools(DirectoryMemoryStore("/var/lib/agent/memories", scope="alice"))
         await tools.memory_create("MEMORY.md", "# Memory index\n")
         await tools.memory_insert("MEMORY.md", 1, "- [Role](user_role.md) — data scientist")
+        loop = ToolCallingAdvisor(tools.as_tools())   # the same six, for a model
         ```
     """
 
@@ -340,45 +223,23 @@ class AutoMemoryTools:
         """The memory root shown to the model."""
         return self._store.root
 
-    def tool_specs(self) -> list[MemoryToolSpec]:
-        """Describe the six tools for a tool-calling model, in `MEMORY_TOOL_NAMES` order."""
+    def as_tools(self) -> list[Tool]:
+        """The six tools for a tool-calling model, in `MEMORY_TOOL_NAMES` order."""
         return [
-            MemoryToolSpec(
-                name="MemoryView",
-                description=_VIEW_DESCRIPTION,
-                parameters=MemoryViewArgs,
-                function=self.memory_view,
-            ),
-            MemoryToolSpec(
-                name="MemoryCreate",
-                description=_CREATE_DESCRIPTION,
-                parameters=MemoryCreateArgs,
-                function=self.memory_create,
-            ),
-            MemoryToolSpec(
-                name="MemoryStrReplace",
-                description=_STR_REPLACE_DESCRIPTION,
-                parameters=MemoryStrReplaceArgs,
-                function=self.memory_str_replace,
-            ),
-            MemoryToolSpec(
-                name="MemoryInsert",
-                description=_INSERT_DESCRIPTION,
-                parameters=MemoryInsertArgs,
-                function=self.memory_insert,
-            ),
-            MemoryToolSpec(
-                name="MemoryDelete",
-                description=_DELETE_DESCRIPTION,
-                parameters=MemoryDeleteArgs,
-                function=self.memory_delete,
-            ),
-            MemoryToolSpec(
-                name="MemoryRename",
-                description=_RENAME_DESCRIPTION,
-                parameters=MemoryRenameArgs,
-                function=self.memory_rename,
-            ),
+            Tool.from_model(name, description, arguments, function)
+            for name, description, arguments, function in (
+                ("MemoryView", VIEW_DESCRIPTION, MemoryViewArgs, self.memory_view),
+                ("MemoryCreate", CREATE_DESCRIPTION, MemoryCreateArgs, self.memory_create),
+                (
+                    "MemoryStrReplace",
+                    STR_REPLACE_DESCRIPTION,
+                    MemoryStrReplaceArgs,
+                    self.memory_str_replace,
+                ),
+                ("MemoryInsert", INSERT_DESCRIPTION, MemoryInsertArgs, self.memory_insert),
+                ("MemoryDelete", DELETE_DESCRIPTION, MemoryDeleteArgs, self.memory_delete),
+                ("MemoryRename", RENAME_DESCRIPTION, MemoryRenameArgs, self.memory_rename),
+            )
         ]
 
     async def memory_view(self, path: str, view_range: str | None = None) -> str:
@@ -491,7 +352,7 @@ class AutoMemoryTools:
             return await self._listing(rel, path or "/")
         if file is None:
             return f"Error: Path does not exist: {path}"
-        return _numbered(file.text, _split_path(rel)[1], view_range)
+        return _numbered(file.text, rel.rpartition("/")[2], view_range)
 
     async def _listing(self, rel: str, shown: str) -> str:
         try:

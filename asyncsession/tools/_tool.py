@@ -1,0 +1,232 @@
+"""`Tool`: a function the model can call, and the one place its arguments are checked.
+
+A tool is API-neutral: a name, a description, the JSON schema of its arguments, `strict`, and
+`invoke(arguments_json) -> str`. The OpenAI edge turns it into a Chat Completions or Responses
+function tool; nothing here knows an SDK type.
+
+Schemas are never written by hand. `Tool.from_function` builds a pydantic model from a typed
+signature (parameter descriptions from the docstring, Google, NumPy or Sphinx style);
+`Tool.from_model` takes a pydantic model. Either way the model's JSON arguments are validated
+against that model in `_validate`, and what does not validate (bad JSON, a wrong type, a
+missing or an unknown field) comes back to the model as one ``"Error: Invalid arguments ..."``
+text. This module imports nothing of the package but its exceptions, so any layer can use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import re
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, overload
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic_core import to_json
+
+from ..exceptions import ToolError, UsageError
+from ._docstrings import describe
+
+__all__ = ["Tool", "tool"]
+
+logger = logging.getLogger("asyncsession.tools")
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tool:
+    """A tool the model can call.
+
+    Build one with [`tool`][asyncsession.tools.tool], `Tool.from_function` or
+    `Tool.from_model`; the constructor itself takes a `function` that parses the raw JSON
+    arguments on its own, for the rare tool whose schema comes from elsewhere.
+
+    Raises:
+        UsageError: the name is not a valid tool name.
+    """
+
+    name: str
+    """The model-facing name: letters, digits, ``_`` and ``-``, at most 64 characters."""
+    description: str
+    """What the tool does and when to use it, written for the model."""
+    parameters: Mapping[str, Any]
+    """The JSON schema of the arguments object. Tools built from one function or model share
+    it: read it, copy it, never change it in place."""
+    function: Callable[[str], Awaitable[str]]
+    """Runs the tool: takes the arguments as the model wrote them (a JSON string) and returns
+    the result text. It may raise `ToolError` to send the model an error text."""
+    strict: bool = False
+    """Ask the model for arguments that follow the schema exactly (OpenAI structured outputs)."""
+
+    def __post_init__(self) -> None:
+        if not _TOOL_NAME.fullmatch(self.name):
+            raise UsageError(
+                f"Invalid tool name {self.name!r}: use letters, digits, '_' and '-', "
+                "at most 64 characters"
+            )
+
+    async def invoke(self, arguments: str) -> str:
+        """Run the tool with the model's raw JSON arguments; the result text for the model.
+
+        Arguments that do not validate, and a `ToolError` the tool raises, come back as a text
+        starting with ``"Error: "``. Any other exception propagates: the tool loop reports it
+        to the model and logs it with its traceback.
+        """
+        try:
+            return await self.function(arguments)
+        except ToolError as exc:
+            logger.info("Tool %r refused a call: %s", self.name, exc)
+            return f"Error: {exc}"
+
+    @classmethod
+    def from_function(
+        cls,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        strict: bool = False,
+    ) -> Tool:
+        """A tool from a typed Python function or bound method, sync or async.
+
+        The parameters' type hints (``Annotated[..., Field(...)]`` included) and defaults make
+        the schema; the docstring's prose before its first section becomes the description
+        and its parameter section the parameter descriptions (Google, NumPy or Sphinx style).
+        A sync function runs in a worker thread, so it cannot block the event loop. A string
+        result is sent as is, anything else as JSON.
+
+        Raises:
+            UsageError: the function takes ``*args``/``**kwargs``, or the name is invalid.
+        """
+        tool_name = name or function.__name__
+        documented = describe(inspect.getdoc(function))
+        signature = inspect.signature(function)
+        hints = typing.get_type_hints(function, include_extras=True)
+        fields: dict[str, Any] = {}
+        positional: list[str] = []
+        for parameter in signature.parameters.values():
+            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                raise UsageError(f"Tool {tool_name!r}: *args and **kwargs cannot be described")
+            if parameter.kind is parameter.POSITIONAL_ONLY:
+                positional.append(parameter.name)
+            default = ... if parameter.default is parameter.empty else parameter.default
+            fields[parameter.name] = (
+                hints.get(parameter.name, Any),
+                Field(default, description=documented.parameters.get(parameter.name)),
+            )
+        arguments_model: type[BaseModel] = create_model(
+            f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        is_async = inspect.iscoroutinefunction(function)
+
+        async def run(arguments: str) -> str:
+            values = _validate(tool_name, arguments_model, arguments)
+            args = [values.pop(key) for key in positional]
+            if is_async:
+                result = await function(*args, **values)
+            else:
+                result = await asyncio.to_thread(function, *args, **values)
+            return _as_text(result)
+
+        return cls(
+            name=tool_name,
+            description=description if description is not None else documented.description,
+            parameters=_schema(arguments_model),
+            function=run,
+            strict=strict,
+        )
+
+    @classmethod
+    def from_model(
+        cls,
+        name: str,
+        description: str,
+        arguments: type[BaseModel],
+        function: Callable[..., Awaitable[Any]],
+        *,
+        strict: bool = False,
+    ) -> Tool:
+        """A tool whose arguments are a pydantic model; `function` gets its fields as keywords.
+
+        The field descriptions (``Field(description=...)``) reach the schema; the model's own
+        title and docstring do not, they are for developers.
+
+        Raises:
+            UsageError: the name is invalid.
+        """
+
+        async def run(raw: str) -> str:
+            return _as_text(await function(**_validate(name, arguments, raw)))
+
+        return cls(
+            name=name,
+            description=description,
+            parameters=_schema(arguments),
+            function=run,
+            strict=strict,
+        )
+
+
+@cache
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of a tool's arguments, without pydantic's generated titles.
+
+    Cached per model: the memory and recall tools are built on every call.
+    """
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    schema.pop("description", None)
+    properties: dict[str, dict[str, Any]] = schema.get("properties", {})
+    for prop in properties.values():
+        prop.pop("title", None)
+    return schema
+
+
+def _validate(name: str, model: type[BaseModel], arguments: str) -> dict[str, Any]:
+    """The model's JSON arguments, validated: the one place argument errors are worded."""
+    try:
+        validated = model.model_validate_json(arguments.strip() or "{}")
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
+            for error in exc.errors(include_url=False)
+        )
+        raise ToolError(f"Invalid arguments for tool {name!r}: {problems}") from exc
+    return {key: getattr(validated, key) for key in type(validated).model_fields}
+
+
+def _as_text(result: object) -> str:
+    if isinstance(result, str):
+        return result
+    return to_json(result).decode()
+
+
+@overload
+def tool(function: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, strict: bool = False
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    function: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    strict: bool = False,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a [`Tool`][asyncsession.tools.Tool] of a typed function: ``@tool``, ``@tool(...)``.
+
+    See `Tool.from_function` for how the schema and the description are found.
+    """
+    if function is not None:
+        return Tool.from_function(function)
+
+    def decorate(function: Callable[..., Any]) -> Tool:
+        return Tool.from_function(function, name=name, description=description, strict=strict)
+
+    return decorate

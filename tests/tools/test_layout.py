@@ -1,0 +1,33 @@
+"""The `Tool` type sits low: any layer (chat included) can use it without importing upward."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import asyncsession.tools
+
+TOOLS = Path(asyncsession.tools.__file__).parent
+
+
+def _package_imports(path: Path) -> set[str]:
+    """Every module of the package this file imports, at any depth of the file."""
+    imported: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            anchor = ["asyncsession", "tools"][: 3 - node.level]
+            imported.add(".".join([*anchor, *([node.module] if node.module else [])]))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("asyncsession"):
+            imported.add(node.module or "")
+        elif isinstance(node, ast.Import):
+            imported.update(a.name for a in node.names if a.name.startswith("asyncsession"))
+    return imported
+
+
+@pytest.mark.parametrize("name", ["_tool.py", "_docstrings.py"])
+def test_the_tool_modules_import_only_the_exceptions(name: str) -> None:
+    """`Tool` and its docstring reader need nothing of the package but the exceptions."""
+    allowed = {"asyncsession.exceptions", "asyncsession.tools._docstrings"}
+    assert _package_imports(TOOLS / name) <= allowed
