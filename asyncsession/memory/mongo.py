@@ -8,12 +8,13 @@ from collections.abc import AsyncGenerator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from pymongo import ASCENDING
+from pymongo import ASCENDING, WriteConcern
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import ConnectionFailure, DuplicateKeyError, PyMongoError
 
 from .._shield import shielded
+from ..exceptions import StorageUnavailable
 from ..repository._mongo_store import aggregate
 from .store import (
     DEFAULT_MAX_FILE_BYTES,
@@ -40,6 +41,11 @@ _SEPARATOR = "\x1f"  # may appear in neither scopes nor paths, so ids cannot col
 _MAX_DOCUMENT_TEXT = 15 * 1024 * 1024  # stay clear of MongoDB's 16 MiB document limit
 _INDEX_NAME = "scope_path_unique"
 _MOVE_ATTEMPTS = 10
+_WRITE_CONCERN = WriteConcern("majority", j=True)  # as durable as the session store's writes
+
+
+class _MemoryStoreUnavailable(MemoryBackendError, StorageUnavailable):
+    """The memory store's server could not be reached: both a backend and a storage outage."""
 
 
 @contextlib.asynccontextmanager
@@ -47,6 +53,8 @@ async def _map_pymongo_errors(rel: str) -> AsyncGenerator[None, None]:
     """Translate driver errors into `MemoryBackendError`, chaining the cause."""
     try:
         yield
+    except ConnectionFailure as exc:  # no server selected, connection lost or timed out
+        raise _MemoryStoreUnavailable(f"{type(exc).__name__}: {exc} ({rel or '/'})") from exc
     except PyMongoError as exc:
         raise MemoryBackendError(f"{type(exc).__name__}: {exc} ({rel or '/'})") from exc
 
@@ -90,6 +98,11 @@ class MongoMemoryStore(_ScopedLimits):
     The collection comes from a PyMongo `AsyncDatabase` (a Motor database works too, e.g.
     mongomock-motor in tests); the store borrows it and never closes the client. Call
     `ensure_indexes` once at startup.
+
+    Durability and outages: writes use a journaled majority write concern (``w="majority",
+    j=True``) whatever the client's default, as the session store does. A server that cannot be
+    reached raises an error that is both a `MemoryBackendError` and a
+    `asyncsession.exceptions.StorageUnavailable`.
     """
 
     def __init__(
@@ -124,7 +137,9 @@ class MongoMemoryStore(_ScopedLimits):
         self._scope = validate_memory_scope(scope)
         self._database = database
         self._collection_name = collection
-        self._collection: AsyncCollection[Any] = database[collection]
+        self._collection: AsyncCollection[Any] = database.get_collection(
+            collection, write_concern=_WRITE_CONCERN
+        )
         self._root = root
         self._max_file_bytes = max_file_bytes
         self._max_store_bytes = max_store_bytes

@@ -18,10 +18,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import bson
-from pymongo.errors import PyMongoError
+from pymongo.errors import ConnectionFailure, PyMongoError
 
 from ..events import Session, SessionEvent
-from ..exceptions import StorageError
+from ..exceptions import StorageError, StorageUnavailable
 from ..messages import MessageType
 
 __all__ = [
@@ -61,9 +61,15 @@ SESSION_PROJECTION: Final[Doc] = {"user_id": 1, "created_at": 1, "expires_at": 1
 
 @contextmanager
 def map_pymongo_errors(operation: str) -> Generator[None, None, None]:
-    """Translate a driver error raised inside the block into :class:`StorageError`."""
+    """Translate a driver error raised inside the block into `StorageError`.
+
+    An unreachable server (no server selected in time, a lost or timed-out connection) becomes
+    `StorageUnavailable`.
+    """
     try:
         yield
+    except ConnectionFailure as exc:  # no server selected, connection lost or timed out
+        raise StorageUnavailable(f"MongoDB is unreachable; could not {operation}: {exc}") from exc
     except PyMongoError as exc:
         raise StorageError(f"MongoDB failed to {operation}: {exc}") from exc
 
