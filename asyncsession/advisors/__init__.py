@@ -8,6 +8,8 @@
 - :class:`SessionMemoryAdvisor` (``+ 1000``): once per round; loads, guards and stores history.
 - :class:`AutoMemoryToolsAdvisor` (``+ 200``): long-term memory tools and prompt, per user.
 - :class:`SessionRecallAdvisor` (``+ 250``): ``conversation_search`` over the whole log.
+- :class:`IdempotentTurnAdvisor` (``+ 100``): a retried request (``REQUEST_ID_CONTEXT_KEY``) gets
+  the reply its first attempt stored, without a model call.
 - :class:`MessageFilter`, the event id generators, and :class:`SessionContexts` with the
   context keys.
 """
@@ -37,7 +39,14 @@ from .contexts import (
     SessionContexts,
 )
 from .filters import MessageFilter
-from .ids import EventIdGenerator, IdempotentSessionEventIdGenerator, RandomEventIdGenerator
+from .idempotency import IdempotentTurnAdvisor
+from .ids import (
+    REQUEST_ID_CONTEXT_KEY,
+    EventIdGenerator,
+    IdempotentSessionEventIdGenerator,
+    RandomEventIdGenerator,
+    RequestIdEventIdGenerator,
+)
 from .memory import SessionMemoryAdvisor
 from .recall import SessionRecallAdvisor
 from .tools import Tool, ToolCallingAdvisor, tool
@@ -49,6 +58,7 @@ __all__ = [
     "HIGHEST_PRECEDENCE",
     "LOWEST_PRECEDENCE",
     "REQUEST_EVENT_IDS_CONTEXT_KEY",
+    "REQUEST_ID_CONTEXT_KEY",
     "RESPONSE_EVENT_IDS_CONTEXT_KEY",
     "SESSION_ID_CONTEXT_KEY",
     "SESSION_METADATA_CONTEXT_KEY",
@@ -64,8 +74,10 @@ __all__ = [
     "ConsolidationTrigger",
     "EventIdGenerator",
     "IdempotentSessionEventIdGenerator",
+    "IdempotentTurnAdvisor",
     "MessageFilter",
     "RandomEventIdGenerator",
+    "RequestIdEventIdGenerator",
     "SessionContexts",
     "SessionMemoryAdvisor",
     "SessionRecallAdvisor",
