@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import openai
@@ -49,11 +48,11 @@ def store_kind(request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.fixture
-async def store(store_kind: Any) -> AsyncIterator[DefaultSessionService]:
+async def store(store_kind: Any) -> DefaultSessionService:
     """A session service on each store."""
     if isinstance(store_kind, MongoSessionRepository):
         await store_kind.ensure_indexes()
-    yield DefaultSessionService(store_kind)
+    return DefaultSessionService(store_kind)
 
 
 def chat(openai_client: openai.AsyncOpenAI, service: DefaultSessionService) -> ChatClient:
