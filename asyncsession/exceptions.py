@@ -13,6 +13,7 @@ AsyncSessionError                       base of everything we raise; never raise
 │   ├── InvalidCompactionPlan           .session_id, .unknown_ids
 │   ├── EventTooLarge                   .event_id, .size, .limit
 │   └── StorageError                    the database failed; chained to the driver's error
+│       └── StorageUnavailable          the server could not be reached in time; retry later
 ├── CompactionError                     a strategy failed; the log was left untouched
 ├── ChatError                           the model call failed; .status_code when known
 │   ├── ChatTimeout
@@ -55,6 +56,7 @@ __all__ = [
     "InvalidCompactionPlan",
     "EventTooLarge",
     "StorageError",
+    "StorageUnavailable",
     "CompactionError",
     "ChatError",
     "ChatTimeout",
@@ -161,6 +163,15 @@ class EventTooLarge(RepositoryError, ValueError):
 
 class StorageError(RepositoryError):
     """The database failed; the driver's exception is the ``__cause__``."""
+
+
+class StorageUnavailable(StorageError):
+    """The database could not be reached in time: no server answered, or the connection broke.
+
+    Raised within the client's timeouts (see `MongoSessionRepository.from_uri`) by any store
+    operation, so a web app can answer 503 and let the client retry. The write may or may not
+    have been applied; the store's writes are idempotent, so retrying it is safe.
+    """
 
 
 class CompactionError(AsyncSessionError):

@@ -1,63 +1,85 @@
-"""A FastAPI chat service: durable sessions, a tool, and a streaming (SSE) endpoint.
+"""A FastAPI chat service: durable sessions, a tool, server-sent events and idempotent retries.
 
 Run it against OpenAI (``OPENAI_API_KEY`` set)::
 
-    pip install 'asyncsession[openai]' fastapi uvicorn
+    pip install asyncsession 'fastapi>=0.135' uvicorn
     python examples/fastapi_app.py            # then:
     curl -N -X POST localhost:8000/sessions/s1/stream \\
          -H 'content-type: application/json' -H 'x-user-id: alice' \\
-         -d '{"message": "What time is it in Tokyo?"}'
+         -H 'idempotency-key: 7f3c' -d '{"message": "What time is it in Tokyo?"}'
 
 Endpoints:
 
-- ``POST /sessions/{session_id}/stream``: the reply as server-sent events: ``delta`` events with
-  text, ``tool_call`` events when the model calls a tool, then ``done`` with the whole reply and
-  the ids of the stored events (or ``error``).
+- ``POST /sessions/{session_id}/stream``: the reply as server-sent events, with FastAPI's own
+  SSE support (``EventSourceResponse``: ``Cache-Control: no-cache``, ``X-Accel-Buffering: no``
+  for nginx, and a ``: ping`` comment every 15 s while the model is silent, so proxies keep the
+  connection open). Every event has an ``id`` and JSON ``data`` (so a newline in the text never
+  breaks the framing): ``delta`` events with text, ``tool_call`` events when the model calls a
+  tool, then ``done`` with the whole reply and the ids of the stored events, or ``error``.
 - ``POST /sessions/{session_id}/messages``: the same, as one JSON response.
 - ``GET /sessions/{session_id}/messages``: the conversation so far.
 
-The caller's user id comes from the ``x-user-id`` header (stand-in for real authentication):
-the session advisors create a new session for that user and refuse anyone else's (403).
+The caller's user id comes from the ``x-user-id`` header (a stand-in for real authentication):
+the session advisors create a new session for that user and refuse anyone else's. A client that
+may retry sends an ``Idempotency-Key`` header: a retry of a request that completed gets the
+stored reply (streamed again on the stream endpoint) without a model call; a retry of one that
+failed runs the turn again and stores the user message once.
 
-Errors that happen before the first chunk (a foreign user, a model that refuses the request) are
-real HTTP errors, because the endpoint reads the first chunk before it starts the response. A
-client that disconnects mid-stream abandons the stream: the model's HTTP stream is closed, the
-user's message stays stored and no partial reply is.
+Errors map to HTTP statuses (see `error_status`): a foreign user's session is 403, a malformed
+request 422, a model failure 502, and a database that cannot be reached 503 with
+``Retry-After`` (the store fails within its client timeouts, see
+``MongoSessionRepository.from_uri``). Errors before the first chunk of a stream are real HTTP
+errors, because the endpoint reads the first chunk before the response starts; later ones are an
+``error`` event. A client that disconnects mid-stream abandons the stream: the model's HTTP
+stream is closed, the user's message stays stored and no partial reply is.
 """
 
-from __future__ import annotations
-
-import json
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
+# No `from __future__ import annotations`: FastAPI reads the endpoints' annotations at runtime,
+# and a dependency defined inside `create_app` cannot be found from a string.
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from zoneinfo import ZoneInfo
 
 import openai
-from fastapi import FastAPI, Header, HTTPException
-from fastapi.responses import StreamingResponse
-from pydantic import BaseModel
+from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi.responses import JSONResponse
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from pydantic import BaseModel, Field
 
 from asyncsession import (
+    AccessDenied,
+    AsyncSessionError,
+    ChatError,
     DefaultSessionService,
+    EventTooLarge,
     InMemorySessionRepository,
     SessionService,
+    StorageUnavailable,
     SystemMessage,
+    UsageError,
 )
 from asyncsession.advisors import (
     REQUEST_EVENT_IDS_CONTEXT_KEY,
+    REQUEST_ID_CONTEXT_KEY,
     RESPONSE_EVENT_IDS_CONTEXT_KEY,
     SESSION_ID_CONTEXT_KEY,
     USER_ID_CONTEXT_KEY,
+    Advisor,
+    IdempotentTurnAdvisor,
+    RequestIdEventIdGenerator,
     SessionMemoryAdvisor,
     SessionTurnAdvisor,
     ToolCallingAdvisor,
     tool,
 )
 from asyncsession.chat import ChatChunk, ChatResponse
-from asyncsession.exceptions import AccessDenied, ChatError
+from asyncsession.messages import Message
 from asyncsession.openai import ChatClient, ChatStream
+
+RETRY_AFTER_SECONDS = 5
+"""What a 503 asks the client to wait before retrying."""
 
 
 @tool
@@ -73,7 +95,7 @@ def current_time(timezone: str) -> str:
 class ChatIn(BaseModel):
     """The body of a chat request."""
 
-    message: str
+    message: str = Field(min_length=1, max_length=100_000)
 
 
 class ChatOut(BaseModel):
@@ -84,8 +106,47 @@ class ChatOut(BaseModel):
     response_event_ids: list[str]
 
 
-def _sse(event: str, data: dict[str, Any]) -> str:
-    return f"event: {event}\ndata: {json.dumps(data)}\n\n"
+UserId = Annotated[str, Header(alias="x-user-id", pattern=r"\S")]
+"""The caller's user id: a stand-in for real authentication; blank is refused (422)."""
+IdempotencyKey = Annotated[str | None, Header(alias="idempotency-key", max_length=200)]
+"""The client's id of a request it may retry."""
+
+ChatFactory = Callable[..., ChatClient]
+"""Builds the chat client over the OpenAI client: ``(openai_client, *, model, advisors,
+default_messages)``. The switch point between OpenAI APIs."""
+
+
+def chat_completions(
+    openai_client: openai.AsyncOpenAI,
+    *,
+    model: str,
+    advisors: Sequence[Advisor],
+    default_messages: Sequence[Message],
+) -> ChatClient:
+    """The Chat Completions API client (the default)."""
+    return ChatClient(
+        openai_client, model=model, advisors=advisors, default_messages=default_messages
+    )
+
+
+def error_status(exc: AsyncSessionError) -> int:
+    """The HTTP status of one of our errors."""
+    if isinstance(exc, AccessDenied):
+        return 403
+    if isinstance(exc, StorageUnavailable):
+        return 503
+    if isinstance(exc, ChatError):
+        return 502
+    if isinstance(exc, UsageError | EventTooLarge):
+        return 422
+    return 500
+
+
+def _error_body(exc: AsyncSessionError) -> dict[str, Any]:
+    body: dict[str, Any] = {"error": type(exc).__name__, "detail": str(exc)}
+    if isinstance(exc, ChatError):
+        body["status"] = exc.status_code
+    return body
 
 
 def _done(response: ChatResponse) -> dict[str, Any]:
@@ -96,20 +157,33 @@ def _done(response: ChatResponse) -> dict[str, Any]:
     }
 
 
-def _chunk_events(chunk: ChatChunk) -> list[str]:
-    events = [_sse("delta", {"text": chunk.text})] if chunk.text else []
+@dataclass(slots=True)
+class _EventIds:
+    """Numbers the events of one response: ``1``, ``2``, ... (sent as each event's ``id``)."""
+
+    last: int = 0
+
+    def event(self, name: str, data: dict[str, Any]) -> ServerSentEvent:
+        self.last += 1
+        return ServerSentEvent(event=name, data=data, id=str(self.last))
+
+
+def _chunk_events(ids: _EventIds, chunk: ChatChunk) -> list[ServerSentEvent]:
+    events = [ids.event("delta", {"text": chunk.text})] if chunk.text else []
     events += [
-        _sse("tool_call", {"name": delta.name, "id": delta.id})
+        ids.event("tool_call", {"name": delta.name, "id": delta.id})
         for delta in chunk.tool_calls
         if delta.name
     ]
     return events
 
 
-def _http_error(exc: AccessDenied | ChatError) -> HTTPException:
-    if isinstance(exc, AccessDenied):
-        return HTTPException(status_code=403, detail=str(exc))
-    return HTTPException(status_code=502, detail={"error": str(exc), "status": exc.status_code})
+@dataclass(slots=True)
+class _OpenedStream:
+    """A chat stream whose first chunk was read before the response started."""
+
+    reply: ChatStream
+    first: ChatChunk | None
 
 
 def create_app(
@@ -117,76 +191,89 @@ def create_app(
     *,
     model: str = "gpt-4.1-mini",
     service: SessionService | None = None,
+    chat_factory: ChatFactory = chat_completions,
 ) -> FastAPI:
     """The app, over a borrowed OpenAI client and a session service (in memory by default)."""
     sessions = service or DefaultSessionService(InMemorySessionRepository())
-    chat = ChatClient(
+    chat = chat_factory(
         openai_client,
         model=model,
         advisors=[
+            IdempotentTurnAdvisor(sessions),
             SessionTurnAdvisor(sessions),
             ToolCallingAdvisor([current_time]),
-            SessionMemoryAdvisor(sessions),
+            SessionMemoryAdvisor(sessions, request_event_id_generator=RequestIdEventIdGenerator()),
         ],
         default_messages=[SystemMessage(text="You are a concise, helpful assistant.")],
     )
     app = FastAPI(title="asyncsession chat")
 
-    def context(session_id: str, user_id: str) -> dict[str, str]:
-        return {SESSION_ID_CONTEXT_KEY: session_id, USER_ID_CONTEXT_KEY: user_id}
+    @app.exception_handler(AsyncSessionError)
+    async def our_error(request: Request, exc: AsyncSessionError) -> JSONResponse:  # pyright: ignore[reportUnusedFunction]
+        status = error_status(exc)
+        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
+        return JSONResponse(_error_body(exc), status_code=status, headers=headers)
 
-    @app.post("/sessions/{session_id}/stream")
-    async def stream(
-        session_id: str, body: ChatIn, x_user_id: Annotated[str, Header()]
-    ) -> StreamingResponse:
+    def context(session_id: str, user_id: str, idempotency_key: str | None) -> dict[str, str]:
+        values = {SESSION_ID_CONTEXT_KEY: session_id, USER_ID_CONTEXT_KEY: user_id}
+        if idempotency_key:
+            values[REQUEST_ID_CONTEXT_KEY] = idempotency_key
+        return values
+
+    async def opened_stream(
+        session_id: str,
+        body: ChatIn,
+        user_id: UserId,
+        idempotency_key: IdempotencyKey = None,
+    ) -> AsyncIterator[_OpenedStream]:
+        """Open the stream and read its first chunk: errors up to here are HTTP errors. The
+        stream closes when the response has ended, however it ended."""
+        async with chat.stream(
+            body.message, context=context(session_id, user_id, idempotency_key)
+        ) as reply:
+            first = await anext(reply, None)
+            yield _OpenedStream(reply, first)
+
+    @app.post("/sessions/{session_id}/stream", response_class=EventSourceResponse)
+    async def stream(  # pyright: ignore[reportUnusedFunction]
+        opened: Annotated[_OpenedStream, Depends(opened_stream)],
+    ) -> AsyncIterator[ServerSentEvent]:
         """Stream the reply as server-sent events."""
-        resources = AsyncExitStack()
-        reply: ChatStream = await resources.enter_async_context(
-            chat.stream(body.message, context=context(session_id, x_user_id))
-        )
-        try:  # the first chunk decides the status code: errors before it are HTTP errors
-            first: ChatChunk | None = await anext(reply)
-        except StopAsyncIteration:
-            first = None
-        except (AccessDenied, ChatError) as exc:
-            await resources.aclose()
-            raise _http_error(exc) from exc
-        except BaseException:
-            await resources.aclose()
-            raise
-
-        async def events() -> AsyncIterator[str]:
-            async with resources:  # closes the stream however the response ends
-                try:
-                    if first is not None:
-                        for event in _chunk_events(first):
-                            yield event
-                        async for chunk in reply:
-                            for event in _chunk_events(chunk):
-                                yield event
-                    yield _sse("done", _done(reply.response))
-                except ChatError as exc:
-                    yield _sse("error", {"error": str(exc), "status": exc.status_code})
-
-        return StreamingResponse(events(), media_type="text/event-stream")
+        ids = _EventIds()
+        try:
+            if opened.first is not None:
+                for event in _chunk_events(ids, opened.first):
+                    yield event
+                async for chunk in opened.reply:
+                    for event in _chunk_events(ids, chunk):
+                        yield event
+            yield ids.event("done", _done(opened.reply.response))
+        except AsyncSessionError as exc:  # after the first chunk: the status is already sent
+            yield ids.event("error", {**_error_body(exc), "http_status": error_status(exc)})
 
     @app.post("/sessions/{session_id}/messages")
-    async def send(session_id: str, body: ChatIn, x_user_id: Annotated[str, Header()]) -> ChatOut:
+    async def send(  # pyright: ignore[reportUnusedFunction]
+        session_id: str,
+        body: ChatIn,
+        user_id: UserId,
+        idempotency_key: IdempotencyKey = None,
+    ) -> ChatOut:
         """Send a message and wait for the whole reply."""
-        try:
-            response = await chat.call(body.message, context=context(session_id, x_user_id))
-        except (AccessDenied, ChatError) as exc:
-            raise _http_error(exc) from exc
+        response = await chat.call(
+            body.message, context=context(session_id, user_id, idempotency_key)
+        )
         return ChatOut(**_done(response))
 
     @app.get("/sessions/{session_id}/messages")
-    async def history(session_id: str, x_user_id: Annotated[str, Header()]) -> list[dict[str, Any]]:
+    async def history(  # pyright: ignore[reportUnusedFunction]
+        session_id: str, user_id: UserId
+    ) -> list[dict[str, Any]]:
         """The session's active conversation, as OpenAI message dicts."""
         session = await sessions.find_by_id(session_id)
         if session is None:
             raise HTTPException(status_code=404, detail="no such session")
-        if session.user_id != x_user_id:
-            raise HTTPException(status_code=403, detail="not your session")
+        if session.user_id != user_id:
+            raise AccessDenied(session_id, user_id)
         return [
             m
             for message in await sessions.get_active_messages(session_id)

@@ -9,6 +9,8 @@
 - `SessionMemoryAdvisor` (``+ 1000``): once per round; loads, guards and stores history.
 - `AutoMemoryToolsAdvisor` (``+ 200``): long-term memory tools and prompt, per user.
 - `SessionRecallAdvisor` (``+ 250``): ``conversation_search`` over the whole log.
+- `IdempotentTurnAdvisor` (``+ 100``): a retried request (``REQUEST_ID_CONTEXT_KEY``) gets
+  the reply its first attempt stored, without a model call.
 - `MessageFilter`, the event id generators, and `SessionContexts` with the context keys.
 """
 
@@ -38,7 +40,14 @@ from .contexts import (
     SessionContexts,
 )
 from .filters import MessageFilter
-from .ids import EventIdGenerator, IdempotentSessionEventIdGenerator, RandomEventIdGenerator
+from .idempotency import IdempotentTurnAdvisor
+from .ids import (
+    REQUEST_ID_CONTEXT_KEY,
+    EventIdGenerator,
+    IdempotentSessionEventIdGenerator,
+    RandomEventIdGenerator,
+    RequestIdEventIdGenerator,
+)
 from .memory import SessionMemoryAdvisor
 from .recall import SessionRecallAdvisor
 from .tool_calling import ToolCallingAdvisor
@@ -50,6 +59,7 @@ __all__ = [
     "HIGHEST_PRECEDENCE",
     "LOWEST_PRECEDENCE",
     "REQUEST_EVENT_IDS_CONTEXT_KEY",
+    "REQUEST_ID_CONTEXT_KEY",
     "RESPONSE_EVENT_IDS_CONTEXT_KEY",
     "SESSION_ID_CONTEXT_KEY",
     "SESSION_METADATA_CONTEXT_KEY",
@@ -65,8 +75,10 @@ __all__ = [
     "ConsolidationTrigger",
     "EventIdGenerator",
     "IdempotentSessionEventIdGenerator",
+    "IdempotentTurnAdvisor",
     "MessageFilter",
     "RandomEventIdGenerator",
+    "RequestIdEventIdGenerator",
     "SessionContexts",
     "SessionMemoryAdvisor",
     "SessionRecallAdvisor",

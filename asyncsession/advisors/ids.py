@@ -3,7 +3,9 @@
 By default every stored event gets a random id, so a retried write creates a new event.
 :class:`IdempotentSessionEventIdGenerator` derives the id from the message and a fingerprint
 of advisor-context values instead: a retried request then writes the same ids, and appending
-an id the session already has is a no-op.
+an id the session already has is a no-op. :class:`RequestIdEventIdGenerator` does so only for
+calls that carry a request id (``REQUEST_ID_CONTEXT_KEY``), and is random otherwise: the
+generator of idempotent turns (see `asyncsession.advisors.IdempotentTurnAdvisor`).
 """
 
 from __future__ import annotations
@@ -11,16 +13,22 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
-from ..messages import AssistantMessage, Message, ToolResponseMessage
+from ..messages import AssistantMessage, Message, ToolResponseMessage, UserMessage
 from .contexts import SESSION_ID_CONTEXT_KEY
 
 __all__ = [
+    "REQUEST_ID_CONTEXT_KEY",
     "EventIdGenerator",
     "IdempotentSessionEventIdGenerator",
     "RandomEventIdGenerator",
+    "RequestIdEventIdGenerator",
 ]
+
+REQUEST_ID_CONTEXT_KEY: Final = "asyncsession_request_id"
+"""A client's id for one request (an ``Idempotency-Key`` header): a retry carries the same one.
+Read by `RequestIdEventIdGenerator` and `asyncsession.advisors.IdempotentTurnAdvisor`."""
 
 
 @runtime_checkable
@@ -90,3 +98,29 @@ def _message_key(message: Message) -> str:
             return "toolresp:" + ",".join(ids)
         return "content:" + ",".join(f"{r.name}->{r.data}" for r in message.responses)
     return f"content:{message.text or ''}"
+
+
+class RequestIdEventIdGenerator:
+    """Ids derived from the request id when the call has one, random UUIDs otherwise.
+
+    With a request id under ``REQUEST_ID_CONTEXT_KEY`` the id is ``<message type>-<sha256>`` of
+    the session id, the request id and the message's key: one id for the request's user message
+    (whatever its text), and the tool-call ids for tool calls and tool results. A retried request
+    therefore stores its user message once. Without a request id every event is new, exactly as
+    with `RandomEventIdGenerator`.
+
+    Give it to ``SessionMemoryAdvisor(request_event_id_generator=...)``; keep the default for the
+    replies, which the store registers ahead of time to save a command.
+    """
+
+    __slots__ = ()
+
+    def generate(self, context: Mapping[str, Any], message: Message) -> str:
+        """A request-derived id with a request id in ``context``, else a random UUID."""
+        request_id = context.get(REQUEST_ID_CONTEXT_KEY)
+        if request_id is None:
+            return str(uuid.uuid4())
+        session_id = _render(context.get(SESSION_ID_CONTEXT_KEY))
+        key = "request" if isinstance(message, UserMessage) else _message_key(message)
+        text = f"{len(session_id)}:{session_id}:{_render(request_id)}:{key}"
+        return f"{message.message_type.value}-{hashlib.sha256(text.encode()).hexdigest()}"

@@ -8,13 +8,14 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from pymongo import ASCENDING
+from pymongo import ASCENDING, WriteConcern
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from .._pymongo_errors import pymongo_errors
 from .._shield import shielded
+from ..exceptions import StorageUnavailable
 from ..repository._mongo_store import aggregate
 from ._common import ScopedLimits, encode_text, split_path
 from .store import (
@@ -39,12 +40,21 @@ _SEPARATOR = "\x1f"  # may appear in neither scopes nor paths, so ids cannot col
 _MAX_DOCUMENT_TEXT = 15 * 1024 * 1024  # stay clear of MongoDB's 16 MiB document limit
 _INDEX_NAME = "scope_path_unique"
 _MOVE_ATTEMPTS = 10
+_WRITE_CONCERN = WriteConcern("majority", j=True)  # as durable as the session store's writes
+
+
+class _MemoryStoreUnavailable(MemoryBackendError, StorageUnavailable):
+    """The memory store's server could not be reached: both a backend and a storage outage."""
 
 
 def _map_pymongo_errors(rel: str) -> contextlib.AbstractContextManager[None]:
     """Translate driver errors into `MemoryBackendError` (at the one PyMongo boundary)."""
     return pymongo_errors(
-        MemoryBackendError, lambda exc: f"{type(exc).__name__}: {exc} ({rel or '/'})"
+        MemoryBackendError,
+        lambda exc: f"{type(exc).__name__}: {exc} ({rel or '/'})",
+        unavailable=lambda exc: _MemoryStoreUnavailable(
+            f"{type(exc).__name__}: {exc} ({rel or '/'})"
+        ),
     )
 
 
@@ -87,6 +97,11 @@ class MongoMemoryStore(ScopedLimits):
     The collection comes from a PyMongo `AsyncDatabase` (a Motor database works too, e.g.
     mongomock-motor in tests); the store borrows it and never closes the client. Call
     `ensure_indexes` once at startup.
+
+    Durability and outages: writes use a journaled majority write concern (``w="majority",
+    j=True``) whatever the client's default, as the session store does. A server that cannot be
+    reached raises an error that is both a `MemoryBackendError` and a
+    `asyncsession.exceptions.StorageUnavailable`.
     """
 
     def __init__(
@@ -121,7 +136,9 @@ class MongoMemoryStore(ScopedLimits):
         self._scope = validate_memory_scope(scope)
         self._database = database
         self._collection_name = collection
-        self._collection: AsyncCollection[Any] = database[collection]
+        self._collection: AsyncCollection[Any] = database.get_collection(
+            collection, write_concern=_WRITE_CONCERN
+        )
         self._root = root
         self._max_file_bytes = max_file_bytes
         self._max_store_bytes = max_store_bytes

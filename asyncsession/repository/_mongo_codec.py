@@ -20,7 +20,7 @@ import bson
 
 from .._pymongo_errors import pymongo_errors
 from ..events import Session, SessionEvent
-from ..exceptions import StorageError
+from ..exceptions import StorageError, StorageUnavailable
 from ..messages import MessageType
 
 __all__ = [
@@ -60,8 +60,15 @@ SESSION_PROJECTION: Final[Doc] = {"user_id": 1, "created_at": 1, "expires_at": 1
 
 def map_pymongo_errors(operation: str) -> AbstractContextManager[None]:
     """Translate a driver error raised inside the block into `StorageError` (see
-    `asyncsession._pymongo_errors`, the one PyMongo boundary)."""
-    return pymongo_errors(StorageError, lambda exc: f"MongoDB failed to {operation}: {exc}")
+    `asyncsession._pymongo_errors`, the one PyMongo boundary); an unreachable server (no server
+    selected in time, a lost or timed-out connection) becomes `StorageUnavailable`."""
+    return pymongo_errors(
+        StorageError,
+        lambda exc: f"MongoDB failed to {operation}: {exc}",
+        unavailable=lambda exc: StorageUnavailable(
+            f"MongoDB is unreachable; could not {operation}: {exc}"
+        ),
+    )
 
 
 def new_token() -> str:

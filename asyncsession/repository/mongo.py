@@ -90,6 +90,7 @@ from ._mongo_codec import (
 from ._mongo_read import LogReader
 from ._mongo_state import LogState, decode_state
 from ._mongo_store import Store
+from ._mongo_timeouts import with_web_timeouts
 from ._mongo_write import LogWriter, prepare
 from ._protocol import SessionSnapshot, check_batch
 from ._turn import check_creation
@@ -182,9 +183,13 @@ class MongoSessionRepository:
     ) -> Self:
         """A repository with a client of its own, which :meth:`aclose` closes.
 
-        ``client_options`` go to ``AsyncMongoClient``; ``tz_aware`` defaults to ``True``.
+        ``client_options`` go to ``AsyncMongoClient``; ``tz_aware`` defaults to ``True``. The
+        client's timeouts suit a web request: ``serverSelectionTimeoutMS=5000``,
+        ``connectTimeoutMS=5000`` and ``socketTimeoutMS=10000`` unless ``client_options`` or the
+        URI set them, so an unreachable server raises `StorageUnavailable` within about five
+        seconds instead of PyMongo's thirty.
         """
-        options: dict[str, Any] = {"tz_aware": True, **client_options}
+        options: dict[str, Any] = {"tz_aware": True, **with_web_timeouts(uri, client_options)}
         client: AsyncMongoClient[Any] = AsyncMongoClient(uri, driver=_driver_info(), **options)
         repository = cls.__new__(cls)
         repository._setup(

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
+import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+import fastapi.routing
 import httpx
 import openai
 import pytest
 import uvicorn
 from chat_support import assert_no_leaks, stored
+from fastapi import FastAPI
 from fastapi_app import create_app
+from httpx_sse import ServerSentEvent, aconnect_sse
 
-from asyncsession import DefaultSessionService
+from asyncsession import DefaultSessionService, MongoSessionRepository
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
+from asyncsession.testing._mongo_server import LocalMongoServer
 
 ALICE = {"x-user-id": "alice"}
 
@@ -31,33 +36,68 @@ async def http(
         yield client
 
 
-def events(body: str) -> list[tuple[str, dict[str, Any]]]:
-    """The (event, data) pairs of an SSE body."""
-    parsed: list[tuple[str, dict[str, Any]]] = []
-    for block in body.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines())
-        parsed.append((lines["event"], json.loads(lines["data"])))
-    return parsed
+@asynccontextmanager
+async def serving(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """The app on a real loopback socket under uvicorn, and a client for it."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    task = asyncio.create_task(web.serve(sockets=[listener]))
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            yield client
+    finally:
+        web.should_exit = True
+        await task
+        listener.close()
+
+
+async def read_sse(
+    client: httpx.AsyncClient, path: str, message: str, headers: dict[str, str] = ALICE
+) -> tuple[httpx.Response, list[ServerSentEvent]]:
+    """POST and read the stream with an SSE client, as a browser's EventSource parses it."""
+    async with aconnect_sse(
+        client, "POST", path, json={"message": message}, headers=headers
+    ) as source:
+        return source.response, [event async for event in source.aiter_sse()]
 
 
 async def test_the_stream_endpoint_sends_deltas_then_the_stored_reply(
     server: ScriptedOpenAIServer, http: httpx.AsyncClient, service: DefaultSessionService
 ) -> None:
-    """SSE deltas add up to the reply; ``done`` carries it and the stored event ids."""
+    """SSE deltas add up to the reply; ``done`` carries it and the stored event ids; every
+    event has an increasing id; the headers tell proxies not to cache or buffer."""
     server.enqueue(ScriptedReply.text("Hello Alice!", chunk_size=3))
 
-    response = await http.post("/sessions/s1/stream", json={"message": "Hi"}, headers=ALICE)
+    response, sent = await read_sse(http, "/sessions/s1/stream", "Hi")
 
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
-    sent = events(response.text)
-    assert "".join(data["text"] for name, data in sent if name == "delta") == "Hello Alice!"
-    name, done = sent[-1]
-    assert name == "done"
-    assert done["text"] == "Hello Alice!"
+    assert response.headers["cache-control"] == "no-cache"
+    assert response.headers["x-accel-buffering"] == "no"
+    assert [event.id for event in sent] == [str(n) for n in range(1, len(sent) + 1)]
+    assert "".join(e.json()["text"] for e in sent if e.event == "delta") == "Hello Alice!"
+    done = sent[-1]
+    assert done.event == "done"
+    assert done.json()["text"] == "Hello Alice!"
     ids = [e.id for e in await service.get_events("s1")]
-    assert done["request_event_ids"] + done["response_event_ids"] == ids
+    assert done.json()["request_event_ids"] + done.json()["response_event_ids"] == ids
     assert await stored(service, "s1") == ["U:Hi", "A:Hello Alice!"]
+
+
+async def test_multi_line_text_survives_the_sse_framing(
+    server: ScriptedOpenAIServer, http: httpx.AsyncClient
+) -> None:
+    """Newlines, blank lines and carriage returns in the reply reach the client unchanged."""
+    text = "line one\nline two\n\n data: not an event\r\nend"
+    server.enqueue(ScriptedReply.text(text, chunk_size=4))
+
+    _, sent = await read_sse(http, "/sessions/s1/stream", "Hi")
+
+    assert "".join(e.json()["text"] for e in sent if e.event == "delta") == text
+    assert sent[-1].json()["text"] == text
 
 
 async def test_a_follow_up_sees_the_streamed_turn(
@@ -66,8 +106,8 @@ async def test_a_follow_up_sees_the_streamed_turn(
     """The second request's prompt holds the system prompt, the first turn and the new message."""
     server.enqueue(ScriptedReply.text("Noted."), ScriptedReply.text("Blue."))
 
-    await http.post("/sessions/s1/stream", json={"message": "I like blue."}, headers=ALICE)
-    await http.post("/sessions/s1/stream", json={"message": "Favourite colour?"}, headers=ALICE)
+    await read_sse(http, "/sessions/s1/stream", "I like blue.")
+    await read_sse(http, "/sessions/s1/stream", "Favourite colour?")
 
     assert [m["content"] for m in server.requests[1].messages] == [
         "You are a concise, helpful assistant.",
@@ -93,11 +133,11 @@ async def test_tool_calls_stream_as_events_and_the_loop_completes(
         ScriptedReply.text("It is evening in Tokyo."),
     )
 
-    response = await http.post("/sessions/s1/stream", json={"message": "Time?"}, headers=ALICE)
+    _, sent = await read_sse(http, "/sessions/s1/stream", "Time?")
 
-    sent = events(response.text)
-    assert ("tool_call", {"name": "current_time", "id": sent[0][1]["id"]}) in sent
-    assert sent[-1][1]["text"] == "It is evening in Tokyo."
+    calls = [e.json() for e in sent if e.event == "tool_call"]
+    assert [call["name"] for call in calls] == ["current_time"]
+    assert sent[-1].json()["text"] == "It is evening in Tokyo."
     assert server.requests[1].messages[-1]["role"] == "tool"
 
 
@@ -113,22 +153,101 @@ async def test_another_users_session_is_forbidden_before_streaming(
     )
 
     assert response.status_code == 403
+    assert response.json()["error"] == "AccessDenied"
     assert len(server.requests) == 1
     peek = await http.get("/sessions/s1/messages", headers={"x-user-id": "mallory"})
     assert peek.status_code == 403
+    send = await http.post(
+        "/sessions/s1/messages", json={"message": "Hi"}, headers={"x-user-id": "mallory"}
+    )
+    assert send.status_code == 403
 
 
+@pytest.mark.parametrize("path", ["/sessions/s1/stream", "/sessions/s1/messages"])
 async def test_a_model_error_before_the_first_chunk_is_a_bad_gateway(
-    server: ScriptedOpenAIServer, http: httpx.AsyncClient, service: DefaultSessionService
+    path: str,
+    server: ScriptedOpenAIServer,
+    http: httpx.AsyncClient,
+    service: DefaultSessionService,
 ) -> None:
     """The model's HTTP error becomes a 502 with its status; the user message stays stored."""
     server.enqueue(ScriptedReply.error(429, "slow down"))
 
-    response = await http.post("/sessions/s1/stream", json={"message": "Hi"}, headers=ALICE)
+    response = await http.post(path, json={"message": "Hi"}, headers=ALICE)
 
     assert response.status_code == 502
-    assert response.json()["detail"]["status"] == 429
+    assert response.json()["status"] == 429
     assert await stored(service, "s1") == ["U:Hi"]
+
+
+@pytest.mark.parametrize(
+    ("body", "headers"),
+    [
+        pytest.param({"message": ""}, ALICE, id="empty-message"),
+        pytest.param({"text": "Hi"}, ALICE, id="wrong-field"),
+        pytest.param({"message": "Hi"}, {}, id="no-user"),
+        pytest.param({"message": "Hi"}, {"x-user-id": " "}, id="blank-user"),
+    ],
+)
+@pytest.mark.parametrize("path", ["/sessions/s1/stream", "/sessions/s1/messages"])
+async def test_bad_input_is_unprocessable(
+    path: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    server: ScriptedOpenAIServer,
+    http: httpx.AsyncClient,
+) -> None:
+    """A malformed body or a missing user is a 422; the model is never called."""
+    response = await http.post(path, json=body, headers=headers)
+
+    assert response.status_code == 422, response.text
+    assert server.requests == []
+
+
+async def test_a_failure_mid_stream_is_an_error_event(
+    server: ScriptedOpenAIServer, http: httpx.AsyncClient, service: DefaultSessionService
+) -> None:
+    """The model's stream breaks after some deltas: the stream ends with an ``error`` event
+    (a bad gateway), after the deltas sent so far; no partial reply is stored."""
+    server.enqueue(ScriptedReply.text("A long answer that breaks", chunk_size=3, drop_after=3))
+
+    response, sent = await read_sse(http, "/sessions/s1/stream", "Hi")
+
+    assert response.status_code == 200
+    assert [e.event for e in sent][-1] == "error"
+    assert "delta" in [e.event for e in sent]
+    error = sent[-1].json()
+    assert error["error"] == "StreamInterrupted"
+    assert error["http_status"] == 502
+    assert await stored(service, "s1") == ["U:Hi"]
+
+
+async def test_a_silent_model_gets_keep_alive_pings(
+    monkeypatch: pytest.MonkeyPatch,
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+    service: DefaultSessionService,
+) -> None:
+    """While the model pauses mid-stream, the response carries ``: ping`` comments (ignored by
+    SSE clients), then the rest of the reply."""
+    monkeypatch.setattr(fastapi.routing, "_PING_INTERVAL", 0.05)
+    gate = asyncio.Event()
+    server.enqueue(ScriptedReply.text("Slow but sure", chunk_size=4, pause_after=2, gate=gate))
+    lines: list[str] = []
+    async with (
+        serving(create_app(openai_client, model="gpt-test", service=service)) as client,
+        client.stream(
+            "POST", "/sessions/s1/stream", json={"message": "Hi"}, headers=ALICE
+        ) as response,
+    ):
+        async for line in response.aiter_lines():
+            lines.append(line)
+            if line == ": ping":
+                gate.set()
+
+    assert ": ping" in lines
+    assert lines.index(": ping") < lines.index("event: done")
+    assert await stored(service, "s1") == ["U:Hi", "A:Slow but sure"]
 
 
 async def test_the_messages_endpoint_answers_with_json(
@@ -145,6 +264,43 @@ async def test_the_messages_endpoint_answers_with_json(
     assert (await http.get("/sessions/none/messages", headers=ALICE)).status_code == 404
 
 
+async def test_a_retried_post_with_an_idempotency_key_is_answered_from_the_log(
+    server: ScriptedOpenAIServer, http: httpx.AsyncClient, service: DefaultSessionService
+) -> None:
+    """The same ``Idempotency-Key`` twice, on either endpoint: one model call, one stored
+    turn, the same reply and event ids."""
+    server.enqueue(ScriptedReply.text("Only once."))
+    key = {**ALICE, "idempotency-key": "k-1"}
+
+    first = await http.post("/sessions/s1/messages", json={"message": "Hi"}, headers=key)
+    again = await http.post("/sessions/s1/messages", json={"message": "Hi"}, headers=key)
+    _, streamed = await read_sse(http, "/sessions/s1/stream", "Hi", headers=key)
+
+    assert again.json() == first.json()
+    assert streamed[-1].event == "done"
+    assert streamed[-1].json() == first.json()
+    assert "".join(e.json()["text"] for e in streamed if e.event == "delta") == "Only once."
+    assert len(server.requests) == 1
+    assert await stored(service, "s1") == ["U:Hi", "A:Only once."]
+
+
+async def test_a_retry_after_a_failed_attempt_runs_the_turn_once_more(
+    server: ScriptedOpenAIServer, http: httpx.AsyncClient, service: DefaultSessionService
+) -> None:
+    """A 502 first, then the retry with the same key: the model is called again and the user
+    message is stored once."""
+    server.enqueue(ScriptedReply.error(500, "boom"), ScriptedReply.text("Recovered."))
+    key = {**ALICE, "idempotency-key": "k-1"}
+
+    failed = await http.post("/sessions/s1/messages", json={"message": "Hi"}, headers=key)
+    _, streamed = await read_sse(http, "/sessions/s1/stream", "Hi", headers=key)
+
+    assert failed.status_code == 502
+    assert streamed[-1].json()["text"] == "Recovered."
+    assert len(server.requests) == 2
+    assert await stored(service, "s1") == ["U:Hi", "A:Recovered."]
+
+
 async def test_a_client_that_disconnects_abandons_the_stream(
     server: ScriptedOpenAIServer,
     openai_client: openai.AsyncOpenAI,
@@ -156,30 +312,63 @@ async def test_a_client_that_disconnects_abandons_the_stream(
     server.enqueue(
         ScriptedReply.text("A long, slow answer", chunk_size=2, pause_after=3, gate=gate)
     )
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    port = listener.getsockname()[1]
-    app = create_app(openai_client, model="gpt-test", service=service)
-    web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    serving = asyncio.create_task(web.serve(sockets=[listener]))
     try:
         async with (
-            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client,
-            client.stream(
-                "POST", "/sessions/s1/stream", json={"message": "Tell me"}, headers=ALICE
-            ) as response,
+            serving(create_app(openai_client, model="gpt-test", service=service)) as client,
         ):
-            async for line in response.aiter_lines():
-                if line.startswith("event: delta"):
-                    break
-        async with asyncio.timeout(5):
-            await server.wait_disconnected(0)
+            async with client.stream(
+                "POST", "/sessions/s1/stream", json={"message": "Tell me"}, headers=ALICE
+            ) as response:
+                async for line in response.aiter_lines():
+                    if line.startswith("event: delta"):
+                        break
+            async with asyncio.timeout(5):
+                await server.wait_disconnected(0)
     finally:
         gate.set()
-        web.should_exit = True
-        await serving
-        listener.close()
 
     assert await stored(service, "s1") == ["U:Tell me"]
     assert_no_leaks()
+
+
+async def test_a_killed_database_is_a_fast_503_with_retry_after_then_recovers(
+    private_mongo_server: LocalMongoServer,
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+) -> None:
+    """Kill the MongoDB server under the running app: every endpoint answers 503 with
+    ``Retry-After`` within the store's bound, the model is never called; after a restart the
+    same app serves the session again with its history."""
+    server.enqueue(ScriptedReply.text("First."), ScriptedReply.text("Second."))
+    database = private_mongo_server
+    async with MongoSessionRepository.from_uri(
+        database.uri(), "app", serverSelectionTimeoutMS=1000
+    ) as repository:
+        await repository.ensure_indexes()
+        app = create_app(openai_client, model="gpt-test", service=DefaultSessionService(repository))
+        async with serving(app) as client:
+            ok = await client.post("/sessions/s1/messages", json={"message": "Hi"}, headers=ALICE)
+            assert ok.status_code == 200
+
+            database.kill()
+            for method, path in [
+                ("POST", "/sessions/s1/messages"),
+                ("POST", "/sessions/s1/stream"),
+                ("GET", "/sessions/s1/messages"),
+            ]:
+                started = time.monotonic()
+                body = {"message": "Again"} if method == "POST" else None
+                response = await client.request(method, path, json=body, headers=ALICE)
+                assert time.monotonic() - started < 1.0 + 2.0
+                assert response.status_code == 503, response.text
+                assert response.headers["retry-after"] == "5"
+                assert response.json()["error"] == "StorageUnavailable"
+            assert len(server.requests) == 1
+
+            database.start()
+            again = await client.post(
+                "/sessions/s1/messages", json={"message": "Again"}, headers=ALICE
+            )
+    assert again.status_code == 200
+    assert again.json()["text"] == "Second."
+    assert [m["content"] for m in server.requests[1].messages][-3:] == ["Hi", "First.", "Again"]

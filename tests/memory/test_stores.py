@@ -395,9 +395,14 @@ class _UnreachableCollection:
         return fail
 
 
+class _UnreachableDatabase:
+    def get_collection(self, name: str, **options: Any) -> _UnreachableCollection:
+        return _UnreachableCollection()
+
+
 async def test_mongo_driver_errors_are_wrapped() -> None:
     """A driver failure surfaces as `MemoryBackendError` chained to the PyMongo error."""
-    store = MongoMemoryStore({"memories": _UnreachableCollection()}, scope="alice")  # type: ignore[arg-type]
+    store = MongoMemoryStore(_UnreachableDatabase(), scope="alice")  # type: ignore[arg-type]
     with pytest.raises(MemoryBackendError) as info:
         await store.read("a.md")
     assert isinstance(info.value.__cause__, PyMongoError)
