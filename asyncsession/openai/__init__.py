@@ -11,6 +11,14 @@ if _importlib_util.find_spec("openai") is None:  # pragma: no cover - depends on
     )
 
 from ._client import ChatClient, MessagesLike
+from ._responses_items import ItemLike, items_to_messages, messages_to_items
 from .streaming import ChatStream
 
-__all__ = ["ChatClient", "ChatStream", "MessagesLike"]
+__all__ = [
+    "ChatClient",
+    "ChatStream",
+    "ItemLike",
+    "MessagesLike",
+    "items_to_messages",
+    "messages_to_items",
+]
