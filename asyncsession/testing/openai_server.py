@@ -4,6 +4,9 @@
 request bodies, JSON and chunked ``text/event-stream`` responses) for the real
 ``openai.AsyncOpenAI`` client to talk to it. It serves ``POST /v1/chat/completions`` (and
 ``/chat/completions``) with the real ``chat.completion`` and ``chat.completion.chunk`` JSON shapes,
+and ``POST /v1/responses`` with the Responses API's ``response`` JSON and its SSE events
+(``response.created`` ... ``response.completed``, or ``response.failed`` /
+``response.incomplete`` / ``error`` as scripted by ``ScriptedReply.outcome``),
 answering each request with the next :class:`ScriptedReply` from its queue, or with whatever a
 ``responder`` function returns. Everything else gets a 404 in OpenAI's error shape.
 
@@ -30,6 +33,7 @@ from ._openai_server.script import (
     FinishReason,
     RecordedRequest,
     Responder,
+    ResponseOutcome,
     ScriptedError,
     ScriptedReply,
     ScriptedReplyOptions,
@@ -48,4 +52,5 @@ __all__ = [
     "RecordedRequest",
     "Responder",
     "FinishReason",
+    "ResponseOutcome",
 ]

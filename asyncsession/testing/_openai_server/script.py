@@ -20,6 +20,8 @@ __all__ = [
     "MAX_BODY_BYTES",
     "MAX_HEAD_BYTES",
     "READ_SIZE",
+    "RESPONSES_PATHS",
+    "ResponseOutcome",
     "RecordedRequest",
     "Responder",
     "ScriptedError",
@@ -34,10 +36,13 @@ __all__ = [
 ]
 
 
+ResponseOutcome = Literal["completed", "failed", "incomplete", "error"]
+"""How a scripted Responses API reply ends."""
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "function_call"]
 """Why the model stopped, as the Chat Completions API reports it."""
 
 CHAT_COMPLETIONS_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
+RESPONSES_PATHS = frozenset({"/v1/responses", "/responses"})
 DEFAULT_CHUNK_SIZE = 4
 DEFAULT_MODEL = "scripted-model"
 MAX_HEAD_BYTES = 64 * 1024
@@ -143,6 +148,8 @@ class ScriptedReplyOptions(TypedDict, total=False):
     hold: asyncio.Event
     delay: float
     headers: Mapping[str, str]
+    reasoning: str
+    outcome: ResponseOutcome
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,6 +187,13 @@ class ScriptedReply:
     """Seconds to wait before answering; prefer ``hold`` when a test can set an event."""
     headers: Mapping[str, str] = field(default_factory=dict[str, str])
     """Extra response headers, for example ``retry-after-ms`` on an error."""
+    reasoning: str | None = None
+    """Responses API only: a reasoning summary; the reply then starts with a ``reasoning`` item
+    (with ``encrypted_content``) whose summary streams as ``reasoning_summary_text`` deltas."""
+    outcome: ResponseOutcome = "completed"
+    """Responses API only: how the response ends. ``"failed"`` and ``"incomplete"`` end it
+    with that status (the ``response.failed`` / ``response.incomplete`` event when streamed),
+    ``"error"`` with an ``error`` event (HTTP 500 when not streamed)."""
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1:
@@ -192,7 +206,11 @@ class ScriptedReply:
         if self.delay < 0:
             raise UsageError(f"delay must not be negative, not {self.delay!r}")
         if self.api_error is not None and (
-            self.content is not None or self.calls or self.finish_reason or self.usage
+            self.content is not None
+            or self.calls
+            or self.finish_reason
+            or self.usage
+            or self.reasoning is not None
         ):
             raise UsageError(
                 "an error reply carries no content, tool calls, finish reason or usage"
@@ -315,6 +333,14 @@ class RecordedRequest:
     def messages(self) -> list[dict[str, Any]]:
         """The ``messages`` the client sent (an empty list when absent)."""
         return json_objects(self.body.get("messages"))
+
+    @property
+    def input(self) -> list[dict[str, Any]]:
+        """The Responses API ``input`` items (a string input as one user message)."""
+        value = self.body.get("input")
+        if isinstance(value, str):
+            return [{"role": "user", "content": value}]
+        return json_objects(value)
 
     @property
     def tools(self) -> list[dict[str, Any]]:

@@ -12,9 +12,20 @@ from typing import Any, Self, cast
 from asyncsession.exceptions import UsageError
 
 from .chat_wire import chat_completion, chat_stream_events, error_body
-from .http import BadRequest, Connection, HttpRequest, Outcome, State, json_response, sse_response
+from .http import (
+    BadRequest,
+    Connection,
+    HttpRequest,
+    HttpResponse,
+    Outcome,
+    State,
+    json_response,
+    sse_response,
+)
+from .responses_wire import input_problem, response_body, response_events
 from .script import (
     CHAT_COMPLETIONS_PATHS,
+    RESPONSES_PATHS,
     RecordedRequest,
     Responder,
     ScriptedError,
@@ -24,17 +35,20 @@ from .script import (
 
 __all__ = ["ScriptedOpenAIServer"]
 
+_PATHS = CHAT_COMPLETIONS_PATHS | RESPONSES_PATHS
+
 
 class ScriptedOpenAIServer:
-    """An OpenAI-compatible Chat Completions server on ``127.0.0.1`` that follows a script.
+    """An OpenAI-compatible server on ``127.0.0.1`` that follows a script.
 
-    Each chat completion request takes the next reply from the queue (:meth:`enqueue`); when the
-    queue is empty the ``responder``, if any, decides. With neither, the request fails with HTTP
-    500 ("unexpected request: script exhausted") and the failure is recorded, so
-    :meth:`assert_done` raises. Every request is recorded in :attr:`requests`.
-
-    Use it as an async context manager: entering binds a free port, leaving closes the listening
-    socket and every connection and cancels every task the server started.
+    It serves Chat Completions (``POST /v1/chat/completions``) and the Responses API
+    (``POST /v1/responses``, JSON or SSE events); one script serves both. Each request takes the
+    next reply from the queue (:meth:`enqueue`); when the queue is empty the ``responder``, if
+    any, decides. With neither, the request fails with HTTP 500 ("unexpected request: script
+    exhausted") and the failure is recorded, so :meth:`assert_done` raises. Every request is
+    recorded in :attr:`requests`. Use it as an async context manager: entering binds a free
+    port, leaving closes the listening socket and every connection and cancels every task the
+    server started.
     """
 
     def __init__(
@@ -217,7 +231,7 @@ class ScriptedOpenAIServer:
     async def _choose(self, raw: HttpRequest, recorded: RecordedRequest) -> ScriptedReply:
         """The reply for a request: scripted, from the responder, or an error it has earned."""
         where = f"request {recorded.index} ({recorded.method} {recorded.path})"
-        if recorded.method != "POST" or recorded.path not in CHAT_COMPLETIONS_PATHS:
+        if recorded.method != "POST" or recorded.path not in _PATHS:
             self._failures.append(f"unexpected {where}: no such endpoint")
             return ScriptedReply.error(
                 404, f"Invalid URL ({recorded.method} {recorded.path})", code="unknown_url"
@@ -225,6 +239,10 @@ class ScriptedOpenAIServer:
         if not recorded.body:
             self._failures.append(f"{where}: the body is empty or not a JSON object")
             return ScriptedReply.error(400, "The request body must be a JSON object.")
+        problem = input_problem(recorded) if recorded.path in RESPONSES_PATHS else None
+        if problem is not None:
+            self._failures.append(f"{where}: the API would reject the input: {problem}")
+            return ScriptedReply.error(400, problem)
         if self._replies:
             return self._replies.popleft()
         if self._responder is not None:
@@ -279,6 +297,8 @@ class ScriptedOpenAIServer:
                 head_only=raw.method == "HEAD",
                 extra=reply.headers,
             )
+        elif recorded.path in RESPONSES_PATHS:
+            response = self._responses_reply(raw, recorded, reply)
         elif recorded.is_stream:
             response = sse_response(
                 chat_stream_events(recorded, reply),
@@ -290,3 +310,22 @@ class ScriptedOpenAIServer:
             body = chat_completion(recorded, reply).model_dump_json().encode()
             response = json_response(200, body, keep_alive=keep_alive, extra=reply.headers)
         return await connection.send(response, reply)
+
+    def _responses_reply(
+        self, raw: HttpRequest, recorded: RecordedRequest, reply: ScriptedReply
+    ) -> HttpResponse:
+        keep_alive = raw.keep_alive
+        if recorded.is_stream:
+            return sse_response(
+                response_events(recorded, reply),
+                keep_alive=keep_alive,
+                chunked=raw.version == "HTTP/1.1",
+                extra=reply.headers,
+            )
+        if reply.outcome == "error":
+            failure = ScriptedError(
+                status_code=500, message="The scripted response failed.", type="server_error"
+            )
+            return json_response(500, error_body(failure), keep_alive=keep_alive)
+        body = response_body(recorded, reply)
+        return json_response(200, body, keep_alive=keep_alive, extra=reply.headers)
