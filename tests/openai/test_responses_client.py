@@ -355,7 +355,7 @@ async def test_messages_may_be_given_as_items(
 ) -> None:
     """Dict messages of a ResponsesClient are Responses input items, sent back as given."""
     server.enqueue(ScriptedReply.text("ok"))
-    items = [
+    items: list[dict[str, Any]] = [
         {"type": "message", "role": "developer", "content": "be brief", "id": "m0"},
         {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
     ]
