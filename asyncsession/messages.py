@@ -6,6 +6,13 @@ of the OpenAI dict that have no field of ours stay in ``extra``. So
 ``message_from_openai(d).to_openai() == [d]`` for every message dict the API accepts, and a
 tool message list converts back to the same list.
 
+Messages are API-neutral: the same values also round-trip to OpenAI Responses API items
+(``asyncsession.openai.items_to_messages`` / ``messages_to_items``). What only that API knows
+is kept beside the fields: ``item_extra`` holds the keys of a Responses item that have no field
+here (its ``id``, ``status``, ``type``), and an assistant message keeps the output ``items`` it was
+made from, reasoning items (with ``encrypted_content``) included, in their order. Chat
+Completions never sees either; both are left out of the stored JSON when empty.
+
 ``ToolResponseMessage`` groups the results of one round of (possibly parallel) tool calls, as one
 session event; OpenAI sends each result as its own ``role: tool`` dict, so
 :meth:`ToolResponseMessage.to_openai` returns one dict per response. For the same reason every
@@ -42,6 +49,10 @@ _T = TypeVar("_T")
 _Seq = Annotated[Sequence[_T], AfterValidator(tuple)]
 """Any sequence on the way in, a tuple once stored: messages are immutable."""
 _Parts: TypeAlias = "_Seq[dict[str, JsonValue]] | None"
+
+
+def _empty(value: object) -> bool:
+    return not value
 
 
 class MessageType(StrEnum):
@@ -81,15 +92,44 @@ class ToolResponse(_Frozen):
     """The result text sent back to the model."""
     parts: _Parts = None
     """The original content parts, when the result was sent as a list of parts."""
+    item_extra: dict[str, JsonValue] = Field(default_factory=dict, exclude_if=_empty)
+    """Keys of the Responses ``function_call_output`` item with no field here (``type``,
+    ``id``, ``status``, ...), kept for a lossless round trip."""
 
 
 class _MessageBase(_Frozen):
     extra: dict[str, JsonValue] = Field(default_factory=dict)
     """Keys of the OpenAI message dict that have no field here, kept for a lossless round trip."""
+    item_extra: dict[str, JsonValue] = Field(default_factory=dict, exclude_if=_empty)
+    """Keys of the Responses API input item that have no field here (``type``, ``id``,
+    ``status``, ...), kept for a lossless round trip; Chat Completions never sees them."""
+
+
+_TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
 
 
 def _text_of_parts(parts: Sequence[dict[str, JsonValue]]) -> str:
-    return "\n".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
+    return "\n".join(str(p.get("text", "")) for p in parts if p.get("type") in _TEXT_PART_TYPES)
+
+
+def _part_to_chat(part: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """A content part as Chat Completions takes it: Responses API parts translated, ours as is."""
+    kind = part.get("type")
+    if kind in ("input_text", "output_text"):
+        return {"type": "text", "text": part.get("text", "")}
+    if kind == "input_image" and isinstance(part.get("image_url"), str):
+        image: dict[str, JsonValue] = {"url": part["image_url"]}
+        if part.get("detail") is not None:
+            image["detail"] = part["detail"]
+        return {"type": "image_url", "image_url": image}
+    if kind == "input_file":
+        keys = ("file_id", "file_data", "filename")
+        return {"type": "file", "file": {k: part[k] for k in keys if part.get(k) is not None}}
+    return part
+
+
+def _parts_to_chat(parts: Sequence[dict[str, JsonValue]]) -> list[dict[str, JsonValue]]:
+    return [_part_to_chat(part) for part in parts]
 
 
 class UserMessage(_MessageBase):
@@ -108,7 +148,7 @@ class UserMessage(_MessageBase):
 
     def to_openai(self) -> list[OpenAIMessage]:
         """This message as OpenAI Chat Completions message dicts."""
-        content: Any = list(self.parts) if self.parts is not None else self.text
+        content: Any = _parts_to_chat(self.parts) if self.parts is not None else self.text
         return [{"role": "user", "content": content, **self.extra}]
 
 
@@ -130,7 +170,7 @@ class SystemMessage(_MessageBase):
 
     def to_openai(self) -> list[OpenAIMessage]:
         """This message as OpenAI Chat Completions message dicts."""
-        content: Any = list(self.parts) if self.parts is not None else self.text
+        content: Any = _parts_to_chat(self.parts) if self.parts is not None else self.text
         return [{"role": self.role, "content": content, **self.extra}]
 
 
@@ -144,11 +184,22 @@ class AssistantMessage(_MessageBase):
     """The tools the model asks to run, in its order."""
     parts: _Parts = None
     """The original content parts, when content was a list."""
+    items: _Seq[dict[str, JsonValue]] = Field(default=(), exclude_if=_empty)
+    """The Responses API output items this reply was made from, in the model's order and as
+    given: reasoning items (with ``encrypted_content``), message items, function calls, and
+    item types we do not interpret. ``text`` and ``tool_calls`` are the API-neutral view of the
+    same reply; the items are replayed as they are while they agree with it. Empty for replies
+    of Chat Completions."""
 
     @property
     def message_type(self) -> MessageType:
         """Always ``MessageType.ASSISTANT``."""
         return MessageType.ASSISTANT
+
+    @property
+    def reasoning(self) -> tuple[dict[str, JsonValue], ...]:
+        """The reasoning items among :attr:`items`, in order."""
+        return tuple(item for item in self.items if item.get("type") == "reasoning")
 
     @property
     def has_tool_calls(self) -> bool:
@@ -193,7 +244,9 @@ class ToolResponseMessage(_MessageBase):
         """One OpenAI ``role: tool`` dict per response."""
         result: list[OpenAIMessage] = []
         for response in self.responses:
-            content: Any = list(response.parts) if response.parts is not None else response.data
+            content: Any = (
+                _parts_to_chat(response.parts) if response.parts is not None else response.data
+            )
             result.append(
                 {"role": "tool", "tool_call_id": response.id, "content": content, **self.extra}
             )
