@@ -10,5 +10,3 @@ SessionFactory = Callable[..., Session]
 """Builds a session: ``make(session_id, **options)``."""
 
 __all__ = ["SessionFactory"]
-
-
