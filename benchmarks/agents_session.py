@@ -69,13 +69,13 @@ def peer_available() -> bool:
 class SystemResult:
     """What one system cost."""
 
-    first_turn: Counter[str] = field(default_factory=Counter)
+    first_turn: Counter[str] = field(default_factory=Counter[str])
     """Commands by name of the first turn of a new session."""
-    steady_turns: list[int] = field(default_factory=list)
+    steady_turns: list[int] = field(default_factory=list[int])
     """Commands of each steady text turn."""
-    steady_by_name: Counter[str] = field(default_factory=Counter)
+    steady_by_name: Counter[str] = field(default_factory=Counter[str])
     """Commands by name over all steady text turns."""
-    tool_turn: Counter[str] = field(default_factory=Counter)
+    tool_turn: Counter[str] = field(default_factory=Counter[str])
     """Commands by name of one tool turn."""
     copies_after_lost_ack: int = 0
     """How many copies of the reply the lost-acknowledgement retry left stored."""
