@@ -1,0 +1,85 @@
+"""Fixtures of the Agents SDK session tests: a session factory per store, tracing off."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import set_tracing_disabled
+from agents.memory import Session, SQLiteSession
+from agents_support import SessionFactory
+from pymongo.asynchronous.database import AsyncDatabase
+
+from asyncsession import DefaultSessionService, InMemorySessionRepository, MongoSessionRepository
+from asyncsession.integrations.openai_agents import AgentsSession
+from asyncsession.service import SessionService
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_tracing() -> Iterator[None]:
+    """The SDK's tracing would try to export spans; these tests never reach a network."""
+    set_tracing_disabled(True)
+    yield
+    set_tracing_disabled(False)
+
+
+@pytest.fixture
+def memory_service() -> SessionService:
+    return DefaultSessionService(InMemorySessionRepository(), allow_system_messages=True)
+
+
+@pytest.fixture
+async def mongo_service(mongo_db: AsyncDatabase[dict[str, Any]]) -> SessionService:
+    repository = MongoSessionRepository(mongo_db)
+    await repository.ensure_indexes()
+    return DefaultSessionService(repository, allow_system_messages=True)
+
+
+@pytest.fixture(params=["memory", pytest.param("mongo", marks=pytest.mark.mongodb)])
+def service(request: pytest.FixtureRequest) -> SessionService:
+    """A service on each store."""
+    return request.getfixturevalue(f"{request.param}_service")  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def make_session(service: SessionService) -> SessionFactory:
+    """Builds an ``AgentsSession`` on the store under test."""
+
+    def make(session_id: str, **options: Any) -> Session:
+        return AgentsSession(session_id, service, **options)
+
+    return make
+
+
+@pytest.fixture
+def sqlite_factory() -> Iterator[SessionFactory]:
+    """Builds the SDK's own ``SQLiteSession`` on one database file: the reference."""
+    with tempfile.TemporaryDirectory() as directory:
+        opened: list[SQLiteSession] = []
+
+        def make(session_id: str, **options: Any) -> Session:
+            session = SQLiteSession(session_id, Path(directory) / "reference.db", **options)
+            opened.append(session)
+            return session
+
+        yield make
+        for session in opened:
+            session.close()
+
+
+@pytest.fixture(
+    params=["sqlite", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)],
+)
+def any_session(request: pytest.FixtureRequest) -> SessionFactory:
+    """Builds a session of the SDK's reference backend or of ours, on each store."""
+    if request.param == "sqlite":
+        return request.getfixturevalue("sqlite_factory")  # type: ignore[no-any-return]
+    service: SessionService = request.getfixturevalue(f"{request.param}_service")
+
+    def make(session_id: str, **options: Any) -> Session:
+        return AgentsSession(session_id, service, **options)
+
+    return make

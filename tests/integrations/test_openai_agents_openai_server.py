@@ -1,0 +1,76 @@
+"""The SDK's own OpenAI model, over the real ``openai`` client, against the scripted server.
+
+``OpenAIChatCompletionsModel`` talks Chat Completions to ``asyncsession.testing``'s scripted
+server on loopback; the session keeps what the SDK made of the replies, and the next request
+carries it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import openai
+import pytest
+from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
+
+from asyncsession import EventType
+from asyncsession.integrations.openai_agents import AgentsSession
+from asyncsession.service import SessionService
+from asyncsession.testing.openai_server import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ScriptedOpenAIServer]:
+    async with ScriptedOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def client(server: ScriptedOpenAIServer) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with openai.AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0) as c:
+        yield c
+
+
+@function_tool
+def lookup(order: str) -> str:
+    """The status of an order."""
+    return f"order {order} shipped"
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
+async def test_tool_loop_over_the_wire(
+    service: SessionService,
+    server: ScriptedOpenAIServer,
+    client: openai.AsyncOpenAI,
+    streamed: bool,
+) -> None:
+    """A tool round and a follow-up turn: the second request replays the stored history."""
+    model = OpenAIChatCompletionsModel(model="gpt-test", openai_client=client)
+    agent = Agent(name="support", model=model, tools=[lookup])
+    session = AgentsSession("wire", service)
+    server.enqueue(ScriptedReply.tool_calls([ScriptedToolCall("lookup", {"order": "42"})]))
+    server.enqueue(ScriptedReply.text("Your order 42 has shipped."))
+    server.enqueue(ScriptedReply.text("You asked about order 42."))
+    for text in ("Where is order 42?", "What did I ask?"):
+        if streamed:
+            result: Any = Runner.run_streamed(agent, text, session=session)
+            async for _ in result.stream_events():
+                pass
+        else:
+            result = await Runner.run(agent, text, session=session)
+    assert result.final_output == "You asked about order 42."
+    server.assert_done()
+    events = await service.get_events("wire")
+    assert [event.type for event in events] == [
+        EventType.USER,
+        EventType.ASSISTANT,
+        EventType.TOOL,
+        EventType.ASSISTANT,
+        EventType.USER,
+        EventType.ASSISTANT,
+    ]
+    last = server.requests[-1].messages
+    assert [m["role"] for m in last] == ["user", "assistant", "tool", "assistant", "user"]
+    assert last[2]["content"] == "order 42 shipped"
+    assert last[3]["content"] == "Your order 42 has shipped."
