@@ -28,7 +28,7 @@ async def seeded(mongo_uri: str) -> AsyncIterator[tuple[str, str]]:
         await repo.save(Session(id="short", user_id="alice"))
         past = datetime.now(UTC) - timedelta(days=1)
         await repo.save(Session(id="old", user_id="bob", expires_at=past))
-        events = []
+        events: list[SessionEvent] = []
         for turn in range(6):
             events.append(
                 SessionEvent(session_id="long", message=UserMessage(text=f"question {turn}"))
