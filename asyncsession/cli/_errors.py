@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import TextIO
 
@@ -26,7 +27,7 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNREACHABLE = 0, 1, 2, 3, 4
-_ERRNO = re.compile(r"\[Errno -?\d+\] ([^(,\]]+)")
+_ERRNO = re.compile(r"\[Errno (-?\d+)\] ([^(,\]]+)")
 
 
 class Failure(Exception):
@@ -51,7 +52,12 @@ def hosts_of(uri: str) -> str:
 
 def _reason(error: BaseException) -> str:
     found = _ERRNO.search(str(error))
-    return found.group(1).strip().lower() if found else "no server answered"
+    if found is None:
+        return "no server answered"
+    number = int(found.group(1))
+    if number > 0:  # an OS error number: its standard text ("connection refused")
+        return os.strerror(number).lower()
+    return found.group(2).strip().lower()  # a resolver error, e.g. "name or service not known"
 
 
 def _connection_failure(error: BaseException) -> ConnectionFailure | None:
