@@ -3,14 +3,14 @@
 ``ChatClient`` speaks Chat Completions, ``ResponsesClient`` the Responses API; both take the same
 advisors. ``items_to_messages`` / ``messages_to_items`` convert Responses API items.
 
-Needs the ``openai`` package: ``pip install 'asyncsession[openai]'``.
+Uses the `openai` package, a core dependency of asyncsession (no extra to install).
 """
 
 import importlib.util as _importlib_util
 
 if _importlib_util.find_spec("openai") is None:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "asyncsession.openai needs the OpenAI SDK: pip install 'asyncsession[openai]'"
+        "asyncsession.openai needs the OpenAI SDK, a core dependency: pip install asyncsession"
     )
 
 from ._client import ChatClient, MessagesLike

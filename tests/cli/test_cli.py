@@ -2,60 +2,16 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import socket
 import subprocess
 import sys
-import uuid
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
+from cli_support import cli
 
-from asyncsession import (
-    AssistantMessage,
-    MongoSessionRepository,
-    Session,
-    SessionEvent,
-    UserMessage,
-)
-from asyncsession.cli import run
-from asyncsession.events import EventType
-
-
-@pytest.fixture
-async def seeded(mongo_uri: str) -> AsyncIterator[tuple[str, str]]:
-    """A database with two sessions of alice (one long) and an expired one of bob."""
-    db = f"cli_{uuid.uuid4().hex[:12]}"
-    async with MongoSessionRepository.from_uri(mongo_uri, db) as repo:
-        await repo.ensure_indexes()
-        await repo.save(Session(id="long", user_id="alice"))
-        await repo.save(Session(id="short", user_id="alice"))
-        past = datetime.now(UTC) - timedelta(days=1)
-        await repo.save(Session(id="old", user_id="bob", expires_at=past))
-        events = []
-        for turn in range(6):
-            events.append(
-                SessionEvent(session_id="long", message=UserMessage(text=f"question {turn}"))
-            )
-            events.append(
-                SessionEvent(session_id="long", message=AssistantMessage(text=f"answer {turn}"))
-            )
-        await repo.append_events("long", events)
-        await repo.append_event(
-            SessionEvent(session_id="long", type=EventType.of("OPS.NOTE"), payload={"by": "ops"})
-        )
-        yield mongo_uri, db
-        await repo._database.client.drop_database(db)  # pyright: ignore[reportPrivateUsage]
-
-
-async def cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = await run(list(argv), out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
+from asyncsession import SessionEvent
 
 
 async def test_sessions_lists_a_users_sessions(seeded: tuple[str, str]) -> None:

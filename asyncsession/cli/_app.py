@@ -1,0 +1,169 @@
+"""The command line itself: global options, parsing, running a command, mapping its errors."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn, TextIO
+
+from .._version import __version__
+from ..repository import MongoSessionRepository
+from ._command import Command, Context, Options
+from ._errors import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, Failure, failure_of, report
+from ._registry import commands
+
+__all__ = ["DEFAULT_TIMEOUT", "main", "run"]
+
+DEFAULT_TIMEOUT = 2.0
+"""Seconds to find and connect to the server: an operator should not wait 30 s for "down"."""
+
+
+class _Exit(Exception):
+    """Parsing ended early: help was printed (code 0), or the arguments were wrong."""
+
+    def __init__(self, code: int, message: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class _ShowVersion(Exception):
+    pass
+
+
+class _VersionAction(argparse.Action):
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> NoReturn:
+        raise _ShowVersion
+
+
+class _Parser(argparse.ArgumentParser):
+    """Raises instead of exiting and writes help to the stream it was given."""
+
+    def __init__(self, *args: Any, out: TextIO, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._out = out
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        if message:
+            self._out.write(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        raise _Exit(status, message or "")
+
+    def error(self, message: str) -> NoReturn:
+        raise _Exit(EXIT_USAGE, f"{message} (see {self.prog} --help)")
+
+
+def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    # On a command's own parser the defaults are suppressed, so an option given after the
+    # command overrides the one before it and an absent one leaves it alone.
+    def default(value: object) -> object:
+        return value if top else argparse.SUPPRESS
+
+    options = parser.add_argument_group("global options (before or after the command)")
+    options.add_argument(
+        "--uri",
+        default=default(os.environ.get("MONGODB_URI")),
+        help="MongoDB URI (default: $MONGODB_URI)",
+    )
+    options.add_argument(
+        "--db",
+        default=default(os.environ.get("ASYNCSESSION_DB", "asyncsession")),
+        help="database name (default: $ASYNCSESSION_DB, else asyncsession)",
+    )
+    options.add_argument(
+        "--json",
+        action="store_true",
+        default=default(False),
+        help="machine-readable output; errors too, as JSON on stderr",
+    )
+    options.add_argument(
+        "--timeout",
+        type=float,
+        default=default(DEFAULT_TIMEOUT),
+        help=f"seconds to find and connect to the server (default: {DEFAULT_TIMEOUT:g})",
+    )
+    options.add_argument(
+        "--version", action=_VersionAction, nargs=0, help="print the version and exit"
+    )
+
+
+def _parser(out: TextIO, registered: Sequence[Command]) -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="asyncsession",
+        description="Inspect and manage asyncsession sessions on MongoDB.",
+        out=out,
+    )
+    _global_options(parser, top=True)
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in registered:
+        sub = subparsers.add_parser(
+            command.name, help=command.help, description=command.help, out=out
+        )
+        _global_options(sub, top=False)
+        command.configure(sub)
+        sub.set_defaults(_command=command)
+    return parser
+
+
+def _open(options: Options) -> MongoSessionRepository:
+    if not options.uri:
+        message = "no MongoDB URI: pass --uri or set MONGODB_URI"
+        raise Failure(EXIT_UNREACHABLE, "unreachable", message)
+    try:
+        return MongoSessionRepository.from_uri(options.uri, options.db, **options.client_options())
+    except Exception as exc:  # pymongo raises several types for a malformed URI
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise Failure(EXIT_UNREACHABLE, "invalid_uri", f"invalid MongoDB URI: {message}") from exc
+
+
+async def run(
+    argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """Run the command line with `argv` (default: `sys.argv[1:]`); returns the exit code."""
+    stdout: TextIO = out or sys.stdout
+    stderr: TextIO = err or sys.stderr
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    wants_json = "--json" in arguments
+    try:
+        args = _parser(stdout, commands()).parse_args(arguments)
+    except _ShowVersion:
+        text = json.dumps({"version": __version__}) if wants_json else f"asyncsession {__version__}"
+        print(text, file=stdout)
+        return EXIT_OK
+    except _Exit as exit_:
+        if exit_.code == EXIT_OK:
+            return EXIT_OK
+        failure = Failure(EXIT_USAGE, "usage", exit_.message.strip())
+        return report(failure, is_json=wants_json, err=stderr)
+    options = Options(uri=args.uri, db=args.db, is_json=args.json, timeout=args.timeout)
+    command: Command = args._command
+    try:
+        repository = _open(options)
+    except Failure as failure:
+        return report(failure, is_json=options.is_json, err=stderr)
+    ctx = Context(args=args, options=options, out=stdout, err=stderr, repository=repository)
+    try:
+        return await command.execute(ctx)
+    except Exception as exc:
+        mapped = failure_of(exc, uri=options.uri, timeout=options.timeout)
+        if mapped is None:
+            raise
+        return report(mapped, is_json=options.is_json, err=stderr)
+    finally:
+        await repository.aclose()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The `asyncsession` console script."""
+    sys.exit(asyncio.run(run(argv)))

@@ -1,0 +1,33 @@
+"""Tables and one-line descriptions of events, for people."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TextIO
+
+from ..events import SessionEvent
+from ..messages import AssistantMessage, ToolResponseMessage
+
+__all__ = ["describe", "table"]
+
+
+def describe(event: SessionEvent) -> str:
+    """The event's content on one line: text, tool calls, tool results or the payload."""
+    message = event.message
+    if message is None:
+        return json.dumps(event.payload, ensure_ascii=False)
+    if isinstance(message, AssistantMessage) and message.tool_calls:
+        calls = ", ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
+        return (f"{message.text} " if message.text else "") + f"-> {calls}"
+    if isinstance(message, ToolResponseMessage):
+        return ", ".join(f"{r.name or r.id} = {r.data}" for r in message.responses)
+    return message.text or ""
+
+
+def table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
+    """Print rows as left-aligned columns; the first row is the header."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
+        print("  ".join(cells).rstrip(), file=out)

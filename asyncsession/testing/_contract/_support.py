@@ -1,0 +1,121 @@
+"""Builders and the shared base of the contract kit: events, labels and a few store helpers.
+
+Nothing here imports pytest, so these builders also serve the repository tests of this package.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from ...events import COMPACTION_SOURCE, SYNTHETIC, EventType, Session, SessionEvent, utc_now
+from ...filters import EventFilter
+from ...messages import AssistantMessage, Message, SystemMessage, UserMessage
+from ...plans import CompactionPlan
+from ...repository import SessionRepository
+
+__all__ = [
+    "SHADOW_PROMPT",
+    "ContractBase",
+    "assistant",
+    "event",
+    "label",
+    "labels",
+    "new_id",
+    "summary_turn",
+    "synthetic",
+    "system",
+    "user",
+]
+
+SHADOW_PROMPT = "Summarize the conversation we had so far."
+
+
+def new_id(prefix: str = "s") -> str:
+    """A fresh random id, so every test may share one store."""
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+def event(session_id: str, message: Message, **values: Any) -> SessionEvent:
+    """A message event of `session_id`."""
+    return SessionEvent(session_id=session_id, message=message, **values)
+
+
+def user(session_id: str, text: str, **values: Any) -> SessionEvent:
+    """A user message event."""
+    return event(session_id, UserMessage(text=text), **values)
+
+
+def assistant(session_id: str, text: str, **values: Any) -> SessionEvent:
+    """An assistant message event."""
+    return event(session_id, AssistantMessage(text=text), **values)
+
+
+def system(session_id: str, text: str) -> SessionEvent:
+    """A stored system message event."""
+    return event(session_id, SystemMessage(text=text))
+
+
+def synthetic(session_id: str, message: Message, timestamp: datetime | None = None) -> SessionEvent:
+    """A synthetic event, as compaction writes it."""
+    return SessionEvent(
+        session_id=session_id,
+        message=message,
+        timestamp=timestamp or utc_now(),
+        metadata={SYNTHETIC: True, COMPACTION_SOURCE: "recursive-summarization"},
+    )
+
+
+def summary_turn(session_id: str, text: str) -> list[SessionEvent]:
+    """A synthetic shadow prompt and summary sharing one timestamp."""
+    now = utc_now()
+    return [
+        synthetic(session_id, UserMessage(text=SHADOW_PROMPT), now),
+        synthetic(session_id, AssistantMessage(text=text), now),
+    ]
+
+
+def label(e: SessionEvent) -> str:
+    """`Σ?` for a synthetic user message, `Σ:<text>` for other synthetic events, else text."""
+    if e.is_synthetic:
+        return "Σ?" if e.type == EventType.USER else f"Σ:{e.text}"
+    return str(e.text)
+
+
+def labels(events: Sequence[SessionEvent]) -> list[str]:
+    """The labels of events, in order."""
+    return [label(e) for e in events]
+
+
+class ContractBase:
+    """The helpers every area of the contract shares; no tests of its own."""
+
+    async def new_session(
+        self, repo: SessionRepository, user_id: str = "alice", **values: Any
+    ) -> Session:
+        """Save a session with a random id."""
+        session = Session(id=new_id(), user_id=user_id, **values)
+        await repo.save(session)
+        return session
+
+    async def append(
+        self, repo: SessionRepository, session_id: str, *texts: str
+    ) -> list[SessionEvent]:
+        """Append user messages with these texts, one per call."""
+        events = [user(session_id, text) for text in texts]
+        for e in events:
+            await repo.append_event(e)
+        return events
+
+    async def texts(
+        self, repo: SessionRepository, session_id: str, filter: EventFilter
+    ) -> list[str]:
+        """The labels of the events a read returns."""
+        return labels(await repo.find_events(session_id, filter))
+
+    async def apply(self, repo: SessionRepository, session_id: str, plan: CompactionPlan) -> None:
+        """Apply a plan at the current version and require it to succeed."""
+        version = await repo.get_event_version(session_id)
+        assert await repo.apply_compaction(session_id, plan, version)
