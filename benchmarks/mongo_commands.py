@@ -20,11 +20,14 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pymongo import AsyncMongoClient
+import bson
+from pymongo import AsyncMongoClient, monitoring
 
 from asyncsession import (
     AssistantMessage,
     CompactionPlan,
+    CreateSessionRequest,
+    DefaultSessionService,
     EventFilter,
     Insert,
     MongoSessionRepository,
@@ -43,6 +46,26 @@ else:  # run as a script: benchmarks/ is on sys.path
 
 WINDOW = EventFilter.active().merge(EventFilter.last_n(20))
 TEXT = "The quick brown fox jumps over the lazy dog while the agent plans its next step. " * 3
+TEXT_400 = (
+    "The quick brown fox jumps over the lazy dog while the agent plans its next step. " * 5
+)[:400]
+
+
+class ByteCounter(monitoring.CommandListener):
+    """Bytes of the replies (BSON-encoded, as the server sent them) and of the commands."""
+
+    def __init__(self) -> None:
+        self.received = 0
+        self.sent = 0
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.sent += len(bson.encode(event.command))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        self.received += len(bson.encode(event.reply))
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
 
 
 def typical(seen: list[Measured]) -> str:
@@ -66,13 +89,19 @@ def summary(session_id: str, n: int) -> SessionEvent:
 
 class Bench:
     def __init__(
-        self, repo: MongoSessionRepository, counter: CommandCounter, *, scale: float = 1.0
+        self,
+        repo: MongoSessionRepository,
+        counter: CommandCounter,
+        wire: ByteCounter,
+        *,
+        scale: float = 1.0,
     ) -> None:
         self.repo = repo
         self.counter = counter
+        self.wire = wire
         self.scale = scale
         """Repeats and session sizes are multiplied by this (``--quick``: a smoke run)."""
-        self.rows: list[tuple[str, float, float, float, int, str]] = []
+        self.rows: list[tuple[str, float, float, float, int, str, float, float]] = []
 
     def n(self, full: int) -> int:
         """``full`` repeats (or events), scaled."""
@@ -95,12 +124,14 @@ class Bench:
     ) -> list[Measured]:
         seen: list[Measured] = []
         spent: list[float] = []
+        received, sent = self.wire.received, self.wire.sent
         for i in range(self.n(times)):
             with self.counter.measure() as measured:
                 started = time.perf_counter()
                 await operation(i)
                 spent.append(time.perf_counter() - started)
             seen.append(measured)
+        count = len(seen)
         self.rows.append(
             (
                 label,
@@ -109,6 +140,8 @@ class Bench:
                 statistics.median(spent) * 1000,
                 max(m.commands for m in seen),
                 typical(seen),
+                (self.wire.received - received) / count / 1024,
+                (self.wire.sent - sent) / count / 1024,
             )
         )
         return seen
@@ -172,6 +205,8 @@ async def operations(bench: Bench) -> None:
             float("nan"),
             max(m.commands for m in compaction_costs),
             typical(compaction_costs),
+            float("nan"),
+            float("nan"),
         )
     )
 
@@ -219,6 +254,48 @@ async def operations(bench: Bench) -> None:
         await repo.append_event(message(t, "assistant", i))
 
     await bench.measure("chat turn: `read_snapshot` + 2 `append_event`s", 100, plain_turn)
+
+    service = DefaultSessionService(repo)
+    p = await bench.session(bench.n(1000))
+
+    async def api_turn(i: int) -> None:
+        await service.get_events(p, WINDOW)
+        await service.append_message(p, UserMessage(text=TEXT_400))
+        await service.append_message(p, AssistantMessage(text=TEXT_400))
+
+    for i in range(40):  # the window fills with 400-byte messages first
+        await api_turn(i)
+    await bench.measure(
+        "plain API turn: `get_events` (window) + 2 `append_message`s, 400 B each", 100, api_turn
+    )
+
+    async def advisor_turn(i: int) -> None:
+        reply_id = str(uuid.uuid4())
+        question = SessionEvent(session_id=p, message=UserMessage(text=TEXT_400))
+        await start_turn(repo, p, [question], WINDOW, user_id="bench", reserve_event_ids=[reply_id])
+        reply = SessionEvent(id=reply_id, session_id=p, message=AssistantMessage(text=TEXT_400))
+        await repo.append_event(reply)
+
+    await bench.measure("advisor turn: `start_turn` + reply, 400 B each", 100, advisor_turn)
+
+
+async def storage(bench: Bench, database: Any, sessions: int, turns: int) -> tuple[float, float]:
+    """Stored bytes per message (documents, and documents plus indexes, per ``collStats``) after
+    ``sessions`` x ``turns`` plain API turns of two 400-byte messages."""
+    service = DefaultSessionService(bench.repo)
+    for _ in range(sessions):
+        session = await service.create(CreateSessionRequest(user_id="bench"))
+        for _ in range(turns):
+            await service.get_events(session.id, WINDOW)
+            await service.append_message(session.id, UserMessage(text=TEXT_400))
+            await service.append_message(session.id, AssistantMessage(text=TEXT_400))
+    documents = indexes = 0
+    for name in ("sessions", "session_events", "session_event_ids"):
+        stats = await database.command("collStats", name)
+        documents += int(stats.get("size", 0))
+        indexes += int(stats.get("totalIndexSize", 0))
+    messages = sessions * turns * 2
+    return documents / messages, (documents + indexes) / messages
 
 
 async def scaling(
@@ -271,19 +348,31 @@ async def main(quick: bool = False) -> None:
         server.start()
         uri = server.uri(w="majority", journal="true")
     counter = CommandCounter()
+    wire = ByteCounter()
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-        uri, tz_aware=True, event_listeners=[counter]
+        uri, tz_aware=True, event_listeners=[counter, wire]
     )
     name = f"bench_{uuid.uuid4().hex[:8]}"
     try:
         build = await client.admin.command("buildInfo")
         repo = MongoSessionRepository(client[name])
         await repo.ensure_indexes()
-        bench = Bench(repo, counter, scale=0.02 if quick else 1.0)
+        bench = Bench(repo, counter, wire, scale=0.02 if quick else 1.0)
         await operations(bench)
-        scale = await scaling(bench, (100, 1_000) if quick else (100, 10_000, 100_000))
+        store = MongoSessionRepository(client[f"{name}_storage"])
+        await store.ensure_indexes()
+        stored = await storage(
+            Bench(store, counter, wire),
+            client[f"{name}_storage"],
+            2 if quick else 8,
+            5 if quick else 50,
+        )
+        scale: list[tuple[int, str, float, float, float]] = []
+        if "--no-scaling" not in sys.argv[1:]:
+            scale = await scaling(bench, (100, 1_000) if quick else (100, 10_000, 100_000))
     finally:
         await client.drop_database(name)
+        await client.drop_database(f"{name}_storage")
         await client.close()
         if server is not None:
             server.stop()
@@ -293,11 +382,24 @@ async def main(quick: bool = False) -> None:
     print(f"Server: {build.get('version', '?')} at `{host}`, ")
     print(f"URI options: `{options}` (retryable writes on, the driver's default); ")
     print(f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs.\n")
-    print("| Operation | Commands | Round trips | Max | Usual commands | Median ms |")
-    print("|---|---:|---:|---:|---|---:|")
-    for label, commands, trips, median, most, usual in bench.rows:
+    print(
+        "| Operation | Commands | Round trips | Max | Usual commands | Median ms "
+        "| KiB received | KiB sent |"
+    )
+    print("|---|---:|---:|---:|---|---:|---:|---:|")
+    for label, commands, trips, median, most, usual, got, put in bench.rows:
         median_text = "n/a" if median != median else f"{median:.1f}"
-        print(f"| {label} | {commands:.2f} | {trips:.2f} | {most} | {usual} | {median_text} |")
+        got_text = "n/a" if got != got else f"{got:.1f}"
+        put_text = "n/a" if put != put else f"{put:.1f}"
+        print(
+            f"| {label} | {commands:.2f} | {trips:.2f} | {most} | {usual} | {median_text} "
+            f"| {got_text} | {put_text} |"
+        )
+    print()
+    print(
+        f"Stored per 400-byte message (plain API turns): {stored[0]:.0f} B of documents, "
+        f"{stored[1]:.0f} B with indexes (collStats)."
+    )
     print()
     print("| Events in the session | Read | Median (ms) | p90 (ms) | Round trips |")
     print("|---:|---|---:|---:|---:|")

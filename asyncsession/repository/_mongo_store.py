@@ -5,19 +5,25 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeAlias
+from typing import Final, TypeAlias
+
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.errors import BulkWriteError
 
 from ._mongo_codec import DEFAULT_MAX_DOCUMENT_SIZE, Doc, EventCache
 
-__all__ = ["IN_CHUNK", "Collection", "Store", "aggregate", "chunked", "find_by_ids"]
+__all__ = ["IN_CHUNK", "Collection", "Store", "aggregate", "chunked", "find_by_ids", "insert_new"]
 
 IN_CHUNK: Final = 256
 """The most values an ``$in`` list gets: some servers test membership in a list linearly, so
 long lists are sent in chunks (3,000 ids in one ``$in``: seconds; in chunks: milliseconds)."""
 
-Collection: TypeAlias = Any
-"""A PyMongo ``AsyncCollection``, a Motor collection, or mongomock-motor's: used by duck typing,
-through the methods the three have in common."""
+_DUPLICATE_KEY: Final = 11000
+
+Collection: TypeAlias = AsyncCollection[Doc]
+"""A PyMongo collection of plain documents. A Motor or mongomock-motor collection works too at
+run time: the store only calls the methods the three have in common (and awaits
+``aggregate`` only when it returns an awaitable)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -53,8 +59,20 @@ async def find_by_ids(
 
 async def aggregate(collection: Collection, pipeline: list[Doc]) -> list[Doc]:
     """Run an aggregation (PyMongo's ``aggregate`` is a coroutine, Motor's is not)."""
-    cursor = collection.aggregate(pipeline)
-    if inspect.isawaitable(cursor):
-        cursor = await cursor
+    result = collection.aggregate(pipeline)
+    cursor = await result if inspect.isawaitable(result) else result
     found: list[Doc] = await cursor.to_list(None)
     return found
+
+
+async def insert_new(collection: Collection, docs: Sequence[Doc]) -> list[str]:
+    """Insert every document whose ``_id`` is free, in one ``insert_many``; returns the ids that
+    were taken. Any other write error is raised."""
+    try:
+        await collection.insert_many(list(docs), ordered=False)
+    except BulkWriteError as exc:
+        errors: list[Doc] = exc.details.get("writeErrors", [])
+        if not errors or any(error.get("code") != _DUPLICATE_KEY for error in errors):
+            raise
+        return [docs[int(error["index"])]["_id"] for error in errors]
+    return []

@@ -26,8 +26,8 @@ __all__ = ["InMemorySessionRepository"]
 @dataclass(slots=True)
 class _Log:
     session: Session
-    events: list[SessionEvent] = field(default_factory=list)
-    ids: set[str] = field(default_factory=set)
+    events: list[SessionEvent] = field(default_factory=list[SessionEvent])
+    ids: set[str] = field(default_factory=set[str])
     version: int = 0
     compacted_at: int = 0
     """How many events the log held right after its newest compaction."""

@@ -69,6 +69,7 @@ from types import TracebackType
 from typing import Any, Final, Self
 
 from pymongo import AsyncMongoClient, MongoClient, ReturnDocument, WriteConcern
+from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.driver_info import DriverInfo
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
@@ -87,11 +88,12 @@ from ._mongo_codec import (
     session_from_doc,
     session_to_doc,
 )
+from ._mongo_prepare import prepare
 from ._mongo_read import LogReader
 from ._mongo_state import LogState, decode_state
 from ._mongo_store import Store
 from ._mongo_timeouts import with_web_timeouts
-from ._mongo_write import LogWriter, prepare
+from ._mongo_write import LogWriter
 from ._protocol import SessionSnapshot, check_batch
 from ._turn import check_creation
 
@@ -131,8 +133,8 @@ class MongoSessionRepository:
     """Sessions and their event logs in MongoDB; see the module docs for the design.
 
     Args:
-        database: a PyMongo ``AsyncDatabase``, or a Motor (or mongomock-motor) database. It is
-            borrowed: :meth:`aclose` never closes its client.
+        database: a PyMongo ``AsyncDatabase`` (at run time a Motor or mongomock-motor database
+            works too). It is borrowed: `aclose` never closes its client.
         sessions_collection: the collection of session documents.
         events_collection: the collection of events that left the session documents.
         event_ids_collection: the registry of event ids.
@@ -142,7 +144,7 @@ class MongoSessionRepository:
 
     def __init__(
         self,
-        database: Any,
+        database: AsyncDatabase[Any],
         *,
         sessions_collection: str = "sessions",
         events_collection: str = "session_events",
@@ -153,7 +155,7 @@ class MongoSessionRepository:
 
     def _setup(
         self,
-        database: Any,
+        database: AsyncDatabase[Any],
         client: AsyncMongoClient[Any] | None,
         sessions_collection: str,
         events_collection: str,

@@ -395,7 +395,7 @@ async def test_a_stale_hint_falls_back_and_still_rolls_forward(
     """Another process fills the tail after this one read it: the guarded commit without
     post-image fails, the append commits with one and rolls forward; nothing lost or reordered,
     and a versioned append with the right version is not mistaken for a conflict."""
-    from asyncsession.repository._mongo_write import K_MAX
+    from asyncsession.repository._mongo_hints import K_MAX
 
     session = Session(user_id="bob")
     await repo.save(session)
@@ -430,7 +430,7 @@ async def test_a_stale_hint_meets_a_pending_compaction_and_finishes_it(
         inserts=(Insert.before(events[150].id, [synthetic(s, AssistantMessage(text="sum"))]),),
     )
     # Leave the pending changes unrolled, as a process that died right after its commit would.
-    writer = other._writer
+    writer = other._writer.roller
     original = writer.roll_pending
 
     async def died(session_id: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -25,7 +25,6 @@ from asyncsession import (
     Session,
     SessionEvent,
 )
-from asyncsession.repository import _mongo_positions, _mongo_read, _mongo_state, _mongo_write
 from asyncsession.repository._mongo_state import decode_state
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.testing.contract import synthetic, user
@@ -50,15 +49,11 @@ async def repos(
 
 
 @pytest.fixture(params=["tight"])
-def layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+def layout(request: pytest.FixtureRequest, tighten: Callable[[], None]) -> str:
     """Tiny position gaps and tail sizes, so races meet roll-forwards, pending compactions and
     fractional positions all the time (the contract kit races the production layout)."""
     if request.param == "tight":
-        for module in (_mongo_read, _mongo_state, _mongo_write):
-            monkeypatch.setattr(module, "GAP", 4)
-        monkeypatch.setattr(_mongo_positions, "MAX_STEP", 1)
-        monkeypatch.setattr(_mongo_write, "K_MIN", 3)
-        monkeypatch.setattr(_mongo_write, "K_MAX", 6)
+        tighten()
     return str(request.param)
 
 

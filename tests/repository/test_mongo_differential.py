@@ -8,8 +8,10 @@ fractional positions, roll-forward and pending compactions happen all the time.
 
 from __future__ import annotations
 
+import logging
 import random
 import re
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -34,7 +36,7 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, utc_now
-from asyncsession.repository import _mongo_positions, _mongo_read, _mongo_state, _mongo_write
+from asyncsession.repository._mongo_rollforward import RollForward
 from asyncsession.repository.mongo import MongoSessionRepository
 
 AUDIT = EventType.of("ACME.AUDIT")
@@ -82,7 +84,7 @@ def make_crashy(repo: MongoSessionRepository, seed: int, monkeypatch: pytest.Mon
     store = repo._store
     store.sessions = Flaky(store.sessions, rng)
     store.events = Flaky(store.events, rng)
-    original = _mongo_write.LogWriter._housekeep
+    original = RollForward.housekeep
 
     async def housekeep(self: Any, *args: Any, **kwargs: Any) -> None:
         Flaky.armed = True
@@ -91,20 +93,16 @@ def make_crashy(repo: MongoSessionRepository, seed: int, monkeypatch: pytest.Mon
         finally:
             Flaky.armed = False
 
-    monkeypatch.setattr(_mongo_write.LogWriter, "_housekeep", housekeep)
-    monkeypatch.setattr(_mongo_write._log, "disabled", True)
+    monkeypatch.setattr(RollForward, "housekeep", housekeep)
+    monkeypatch.setattr(logging.getLogger("asyncsession.mongo"), "disabled", True)
 
 
 @pytest.fixture(params=["roomy", "tight", "crashy"])
-def layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+def layout(request: pytest.FixtureRequest, tighten: Callable[[], None]) -> str:
     """Production positions and tail sizes, or tiny ones that force every fallback (and, for
     ``crashy``, roll-forwards that stop half-way)."""
     if request.param in ("tight", "crashy"):
-        for module in (_mongo_read, _mongo_state, _mongo_write):
-            monkeypatch.setattr(module, "GAP", 4)
-        monkeypatch.setattr(_mongo_positions, "MAX_STEP", 1)
-        monkeypatch.setattr(_mongo_write, "K_MIN", 3)
-        monkeypatch.setattr(_mongo_write, "K_MAX", 6)
+        tighten()
     return str(request.param)
 
 

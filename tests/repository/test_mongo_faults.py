@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 from typing import Any, ClassVar
 
@@ -22,7 +23,7 @@ from asyncsession import (
     SessionEvent,
     StorageError,
 )
-from asyncsession.repository import _mongo_write
+from asyncsession.repository._mongo_rollforward import RollForward
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.testing._mongo_server import LocalMongoServer
 from asyncsession.testing.contract import synthetic, user
@@ -306,8 +307,8 @@ async def test_a_compaction_left_pending_is_merged_by_readers_and_finished_by_th
         raise StorageError("injected: crashed before rolling forward")
 
     with monkeypatch.context() as patch:
-        patch.setattr(_mongo_write.LogWriter, "roll_pending", crash)
-        patch.setattr(_mongo_write._log, "disabled", True)
+        patch.setattr(RollForward, "roll_pending", crash)
+        patch.setattr(logging.getLogger("asyncsession.mongo"), "disabled", True)
         assert await repo.apply_compaction(session_id, plan, version)
     doc = await repo._store.sessions.find_one({"_id": session_id})
     assert doc["pending"] is not None

@@ -1,0 +1,210 @@
+"""The commit: one guarded update of the session document appends a batch as one version.
+
+Every write that changes a log commits through one update of the session document, guarded by
+everything it depends on: the expected version, that none of its event ids is committed yet, and
+that its attempt was not fenced off (see `_mongo_ids`). An append ``$push``-es its events onto
+the tail and ``$inc``-s the version and the position counter, so no read is needed first. When
+the `TailHints` say the tail has room, the commit is an ``update_one`` that also checks exactly
+that and returns nothing; otherwise it is a ``find_one_and_update`` whose post-image says
+whether to roll forward. A wrong guess costs a retry, never a wrong commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pymongo import ReturnDocument
+from pymongo.errors import DuplicateKeyError
+
+from ..exceptions import AccessDenied, SessionNotFound, StorageError
+from ._mongo_codec import Doc, map_pymongo_errors, new_token
+from ._mongo_hints import K_MAX, Reservations, TailHints
+from ._mongo_ids import MAX_ROUNDS, IdRegistry
+from ._mongo_positions import GAP
+from ._mongo_prepare import Prepared
+from ._mongo_rollforward import RollForward
+from ._mongo_state import ids_in
+from ._mongo_store import Store
+
+__all__ = ["Committer"]
+
+
+class Committer:
+    """Appends batches to session documents, one attempt at a time."""
+
+    def __init__(
+        self,
+        store: Store,
+        ids: IdRegistry,
+        roller: RollForward,
+        hints: TailHints,
+        reservations: Reservations,
+    ) -> None:
+        self._store = store
+        self._ids = ids
+        self._roller = roller
+        self._hints = hints
+        self._reservations = reservations
+
+    async def append(
+        self,
+        session_id: str,
+        prepared: Sequence[Prepared],
+        expected_version: int | None,
+        *,
+        user_id: str | None = None,
+        whole: bool = False,
+        reserve_ids: Sequence[str] = (),
+        create: Doc | None = None,
+    ) -> tuple[bool, Doc | None]:
+        """Append a batch as one version; see ``SessionRepository.append_events``.
+
+        With ``whole``, returns the whole session document as of the commit (or as read, when
+        every event was a replay). ``reserve_ids`` are registered too, for a later append by
+        this process that then needs no registration of its own. ``create`` is a new session
+        document (without its log) to insert, holding the batch, if the session does not exist.
+        """
+        ids = [p.event.id for p in prepared]
+        extra = [i for i in dict.fromkeys(reserve_ids) if i not in set(ids)]
+        token = None if extra else self._reservations.take(session_id, ids)
+        register = token is None
+        token = token or new_token()
+        replayed: set[str] = set()
+        fenced: set[str] = set()
+        wrote = False  # big-event documents written ahead under ``token``
+        for _ in range(MAX_ROUNDS):
+            if register:
+                registered = await self._ids.reserve(
+                    session_id, [*ids, *extra], token, creating=create is not None
+                )
+                replayed |= registered.replayed
+                fenced |= registered.fenced
+                register = False
+            fresh = [p for p in prepared if p.event.id not in replayed]
+            if not fresh:
+                doc = await self._read_checked(session_id, user_id) if whole else None
+                self._reservations.add(session_id, [i for i in extra if i not in replayed], token)
+                return True, doc
+            big = [p for p in fresh if p.document is not None]
+            if big:
+                await self._ids.prewrite(session_id, big, token, fenced)
+                wrote = True
+            doc = await self.commit(session_id, fresh, token, expected_version, user_id, whole)
+            if doc is None and create is not None:
+                doc = await self._create(create, fresh)
+            if doc is not None:
+                self._reservations.add(session_id, [i for i in extra if i not in replayed], token)
+                await self._roller.after_commit(session_id, doc, len(fresh), whole)
+                return True, doc
+            with map_pymongo_errors(f"read session {session_id!r}"):
+                current = await self._store.sessions.find_one(
+                    {"_id": session_id},
+                    {
+                        "version": 1,
+                        "user_id": 1,
+                        "fences": 1,
+                        "tail._id": 1,
+                        "pending.inserts._id": 1,
+                    },
+                )
+            if current is None:
+                await self._ids.release(session_id, [*ids, *extra], token, written=wrote)
+                raise SessionNotFound(session_id)
+            if user_id is not None and current["user_id"] != user_id:
+                await self._ids.release(session_id, [*ids, *extra], token, written=wrote)
+                raise AccessDenied(session_id, user_id)
+            if token in current.get("fences", ()):
+                token, register, wrote = new_token(), True, False  # our ids were adopted
+                continue
+            now = ids_in(current, [p.event.id for p in fresh])
+            if now:
+                replayed |= now  # committed meanwhile by an attempt that adopted them
+                continue
+            if expected_version is not None and current["version"] != expected_version:
+                await self._ids.release(session_id, [*ids, *extra], token, written=wrote)
+                return False, None
+        raise StorageError(f"could not append to session {session_id!r}: it kept changing")
+
+    async def _create(self, fields: Doc, fresh: Sequence[Prepared]) -> Doc | None:
+        """Insert a new session document holding ``fresh`` as its first version, positioned as
+        an append to an empty log would be; ``None`` if the session exists."""
+        added = len(fresh)
+        doc: Doc = {
+            **fields,
+            "version": 1,
+            "seq": added * GAP,
+            "tail": [p.entry for p in fresh],
+            "tn": added,
+        }
+        with map_pymongo_errors(f"create session {fields['_id']!r}"):
+            try:
+                await self._store.sessions.insert_one(doc)
+            except DuplicateKeyError:
+                return None  # created meanwhile: the append goes on as for any failed commit
+        self._hints.note(fields["_id"], added, False)
+        return doc
+
+    async def _read_checked(self, session_id: str, user_id: str | None) -> Doc:
+        with map_pymongo_errors(f"read session {session_id!r}"):
+            doc = await self._store.sessions.find_one({"_id": session_id})
+        if doc is None:
+            raise SessionNotFound(session_id)
+        if user_id is not None and doc["user_id"] != user_id:
+            raise AccessDenied(session_id, user_id)
+        return doc
+
+    async def commit(
+        self,
+        session_id: str,
+        fresh: Sequence[Prepared],
+        token: str,
+        expected_version: int | None,
+        user_id: str | None,
+        whole: bool,
+        batches: int = 1,
+    ) -> Doc | None:
+        """Try one guarded commit of ``fresh`` (registered under ``token``) as ``batches``
+        versions.
+
+        Returns ``None`` when the guard failed, an empty document when the commit needed no
+        post-image, and else the session document after it (whole, with ``whole``; else its
+        version, tail length and pending flag).
+        """
+        ids = [p.event.id for p in fresh]
+        guard: Doc = {
+            "_id": session_id,
+            "tail._id": {"$nin": ids},
+            "pending.inserts._id": {"$nin": ids},
+            "fences": {"$ne": token},
+        }
+        if expected_version is not None:
+            guard["version"] = expected_version
+        if user_id is not None:
+            guard["user_id"] = user_id
+        added = len(fresh)
+        update: Doc = {
+            "$push": {"tail": {"$each": [p.entry for p in fresh]}},
+            "$inc": {"version": batches, "seq": added * GAP, "tn": added},
+        }
+        sessions = self._store.sessions
+        if not whole and self._hints.room(session_id, added):
+            # No post-image needed: the guard makes sure there is nothing to roll forward.
+            roomy = {**guard, "tn": {"$lt": K_MAX - added}, "pending": None}
+            with map_pymongo_errors(f"append to session {session_id!r}"):
+                result = await sessions.update_one(roomy, update)
+            if result.matched_count:
+                self._hints.grew(session_id, added)
+                return {}
+            self._hints.forget(session_id)
+            if expected_version is not None:
+                return None  # most likely a conflict: the caller finds out why
+        with map_pymongo_errors(f"append to session {session_id!r}"):
+            doc = await sessions.find_one_and_update(
+                guard,
+                update,
+                projection=None if whole else {"version": 1, "tn": 1, "pending.cv": 1},
+                return_document=ReturnDocument.AFTER,
+            )
+        if doc is not None:
+            self._hints.note(session_id, int(doc["tn"]), bool(doc.get("pending")))
+        return doc

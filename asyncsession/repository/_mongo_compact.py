@@ -1,0 +1,272 @@
+"""Compaction apply: one compare-and-swap on the session document, then roll-forward.
+
+The update rewrites the tail it read (archive flags, new events between their neighbours),
+guarded by the expected version, ``rolled`` and ``cv``, and records what it changes below the
+tail as ``pending``, which `RollForward.roll_pending` then applies. An unknown archive or anchor
+id raises `InvalidCompactionPlan` before anything is written; the cost follows the plan, not the
+log.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+
+from pymongo import ReturnDocument
+
+from ..events import SessionEvent
+from ..exceptions import EventIdConflict, InvalidCompactionPlan, SessionNotFound, StorageError
+from ..plans import CompactionPlan
+from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, map_pymongo_errors, new_token
+from ._mongo_hints import K_MAX, TailHints
+from ._mongo_ids import MAX_ROUNDS, IdRegistry
+from ._mongo_positions import GAP, Position, place_between
+from ._mongo_prepare import Prepared
+from ._mongo_rollforward import RollForward
+from ._mongo_state import Entry, LogState, decode_state
+from ._mongo_store import IN_CHUNK, Store, find_by_ids
+
+__all__ = ["Compactor"]
+
+
+@dataclass(slots=True, kw_only=True)
+class _Located:
+    position: Position
+    archived: bool
+    type: str
+    turn: int
+    in_tail: bool
+
+
+def _new_entry(prepared: Prepared, seq: int, minor: str, turn: int) -> Entry:
+    return replace(Entry.from_doc(prepared.entry, seq), minor=minor, turn=turn)
+
+
+def _tail_doc(entry: Entry) -> Doc:
+    doc = entry.to_doc()
+    doc.pop("turn", None)
+    return doc
+
+
+class Compactor:
+    """Applies compaction plans to the logs of a `Store`."""
+
+    def __init__(
+        self, store: Store, ids: IdRegistry, roller: RollForward, hints: TailHints
+    ) -> None:
+        self._store = store
+        self._ids = ids
+        self._roller = roller
+        self._hints = hints
+
+    async def compact(
+        self,
+        session_id: str,
+        plan: CompactionPlan,
+        expected_version: int,
+        prepared: dict[str, Prepared],
+    ) -> bool:
+        """Apply ``plan`` if the version is still ``expected_version``."""
+        inserted = [event.id for event in plan.inserted_events]
+        ids = self._ids
+        token = new_token()
+        reserved = False
+        for _ in range(MAX_ROUNDS):
+            with map_pymongo_errors(f"read session {session_id!r}"):
+                doc = await self._store.sessions.find_one({"_id": session_id})
+            if doc is None:
+                if reserved:
+                    await ids.release(session_id, inserted, token)
+                raise SessionNotFound(session_id)
+            state = decode_state(doc)
+            if state.version != expected_version:
+                if reserved:
+                    await ids.release(session_id, inserted, token)
+                return False
+            if state.pending is not None:
+                await self._roller.roll_pending(session_id)
+                continue
+            if token in doc.get("fences", ()):
+                token, reserved = new_token(), False
+            try:
+                located = await self._locate(state, plan)
+            except InvalidCompactionPlan:
+                if reserved:
+                    await ids.release(session_id, inserted, token)
+                raise
+            if inserted and not reserved:
+                registered = await ids.reserve(session_id, inserted, token)
+                reserved = True
+                if registered.replayed:
+                    await ids.release(session_id, inserted, token)
+                    replayed = next(i for i in inserted if i in registered.replayed)
+                    raise EventIdConflict(replayed, session_id, session_id)
+                big = [prepared[i] for i in inserted if prepared[i].document is not None]
+                if big:
+                    await ids.prewrite(session_id, big, token, registered.fenced)
+            update, has_pending = await self._plan_update(state, plan, located, prepared)
+            guard = {
+                "_id": session_id,
+                "version": expected_version,
+                "inc": state.inc,
+                "rolled": state.rolled,
+                "cv": state.cv,
+                "pending": None,
+                "fences": {"$ne": token},
+            }
+            with map_pymongo_errors(f"compact session {session_id!r}"):
+                done = await self._store.sessions.find_one_and_update(
+                    guard, update, projection={"tn": 1}, return_document=ReturnDocument.AFTER
+                )
+            if done is None:
+                continue  # re-read: a stale version returns False, anything else retries
+            size = int(done["tn"])
+            self._hints.note(session_id, size, has_pending)
+            await self._roller.housekeep(
+                session_id, None, pending=has_pending, roll=size if size >= K_MAX else None
+            )
+            return True
+        raise StorageError(f"could not compact session {session_id!r}: it kept changing")
+
+    async def _locate(self, state: LogState, plan: CompactionPlan) -> dict[str, _Located]:
+        """Where the plan's archive and anchor ids are.
+
+        Raises:
+            InvalidCompactionPlan: an id is not in the session's log.
+        """
+        session_id = state.session.id
+        located = {
+            e.id: _Located(
+                position=e.position, archived=e.archived, type=e.type, turn=e.turn, in_tail=True
+            )
+            for e in state.tail
+        }
+        wanted = set(plan.archive_ids) | set(plan.anchor_ids)
+        missing = sorted(wanted - located.keys())
+        if missing and state.rolled >= 0:
+            # Index-shaped: the session and a range of positions; the incarnation is checked here.
+            query: Doc = {"session_id": session_id, "seq": {"$lte": state.rolled}}
+            fields = {"seq": 1, "minor": 1, "archived": 1, "type": 1, "turn": 1, "inc": 1}
+            with map_pymongo_errors(f"read session {session_id!r}"):
+                if len(missing) > IN_CHUNK:  # one range scan beats many long $in lists
+                    wanted_below = set(missing)
+                    docs = [
+                        doc
+                        for doc in await self._store.events.find(query, fields).to_list(None)
+                        if doc["_id"] in wanted_below
+                    ]
+                else:
+                    docs = await find_by_ids(self._store.events, missing, query, fields)
+            for doc in docs:
+                if doc.get("inc") != state.inc:
+                    continue
+                located[doc["_id"]] = _Located(
+                    position=(int(doc["seq"]), doc.get("minor", "")),
+                    archived=bool(doc.get("archived")),
+                    type=doc["type"],
+                    turn=int(doc.get("turn", -1)),
+                    in_tail=False,
+                )
+        unknown = wanted - located.keys()
+        if unknown:
+            raise InvalidCompactionPlan(session_id, unknown)
+        return located
+
+    async def _predecessor(self, state: LogState, position: Position) -> tuple[Position, int]:
+        """The position (and turn hint) of the event right before ``position``, in the events
+        collection; ``(0, "")`` (no event there) when it is the first."""
+        session_id = state.session.id
+        with map_pymongo_errors(f"read session {session_id!r}"):
+            docs = await self._store.events.find(
+                {
+                    "session_id": session_id,
+                    "seq": {"$gte": max(0, position[0] - GAP), "$lte": position[0]},
+                },
+                {"seq": 1, "minor": 1, "turn": 1, "inc": 1},
+            ).to_list(None)
+        before: list[tuple[Position, int]] = [
+            ((int(doc["seq"]), doc.get("minor", "")), int(doc.get("turn", -1)))
+            for doc in docs
+            if doc.get("inc") == state.inc
+        ]
+        before = [item for item in before if item[0] < position]
+        return max(before) if before else ((0, ""), -1)
+
+    async def _plan_update(
+        self,
+        state: LogState,
+        plan: CompactionPlan,
+        located: dict[str, _Located],
+        prepared: dict[str, Prepared],
+    ) -> tuple[Doc, bool]:
+        """The compare-and-swap update that applies ``plan`` to ``state``."""
+        groups: OrderedDict[str | None, list[SessionEvent]] = OrderedDict()
+        for group in plan.inserts:
+            groups.setdefault(group.before_event_id, []).extend(group.events)
+        tail_index = {entry.id: i for i, entry in enumerate(state.tail)}
+        new_entries: list[Entry] = []
+        for anchor_id, events in groups.items():
+            if anchor_id is None:
+                continue
+            anchor = located[anchor_id]
+            index = tail_index.get(anchor_id)
+            if index is not None and index > 0:
+                previous = state.tail[index - 1]
+                before, turn = previous.position, previous.turn
+            elif index is not None and state.rolled < 0:
+                before, turn = (0, ""), state.last_user
+            elif index is not None and anchor.position[0] - state.rolled - 1 >= len(events):
+                before, turn = (state.rolled, ""), state.last_user
+            else:
+                before, turn = await self._predecessor(state, anchor.position)
+            positions = place_between(before, anchor.position, len(events))
+            for (seq, minor), event in zip(positions, events, strict=True):
+                if event.type.name == "USER":
+                    turn = seq
+                new_entries.append(_new_entry(prepared[event.id], seq, minor, turn))
+        counter = state.counter
+        turn = state.tail[-1].turn if state.tail else state.last_user
+        for event in groups.get(None, ()):
+            counter += GAP
+            if event.type.name == "USER":
+                turn = counter
+            new_entries.append(_new_entry(prepared[event.id], counter, "", turn))
+
+        live = state.live
+        archive_below = sorted(
+            (
+                event_id
+                for event_id in plan.archive_ids
+                if not located[event_id].in_tail and not located[event_id].archived
+            ),
+            key=lambda event_id: located[event_id].position,
+        )
+        live -= sum(1 for i in archive_below if located[i].type in MESSAGE_TYPE_NAMES)
+        tail: list[Entry] = []
+        for entry in state.tail:
+            if entry.id in plan.archive_ids and not entry.archived:
+                entry = replace(entry, archived=True)
+            tail.append(entry)
+        below = [e for e in new_entries if e.seq <= state.rolled]
+        tail += [e for e in new_entries if e.seq > state.rolled]
+        tail.sort(key=lambda e: e.position)
+        live += sum(1 for e in below if e.is_message and not e.archived)
+        users = [e.seq for e in below if e.type == "USER"]
+        pending: Doc | None = None
+        if archive_below or below:
+            pending = {
+                "cv": state.cv + 1,
+                "archive": archive_below,
+                "archive_seq": [located[i].position[0] for i in archive_below],
+                "inserts": [e.to_doc() for e in below],
+            }
+        changes: Doc = {
+            "tail": [_tail_doc(e) for e in tail],
+            "tn": len(tail),
+            "seq": counter,
+            "live": live,
+            "compacted": counter,
+            "last_user": max([state.last_user, *users]),
+            "pending": pending,
+        }
+        return {"$set": changes, "$inc": {"version": 1, "cv": 1}}, pending is not None

@@ -1,0 +1,259 @@
+"""The id registry: event ids unique across sessions, replays told from new events, fencing.
+
+Before a commit, the event ids are registered in the registry collection under a random token,
+in one ``insert_many``: that is what makes ids unique across sessions, and what tells a replay
+from a new event. An id registered for this session under another token is either committed (it
+is in the tail, or its event document has a position: a replay), or left behind by an attempt
+that died or is still running. Such an id is *adopted*: its token is first added to the
+session's ``fences`` (a commit fails while its token is fenced), which fixes the answer to "is it
+committed?", and only then is the registry entry taken over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from pymongo import ReturnDocument
+
+from ..exceptions import EventIdConflict, SessionNotFound, StorageError
+from ._mongo_codec import Doc, map_pymongo_errors
+from ._mongo_prepare import Prepared
+from ._mongo_state import ids_in
+from ._mongo_store import Store, chunked, find_by_ids, insert_new
+
+__all__ = ["MAX_ROUNDS", "IdRegistry", "Registered"]
+
+MAX_ROUNDS: Final = 16
+"""How often a write retries before it gives up on a session that keeps changing."""
+_MAX_FENCES: Final = 256
+
+
+@dataclass(slots=True)
+class Registered:
+    """What registering an attempt's ids found."""
+
+    replayed: set[str] = field(default_factory=set[str])
+    """Ids already committed in the session."""
+    fenced: set[str] = field(default_factory=set[str])
+    """Tokens of earlier attempts whose ids this attempt adopted."""
+
+
+class IdRegistry:
+    """Registers, adopts and releases event ids in a store's registry collection."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def register(self, session_id: str, ids: Sequence[str], token: str) -> list[str]:
+        """Register ids; returns those that were taken."""
+        docs: list[Doc] = [
+            {"_id": event_id, "session_id": session_id, "token": token} for event_id in ids
+        ]
+        with map_pymongo_errors(f"reserve event ids for session {session_id!r}"):
+            return await insert_new(self._store.event_ids, docs)
+
+    async def release(
+        self, session_id: str, ids: Sequence[str], token: str, *, written: bool = True
+    ) -> None:
+        """Drop this attempt's registrations of ids it never committed, and the big-event
+        documents it wrote ahead of its commit unless ``written`` says there are none."""
+        if not ids:
+            return
+        with map_pymongo_errors(f"release event ids of session {session_id!r}"):
+            for chunk in chunked(ids):
+                await self._store.event_ids.delete_many(
+                    {"_id": {"$in": chunk}, "session_id": session_id, "token": token}
+                )
+                if not written:
+                    continue
+                await self._store.events.delete_many(
+                    {
+                        "_id": {"$in": chunk},
+                        "session_id": session_id,
+                        "token": token,
+                        "seq": {"$exists": False},
+                    }
+                )
+
+    async def reserve(
+        self, session_id: str, ids: Sequence[str], token: str, *, creating: bool = False
+    ) -> Registered:
+        """Register ``ids`` for ``session_id`` under ``token``; find which are replays.
+
+        ``creating``: the attempt will create the session if it does not exist, so a missing
+        session is no error here.
+
+        Raises:
+            EventIdConflict: an id belongs to another session; this attempt's ids are released.
+            SessionNotFound: the session does not exist (found out on the way).
+        """
+        result = Registered()
+        todo = list(dict.fromkeys(ids))
+        for _ in range(MAX_ROUNDS):
+            taken = await self.register(session_id, todo, token)
+            if not taken:
+                return result
+            with map_pymongo_errors(f"look up event ids for session {session_id!r}"):
+                owners = {
+                    doc["_id"]: doc for doc in await find_by_ids(self._store.event_ids, taken, {})
+                }
+            retry: list[str] = []
+            foreign: dict[str, Doc] = {}
+            theirs: dict[str, str] = {}
+            for event_id in taken:
+                owner = owners.get(event_id)
+                if owner is None:
+                    retry.append(event_id)  # released in between: register again
+                elif owner["session_id"] != session_id:
+                    foreign[event_id] = owner
+                elif owner["token"] != token:
+                    theirs[event_id] = owner["token"]
+            if foreign:
+                retry += await self._settle_foreign(session_id, ids, token, foreign, creating)
+            if theirs:
+                committed, adopted, fenced = await self._adopt(
+                    session_id, ids, token, theirs, creating
+                )
+                result.replayed |= committed
+                result.fenced |= fenced
+                retry += [i for i in theirs if i not in committed and i not in adopted]
+            todo = retry
+            if not todo:
+                return result
+        raise StorageError(
+            f"could not reserve event ids for session {session_id!r}: they kept changing hands"
+        )
+
+    async def _settle_foreign(
+        self,
+        session_id: str,
+        ids: Sequence[str],
+        token: str,
+        foreign: dict[str, Doc],
+        creating: bool,
+    ) -> list[str]:
+        """Raise for ids of live sessions; reclaim ids left behind by deleted ones."""
+        owner_ids = sorted({doc["session_id"] for doc in foreign.values()} | {session_id})
+        with map_pymongo_errors(f"look up sessions for session {session_id!r}"):
+            alive = {
+                doc["_id"]
+                for doc in await find_by_ids(self._store.sessions, owner_ids, {}, {"_id": 1})
+            }
+        if session_id not in alive and not creating:
+            await self.release(session_id, ids, token, written=False)
+            raise SessionNotFound(session_id)
+        for event_id in ids:
+            owner = foreign.get(event_id)
+            if owner is not None and owner["session_id"] in alive:
+                await self.release(session_id, ids, token, written=False)
+                raise EventIdConflict(event_id, session_id, owner["session_id"])
+        with map_pymongo_errors(f"reclaim event ids for session {session_id!r}"):
+            for event_id, owner in foreign.items():
+                await self._store.event_ids.delete_one(
+                    {"_id": event_id, "session_id": owner["session_id"], "token": owner["token"]}
+                )
+                await self._store.events.delete_many(
+                    {"_id": event_id, "session_id": owner["session_id"]}
+                )
+        return list(foreign)
+
+    async def _committed(self, session_id: str, doc: Doc | None, ids: list[str]) -> set[str]:
+        """Which of ``ids`` are committed: in the session document, or rolled forward."""
+        committed = ids_in(doc or {}, ids)
+        rest = [i for i in ids if i not in committed]
+        if rest:
+            with map_pymongo_errors(f"look up events of session {session_id!r}"):
+                docs = await find_by_ids(
+                    self._store.events,
+                    rest,
+                    {"session_id": session_id, "seq": {"$exists": True}},
+                    {"_id": 1},
+                )
+            committed |= {doc["_id"] for doc in docs}
+        return committed
+
+    async def _adopt(
+        self,
+        session_id: str,
+        ids: Sequence[str],
+        token: str,
+        theirs: dict[str, str],
+        creating: bool,
+    ) -> tuple[set[str], set[str], set[str]]:
+        """Sort ids registered for this session by another attempt into replays and adoptions.
+
+        Returns the committed ids, the ids now registered under ``token``, and the fenced
+        tokens.
+        """
+        sessions = self._store.sessions
+        held = {"tail._id": 1, "pending.inserts._id": 1}
+        with map_pymongo_errors(f"read session {session_id!r}"):
+            doc = await sessions.find_one({"_id": session_id}, held)
+        if doc is None and creating:
+            # No session, so nothing is committed; whichever attempt inserts the session
+            # document first decides what it holds, and the other finds its ids there.
+            return set(), await self._take_over(session_id, token, theirs, list(theirs)), set()
+        if doc is None:
+            await self.release(session_id, ids, token, written=False)
+            raise SessionNotFound(session_id)
+        committed = await self._committed(session_id, doc, list(theirs))
+        rest = [i for i in theirs if i not in committed]
+        if not rest:
+            return committed, set(), set()
+        # Fence the other attempts first: from here on they cannot commit, so "not committed
+        # now" stays true and the ids can be taken over.
+        tokens = sorted({theirs[i] for i in rest})
+        with map_pymongo_errors(f"fence writers of session {session_id!r}"):
+            doc = await sessions.find_one_and_update(
+                {"_id": session_id},
+                {"$push": {"fences": {"$each": tokens, "$slice": -_MAX_FENCES}}},
+                projection=held,
+                return_document=ReturnDocument.AFTER,
+            )
+        if doc is None:
+            await self.release(session_id, ids, token, written=False)
+            raise SessionNotFound(session_id)
+        committed |= await self._committed(session_id, doc, rest)
+        rest = [i for i in rest if i not in committed]
+        adopted = await self._take_over(session_id, token, theirs, rest) if rest else set[str]()
+        return committed, adopted, set(tokens)
+
+    async def _take_over(
+        self, session_id: str, token: str, theirs: dict[str, str], ids: list[str]
+    ) -> set[str]:
+        """Register ``ids`` (held by other attempts' tokens) under ``token``; the ids it got."""
+        with map_pymongo_errors(f"adopt event ids of session {session_id!r}"):
+            for old in sorted({theirs[i] for i in ids}):
+                for chunk in chunked([i for i in ids if theirs[i] == old]):
+                    await self._store.event_ids.update_many(
+                        {"_id": {"$in": chunk}, "session_id": session_id, "token": old},
+                        {"$set": {"token": token}},
+                    )
+            docs = await find_by_ids(
+                self._store.event_ids, ids, {"session_id": session_id, "token": token}, {"_id": 1}
+            )
+        return {doc["_id"] for doc in docs}
+
+    async def prewrite(
+        self, session_id: str, big: Sequence[Prepared], token: str, fenced: set[str]
+    ) -> None:
+        """Write big events' documents (no position yet, so invisible) before their commit.
+
+        A document an adopted attempt (one of ``fenced``) wrote ahead is replaced by this one.
+        """
+        docs: list[Doc] = [{**p.document, "token": token} for p in big if p.document is not None]
+        with map_pymongo_errors(f"write events of session {session_id!r}"):
+            taken = await insert_new(self._store.events, docs)
+            by_id = {doc["_id"]: doc for doc in docs}
+            for event_id in taken:
+                await self._store.events.replace_one(
+                    {
+                        "_id": event_id,
+                        "session_id": session_id,
+                        "seq": {"$exists": False},
+                        "token": {"$in": sorted(fenced | {token})},
+                    },
+                    by_id[event_id],
+                )

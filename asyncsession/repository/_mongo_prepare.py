@@ -1,0 +1,75 @@
+"""Events encoded for writing: their tail entries, and the documents of big events."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from ..events import SessionEvent
+from ..exceptions import EventTooLarge
+from ._mongo_codec import INLINE_LIMIT, Doc, body_of, bson_size, pack_entry
+
+__all__ = ["BATCH_INLINE_BUDGET", "Prepared", "prepare", "text_lower"]
+
+BATCH_INLINE_BUDGET: Final = 1024 * 1024
+"""The most body bytes one commit keeps inline in the tail; the rest go by reference."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Prepared:
+    """An event encoded for writing."""
+
+    event: SessionEvent
+    entry: Doc
+    """Its tail entry (`pack_entry`); without its body when the body goes to the events
+    collection."""
+    document: Doc | None = None
+    """For a big event: the events-collection document written before the commit."""
+
+
+def text_lower(event: SessionEvent) -> str | None:
+    """The lower-cased text that keyword searches below the tail match."""
+    return None if event.text is None else event.text.lower()
+
+
+def prepare(session_id: str, events: Sequence[SessionEvent], max_size: int) -> list[Prepared]:
+    """Encode a batch, checking every event against the document size limit.
+
+    Raises:
+        EventTooLarge: an event's document would exceed ``max_size``; nothing was written.
+    """
+    prepared: list[Prepared] = []
+    inline_bytes = 0
+    for event in events:
+        data = body_of(event)
+        document: Doc = {
+            "_id": event.id,
+            "session_id": session_id,
+            "inc": "0" * 24,
+            "seq": 0,
+            "ts": event.timestamp,
+            "type": event.type.name,
+            "synthetic": event.is_synthetic,
+            "archived": event.archived,
+            "turn": 0,
+            "cv": 0,
+            "token": "0" * 24,
+            "data": data,
+        }
+        text = text_lower(event)
+        if text is not None:
+            document["text_lower"] = text
+        size = bson_size(document)
+        if size > max_size:
+            raise EventTooLarge(event.id, size, max_size)
+        body = len(data.encode())
+        fields = (event.type.name, event.timestamp, event.is_synthetic, event.archived)
+        if body > INLINE_LIMIT or inline_bytes + body > BATCH_INLINE_BUDGET:
+            del document["inc"], document["seq"], document["turn"], document["cv"]
+            entry = pack_entry(event.id, *fields, None)
+            prepared.append(Prepared(event=event, entry=entry, document=document))
+        else:
+            inline_bytes += body
+            prepared.append(Prepared(event=event, entry=pack_entry(event.id, *fields, data)))
+    return prepared

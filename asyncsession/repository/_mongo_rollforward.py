@@ -1,0 +1,248 @@
+"""Roll-forward: move the oldest tail events, and a compaction's pending changes, below the tail.
+
+When the tail grows past `K_MAX` entries, its oldest events are copied to the events collection
+(``insert_many``; a repeat is harmless) and then pulled from the tail while ``rolled`` moves past
+them, in one update guarded by ``rolled`` and ``cv``. A compaction's ``pending`` changes are
+rolled forward the same way (``update_many`` archive flags, ``insert_many`` inserts, then
+``pending`` is cleared). Event documents carry the ``cv`` they were written at, so a slow roller
+can never overwrite what a newer compaction wrote. Anyone may finish a roll-forward; readers
+merge ``pending`` until it is done.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Final
+
+from ..exceptions import StorageError
+from ._mongo_codec import Doc, map_pymongo_errors
+from ._mongo_hints import K_MAX, K_MIN, TailHints
+from ._mongo_prepare import text_lower
+from ._mongo_state import Entry, decode_entries
+from ._mongo_store import IN_CHUNK, Store, find_by_ids, insert_new
+
+__all__ = ["RollForward", "moved"]
+
+_log = logging.getLogger("asyncsession.mongo")
+
+_PULL_BY_ID: Final = 64
+
+
+def moved(entries: Sequence[Entry]) -> Doc:
+    """The counters that change when ``entries`` (a prefix of the tail) leave the tail."""
+    changes: Doc = {
+        "$set": {"rolled": entries[-1].seq},
+        "$inc": {
+            "tn": -len(entries),
+            "live": sum(1 for e in entries if e.is_message and not e.archived),
+        },
+    }
+    users = [e.seq for e in entries if e.type == "USER"]
+    if users:
+        changes["$set"]["last_user"] = max(users)
+    return changes
+
+
+class RollForward:
+    """Moves events from session documents to the events collection of a `Store`."""
+
+    def __init__(self, store: Store, hints: TailHints) -> None:
+        self._store = store
+        self._hints = hints
+
+    async def after_commit(self, session_id: str, doc: Doc, added: int, whole: bool) -> None:
+        """Roll forward when this commit took the tail to `K_MAX` entries, or past one more
+        multiple of ``K_MAX - K_MIN`` beyond it (so a roll-forward that failed is retried soon).
+
+        Commits on one session document are serialized, so exactly one commit crosses each
+        boundary: concurrent writers do not all roll forward at once. A commit that returned no
+        post-image (``doc`` is empty) was guarded to leave nothing to do."""
+        if "tn" not in doc:
+            return
+        size = int(doc["tn"])
+        before = size - added
+        step = K_MAX - K_MIN
+        boundary = K_MAX if before < K_MAX else K_MAX + ((before - K_MAX) // step + 1) * step
+        await self.housekeep(
+            session_id,
+            doc if whole else None,
+            pending=bool(doc.get("pending")),
+            roll=size if boundary <= size else None,
+        )
+
+    async def housekeep(
+        self, session_id: str, doc: Doc | None, *, pending: bool, roll: int | None
+    ) -> None:
+        """Roll forward after a commit. A failure here leaves work any later write finishes (and
+        readers merge meanwhile); it never undoes the commit, so it is logged, not raised."""
+        try:
+            if pending:
+                await self.roll_pending(session_id)
+            if roll is not None:
+                await self.roll_forward(session_id, doc, size=roll)
+        except StorageError as exc:
+            _log.warning(
+                "rolling session %r forward failed (a later write finishes it): %s",
+                session_id,
+                exc,
+            )
+
+    def _event_document(self, session_id: str, inc: str, cv: int, entry: Entry) -> Doc:
+        assert entry.data is not None
+        event = self._store.cache.event(session_id, entry.id, entry.data, entry.archived)
+        doc: Doc = {
+            "_id": entry.id,
+            "session_id": session_id,
+            "inc": inc,
+            "seq": entry.seq,
+            "ts": entry.ts,
+            "type": entry.type,
+            "synthetic": entry.synthetic,
+            "archived": entry.archived,
+            "turn": entry.turn,
+            "cv": cv,
+            "data": entry.data,
+        }
+        if entry.minor:
+            doc["minor"] = entry.minor
+        text = text_lower(event)
+        if text is not None:
+            doc["text_lower"] = text
+        return doc
+
+    async def write_events(
+        self, session_id: str, inc: str, cv: int, entries: Sequence[Entry]
+    ) -> None:
+        """Write entries to the events collection, never over what a newer ``cv`` wrote.
+
+        Copies go in with one ``insert_many``. Where a copy exists already (an earlier
+        roll-forward that stopped half-way, a concurrent one, a big event's document), it is
+        replaced only if it is older: written at a smaller ``cv``, by another incarnation of the
+        session, or not rolled forward yet. The replacement is guarded by exactly the version
+        read, so no filter needs an ``$or`` (which some planners answer with a collection scan).
+        """
+        events = self._store.events
+        docs = {e.id: self._event_document(session_id, inc, cv, e) for e in entries if e.data}
+        big = {e.id: e for e in entries if e.data is None}
+        existing: list[str] = list(big)
+        with map_pymongo_errors(f"roll session {session_id!r} forward"):
+            if docs:
+                existing += await insert_new(events, list(docs.values()))
+            if not existing:
+                return
+            found = await find_by_ids(
+                events, existing, {"session_id": session_id}, {"inc": 1, "cv": 1, "seq": 1}
+            )
+            for doc in found:
+                if doc.get("inc") == inc and "seq" in doc and doc.get("cv", -1) >= cv:
+                    continue  # as new as this copy, or newer
+                absent = {"$exists": False}
+                guard: Doc = {"_id": doc["_id"], "session_id": session_id}
+                guard |= {field: doc.get(field, absent) for field in ("inc", "cv", "seq")}
+                entry = big.get(doc["_id"])
+                if entry is None:
+                    await events.replace_one(guard, docs[doc["_id"]])
+                    continue
+                fields: Doc = {
+                    "inc": inc,
+                    "seq": entry.seq,
+                    "archived": entry.archived,
+                    "turn": entry.turn,
+                    "cv": cv,
+                }
+                if entry.minor:
+                    fields["minor"] = entry.minor
+                await events.update_one(guard, {"$set": fields})
+
+    async def roll_forward(
+        self, session_id: str, doc: Doc | None = None, *, size: int = K_MAX
+    ) -> None:
+        """Move the oldest tail events to the events collection, leaving `K_MIN`.
+
+        ``doc`` is the whole session document if the caller has it; otherwise the oldest
+        entries are read, as many as a tail of about ``size`` entries would move.
+        """
+        self._hints.forget(session_id)
+        if doc is None or "tail" not in doc:
+            with map_pymongo_errors(f"read session {session_id!r}"):
+                doc = await self._store.sessions.find_one(
+                    {"_id": session_id},
+                    {
+                        "tail": {"$slice": max(size - K_MIN, 1) + 8},
+                        "tn": 1,
+                        "seq": 1,
+                        "rolled": 1,
+                        "cv": 1,
+                        "inc": 1,
+                        "last_user": 1,
+                    },
+                )
+            if doc is None:
+                return
+        size = int(doc["tn"])
+        if size <= K_MIN:
+            return
+        entries = decode_entries(
+            doc["tail"], int(doc["seq"]), int(doc.get("last_user", -1)), size=size
+        )
+        cut = min(size - K_MIN, len(entries))
+        while cut < len(entries) and entries[cut].seq == entries[cut - 1].seq:
+            cut += 1
+        if cut == len(entries) and len(entries) < size:
+            cut -= 1  # the slice may end inside a run of equal positions: stop before it
+            while cut > 0 and entries[cut].seq == entries[cut - 1].seq:
+                cut -= 1
+        if cut <= 0:
+            return
+        moving = entries[:cut]
+        inc, cv = doc["inc"], int(doc["cv"])
+        await self.write_events(session_id, inc, cv, moving)
+        guard = {"_id": session_id, "rolled": doc["rolled"], "cv": cv, "inc": inc}
+        sessions = self._store.sessions
+        with map_pymongo_errors(f"roll session {session_id!r} forward"):
+            # Nothing appended since the read: cut the prefix by length, which costs the server
+            # O(tail) where pulling by id costs O(tail * moving).
+            prefix: Doc = {"$push": {"tail": {"$each": [], "$slice": len(moving) - size}}}
+            done = await sessions.update_one({**guard, "tn": size}, {**moved(moving), **prefix})
+            if done.matched_count:
+                return
+            # Appends came in meanwhile: pull by id, a short prefix at a time.
+            rolled = doc["rolled"]
+            for start in range(0, len(moving), _PULL_BY_ID):
+                part = moving[start : start + _PULL_BY_ID]
+                pull: Doc = {"$pull": {"tail": {"_id": {"$in": [e.id for e in part]}}}}
+                done = await sessions.update_one(
+                    {**guard, "rolled": rolled}, {**moved(part), **pull}
+                )
+                if not done.matched_count:
+                    return
+                rolled = part[-1].seq
+
+    async def roll_pending(self, session_id: str) -> None:
+        """Apply a committed compaction's changes below the tail, then clear ``pending``."""
+        with map_pymongo_errors(f"read session {session_id!r}"):
+            doc = await self._store.sessions.find_one({"_id": session_id}, {"pending": 1, "inc": 1})
+        if doc is None or not doc.get("pending"):
+            return
+        pending: Doc = doc["pending"]
+        inc, cv = doc["inc"], int(pending["cv"])
+        archive: list[str] = list(pending.get("archive", ()))
+        seqs: list[int] = list(pending.get("archive_seq", ()))
+        with map_pymongo_errors(f"roll session {session_id!r} forward"):
+            for start in range(0, len(archive), IN_CHUNK):
+                chunk = archive[start : start + IN_CHUNK]
+                query: Doc = {"_id": {"$in": chunk}, "session_id": session_id, "inc": inc}
+                if len(seqs) == len(archive):  # ids in log order: bound the chunk's range
+                    span = seqs[start : start + IN_CHUNK]
+                    query["seq"] = {"$gte": min(span), "$lte": max(span)}
+                await self._store.events.update_many(
+                    query, {"$set": {"archived": True}, "$max": {"cv": cv}}
+                )
+        inserts = [Entry.from_doc(entry, 0) for entry in pending.get("inserts", ())]
+        if inserts:
+            await self.write_events(session_id, inc, cv, inserts)
+        with map_pymongo_errors(f"roll session {session_id!r} forward"):
+            await self._store.sessions.update_one(
+                {"_id": session_id, "pending.cv": cv}, {"$set": {"pending": None}}
+            )
