@@ -3,12 +3,16 @@
 They know nothing about the OpenAI SDK: ``asyncsession.openai`` converts at its edge, so an
 advisor (and its tests) never touches SDK types.
 
-- :class:`ChatOptions`: the model parameters of a call (model, temperature, tool choice, ...).
-- :class:`ChatRequest`: the prompt, the options and the tools offered to the model.
-- :class:`ChatResponse`: the model's reply (one assistant message) with its finish reason and
-  usage, plus the advisor context once the call is over.
-- :class:`ChatChunk`: one streamed delta: text, tool-call fragments, finish reason or usage.
-- :class:`StreamAggregator`: folds chunks into the :class:`ChatResponse` they add up to.
+- [`ChatOptions`][asyncsession.chat.ChatOptions]: the model parameters of a call (model,
+  temperature, tool choice, ...).
+- [`ChatRequest`][asyncsession.chat.ChatRequest]: the prompt, the options and the tools offered to
+  the model.
+- [`ChatResponse`][asyncsession.chat.ChatResponse]: the model's reply (one assistant message) with
+  its finish reason and usage, plus the advisor context once the call is over.
+- [`ChatChunk`][asyncsession.chat.ChatChunk]: one streamed delta: text, tool-call fragments, finish
+  reason or usage.
+- [`StreamAggregator`][asyncsession.chat.StreamAggregator]: folds chunks into the
+  [`ChatResponse`][asyncsession.chat.ChatResponse] they add up to.
 """
 
 from __future__ import annotations
@@ -38,8 +42,9 @@ __all__ = [
 class ChatOptions:
     """Model parameters of a chat call; ``None`` leaves a parameter to the layer below.
 
-    Options merge field by field (:meth:`merged_with`): the client's defaults, then the call's.
-    Anything the Chat Completions API takes that has no field here goes into ``extra_body``.
+    Options merge field by field ([`merged_with`][asyncsession.chat.ChatOptions.merged_with]): the
+    client's defaults, then the call's. Anything the Chat Completions API takes that has no field
+    here goes into ``extra_body``.
     """
 
     model: str | None = None
@@ -196,7 +201,8 @@ class _CallParts:
 
 
 class StreamAggregator:
-    """Folds the chunks of one model round into the :class:`ChatResponse` they add up to.
+    """Folds the chunks of one model round into the [`ChatResponse`][asyncsession.chat.ChatResponse]
+    they add up to.
 
     Text pieces are joined once at the end and tool-call fragments are folded by their index, so
     adding a chunk costs O(1) however long the reply grows. (The SDK's

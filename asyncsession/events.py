@@ -1,9 +1,10 @@
 """Sessions and the events of their log.
 
-A :class:`Session` is metadata only: identity, owner, lifetime. Its conversation is an
-append-only log of :class:`SessionEvent` values kept by a repository. An event wraps either a
-chat message (types ``USER``, ``ASSISTANT``, ``TOOL``, ``SYSTEM``) or, for an event type of your
-own made with :meth:`EventType.of`, a JSON payload that is never sent to the model.
+A [`Session`][asyncsession.events.Session] is metadata only: identity, owner, lifetime. Its
+conversation is an append-only log of [`SessionEvent`][asyncsession.events.SessionEvent] values kept
+by a repository. An event wraps either a chat message (types ``USER``, ``ASSISTANT``, ``TOOL``,
+``SYSTEM``) or, for an event type of your own made with
+[`EventType.of`][asyncsession.events.EventType.of], a JSON payload that is never sent to the model.
 
 Events are never edited. Compaction only flags them ``archived``; deleting the session is the
 only way they leave the log.
@@ -338,7 +339,8 @@ class SessionEvent(_Frozen):
 
 
 class CreateSessionRequest(_Frozen):
-    """What :meth:`SessionService.create` needs to create a session."""
+    """What [`SessionService.create`][asyncsession.service.SessionService.create] needs to create a
+    session."""
 
     id: str | None = None
     """The session id; a random UUID when ``None``."""

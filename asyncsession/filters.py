@@ -3,18 +3,19 @@
 Every criterion that is set must hold (they are AND-ed). A filter also carries at most one
 retrieval window: the newest ``last_n`` events, or one page (``page``, ``page_size``).
 
-Stores push filters into their queries; :meth:`EventFilter.apply` is the reference
-implementation of the read contract for a log held as a list, and the in-memory repository uses
-it as is.
+Stores push filters into their queries;
+[`EventFilter.apply`][asyncsession.filters.EventFilter.apply] is the reference implementation of the
+read contract for a log held as a list, and the in-memory repository uses it as is.
 
 **Windows keep turns whole.** A ``last_n`` window of one session that would start in the middle
 of a turn is extended back to the user message that starts the turn, so a prompt built from it
 never opens with a tool result or an assistant reply. Text searches and pages are never extended,
 and reads across sessions are plain.
 
-**The active view** (``active_view=True``, part of :meth:`EventFilter.active`) is what the
-model sees: message events that are not archived. Events of custom types are left out of it
-unless ``event_types`` asks for them, and then only those appended after the newest compaction.
+**The active view** (``active_view=True``, part of
+[`EventFilter.active`][asyncsession.filters.EventFilter.active]) is what the model sees: message
+events that are not archived. Events of custom types are left out of it unless ``event_types`` asks
+for them, and then only those appended after the newest compaction.
 """
 
 from __future__ import annotations

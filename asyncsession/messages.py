@@ -15,8 +15,8 @@ Completions never sees either; both are left out of the stored JSON when empty.
 
 ``ToolResponseMessage`` groups the results of one round of (possibly parallel) tool calls, as one
 session event; OpenAI sends each result as its own ``role: tool`` dict, so
-:meth:`ToolResponseMessage.to_openai` returns one dict per response. For the same reason every
-``to_openai()`` returns a list.
+[`ToolResponseMessage.to_openai`][asyncsession.messages.ToolResponseMessage.to_openai] returns one
+dict per response. For the same reason every ``to_openai()`` returns a list.
 """
 
 from __future__ import annotations
@@ -198,7 +198,8 @@ class AssistantMessage(_MessageBase):
 
     @property
     def reasoning(self) -> tuple[dict[str, JsonValue], ...]:
-        """The reasoning items among :attr:`items`, in order."""
+        """The reasoning items among [`items`][asyncsession.messages.AssistantMessage.items], in
+        order."""
         return tuple(item for item in self.items if item.get("type") == "reasoning")
 
     @property
@@ -305,7 +306,8 @@ def message_from_openai(message: OpenAIMessage) -> Message:
     """Convert one OpenAI Chat Completions message dict into a message.
 
     A ``role: tool`` dict becomes a ``ToolResponseMessage`` with one response whose name is
-    empty: the wire format does not carry it. :func:`messages_from_openai` fills names in from
+    empty: the wire format does not carry it.
+        [`messages_from_openai`][asyncsession.messages.messages_from_openai] fills names in from
     the calls and groups consecutive tool dicts into one message.
 
     Raises:

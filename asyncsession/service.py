@@ -1,10 +1,10 @@
 """``SessionService``: the front door applications and advisors call.
 
-:class:`DefaultSessionService` validates arguments, applies the service's policies (the default
-time to live, whether system messages may be stored) and delegates to a
-:class:`~asyncsession.repository.SessionRepository`. :class:`DelegatingSessionService` forwards
-every call to another service, so a decorator (authorization, metrics) overrides only what it
-needs.
+[`DefaultSessionService`][asyncsession.service.DefaultSessionService] validates arguments, applies
+the service's policies (the default time to live, whether system messages may be stored) and
+delegates to a [`SessionRepository`][asyncsession.repository.SessionRepository].
+[`DelegatingSessionService`][asyncsession.service.DelegatingSessionService] forwards every call to
+another service, so a decorator (authorization, metrics) overrides only what it needs.
 
 Over 500 lines: the protocol, its default and its delegating decorator spell out the same
 eighteen operations three times, side by side so a reader can check that the three agree.
@@ -341,7 +341,7 @@ class DefaultSessionService:
         of a conversation needs no separate create. A store with a native turn
         (``MongoSessionRepository``: two commands, three on a new session;
         ``InMemorySessionRepository``) does it at once; any other store reads, then appends
-        (see :func:`asyncsession.repository.start_turn`). ``reserve_event_ids`` are ids the
+        (see `asyncsession.repository.start_turn`). ``reserve_event_ids`` are ids the
         caller will append next (the reply): a store may register them now to make that
         append cheaper.
 

@@ -18,32 +18,6 @@ PACKAGE = "asyncsession"
 ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 MAX_LINES = 500
 
-# Import edges that close a circle some other branch of issue 12 removes. The lead empties this
-# at merge; an entry whose edge no longer exists fails the test, so it cannot go stale.
-KNOWN_CIRCLES_OWNED_ELSEWHERE: frozenset[tuple[str, str]] = frozenset(
-    {
-        # `tools`: chat.py -> advisors/tools.py (Tool) -> advisors/base.py -> chat.py.
-        ("asyncsession.chat", "asyncsession.advisors.tools"),
-    }
-)
-
-# Over-long modules that another branch of issue 12 splits (the lead empties this at merge).
-LONG_MODULES_OWNED_ELSEWHERE: frozenset[str] = frozenset(
-    {
-        "asyncsession.repository._mongo_write",  # `mongo`
-        "asyncsession.testing.contract",  # `contract`
-        "asyncsession.testing.openai_server",  # `contract`
-        "asyncsession.memory.tools",  # `tools` (one Tool concept)
-    }
-)
-
-# Private names imported across modules in files another branch of issue 12 rewrites.
-PRIVATE_IMPORTS_OWNED_ELSEWHERE: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("asyncsession.memory.tools", "_split_path"),  # `tools` rewrites memory/tools.py
-    }
-)
-
 # Lower layers never import higher ones; a module may import its own layer and any below.
 # The longest matching prefix wins, so a subpackage can sit apart from its parent.
 LAYERS: dict[str, int] = {
@@ -247,15 +221,7 @@ def test_a_circle_is_found() -> None:
 def test_no_import_circle() -> None:
     """No module reaches itself through its imports (every import counts)."""
     graph = _graph()
-    for importer, target in KNOWN_CIRCLES_OWNED_ELSEWHERE:
-        assert target in graph[importer], (
-            f"{importer} no longer imports {target}: remove it from KNOWN_CIRCLES_OWNED_ELSEWHERE"
-        )
-    pruned: dict[str, frozenset[str]] = {
-        name: frozenset(t for t in targets if (name, t) not in KNOWN_CIRCLES_OWNED_ELSEWHERE)
-        for name, targets in graph.items()
-    }
-    circles = _circles(pruned)
+    circles = _circles(graph)
     assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
 
 
@@ -298,17 +264,8 @@ def test_no_private_name_is_imported_from_another_module() -> None:
     for imp in _all_imports():
         if imp.name is None or not _is_private(imp.name) or f"{imp.module}.{imp.name}" in modules:
             continue
-        if (imp.importer, imp.name) in PRIVATE_IMPORTS_OWNED_ELSEWHERE:
-            continue
         offenders.append(f"{imp.importer} imports {imp.name} from {imp.module} (line {imp.line})")
     assert not offenders, "private names imported across modules:\n" + "\n".join(offenders)
-
-
-def test_the_private_name_allow_list_is_current() -> None:
-    """Every allow-listed private import still exists (otherwise the entry must go)."""
-    present = {(imp.importer, imp.name) for imp in _all_imports()}
-    stale = PRIVATE_IMPORTS_OWNED_ELSEWHERE - present
-    assert not stale, f"remove from PRIVATE_IMPORTS_OWNED_ELSEWHERE: {sorted(stale)}"
 
 
 def _docstring(path: Path) -> str:
@@ -320,18 +277,9 @@ def test_no_module_is_over_500_lines_without_a_stated_reason(name: str) -> None:
     """A module over 500 lines states why at the top of its docstring ("Over 500 lines: ...")."""
     path = _modules()[name]
     lines = len(path.read_text(encoding="utf-8").splitlines())
-    if lines <= MAX_LINES or name in LONG_MODULES_OWNED_ELSEWHERE:
+    if lines <= MAX_LINES:
         return
     assert "Over 500 lines:" in _docstring(path), (
         f"{name} has {lines} lines: split it, or state the reason in its docstring "
         "('Over 500 lines: ...')"
     )
-
-
-def test_the_long_module_allow_list_is_current() -> None:
-    """Every allow-listed long module still exists and is still long."""
-    modules = _modules()
-    for name in LONG_MODULES_OWNED_ELSEWHERE:
-        assert name in modules, f"{name} is gone: remove it from LONG_MODULES_OWNED_ELSEWHERE"
-        lines = len(modules[name].read_text(encoding="utf-8").splitlines())
-        assert lines > MAX_LINES, f"{name} is short now: remove it from the allow-list"

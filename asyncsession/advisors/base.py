@@ -5,14 +5,16 @@ runs further out; ties keep registration order), folded so that each advisor get
 ``call_next`` that runs the rest of the chain. Every advisor has two shapes of the same
 lifecycle: ``call`` (one awaited response) and ``stream`` (chunks as they arrive).
 
-On the stream path ``call_next`` returns a :class:`ChunkStream`: iterate it to pass the chunks
-on, and once it is exhausted its :attr:`~ChunkStream.response` is the response the chunks add up
-to, after every advisor further in has had its say. Assigning ``chunks.response`` replaces the
-response that advisors further out see.
+On the stream path ``call_next`` returns a [`ChunkStream`][asyncsession.advisors.base.ChunkStream]:
+iterate it to pass the chunks on, and once it is exhausted its
+[`response`][asyncsession.advisors.base.ChunkStream.response] is the response the chunks add up to,
+after every advisor further in has had its say. Assigning ``chunks.response`` replaces the response
+that advisors further out see.
 
-Advisors keep no per-call state on ``self``: per-call data goes on the :class:`CallContext`,
-into its ``context`` (the advisor context of string keys the caller passed) or its ``state``
-(typed scratch space that advisors use to share what they have read).
+Advisors keep no per-call state on ``self``: per-call data goes on the
+[`CallContext`][asyncsession.advisors.base.CallContext], into its ``context`` (the advisor context
+of string keys the caller passed) or its ``state`` (typed scratch space that advisors use to share
+what they have read).
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ T = TypeVar("T")
 
 
 class StateKey(Generic[T]):
-    """A typed key into :attr:`CallContext.state`; keys compare by identity."""
+    """A typed key into [`CallContext.state`][asyncsession.advisors.base.CallContext.state]; keys
+    compare by identity."""
 
     __slots__ = ("name",)
 
@@ -106,7 +109,8 @@ class CallContext:
 class ChunkStream(ABC):
     """The chunks of the rest of the chain, and the response they add up to.
 
-    Iterate it to the end, then read :attr:`response`. Close it with :meth:`aclose` (or
+    Iterate it to the end, then read [`response`][asyncsession.advisors.base.ChunkStream.response].
+    Close it with [`aclose`][asyncsession.advisors.base.ChunkStream.aclose] (or
     ``contextlib.aclosing``) if you stop early: that closes the model's HTTP stream.
     """
 
@@ -217,8 +221,10 @@ class Advisor(Protocol):
 class BaseAdvisor:
     """An advisor with ``before``/``after`` hooks that serve the call and the stream path alike.
 
-    Override :meth:`before` and :meth:`after` for the common case, or ``call``/``stream`` to wrap
-    the rest of the chain yourself. Set ``order`` as a class attribute or in ``__init__``.
+    Override [`before`][asyncsession.advisors.base.BaseAdvisor.before] and
+    [`after`][asyncsession.advisors.base.BaseAdvisor.after] for the common case, or
+    ``call``/``stream`` to wrap the rest of the chain yourself. Set ``order`` as a class attribute
+    or in ``__init__``.
 
     On the stream path the chunks pass through untouched as they arrive, ``after`` runs once
     the stream has been read to the end and sees the aggregated response; it cannot rewrite

@@ -1,8 +1,9 @@
 """The advisor-context keys of the session advisors, and ``SessionContexts`` to read them.
 
 The caller routes a call to a session through the advisor context (``context={...}`` on
-``ChatClient.call``/``stream``). :class:`SessionContexts` reads it exactly as the session
-advisors do, so an advisor of your own names and creates the session the same way.
+``ChatClient.call``/``stream``). [`SessionContexts`][asyncsession.advisors.contexts.SessionContexts]
+reads it exactly as the session advisors do, so an advisor of your own names and creates the session
+the same way.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ An ``EventFilter`` decides which stored events are read into the next prompt; a
 written and so never replayed; the prompt that goes to the model is unaffected.
 
 Filters compose with ``&`` / ``|`` / ``~`` (or ``and_``, ``or_``, ``negate``). Setting a
-filter of your own replaces the default :meth:`MessageFilter.skip_empty_messages`; compose with
-it to keep that protection.
+filter of your own replaces the default
+`MessageFilter.skip_empty_messages`; compose with it to keep that
+protection.
 """
 
 from __future__ import annotations

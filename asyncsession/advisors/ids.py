@@ -1,11 +1,12 @@
 """Event id generators for the messages the memory advisor stores.
 
 By default every stored event gets a random id, so a retried write creates a new event.
-:class:`IdempotentSessionEventIdGenerator` derives the id from the message and a fingerprint
-of advisor-context values instead: a retried request then writes the same ids, and appending
-an id the session already has is a no-op. :class:`RequestIdEventIdGenerator` does so only for
-calls that carry a request id (``REQUEST_ID_CONTEXT_KEY``), and is random otherwise: the
-generator of idempotent turns (see `asyncsession.advisors.IdempotentTurnAdvisor`).
+[`IdempotentSessionEventIdGenerator`][asyncsession.advisors.ids.IdempotentSessionEventIdGenerator]
+derives the id from the message and a fingerprint of advisor-context values instead: a retried
+request then writes the same ids, and appending an id the session already has is a no-op.
+[`RequestIdEventIdGenerator`][asyncsession.advisors.ids.RequestIdEventIdGenerator] does so only for
+calls that carry a request id (``REQUEST_ID_CONTEXT_KEY``), and is random otherwise: the generator
+of idempotent turns (see `asyncsession.advisors.IdempotentTurnAdvisor`).
 """
 
 from __future__ import annotations

@@ -175,7 +175,9 @@ class SessionMemoryAdvisor(BaseAdvisor):
         """Load and guard the history (once per call), store the request message, and send the
         history with the request.
 
-        On the stream path the reply is stored by :meth:`after` once the stream was read to the
+        On the stream path the reply is stored by
+        [`after`][asyncsession.advisors.memory.SessionMemoryAdvisor.after] once the stream was read
+        to the
         end: a stream abandoned before its end stores no reply (the request message stays
         stored) and runs no compaction.
         """

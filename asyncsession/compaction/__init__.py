@@ -2,21 +2,30 @@
 
 Old turns are archived (kept and searchable), optionally replaced by a summary turn. A trigger
 decides when, a strategy decides what, and the result is applied as a
-:class:`CompactionPlan` with a compare-and-swap on the session's version::
+[`CompactionPlan`][asyncsession.compaction.CompactionPlan] with a compare-and-swap on the session's
+version::
 
     strategy = RecursiveSummarizationCompactionStrategy(
         OpenAISummarizer(openai_client, "gpt-4.1-mini"), max_events_to_keep=12
     )
     result = await service.compact(session_id, TurnCountTrigger(20), strategy)
 
-- Triggers: :class:`TurnCountTrigger`, :class:`TokenCountTrigger`,
-  :class:`ContextWindowTrigger` (on the usage the model reported), :func:`any_of`,
-  :func:`all_of`, or any function of a :class:`CompactionRequest` returning a bool.
-- Strategies: :class:`SlidingWindowCompactionStrategy`, :class:`TurnWindowCompactionStrategy`,
-  :class:`TokenCountCompactionStrategy`, :class:`RecursiveSummarizationCompactionStrategy`.
-- Models and tokens: :class:`Summarizer` (:class:`OpenAISummarizer`) and
-  :class:`TokenCountEstimator` (:class:`HeuristicTokenCountEstimator`).
-- Background work: :class:`CompactionWorker`.
+- Triggers: [`TurnCountTrigger`][asyncsession.compaction.TurnCountTrigger],
+  [`TokenCountTrigger`][asyncsession.compaction.TokenCountTrigger],
+  [`ContextWindowTrigger`][asyncsession.compaction.ContextWindowTrigger] (on the usage the model
+  reported), [`any_of`][asyncsession.compaction.any_of], [`all_of`][asyncsession.compaction.all_of],
+  or any function of a [`CompactionRequest`][asyncsession.compaction.CompactionRequest] returning a
+  bool.
+- Strategies:
+  [`SlidingWindowCompactionStrategy`][asyncsession.compaction.SlidingWindowCompactionStrategy],
+  [`TurnWindowCompactionStrategy`][asyncsession.compaction.TurnWindowCompactionStrategy],
+  [`TokenCountCompactionStrategy`][asyncsession.compaction.TokenCountCompactionStrategy],
+  `RecursiveSummarizationCompactionStrategy`.
+- Models and tokens: [`Summarizer`][asyncsession.compaction.Summarizer]
+  ([`OpenAISummarizer`][asyncsession.compaction.OpenAISummarizer]) and
+  [`TokenCountEstimator`][asyncsession.compaction.TokenCountEstimator]
+  ([`HeuristicTokenCountEstimator`][asyncsession.compaction.HeuristicTokenCountEstimator]).
+- Background work: [`CompactionWorker`][asyncsession.compaction.CompactionWorker].
 """
 
 from ..plans import CompactionPlan, CompactionRequest, CompactionResult, Insert

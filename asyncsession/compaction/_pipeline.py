@@ -1,7 +1,7 @@
 """The steps every compaction strategy shares: split the events, choose a cut, build a result.
 
 A strategy never works on the active events as a whole. It first splits them
-(:func:`split_events`) into
+(`split_events`) into
 
 - the **pinned** system message: the latest stored (non-synthetic) system message, which always
   stays active where it is and is never summarized;
@@ -13,9 +13,9 @@ A strategy never works on the active events as a whole. It first splits them
 - and anything else (events of custom types), which is left untouched where it is.
 
 A cut is an index into ``real``: ``real[:cut]`` is archived, ``real[cut:]`` kept. It is moved
-forward to the next turn start (:func:`snap_to_turn_start`), so a turn is never split and a tool
+forward to the next turn start (`snap_to_turn_start`), so a turn is never split and a tool
 call never loses its results, and back to the last turn start if it would archive everything
-(:func:`retain_last_turn`), so the newest turn is always kept. The result keeps every event that is
+(`retain_last_turn`), so the newest turn is always kept. The result keeps every event that is
 not archived in log order: nothing is ever reordered.
 """
 

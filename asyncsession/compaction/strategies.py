@@ -1,7 +1,9 @@
 """Compaction strategies: what to archive, and what (if anything) replaces it.
 
-A strategy is pure: it receives the active events in a :class:`CompactionRequest` and returns a
-:class:`CompactionResult`; it never touches the repository.
+A strategy is pure: it receives the active events in a
+[`CompactionRequest`][asyncsession.compaction.strategies.CompactionRequest] and returns a
+[`CompactionResult`][asyncsession.compaction.strategies.CompactionResult]; it never touches the
+repository.
 
 Every strategy here keeps the same rules (see ``asyncsession.compaction._pipeline``):
 

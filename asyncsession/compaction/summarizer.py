@@ -1,9 +1,10 @@
 """Summarizers: the model call behind recursive summarization.
 
-A :class:`Summarizer` takes a system prompt and a user prompt and returns the summary text. Any
-object with that one async method fits, so any model (or a test double) can write summaries.
-:class:`OpenAISummarizer` calls a Chat Completions model through a borrowed
-``openai.AsyncOpenAI`` client.
+A [`Summarizer`][asyncsession.compaction.summarizer.Summarizer] takes a system prompt and a user
+prompt and returns the summary text. Any object with that one async method fits, so any model (or a
+test double) can write summaries.
+[`OpenAISummarizer`][asyncsession.compaction.summarizer.OpenAISummarizer] calls a Chat Completions
+model through a borrowed ``openai.AsyncOpenAI`` client.
 
 Give the summarizer a plain client: the summary call must not itself go through session advisors
 (it has no session, and it must not be stored as a turn).
@@ -57,7 +58,8 @@ class Summarizer(Protocol):
 
 
 class OpenAISummarizer:
-    """A :class:`Summarizer` that calls an OpenAI Chat Completions model.
+    """A [`Summarizer`][asyncsession.compaction.summarizer.Summarizer] that calls an OpenAI Chat
+    Completions model.
 
     Args:
         client: the ``openai.AsyncOpenAI`` client (or any OpenAI-compatible server's). It is

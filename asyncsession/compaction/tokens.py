@@ -1,17 +1,20 @@
 """Token estimates for compaction budgets, offline and without downloads.
 
-A :class:`TokenCountEstimator` turns text into an estimated token count. Token budgets
-(:class:`~asyncsession.compaction.TokenCountTrigger`,
-:class:`~asyncsession.compaction.TokenCountCompactionStrategy`) and the ``tokens_estimated_saved``
-figure of every strategy use one. Any object with an ``estimate(text) -> int`` method fits, so a
-real tokenizer can be plugged in (for example ``tiktoken``, with its encoding files installed
-locally).
+A [`TokenCountEstimator`][asyncsession.compaction.tokens.TokenCountEstimator] turns text into an
+estimated token count. Token budgets
+([`TokenCountTrigger`][asyncsession.compaction.TokenCountTrigger],
+[`TokenCountCompactionStrategy`][asyncsession.compaction.TokenCountCompactionStrategy]) and the
+``tokens_estimated_saved`` figure of every strategy use one. Any object with an
+``estimate(text) -> int`` method fits, so a real tokenizer can be plugged in (for example
+``tiktoken``, with its encoding files installed locally).
 
-The default, :class:`HeuristicTokenCountEstimator`, needs no vocabulary at all. It splits text the
-way BPE tokenizers pre-split it (words, digit runs, punctuation runs, line breaks) and weighs each
-piece with coefficients fitted against OpenAI's ``o200k_base`` encoding (GPT-4o and later).
-Measured against both encodings on 2,900 message-sized samples of 40-1,500 characters (licence
-and documentation prose, docstrings and source of the Python standard library, random JSON, and
+The default,
+[`HeuristicTokenCountEstimator`][asyncsession.compaction.tokens.HeuristicTokenCountEstimator], needs
+no vocabulary at all. It splits text the way BPE tokenizers pre-split it (words, digit runs,
+punctuation runs, line breaks) and weighs each piece with coefficients fitted against OpenAI's
+``o200k_base`` encoding (GPT-4o and later). Measured against both encodings on 2,900 message-sized
+samples of 40-1,500 characters (licence and documentation prose, docstrings and source of the Python
+standard library, random JSON, and
 software translations in eight languages):
 
 | text                      | mean error per text | total bias   |

@@ -6,11 +6,15 @@ function, sync or async, taking the request and returning a bool. The role itsel
 ([`CompactionTrigger`][asyncsession.plans.CompactionTrigger], `TriggerLike`, `should_compact`)
 is defined in `asyncsession.plans`, below the service that asks it, and re-exported here.
 
-- :class:`TurnCountTrigger` fires when there are more real turns than allowed;
-- :class:`TokenCountTrigger` fires when the events a prompt would carry reach a token threshold;
-- :class:`ContextWindowTrigger` fires when the prompt, as the model last reported it, fills a
-  fraction of the model's context window;
-- :func:`any_of` and :func:`all_of` combine triggers (OR and AND, evaluated in order, lazily).
+- [`TurnCountTrigger`][asyncsession.compaction.triggers.TurnCountTrigger] fires when there are more
+  real turns than allowed;
+- [`TokenCountTrigger`][asyncsession.compaction.triggers.TokenCountTrigger] fires when the events a
+  prompt would carry reach a token threshold;
+- [`ContextWindowTrigger`][asyncsession.compaction.triggers.ContextWindowTrigger] fires when the
+  prompt, as the model last reported it, fills a fraction of the model's context window;
+- [`any_of`][asyncsession.compaction.triggers.any_of] and
+  [`all_of`][asyncsession.compaction.triggers.all_of] combine triggers (OR and AND, evaluated in
+  order, lazily).
 """
 
 from __future__ import annotations
@@ -87,7 +91,7 @@ class TokenCountTrigger:
     It counts what the token-count strategy budgets: the latest stored system message, the
     synthetic summary events and the real events. System messages a newer one supersedes are
     left out (the next compaction archives them), and so are events of custom types. Each event
-    is estimated as one formatted line (see :func:`~asyncsession.compaction.format_event`).
+    is estimated as one formatted line (see `format_event`).
 
     Raises:
         UsageError: ``threshold`` is not a positive int.
@@ -232,7 +236,8 @@ class ContextWindowTrigger:
         return tokens_of(split_events(events).budgeted, self.estimator)
 
     async def should_compact(self, request: CompactionRequest) -> bool:
-        """Whether the prompt reaches :attr:`threshold` tokens."""
+        """Whether the prompt reaches
+        [`threshold`][asyncsession.compaction.triggers.ContextWindowTrigger.threshold] tokens."""
         return self.prompt_tokens(request) >= self.threshold
 
     def __repr__(self) -> str:

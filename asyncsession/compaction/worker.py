@@ -12,18 +12,21 @@ the session id after a turn and let the worker compact it in the background::
 Design notes:
 
 - **Bounded concurrency.** ``max_concurrency`` consumer tasks read session ids from one queue (an
-  unbounded anyio memory stream, so :meth:`~CompactionWorker.submit` never blocks); at most that
+  unbounded anyio memory stream, so
+  [`submit`][asyncsession.compaction.worker.CompactionWorker.submit] never blocks); at most that
   many compactions run at once.
 - **Coalescing.** A session is never queued twice: submitting a queued session returns the
   ticket it already has. Submitting a session while it is being compacted schedules exactly one
   more run after the current one (the new events deserve a look), however often it is submitted
   meanwhile. So one session never runs twice at once in one worker.
-- **Safe shutdown.** :meth:`~CompactionWorker.aclose` drains (runs everything submitted) or, with
-  ``drain=False``, drops what is queued and cancels what runs. A cancelled compaction is
-  interrupted before its write or not at all: the repository applies a plan with one atomic
-  compare-and-swap, and that write runs to completion even when its task is cancelled.
-- **Observable.** Every submit returns a :class:`CompactionTicket` to await; ``on_outcome`` sees
-  every finished compaction; failures are logged and never stop the worker.
+- **Safe shutdown.** [`aclose`][asyncsession.compaction.worker.CompactionWorker.aclose] drains (runs
+  everything submitted) or, with ``drain=False``, drops what is queued and cancels what runs. A
+  cancelled compaction is interrupted before its write or not at all: the repository applies a plan
+  with one atomic compare-and-swap, and that write runs to completion even when its task is
+  cancelled.
+- **Observable.** Every submit returns a
+  [`CompactionTicket`][asyncsession.compaction.worker.CompactionTicket] to await; ``on_outcome``
+  sees every finished compaction; failures are logged and never stop the worker.
 - **Many workers are safe.** Workers in other processes (or several workers here) may compact
   the same session at once: each reads the session's version with the events and applies its
   plan only if the version is unchanged, so exactly one plan applies per version and the others
@@ -142,7 +145,8 @@ class CompactionWorker:
         trigger: decides, per session, whether to compact (see ``SessionService.compact``).
         strategy: decides what to compact.
         max_concurrency: how many compactions may run at once.
-        on_outcome: called with every finished run's :class:`CompactionOutcome` (also for
+        on_outcome: called with every finished run's
+            [`CompactionOutcome`][asyncsession.compaction.worker.CompactionOutcome] (also for
             dropped work); it must not block. Its exceptions are logged and ignored.
 
     Raises:

@@ -15,10 +15,10 @@ from openai import AsyncOpenAI
 
 from ..advisors._chain import run_call, sort_advisors, start_stream
 from ..advisors.base import Advisor, CallContext, ChunkStream
-from ..advisors.tools import Tool
 from ..chat import ChatOptions, ChatRequest, ChatResponse
 from ..exceptions import UsageError
 from ..messages import Message, UserMessage, messages_from_openai
+from ..tools import Tool
 from ._model import ModelStream, complete
 from .streaming import ChatStream
 
@@ -156,8 +156,9 @@ class BaseChatClient(ABC):
     ) -> ChatStream:
         """A streamed chat call through the advisors: ``async with client.stream(...) as s``.
 
-        Takes the arguments of :meth:`call`. Nothing is sent until the first chunk is asked
-        for; errors surface while iterating. See :class:`ChatStream` for the semantics.
+        Takes the arguments of `call`. Nothing is sent until the first chunk is asked
+        for; errors surface while iterating. See
+        [`ChatStream`][asyncsession.openai._client.ChatStream] for the semantics.
         """
         ctx, request = self._prepare(
             user, messages, context, advisors, options, tools, streaming=True

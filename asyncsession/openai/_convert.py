@@ -7,9 +7,9 @@ from typing import Any
 from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessage
 from openai.types.completion_usage import CompletionUsage
 
-from ..advisors.tools import Tool
 from ..chat import ChatChunk, ChatRequest, ChatResponse, ToolCallDelta, Usage
 from ..messages import AssistantMessage, ToolCall, messages_to_openai
+from ..tools import Tool
 
 __all__ = [
     "chunk_from_openai",

@@ -7,9 +7,9 @@ from typing import Any, cast
 
 from openai.types.responses import Response, ResponseStreamEvent, ResponseUsage
 
-from ..advisors.tools import Tool
 from ..chat import ChatChunk, ChatRequest, ChatResponse, ToolCallDelta, Usage
 from ..exceptions import ChatError, UsageError
+from ..tools import Tool
 from ._responses_items import assistant_from_output, messages_to_items
 
 __all__ = [

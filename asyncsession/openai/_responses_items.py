@@ -1,9 +1,11 @@
 """Our messages <-> OpenAI Responses API items, lossless both ways.
 
 The wire shapes are those of the ``openai`` SDK: ``ResponseInputItemParam`` going in,
-``ResponseOutputItem`` coming out. :func:`items_to_messages` reads a list of items (input or
-output, as dicts or SDK models) and :func:`messages_to_items` writes the input items a
-``responses.create`` call takes. ``messages_to_items(items_to_messages(items)) == items`` for
+``ResponseOutputItem`` coming out.
+[`items_to_messages`][asyncsession.openai._responses_items.items_to_messages] reads a list of items
+(input or output, as dicts or SDK models) and
+[`messages_to_items`][asyncsession.openai._responses_items.messages_to_items] writes the input items
+a ``responses.create`` call takes. ``messages_to_items(items_to_messages(items)) == items`` for
 every item list, ids, statuses and unknown keys included.
 
 How items become messages:

@@ -48,9 +48,10 @@ class _State(enum.Enum):
 class ChatStream:
     """A streamed chat call; use it as ``async with client.stream(...) as stream``.
 
-    Iterate it for :class:`~asyncsession.chat.ChatChunk` values; read :attr:`response` once the
-    iteration has ended. Leaving the ``async with`` block closes the model's HTTP stream; a
-    stream left before its end is abandoned (see the module docs).
+    Iterate it for [`ChatChunk`][asyncsession.chat.ChatChunk] values; read
+    [`response`][asyncsession.openai.streaming.ChatStream.response] once the iteration has ended.
+    Leaving the ``async with`` block closes the model's HTTP stream; a stream left before its end is
+    abandoned (see the module docs).
     """
 
     __slots__ = ("_chunks", "_ctx", "_finished", "_state")

@@ -55,7 +55,8 @@ MESSAGE_TYPE_NAMES: Final = frozenset(t.value.upper() for t in MessageType)
 """The event type names of message events."""
 
 SESSION_PROJECTION: Final[Doc] = {"user_id": 1, "created_at": 1, "expires_at": 1, "metadata": 1}
-"""The fields of a session document that make a :class:`Session`."""
+"""The fields of a session document that make a
+[`Session`][asyncsession.repository._mongo_codec.Session]."""
 
 
 def map_pymongo_errors(operation: str) -> AbstractContextManager[None]:
@@ -114,7 +115,7 @@ def new_session_doc(session: Session) -> Doc:
 
 
 def session_to_doc(session: Session) -> Doc:
-    """The fields of a session document that a :meth:`save` may change, and ``created_at``."""
+    """The fields of a session document that a `save` may change, and ``created_at``."""
     return {
         "user_id": session.user_id,
         "created_at": session.created_at,
@@ -124,7 +125,7 @@ def session_to_doc(session: Session) -> Doc:
 
 
 def session_from_doc(doc: Doc) -> Session:
-    """The :class:`Session` a session document holds."""
+    """The [`Session`][asyncsession.repository._mongo_codec.Session] a session document holds."""
     expires = doc.get("expires_at")
     return Session(
         id=doc["_id"],

@@ -1,13 +1,13 @@
 """Log positions for the MongoDB store: gapped integers, with fractional keys as a fallback.
 
 A position is ``(seq, minor)``, ordered as a tuple. Appends take ``seq`` values
-:data:`GAP` apart and an empty ``minor``. Compaction puts new events *between* existing ones
+`GAP` apart and an empty ``minor``. Compaction puts new events *between* existing ones
 without moving anything: a group before anchor ``A`` whose predecessor is ``P`` takes integers in
 ``(P.seq, A.seq)``, packed near ``P`` so that the rest of the gap stays free for later inserts
 before ``A``. Only when no integer is left in the gap does a group take ``P.seq`` with fractional
 ``minor`` keys between ``P``'s and ``A``'s, which always exist. No event is ever renumbered.
 
-Consecutive events never differ by more than :data:`GAP` in ``seq`` (appends step by exactly
+Consecutive events never differ by more than `GAP` in ``seq`` (appends step by exactly
 ``GAP`` and inserts only split gaps), so an event's predecessor always lies in
 ``[seq - GAP, seq]``: a bounded range query finds it.
 """

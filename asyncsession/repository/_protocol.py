@@ -2,7 +2,7 @@
 
 The backend owns *selection*: filtering, windows and paging are pushed into its queries, because
 their cost grows with the log. Core owns *interpretation*: what a compaction means arrives as a
-plain :class:`~asyncsession.plans.CompactionPlan`. ``asyncsession.testing.contract``
+plain [`CompactionPlan`][asyncsession.plans.CompactionPlan]. ``asyncsession.testing.contract``
 checks the whole contract against any store.
 """
 
@@ -74,7 +74,8 @@ class SessionRepository(Protocol):
         ...
 
     async def append_event(self, event: SessionEvent) -> None:
-        """Append one event to ``event.session_id``'s log (see :meth:`append_events`)."""
+        """Append one event to ``event.session_id``'s log (see
+        [`append_events`][asyncsession.repository._protocol.SessionRepository.append_events])."""
         ...
 
     async def append_events(
@@ -102,7 +103,7 @@ class SessionRepository(Protocol):
         """The session's events that match, oldest first; empty for an unknown session.
 
         A ``last_n`` window is extended to the start of the turn it lands in (see
-        :class:`EventFilter`).
+        [`EventFilter`][asyncsession.repository._protocol.EventFilter]).
         """
         ...
 
@@ -135,7 +136,7 @@ class SessionRepository(Protocol):
         """The session, its version and its matching events in one read; ``None`` if unknown.
 
         The version is read no later than the events. A store without a cheaper way can
-        return :func:`snapshot_by_parts`.
+        return [`snapshot_by_parts`][asyncsession.repository._protocol.snapshot_by_parts].
         """
         ...
 

@@ -2,8 +2,8 @@
 
 A chat turn, as the session-memory advisor performs it, resolves the session (creating it on
 the first turn), reads the window the model sees, appends the user's message and, after the
-model call, appends the reply. :func:`start_turn` does all but the last in one call: a store
-that implements :class:`TurnRepository` does them at once (``MongoSessionRepository``: one id
+model call, appends the reply. `start_turn` does all but the last in one call: a store
+that implements `TurnRepository` does them at once (``MongoSessionRepository``: one id
 registration and one commit that returns the session document; a new session costs one more
 command, its insert; ``InMemorySessionRepository``: one atomic step); any other store gets the
 same result from the plain protocol. Ids passed as ``reserve_event_ids`` (the reply's id) are
@@ -39,7 +39,7 @@ class TurnRepository(SessionRepository, Protocol):
     ) -> SessionSnapshot:
         """Append ``events`` and return the window ``filter`` selects as it was before them.
 
-        See :func:`start_turn`.
+        See `start_turn`.
         """
         ...
 

@@ -157,7 +157,7 @@ class InMemorySessionRepository:
     ) -> SessionSnapshot:
         """Append ``events`` and return the window before them, in one atomic step.
 
-        See :func:`asyncsession.repository.start_turn`; ``reserve_event_ids`` saves nothing in
+        See `asyncsession.repository.start_turn`; ``reserve_event_ids`` saves nothing in
         memory.
         """
         check_creation(session_id, user_id, create)

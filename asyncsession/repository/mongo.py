@@ -55,8 +55,8 @@ the retry after that attempt is fenced off.
 Writes are shielded from cancellation: a cancelled caller's write runs to its end first.
 
 **Sharding.** Every command on ``session_events`` names one session (or, for
-:meth:`MongoSessionRepository.find_events_by_user_id`, the user's sessions). Shard
-``session_events`` on ``{session_id: "hashed"}`` (or ``{session_id: 1}``), ``sessions`` on
+`MongoSessionRepository.find_events_by_user_id`, the user's sessions).
+Shard ``session_events`` on ``{session_id: "hashed"}`` (or ``{session_id: 1}``), ``sessions`` on
 ``{_id: "hashed"}`` and ``session_event_ids`` on ``{_id: "hashed"}``.
 """
 
@@ -139,7 +139,8 @@ class MongoSessionRepository:
         events_collection: the collection of events that left the session documents.
         event_ids_collection: the registry of event ids.
 
-    Call :meth:`ensure_indexes` once (it is idempotent) before serving traffic.
+    Call [`ensure_indexes`][asyncsession.repository.mongo.MongoSessionRepository.ensure_indexes]
+    once (it is idempotent) before serving traffic.
     """
 
     def __init__(
@@ -183,7 +184,8 @@ class MongoSessionRepository:
         event_ids_collection: str = "session_event_ids",
         **client_options: Any,
     ) -> Self:
-        """A repository with a client of its own, which :meth:`aclose` closes.
+        """A repository with a client of its own, which
+        [`aclose`][asyncsession.repository.mongo.MongoSessionRepository.aclose] closes.
 
         ``client_options`` go to ``AsyncMongoClient``; ``tz_aware`` defaults to ``True``. The
         client's timeouts suit a web request: ``serverSelectionTimeoutMS=5000``,
@@ -226,7 +228,8 @@ class MongoSessionRepository:
             store.max_document_size = size
 
     async def aclose(self) -> None:
-        """Stop using the store; closes the client only if :meth:`from_uri` made it."""
+        """Stop using the store; closes the client only if
+        [`from_uri`][asyncsession.repository.mongo.MongoSessionRepository.from_uri] made it."""
         if self._state is _State.CLOSED:
             return
         self._state = _State.CLOSED
@@ -396,7 +399,7 @@ class MongoSessionRepository:
         """Append ``events`` and return the window before them, in two commands (three when
         the session is created).
 
-        See :func:`asyncsession.repository.start_turn`.
+        See `asyncsession.repository.start_turn`.
         """
         self._check_open()
         check_batch(session_id, events)

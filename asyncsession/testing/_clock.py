@@ -8,7 +8,7 @@ __all__ = ["FakeClock"]
 
 
 class FakeClock:
-    """A callable clock: returns ``now`` until a test moves it with :meth:`advance`."""
+    """A callable clock: returns ``now`` until a test moves it with `advance`."""
 
     def __init__(self, now: datetime | None = None) -> None:
         self.now = now or datetime(2026, 1, 1, tzinfo=UTC)

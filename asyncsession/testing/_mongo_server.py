@@ -2,7 +2,7 @@
 
 The test command installs the test server (``secantusdb``, a separate GPL process that is never a
 dependency of this library) into its own virtualenv and points ``ASYNCSESSION_SECANTUSD`` at its
-``secantusd-py`` launcher. :class:`LocalMongoServer` runs it on loopback as a single-node replica
+``secantusd-py`` launcher. `LocalMongoServer` runs it on loopback as a single-node replica
 set on a free port with its own data directory, and can ``kill -9`` it and restart it on the same
 data, for the fault tests.
 

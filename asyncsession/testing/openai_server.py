@@ -1,14 +1,15 @@
 """A scripted, OpenAI-compatible HTTP server on loopback, for tests.
 
-:class:`ScriptedOpenAIServer` speaks enough HTTP/1.1 (keep-alive, ``Content-Length`` and chunked
-request bodies, JSON and chunked ``text/event-stream`` responses) for the real
-``openai.AsyncOpenAI`` client to talk to it. It serves ``POST /v1/chat/completions`` (and
-``/chat/completions``) with the real ``chat.completion`` and ``chat.completion.chunk`` JSON shapes,
-and ``POST /v1/responses`` with the Responses API's ``response`` JSON and its SSE events
-(``response.created`` ... ``response.completed``, or ``response.failed`` /
-``response.incomplete`` / ``error`` as scripted by ``ScriptedReply.outcome``),
-answering each request with the next :class:`ScriptedReply` from its queue, or with whatever a
-``responder`` function returns. Everything else gets a 404 in OpenAI's error shape.
+[`ScriptedOpenAIServer`][asyncsession.testing.openai_server.ScriptedOpenAIServer] speaks enough
+HTTP/1.1 (keep-alive, ``Content-Length`` and chunked request bodies, JSON and chunked
+``text/event-stream`` responses) for the real ``openai.AsyncOpenAI`` client to talk to it. It serves
+``POST /v1/chat/completions`` (and ``/chat/completions``) with the real ``chat.completion`` and
+``chat.completion.chunk`` JSON shapes, and ``POST /v1/responses`` with the Responses API's
+``response`` JSON and its SSE events (``response.created`` ... ``response.completed``, or
+``response.failed`` / ``response.incomplete`` / ``error`` as scripted by ``ScriptedReply.outcome``),
+answering each request with the next
+[`ScriptedReply`][asyncsession.testing.openai_server.ScriptedReply] from its queue, or with whatever
+a ``responder`` function returns. Everything else gets a 404 in OpenAI's error shape.
 
 ```python
 async with ScriptedOpenAIServer() as server:
@@ -23,7 +24,8 @@ Replies also carry fault and timing controls so tests can synchronise on events 
 sleeping: ``hold`` (wait for an event before answering), ``pause_after`` + ``gate`` (stream N
 chunks, then wait), ``drop_after`` (stream N chunks, then close the connection) and ``delay``.
 While a reply is being sent the server watches the connection, so a client that goes away is
-noticed at once (:meth:`ScriptedOpenAIServer.wait_disconnected`).
+noticed at once
+(`ScriptedOpenAIServer.wait_disconnected`).
 
 Only the standard library and pydantic are used, so the module is importable wherever the
 library is; it never imports the OpenAI SDK.

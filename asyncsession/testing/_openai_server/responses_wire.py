@@ -8,7 +8,7 @@ opened (``response.output_item.added``), filled with deltas and closed
 final ``response.completed`` (or ``response.failed`` / ``response.incomplete``, or an ``error``
 event).
 
-:func:`input_problem` checks what the real API rejects and a client gets wrong most easily:
+`input_problem` checks what the real API rejects and a client gets wrong most easily:
 a ``function_call_output`` without its call, a reasoning item without the item it preceded,
 and, with ``store: false``, a reasoning item without ``encrypted_content``.
 """

@@ -134,9 +134,12 @@ class ScriptedError:
 
 
 class ScriptedReplyOptions(TypedDict, total=False):
-    """Keyword options shared by :meth:`ScriptedReply.text` and :meth:`ScriptedReply.tool_calls`.
+    """Keyword options shared by
+    [`ScriptedReply.text`][asyncsession.testing._openai_server.script.ScriptedReply.text] and
+    `ScriptedReply.tool_calls`.
 
-    Each key is the :class:`ScriptedReply` field of the same name.
+    Each key is the [`ScriptedReply`][asyncsession.testing._openai_server.script.ScriptedReply]
+    field of the same name.
     """
 
     finish_reason: FinishReason
@@ -156,8 +159,11 @@ class ScriptedReplyOptions(TypedDict, total=False):
 class ScriptedReply:
     """What the server answers to one chat completion request.
 
-    Build one with :meth:`text`, :meth:`tool_calls` or :meth:`error`, or directly. The same reply
-    serves streaming and non-streaming requests: the request's ``stream`` flag decides the shape.
+    Build one with [`text`][asyncsession.testing._openai_server.script.ScriptedReply.text],
+    [`tool_calls`][asyncsession.testing._openai_server.script.ScriptedReply.tool_calls] or
+    [`error`][asyncsession.testing._openai_server.script.ScriptedReply.error], or directly. The same
+    reply serves streaming and non-streaming requests: the request's ``stream`` flag decides the
+    shape.
 
     "Chunks" in the fault controls are the SSE events of a streamed reply, ``data: [DONE]``
     included; a non-streaming reply is a single chunk (status line, headers and body).
@@ -224,7 +230,9 @@ class ScriptedReply:
 
         Args:
             content: The assistant's text.
-            **options: Further :class:`ScriptedReply` fields (finish reason, usage, faults).
+            **options: Further
+                [`ScriptedReply`][asyncsession.testing._openai_server.script.ScriptedReply] fields
+                (finish reason, usage, faults).
         """
         return cls(content=content, **options)
 
@@ -241,7 +249,9 @@ class ScriptedReply:
         Args:
             calls: The tool calls, in order.
             content: Optional text sent alongside the calls.
-            **options: Further :class:`ScriptedReply` fields (finish reason, usage, faults).
+            **options: Further
+                [`ScriptedReply`][asyncsession.testing._openai_server.script.ScriptedReply] fields
+                (finish reason, usage, faults).
         """
         scripted = tuple(calls)
         if not scripted:
@@ -306,7 +316,7 @@ class RecordedRequest:
     """One HTTP request the server received, in arrival order."""
 
     index: int
-    """Position in :attr:`ScriptedOpenAIServer.requests`."""
+    """Position in `ScriptedOpenAIServer.requests`."""
     connection: int
     """Which TCP connection carried the request, numbered from 0 in order of arrival."""
     method: str

@@ -43,12 +43,15 @@ class ScriptedOpenAIServer:
 
     It serves Chat Completions (``POST /v1/chat/completions``) and the Responses API
     (``POST /v1/responses``, JSON or SSE events); one script serves both. Each request takes the
-    next reply from the queue (:meth:`enqueue`); when the queue is empty the ``responder``, if
-    any, decides. With neither, the request fails with HTTP 500 ("unexpected request: script
-    exhausted") and the failure is recorded, so :meth:`assert_done` raises. Every request is
-    recorded in :attr:`requests`. Use it as an async context manager: entering binds a free
-    port, leaving closes the listening socket and every connection and cancels every task the
-    server started.
+    next reply from the queue
+    ([`enqueue`][asyncsession.testing._openai_server.server.ScriptedOpenAIServer.enqueue]); when the
+    queue is empty the ``responder``, if any, decides. With neither, the request fails with HTTP 500
+    ("unexpected request: script exhausted") and the failure is recorded, so
+    [`assert_done`][asyncsession.testing._openai_server.server.ScriptedOpenAIServer.assert_done]
+    raises. Every request is recorded in
+    [`requests`][asyncsession.testing._openai_server.server.ScriptedOpenAIServer.requests]. Use it
+    as an async context manager: entering binds a free port, leaving closes the listening socket and
+    every connection and cancels every task the server started.
     """
 
     def __init__(
@@ -131,7 +134,9 @@ class ScriptedOpenAIServer:
 
     @property
     def failures(self) -> list[str]:
-        """Why requests could not be answered from the script (what :meth:`assert_done` reports)."""
+        """Why requests could not be answered from the script (what
+        [`assert_done`][asyncsession.testing._openai_server.server.ScriptedOpenAIServer.assert_done]
+        reports)."""
         return list(self._failures)
 
     def enqueue(self, *replies: ScriptedReply) -> None:
