@@ -132,9 +132,27 @@ def session_from_doc(doc: Doc) -> Session:
     )
 
 
+_BODY_EXCLUDE: Final = frozenset({"id", "session_id", "archived", "timestamp", "type"})
+_EMPTY_EXTRA: Final = '{"message":{"extra":{},'
+_EMPTY_METADATA: Final = ',"metadata":{}}'
+
+
 def body_of(event: SessionEvent) -> str:
-    """The JSON text stored for an event: everything but its id, session and archived flag."""
-    return event.model_dump_json(exclude={"id", "session_id", "archived"})
+    """The JSON text stored for an event: its message or payload, and its metadata.
+
+    The id, session, archived flag, timestamp and type are stored beside it (in the tail entry
+    or as fields of the event document), so the text leaves them out, and fields at their
+    default (``None``, and an empty ``metadata`` or message ``extra``) too. Bodies written by
+    0.1, which hold the timestamp and type and every default, decode the same.
+    """
+    data = event.model_dump_json(exclude=set(_BODY_EXCLUDE), exclude_none=True)
+    # Field order is fixed: ``message`` (whose first field is ``extra``) comes first and
+    # ``metadata`` last, so these are the empty fields themselves, never text inside a value.
+    if data.startswith(_EMPTY_EXTRA):
+        data = '{"message":{' + data[len(_EMPTY_EXTRA) :]
+    if data.endswith(_EMPTY_METADATA):
+        data = data[: -len(_EMPTY_METADATA)] + "}"
+    return data
 
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -188,14 +206,25 @@ class EventCache:
         self._size = size
         self._events: OrderedDict[tuple[str, str, str, bool], SessionEvent] = OrderedDict()
 
-    def event(self, session_id: str, event_id: str, data: str, archived: bool) -> SessionEvent:
+    def event(
+        self,
+        session_id: str,
+        event_id: str,
+        data: str,
+        archived: bool,
+        ts: datetime,
+        type: str,
+    ) -> SessionEvent:
         """The event with this body, flagged ``archived`` as given (both cached: a read of a
-        compacted log decodes and copies nothing it decoded before)."""
+        compacted log decodes and copies nothing it decoded before); ``ts`` and ``type`` are
+        stored beside the body (see `body_of`)."""
         key = (session_id, event_id, data, archived)
         event = self._events.get(key)
         if event is None:
             raw = json.loads(data)
             raw.update(id=event_id, session_id=session_id, archived=archived)
+            raw.setdefault("timestamp", ts)
+            raw.setdefault("type", type)
             event = SessionEvent.model_validate(raw)
             self._events[key] = event
             if len(self._events) > self._size:

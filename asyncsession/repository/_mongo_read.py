@@ -25,7 +25,7 @@ from datetime import datetime
 
 from ..events import SessionEvent
 from ..filters import EventFilter, MatchMode
-from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, literal_regex, map_pymongo_errors
+from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, as_utc, literal_regex, map_pymongo_errors
 from ._mongo_positions import GAP, Position
 from ._mongo_state import Entry, LogState
 from ._mongo_store import Store, aggregate, find_by_ids
@@ -131,7 +131,9 @@ class LogReader:
 
     def _hit(self, session_id: str, entry: Entry) -> Hit:
         assert entry.data is not None
-        event = self._store.cache.event(session_id, entry.id, entry.data, entry.archived)
+        event = self._store.cache.event(
+            session_id, entry.id, entry.data, entry.archived, entry.ts, entry.type
+        )
         return (entry.position, event, entry.turn)
 
     async def load_bodies(self, states: Iterable[LogState]) -> None:
@@ -198,7 +200,9 @@ class LogReader:
             archived = bool(doc.get("archived")) or (
                 pending is not None and event_id in pending.archive
             )
-            event = self._store.cache.event(session_id, event_id, doc["data"], archived)
+            event = self._store.cache.event(
+                session_id, event_id, doc["data"], archived, as_utc(doc["ts"]), doc["type"]
+            )
             hit: Hit = ((int(doc["seq"]), doc.get("minor", "")), event, int(doc.get("turn", -1)))
             if _accept(filter, state.compacted, hit):
                 hits.append(hit)
@@ -249,6 +253,23 @@ class LogReader:
             hits += await self._fetch(state, filter, query_criteria, None, state.rolled, exclude)
         hits.sort(key=lambda hit: hit[0])
         return filter.apply_turn_aware_window([hit[1] for hit in hits])
+
+    async def read_slice(
+        self, state: LogState, filter: EventFilter, *, exclude: frozenset[str] = frozenset()
+    ) -> list[SessionEvent] | None:
+        """A ``last_n`` window from the newest tail entries of a `partial` state, or ``None``
+        when they do not hold the whole window (the caller then reads the whole tail)."""
+        n = filter.last_n
+        assert n is not None
+        await self.load_bodies([state])
+        newest_first = list(reversed(self._tail_hits(state, filter, exclude)))
+        if len(newest_first) < n:
+            return None
+        allowed = allowed_types(filter)
+        turn_aware = not filter.has_text_criteria and (allowed is None or "USER" in allowed)
+        if turn_aware and not any(hit[1].is_turn_start for hit in newest_first[n - 1 :]):
+            return None
+        return filter.apply_turn_aware_window([hit[1] for hit in reversed(newest_first)])
 
     async def _page(
         self,

@@ -90,7 +90,9 @@ class RollForward:
 
     def _event_document(self, session_id: str, inc: str, cv: int, entry: Entry) -> Doc:
         assert entry.data is not None
-        event = self._store.cache.event(session_id, entry.id, entry.data, entry.archived)
+        event = self._store.cache.event(
+            session_id, entry.id, entry.data, entry.archived, entry.ts, entry.type
+        )
         doc: Doc = {
             "_id": entry.id,
             "session_id": session_id,
@@ -160,11 +162,12 @@ class RollForward:
     ) -> None:
         """Move the oldest tail events to the events collection, leaving `K_MIN`.
 
-        ``doc`` is the whole session document if the caller has it; otherwise the oldest
+        ``doc`` is the whole session document if the caller has it (a document with only the
+        newest tail entries does not count); otherwise the oldest
         entries are read, as many as a tail of about ``size`` entries would move.
         """
         self._hints.forget(session_id)
-        if doc is None or "tail" not in doc:
+        if doc is None or len(doc.get("tail", ())) < int(doc["tn"]):  # none, or a $slice
             with map_pymongo_errors(f"read session {session_id!r}"):
                 doc = await self._store.sessions.find_one(
                     {"_id": session_id},

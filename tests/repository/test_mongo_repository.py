@@ -14,9 +14,12 @@ from pymongo.errors import AutoReconnect
 
 from asyncsession import (
     AccessDenied,
+    AssistantMessage,
     CompactionPlan,
     EventFilter,
+    EventType,
     Session,
+    SessionEvent,
     SessionNotFound,
     StorageError,
     UsageError,
@@ -202,3 +205,48 @@ async def test_driver_errors_surface_as_storage_errors_chained_to_their_cause(
         with pytest.raises(StorageError) as info:
             await operation
         assert isinstance(info.value.__cause__, AutoReconnect)
+
+
+def old_body(event: SessionEvent) -> str:
+    """The JSON body as version 0.1 stored it: every field but id, session and archived flag."""
+    return event.model_dump_json(exclude={"id", "session_id", "archived"})
+
+
+async def test_bodies_stored_by_version_0_1_read_the_same(
+    mongo_db: AsyncDatabase[dict[str, Any]],
+) -> None:
+    """Event bodies in the 0.1 form (with timestamp, type and every default), in the tail and
+    in the events collection, decode to the events that were stored."""
+    repo = MongoSessionRepository(mongo_db)
+    await repo.ensure_indexes()
+    session = Session(user_id="u")
+    await repo.save(session)
+    s = session.id
+    events = [
+        user(s, "below"),
+        SessionEvent(
+            session_id=s,
+            message=AssistantMessage(text=None, extra={"k": None}),
+            metadata={"m": {"x": None}},
+        ),
+        SessionEvent(session_id=s, type=EventType.of("ACME.AUDIT"), payload={}),
+    ]
+    tail = [user(s, f"t{i}") for i in range(120)]
+    await repo.append_events(s, events)
+    await repo.append_events(s, tail)  # rolls the first events forward
+    below = await mongo_db["session_events"].find({"session_id": s}).to_list(None)
+    assert {doc["_id"] for doc in below} >= {e.id for e in events}
+    by_id = {e.id: e for e in [*events, *tail]}
+    for doc in below:
+        await mongo_db["session_events"].update_one(
+            {"_id": doc["_id"]}, {"$set": {"data": old_body(by_id[doc["_id"]])}}
+        )
+    doc = await mongo_db["sessions"].find_one({"_id": s})
+    assert doc is not None
+    entries: list[dict[str, Any]] = []
+    for entry in doc["tail"]:
+        ms, flags, type_name, _body = entry["e"].split(";", 3)
+        entries.append({**entry, "e": f"{ms};{flags};{type_name};{old_body(by_id[entry['_id']])}"})
+    await mongo_db["sessions"].update_one({"_id": s}, {"$set": {"tail": entries}})
+    fresh = MongoSessionRepository(mongo_db)  # nothing cached
+    assert await fresh.find_events(s, EventFilter.all()) == [*events, *tail]
