@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import bson
+import pydantic_core
 from pymongo.errors import PyMongoError
 
 from ..events import Session, SessionEvent
@@ -33,6 +34,7 @@ __all__ = [
     "as_utc",
     "body_of",
     "bson_size",
+    "keyword_regex",
     "literal_regex",
     "map_pymongo_errors",
     "new_log_fields",
@@ -197,6 +199,64 @@ def literal_regex(text: str) -> str:
     NUL out of the pattern string.
     """
     return "".join(f"\\x{ord(c):02x}" if c.isascii() and not c.isalnum() else c for c in text)
+
+
+# Characters whose lower case is a single character they are neither the upper nor the title
+# case of (found by scanning every code point; Python 3.11's Unicode tables).
+_ODD_UPPER: Final = {
+    "\u03b8": "\u03f4",
+    "\u00df": "\u1e9e",
+    "\u03c9": "\u2126",
+    "k": "\u212a",
+    "\u00e5": "\u212b",
+}
+_DOTTED_I: Final = "\u0130"
+"""The one character whose lower case is two characters: ``i`` and U+0307."""
+
+
+def _json_text(text: str) -> str:
+    return pydantic_core.to_json(text).decode()[1:-1]
+
+
+def _char_regex(char: str) -> str:
+    """A regex for any character of an event's JSON body whose lower case contains ``char``
+    (itself lower case), as the body spells it."""
+    spelled = _json_text(char)
+    if spelled != char:  # a quote, backslash or control character: escaped in the body
+        return literal_regex(spelled)
+    variants = {char}
+    for other in (char.upper(), char.title()):
+        if len(other) == 1 and (other.lower() == char or (char == "\u03c2" and other == "\u03a3")):
+            variants.add(other)  # final sigma: Python lowers a word-final capital sigma to it
+    if char in _ODD_UPPER:
+        variants.add(_ODD_UPPER[char])
+    if char in ("i", "\u0307"):
+        variants.add(_DOTTED_I)
+    if len(variants) == 1:
+        return literal_regex(char)
+    return "[" + "".join(literal_regex(v) for v in sorted(variants)) + "]"
+
+
+def keyword_regex(keyword: str) -> str:
+    """A regex over an event's JSON body that matches wherever its text, lower-cased,
+    contains ``keyword`` (lower case), and possibly elsewhere.
+
+    It is a prefilter (a key or another field can match too, so the store checks every hit in
+    memory), but it never misses: every character matches each character whose lower case
+    contains it, as JSON spells it. No ``i`` option, so the server's notion of case cannot
+    differ from Python's.
+    """
+    parts: list[str] = []
+    index = 0
+    while index < len(keyword):
+        if keyword.startswith("i\u0307", index):
+            pair = _char_regex("i") + _char_regex("\u0307")
+            parts.append(f"(?:{literal_regex(_DOTTED_I)}|{pair})")
+            index += 2
+            continue
+        parts.append(_char_regex(keyword[index]))
+        index += 1
+    return "".join(parts)
 
 
 class EventCache:

@@ -14,8 +14,8 @@
     ``fences`` lists write attempts that may no longer commit.
 ``session_events``
     One document per event below the tail: ``_id`` (the event id), ``session_id``, ``seq`` and
-    ``minor`` (its position), ``ts``, ``type``, ``synthetic``, ``archived``, ``text_lower``
-    (for literal keyword search), ``turn`` (where its turn started) and ``data`` (JSON text).
+    ``minor`` (its position), ``ts``, ``type``, ``synthetic``, ``archived``, ``turn`` (where
+    its turn started) and ``data`` (JSON text, which keyword searches match).
 ``session_event_ids``
     The id registry, ``{_id: event id, session_id, token}``: it makes event ids unique across
     sessions, on a sharded cluster too.
