@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import bson
+import pydantic_core
 
 from .._pymongo_errors import pymongo_errors
 from ..events import Session, SessionEvent
@@ -32,6 +33,7 @@ __all__ = [
     "as_utc",
     "body_of",
     "bson_size",
+    "keyword_regex",
     "literal_regex",
     "map_pymongo_errors",
     "new_log_fields",
@@ -136,9 +138,27 @@ def session_from_doc(doc: Doc) -> Session:
     )
 
 
+_BODY_EXCLUDE: Final = frozenset({"id", "session_id", "archived", "timestamp", "type"})
+_EMPTY_EXTRA: Final = '{"message":{"extra":{},'
+_EMPTY_METADATA: Final = ',"metadata":{}}'
+
+
 def body_of(event: SessionEvent) -> str:
-    """The JSON text stored for an event: everything but its id, session and archived flag."""
-    return event.model_dump_json(exclude={"id", "session_id", "archived"})
+    """The JSON text stored for an event: its message or payload, and its metadata.
+
+    The id, session, archived flag, timestamp and type are stored beside it (in the tail entry
+    or as fields of the event document), so the text leaves them out, and fields at their
+    default (``None``, and an empty ``metadata`` or message ``extra``) too. Bodies written by
+    0.1, which hold the timestamp and type and every default, decode the same.
+    """
+    data = event.model_dump_json(exclude=set(_BODY_EXCLUDE), exclude_none=True)
+    # Field order is fixed: ``message`` (whose first field is ``extra``) comes first and
+    # ``metadata`` last, so these are the empty fields themselves, never text inside a value.
+    if data.startswith(_EMPTY_EXTRA):
+        data = '{"message":{' + data[len(_EMPTY_EXTRA) :]
+    if data.endswith(_EMPTY_METADATA):
+        data = data[: -len(_EMPTY_METADATA)] + "}"
+    return data
 
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -185,6 +205,64 @@ def literal_regex(text: str) -> str:
     return "".join(f"\\x{ord(c):02x}" if c.isascii() and not c.isalnum() else c for c in text)
 
 
+# Characters whose lower case is a single character they are neither the upper nor the title
+# case of (found by scanning every code point; Python 3.11's Unicode tables).
+_ODD_UPPER: Final = {
+    "\u03b8": "\u03f4",
+    "\u00df": "\u1e9e",
+    "\u03c9": "\u2126",
+    "k": "\u212a",
+    "\u00e5": "\u212b",
+}
+_DOTTED_I: Final = "\u0130"
+"""The one character whose lower case is two characters: ``i`` and U+0307."""
+
+
+def _json_text(text: str) -> str:
+    return pydantic_core.to_json(text).decode()[1:-1]
+
+
+def _char_regex(char: str) -> str:
+    """A regex for any character of an event's JSON body whose lower case contains ``char``
+    (itself lower case), as the body spells it."""
+    spelled = _json_text(char)
+    if spelled != char:  # a quote, backslash or control character: escaped in the body
+        return literal_regex(spelled)
+    variants = {char}
+    for other in (char.upper(), char.title()):
+        if len(other) == 1 and (other.lower() == char or (char == "\u03c2" and other == "\u03a3")):
+            variants.add(other)  # final sigma: Python lowers a word-final capital sigma to it
+    if char in _ODD_UPPER:
+        variants.add(_ODD_UPPER[char])
+    if char in ("i", "\u0307"):
+        variants.add(_DOTTED_I)
+    if len(variants) == 1:
+        return literal_regex(char)
+    return "[" + "".join(literal_regex(v) for v in sorted(variants)) + "]"
+
+
+def keyword_regex(keyword: str) -> str:
+    """A regex over an event's JSON body that matches wherever its text, lower-cased,
+    contains ``keyword`` (lower case), and possibly elsewhere.
+
+    It is a prefilter (a key or another field can match too, so the store checks every hit in
+    memory), but it never misses: every character matches each character whose lower case
+    contains it, as JSON spells it. No ``i`` option, so the server's notion of case cannot
+    differ from Python's.
+    """
+    parts: list[str] = []
+    index = 0
+    while index < len(keyword):
+        if keyword.startswith("i\u0307", index):
+            pair = _char_regex("i") + _char_regex("\u0307")
+            parts.append(f"(?:{literal_regex(_DOTTED_I)}|{pair})")
+            index += 2
+            continue
+        parts.append(_char_regex(keyword[index]))
+        index += 1
+    return "".join(parts)
+
+
 class EventCache:
     """Decoded events by ``(session, id, body)``: committed bodies never change, flags do."""
 
@@ -192,14 +270,25 @@ class EventCache:
         self._size = size
         self._events: OrderedDict[tuple[str, str, str, bool], SessionEvent] = OrderedDict()
 
-    def event(self, session_id: str, event_id: str, data: str, archived: bool) -> SessionEvent:
+    def event(
+        self,
+        session_id: str,
+        event_id: str,
+        data: str,
+        archived: bool,
+        ts: datetime,
+        type: str,
+    ) -> SessionEvent:
         """The event with this body, flagged ``archived`` as given (both cached: a read of a
-        compacted log decodes and copies nothing it decoded before)."""
+        compacted log decodes and copies nothing it decoded before); ``ts`` and ``type`` are
+        stored beside the body (see `body_of`)."""
         key = (session_id, event_id, data, archived)
         event = self._events.get(key)
         if event is None:
             raw = json.loads(data)
             raw.update(id=event_id, session_id=session_id, archived=archived)
+            raw.setdefault("timestamp", ts)
+            raw.setdefault("type", type)
             event = SessionEvent.model_validate(raw)
             self._events[key] = event
             if len(self._events) > self._size:

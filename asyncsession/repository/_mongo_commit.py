@@ -56,12 +56,14 @@ class Committer:
         whole: bool = False,
         reserve_ids: Sequence[str] = (),
         create: Doc | None = None,
+        window: Doc | None = None,
     ) -> tuple[bool, Doc | None]:
         """Append a batch as one version; see ``SessionRepository.append_events``.
 
-        With ``whole``, returns the whole session document as of the commit (or as read, when
-        every event was a replay). ``reserve_ids`` are registered too, for a later append by
-        this process that then needs no registration of its own. ``create`` is a new session
+        With ``whole``, returns the session document as of the commit (or as read, when every
+        event was a replay), projected by ``window`` if given (a ``$slice`` of the tail).
+        ``reserve_ids`` are registered too, for a later append by this process that then needs
+        no registration of its own. ``create`` is a new session
         document (without its log) to insert, holding the batch, if the session does not exist.
         """
         ids = [p.event.id for p in prepared]
@@ -89,7 +91,9 @@ class Committer:
             if big:
                 await self._ids.prewrite(session_id, big, token, fenced)
                 wrote = True
-            doc = await self.commit(session_id, fresh, token, expected_version, user_id, whole)
+            doc = await self.commit(
+                session_id, fresh, token, expected_version, user_id, whole, window=window
+            )
             if doc is None and create is not None:
                 doc = await self._create(create, fresh)
             if doc is not None:
@@ -162,13 +166,14 @@ class Committer:
         user_id: str | None,
         whole: bool,
         batches: int = 1,
+        window: Doc | None = None,
     ) -> Doc | None:
         """Try one guarded commit of ``fresh`` (registered under ``token``) as ``batches``
         versions.
 
         Returns ``None`` when the guard failed, an empty document when the commit needed no
-        post-image, and else the session document after it (whole, with ``whole``; else its
-        version, tail length and pending flag).
+        post-image, and else the session document after it (with ``whole``: whole, or projected
+        by ``window``; else its version, tail length and pending flag).
         """
         ids = [p.event.id for p in fresh]
         guard: Doc = {
@@ -202,7 +207,7 @@ class Committer:
             doc = await sessions.find_one_and_update(
                 guard,
                 update,
-                projection=None if whole else {"version": 1, "tn": 1, "pending.cv": 1},
+                projection=window if whole else {"version": 1, "tn": 1, "pending.cv": 1},
                 return_document=ReturnDocument.AFTER,
             )
         if doc is not None:

@@ -10,7 +10,7 @@ from ..events import SessionEvent
 from ..exceptions import EventTooLarge
 from ._mongo_codec import INLINE_LIMIT, Doc, body_of, bson_size, pack_entry
 
-__all__ = ["BATCH_INLINE_BUDGET", "Prepared", "prepare", "text_lower"]
+__all__ = ["BATCH_INLINE_BUDGET", "Prepared", "prepare"]
 
 BATCH_INLINE_BUDGET: Final = 1024 * 1024
 """The most body bytes one commit keeps inline in the tail; the rest go by reference."""
@@ -26,11 +26,6 @@ class Prepared:
     collection."""
     document: Doc | None = None
     """For a big event: the events-collection document written before the commit."""
-
-
-def text_lower(event: SessionEvent) -> str | None:
-    """The lower-cased text that keyword searches below the tail match."""
-    return None if event.text is None else event.text.lower()
 
 
 def prepare(session_id: str, events: Sequence[SessionEvent], max_size: int) -> list[Prepared]:
@@ -57,9 +52,6 @@ def prepare(session_id: str, events: Sequence[SessionEvent], max_size: int) -> l
             "token": "0" * 24,
             "data": data,
         }
-        text = text_lower(event)
-        if text is not None:
-            document["text_lower"] = text
         size = bson_size(document)
         if size > max_size:
             raise EventTooLarge(event.id, size, max_size)

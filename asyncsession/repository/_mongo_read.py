@@ -5,9 +5,10 @@ holds every event above ``rolled``; the events collection holds the rest. A read
 collection is an aggregation of two ``$match`` stages. The first is shaped for the index: the
 session, ``archived: false`` when the filter excludes archived events, and a range of positions
 up to ``rolled``. The second carries the rest of the filter (the incarnation, types, flags, time
-range, escaped keyword regexes on ``text_lower``). MongoDB merges the two; planners that only use
-an index when *every* predicate is in it (measured on the test server: any further field in a
-``find`` turns a 2 ms range scan into a scan of the whole collection) still scan just the range.
+range, keyword regexes on the JSON body that match every case of each letter). MongoDB merges
+the two; planners that only use an index when *every* predicate is in it (measured on the test
+server: any further field in a ``find`` turns a 2 ms range scan into a scan of the whole
+collection) still scan just the range.
 Results are checked against the filter once more in memory, which is also where ``pattern`` is
 evaluated.
 
@@ -25,7 +26,7 @@ from datetime import datetime
 
 from ..events import SessionEvent
 from ..filters import EventFilter, MatchMode
-from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, literal_regex, map_pymongo_errors
+from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, as_utc, keyword_regex, map_pymongo_errors
 from ._mongo_positions import GAP, Position
 from ._mongo_state import Entry, LogState
 from ._mongo_store import Store, aggregate, find_by_ids
@@ -37,7 +38,6 @@ Hit = tuple[Position, SessionEvent, int]
 _UserKey = tuple[datetime, str, Position]
 """Cross-session order: timestamp, then session id, then position."""
 
-_NO_BODY = {"text_lower": 0}
 _MAX_SKIP = 1 << 62
 
 
@@ -86,15 +86,13 @@ def criteria(filter: EventFilter, compacted: int) -> Doc | None:
             span["$lte"] = filter.to
         query["ts"] = span
     if filter.keyword is not None:
-        conjuncts.append({"text_lower": {"$regex": literal_regex(filter.keyword)}})
+        conjuncts.append({"data": {"$regex": keyword_regex(filter.keyword)}})
     if filter.keywords is not None:
-        terms = [{"text_lower": {"$regex": literal_regex(term)}} for term in filter.keywords]
+        terms = [{"data": {"$regex": keyword_regex(term)}} for term in filter.keywords]
         if filter.match_mode is MatchMode.ALL:
             conjuncts.extend(terms)
         else:
             conjuncts.append({"$or": terms})
-    if filter.pattern is not None:
-        conjuncts.append({"text_lower": {"$exists": True}})
     if conjuncts:
         query["$and"] = conjuncts
     return query
@@ -113,7 +111,7 @@ def _pipeline(
     first["seq"] = seq
     rest = {"inc": state.inc, **query_criteria}
     rest.pop("archived", None)
-    return [{"$match": first}, {"$match": rest}, {"$project": _NO_BODY}]
+    return [{"$match": first}, {"$match": rest}]
 
 
 def _accept(filter: EventFilter, compacted: int, hit: Hit) -> bool:
@@ -131,7 +129,9 @@ class LogReader:
 
     def _hit(self, session_id: str, entry: Entry) -> Hit:
         assert entry.data is not None
-        event = self._store.cache.event(session_id, entry.id, entry.data, entry.archived)
+        event = self._store.cache.event(
+            session_id, entry.id, entry.data, entry.archived, entry.ts, entry.type
+        )
         return (entry.position, event, entry.turn)
 
     async def load_bodies(self, states: Iterable[LogState]) -> None:
@@ -198,7 +198,9 @@ class LogReader:
             archived = bool(doc.get("archived")) or (
                 pending is not None and event_id in pending.archive
             )
-            event = self._store.cache.event(session_id, event_id, doc["data"], archived)
+            event = self._store.cache.event(
+                session_id, event_id, doc["data"], archived, as_utc(doc["ts"]), doc["type"]
+            )
             hit: Hit = ((int(doc["seq"]), doc.get("minor", "")), event, int(doc.get("turn", -1)))
             if _accept(filter, state.compacted, hit):
                 hits.append(hit)
@@ -249,6 +251,23 @@ class LogReader:
             hits += await self._fetch(state, filter, query_criteria, None, state.rolled, exclude)
         hits.sort(key=lambda hit: hit[0])
         return filter.apply_turn_aware_window([hit[1] for hit in hits])
+
+    async def read_slice(
+        self, state: LogState, filter: EventFilter, *, exclude: frozenset[str] = frozenset()
+    ) -> list[SessionEvent] | None:
+        """A ``last_n`` window from the newest tail entries of a `partial` state, or ``None``
+        when they do not hold the whole window (the caller then reads the whole tail)."""
+        n = filter.last_n
+        assert n is not None
+        await self.load_bodies([state])
+        newest_first = list(reversed(self._tail_hits(state, filter, exclude)))
+        if len(newest_first) < n:
+            return None
+        allowed = allowed_types(filter)
+        turn_aware = not filter.has_text_criteria and (allowed is None or "USER" in allowed)
+        if turn_aware and not any(hit[1].is_turn_start for hit in newest_first[n - 1 :]):
+            return None
+        return filter.apply_turn_aware_window([hit[1] for hit in reversed(newest_first)])
 
     async def _page(
         self,
@@ -372,7 +391,12 @@ class LogReader:
             {"$match": {"$or": clauses} if len(clauses) > 1 else clauses[0]},
         ]
         order = {"ts": 1, "session_id": 1, "seq": 1, "minor": 1}
-        exact = filter.pattern is None and all(state.pending is None for state in states)
+        # Keyword criteria are a prefilter (see `keyword_regex`): no limit before the check.
+        exact = (
+            filter.pattern is None
+            and not filter.has_text_criteria
+            and all(state.pending is None for state in states)
+        )
         if exact and filter.last_n is not None:
             pipeline += [{"$sort": dict.fromkeys(order, -1)}, {"$limit": filter.last_n}]
         elif exact and filter.page_size is not None:
@@ -380,7 +404,6 @@ class LogReader:
             if end >= _MAX_SKIP:
                 return {}
             pipeline += [{"$sort": order}, {"$limit": end}]
-        pipeline.append({"$project": _NO_BODY})
         with map_pymongo_errors("read events by user"):
             docs = await aggregate(self._store.events, pipeline)
         by_session: dict[str, list[Doc]] = {}

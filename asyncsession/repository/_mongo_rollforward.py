@@ -18,7 +18,6 @@ from typing import Final
 from ..exceptions import StorageError
 from ._mongo_codec import Doc, map_pymongo_errors
 from ._mongo_hints import K_MAX, K_MIN, TailHints
-from ._mongo_prepare import text_lower
 from ._mongo_state import Entry, decode_entries
 from ._mongo_store import IN_CHUNK, Store, find_by_ids, insert_new
 
@@ -88,9 +87,9 @@ class RollForward:
                 exc,
             )
 
-    def _event_document(self, session_id: str, inc: str, cv: int, entry: Entry) -> Doc:
+    @staticmethod
+    def _event_document(session_id: str, inc: str, cv: int, entry: Entry) -> Doc:
         assert entry.data is not None
-        event = self._store.cache.event(session_id, entry.id, entry.data, entry.archived)
         doc: Doc = {
             "_id": entry.id,
             "session_id": session_id,
@@ -106,9 +105,6 @@ class RollForward:
         }
         if entry.minor:
             doc["minor"] = entry.minor
-        text = text_lower(event)
-        if text is not None:
-            doc["text_lower"] = text
         return doc
 
     async def write_events(
@@ -160,11 +156,12 @@ class RollForward:
     ) -> None:
         """Move the oldest tail events to the events collection, leaving `K_MIN`.
 
-        ``doc`` is the whole session document if the caller has it; otherwise the oldest
+        ``doc`` is the whole session document if the caller has it (a document with only the
+        newest tail entries does not count); otherwise the oldest
         entries are read, as many as a tail of about ``size`` entries would move.
         """
         self._hints.forget(session_id)
-        if doc is None or "tail" not in doc:
+        if doc is None or len(doc.get("tail", ())) < int(doc["tn"]):  # none, or a $slice
             with map_pymongo_errors(f"read session {session_id!r}"):
                 doc = await self._store.sessions.find_one(
                     {"_id": session_id},

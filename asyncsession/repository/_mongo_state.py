@@ -103,8 +103,22 @@ class LogState:
     last_user: int
     """The ``seq`` of the newest user message in the events collection (a hint)."""
     tail: list[Entry] = field(default_factory=list[Entry])
-    """The newest events, oldest first."""
+    """The newest events, oldest first: the whole tail, or its newest entries when the session
+    document was read with a ``$slice`` of the tail (see `partial`)."""
     pending: Pending | None = None
+    size: int = 0
+    """How many entries the whole tail has."""
+
+    @property
+    def partial(self) -> bool:
+        """Whether `tail` holds only the newest entries of the tail.
+
+        Entries without an explicit position are always a suffix of the tail and are placed
+        from the counter down, so a suffix decodes to the right positions. Only the turn hints
+        of its entries before its first user message are unknown; they matter for reads below
+        the tail and for compaction, which both need the whole tail anyway.
+        """
+        return len(self.tail) < self.size
 
 
 def decode_entries(
@@ -147,6 +161,7 @@ def decode_state(doc: Doc) -> LogState:
     """Decode a whole session document."""
     counter = int(doc["seq"])
     last_user = int(doc.get("last_user", -1))
+    tail = decode_entries(doc.get("tail", ()), counter, last_user)
     return LogState(
         session=session_from_doc(doc),
         inc=doc["inc"],
@@ -157,8 +172,9 @@ def decode_state(doc: Doc) -> LogState:
         cv=int(doc.get("cv", 0)),
         compacted=int(doc.get("compacted", -1)),
         last_user=last_user,
-        tail=decode_entries(doc.get("tail", ()), counter, last_user),
+        tail=tail,
         pending=_pending(doc.get("pending")),
+        size=int(doc.get("tn", len(tail))),
     )
 
 

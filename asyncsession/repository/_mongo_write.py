@@ -68,6 +68,7 @@ class LogWriter:
         whole: bool = False,
         reserve_ids: Sequence[str] = (),
         create: Doc | None = None,
+        window: Doc | None = None,
     ) -> tuple[bool, Doc | None]:
         """Append a batch as one version, on its own; see `Committer.append`."""
         return await self.committer.append(
@@ -78,6 +79,7 @@ class LogWriter:
             whole=whole,
             reserve_ids=reserve_ids,
             create=create,
+            window=window,
         )
 
     async def compact(

@@ -14,8 +14,8 @@
     ``fences`` lists write attempts that may no longer commit.
 ``session_events``
     One document per event below the tail: ``_id`` (the event id), ``session_id``, ``seq`` and
-    ``minor`` (its position), ``ts``, ``type``, ``synthetic``, ``archived``, ``text_lower``
-    (for literal keyword search), ``turn`` (where its turn started) and ``data`` (JSON text).
+    ``minor`` (its position), ``ts``, ``type``, ``synthetic``, ``archived``, ``turn`` (where
+    its turn started) and ``data`` (JSON text, which keyword searches match).
 ``session_event_ids``
     The id registry, ``{_id: event id, session_id, token}``: it makes event ids unique across
     sessions, on a sharded cluster too.
@@ -100,6 +100,9 @@ from ._turn import check_creation
 __all__ = ["MongoSessionRepository"]
 
 _WRITE_CONCERN: Final = WriteConcern("majority", j=True)
+_WINDOW_SLACK: Final = 4
+"""Tail entries a ``last_n`` read fetches beyond ``n``, so that a window that reaches back to
+its turn's start, or skips a few archived or custom events, still needs one read."""
 
 
 class _State(Enum):
@@ -117,6 +120,18 @@ def _identify(client: object) -> None:
         client = getattr(client, "delegate", None)
     if isinstance(client, AsyncMongoClient | MongoClient):
         client.append_metadata(_driver_info())
+
+
+def _window_projection(filter: EventFilter, added: int = 0) -> Doc | None:
+    """For a ``last_n`` window: a projection of the session document that returns only the
+    newest tail entries the window is likely to need (``added`` more for the events a commit
+    appends); ``None`` (the whole document) for any other read."""
+    n = filter.last_n
+    if n is None or filter.page_size is not None:
+        return None
+    # Excluding ``fences`` (which reads never need) makes it an exclusion projection on every
+    # server and on mongomock, which takes a lone ``$slice`` for an inclusion.
+    return {"tail": {"$slice": -(n + max(_WINDOW_SLACK, n // 4) + added)}, "fences": 0}
 
 
 def _unique(events: Sequence[SessionEvent]) -> list[SessionEvent]:
@@ -416,13 +431,27 @@ class MongoSessionRepository:
                 whole=True,
                 reserve_ids=reserve_event_ids,
                 create=new,
+                window=_window_projection(filter, len(unique)),
             )
         )
         assert doc is not None
         state = decode_state(doc)
-        window = await self._reader.read(
-            state, filter, exclude=frozenset(event.id for event in unique)
-        )
+        exclude = frozenset(event.id for event in unique)
+        if state.partial:
+            window = await self._reader.read_slice(state, filter, exclude=exclude)
+            if window is not None:
+                return SessionSnapshot(
+                    session=state.session, version=state.version, events=tuple(window)
+                )
+            # The newest entries did not hold the window: read the whole tail, leaving out
+            # what was appended after this commit.
+            whole = await self._log(session_id)
+            if whole is None:
+                raise SessionNotFound(session_id)
+            later = {e.id for e in decode_state(whole).tail if e.seq > state.counter}
+            window = await self._reader.read(decode_state(whole), filter, exclude=exclude | later)
+        else:
+            window = await self._reader.read(state, filter, exclude=exclude)
         return SessionSnapshot(session=state.session, version=state.version, events=tuple(window))
 
     # --- reads -----------------------------------------------------------------------------------
@@ -440,30 +469,48 @@ class MongoSessionRepository:
     def _decode(self, doc: Doc) -> LogState:
         """Decode a whole session document, noting its tail for the next commit."""
         state = decode_state(doc)
-        self._writer.hints.note(state.session.id, len(state.tail), state.pending is not None)
+        self._writer.hints.note(state.session.id, state.size, state.pending is not None)
         return state
 
-    async def _log(self, session_id: str) -> Doc | None:
+    async def _log(self, session_id: str, projection: Doc | None = None) -> Doc | None:
         with map_pymongo_errors(f"read session {session_id!r}"):
-            doc: Doc | None = await self._store.sessions.find_one({"_id": session_id})
+            doc: Doc | None = await self._store.sessions.find_one({"_id": session_id}, projection)
         return doc
+
+    async def _read(
+        self, session_id: str, filter: EventFilter
+    ) -> tuple[LogState, list[SessionEvent]] | None:
+        """The decoded session document and the matching events; ``None`` for no session.
+
+        A ``last_n`` window first reads only the newest tail entries; when they do not hold
+        the window, the whole document is read (a second command)."""
+        doc = await self._log(session_id, _window_projection(filter))
+        if doc is None:
+            return None
+        state = self._decode(doc)
+        if state.partial:
+            events = await self._reader.read_slice(state, filter)
+            if events is not None:
+                return state, events
+            doc = await self._log(session_id)
+            if doc is None:
+                return None
+            state = self._decode(doc)
+        return state, await self._reader.read(state, filter)
 
     async def find_events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
         """The session's matching events, oldest first; empty for an unknown session."""
         self._check_open()
-        doc = await self._log(session_id)
-        if doc is None:
-            return []
-        return await self._reader.read(self._decode(doc), filter)
+        found = await self._read(session_id, filter)
+        return [] if found is None else found[1]
 
     async def read_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
         """The session, its version and its matching events, from one session document."""
         self._check_open()
-        doc = await self._log(session_id)
-        if doc is None:
+        found = await self._read(session_id, filter)
+        if found is None:
             return None
-        state = self._decode(doc)
-        events = await self._reader.read(state, filter)
+        state, events = found
         return SessionSnapshot(session=state.session, version=state.version, events=tuple(events))
 
     async def find_events_by_user_id(self, user_id: str, filter: EventFilter) -> list[SessionEvent]:

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
 
+import bson
 import pytest
 from pymongo import AsyncMongoClient, monitoring
 
@@ -467,3 +468,101 @@ async def test_a_first_turn_takes_over_ids_left_by_an_attempt_that_died(
     registered = await repo._store.event_ids.find_one({"_id": question.id})
     assert registered is not None
     assert registered["token"] != "f" * 24
+
+
+class ReplySizes(monitoring.CommandListener):
+    """The BSON size of every reply, by command name."""
+
+    def __init__(self) -> None:
+        self.sizes: list[tuple[str, int]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        pass
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        if event.command_name not in IGNORED:
+            self.sizes.append((event.command_name, len(bson.encode(event.reply))))
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+@pytest.fixture
+async def sized(mongo_uri: str) -> AsyncIterator[tuple[MongoSessionRepository, ReplySizes]]:
+    sizes = ReplySizes()
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        mongo_uri, tz_aware=True, event_listeners=[sizes]
+    )
+    name = f"size_{id(sizes):x}"
+    repository = MongoSessionRepository(client[name])
+    await repository.ensure_indexes()
+    try:
+        yield repository, sizes
+    finally:
+        await client.drop_database(name)
+        await client.close()
+
+
+WINDOW_20 = EventFilter.active().merge(EventFilter.last_n(20))
+TEXT_400 = "x" * 400
+
+
+async def test_a_window_read_and_a_turn_receive_only_the_newest_tail_entries(
+    sized: tuple[MongoSessionRepository, ReplySizes],
+) -> None:
+    """With 90 events of 400 bytes in the tail, a 20-message window read and the commit that
+    starts a turn each receive one reply of under 16 KiB (the whole tail is over 40 KiB), and
+    the windows are those the in-memory store returns."""
+    repo, sizes = sized
+    reference = InMemorySessionRepository()
+    session = Session(user_id="u")
+    await repo.save(session)
+    await reference.save(session)
+    s = session.id
+    events = [(user if i % 2 == 0 else assistant)(s, f"{i} {TEXT_400}") for i in range(90)]
+    await repo.append_events(s, events)
+    await reference.append_events(s, events)
+    sizes.sizes.clear()
+    snapshot = await repo.read_snapshot(s, WINDOW_20)
+    expected = await reference.read_snapshot(s, WINDOW_20)
+    assert snapshot is not None
+    assert expected is not None
+    assert snapshot.events == expected.events
+    assert snapshot.version == expected.version
+    assert [name for name, _ in sizes.sizes] == ["find"]
+    assert sizes.sizes[0][1] < 16 * 1024
+    sizes.sizes.clear()
+    question = user(s, f"q {TEXT_400}")
+    started = await start_turn(repo, s, [question], WINDOW_20, reserve_event_ids=["r-1"])
+    wanted = await start_turn(reference, s, [question], WINDOW_20, reserve_event_ids=["r-1"])
+    assert started.events == wanted.events
+    assert [name for name, _ in sizes.sizes] == ["insert", "findAndModify"]
+    assert sizes.sizes[1][1] < 16 * 1024
+
+
+async def test_a_window_the_newest_tail_entries_cannot_hold_reads_the_whole_tail(
+    sized: tuple[MongoSessionRepository, ReplySizes],
+) -> None:
+    """When the newest tail entries are custom events the window skips, the read takes a
+    second command for the whole document and still returns the in-memory store's window,
+    for a read and for a turn (which leaves out what was appended after its commit)."""
+    repo, sizes = sized
+    reference = InMemorySessionRepository()
+    session = Session(user_id="u")
+    await repo.save(session)
+    await reference.save(session)
+    s = session.id
+    audit = EventType.of("ACME.AUDIT")
+    events = [user(s, f"m{i}") for i in range(30)]
+    events += [SessionEvent(session_id=s, type=audit, payload={"i": i}) for i in range(40)]
+    for store in (repo, reference):
+        await store.append_events(s, events)
+    sizes.sizes.clear()
+    window = EventFilter(message_types=["user"], last_n=20)
+    assert await repo.find_events(s, window) == await reference.find_events(s, window)
+    assert [name for name, _ in sizes.sizes] == ["find", "find"]
+    question = user(s, "q")
+    started = await start_turn(repo, s, [question], window, reserve_event_ids=["r-2"])
+    wanted = await start_turn(reference, s, [question], window, reserve_event_ids=["r-2"])
+    assert started.events == wanted.events
+    assert started.version == wanted.version

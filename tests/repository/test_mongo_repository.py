@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -14,13 +15,19 @@ from pymongo.errors import AutoReconnect
 
 from asyncsession import (
     AccessDenied,
+    AssistantMessage,
     CompactionPlan,
     EventFilter,
+    EventType,
+    InMemorySessionRepository,
     Session,
+    SessionEvent,
     SessionNotFound,
     StorageError,
     UsageError,
+    UserMessage,
 )
+from asyncsession.repository._mongo_codec import body_of, keyword_regex
 from asyncsession.repository._mongo_positions import key_between, place_between
 from asyncsession.repository._turn import start_turn
 from asyncsession.repository.mongo import MongoSessionRepository
@@ -202,3 +209,98 @@ async def test_driver_errors_surface_as_storage_errors_chained_to_their_cause(
         with pytest.raises(StorageError) as info:
             await operation
         assert isinstance(info.value.__cause__, AutoReconnect)
+
+
+def old_body(event: SessionEvent) -> str:
+    """The JSON body as version 0.1 stored it: every field but id, session and archived flag."""
+    return event.model_dump_json(exclude={"id", "session_id", "archived"})
+
+
+async def test_bodies_stored_by_version_0_1_read_the_same(
+    mongo_db: AsyncDatabase[dict[str, Any]],
+) -> None:
+    """Event bodies in the 0.1 form (with timestamp, type and every default), in the tail and
+    in the events collection, decode to the events that were stored."""
+    repo = MongoSessionRepository(mongo_db)
+    await repo.ensure_indexes()
+    session = Session(user_id="u")
+    await repo.save(session)
+    s = session.id
+    events = [
+        user(s, "below"),
+        SessionEvent(
+            session_id=s,
+            message=AssistantMessage(text=None, extra={"k": None}),
+            metadata={"m": {"x": None}},
+        ),
+        SessionEvent(session_id=s, type=EventType.of("ACME.AUDIT"), payload={}),
+    ]
+    tail = [user(s, f"t{i}") for i in range(120)]
+    await repo.append_events(s, events)
+    await repo.append_events(s, tail)  # rolls the first events forward
+    below = await mongo_db["session_events"].find({"session_id": s}).to_list(None)
+    assert {doc["_id"] for doc in below} >= {e.id for e in events}
+    by_id = {e.id: e for e in [*events, *tail]}
+    for doc in below:
+        await mongo_db["session_events"].update_one(
+            {"_id": doc["_id"]}, {"$set": {"data": old_body(by_id[doc["_id"]])}}
+        )
+    doc = await mongo_db["sessions"].find_one({"_id": s})
+    assert doc is not None
+    entries: list[dict[str, Any]] = []
+    for entry in doc["tail"]:
+        ms, flags, type_name, _body = entry["e"].split(";", 3)
+        entries.append({**entry, "e": f"{ms};{flags};{type_name};{old_body(by_id[entry['_id']])}"})
+    await mongo_db["sessions"].update_one({"_id": s}, {"$set": {"tail": entries}})
+    fresh = MongoSessionRepository(mongo_db)  # nothing cached
+    assert await fresh.find_events(s, EventFilter.all()) == [*events, *tail]
+
+
+TRICKY = 'aAkK\u212aiI\u0130\u0307\u03c3\u03c2\u03a3\u00df\u1e9e"\\\n\x01 .*?$[]é'
+
+
+@given(
+    text=st.text(alphabet=st.sampled_from(TRICKY) | st.characters(), max_size=12),
+    start=st.integers(0, 12),
+    length=st.integers(1, 6),
+)
+def test_a_keyword_regex_finds_every_text_that_contains_the_keyword(
+    text: str, start: int, length: int
+) -> None:
+    """The body regex of any piece of a text's lower case matches the stored body of an event
+    with that text (it may match elsewhere too: reads check every hit)."""
+    lowered = text.lower()
+    keyword = lowered[start : start + length]
+    assume(keyword.strip())
+    event = SessionEvent(session_id="s", message=UserMessage(text=text))
+    assert re.search(keyword_regex(keyword), body_of(event))
+
+
+@pytest.mark.parametrize(
+    ("text", "keyword"),
+    [
+        pytest.param("The Kelvin \u212a", "k", id="kelvin-sign"),
+        pytest.param("\u0130stanbul", "i\u0307s", id="dotted-capital-i"),
+        pytest.param("ΟΔΟΣ", "δος", id="final-sigma"),
+        pytest.param('say "hi"\n\\o/', '"hi"\n\\', id="json-escapes"),
+        pytest.param("Straße", "STRASSE".lower(), id="no-match-expected"),
+    ],
+)
+async def test_keyword_search_below_the_tail_matches_as_in_memory(
+    mongo_db: AsyncDatabase[dict[str, Any]], text: str, keyword: str
+) -> None:
+    """A keyword search over events rolled below the tail finds what the in-memory store finds,
+    for letters whose cases are unusual and for characters JSON escapes."""
+    repo = MongoSessionRepository(mongo_db)
+    await repo.ensure_indexes()
+    reference = InMemorySessionRepository()
+    session = Session(user_id="u")
+    s = session.id
+    events = [user(s, text), *(user(s, f"filler {i}") for i in range(120))]
+    for store in (repo, reference):
+        await store.save(session)
+        await store.append_events(s, events)
+    assert await mongo_db["session_events"].find_one({"_id": events[0].id}) is not None
+    search = EventFilter.keyword_search(keyword)
+    found = await repo.find_events(s, search)
+    assert found == await reference.find_events(s, search)
