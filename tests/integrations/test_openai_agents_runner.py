@@ -6,6 +6,7 @@ Every test runs the same script on the SDK's ``SQLiteSession`` (the reference) a
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -181,3 +182,25 @@ async def test_input_callback_repeating_history_does_not_grow_it(
         "user 2",
     ]
     assert len(stored) == 6
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["one-object", "an-object-each"])
+async def test_concurrent_runs_store_every_item_once(
+    make_session: SessionFactory, shared: bool
+) -> None:
+    """Twelve concurrent runs of one session store every input and every reply exactly once."""
+    model = ScriptedModel(
+        [[assistant_message(f"answer {n}", item_id=f"msg_{n}")] for n in range(12)]
+    )
+    agent = Agent(name="busy", model=model)
+    one = make_session("concurrent")
+    sessions = [one if shared else make_session("concurrent") for _ in range(12)]
+    await asyncio.gather(
+        *(Runner.run(agent, f"question {n}", session=s) for n, s in enumerate(sessions))
+    )
+    stored = await one.get_items()
+    assert len(stored) == 24
+    questions = sorted(str(item.get("content")) for item in stored if item.get("role") == "user")
+    assert questions == sorted(f"question {n}" for n in range(12))
+    replies = sorted(str(item.get("id")) for item in stored if item.get("role") == "assistant")
+    assert replies == sorted(f"msg_{n}" for n in range(12))

@@ -4,8 +4,8 @@ clears, retries that store nothing twice, concurrency, cancellation, turn-aware 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar, cast
 
 import pytest
 from agents import TResponseInputItem
@@ -23,6 +23,7 @@ from asyncsession.messages import AssistantMessage, ToolResponseMessage
 from asyncsession.service import DelegatingSessionService, SessionService
 
 Items = list[TResponseInputItem]
+_T = TypeVar("_T")
 
 TOOL_ROUND: Any = [
     {"role": "user", "content": "Weather in Paris and Rome?"},
@@ -206,32 +207,48 @@ class LosingService(DelegatingSessionService):
         events: Sequence[SessionEvent],
         expected_version: int | None = None,
     ) -> bool:
+        return await self._fail_around(super().append_events(session_id, events, expected_version))
+
+    async def start_turn(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._fail_around(super().start_turn(*args, **kwargs))
+
+    async def _fail_around(self, write: Coroutine[Any, Any, _T]) -> _T:
         if self.fail and not self.after_write:
             self.fail -= 1
+            write.close()
             raise StorageError("injected: connection reset before the write")
-        stored = await super().append_events(session_id, events, expected_version)
+        result = await write
         if self.fail:
             self.fail -= 1
             raise StorageError("injected: the acknowledgement was lost")
-        return stored
+        return result
 
 
 @pytest.mark.parametrize("after_write", [True, False], ids=["ack-lost", "not-written"])
+@pytest.mark.parametrize(
+    "batch",
+    [
+        pytest.param(TOOL_ROUND[:1], id="turn-start"),
+        pytest.param(TOOL_ROUND[1:], id="tool-round"),
+        pytest.param(TOOL_ROUND[-1:], id="one-event-reply"),
+    ],
+)
 async def test_retry_after_a_failed_write_stores_once(
-    service: SessionService, after_write: bool
+    service: SessionService, after_write: bool, batch: list[Any]
 ) -> None:
-    """Retrying a batch whose write failed stores it exactly once, written or not."""
+    """Retrying a batch whose write failed stores it exactly once, written or not, whichever
+    way it was written (a turn start, a plain append, a reply with an id registered ahead)."""
     losing = LosingService(service, fail=0, after_write=after_write)
     session = AgentsSession("retry", losing)
     await session.add_items(TOOL_ROUND[:1])
     losing.fail = 2
     for _ in range(2):
         with pytest.raises(StorageError):
-            await session.add_items(TOOL_ROUND[1:])
-    await session.add_items(TOOL_ROUND[1:])
-    assert await session.get_items() == TOOL_ROUND
-    await session.add_items(TOOL_ROUND[1:])  # a success clears the memory: this is new
-    assert await session.get_items() == TOOL_ROUND + TOOL_ROUND[1:]
+            await session.add_items(batch)
+    await session.add_items(batch)
+    assert await session.get_items() == TOOL_ROUND[:1] + batch
+    await session.add_items(batch)  # a success clears the memory: this is new
+    assert await session.get_items() == TOOL_ROUND[:1] + batch + batch
 
 
 async def test_concurrent_adds_keep_every_batch_once_and_whole(service: SessionService) -> None:
