@@ -180,6 +180,12 @@ class ChatChunk:
     """The completion id; it changes from one round of a tool loop to the next."""
     model: str | None = None
     """The model that answers."""
+    reasoning: str = ""
+    """The next piece of the reasoning summary (Responses API reasoning models)."""
+    raw: object = None
+    """The provider's event this chunk was made from, for what the chunk does not type (on the
+    Responses API the SDK's ``ResponseStreamEvent``); ``None`` when there is none. Opaque to
+    advisors: they must not depend on it."""
 
 
 @dataclass(slots=True)

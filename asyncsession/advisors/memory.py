@@ -15,7 +15,9 @@ Per model call (per round of a tool loop, at its default order) the advisor:
 6. stores the prompt's last user message (or, inside a tool loop, the trailing tool results)
    through the ``MessageFilter``; a tool result is stored exactly when its tool call was (the
    write guard), whatever the filter says;
-7. after the model answers, stores the reply through the ``MessageFilter``;
+7. after the model answers, stores the reply through the ``MessageFilter``, with the usage
+   the model reported in its metadata (``USAGE_METADATA_KEY``, read by
+   ``ContextWindowTrigger``);
 8. once the turn is complete (the reply asks for no tools), compacts if configured and no
    ``SessionTurnAdvisor`` compacts for the call.
 
@@ -32,9 +34,11 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, Final
 
+from pydantic import JsonValue
+
 from .._shield import shielded
 from ..chat import ChatRequest, ChatResponse
-from ..compaction import CompactionStrategy, TriggerLike
+from ..compaction import CompactionStrategy, TriggerLike, usage_metadata
 from ..events import Session, SessionEvent
 from ..filters import EventFilter
 from ..messages import Message, SystemMessage, ToolResponseMessage, UserMessage
@@ -313,8 +317,16 @@ class SessionMemoryAdvisor(BaseAdvisor):
         memory = ctx.state[self._key]
         if self.message_filter.should_persist(response.message):
             reserved, memory.reserved_reply_id = memory.reserved_reply_id, None
+            usage = response.usage
             event = await self._append(
-                ctx, memory, response.message, self.response_event_id_generator, event_id=reserved
+                ctx,
+                memory,
+                response.message,
+                self.response_event_id_generator,
+                event_id=reserved,
+                metadata=None
+                if usage is None
+                else usage_metadata(usage.prompt_tokens, usage.completion_tokens),
             )
             memory.response_ids.append(event.id)
             ctx.context[RESPONSE_EVENT_IDS_CONTEXT_KEY] = list(memory.response_ids)
@@ -339,10 +351,13 @@ class SessionMemoryAdvisor(BaseAdvisor):
         generator: EventIdGenerator,
         *,
         event_id: str | None = None,
+        metadata: dict[str, JsonValue] | None = None,
     ) -> SessionEvent:
         event_id = event_id or generator.generate(ctx.context, message)
         event = await shielded(
-            self.service.append_message(memory.session.id, message, event_id=event_id)
+            self.service.append_message(
+                memory.session.id, message, event_id=event_id, metadata=metadata
+            )
         )
         _track(memory, event)
         return event

@@ -9,7 +9,8 @@ decides when, a strategy decides what, and the result is applied as a
     )
     result = await service.compact(session_id, TurnCountTrigger(20), strategy)
 
-- Triggers: :class:`TurnCountTrigger`, :class:`TokenCountTrigger`, :func:`any_of`,
+- Triggers: :class:`TurnCountTrigger`, :class:`TokenCountTrigger`,
+  :class:`ContextWindowTrigger` (on the usage the model reported), :func:`any_of`,
   :func:`all_of`, or any function of a :class:`CompactionRequest` returning a bool.
 - Strategies: :class:`SlidingWindowCompactionStrategy`, :class:`TurnWindowCompactionStrategy`,
   :class:`TokenCountCompactionStrategy`, :class:`RecursiveSummarizationCompactionStrategy`.
@@ -34,13 +35,16 @@ from .strategies import (
 from .summarizer import DEFAULT_SUMMARIZER_SYSTEM_PROMPT, OpenAISummarizer, Summarizer
 from .tokens import HeuristicTokenCountEstimator, TokenCountEstimator
 from .triggers import (
+    USAGE_METADATA_KEY,
     CompactionTrigger,
+    ContextWindowTrigger,
     TokenCountTrigger,
     TriggerLike,
     TurnCountTrigger,
     all_of,
     any_of,
     should_compact,
+    usage_metadata,
 )
 from .worker import CompactionOutcome, CompactionTicket, CompactionWorker
 
@@ -48,6 +52,7 @@ __all__ = [
     "DEFAULT_SHADOW_PROMPT",
     "DEFAULT_SUMMARIZER_SYSTEM_PROMPT",
     "RECURSIVE_SUMMARIZATION_SOURCE",
+    "USAGE_METADATA_KEY",
     "CompactionOutcome",
     "CompactionPlan",
     "CompactionRequest",
@@ -56,6 +61,7 @@ __all__ = [
     "CompactionTicket",
     "CompactionTrigger",
     "CompactionWorker",
+    "ContextWindowTrigger",
     "EventFormatter",
     "HeuristicTokenCountEstimator",
     "Insert",
@@ -74,4 +80,5 @@ __all__ = [
     "any_of",
     "format_event",
     "should_compact",
+    "usage_metadata",
 ]

@@ -6,6 +6,8 @@ and so is a plain function, sync or async, taking the request and returning a bo
 
 - :class:`TurnCountTrigger` fires when there are more real turns than allowed;
 - :class:`TokenCountTrigger` fires when the events a prompt would carry reach a token threshold;
+- :class:`ContextWindowTrigger` fires when the prompt, as the model last reported it, fills a
+  fraction of the model's context window;
 - :func:`any_of` and :func:`all_of` combine triggers (OR and AND, evaluated in order, lazily).
 """
 
@@ -13,22 +15,47 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeAlias, runtime_checkable
+from typing import Final, Protocol, TypeAlias, runtime_checkable
 
+from pydantic import JsonValue
+
+from ..events import SessionEvent
 from ..exceptions import UsageError
 from ._pipeline import positive_int, split_events, tokens_of
 from .request import CompactionRequest
 from .tokens import HeuristicTokenCountEstimator, TokenCountEstimator
 
 __all__ = [
+    "USAGE_METADATA_KEY",
     "CompactionTrigger",
+    "ContextWindowTrigger",
     "TokenCountTrigger",
     "TriggerLike",
     "TurnCountTrigger",
     "all_of",
     "any_of",
     "should_compact",
+    "usage_metadata",
 ]
+
+USAGE_METADATA_KEY: Final = "usage"
+"""Metadata key of an assistant reply: ``{"input_tokens": n, "output_tokens": m}`` as the model
+reported them for the call that produced it (the memory advisor stores it)."""
+
+
+def usage_metadata(input_tokens: int, output_tokens: int) -> dict[str, JsonValue]:
+    """The event metadata that records a model call's reported usage."""
+    return {USAGE_METADATA_KEY: {"input_tokens": input_tokens, "output_tokens": output_tokens}}
+
+
+def _reported(event: SessionEvent) -> tuple[int, int] | None:
+    usage = event.metadata.get(USAGE_METADATA_KEY)
+    if not isinstance(usage, dict):
+        return None
+    given, produced = usage.get("input_tokens"), usage.get("output_tokens", 0)
+    if not isinstance(given, int) or not isinstance(produced, int):
+        return None
+    return given, produced
 
 
 @runtime_checkable
@@ -168,3 +195,71 @@ def all_of(*triggers: TriggerLike) -> CompactionTrigger:
         UsageError: no triggers, or something that is neither a trigger nor a function.
     """
     return _AllOf(_check_triggers(triggers, "all_of"))
+
+
+class ContextWindowTrigger:
+    """Fires when the prompt fills ``fraction`` of a ``context_window`` of tokens.
+
+    The prompt's size is what the model reported: the input tokens of the newest reply that
+    carries usage (the memory advisor stores it with every reply, on both APIs), plus its
+    output tokens and an estimate of the events stored after it, since they join the next
+    prompt. With no reported usage, or when a compaction wrote its summary after that reply
+    (the report then counts archived events), it falls back to estimating the events the way
+    [`TokenCountTrigger`][asyncsession.compaction.TokenCountTrigger] does.
+
+    Args:
+        context_window: the model's context window, in tokens (say ``128_000``).
+        fraction: the share of the window that triggers compaction, in (0, 1].
+        estimator: the fallback estimator (default: the heuristic one).
+
+    Raises:
+        UsageError: ``context_window`` is not a positive int, or ``fraction`` is out of range.
+    """
+
+    __slots__ = ("context_window", "estimator", "fraction")
+
+    def __init__(
+        self,
+        context_window: int,
+        *,
+        fraction: float = 0.8,
+        estimator: TokenCountEstimator | None = None,
+    ) -> None:
+        self.context_window = positive_int(context_window, "context_window")
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+            raise UsageError(f"fraction must be a number, not {fraction!r}")
+        if not 0 < fraction <= 1:
+            raise UsageError(f"fraction must be in (0, 1], not {fraction!r}")
+        self.fraction = float(fraction)
+        self.estimator: TokenCountEstimator = (
+            HeuristicTokenCountEstimator() if estimator is None else estimator
+        )
+
+    @property
+    def threshold(self) -> int:
+        """The prompt size, in tokens, at which the trigger fires."""
+        return max(1, int(self.context_window * self.fraction))
+
+    def prompt_tokens(self, request: CompactionRequest) -> int:
+        """The prompt's size: reported by the model where it can be, else estimated."""
+        events = request.events
+        for index in range(len(events) - 1, -1, -1):
+            reported = _reported(events[index])
+            if reported is None:
+                continue
+            at = events[index].timestamp
+            if any(e.is_synthetic and e.timestamp >= at for e in events):
+                break  # compacted since: the report counts what is archived now
+            later = [e for e in events[index + 1 :] if e.is_message]
+            return sum(reported) + tokens_of(later, self.estimator)
+        return tokens_of(split_events(events).budgeted, self.estimator)
+
+    async def should_compact(self, request: CompactionRequest) -> bool:
+        """Whether the prompt reaches :attr:`threshold` tokens."""
+        return self.prompt_tokens(request) >= self.threshold
+
+    def __repr__(self) -> str:
+        return (
+            f"ContextWindowTrigger(context_window={self.context_window!r}, "
+            f"fraction={self.fraction!r})"
+        )

@@ -1,4 +1,7 @@
-"""``ChatClient``: OpenAI Chat Completions calls and streams through the advisor pipeline.
+"""OpenAI calls and streams through the advisor pipeline.
+
+``ChatClient`` speaks Chat Completions, ``ResponsesClient`` the Responses API; both take the same
+advisors. ``items_to_messages`` / ``messages_to_items`` convert Responses API items.
 
 Needs the ``openai`` package: ``pip install 'asyncsession[openai]'``.
 """
@@ -11,6 +14,7 @@ if _importlib_util.find_spec("openai") is None:  # pragma: no cover - depends on
     )
 
 from ._client import ChatClient, MessagesLike
+from ._responses_client import ResponsesClient
 from ._responses_items import ItemLike, items_to_messages, messages_to_items
 from .streaming import ChatStream
 
@@ -19,6 +23,7 @@ __all__ = [
     "ChatStream",
     "ItemLike",
     "MessagesLike",
+    "ResponsesClient",
     "items_to_messages",
     "messages_to_items",
 ]

@@ -1,9 +1,14 @@
-"""``ChatClient``: Chat Completions calls and streams through an ordered chain of advisors."""
+"""``ChatClient``: Chat Completions calls and streams through an ordered chain of advisors.
+
+``BaseChatClient`` holds what every API's client shares (the prompt, the advisors, the call and
+the stream); a subclass supplies the innermost step, the model request itself.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from openai import AsyncOpenAI
@@ -17,23 +22,27 @@ from ..messages import Message, UserMessage, messages_from_openai
 from ._model import ModelStream, complete
 from .streaming import ChatStream
 
-__all__ = ["ChatClient"]
+__all__ = ["BaseChatClient", "ChatClient"]
 
 MessagesLike = Sequence[Message] | Sequence[Mapping[str, Any]]
-"""Messages of ours, or OpenAI Chat Completions message dicts."""
+"""Messages of ours, or dicts of the client's API: Chat Completions message dicts for
+``ChatClient``, Responses API input items for ``ResponsesClient``."""
 
 
-def _to_messages(messages: MessagesLike) -> list[Message]:
+def _to_messages(
+    messages: MessagesLike,
+    convert: Callable[[list[dict[str, Any]]], list[Message]] = messages_from_openai,
+) -> list[Message]:
     items = list(messages)
     if all(isinstance(item, Mapping) for item in items):
-        return messages_from_openai([dict(item) for item in items])  # pyright: ignore[reportArgumentType]
+        return convert([dict(item) for item in items])  # pyright: ignore[reportArgumentType]
     if any(isinstance(item, Mapping) for item in items):
         raise UsageError("Pass either messages of ours or OpenAI message dicts, not a mix")
     return items  # type: ignore[return-value]  # no mappings, so messages of ours
 
 
-class ChatClient:
-    """Chat Completions over a borrowed ``openai.AsyncOpenAI``, through ordered advisors.
+class BaseChatClient(ABC):
+    """A borrowed ``openai.AsyncOpenAI`` behind ordered advisors; subclasses send the request.
 
     The client owns nothing: it never closes the ``AsyncOpenAI`` it was given, and a call
     holds no resources once it returned (or its stream's ``async with`` block was left).
@@ -65,7 +74,9 @@ class ChatClient:
         """The default model."""
         self.advisors: tuple[Advisor, ...] = tuple(advisors)
         """The advisors of every call, in registration order."""
-        self.default_messages: tuple[Message, ...] = tuple(_to_messages(default_messages))
+        self.default_messages: tuple[Message, ...] = tuple(
+            _to_messages(default_messages, self._convert_dicts)
+        )
         """Messages that start every prompt."""
         self.default_options = default_options or ChatOptions()
         """Model parameters of every call."""
@@ -83,7 +94,7 @@ class ChatClient:
         *,
         streaming: bool,
     ) -> tuple[CallContext, ChatRequest]:
-        prompt = [*self.default_messages, *_to_messages(messages or ())]
+        prompt = [*self.default_messages, *_to_messages(messages or (), self._convert_dicts)]
         if user is not None:
             prompt.append(UserMessage(text=user))
         if len(prompt) == len(self.default_messages):
@@ -152,6 +163,35 @@ class ChatClient:
             user, messages, context, advisors, options, tools, streaming=True
         )
         return ChatStream(ctx, start_stream(ctx, request, self._open_stream))
+
+    @staticmethod
+    def _convert_dicts(messages: list[dict[str, Any]]) -> list[Message]:
+        """Messages given as dicts: OpenAI Chat Completions message dicts by default."""
+        return messages_from_openai(messages)
+
+    @abstractmethod
+    async def _complete(self, ctx: CallContext, request: ChatRequest) -> ChatResponse:
+        """The innermost step of the call path: one model request."""
+
+    @abstractmethod
+    def _open_stream(self, ctx: CallContext, request: ChatRequest) -> ChunkStream:
+        """The innermost step of the stream path: one streamed model request."""
+
+
+class ChatClient(BaseChatClient):
+    """Chat Completions over a borrowed ``openai.AsyncOpenAI``, through ordered advisors.
+
+    The client owns nothing: it never closes the ``AsyncOpenAI`` it was given, and a call
+    holds no resources once it returned (or its stream's ``async with`` block was left).
+
+    Args:
+        openai_client: the SDK client; configure retries and timeouts on it.
+        model: the default model.
+        advisors: advisors of every call, e.g. the session and tool advisors.
+        default_messages: messages that start every prompt (say, a system prompt).
+        default_options: model parameters of every call; a call's options override them.
+        default_context: advisor-context entries of every call; a call's override them.
+    """
 
     async def _complete(self, ctx: CallContext, request: ChatRequest) -> ChatResponse:
         return await complete(self.openai_client, request, self.model)

@@ -1,0 +1,386 @@
+"""The scripted values: replies, tool calls, usage, errors, and the recorded requests."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import secrets
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, Literal, Self, TypedDict, Unpack, cast
+
+from asyncsession.exceptions import UsageError
+
+__all__ = [
+    "CHAT_COMPLETIONS_PATHS",
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_MODEL",
+    "FinishReason",
+    "MAX_BODY_BYTES",
+    "MAX_HEAD_BYTES",
+    "READ_SIZE",
+    "RESPONSES_PATHS",
+    "ResponseOutcome",
+    "RecordedRequest",
+    "Responder",
+    "ScriptedError",
+    "ScriptedReply",
+    "ScriptedReplyOptions",
+    "ScriptedToolCall",
+    "ScriptedUsage",
+    "call_responder",
+    "estimate_tokens",
+    "json_objects",
+    "new_call_id",
+]
+
+
+ResponseOutcome = Literal["completed", "failed", "incomplete", "error"]
+"""How a scripted Responses API reply ends."""
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "function_call"]
+"""Why the model stopped, as the Chat Completions API reports it."""
+
+CHAT_COMPLETIONS_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
+RESPONSES_PATHS = frozenset({"/v1/responses", "/responses"})
+DEFAULT_CHUNK_SIZE = 4
+DEFAULT_MODEL = "scripted-model"
+MAX_HEAD_BYTES = 64 * 1024
+MAX_BODY_BYTES = 64 * 1024 * 1024
+READ_SIZE = 64 * 1024
+
+
+def new_call_id() -> str:
+    return f"call_{secrets.token_hex(12)}"
+
+
+def estimate_tokens(text: str) -> int:
+    """Roughly one token per four characters, and never zero: good enough for a fake."""
+    return max(1, (len(text) + 3) // 4)
+
+
+# Design note: the scripted values are frozen dataclasses, not pydantic models, because they live
+# in-process only and some hold asyncio.Events; the JSON the server sends is built from the
+# private pydantic models below, which mirror the API's wire shapes.
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedToolCall:
+    """One function tool call in a scripted reply.
+
+    ``arguments`` may be a mapping (serialised to compact JSON when the call is created) or a raw
+    string sent verbatim, which lets a test script malformed JSON arguments on purpose.
+    """
+
+    name: str
+    """The function name the model "calls"."""
+    arguments: str | Mapping[str, Any] = "{}"
+    """The arguments: a JSON-serialisable mapping, or a raw string sent as is."""
+    _: KW_ONLY
+    id: str = field(default_factory=new_call_id)
+    """The tool call id; ``call_<hex>`` when not given."""
+    _arguments_json: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.arguments, str):
+            encoded = self.arguments
+        else:
+            try:
+                encoded = json.dumps(
+                    dict(self.arguments), separators=(",", ":"), ensure_ascii=False
+                )
+            except (TypeError, ValueError) as exc:
+                raise UsageError(
+                    f"Arguments of tool call {self.name!r} are not JSON-serialisable: {exc}"
+                ) from exc
+        # A snapshot, so mutating the caller's dict later cannot change the script.
+        object.__setattr__(self, "_arguments_json", encoded)
+
+    @property
+    def arguments_json(self) -> str:
+        """The arguments exactly as they are sent on the wire."""
+        return self._arguments_json
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptedUsage:
+    """Token usage reported with a reply."""
+
+    prompt_tokens: int
+    """Tokens in the request."""
+    completion_tokens: int
+    """Tokens in the reply."""
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt and completion tokens together."""
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptedError:
+    """An HTTP error answered with OpenAI's error JSON body."""
+
+    status_code: int
+    """The HTTP status, for example 400, 429 or 500."""
+    message: str
+    """``error.message`` in the body."""
+    type: str
+    """``error.type`` in the body, such as ``"invalid_request_error"`` or ``"server_error"``."""
+    code: str | None = None
+    """``error.code`` in the body."""
+    param: str | None = None
+    """``error.param`` in the body."""
+
+
+class ScriptedReplyOptions(TypedDict, total=False):
+    """Keyword options shared by :meth:`ScriptedReply.text` and :meth:`ScriptedReply.tool_calls`.
+
+    Each key is the :class:`ScriptedReply` field of the same name.
+    """
+
+    finish_reason: FinishReason
+    usage: ScriptedUsage
+    chunk_size: int
+    pause_after: int
+    gate: asyncio.Event
+    drop_after: int
+    hold: asyncio.Event
+    delay: float
+    headers: Mapping[str, str]
+    reasoning: str
+    outcome: ResponseOutcome
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptedReply:
+    """What the server answers to one chat completion request.
+
+    Build one with :meth:`text`, :meth:`tool_calls` or :meth:`error`, or directly. The same reply
+    serves streaming and non-streaming requests: the request's ``stream`` flag decides the shape.
+
+    "Chunks" in the fault controls are the SSE events of a streamed reply, ``data: [DONE]``
+    included; a non-streaming reply is a single chunk (status line, headers and body).
+    """
+
+    content: str | None = None
+    """The assistant's text; ``None`` for a reply with tool calls only."""
+    calls: tuple[ScriptedToolCall, ...] = ()
+    """Tool calls, in order; several make a parallel tool call."""
+    finish_reason: FinishReason | None = None
+    """Overrides the derived finish reason (``"tool_calls"`` with calls, else ``"stop"``)."""
+    usage: ScriptedUsage | None = None
+    """Reported usage; estimated from the request and reply sizes when not given."""
+    api_error: ScriptedError | None = None
+    """When set, the request fails with this HTTP error instead of completing."""
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    """Characters per streamed content or arguments delta."""
+    pause_after: int | None = None
+    """Send this many chunks, then wait for ``gate`` before sending the rest."""
+    gate: asyncio.Event | None = None
+    """The event that releases a reply paused by ``pause_after``."""
+    drop_after: int | None = None
+    """Send this many chunks, then close the connection without finishing the response."""
+    hold: asyncio.Event | None = None
+    """Wait for this event before answering at all; never set it to simulate a hung server."""
+    delay: float = 0.0
+    """Seconds to wait before answering; prefer ``hold`` when a test can set an event."""
+    headers: Mapping[str, str] = field(default_factory=dict[str, str])
+    """Extra response headers, for example ``retry-after-ms`` on an error."""
+    reasoning: str | None = None
+    """Responses API only: a reasoning summary; the reply then starts with a ``reasoning`` item
+    (with ``encrypted_content``) whose summary streams as ``reasoning_summary_text`` deltas."""
+    outcome: ResponseOutcome = "completed"
+    """Responses API only: how the response ends. ``"failed"`` and ``"incomplete"`` end it
+    with that status (the ``response.failed`` / ``response.incomplete`` event when streamed),
+    ``"error"`` with an ``error`` event (HTTP 500 when not streamed)."""
+
+    def __post_init__(self) -> None:
+        if self.chunk_size < 1:
+            raise UsageError(f"chunk_size must be at least 1, not {self.chunk_size!r}")
+        if (self.pause_after is None) != (self.gate is None):
+            raise UsageError("pause_after and gate must be given together")
+        for name, value in (("pause_after", self.pause_after), ("drop_after", self.drop_after)):
+            if value is not None and value < 0:
+                raise UsageError(f"{name} must not be negative, not {value!r}")
+        if self.delay < 0:
+            raise UsageError(f"delay must not be negative, not {self.delay!r}")
+        if self.api_error is not None and (
+            self.content is not None
+            or self.calls
+            or self.finish_reason
+            or self.usage
+            or self.reasoning is not None
+        ):
+            raise UsageError(
+                "an error reply carries no content, tool calls, finish reason or usage"
+            )
+        object.__setattr__(self, "calls", tuple(self.calls))
+        object.__setattr__(self, "headers", dict(self.headers))
+
+    @classmethod
+    def text(cls, content: str, **options: Unpack[ScriptedReplyOptions]) -> Self:
+        """A plain assistant message.
+
+        Args:
+            content: The assistant's text.
+            **options: Further :class:`ScriptedReply` fields (finish reason, usage, faults).
+        """
+        return cls(content=content, **options)
+
+    @classmethod
+    def tool_calls(
+        cls,
+        calls: Iterable[ScriptedToolCall],
+        *,
+        content: str | None = None,
+        **options: Unpack[ScriptedReplyOptions],
+    ) -> Self:
+        """An assistant message that calls one tool, or several in parallel.
+
+        Args:
+            calls: The tool calls, in order.
+            content: Optional text sent alongside the calls.
+            **options: Further :class:`ScriptedReply` fields (finish reason, usage, faults).
+        """
+        scripted = tuple(calls)
+        if not scripted:
+            raise UsageError("tool_calls() needs at least one ScriptedToolCall")
+        return cls(content=content, calls=scripted, **options)
+
+    @classmethod
+    def error(
+        cls,
+        status_code: int,
+        message: str,
+        *,
+        error_type: str | None = None,
+        code: str | None = None,
+        hold: asyncio.Event | None = None,
+        delay: float = 0.0,
+        headers: Mapping[str, str] | None = None,
+    ) -> Self:
+        """An HTTP error with OpenAI's error JSON body.
+
+        Args:
+            status_code: The HTTP status (400 and up).
+            message: The error message.
+            error_type: ``error.type``; by default ``"server_error"`` for a 5xx status, else
+                ``"invalid_request_error"``.
+            code: ``error.code``.
+            hold: Wait for this event before answering.
+            delay: Seconds to wait before answering.
+            headers: Extra response headers.
+        """
+        if status_code < 400:
+            raise UsageError(f"an error reply needs a status of 400 or more, not {status_code!r}")
+        if error_type is None:
+            error_type = "server_error" if status_code >= 500 else "invalid_request_error"
+        failure = ScriptedError(
+            status_code=status_code, message=message, type=error_type, code=code
+        )
+        return cls(api_error=failure, hold=hold, delay=delay, headers=headers or {})
+
+    @property
+    def effective_finish_reason(self) -> FinishReason:
+        """The finish reason sent: the override, else derived from the tool calls."""
+        if self.finish_reason is not None:
+            return self.finish_reason
+        return "tool_calls" if self.calls else "stop"
+
+    def describe(self) -> str:
+        """A short human-readable summary, used in assertion messages."""
+        if self.api_error is not None:
+            return f"error {self.api_error.status_code} {self.api_error.message!r}"
+        parts: list[str] = []
+        if self.content is not None:
+            preview = self.content if len(self.content) <= 40 else self.content[:37] + "..."
+            parts.append(f"text {preview!r}")
+        if self.calls:
+            parts.append(f"tool calls {[call.name for call in self.calls]!r}")
+        return " + ".join(parts) or "empty reply"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordedRequest:
+    """One HTTP request the server received, in arrival order."""
+
+    index: int
+    """Position in :attr:`ScriptedOpenAIServer.requests`."""
+    connection: int
+    """Which TCP connection carried the request, numbered from 0 in order of arrival."""
+    method: str
+    """The HTTP method, for example ``"POST"``."""
+    path: str
+    """The request path without the query string."""
+    headers: Mapping[str, str]
+    """Request headers, with lower-case names."""
+    raw_body: bytes
+    """The request body as received."""
+    body: Mapping[str, Any]
+    """The body parsed as a JSON object; empty when it is not one."""
+    _disconnected: asyncio.Event = field(
+        init=False, default_factory=asyncio.Event, repr=False, compare=False
+    )
+
+    @property
+    def model(self) -> str | None:
+        """The ``model`` the client asked for."""
+        value = self.body.get("model")
+        return value if isinstance(value, str) else None
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The ``messages`` the client sent (an empty list when absent)."""
+        return json_objects(self.body.get("messages"))
+
+    @property
+    def input(self) -> list[dict[str, Any]]:
+        """The Responses API ``input`` items (a string input as one user message)."""
+        value = self.body.get("input")
+        if isinstance(value, str):
+            return [{"role": "user", "content": value}]
+        return json_objects(value)
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The ``tools`` the client offered (an empty list when absent)."""
+        return json_objects(self.body.get("tools"))
+
+    @property
+    def is_stream(self) -> bool:
+        """Whether the client asked for a streamed (SSE) response."""
+        return self.body.get("stream") is True
+
+    @property
+    def include_usage(self) -> bool:
+        """Whether the client asked for a usage chunk at the end of the stream."""
+        options = json_objects([self.body.get("stream_options")])
+        return bool(options) and options[0].get("include_usage") is True
+
+    @property
+    def disconnected(self) -> bool:
+        """Whether the client went away before the response was completely sent."""
+        return self._disconnected.is_set()
+
+    async def wait_disconnected(self) -> None:
+        """Wait until the client has gone away mid-response (wrap in ``asyncio.timeout``)."""
+        await self._disconnected.wait()
+
+
+def json_objects(value: object) -> list[dict[str, Any]]:
+    """The JSON objects in a parsed JSON list; anything else is ignored."""
+    if not isinstance(value, list):
+        return []
+    items = cast(list[object], value)
+    return [cast(dict[str, Any], item) for item in items if isinstance(item, dict)]
+
+
+Responder = Callable[[RecordedRequest], ScriptedReply | Awaitable[ScriptedReply]]
+"""Decides the reply to a request; may be a plain or an ``async`` function."""
+
+
+async def call_responder(responder: Responder, request: RecordedRequest) -> object:
+    """Run a plain or async responder; ``object``, as an untyped one may return anything."""
+    produced = responder(request)
+    return await produced if inspect.isawaitable(produced) else produced
