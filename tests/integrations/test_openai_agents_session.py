@@ -317,3 +317,22 @@ async def test_cancelled_add_finishes_its_write(service: SessionService) -> None
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await session.get_items() == TOOL_ROUND
+
+
+def test_it_is_an_sdk_session() -> None:
+    """The SDK recognises it as a ``Session`` with the compaction hook its Runner calls."""
+    from agents.memory import Session
+    from agents.memory.session import is_openai_responses_compaction_aware_session
+
+    session = AgentsSession("typed", DefaultSessionService(InMemorySessionRepository()))
+    assert isinstance(session, Session)
+    assert is_openai_responses_compaction_aware_session(session)
+    assert repr(session) == "AgentsSession(session_id='typed')"
+
+
+async def test_items_that_are_not_items_are_refused(service: SessionService) -> None:
+    """Something that is not a JSON item is a ``UsageError`` and stores nothing."""
+    session = AgentsSession("bad", service)
+    with pytest.raises(UsageError, match="cannot store"):
+        await session.add_items([{"role": "user", "content": object()}])  # type: ignore[list-item]
+    assert await service.find_by_id("bad") is None
