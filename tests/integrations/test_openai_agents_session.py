@@ -17,6 +17,7 @@ from asyncsession import (
     InMemorySessionRepository,
     SessionEvent,
 )
+from asyncsession.compaction import TurnCountTrigger
 from asyncsession.exceptions import StorageError, UsageError
 from asyncsession.integrations.openai_agents import AgentsSession
 from asyncsession.messages import AssistantMessage, ToolResponseMessage
@@ -182,7 +183,7 @@ async def test_system_items_need_a_service_that_stores_them() -> None:
 @pytest.mark.parametrize(
     "options",
     [
-        pytest.param({"trigger": lambda request: True}, id="trigger-only"),
+        pytest.param({"trigger": TurnCountTrigger(1)}, id="trigger-only"),
         pytest.param({"session_id": " "}, id="blank-id"),
     ],
 )
@@ -260,9 +261,9 @@ async def test_concurrent_adds_keep_every_batch_once_and_whole(service: SessionS
         for n in range(40)
     ]
     await asyncio.gather(*(sessions[n % 10].add_items(batch) for n, batch in enumerate(batches)))
-    stored = await sessions[0].get_items()
+    stored: list[Any] = await sessions[0].get_items()
     assert len(stored) == 80
-    pairs = [tuple(i["content"] for i in stored[k : k + 2]) for k in range(0, 80, 2)]  # type: ignore[typeddict-item]
+    pairs = [(stored[k]["content"], stored[k + 1]["content"]) for k in range(0, 80, 2)]
     expected = [(b[0]["content"], b[1]["content"]) for b in batches]
     assert sorted(pairs) == sorted(expected)
 
@@ -334,5 +335,5 @@ async def test_items_that_are_not_items_are_refused(service: SessionService) -> 
     """Something that is not a JSON item is a ``UsageError`` and stores nothing."""
     session = AgentsSession("bad", service)
     with pytest.raises(UsageError, match="cannot store"):
-        await session.add_items([{"role": "user", "content": object()}])  # type: ignore[list-item]
+        await session.add_items(cast(Items, [{"role": "user", "content": object()}]))
     assert await service.find_by_id("bad") is None
