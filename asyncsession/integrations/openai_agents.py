@@ -137,9 +137,12 @@ class AgentsSession:
     objects (in several processes) may share one session id.
 
     **Storage.** Each ``add_items`` call converts its batch into messages and appends them as one
-    batch of events (one version). The session is created on the first write, owned by
-    ``user_id``. ``get_items`` reads the active view: what compaction archived is left out, a
-    summary turn it wrote is included (as a user and an assistant item).
+    batch of events (one version). A lone user item (the Runner's input) starts a turn
+    (``SessionService.start_turn``), which creates the session on the first write, owned by
+    ``user_id``, and registers the id of the reply's event ahead: a steady Runner turn is four
+    commands on ``MongoSessionRepository``. ``get_items`` reads the active view: what
+    compaction archived is left out, a summary turn it wrote is included (as a user and an
+    assistant item).
 
     **Append-only.** Nothing is ever deleted. ``pop_item`` archives the newest event and returns
     its last item; when that event held more items (an assistant reply with reasoning and

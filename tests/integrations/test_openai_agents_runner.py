@@ -15,6 +15,9 @@ from agents.memory import Session
 from agents.testing import ScriptedModel, assistant_message, function_call
 from agents_support import SessionFactory
 
+from asyncsession.integrations.openai_agents import AgentsSession
+from asyncsession.service import SessionService
+
 RUNNERS = [pytest.param("run", id="run"), pytest.param("run_streamed", id="streamed")]
 
 
@@ -204,3 +207,23 @@ async def test_concurrent_runs_store_every_item_once(
     assert questions == sorted(f"question {n}" for n in range(12))
     replies = sorted(str(item.get("id")) for item in stored if item.get("role") == "assistant")
     assert replies == sorted(f"msg_{n}" for n in range(12))
+
+
+async def test_run_sync_in_a_thread_of_its_own(memory_service: SessionService) -> None:
+    """``Runner.run_sync``, on its own event loop in another thread, uses the session too."""
+    session = AgentsSession("sync", memory_service)
+    model = ScriptedModel([[assistant_message("Hello")], [assistant_message("Hi again")]])
+    agent = Agent(name="test", model=model)
+
+    def run_sync(text: str) -> Any:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            return Runner.run_sync(agent, text, session=session)
+        finally:
+            loop.close()
+
+    await asyncio.to_thread(run_sync, "Hi there")
+    result = await asyncio.to_thread(run_sync, "Remember me?")
+    assert result.final_output == "Hi again"
+    assert model.calls[-1].input == (await session.get_items())[:3]
