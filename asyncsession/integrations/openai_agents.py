@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -38,7 +38,7 @@ from ..compaction import (
 from ..events import CreateSessionRequest, SessionEvent
 from ..exceptions import SessionExists, SessionNotFound, UsageError
 from ..filters import EventFilter
-from ..messages import Message
+from ..messages import Message, UserMessage
 from ..openai import items_to_messages, messages_to_items
 from ..service import SessionService
 
@@ -61,6 +61,10 @@ __all__ = ["AgentsSession"]
 
 _PENDING_LIMIT: Final = 64
 """How many failed ``add_items`` batches a session remembers for their retries."""
+_RESERVED_LIMIT: Final = 8
+"""How many reply ids registered ahead a session keeps (concurrent runs each start a turn)."""
+_NEWEST: Final = EventFilter(last_n=1)
+"""The window a turn's start reads: the smallest, since the Runner read its history already."""
 
 
 def _always(request: CompactionRequest) -> bool:
@@ -133,9 +137,12 @@ class AgentsSession:
     objects (in several processes) may share one session id.
 
     **Storage.** Each ``add_items`` call converts its batch into messages and appends them as one
-    batch of events (one version). The session is created on the first write, owned by
-    ``user_id``. ``get_items`` reads the active view: what compaction archived is left out, a
-    summary turn it wrote is included (as a user and an assistant item).
+    batch of events (one version). A lone user item (the Runner's input) starts a turn
+    (``SessionService.start_turn``), which creates the session on the first write, owned by
+    ``user_id``, and registers the id of the reply's event ahead: a steady Runner turn is four
+    commands on ``MongoSessionRepository``. ``get_items`` reads the active view: what
+    compaction archived is left out, a summary turn it wrote is included (as a user and an
+    assistant item).
 
     **Append-only.** Nothing is ever deleted. ``pop_item`` archives the newest event and returns
     its last item; when that event held more items (an assistant reply with reasoning and
@@ -228,6 +235,7 @@ class AgentsSession:
         self._worker = worker
         self._exists: bool | None = None
         self._pending: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        self._reserved: deque[str] = deque(maxlen=_RESERVED_LIMIT)
 
     def __repr__(self) -> str:
         return f"AgentsSession(session_id={self.session_id!r})"
@@ -265,20 +273,52 @@ class AgentsSession:
         """
         if not items:
             return
-        messages = items_to_messages(cast("list[Mapping[str, Any]]", items))
+        try:
+            messages = items_to_messages(cast("list[Mapping[str, Any]]", items))
+        except (TypeError, ValueError) as exc:
+            raise UsageError(
+                f"session {self.session_id!r} cannot store these items: {exc}"
+            ) from exc
         key = _fingerprint(messages)
-        ids = self._pending.pop(key, None) or tuple(str(uuid.uuid4()) for _ in messages)
+        retried = self._pending.pop(key, None)
+        turn = retried is None and len(messages) == 1 and isinstance(messages[0], UserMessage)
+        if retried is not None:
+            ids = retried
+        elif len(messages) == 1 and not turn and self._reserved:
+            ids = (self._reserved.popleft(),)  # registered by the turn's start: one command less
+        else:
+            ids = tuple(str(uuid.uuid4()) for _ in messages)
         events = [
             SessionEvent(id=event_id, session_id=self.session_id, message=message)
             for event_id, message in zip(ids, messages, strict=True)
         ]
         try:
-            await shielded(self._append(events))
+            await shielded(self._start_turn(events[0]) if turn else self._append(events))
         except Exception:
             self._pending[key] = ids
             while len(self._pending) > _PENDING_LIMIT:
                 self._pending.popitem(last=False)
             raise
+
+    async def _start_turn(self, event: SessionEvent) -> None:
+        """Append a lone user item as the start of a turn, registering the reply's id with it.
+
+        The Runner stores a turn's input, then the model's reply: starting the turn creates a
+        session that does not exist yet and registers one id for the reply's event, so a
+        one-event reply commits in one command on MongoDB.
+        """
+        assert event.message is not None
+        reply_id = str(uuid.uuid4())
+        await self.service.start_turn(
+            self.session_id,
+            event.message,
+            _NEWEST,
+            event_id=event.id,
+            reserve_event_ids=(reply_id,),
+            create=self._creation(),
+        )
+        self._exists = True
+        self._reserved.append(reply_id)
 
     async def _append(self, events: Sequence[SessionEvent]) -> None:
         if self._exists is False:
@@ -290,12 +330,14 @@ class AgentsSession:
             await self.service.append_events(self.session_id, events)
         self._exists = True
 
-    async def _create(self) -> None:
-        request = CreateSessionRequest(
+    def _creation(self) -> CreateSessionRequest:
+        return CreateSessionRequest(
             id=self.session_id, user_id=self.user_id, metadata=self.metadata
         )
+
+    async def _create(self) -> None:
         with contextlib.suppress(SessionExists):  # created by another writer: append to it
-            await self.service.create(request)
+            await self.service.create(self._creation())
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Archive the newest item and return it; ``None`` when the active view is empty.

@@ -1,8 +1,8 @@
-"""The SDK's own OpenAI model, over the real ``openai`` client, against the scripted server.
+"""The SDK's own OpenAI models, over the real ``openai`` client, against the scripted server.
 
-``OpenAIChatCompletionsModel`` talks Chat Completions to ``asyncsession.testing``'s scripted
-server on loopback; the session keeps what the SDK made of the replies, and the next request
-carries it.
+``OpenAIResponsesModel`` (the SDK's default) and ``OpenAIChatCompletionsModel`` talk to
+``asyncsession.testing``'s scripted server on loopback; the session keeps what the SDK made of
+the replies, reasoning items included, and the next request carries it.
 """
 
 from __future__ import annotations
@@ -12,10 +12,18 @@ from typing import Any
 
 import openai
 import pytest
-from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
+from agents import (
+    Agent,
+    ModelSettings,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    Runner,
+    function_tool,
+)
 
 from asyncsession import EventType
 from asyncsession.integrations.openai_agents import AgentsSession
+from asyncsession.messages import AssistantMessage
 from asyncsession.service import SessionService
 from asyncsession.testing.openai_server import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
@@ -74,3 +82,56 @@ async def test_tool_loop_over_the_wire(
     assert [m["role"] for m in last] == ["user", "assistant", "tool", "assistant", "user"]
     assert last[2]["content"] == "order 42 shipped"
     assert last[3]["content"] == "Your order 42 has shipped."
+
+
+async def _run(agent: Agent[Any], text: str, session: AgentsSession, streamed: bool) -> Any:
+    if not streamed:
+        return await Runner.run(agent, text, session=session)
+    result = Runner.run_streamed(agent, text, session=session)
+    async for _ in result.stream_events():
+        pass
+    return result
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
+async def test_responses_model_replays_reasoning_before_its_call(
+    service: SessionService,
+    server: ScriptedOpenAIServer,
+    client: openai.AsyncOpenAI,
+    streamed: bool,
+) -> None:
+    """With ``store=False``, the reasoning item (encrypted content included) is stored with the
+    function call it preceded, and every later request sends it right before that call."""
+    model = OpenAIResponsesModel(model="gpt-test", openai_client=client)
+    settings = ModelSettings(store=False, response_include=["reasoning.encrypted_content"])
+    agent = Agent(name="support", model=model, tools=[lookup], model_settings=settings)
+    session = AgentsSession("responses", service)
+    server.enqueue(
+        ScriptedReply.tool_calls(
+            [ScriptedToolCall("lookup", {"order": "7"}, id="call_7")], reasoning="Look it up."
+        )
+    )
+    server.enqueue(ScriptedReply.text("Order 7 has shipped."))
+    server.enqueue(ScriptedReply.text("You asked about order 7."))
+    await _run(agent, "Where is order 7?", session, streamed)
+    result = await _run(agent, "What did I ask?", session, streamed)
+    assert result.final_output == "You asked about order 7."
+    server.assert_done()
+    events = await service.get_events("responses")
+    call = events[1].message
+    assert isinstance(call, AssistantMessage)
+    assert call.reasoning
+    assert call.reasoning[0]["encrypted_content"]
+    assert [c.id for c in call.tool_calls] == ["call_7"]
+    sent = server.requests[-1].body["input"]
+    kinds = [item.get("type", "message") for item in sent]
+    assert kinds == [
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "message",
+        "message",
+    ]
+    assert sent[1]["encrypted_content"] == call.reasoning[0]["encrypted_content"]
+    assert sent == [*await session.get_items()][:6]

@@ -178,7 +178,8 @@ async def test_sessions_are_isolated(any_session: SessionFactory) -> None:
     first, second = any_session("iso-1"), any_session("iso-2")
     await first.add_items(items("Session 1 message"))
     await second.add_items(items("Session 2 message 1", "Session 2 message 2"))
-    assert (await second.pop_item() or {}).get("content") == "Session 2 message 2"
+    popped: Any = await second.pop_item()
+    assert popped["content"] == "Session 2 message 2"
     assert contents(await first.get_items()) == ["Session 1 message"]
     await second.clear_session()
     assert contents(await first.get_items()) == ["Session 1 message"]

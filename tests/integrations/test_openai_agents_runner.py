@@ -6,6 +6,7 @@ Every test runs the same script on the SDK's ``SQLiteSession`` (the reference) a
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -13,6 +14,9 @@ from agents import Agent, RunConfig, Runner, SessionSettings, function_tool, han
 from agents.memory import Session
 from agents.testing import ScriptedModel, assistant_message, function_call
 from agents_support import SessionFactory
+
+from asyncsession.integrations.openai_agents import AgentsSession
+from asyncsession.service import SessionService
 
 RUNNERS = [pytest.param("run", id="run"), pytest.param("run_streamed", id="streamed")]
 
@@ -181,3 +185,45 @@ async def test_input_callback_repeating_history_does_not_grow_it(
         "user 2",
     ]
     assert len(stored) == 6
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["one-object", "an-object-each"])
+async def test_concurrent_runs_store_every_item_once(
+    make_session: SessionFactory, shared: bool
+) -> None:
+    """Twelve concurrent runs of one session store every input and every reply exactly once."""
+    model = ScriptedModel(
+        [[assistant_message(f"answer {n}", item_id=f"msg_{n}")] for n in range(12)]
+    )
+    agent = Agent(name="busy", model=model)
+    one = make_session("concurrent")
+    sessions = [one if shared else make_session("concurrent") for _ in range(12)]
+    await asyncio.gather(
+        *(Runner.run(agent, f"question {n}", session=s) for n, s in enumerate(sessions))
+    )
+    stored = await one.get_items()
+    assert len(stored) == 24
+    questions = sorted(str(item.get("content")) for item in stored if item.get("role") == "user")
+    assert questions == sorted(f"question {n}" for n in range(12))
+    replies = sorted(str(item.get("id")) for item in stored if item.get("role") == "assistant")
+    assert replies == sorted(f"msg_{n}" for n in range(12))
+
+
+async def test_run_sync_in_a_thread_of_its_own(memory_service: SessionService) -> None:
+    """``Runner.run_sync``, on its own event loop in another thread, uses the session too."""
+    session = AgentsSession("sync", memory_service)
+    model = ScriptedModel([[assistant_message("Hello")], [assistant_message("Hi again")]])
+    agent = Agent(name="test", model=model)
+
+    def run_sync(text: str) -> Any:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            return Runner.run_sync(agent, text, session=session)
+        finally:
+            loop.close()
+
+    await asyncio.to_thread(run_sync, "Hi there")
+    result = await asyncio.to_thread(run_sync, "Remember me?")
+    assert result.final_output == "Hi again"
+    assert model.calls[-1].input == (await session.get_items())[:3]

@@ -4,8 +4,8 @@ clears, retries that store nothing twice, concurrency, cancellation, turn-aware 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar, cast
 
 import pytest
 from agents import TResponseInputItem
@@ -17,12 +17,14 @@ from asyncsession import (
     InMemorySessionRepository,
     SessionEvent,
 )
+from asyncsession.compaction import TurnCountTrigger
 from asyncsession.exceptions import StorageError, UsageError
 from asyncsession.integrations.openai_agents import AgentsSession
 from asyncsession.messages import AssistantMessage, ToolResponseMessage
 from asyncsession.service import DelegatingSessionService, SessionService
 
 Items = list[TResponseInputItem]
+_T = TypeVar("_T")
 
 TOOL_ROUND: Any = [
     {"role": "user", "content": "Weather in Paris and Rome?"},
@@ -181,7 +183,7 @@ async def test_system_items_need_a_service_that_stores_them() -> None:
 @pytest.mark.parametrize(
     "options",
     [
-        pytest.param({"trigger": lambda request: True}, id="trigger-only"),
+        pytest.param({"trigger": TurnCountTrigger(1)}, id="trigger-only"),
         pytest.param({"session_id": " "}, id="blank-id"),
     ],
 )
@@ -206,32 +208,48 @@ class LosingService(DelegatingSessionService):
         events: Sequence[SessionEvent],
         expected_version: int | None = None,
     ) -> bool:
+        return await self._fail_around(super().append_events(session_id, events, expected_version))
+
+    async def start_turn(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._fail_around(super().start_turn(*args, **kwargs))
+
+    async def _fail_around(self, write: Coroutine[Any, Any, _T]) -> _T:
         if self.fail and not self.after_write:
             self.fail -= 1
+            write.close()
             raise StorageError("injected: connection reset before the write")
-        stored = await super().append_events(session_id, events, expected_version)
+        result = await write
         if self.fail:
             self.fail -= 1
             raise StorageError("injected: the acknowledgement was lost")
-        return stored
+        return result
 
 
 @pytest.mark.parametrize("after_write", [True, False], ids=["ack-lost", "not-written"])
+@pytest.mark.parametrize(
+    "batch",
+    [
+        pytest.param(TOOL_ROUND[:1], id="turn-start"),
+        pytest.param(TOOL_ROUND[1:], id="tool-round"),
+        pytest.param(TOOL_ROUND[-1:], id="one-event-reply"),
+    ],
+)
 async def test_retry_after_a_failed_write_stores_once(
-    service: SessionService, after_write: bool
+    service: SessionService, after_write: bool, batch: list[Any]
 ) -> None:
-    """Retrying a batch whose write failed stores it exactly once, written or not."""
+    """Retrying a batch whose write failed stores it exactly once, written or not, whichever
+    way it was written (a turn start, a plain append, a reply with an id registered ahead)."""
     losing = LosingService(service, fail=0, after_write=after_write)
     session = AgentsSession("retry", losing)
     await session.add_items(TOOL_ROUND[:1])
     losing.fail = 2
     for _ in range(2):
         with pytest.raises(StorageError):
-            await session.add_items(TOOL_ROUND[1:])
-    await session.add_items(TOOL_ROUND[1:])
-    assert await session.get_items() == TOOL_ROUND
-    await session.add_items(TOOL_ROUND[1:])  # a success clears the memory: this is new
-    assert await session.get_items() == TOOL_ROUND + TOOL_ROUND[1:]
+            await session.add_items(batch)
+    await session.add_items(batch)
+    assert await session.get_items() == TOOL_ROUND[:1] + batch
+    await session.add_items(batch)  # a success clears the memory: this is new
+    assert await session.get_items() == TOOL_ROUND[:1] + batch + batch
 
 
 async def test_concurrent_adds_keep_every_batch_once_and_whole(service: SessionService) -> None:
@@ -243,9 +261,9 @@ async def test_concurrent_adds_keep_every_batch_once_and_whole(service: SessionS
         for n in range(40)
     ]
     await asyncio.gather(*(sessions[n % 10].add_items(batch) for n, batch in enumerate(batches)))
-    stored = await sessions[0].get_items()
+    stored: list[Any] = await sessions[0].get_items()
     assert len(stored) == 80
-    pairs = [tuple(i["content"] for i in stored[k : k + 2]) for k in range(0, 80, 2)]  # type: ignore[typeddict-item]
+    pairs = [(stored[k]["content"], stored[k + 1]["content"]) for k in range(0, 80, 2)]
     expected = [(b[0]["content"], b[1]["content"]) for b in batches]
     assert sorted(pairs) == sorted(expected)
 
@@ -300,3 +318,22 @@ async def test_cancelled_add_finishes_its_write(service: SessionService) -> None
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await session.get_items() == TOOL_ROUND
+
+
+def test_it_is_an_sdk_session() -> None:
+    """The SDK recognises it as a ``Session`` with the compaction hook its Runner calls."""
+    from agents.memory import Session
+    from agents.memory.session import is_openai_responses_compaction_aware_session
+
+    session = AgentsSession("typed", DefaultSessionService(InMemorySessionRepository()))
+    assert isinstance(session, Session)
+    assert is_openai_responses_compaction_aware_session(session)
+    assert repr(session) == "AgentsSession(session_id='typed')"
+
+
+async def test_items_that_are_not_items_are_refused(service: SessionService) -> None:
+    """Something that is not a JSON item is a ``UsageError`` and stores nothing."""
+    session = AgentsSession("bad", service)
+    with pytest.raises(UsageError, match="cannot store"):
+        await session.add_items(cast(Items, [{"role": "user", "content": object()}]))
+    assert await service.find_by_id("bad") is None
