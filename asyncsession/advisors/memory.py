@@ -54,6 +54,7 @@ from ._session import (
     TURN_STATE,
     TurnState,
     check_compaction_pair,
+    check_service,
     compact_after_turn,
     known_active_view,
     open_turn,
@@ -62,8 +63,12 @@ from ._session import (
 from .base import HIGHEST_PRECEDENCE, BaseAdvisor, CallContext, StateKey
 from .contexts import (
     DEFAULT_USER_ID,
+    EVENT_FILTER_CONTEXT_KEY,
     REQUEST_EVENT_IDS_CONTEXT_KEY,
     RESPONSE_EVENT_IDS_CONTEXT_KEY,
+    SESSION_ID_CONTEXT_KEY,
+    SESSION_METADATA_CONTEXT_KEY,
+    USER_ID_CONTEXT_KEY,
     SessionContexts,
 )
 from .filters import MessageFilter
@@ -123,6 +128,21 @@ class SessionMemoryAdvisor(BaseAdvisor):
     DEFAULT_ORDER: Final = HIGHEST_PRECEDENCE + 1000
     """The default order: inside the tool loop, so it runs once per round."""
 
+    # The context keys, where the reference documents them (the same strings as the module
+    # constants in asyncsession.advisors.contexts, which SessionContexts reads).
+    SESSION_ID_CONTEXT_KEY: Final = SESSION_ID_CONTEXT_KEY
+    """Routes the call to a session; required on every call."""
+    USER_ID_CONTEXT_KEY: Final = USER_ID_CONTEXT_KEY
+    """The owner of a session the call creates; when set, enforced on existing sessions."""
+    EVENT_FILTER_CONTEXT_KEY: Final = EVENT_FILTER_CONTEXT_KEY
+    """An ``EventFilter`` merged over the advisor's own for this call."""
+    SESSION_METADATA_CONTEXT_KEY: Final = SESSION_METADATA_CONTEXT_KEY
+    """A mapping stored as the metadata of a session the call creates."""
+    REQUEST_EVENT_IDS_CONTEXT_KEY: Final = REQUEST_EVENT_IDS_CONTEXT_KEY
+    """Set by the advisor: the ids of the request-side events it stored, in order."""
+    RESPONSE_EVENT_IDS_CONTEXT_KEY: Final = RESPONSE_EVENT_IDS_CONTEXT_KEY
+    """Set by the advisor: the ids of the replies it stored, in order."""
+
     def __init__(
         self,
         service: SessionService,
@@ -137,7 +157,7 @@ class SessionMemoryAdvisor(BaseAdvisor):
         order: int = DEFAULT_ORDER,
     ) -> None:
         check_compaction_pair(compaction_trigger, compaction_strategy)
-        self.service = service
+        self.service = check_service(service, "SessionMemoryAdvisor")
         """The session service."""
         self.default_user_id = default_user_id
         """The owner of sessions created without a user id."""
