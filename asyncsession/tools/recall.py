@@ -22,7 +22,6 @@ from datetime import datetime
 from typing import Any, Final
 
 from ..events import SessionEvent
-from ..exceptions import UsageError
 from ..filters import EventFilter, MatchMode
 from ..service import SessionService
 
@@ -166,8 +165,6 @@ class CrossSessionSearch:
         page_size: int = 10,
         include_synthetic: bool = False,
     ) -> None:
-        if service is None:  # pyright: ignore[reportUnnecessaryComparison] - untyped callers
-            raise UsageError("CrossSessionSearch needs a SessionService, not None")
         if not isinstance(user_id, str) or not user_id.strip():
             raise ValueError("user_id must be a non-empty string")
         if page_size <= 0:

@@ -29,7 +29,6 @@ from asyncsession.compaction import (
     TurnWindowCompactionStrategy,
     should_compact,
 )
-from asyncsession.tools import ConversationSearch, CrossSessionSearch
 
 NONE: Any = None  # passed where the types forbid it, as an untyped caller would
 JUNK: Any = object()
@@ -58,7 +57,6 @@ def _service() -> DefaultSessionService:
             lambda: CompactionRequest.of(Session(user_id="u"), NONE),
             id="CompactionRequest.of-events",
         ),
-        pytest.param(lambda: CrossSessionSearch(NONE, "u"), id="CrossSessionSearch"),
         pytest.param(lambda: DefaultSessionService(NONE), id="DefaultSessionService"),
         pytest.param(lambda: DelegatingSessionService(NONE), id="DelegatingSessionService"),
         pytest.param(lambda: SessionTurnAdvisor(NONE), id="SessionTurnAdvisor"),
@@ -142,10 +140,3 @@ async def test_service_compact_refuses_none_before_reading(
     await service.create(CreateSessionRequest(id="s", user_id="u"))
     with pytest.raises(UsageError):
         await compact(service)
-
-
-def test_conversation_search_is_still_built_with_a_service() -> None:
-    """The guards refuse only ``None``: a real service builds both recall tools."""
-    service = _service()
-    assert CrossSessionSearch(service, "u").service is service
-    assert ConversationSearch(service).service is service
