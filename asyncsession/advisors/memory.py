@@ -5,8 +5,10 @@ Per model call (per round of a tool loop, at its default order) the advisor:
 1. reads the session id from the advisor context (``MissingSessionId`` without one), creating
    the session if it does not exist and checking its owner if a user id is given;
 2. loads the history with its ``EventFilter`` merged with the call's, always under the active
-   view, so archived events never reach the model (a ``SessionTurnAdvisor`` further out has
-   already read it: the advisor reuses that read);
+   view, so archived events never reach the model. Under a ``SessionTurnAdvisor`` the first
+   advisor needing the session resolves it: usually this one, in the step that also stores the
+   user's message (``start_turn``); if an advisor in between resolved it first, this one reuses
+   that read;
 3. keeps only the latest stored system message (looked up separately under a window), moves
    every system message to the front and sends an exact repeat once, never rewriting a text;
 4. drops tool calls and tool results that lost their counterpart from the prompt (the read
