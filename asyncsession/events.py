@@ -347,7 +347,9 @@ class CreateSessionRequest(_Frozen):
     user_id: str
     """The owner."""
     time_to_live: timedelta | None = None
-    """How long the session lives; the service's default when ``None``."""
+    """How long the session lives; the service's default when ``None``. As in the reference, a
+    zero or negative one is allowed: the session is created already expired (``expires_at`` is
+    ``created_at + time_to_live``) and the next `delete_expired_sessions` removes it."""
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     """Key/value data stored on the session."""
 
@@ -360,10 +362,3 @@ class CreateSessionRequest(_Frozen):
     @classmethod
     def _valid_user(cls, value: str) -> str:
         return _check_id(value, "user id")
-
-    @field_validator("time_to_live")
-    @classmethod
-    def _positive(cls, value: timedelta | None) -> timedelta | None:
-        if value is not None and value <= timedelta(0):
-            raise ValueError("time_to_live must be positive")
-        return value

@@ -32,6 +32,8 @@ __all__ = [
     "CompactionTrigger",
     "Insert",
     "TriggerLike",
+    "check_strategy",
+    "check_trigger",
     "should_compact",
 ]
 
@@ -90,7 +92,15 @@ TriggerLike: TypeAlias = CompactionTrigger | Callable[[CompactionRequest], bool 
 
 
 async def should_compact(trigger: TriggerLike, request: CompactionRequest) -> bool:
-    """Ask ``trigger`` (a trigger object or a plain function) about ``request``."""
+    """Ask ``trigger`` (a trigger object or a plain function) about ``request``.
+
+    Raises:
+        UsageError: ``trigger`` is neither a trigger nor a function (for example ``None``), or
+            ``request`` is not a ``CompactionRequest``.
+    """
+    check_trigger(trigger)
+    if not isinstance(cast(object, request), CompactionRequest):
+        raise UsageError(f"should_compact needs a CompactionRequest, not {request!r}")
     if isinstance(trigger, CompactionTrigger):
         return bool(await trigger.should_compact(request))
     outcome = trigger(request)
@@ -106,6 +116,31 @@ class CompactionStrategy(Protocol):
     async def compact(self, request: CompactionRequest) -> CompactionResult:
         """The new active window and the events that leave it."""
         ...
+
+
+def check_trigger(trigger: TriggerLike) -> TriggerLike:
+    """``trigger`` if it is a trigger or a function of the request.
+
+    Raises:
+        UsageError: it is neither (for example ``None``).
+    """
+    given = cast(object, trigger)  # callers outside the type checker may pass anything
+    if not (isinstance(given, CompactionTrigger) or callable(given)):
+        raise UsageError(
+            f"expected a compaction trigger or a function of the request, not {given!r}"
+        )
+    return trigger
+
+
+def check_strategy(strategy: CompactionStrategy) -> CompactionStrategy:
+    """``strategy`` if it has an ``async compact(request)``.
+
+    Raises:
+        UsageError: it has not (for example ``None``).
+    """
+    if not isinstance(cast(object, strategy), CompactionStrategy):
+        raise UsageError(f"expected a compaction strategy, not {strategy!r}")
+    return strategy
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -30,7 +30,13 @@ from .events import (
 from .exceptions import SessionExists, UsageError
 from .filters import EventFilter
 from .messages import Message
-from .plans import CompactionResult, CompactionStrategy, TriggerLike
+from .plans import (
+    CompactionResult,
+    CompactionStrategy,
+    TriggerLike,
+    check_strategy,
+    check_trigger,
+)
 from .repository import SessionRepository, SessionSnapshot, start_turn
 
 __all__ = ["SessionService", "DefaultSessionService", "DelegatingSessionService"]
@@ -171,6 +177,8 @@ class DefaultSessionService:
         allow_system_messages: bool = False,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
+        if cast(object, repository) is None:
+            raise UsageError("DefaultSessionService needs a SessionRepository, not None")
         if default_time_to_live <= timedelta(0):
             raise UsageError("default_time_to_live must be positive")
         self.repository = repository
@@ -180,10 +188,15 @@ class DefaultSessionService:
 
     def _new_session(self, request: CreateSessionRequest) -> Session:
         now = self._clock()
+        ttl = self.default_time_to_live if request.time_to_live is None else request.time_to_live
+        try:
+            expires_at = now + ttl  # a non-positive ttl: already expired, as in the reference
+        except OverflowError:
+            raise UsageError(f"time_to_live {ttl!r} reaches past the year 9999") from None
         values: dict[str, Any] = {
             "user_id": request.user_id,
             "created_at": now,
-            "expires_at": now + (request.time_to_live or self.default_time_to_live),
+            "expires_at": expires_at,
             "metadata": dict(request.metadata),
         }
         if request.id is not None:
@@ -389,9 +402,13 @@ class DefaultSessionService:
 
         Raises:
             SessionNotFound: the session does not exist.
+            UsageError: ``trigger`` or ``strategy`` is not one (for example ``None``).
         """
         return await run_compaction(
-            self.repository, _require(session_id, "session_id"), trigger, strategy
+            self.repository,
+            _require(session_id, "session_id"),
+            check_trigger(trigger),
+            check_strategy(strategy),
         )
 
 
@@ -403,6 +420,8 @@ class DelegatingSessionService:
     """
 
     def __init__(self, delegate: SessionService) -> None:
+        if cast(object, delegate) is None:
+            raise UsageError("DelegatingSessionService needs a SessionService, not None")
         self.delegate = delegate
 
     @property

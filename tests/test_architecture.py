@@ -115,13 +115,22 @@ def _target(imp: Import) -> str:
     return module
 
 
-@cache
+def _packages_run(importer: str, target: str) -> list[str]:
+    """The package ``__init__`` modules importing ``target`` runs first: its ancestors below the
+    facade, except the packages ``importer`` is itself inside (those are already running)."""
+    parts = target.split(".")
+    ancestors = [".".join(parts[:i]) for i in range(2, len(parts))]
+    return [a for a in ancestors if not _covers(a, importer)]
+
+
 def _graph() -> dict[str, frozenset[str]]:
+    """Who depends on whom: the imported module and every package ``__init__`` it runs."""
     edges: dict[str, set[str]] = {name: set() for name in _modules()}
     for imp in _all_imports():
         target = _target(imp)
-        if target != imp.importer:
-            edges[imp.importer].add(target)
+        for dependency in [target, *_packages_run(imp.importer, target)]:
+            if dependency != imp.importer:
+                edges[imp.importer].add(dependency)
     return {name: frozenset(targets) for name, targets in edges.items()}
 
 
@@ -168,6 +177,24 @@ def _circles(edges: dict[str, frozenset[str]]) -> list[list[str]]:
     return found
 
 
+def _shortest_cycle(edges: dict[str, frozenset[str]], component: list[str]) -> list[str]:
+    """One shortest cycle through the component's first module, as a path back to it."""
+    start, members = component[0], set(component)
+    paths: dict[str, list[str]] = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following: list[str] = []
+        for node in frontier:
+            for nxt in sorted(edges[node] & members):
+                if nxt == start:
+                    return [*paths[node], start]
+                if nxt not in paths:
+                    paths[nxt] = [*paths[node], nxt]
+                    following.append(nxt)
+        frontier = following
+    return component  # unreachable for a strongly connected component
+
+
 def _declared_layer(module: str) -> int | None:
     matching = [prefix for prefix in LAYERS if _covers(prefix, module)]
     return LAYERS[max(matching, key=len)] if matching else None
@@ -207,6 +234,18 @@ def test_the_graph_sees_imports_everywhere() -> None:
     }
 
 
+def test_importing_a_submodule_runs_its_packages() -> None:
+    """``from ..advisors.contexts import X`` also depends on ``advisors/__init__``; a module's own
+    package does not count (it is already being imported)."""
+    assert _packages_run("asyncsession.tools.recall", "asyncsession.advisors.contexts") == [
+        "asyncsession.advisors"
+    ]
+    assert _packages_run("asyncsession.advisors.turn", "asyncsession.advisors.contexts") == []
+    assert _packages_run("asyncsession.service", "asyncsession.repository._turn") == [
+        "asyncsession.repository"
+    ]
+
+
 def test_a_circle_is_found() -> None:
     """The circle finder reports every module of a circle, and nothing else."""
     edges: dict[str, frozenset[str]] = {
@@ -216,13 +255,16 @@ def test_a_circle_is_found() -> None:
         "d": frozenset[str](),
     }
     assert _circles(edges) == [["a", "b", "c"]]
+    assert _shortest_cycle(edges, ["a", "b", "c"]) == ["a", "b", "c", "a"]
 
 
 def test_no_import_circle() -> None:
     """No module reaches itself through its imports (every import counts)."""
     graph = _graph()
     circles = _circles(graph)
-    assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
+    assert not circles, "import circles (modules, then one shortest cycle):\n" + "\n".join(
+        f"{', '.join(c)}\n  {' -> '.join(_shortest_cycle(graph, c))}" for c in circles
+    )
 
 
 def test_every_module_has_a_layer() -> None:

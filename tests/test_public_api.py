@@ -58,23 +58,28 @@ def test_every_exception_derives_from_the_base() -> None:
         assert issubclass(getattr(exceptions, attr), asyncsession.AsyncSessionError)
 
 
+def _is_public(module_name: str) -> bool:
+    return not any(part.startswith("_") for part in module_name.split("."))
+
+
 def _exception_classes() -> dict[str, type[BaseException]]:
-    """Every exception class a public module of the package offers, by name (a private module's
-    own control-flow errors, such as the CLI's exit-code carrier, never reach a user)."""
+    """Every exception class a user can reach: defined in a public module, or exported by one.
+
+    A class in a private module that no public module exports (the CLI's exit-code carrier,
+    say) is internal: it never leaves the package.
+    """
     found: dict[str, type[BaseException]] = {}
-    public = [
-        i.name
-        for i in _all_modules()
-        if not any(part.startswith("_") for part in i.name.split("."))
-    ]
-    for name in ["asyncsession", *public]:
+    names = ["asyncsession", *(i.name for i in _all_modules() if i.name != "asyncsession.__main__")]
+    for name in names:
         module = importlib.import_module(name)
+        exported = set(getattr(module, "__all__", ())) if _is_public(name) else set[str]()
         for attr, value in vars(module).items():
             if (
                 inspect.isclass(value)
                 and issubclass(value, BaseException)
                 and value.__module__.startswith("asyncsession")
-                and not attr.startswith("_")  # private control flow, caught where it is raised
+                and not attr.startswith("_")
+                and (_is_public(value.__module__) or attr in exported)
             ):
                 found[value.__name__] = value
     return found

@@ -7,14 +7,21 @@ import inspect
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from .._shield import shielded
-from ..compaction import CompactionRequest, CompactionStrategy, TriggerLike, should_compact
 from ..events import Session, SessionEvent
 from ..exceptions import AccessDenied, SessionExists, SessionNotFound, UsageError
 from ..filters import EventFilter
 from ..messages import Message
+from ..plans import (
+    CompactionRequest,
+    CompactionStrategy,
+    TriggerLike,
+    check_strategy,
+    check_trigger,
+    should_compact,
+)
 from ..service import SessionService
 from .base import CallContext, StateKey
 from .contexts import CALL_SESSION, SessionContexts
@@ -26,6 +33,7 @@ __all__ = [
     "Resolved",
     "TurnState",
     "check_compaction_pair",
+    "check_service",
     "compact_after_turn",
     "open_turn",
     "resolve_pending_turn",
@@ -245,11 +253,26 @@ async def resolve_pending_turn(ctx: CallContext) -> None:
 
 
 def check_compaction_pair(trigger: TriggerLike | None, strategy: CompactionStrategy | None) -> None:
-    """Raise ``UsageError`` unless trigger and strategy are both set or both unset."""
+    """Raise ``UsageError`` unless trigger and strategy are both set or both unset, and each
+    set one is what it claims to be."""
     if (trigger is None) != (strategy is None):
         raise UsageError(
             "compaction_trigger and compaction_strategy must be set together (or neither)"
         )
+    if trigger is not None and strategy is not None:
+        check_trigger(trigger)
+        check_strategy(strategy)
+
+
+def check_service(service: SessionService, advisor: str) -> SessionService:
+    """``service``, refusing ``None`` when the advisor is built rather than inside a call.
+
+    Raises:
+        UsageError: ``service`` is ``None``.
+    """
+    if cast(object, service) is None:
+        raise UsageError(f"{advisor} needs a SessionService, not None")
+    return service
 
 
 def known_active_view(

@@ -13,7 +13,9 @@ protection.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
+from ..exceptions import UsageError
 from ..messages import AssistantMessage, Message, MessageType
 
 __all__ = ["MessageFilter"]
@@ -24,16 +26,29 @@ def _has_media(message: AssistantMessage) -> bool:
     return any(part.get("type") != "text" for part in parts) or "audio" in message.extra
 
 
+def _checked(other: MessageFilter, operation: str) -> MessageFilter:
+    """``other`` if it is a ``MessageFilter``: a ``None`` would only fail inside a chat call."""
+    given = cast(object, other)  # callers outside the type checker may pass anything
+    if not isinstance(given, MessageFilter):
+        raise UsageError(f"MessageFilter.{operation} needs a MessageFilter, not {given!r}")
+    return other
+
+
 class MessageFilter:
     """A predicate over messages: ``True`` means "store it".
 
     Args:
         predicate: the decision; any ``Callable[[Message], bool]``.
+
+    Raises:
+        UsageError: ``predicate`` is not callable (for example ``None``).
     """
 
     __slots__ = ("_predicate",)
 
     def __init__(self, predicate: Callable[[Message], bool]) -> None:
+        if not callable(cast(object, predicate)):
+            raise UsageError(f"a MessageFilter needs a callable predicate, not {predicate!r}")
         self._predicate = predicate
 
     def should_persist(self, message: Message) -> bool:
@@ -43,11 +58,21 @@ class MessageFilter:
     __call__ = should_persist
 
     def and_(self, other: MessageFilter) -> MessageFilter:
-        """Store only what both filters accept."""
+        """Store only what both filters accept.
+
+        Raises:
+            UsageError: ``other`` is not a ``MessageFilter`` (for example ``None``).
+        """
+        other = _checked(other, "and_")
         return MessageFilter(lambda m: self.should_persist(m) and other.should_persist(m))
 
     def or_(self, other: MessageFilter) -> MessageFilter:
-        """Store what either filter accepts."""
+        """Store what either filter accepts.
+
+        Raises:
+            UsageError: ``other`` is not a ``MessageFilter`` (for example ``None``).
+        """
+        other = _checked(other, "or_")
         return MessageFilter(lambda m: self.should_persist(m) or other.should_persist(m))
 
     def negate(self) -> MessageFilter:
@@ -87,11 +112,14 @@ class MessageFilter:
         guard stores the result of a stored call anyway.
 
         Raises:
-            ValueError: no type given, or an unknown one.
+            UsageError: no type given, or an unknown one (``None`` included).
         """
         if not types:
-            raise ValueError("by_message_type needs at least one message type")
-        allowed = frozenset(MessageType(t) for t in types)
+            raise UsageError("by_message_type needs at least one message type")
+        try:
+            allowed = frozenset(MessageType(t) for t in types)
+        except ValueError:
+            raise UsageError(f"by_message_type got an unknown message type in {types!r}") from None
         return cls(lambda m: m.message_type in allowed)
 
     @classmethod
@@ -101,10 +129,10 @@ class MessageFilter:
         Messages without text (tool results) are rejected.
 
         Raises:
-            ValueError: the keyword is blank.
+            UsageError: the keyword is blank or not a string.
         """
-        if not keyword or not keyword.strip():
-            raise ValueError("contains_text needs a non-blank keyword")
+        if not isinstance(cast(object, keyword), str) or not keyword.strip():
+            raise UsageError(f"contains_text needs a non-blank keyword, not {keyword!r}")
         lowered = keyword.lower()
 
         def accept(message: Message) -> bool:

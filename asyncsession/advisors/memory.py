@@ -5,8 +5,10 @@ Per model call (per round of a tool loop, at its default order) the advisor:
 1. reads the session id from the advisor context (``MissingSessionId`` without one), creating
    the session if it does not exist and checking its owner if a user id is given;
 2. loads the history with its ``EventFilter`` merged with the call's, always under the active
-   view, so archived events never reach the model (a ``SessionTurnAdvisor`` further out has
-   already read it: the advisor reuses that read);
+   view, so archived events never reach the model. Under a ``SessionTurnAdvisor`` the first
+   advisor needing the session resolves it: usually this one, in the step that also stores the
+   user's message (``start_turn``); if an advisor in between resolved it first, this one reuses
+   that read;
 3. keeps only the latest stored system message (looked up separately under a window), moves
    every system message to the front and sends an exact repeat once, never rewriting a text;
 4. drops tool calls and tool results that lost their counterpart from the prompt (the read
@@ -58,6 +60,7 @@ from ._session import (
     TURN_STATE,
     TurnState,
     check_compaction_pair,
+    check_service,
     compact_after_turn,
     known_active_view,
     open_turn,
@@ -66,8 +69,12 @@ from ._session import (
 from .base import HIGHEST_PRECEDENCE, BaseAdvisor, CallContext, StateKey
 from .contexts import (
     DEFAULT_USER_ID,
+    EVENT_FILTER_CONTEXT_KEY,
     REQUEST_EVENT_IDS_CONTEXT_KEY,
     RESPONSE_EVENT_IDS_CONTEXT_KEY,
+    SESSION_ID_CONTEXT_KEY,
+    SESSION_METADATA_CONTEXT_KEY,
+    USER_ID_CONTEXT_KEY,
     SessionContexts,
 )
 from .filters import MessageFilter
@@ -127,6 +134,21 @@ class SessionMemoryAdvisor(BaseAdvisor):
     DEFAULT_ORDER: Final = HIGHEST_PRECEDENCE + 1000
     """The default order: inside the tool loop, so it runs once per round."""
 
+    # The context keys, where the reference documents them (the same strings as the module
+    # constants in asyncsession.advisors.contexts, which SessionContexts reads).
+    SESSION_ID_CONTEXT_KEY: Final = SESSION_ID_CONTEXT_KEY
+    """Routes the call to a session; required on every call."""
+    USER_ID_CONTEXT_KEY: Final = USER_ID_CONTEXT_KEY
+    """The owner of a session the call creates; when set, enforced on existing sessions."""
+    EVENT_FILTER_CONTEXT_KEY: Final = EVENT_FILTER_CONTEXT_KEY
+    """An ``EventFilter`` merged over the advisor's own for this call."""
+    SESSION_METADATA_CONTEXT_KEY: Final = SESSION_METADATA_CONTEXT_KEY
+    """A mapping stored as the metadata of a session the call creates."""
+    REQUEST_EVENT_IDS_CONTEXT_KEY: Final = REQUEST_EVENT_IDS_CONTEXT_KEY
+    """Set by the advisor: the ids of the request-side events it stored, in order."""
+    RESPONSE_EVENT_IDS_CONTEXT_KEY: Final = RESPONSE_EVENT_IDS_CONTEXT_KEY
+    """Set by the advisor: the ids of the replies it stored, in order."""
+
     def __init__(
         self,
         service: SessionService,
@@ -141,7 +163,7 @@ class SessionMemoryAdvisor(BaseAdvisor):
         order: int = DEFAULT_ORDER,
     ) -> None:
         check_compaction_pair(compaction_trigger, compaction_strategy)
-        self.service = service
+        self.service = check_service(service, "SessionMemoryAdvisor")
         """The session service."""
         self.default_user_id = default_user_id
         """The owner of sessions created without a user id."""

@@ -25,6 +25,7 @@ from ._session import (
     HistoryReader,
     TurnState,
     check_compaction_pair,
+    check_service,
     compact_after_turn,
     known_active_view,
 )
@@ -66,7 +67,7 @@ class SessionTurnAdvisor(BaseAdvisor):
         order: int = DEFAULT_ORDER,
     ) -> None:
         check_compaction_pair(compaction_trigger, compaction_strategy)
-        self.service = service
+        self.service = check_service(service, "SessionTurnAdvisor")
         """The session service."""
         self.default_user_id = default_user_id
         """The owner of sessions created without a user id."""

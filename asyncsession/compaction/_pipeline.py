@@ -24,18 +24,19 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TypeAlias, cast
 
 from ..events import EventType, SessionEvent
 from ..exceptions import UsageError
 from ..messages import AssistantMessage, ToolResponseMessage
-from ..plans import CompactionResult
+from ..plans import CompactionRequest, CompactionResult
 from .tokens import TokenCountEstimator
 
 __all__ = [
     "EventFormatter",
     "EventSplit",
     "archiving",
+    "events_of",
     "format_event",
     "positive_int",
     "retain_last_turn",
@@ -56,6 +57,18 @@ def positive_int(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise UsageError(f"{name} must be a positive int, not {value!r}")
     return value
+
+
+def events_of(request: CompactionRequest, where: str) -> tuple[SessionEvent, ...]:
+    """The events of ``request``, refusing anything that is not a ``CompactionRequest``.
+
+    Raises:
+        UsageError: ``request`` is not a ``CompactionRequest`` (for example ``None``).
+    """
+    given = cast(object, request)  # callers outside the type checker may pass anything
+    if not isinstance(given, CompactionRequest):
+        raise UsageError(f"{where} needs a CompactionRequest, not {given!r}")
+    return request.events
 
 
 EventFormatter: TypeAlias = Callable[[SessionEvent], str]

@@ -38,6 +38,7 @@ from ._pipeline import (
     EventFormatter,
     EventSplit,
     archiving,
+    events_of,
     format_event,
     positive_int,
     select_cut,
@@ -96,7 +97,7 @@ class SlidingWindowCompactionStrategy:
 
     async def compact(self, request: CompactionRequest) -> CompactionResult:
         """Archive the oldest whole turns beyond ``max_events`` real events."""
-        split = split_events(request.events)
+        split = split_events(events_of(request, "SlidingWindowCompactionStrategy.compact"))
         real = split.real
         if len(real) <= self.max_events:
             return unchanged_except_superseded(split, self.estimator)
@@ -131,7 +132,7 @@ class TurnWindowCompactionStrategy:
 
     async def compact(self, request: CompactionRequest) -> CompactionResult:
         """Archive the oldest whole turns beyond ``max_turns``."""
-        split = split_events(request.events)
+        split = split_events(events_of(request, "TurnWindowCompactionStrategy.compact"))
         real = split.real
         starts = [index for index, event in enumerate(real) if event.is_turn_start]
         if len(starts) <= self.max_turns:
@@ -167,7 +168,7 @@ class TokenCountCompactionStrategy:
 
     async def compact(self, request: CompactionRequest) -> CompactionResult:
         """Archive the oldest whole turns that do not fit in ``max_tokens``."""
-        split = split_events(request.events)
+        split = split_events(events_of(request, "TokenCountCompactionStrategy.compact"))
         real = split.real
         fixed = [*split.synthetic, *([split.pinned] if split.pinned else [])]
         remaining = self.max_tokens - tokens_of(fixed, self.estimator)
@@ -271,7 +272,7 @@ class RecursiveSummarizationCompactionStrategy:
 
     async def compact(self, request: CompactionRequest) -> CompactionResult:
         """Summarize and archive the oldest whole turns beyond ``max_events_to_keep``."""
-        split = split_events(request.events)
+        split = split_events(events_of(request, "RecursiveSummarizationCompactionStrategy.compact"))
         real = split.real
         if len(real) <= self.max_events_to_keep:
             return self._unchanged(split)

@@ -26,7 +26,7 @@ from pydantic import JsonValue
 from ..events import SessionEvent
 from ..exceptions import UsageError
 from ..plans import CompactionRequest, CompactionTrigger, TriggerLike, should_compact
-from ._pipeline import positive_int, split_events, tokens_of
+from ._pipeline import events_of, positive_int, split_events, tokens_of
 from .tokens import HeuristicTokenCountEstimator, TokenCountEstimator
 
 __all__ = [
@@ -79,6 +79,7 @@ class TurnCountTrigger:
 
     async def should_compact(self, request: CompactionRequest) -> bool:
         """Whether ``request.current_turn_count`` is above ``max_turns``."""
+        events_of(request, "TurnCountTrigger.should_compact")
         return request.current_turn_count > self.max_turns
 
     def __repr__(self) -> str:
@@ -107,7 +108,7 @@ class TokenCountTrigger:
 
     async def should_compact(self, request: CompactionRequest) -> bool:
         """Whether the budgeted events reach ``threshold`` tokens."""
-        budgeted = split_events(request.events).budgeted
+        budgeted = split_events(events_of(request, "TokenCountTrigger.should_compact")).budgeted
         return tokens_of(budgeted, self.estimator) >= self.threshold
 
     def __repr__(self) -> str:

@@ -22,6 +22,40 @@ def test_the_context_keys_have_the_seeds_values() -> None:
     assert EVENT_FILTER_CONTEXT_KEY == "chat_memory_event_filter_id"
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "SESSION_ID_CONTEXT_KEY",
+        "USER_ID_CONTEXT_KEY",
+        "EVENT_FILTER_CONTEXT_KEY",
+        "SESSION_METADATA_CONTEXT_KEY",
+        "REQUEST_EVENT_IDS_CONTEXT_KEY",
+        "RESPONSE_EVENT_IDS_CONTEXT_KEY",
+    ],
+)
+def test_the_context_keys_are_memory_advisor_attributes(name: str) -> None:
+    """``SessionMemoryAdvisor.<KEY>`` (where the reference documents them) is the module's key,
+    on the class and on an instance."""
+    from asyncsession import DefaultSessionService, InMemorySessionRepository
+    from asyncsession.advisors import SessionMemoryAdvisor, contexts
+
+    advisor = SessionMemoryAdvisor(DefaultSessionService(InMemorySessionRepository()))
+    assert getattr(SessionMemoryAdvisor, name) == getattr(contexts, name)
+    assert getattr(advisor, name) == getattr(contexts, name)
+
+
+def test_the_reference_spelling_routes_a_call() -> None:
+    """A context built with the class attributes reads like one built with the module keys."""
+    from asyncsession.advisors import SessionMemoryAdvisor
+
+    context = {
+        SessionMemoryAdvisor.SESSION_ID_CONTEXT_KEY: "s",
+        SessionMemoryAdvisor.USER_ID_CONTEXT_KEY: "alice",
+    }
+    assert SessionContexts.session_id(context) == "s"
+    assert SessionContexts.user_id(context) == "alice"
+
+
 @pytest.mark.parametrize("value", [None, "", "   "])
 def test_a_missing_or_blank_session_id_is_refused(value: str | None) -> None:
     """No usable session id raises MissingSessionId, never a fallback."""

@@ -50,6 +50,40 @@ async def test_create_uses_the_clock_and_the_default_time_to_live(
     assert await service.find_by_id(session.id) == session
 
 
+@pytest.mark.parametrize(
+    "ttl",
+    [
+        pytest.param(timedelta(0), id="zero"),
+        pytest.param(timedelta(seconds=-60), id="negative"),
+    ],
+)
+async def test_a_non_positive_time_to_live_creates_an_already_expired_session(
+    service: DefaultSessionService, clock: FakeClock, ttl: timedelta
+) -> None:
+    """As in the reference: ``expires_at = now + ttl``, so the session is expired at once and
+    the next sweep after it removes it with its events."""
+    session = await service.create(CreateSessionRequest(id="e", user_id="u", time_to_live=ttl))
+    assert session.expires_at == clock.now + ttl
+    assert session.expires_at != clock.now + timedelta(days=60)  # not the default
+    await service.append_message("e", UserMessage(text="gone soon"))
+    kept = await service.create(CreateSessionRequest(id="k", user_id="u"))
+
+    clock.advance(timedelta(seconds=1))
+    assert await service.delete_expired_sessions() == 1
+
+    assert await service.find_by_id("e") is None
+    assert await service.get_events("e") == []
+    assert await service.find_by_id("k") == kept
+
+
+async def test_a_time_to_live_past_the_calendar_is_a_usage_error(
+    service: DefaultSessionService,
+) -> None:
+    """A time to live that overflows the datetime range is our typed error, not OverflowError."""
+    with pytest.raises(UsageError, match="time_to_live"):
+        await service.create(CreateSessionRequest(user_id="u", time_to_live=timedelta.max))
+
+
 async def test_create_refuses_an_existing_id(service: DefaultSessionService) -> None:
     """Creating a session whose id exists raises SessionExists and keeps the first."""
     await service.create(CreateSessionRequest(id="s1", user_id="alice"))
