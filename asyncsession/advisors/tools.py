@@ -31,6 +31,7 @@ from typing import Any, Final, overload
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_json
 
+from .._telemetry import tool_span
 from ..chat import ChatChunk, ChatRequest, ChatResponse, Usage
 from ..exceptions import ToolError, ToolLoopLimitExceeded, UsageError
 from ..messages import ToolCall, ToolResponse, ToolResponseMessage
@@ -347,7 +348,8 @@ async def _run_one(call: ToolCall, registry: Mapping[str, Tool]) -> str:
         known = ", ".join(sorted(registry)) or "none"
         return f"Error: there is no tool named {call.name!r} (available: {known})"
     try:
-        return await found.invoke(call.arguments)
+        with tool_span(call.name, call.id):  # the error, if any, is on the span too
+            return await found.invoke(call.arguments)
     except ToolError as exc:
         logger.info("Tool %r refused call %r: %s", call.name, call.id, exc)
         return f"Error: {exc}"
