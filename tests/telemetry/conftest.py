@@ -22,10 +22,12 @@ _EXPORTER = InMemorySpanExporter()
 
 @pytest.fixture(scope="session")
 def _provider() -> TracerProvider:
-    """The SDK provider, installed once per run as the global one (OpenTelemetry allows one)."""
-    provider = TracerProvider()
+    """The global SDK provider (OpenTelemetry allows one per process), with our exporter."""
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
     provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
-    trace.set_tracer_provider(provider)
     return provider
 
 
