@@ -15,7 +15,8 @@ recent log:
 Guarantee: a retry that starts after an attempt of the same request completed never calls the
 model. Attempts of one request that overlap in one process run one after the other (a lock per
 session and request id), so the model is called once when the first completes. Attempts that
-overlap in different processes may each call the model; the user message is still stored once.
+overlap in different processes may each call the model; the user message is still stored once,
+each reply is stored, and later retries get the first stored reply.
 Without a request id the advisor does nothing and costs nothing.
 """
 

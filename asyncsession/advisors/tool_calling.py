@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, Final
 
+from .._telemetry import tool_span
 from ..chat import ChatChunk, ChatRequest, ChatResponse, Usage
 from ..exceptions import ToolLoopLimitExceeded, UsageError
 from ..messages import ToolCall, ToolResponse, ToolResponseMessage
@@ -150,7 +151,8 @@ async def _run_one(call: ToolCall, registry: Mapping[str, Tool]) -> str:
         known = ", ".join(sorted(registry)) or "none"
         return f"Error: there is no tool named {call.name!r} (available: {known})"
     try:
-        return await found.invoke(call.arguments)
+        with tool_span(call.name, call.id):  # the error, if any, is on the span too
+            return await found.invoke(call.arguments)
     except Exception as exc:
         logger.warning("Tool %r failed on call %r", call.name, call.id, exc_info=True)
         return f"Error: tool {call.name!r} failed: {type(exc).__name__}: {exc}"

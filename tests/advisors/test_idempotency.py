@@ -277,3 +277,44 @@ def test_request_ids_fix_the_user_message_id_and_nothing_else() -> None:
     plain = context("s1")
     assert ids.generate(plain, UserMessage(text="a")) != ids.generate(plain, UserMessage(text="a"))
     uuid.UUID(ids.generate(plain, UserMessage(text="a")))
+
+
+async def test_overlapping_attempts_in_two_processes_store_the_user_message_once(
+    mongo_uri: str, server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
+) -> None:
+    """The stated limit: two processes (own clients, caches and locks) start the same request
+    while neither has answered; both call the model, the user message is stored once, and a
+    later retry in either process gets the first stored reply."""
+    from pymongo import AsyncMongoClient
+
+    release = asyncio.Event()
+    server.enqueue(ScriptedReply.text("First.", hold=release), ScriptedReply.text("Second."))
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    clients: list[AsyncMongoClient[dict[str, Any]]] = [
+        AsyncMongoClient(mongo_uri, tz_aware=True) for _ in range(2)
+    ]
+    try:
+        services = [DefaultSessionService(MongoSessionRepository(c[name])) for c in clients]
+        await MongoSessionRepository(clients[0][name]).ensure_indexes()
+        a, b = (chat(openai_client, service) for service in services)
+
+        async with asyncio.TaskGroup() as group:
+            slow = group.create_task(a.call("Go", context=retry_of("r1")))
+            async with asyncio.timeout(10):
+                await server.wait_for_request(0)
+            fast = await b.call("Go", context=retry_of("r1"))
+            release.set()
+        later = [await c.call("Go", context=retry_of("r1")) for c in (a, b)]
+
+        assert fast.text == "Second."
+        assert slow.result().text == "First."
+        assert len(server.requests) == 2
+        labels = await stored(services[0], "s1")
+        assert labels[0] == "U:Go"
+        assert labels.count("U:Go") == 1
+        assert sorted(labels[1:]) == ["A:First.", "A:Second."]
+        assert {reply.text for reply in later} == {labels[1].removeprefix("A:")}
+    finally:
+        await clients[0].drop_database(name)
+        for client in clients:
+            await client.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -37,7 +37,7 @@ async def http(
 
 
 @asynccontextmanager
-async def serving(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+async def serving(app: FastAPI) -> AsyncGenerator[httpx.AsyncClient, None]:
     """The app on a real loopback socket under uvicorn, and a client for it."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

@@ -1,0 +1,246 @@
+"""The tracing advisors: a span per chat turn, and a GenAI span per model call."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Final
+
+from .._telemetry import Span, TurnStats, current_turn, start_span, turn_stats
+from ..advisors.base import (
+    HIGHEST_PRECEDENCE,
+    LOWEST_PRECEDENCE,
+    CallContext,
+    CallNext,
+    ChunkStream,
+    StreamNext,
+)
+from ..advisors.contexts import SESSION_ID_CONTEXT_KEY, USER_ID_CONTEXT_KEY
+from ..advisors.ids import REQUEST_ID_CONTEXT_KEY
+from ..chat import ChatChunk, ChatRequest, ChatResponse
+from ..exceptions import UsageError
+
+__all__ = ["ModelCallTracingAdvisor", "TracingAdvisor", "tracing_advisors"]
+
+TURN_SPAN: Final = "chat_turn"
+"""The name of a turn's span."""
+
+
+def _turn_attributes(ctx: CallContext) -> dict[str, str | bool | None]:
+    def text(key: str) -> str | None:
+        value = ctx.context.get(key)
+        return None if value is None else str(value)
+
+    return {
+        "asyncsession.session.id": text(SESSION_ID_CONTEXT_KEY),
+        "asyncsession.user.id": text(USER_ID_CONTEXT_KEY),
+        "asyncsession.request.id": text(REQUEST_ID_CONTEXT_KEY),
+        "asyncsession.turn.streaming": ctx.streaming,
+    }
+
+
+def _end_turn(span: Span, stats: TurnStats) -> None:
+    span.set_many(
+        {
+            "asyncsession.turn.model_calls": stats.model_calls,
+            "asyncsession.turn.db_commands": stats.db_commands,
+            "asyncsession.turn.store_operations": stats.store_operations,
+        }
+    )
+    span.end()
+
+
+def _model_attributes(model: str | None) -> dict[str, str | None]:
+    return {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": model,
+    }
+
+
+def _end_model_call(span: Span, response: ChatResponse) -> None:
+    usage = response.usage
+    span.set_many(
+        {
+            "gen_ai.response.model": response.model,
+            "gen_ai.response.id": response.id,
+            "gen_ai.response.finish_reasons": [response.finish_reason or "unknown"],
+            "gen_ai.usage.input_tokens": None if usage is None else usage.prompt_tokens,
+            "gen_ai.usage.output_tokens": None if usage is None else usage.completion_tokens,
+        }
+    )
+    span.end()
+
+
+class TracingAdvisor:
+    """A span per chat call: ``chat_turn``, around every other advisor.
+
+    Its attributes: the session, user and request ids of the context, whether it streamed, and
+    what the turn cost: ``asyncsession.turn.model_calls``, ``asyncsession.turn.db_commands``
+    (the MongoDB commands sent, when the client has a `MongoCommandCounter`) and
+    ``asyncsession.turn.store_operations`` (when the store is a `TracingSessionRepository`).
+    Everything the turn does (store operations, model calls, tool calls, compaction) nests
+    under it. A stream's span ends when the stream ends or is closed; on the stream path the
+    span is current only while the chain works on a chunk, never across a ``yield``.
+
+    Args:
+        order: the position in the chain; the default is outside every advisor of ours.
+    """
+
+    DEFAULT_ORDER: Final = HIGHEST_PRECEDENCE + 10
+    """The default order: outermost, outside ``IdempotentTurnAdvisor`` (``+ 100``)."""
+
+    def __init__(self, *, order: int = DEFAULT_ORDER) -> None:
+        self.order = order
+        """The position in the chain."""
+
+    async def call(
+        self, ctx: CallContext, request: ChatRequest, call_next: CallNext
+    ) -> ChatResponse:
+        """The rest of the chain inside a ``chat_turn`` span."""
+        span = start_span(TURN_SPAN, attributes=_turn_attributes(ctx))
+        stats = TurnStats()
+        try:
+            with span.activate(), turn_stats(stats):
+                return await call_next(ctx, request)
+        except BaseException as exc:
+            span.fail(exc)
+            raise
+        finally:
+            _end_turn(span, stats)
+
+    def stream(
+        self, ctx: CallContext, request: ChatRequest, call_next: StreamNext
+    ) -> AsyncIterator[ChatChunk]:
+        """The rest of the chain's stream inside a ``chat_turn`` span."""
+        stats = TurnStats()
+        span = start_span(TURN_SPAN, attributes=_turn_attributes(ctx))
+        with span.activate(), turn_stats(stats):
+            inner = call_next(ctx, request)
+        return _SpanStream(inner, span, stats, lambda _: _end_turn(span, stats))
+
+
+class ModelCallTracingAdvisor:
+    """A span per model call, after the OpenTelemetry GenAI conventions: ``chat {model}``.
+
+    Its attributes: ``gen_ai.operation.name`` (``chat``), ``gen_ai.provider.name``
+    (``openai``), ``gen_ai.request.model``, ``gen_ai.response.model``, ``gen_ai.response.id``,
+    ``gen_ai.response.finish_reasons`` and ``gen_ai.usage.input_tokens`` /
+    ``output_tokens``. It runs innermost, so a tool loop's every round gets its own span.
+
+    Args:
+        model: the model of calls whose options name none (the ``ChatClient``'s default).
+        order: the position in the chain; the default is next to the model.
+    """
+
+    DEFAULT_ORDER: Final = LOWEST_PRECEDENCE
+    """The default order: innermost, once per model call."""
+
+    def __init__(self, *, model: str | None = None, order: int = DEFAULT_ORDER) -> None:
+        self.model = model
+        """The model of calls whose options name none."""
+        self.order = order
+        """The position in the chain."""
+
+    def _start(self, request: ChatRequest) -> Span:
+        model = request.options.model or self.model
+        stats = current_turn()
+        if stats is not None:
+            stats.model_calls += 1
+        name = f"chat {model}" if model else "chat"
+        return start_span(name, kind="client", attributes=_model_attributes(model))
+
+    async def call(
+        self, ctx: CallContext, request: ChatRequest, call_next: CallNext
+    ) -> ChatResponse:
+        """The model call inside its span."""
+        span = self._start(request)
+        try:
+            with span.activate():
+                response = await call_next(ctx, request)
+        except BaseException as exc:
+            span.fail(exc)
+            span.end()
+            raise
+        _end_model_call(span, response)
+        return response
+
+    def stream(
+        self, ctx: CallContext, request: ChatRequest, call_next: StreamNext
+    ) -> AsyncIterator[ChatChunk]:
+        """The model's stream inside its span, which ends with the stream."""
+        span = self._start(request)
+        with span.activate():
+            inner = call_next(ctx, request)
+
+        def finish(response: ChatResponse | None) -> None:
+            if response is None:
+                span.end()
+            else:
+                _end_model_call(span, response)
+
+        return _SpanStream(inner, span, current_turn(), finish)
+
+
+def tracing_advisors(*, model: str | None = None) -> list[TracingAdvisor | ModelCallTracingAdvisor]:
+    """Both tracing advisors, at their default orders: add them to a ``ChatClient``.
+
+    Args:
+        model: the ``ChatClient``'s default model, for calls whose options name none.
+    """
+    return [TracingAdvisor(), ModelCallTracingAdvisor(model=model)]
+
+
+class _SpanStream(ChunkStream):
+    """A stream whose span is current while it produces a chunk, and ends with it."""
+
+    __slots__ = ("_finish", "_inner", "_span", "_stats")
+
+    def __init__(
+        self,
+        inner: ChunkStream,
+        span: Span,
+        stats: TurnStats | None,
+        finish: Callable[[ChatResponse | None], None],
+    ) -> None:
+        super().__init__()
+        self._inner = inner
+        self._span = span
+        self._stats = stats
+        self._finish: Callable[[ChatResponse | None], None] | None = finish
+
+    def _done(self, response: ChatResponse | None) -> None:
+        finish, self._finish = self._finish, None
+        if finish is not None:
+            finish(response)
+
+    async def __anext__(self) -> ChatChunk:
+        try:
+            with self._span.activate(), _maybe_stats(self._stats):
+                return await self._inner.__anext__()
+        except StopAsyncIteration:
+            self._done(self._produced())
+            raise
+        except BaseException as exc:
+            self._span.fail(exc)
+            self._done(None)
+            raise
+
+    def _produced(self) -> ChatResponse | None:
+        try:
+            return self._inner.response
+        except UsageError:  # not read to the end
+            return None
+
+    async def aclose(self) -> None:
+        try:
+            with self._span.activate(), _maybe_stats(self._stats):
+                await self._inner.aclose()
+        finally:
+            if self._finish is not None:
+                self._span.set("asyncsession.stream.abandoned", True)
+            self._done(None)
+
+
+def _maybe_stats(stats: TurnStats | None) -> contextlib.AbstractContextManager[None]:
+    return contextlib.nullcontext() if stats is None else turn_stats(stats)

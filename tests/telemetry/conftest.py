@@ -1,0 +1,39 @@
+"""Fixtures of the telemetry tests: an in-memory span exporter on the global tracer provider."""
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "advisors"))
+
+from chat_support import openai_client, repository, server, service  # noqa: E402
+
+__all__ = ["exporter", "openai_client", "repository", "server", "service"]
+
+_EXPORTER = InMemorySpanExporter()
+
+
+@pytest.fixture(scope="session")
+def _provider() -> TracerProvider:
+    """The global SDK provider (OpenTelemetry allows one per process), with our exporter."""
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+    return provider
+
+
+@pytest.fixture
+def exporter(_provider: TracerProvider) -> Iterator[InMemorySpanExporter]:
+    """The finished spans of one test."""
+    _EXPORTER.clear()
+    yield _EXPORTER
+    _EXPORTER.clear()
