@@ -16,11 +16,13 @@ decides when, a strategy decides what, and the result is applied as a
   :class:`TokenCountCompactionStrategy`, :class:`RecursiveSummarizationCompactionStrategy`.
 - Models and tokens: :class:`Summarizer` (:class:`OpenAISummarizer`) and
   :class:`TokenCountEstimator` (:class:`HeuristicTokenCountEstimator`).
+- Memory flush before archiving: :class:`MemoryFlush`, :class:`MemoryFlushingCompactionStrategy`.
 - Background work: :class:`CompactionWorker`.
 """
 
 from ..plans import CompactionPlan, CompactionResult, Insert
 from ._pipeline import EventFormatter, format_event
+from .flush import MemoryFlush, MemoryFlushingCompactionStrategy, run_memory_flush
 from .request import CompactionRequest
 from .strategies import (
     DEFAULT_SHADOW_PROMPT,
@@ -65,6 +67,8 @@ __all__ = [
     "EventFormatter",
     "HeuristicTokenCountEstimator",
     "Insert",
+    "MemoryFlush",
+    "MemoryFlushingCompactionStrategy",
     "OnSummarizationFailure",
     "OpenAISummarizer",
     "RecursiveSummarizationCompactionStrategy",
@@ -79,6 +83,7 @@ __all__ = [
     "all_of",
     "any_of",
     "format_event",
+    "run_memory_flush",
     "should_compact",
     "usage_metadata",
 ]

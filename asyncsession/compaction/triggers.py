@@ -226,9 +226,7 @@ class ContextWindowTrigger:
         estimator: TokenCountEstimator | None = None,
     ) -> None:
         self.context_window = positive_int(context_window, "context_window")
-        if isinstance(fraction, bool) or not isinstance(fraction, int | float):
-            raise UsageError(f"fraction must be a number, not {fraction!r}")
-        if not 0 < fraction <= 1:
+        if isinstance(fraction, bool) or not 0 < fraction <= 1:
             raise UsageError(f"fraction must be in (0, 1], not {fraction!r}")
         self.fraction = float(fraction)
         self.estimator: TokenCountEstimator = (
