@@ -255,7 +255,7 @@ async def main(api: str = "chat") -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="scripts/demo", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="scripts/demo", description="The asyncsession demo.")
     parser.add_argument(
         "--api",
         choices=("chat", "responses"),
