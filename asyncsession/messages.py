@@ -290,12 +290,13 @@ def _tool_call_from_openai(raw: Any) -> ToolCall:
 
 
 def _content(raw: Any) -> tuple[str, tuple[dict[str, JsonValue], ...] | None]:
+    untyped: Any = raw  # isinstance narrows ``raw`` to a list of unknowns
     if raw is None:
         return "", None
     if isinstance(raw, str):
         return raw, None
     if isinstance(raw, list):
-        items: list[Any] = raw
+        items: list[Any] = untyped
         parts = tuple(
             dict(cast(dict[str, JsonValue], part)) for part in items if isinstance(part, dict)
         )
