@@ -205,7 +205,9 @@ class ContextWindowTrigger:
     output tokens and an estimate of the events stored after it, since they join the next
     prompt. With no reported usage, or when a compaction wrote its summary after that reply
     (the report then counts archived events), it falls back to estimating the events the way
-    [`TokenCountTrigger`][asyncsession.compaction.TokenCountTrigger] does.
+    [`TokenCountTrigger`][asyncsession.compaction.TokenCountTrigger] does. A memory advisor
+    placed outside the tool loop stores the usage summed over the loop's rounds, which
+    overstates the prompt: keep it at its default order (inside the loop) with this trigger.
 
     Args:
         context_window: the model's context window, in tokens (say ``128_000``).
