@@ -9,10 +9,13 @@ active and archived events, the summary turn, the version.
   loopback, so the demo runs offline.
 - ``OPENAI_API_KEY`` (optionally ``OPENAI_BASE_URL``, ``OPENAI_MODEL``): a real model.
 - ``MONGODB_URI``: sessions and memories in MongoDB instead of the embedded in-memory store.
+- ``--api responses``: the Responses API (``ResponsesClient``) instead of Chat Completions
+  (``--api chat``, the default); the advisors, the log and the output are the same.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -42,8 +45,8 @@ from .compaction import (
 from .events import SessionEvent
 from .filters import EventFilter
 from .memory import DirectoryMemoryStore, MemoryStore, MongoMemoryStore
-from .messages import AssistantMessage, SystemMessage, ToolResponseMessage
-from .openai import ChatClient
+from .messages import AssistantMessage, SystemMessage, ToolResponseMessage, messages_to_openai
+from .openai import ChatClient, ResponsesClient, items_to_messages
 from .repository import InMemorySessionRepository, MongoSessionRepository, SessionRepository
 from .service import DefaultSessionService
 from .testing import RecordedRequest, ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
@@ -71,6 +74,8 @@ async def get_weather(city: str) -> str:
 def _scripted(request: RecordedRequest) -> ScriptedReply:
     """The offline model: answers the demo's turns, tool results and the summarizer."""
     messages = request.messages
+    if request.path.endswith("/responses"):  # the same conversation, as Responses API items
+        messages = messages_to_openai(items_to_messages(request.input))
     last = messages[-1]
     if "=== CONVERSATION TO SUMMARIZE ===" in str(last.get("content")):
         return ScriptedReply.text(
@@ -176,8 +181,9 @@ def _describe(event: SessionEvent) -> str:
     return f"{event.type!s:<9} {body}{flags}"
 
 
-async def main() -> None:
-    """Run the demo."""
+async def main(api: str = "chat") -> None:
+    """Run the demo on the Chat Completions API (``"chat"``) or the Responses API."""
+    client_type = ResponsesClient if api == "responses" else ChatClient
     session_id = f"demo-{uuid.uuid4().hex[:8]}"
     async with AsyncExitStack() as stack:
         memory_root = stack.enter_context(
@@ -191,11 +197,11 @@ async def main() -> None:
             summarizer, max_events_to_keep=4, overlap_size=1
         )
         trigger = TurnCountTrigger(max_turns=2)
-        print(f"model: {model} via {where}")
+        print(f"model: {model} via {where}, {client_type.__name__}")
         print(f"store: {store_name}; session {session_id} of user {USER!r}\n")
 
         async with CompactionWorker(service, trigger, strategy, max_concurrency=2) as worker:
-            client = ChatClient(
+            client = client_type(
                 model_client,
                 model=model,
                 default_messages=[SystemMessage(text="You are a concise, friendly assistant.")],
@@ -249,7 +255,14 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="scripts/demo", description="The asyncsession demo.")
+    parser.add_argument(
+        "--api",
+        choices=("chat", "responses"),
+        default="chat",
+        help="the OpenAI API to talk to: Chat Completions (default) or the Responses API",
+    )
     try:
-        asyncio.run(main())
+        asyncio.run(main(parser.parse_args().api))
     except KeyboardInterrupt:
         sys.exit(130)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeAlias, TypeVar
+from typing import Annotated, Any, Literal, TypeAlias, TypeVar, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, field_validator
 
@@ -278,11 +278,12 @@ def _tool_call_to_openai(call: ToolCall) -> OpenAIMessage:
 def _tool_call_from_openai(raw: Any) -> ToolCall:
     if not isinstance(raw, dict):
         raise UsageError(f"a tool call must be a dict, not {type(raw).__name__}")
-    call_type = str(raw.get("type", "function"))
-    body = raw.get("custom" if call_type == "custom" else "function") or {}
+    call = cast(dict[str, Any], raw)
+    call_type = str(call.get("type", "function"))
+    body: dict[str, Any] = call.get("custom" if call_type == "custom" else "function") or {}
     arguments = body.get("input" if call_type == "custom" else "arguments", "")
     return ToolCall(
-        id=str(raw.get("id", "")),
+        id=str(call.get("id", "")),
         name=str(body.get("name", "")),
         arguments=str(arguments),
         type=call_type,
@@ -290,13 +291,17 @@ def _tool_call_from_openai(raw: Any) -> ToolCall:
 
 
 def _content(raw: Any) -> tuple[str, tuple[dict[str, JsonValue], ...] | None]:
+    untyped: Any = raw  # isinstance narrows ``raw`` to a list of unknowns
     if raw is None:
         return "", None
     if isinstance(raw, str):
         return raw, None
     if isinstance(raw, list):
-        parts = tuple(dict(part) for part in raw if isinstance(part, dict))
-        if len(parts) != len(raw):
+        items: list[Any] = untyped
+        parts = tuple(
+            dict(cast(dict[str, JsonValue], part)) for part in items if isinstance(part, dict)
+        )
+        if len(parts) != len(items):
             raise UsageError("every content part must be a dict")
         return _text_of_parts(parts), parts
     raise UsageError(f"message content must be a string or a list of parts, not {raw!r}")

@@ -10,12 +10,12 @@ import sys
 import pytest
 
 
-def _run_demo(**env: str) -> str:
+def _run_demo(*args: str, **env: str) -> str:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     environment.pop("MONGODB_URI", None)
     environment.update(env)
     done = subprocess.run(
-        [sys.executable, "-m", "asyncsession._demo"],
+        [sys.executable, "-m", "asyncsession._demo", *args],
         capture_output=True,
         text=True,
         timeout=180,
@@ -57,4 +57,12 @@ def test_the_demo_runs_on_mongodb(mongo_uri: str) -> None:
     out = _run_demo(MONGODB_URI=mongo_uri)
     assert "store: MongoDB" in out
     assert "inspect it: asyncsession --db asyncsession_demo_" in out
+    _check(out)
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_the_demo_runs_on_the_responses_api() -> None:
+    """With --api responses the same conversation goes through ResponsesClient."""
+    out = _run_demo("--api", "responses")
+    assert "ResponsesClient" in out
     _check(out)

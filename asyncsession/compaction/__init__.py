@@ -25,11 +25,13 @@ version::
   ([`OpenAISummarizer`][asyncsession.compaction.OpenAISummarizer]) and
   [`TokenCountEstimator`][asyncsession.compaction.TokenCountEstimator]
   ([`HeuristicTokenCountEstimator`][asyncsession.compaction.HeuristicTokenCountEstimator]).
+- Memory flush before archiving: `MemoryFlush`, `MemoryFlushingCompactionStrategy`.
 - Background work: [`CompactionWorker`][asyncsession.compaction.CompactionWorker].
 """
 
 from ..plans import CompactionPlan, CompactionRequest, CompactionResult, Insert
 from ._pipeline import EventFormatter, format_event
+from .flush import MemoryFlush, MemoryFlushingCompactionStrategy, run_memory_flush
 from .strategies import (
     DEFAULT_SHADOW_PROMPT,
     RECURSIVE_SUMMARIZATION_SOURCE,
@@ -73,6 +75,8 @@ __all__ = [
     "EventFormatter",
     "HeuristicTokenCountEstimator",
     "Insert",
+    "MemoryFlush",
+    "MemoryFlushingCompactionStrategy",
     "OnSummarizationFailure",
     "OpenAISummarizer",
     "RecursiveSummarizationCompactionStrategy",
@@ -87,6 +91,7 @@ __all__ = [
     "all_of",
     "any_of",
     "format_event",
+    "run_memory_flush",
     "should_compact",
     "usage_metadata",
 ]

@@ -46,6 +46,7 @@ from ._pipeline import (
     tokens_of,
     unchanged_except_superseded,
 )
+from .flush import MemoryFlush, run_memory_flush
 from .summarizer import DEFAULT_SUMMARIZER_SYSTEM_PROMPT, Summarizer
 from .tokens import HeuristicTokenCountEstimator, TokenCountEstimator
 
@@ -216,6 +217,9 @@ class RecursiveSummarizationCompactionStrategy:
         on_failure: called (sync or async) with the request and the error when no summary
             could be written; its own exceptions are logged and ignored.
         clock: the time source for the summary turn's timestamp.
+        memory_flush: before summarizing, give the turns about to be archived to this flush
+            (e.g. ``asyncsession.openai.ModelMemoryFlush``) so durable facts reach long-term
+            memory; a failed flush is logged and never blocks the compaction.
 
     Raises:
         UsageError: a limit is out of range, or ``overlap_size >= max_events_to_keep``.
@@ -226,6 +230,7 @@ class RecursiveSummarizationCompactionStrategy:
         "estimator",
         "event_formatter",
         "max_events_to_keep",
+        "memory_flush",
         "on_failure",
         "overlap_size",
         "shadow_prompt",
@@ -245,6 +250,7 @@ class RecursiveSummarizationCompactionStrategy:
         event_formatter: EventFormatter = format_event,
         on_failure: OnSummarizationFailure | None = None,
         clock: Callable[[], datetime] = utc_now,
+        memory_flush: MemoryFlush | None = None,
     ) -> None:
         if not isinstance(summarizer, Summarizer):
             raise UsageError(f"summarizer must have an async summarize() method: {summarizer!r}")
@@ -269,6 +275,7 @@ class RecursiveSummarizationCompactionStrategy:
         self.event_formatter = event_formatter
         self.on_failure = on_failure
         self.clock = clock
+        self.memory_flush = memory_flush
 
     async def compact(self, request: CompactionRequest) -> CompactionResult:
         """Summarize and archive the oldest whole turns beyond ``max_events_to_keep``."""
@@ -281,6 +288,7 @@ class RecursiveSummarizationCompactionStrategy:
             return self._unchanged(split)
         to_summarize = real[:cut]
         upcoming = real[cut : cut + self.overlap_size]
+        await run_memory_flush(self.memory_flush, request, to_summarize, seconds=60.0)
         prompt = self.build_prompt(split.synthetic, to_summarize, upcoming)
         try:
             summary = await self.summarizer.summarize(self.system_prompt, prompt)

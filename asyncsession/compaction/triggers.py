@@ -187,7 +187,9 @@ class ContextWindowTrigger:
     output tokens and an estimate of the events stored after it, since they join the next
     prompt. With no reported usage, or when a compaction wrote its summary after that reply
     (the report then counts archived events), it falls back to estimating the events the way
-    [`TokenCountTrigger`][asyncsession.compaction.TokenCountTrigger] does.
+    [`TokenCountTrigger`][asyncsession.compaction.TokenCountTrigger] does. A memory advisor
+    placed outside the tool loop stores the usage summed over the loop's rounds, which
+    overstates the prompt: keep it at its default order (inside the loop) with this trigger.
 
     Args:
         context_window: the model's context window, in tokens (say ``128_000``).
@@ -208,9 +210,7 @@ class ContextWindowTrigger:
         estimator: TokenCountEstimator | None = None,
     ) -> None:
         self.context_window = positive_int(context_window, "context_window")
-        if isinstance(fraction, bool) or not isinstance(fraction, int | float):
-            raise UsageError(f"fraction must be a number, not {fraction!r}")
-        if not 0 < fraction <= 1:
+        if isinstance(fraction, bool) or not 0 < fraction <= 1:
             raise UsageError(f"fraction must be in (0, 1], not {fraction!r}")
         self.fraction = float(fraction)
         self.estimator: TokenCountEstimator = (

@@ -182,6 +182,9 @@ class BaseChatClient(ABC):
 class ChatClient(BaseChatClient):
     """Chat Completions over a borrowed ``openai.AsyncOpenAI``, through ordered advisors.
 
+    ``call`` and ``stream`` are documented on
+    [`BaseChatClient`][asyncsession.openai.BaseChatClient], shared with ``ResponsesClient``.
+
     The client owns nothing: it never closes the ``AsyncOpenAI`` it was given, and a call
     holds no resources once it returned (or its stream's ``async with`` block was left).
 
