@@ -361,3 +361,37 @@ async def test_messages_may_be_given_as_items(
     ]
     await ResponsesClient(openai_client, model=MODEL).call(messages=items)
     assert server.requests[0].input == items
+
+
+async def test_many_concurrent_streams_each_store_their_turn_once(
+    store: DefaultSessionService,
+) -> None:
+    """Twenty concurrent streamed tool turns with reasoning, over ten sessions, store every
+    message exactly once, and every later request is one the real API accepts."""
+
+    def answer(request: Any) -> ScriptedReply:
+        if request.input[-1].get("type") == "function_call_output":
+            return ScriptedReply.text("done", reasoning="Finish.")
+        key = request.input[-1]["content"]
+        return ScriptedReply.tool_calls(
+            [ScriptedToolCall("lookup", {"key": key})], reasoning="Look it up."
+        )
+
+    async with ScriptedOpenAIServer(responder=answer) as own:
+        sdk = openai.AsyncOpenAI(base_url=own.base_url, api_key="t", max_retries=0)
+        client = session_client(sdk, store)
+        async with asyncio.TaskGroup() as tasks:
+            for number in range(20):
+                tasks.create_task(
+                    ask(client, f"k{number}", streaming=True, context=context(f"s{number % 10}"))
+                )
+        await sdk.close()
+        own.assert_done()
+
+    for session in range(10):
+        labels = await stored(store, f"s{session}")
+        assert sorted(labels) == sorted(
+            label
+            for number in (session, session + 10)
+            for label in (f"U:k{number}", "A[lookup]", f"T[lookup->value of k{number}]", "A:done")
+        )
