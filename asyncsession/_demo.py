@@ -22,7 +22,7 @@ import os
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import AsyncExitStack, asynccontextmanager
 
 import openai
@@ -125,7 +125,7 @@ def _scripted(request: RecordedRequest) -> ScriptedReply:
 
 
 @asynccontextmanager
-async def _model() -> AsyncIterator[tuple[openai.AsyncOpenAI, str, str]]:
+async def _model() -> AsyncGenerator[tuple[openai.AsyncOpenAI, str, str], None]:
     if os.environ.get("OPENAI_API_KEY"):
         client = openai.AsyncOpenAI(base_url=os.environ.get("OPENAI_BASE_URL") or None)
         try:
@@ -146,7 +146,9 @@ async def _model() -> AsyncIterator[tuple[openai.AsyncOpenAI, str, str]]:
 
 
 @asynccontextmanager
-async def _stores(memory_root: str) -> AsyncIterator[tuple[SessionRepository, MemoryStore, str]]:
+async def _stores(
+    memory_root: str,
+) -> AsyncGenerator[tuple[SessionRepository, MemoryStore, str], None]:
     uri = os.environ.get("MONGODB_URI")
     if not uri:
         yield (

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, cast
 
 from pydantic import (
     AwareDatetime,
@@ -198,11 +198,14 @@ class Session(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _default_expiry(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "expires_at" not in data:
-            created = data.get("created_at")
-            base = created if isinstance(created, datetime) else None
-            data = {**data, "expires_at": (base or utc_now()) + DEFAULT_TIME_TO_LIVE}
-        return data
+        if not isinstance(data, dict):
+            return data
+        fields = cast("dict[str, Any]", data)
+        if "expires_at" in fields:
+            return fields
+        created = fields.get("created_at")
+        base = created if isinstance(created, datetime) else None
+        return {**fields, "expires_at": (base or utc_now()) + DEFAULT_TIME_TO_LIVE}
 
     @field_validator("id")
     @classmethod
@@ -253,13 +256,20 @@ class SessionEvent(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _infer_type(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("type") in (None, _INFERRED):
-            message = data.get("message")
-            if isinstance(message, BaseModel) and hasattr(message, "message_type"):
-                data = {**data, "type": EventType.for_message(message.message_type)}
-            elif isinstance(message, dict) and isinstance(message.get("kind"), str):
-                data = {**data, "type": EventType(str(message["kind"]).upper())}
-        return data
+        if not isinstance(data, dict):
+            return data
+        fields = cast("dict[str, Any]", data)
+        if fields.get("type") not in (None, _INFERRED):
+            return fields
+        message: object = fields.get("message")
+        message_type: object = getattr(message, "message_type", None)
+        if isinstance(message, BaseModel) and isinstance(message_type, MessageType):
+            return {**fields, "type": EventType.for_message(message_type)}
+        if isinstance(message, dict):
+            kind: object = cast("dict[str, Any]", message).get("kind")
+            if isinstance(kind, str):
+                return {**fields, "type": EventType(kind.upper())}
+        return fields
 
     @model_validator(mode="after")
     def _consistent(self) -> SessionEvent:

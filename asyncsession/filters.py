@@ -54,7 +54,7 @@ class _LastN:
     ) -> Callable[[int], EventFilter] | int | None:
         if instance is None:
             return lambda n: owner(last_n=n)
-        return instance._last_n
+        return instance._last_n  # pyright: ignore[reportPrivateUsage] (the field's own descriptor)
 
     def __set__(self, instance: EventFilter, value: Any) -> None:
         raise AttributeError("EventFilter is immutable")
@@ -251,7 +251,7 @@ class EventFilter:
         return f"EventFilter({', '.join(shown)})"
 
     def _replace(self, **changes: Any) -> EventFilter:
-        values = dict(zip(_FIELDS, self._values(), strict=True))
+        values: dict[str, Any] = dict(zip(_FIELDS, self._values(), strict=True))
         values.update(changes)
         return EventFilter(**values)
 

@@ -12,7 +12,7 @@ Give the summarizer a plain client: the summary call must not itself go through 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast, runtime_checkable
 
 from ..exceptions import CompactionError, UsageError
 
@@ -92,13 +92,16 @@ class OpenAISummarizer:
         import openai
 
         try:
-            completion: ChatCompletion = await self.client.chat.completions.create(
-                model=self.model,
-                messages=[
-                    {"role": "system", "content": system_prompt},
-                    {"role": "user", "content": prompt},
-                ],
-                **self.options,
+            completion = cast(
+                ChatCompletion,
+                await self.client.chat.completions.create(
+                    model=self.model,
+                    messages=[
+                        {"role": "system", "content": system_prompt},
+                        {"role": "user", "content": prompt},
+                    ],
+                    **self.options,
+                ),
             )
         except openai.OpenAIError as exc:
             status = getattr(exc, "status_code", None)

@@ -106,8 +106,10 @@ class LocalMongoServer:
                     f"the test server exited with {self._process.returncode}; see {self._log_path}"
                 )
             try:
-                client: MongoClient[dict[str, object]]
-                with MongoClient(self.uri(), serverSelectionTimeoutMS=500) as client:
+                client: MongoClient[dict[str, object]] = MongoClient(
+                    self.uri(), serverSelectionTimeoutMS=500
+                )
+                with client:
                     client.admin.command("ping")
                 return
             except Exception as exc:  # not up yet; keep polling until the deadline
