@@ -178,7 +178,7 @@ EventType.SYSTEM = EventType("SYSTEM")
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
 
 
 class Session(_Frozen):

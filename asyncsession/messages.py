@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeAlias, TypeVar, cast
+from typing import Annotated, Any, ClassVar, Literal, TypeAlias, TypeVar, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, field_validator
 
@@ -65,7 +65,7 @@ class MessageType(StrEnum):
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
 
 
 class ToolCall(_Frozen):

@@ -17,7 +17,7 @@ import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import ClassVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -70,7 +70,7 @@ _BACKOFF_CAP = 0.2
 
 
 class _Args(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
 
 
 class MemoryViewArgs(_Args):
