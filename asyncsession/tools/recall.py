@@ -24,6 +24,7 @@ from typing import Annotated, Any, ClassVar, Final, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
 from ..events import SessionEvent
+from ..exceptions import UsageError
 from ..filters import EventFilter, MatchMode
 from ..service import SessionService
 from ._tool import Tool
@@ -152,14 +153,16 @@ def _rows(events: Sequence[SessionEvent], *, with_session: bool) -> str:
     return json.dumps(rows, ensure_ascii=False) if rows else NO_RESULTS
 
 
-def _bound(name: str, value: str) -> None:
-    if not isinstance(value, str) or not value.strip():  # pyright: ignore[reportUnnecessaryIsInstance] - checked at run time
-        raise ValueError(f"{name} must be a non-empty string")
+def _bound(service: SessionService, name: str, value: str) -> None:
+    if service is None:  # checked at run time: a tool that fails on its first call is worse
+        raise UsageError("a recall tool needs a session service, not None")
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(f"{name} must be a non-empty string")
 
 
 def _positive(page_size: int) -> None:
     if page_size <= 0:
-        raise ValueError("page_size must be greater than 0")
+        raise UsageError("page_size must be greater than 0")
 
 
 def conversation_search(
@@ -178,9 +181,10 @@ def conversation_search(
         include_synthetic: whether summaries written by compaction are searched too.
 
     Raises:
-        ValueError: `session_id` is blank, or `page_size` is not positive.
+        UsageError: `service` is None, `session_id` is blank, or `page_size` is not
+            positive.
     """
-    _bound("session_id", session_id)
+    _bound(service, "session_id", session_id)
     _positive(page_size)
 
     async def search(inner_thought: str, query: str, page: int) -> str:
@@ -214,9 +218,9 @@ def cross_session_search(
             summary only paraphrases events that are still in the log).
 
     Raises:
-        ValueError: `user_id` is blank, or `page_size` is not positive.
+        UsageError: `service` is None, `user_id` is blank, or `page_size` is not positive.
     """
-    _bound("user_id", user_id)
+    _bound(service, "user_id", user_id)
     _positive(page_size)
 
     async def search(

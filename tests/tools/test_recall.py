@@ -13,6 +13,7 @@ from asyncsession import (
     CreateSessionRequest,
     DefaultSessionService,
     InMemorySessionRepository,
+    UsageError,
     UserMessage,
 )
 from asyncsession.testing import FakeClock
@@ -157,15 +158,20 @@ async def test_bad_arguments_come_back_as_tool_errors(
 
 
 def test_tools_validate_their_configuration(service: DefaultSessionService) -> None:
-    """A blank session or user, or a non-positive page size, is refused when the tool is built."""
-    with pytest.raises(ValueError, match="session_id"):
+    """No service, a blank session or user, or a non-positive page size is refused with
+    UsageError when the tool is built, not when the model first calls it."""
+    with pytest.raises(UsageError, match="session_id"):
         conversation_search(service, " ")
-    with pytest.raises(ValueError, match="user_id"):
+    with pytest.raises(UsageError, match="user_id"):
         cross_session_search(service, " ")
-    with pytest.raises(ValueError, match="page_size"):
+    with pytest.raises(UsageError, match="page_size"):
         conversation_search(service, "s", page_size=0)
-    with pytest.raises(ValueError, match="page_size"):
+    with pytest.raises(UsageError, match="page_size"):
         cross_session_search(service, "a", page_size=0)
+    with pytest.raises(UsageError, match="session service"):
+        conversation_search(None, "s")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="session service"):
+        cross_session_search(None, "alice")  # type: ignore[arg-type]
 
 
 def test_schemas_come_from_the_argument_models(service: DefaultSessionService) -> None:
