@@ -26,6 +26,7 @@ LAYERS: dict[str, int] = {
     "asyncsession._display": 0,
     "asyncsession.exceptions": 0,
     "asyncsession._pymongo_errors": 0,
+    "asyncsession._telemetry": 0,  # spans, a no-op without OpenTelemetry; imports only _version
     "asyncsession.messages": 1,
     "asyncsession.events": 1,
     "asyncsession.filters": 1,
