@@ -1,9 +1,10 @@
 """A FastAPI chat service: durable sessions, a tool, server-sent events and idempotent retries.
 
-Run it against OpenAI (``OPENAI_API_KEY`` set)::
+Run it against OpenAI (``OPENAI_API_KEY`` set), on the Chat Completions API or, with
+``--api responses``, on the Responses API (the same advisors, the same session log)::
 
     pip install asyncsession 'fastapi>=0.135' uvicorn
-    python examples/fastapi_app.py            # then:
+    python examples/fastapi_app.py [--api responses]   # then:
     curl -N -X POST localhost:8000/sessions/s1/stream \\
          -H 'content-type: application/json' -H 'x-user-id: alice' \\
          -H 'idempotency-key: 7f3c' -d '{"message": "What time is it in Tokyo?"}'
@@ -76,7 +77,7 @@ from asyncsession.advisors import (
 )
 from asyncsession.chat import ChatChunk, ChatResponse
 from asyncsession.messages import Message
-from asyncsession.openai import ChatClient, ChatStream
+from asyncsession.openai import BaseChatClient, ChatClient, ChatStream, ResponsesClient
 
 RETRY_AFTER_SECONDS = 5
 """What a 503 asks the client to wait before retrying."""
@@ -111,7 +112,7 @@ UserId = Annotated[str, Header(alias="x-user-id", pattern=r"\S")]
 IdempotencyKey = Annotated[str | None, Header(alias="idempotency-key", max_length=200)]
 """The client's id of a request it may retry."""
 
-ChatFactory = Callable[..., ChatClient]
+ChatFactory = Callable[..., BaseChatClient]
 """Builds the chat client over the OpenAI client: ``(openai_client, *, model, advisors,
 default_messages)``. The switch point between OpenAI APIs."""
 
@@ -127,6 +128,23 @@ def chat_completions(
     return ChatClient(
         openai_client, model=model, advisors=advisors, default_messages=default_messages
     )
+
+
+def responses_api(
+    openai_client: openai.AsyncOpenAI,
+    *,
+    model: str,
+    advisors: Sequence[Advisor],
+    default_messages: Sequence[Message],
+) -> ResponsesClient:
+    """The Responses API client (``store=False``: the session log is the history)."""
+    return ResponsesClient(
+        openai_client, model=model, advisors=advisors, default_messages=default_messages
+    )
+
+
+CHAT_APIS: dict[str, ChatFactory] = {"chat": chat_completions, "responses": responses_api}
+"""The ``--api`` choices."""
 
 
 def error_status(exc: AsyncSessionError) -> int:
@@ -284,6 +302,15 @@ def create_app(
 
 
 if __name__ == "__main__":  # pragma: no cover - manual run
+    import argparse
+
     import uvicorn
 
-    uvicorn.run(create_app(openai.AsyncOpenAI()), host="127.0.0.1", port=8000)
+    parser = argparse.ArgumentParser(description="The asyncsession FastAPI example.")
+    parser.add_argument("--api", choices=sorted(CHAT_APIS), default="chat")
+    parser.add_argument("--model", default="gpt-4.1-mini")
+    arguments = parser.parse_args()
+    app = create_app(
+        openai.AsyncOpenAI(), model=arguments.model, chat_factory=CHAT_APIS[arguments.api]
+    )
+    uvicorn.run(app, host="127.0.0.1", port=8000)

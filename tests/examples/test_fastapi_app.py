@@ -16,7 +16,7 @@ import pytest
 import uvicorn
 from chat_support import assert_no_leaks, stored
 from fastapi import FastAPI
-from fastapi_app import create_app
+from fastapi_app import CHAT_APIS, create_app
 from httpx_sse import ServerSentEvent, aconnect_sse
 
 from asyncsession import DefaultSessionService, MongoSessionRepository
@@ -372,3 +372,46 @@ async def test_a_killed_database_is_a_fast_503_with_retry_after_then_recovers(
     assert again.status_code == 200
     assert again.json()["text"] == "Second."
     assert [m["content"] for m in server.requests[1].messages][-3:] == ["Hi", "First.", "Again"]
+
+
+@pytest.fixture
+async def responses_http(
+    openai_client: openai.AsyncOpenAI, service: DefaultSessionService
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The example switched to the Responses API (what ``--api responses`` selects)."""
+    app = create_app(
+        openai_client, model="gpt-test", service=service, chat_factory=CHAT_APIS["responses"]
+    )
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+        yield client
+
+
+async def test_the_example_runs_on_the_responses_api(
+    server: ScriptedOpenAIServer, responses_http: httpx.AsyncClient
+) -> None:
+    """With the Responses client, the stream, the tool loop and the history work the same: the
+    requests go to ``/v1/responses`` and the second turn's input replays the first turn."""
+    server.enqueue(
+        ScriptedReply.text("Noted.", chunk_size=2),
+        ScriptedReply.tool_calls([ScriptedToolCall("current_time", {"timezone": "Asia/Tokyo"})]),
+        ScriptedReply.text("Evening in Tokyo."),
+    )
+
+    _, first = await read_sse(responses_http, "/sessions/s1/stream", "I like blue.")
+    _, second = await read_sse(responses_http, "/sessions/s1/stream", "Time in Tokyo?")
+
+    assert first[-1].event == "done"
+    assert first[-1].json()["text"] == "Noted."
+    assert "".join(e.json()["text"] for e in first if e.event == "delta") == "Noted."
+    assert [e.json()["name"] for e in second if e.event == "tool_call"] == ["current_time"]
+    assert second[-1].json()["text"] == "Evening in Tokyo."
+    assert {request.path for request in server.requests} == {"/v1/responses"}
+    replayed = [item.get("content") for item in server.requests[1].input if "role" in item]
+    assert "I like blue." in str(replayed)
+    assert "Noted." in str(replayed)
+    history = await responses_http.get("/sessions/s1/messages", headers=ALICE)
+    assert [m["content"] for m in history.json() if m["role"] in ("user", "assistant")][:2] == [
+        "I like blue.",
+        "Noted.",
+    ]
