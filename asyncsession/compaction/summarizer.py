@@ -93,7 +93,7 @@ class OpenAISummarizer:
 
         try:
             completion = cast(
-                ChatCompletion,
+                "ChatCompletion",
                 await self.client.chat.completions.create(
                     model=self.model,
                     messages=[
