@@ -25,7 +25,7 @@ from ..plans import CompactionRequest, CompactionResult
 
 __all__ = ["MemoryFlush", "MemoryFlushingCompactionStrategy", "run_memory_flush"]
 
-logger = logging.getLogger("asyncsession.compaction")
+logger: logging.Logger = logging.getLogger("asyncsession.compaction")
 
 
 @runtime_checkable
@@ -88,9 +88,9 @@ class MemoryFlushingCompactionStrategy:
     def __init__(
         self, strategy: _Strategy, flush: MemoryFlush, *, timeout: float | None = 60.0
     ) -> None:
-        self.strategy = strategy
-        self.flush = flush
-        self.timeout = timeout
+        self.strategy: _Strategy = strategy
+        self.flush: MemoryFlush = flush
+        self.timeout: float | None = timeout
 
     async def compact(self, request: CompactionRequest) -> CompactionResult:
         """The inner strategy's result, after the flush of what it archives."""
