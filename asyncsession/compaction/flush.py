@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from ..events import SessionEvent
-from ..plans import CompactionRequest, CompactionResult
+from ..plans import CompactionRequest, CompactionResult, CompactionStrategy
 
 __all__ = ["MemoryFlush", "MemoryFlushingCompactionStrategy", "run_memory_flush"]
 
@@ -35,10 +35,6 @@ class MemoryFlush(Protocol):
     async def flush(self, request: CompactionRequest, events: Sequence[SessionEvent]) -> None:
         """Look at ``events`` (about to leave ``request``'s window) and save durable facts."""
         ...
-
-
-class _Strategy(Protocol):
-    async def compact(self, request: CompactionRequest) -> CompactionResult: ...
 
 
 async def run_memory_flush(
@@ -86,9 +82,9 @@ class MemoryFlushingCompactionStrategy:
     __slots__ = ("flush", "strategy", "timeout")
 
     def __init__(
-        self, strategy: _Strategy, flush: MemoryFlush, *, timeout: float | None = 60.0
+        self, strategy: CompactionStrategy, flush: MemoryFlush, *, timeout: float | None = 60.0
     ) -> None:
-        self.strategy: _Strategy = strategy
+        self.strategy: CompactionStrategy = strategy
         self.flush: MemoryFlush = flush
         self.timeout: float | None = timeout
 
