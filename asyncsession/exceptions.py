@@ -146,7 +146,7 @@ class InvalidCompactionPlan(RepositoryError, ValueError):
             f"Compaction plan for session {session_id!r} names events not in its log: {ids!r}"
         )
         self.session_id = session_id
-        self.unknown_ids = tuple(ids)
+        self.unknown_ids: tuple[str, ...] = tuple(ids)
 
 
 class EventTooLarge(RepositoryError, ValueError):

@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Final, overload
+from typing import Any, ClassVar, Final, overload
 
 from .events import EventType, SessionEvent
 from .exceptions import InvalidFilter
@@ -119,7 +119,7 @@ class EventFilter:
         "page_size",
     )
 
-    last_n = _LastN()
+    last_n: ClassVar[_LastN] = _LastN()
 
     from_: datetime | None
     to: datetime | None

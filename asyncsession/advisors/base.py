@@ -56,7 +56,7 @@ class StateKey(Generic[T]):
     __slots__ = ("name",)
 
     def __init__(self, name: str) -> None:
-        self.name = name
+        self.name: str = name
         """A name for error messages and ``repr``."""
 
     def __repr__(self) -> str:

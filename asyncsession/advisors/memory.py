@@ -82,7 +82,7 @@ from .ids import EventIdGenerator, RandomEventIdGenerator
 
 __all__ = ["SessionMemoryAdvisor"]
 
-logger = logging.getLogger("asyncsession.advisors")
+logger: logging.Logger = logging.getLogger("asyncsession.advisors")
 
 _ORPHAN_WARNING = (
     "Session %r: dropped %d tool call/result message(s) without their counterpart from the "
@@ -163,17 +163,21 @@ class SessionMemoryAdvisor(BaseAdvisor):
         order: int = DEFAULT_ORDER,
     ) -> None:
         check_compaction_pair(compaction_trigger, compaction_strategy)
-        self.service = check_service(service, "SessionMemoryAdvisor")
+        self.service: SessionService = check_service(service, "SessionMemoryAdvisor")
         """The session service."""
         self.default_user_id = default_user_id
         """The owner of sessions created without a user id."""
-        self.event_filter = event_filter or EventFilter.all()
+        self.event_filter: EventFilter = event_filter or EventFilter.all()
         """The advisor's history filter."""
-        self.message_filter = message_filter or MessageFilter.skip_empty_messages()
+        self.message_filter: MessageFilter = message_filter or MessageFilter.skip_empty_messages()
         """Which messages are stored."""
-        self.request_event_id_generator = request_event_id_generator or RandomEventIdGenerator()
+        self.request_event_id_generator: EventIdGenerator = (
+            request_event_id_generator or RandomEventIdGenerator()
+        )
         """Chooses the ids of stored user messages and tool results."""
-        self.response_event_id_generator = response_event_id_generator or RandomEventIdGenerator()
+        self.response_event_id_generator: EventIdGenerator = (
+            response_event_id_generator or RandomEventIdGenerator()
+        )
         """Chooses the ids of stored replies."""
         self.compaction_trigger = compaction_trigger
         """When to compact after a complete turn."""

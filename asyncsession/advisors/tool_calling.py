@@ -26,7 +26,7 @@ from .base import HIGHEST_PRECEDENCE, CallContext, CallNext, StreamNext
 
 __all__ = ["ToolCallingAdvisor"]
 
-logger = logging.getLogger("asyncsession.advisors")
+logger: logging.Logger = logging.getLogger("asyncsession.advisors")
 
 
 def _as_tool(item: Tool | Callable[..., Any]) -> Tool:

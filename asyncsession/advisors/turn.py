@@ -67,7 +67,7 @@ class SessionTurnAdvisor(BaseAdvisor):
         order: int = DEFAULT_ORDER,
     ) -> None:
         check_compaction_pair(compaction_trigger, compaction_strategy)
-        self.service = check_service(service, "SessionTurnAdvisor")
+        self.service: SessionService = check_service(service, "SessionTurnAdvisor")
         """The session service."""
         self.default_user_id = default_user_id
         """The owner of sessions created without a user id."""

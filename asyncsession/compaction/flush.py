@@ -21,11 +21,11 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from ..events import SessionEvent
-from ..plans import CompactionRequest, CompactionResult
+from ..plans import CompactionRequest, CompactionResult, CompactionStrategy
 
 __all__ = ["MemoryFlush", "MemoryFlushingCompactionStrategy", "run_memory_flush"]
 
-logger = logging.getLogger("asyncsession.compaction")
+logger: logging.Logger = logging.getLogger("asyncsession.compaction")
 
 
 @runtime_checkable
@@ -35,10 +35,6 @@ class MemoryFlush(Protocol):
     async def flush(self, request: CompactionRequest, events: Sequence[SessionEvent]) -> None:
         """Look at ``events`` (about to leave ``request``'s window) and save durable facts."""
         ...
-
-
-class _Strategy(Protocol):
-    async def compact(self, request: CompactionRequest) -> CompactionResult: ...
 
 
 async def run_memory_flush(
@@ -86,11 +82,11 @@ class MemoryFlushingCompactionStrategy:
     __slots__ = ("flush", "strategy", "timeout")
 
     def __init__(
-        self, strategy: _Strategy, flush: MemoryFlush, *, timeout: float | None = 60.0
+        self, strategy: CompactionStrategy, flush: MemoryFlush, *, timeout: float | None = 60.0
     ) -> None:
-        self.strategy = strategy
-        self.flush = flush
-        self.timeout = timeout
+        self.strategy: CompactionStrategy = strategy
+        self.flush: MemoryFlush = flush
+        self.timeout: float | None = timeout
 
     async def compact(self, request: CompactionRequest) -> CompactionResult:
         """The inner strategy's result, after the flush of what it archives."""

@@ -61,7 +61,7 @@ __all__ = [
     "TurnWindowCompactionStrategy",
 ]
 
-logger = logging.getLogger(__name__)
+logger: logging.Logger = logging.getLogger(__name__)
 
 DEFAULT_SHADOW_PROMPT: Final = "Summarize the conversation we had so far."
 """The synthetic user message that opens a summary turn."""
@@ -91,7 +91,7 @@ class SlidingWindowCompactionStrategy:
     def __init__(
         self, max_events: int = 20, *, estimator: TokenCountEstimator | None = None
     ) -> None:
-        self.max_events = positive_int(max_events, "max_events")
+        self.max_events: int = positive_int(max_events, "max_events")
         self.estimator: TokenCountEstimator = (
             HeuristicTokenCountEstimator() if estimator is None else estimator
         )
@@ -126,7 +126,7 @@ class TurnWindowCompactionStrategy:
     def __init__(
         self, max_turns: int = 10, *, estimator: TokenCountEstimator | None = None
     ) -> None:
-        self.max_turns = positive_int(max_turns, "max_turns")
+        self.max_turns: int = positive_int(max_turns, "max_turns")
         self.estimator: TokenCountEstimator = (
             HeuristicTokenCountEstimator() if estimator is None else estimator
         )
@@ -162,7 +162,7 @@ class TokenCountCompactionStrategy:
     def __init__(
         self, max_tokens: int = 4000, *, estimator: TokenCountEstimator | None = None
     ) -> None:
-        self.max_tokens = positive_int(max_tokens, "max_tokens")
+        self.max_tokens: int = positive_int(max_tokens, "max_tokens")
         self.estimator: TokenCountEstimator = (
             HeuristicTokenCountEstimator() if estimator is None else estimator
         )
@@ -254,7 +254,7 @@ class RecursiveSummarizationCompactionStrategy:
     ) -> None:
         if not isinstance(summarizer, Summarizer):
             raise UsageError(f"summarizer must have an async summarize() method: {summarizer!r}")
-        self.max_events_to_keep = positive_int(max_events_to_keep, "max_events_to_keep")
+        self.max_events_to_keep: int = positive_int(max_events_to_keep, "max_events_to_keep")
         if isinstance(overlap_size, bool) or not isinstance(overlap_size, int) or overlap_size < 0:
             raise UsageError(f"overlap_size must be an int >= 0, not {overlap_size!r}")
         if overlap_size >= max_events_to_keep:
@@ -265,17 +265,17 @@ class RecursiveSummarizationCompactionStrategy:
         for name, text in (("system_prompt", system_prompt), ("shadow_prompt", shadow_prompt)):
             if not isinstance(text, str) or not text.strip():
                 raise UsageError(f"{name} must be a non-empty string")
-        self.summarizer = summarizer
-        self.overlap_size = overlap_size
-        self.system_prompt = system_prompt
-        self.shadow_prompt = shadow_prompt
+        self.summarizer: Summarizer = summarizer
+        self.overlap_size: int = overlap_size
+        self.system_prompt: str = system_prompt
+        self.shadow_prompt: str = shadow_prompt
         self.estimator: TokenCountEstimator = (
             HeuristicTokenCountEstimator() if estimator is None else estimator
         )
-        self.event_formatter = event_formatter
-        self.on_failure = on_failure
-        self.clock = clock
-        self.memory_flush = memory_flush
+        self.event_formatter: EventFormatter = event_formatter
+        self.on_failure: OnSummarizationFailure | None = on_failure
+        self.clock: Callable[[], datetime] = clock
+        self.memory_flush: MemoryFlush | None = memory_flush
 
     async def compact(self, request: CompactionRequest) -> CompactionResult:
         """Summarize and archive the oldest whole turns beyond ``max_events_to_keep``."""

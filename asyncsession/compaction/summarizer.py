@@ -81,7 +81,7 @@ class OpenAISummarizer:
             raise UsageError(f"OpenAISummarizer sets or refuses these options itself: {refused}")
         self.client = client
         self.model = model
-        self.options = dict(options)
+        self.options: dict[str, Any] = dict(options)
 
     async def summarize(self, system_prompt: str, prompt: str) -> str:
         """The model's reply text; empty when it sent no content.

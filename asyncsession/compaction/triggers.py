@@ -75,7 +75,7 @@ class TurnCountTrigger:
     __slots__ = ("max_turns",)
 
     def __init__(self, max_turns: int) -> None:
-        self.max_turns = positive_int(max_turns, "max_turns")
+        self.max_turns: int = positive_int(max_turns, "max_turns")
 
     async def should_compact(self, request: CompactionRequest) -> bool:
         """Whether ``request.current_turn_count`` is above ``max_turns``."""
@@ -101,7 +101,7 @@ class TokenCountTrigger:
     __slots__ = ("estimator", "threshold")
 
     def __init__(self, threshold: int, *, estimator: TokenCountEstimator | None = None) -> None:
-        self.threshold = positive_int(threshold, "threshold")
+        self.threshold: int = positive_int(threshold, "threshold")
         self.estimator: TokenCountEstimator = (
             HeuristicTokenCountEstimator() if estimator is None else estimator
         )
@@ -209,10 +209,10 @@ class ContextWindowTrigger:
         fraction: float = 0.8,
         estimator: TokenCountEstimator | None = None,
     ) -> None:
-        self.context_window = positive_int(context_window, "context_window")
+        self.context_window: int = positive_int(context_window, "context_window")
         if isinstance(fraction, bool) or not 0 < fraction <= 1:
             raise UsageError(f"fraction must be in (0, 1], not {fraction!r}")
-        self.fraction = float(fraction)
+        self.fraction: float = float(fraction)
         self.estimator: TokenCountEstimator = (
             HeuristicTokenCountEstimator() if estimator is None else estimator
         )

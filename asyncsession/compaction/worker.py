@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CompactionOutcome", "CompactionTicket", "CompactionWorker"]
 
-logger = logging.getLogger(__name__)
+logger: logging.Logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,7 +84,7 @@ class CompactionTicket:
     __slots__ = ("_done", "_outcome", "session_id")
 
     def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
+        self.session_id: str = session_id
         """The session to compact."""
         self._done = asyncio.Event()
         self._outcome: CompactionOutcome | None = None

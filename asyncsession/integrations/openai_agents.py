@@ -48,11 +48,11 @@ try:
         coerce_session_settings,
         resolve_session_limit,
     )
-except ImportError as exc:  # pragma: no cover - depends on the environment
+except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "asyncsession.integrations.openai_agents needs the OpenAI Agents SDK: "
         "pip install 'asyncsession[agents]'"
-    ) from exc
+    ) from _exc
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -219,7 +219,7 @@ class AgentsSession:
         self.session_id = session_id
         self.service = service
         """The service the session lives in."""
-        self.user_id = user_id or session_id
+        self.user_id: str = user_id or session_id
         """The owner of a session this object creates."""
         self.metadata: dict[str, JsonValue] = dict(metadata or {})
         """Metadata of a session this object creates."""

@@ -78,7 +78,7 @@ class BaseChatClient(ABC):
             _to_messages(default_messages, self._convert_dicts)
         )
         """Messages that start every prompt."""
-        self.default_options = default_options or ChatOptions()
+        self.default_options: ChatOptions = default_options or ChatOptions()
         """Model parameters of every call."""
         self.default_context: dict[str, Any] = dict(default_context or {})
         """Advisor-context entries of every call."""

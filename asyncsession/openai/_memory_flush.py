@@ -86,14 +86,14 @@ class ModelMemoryFlush:
         ):
             if isinstance(value, bool) or value < 1:
                 raise UsageError(f"{name} must be a positive int, not {value!r}")
-        self.client = client
-        self.store = store
-        self.max_rounds = max_rounds
-        self.max_input_tokens = max_input_tokens
-        self.max_output_tokens = max_output_tokens
-        self.system_prompt = system_prompt
+        self.client: BaseChatClient = client
+        self.store: MemoryStore = store
+        self.max_rounds: int = max_rounds
+        self.max_input_tokens: int = max_input_tokens
+        self.max_output_tokens: int = max_output_tokens
+        self.system_prompt: str = system_prompt
         self.estimator: TokenCountEstimator = estimator or HeuristicTokenCountEstimator()
-        self.event_formatter = event_formatter
+        self.event_formatter: EventFormatter = event_formatter
 
     def transcript(self, events: Sequence[SessionEvent]) -> str:
         """The turns as the model sees them: one line per event, cut at ``max_input_tokens``."""

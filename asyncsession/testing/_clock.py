@@ -11,7 +11,7 @@ class FakeClock:
     """A callable clock: returns ``now`` until a test moves it with `advance`."""
 
     def __init__(self, now: datetime | None = None) -> None:
-        self.now = now or datetime(2026, 1, 1, tzinfo=UTC)
+        self.now: datetime = now or datetime(2026, 1, 1, tzinfo=UTC)
         if self.now.tzinfo is None:
             raise ValueError("FakeClock needs a timezone-aware datetime")
 

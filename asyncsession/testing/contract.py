@@ -27,11 +27,11 @@ from __future__ import annotations
 
 try:
     import pytest
-except ImportError as exc:  # pragma: no cover - exercised in an environment without pytest
+except ImportError as _exc:  # pragma: no cover - exercised in an environment without pytest
     raise ImportError(
         "asyncsession.testing.contract needs pytest and pytest-asyncio: "
         "pip install 'asyncsession[testing]'"
-    ) from exc
+    ) from _exc
 
 from ._contract._support import (
     SHADOW_PROMPT,
