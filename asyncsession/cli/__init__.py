@@ -28,6 +28,7 @@ from ..events import Session, SessionEvent
 from ..exceptions import AsyncSessionError, SessionNotFound, StorageError
 from ..filters import EventFilter
 from ..messages import AssistantMessage, ToolResponseMessage
+from ._worker import add_worker_command, run_worker_command
 
 __all__ = ["main", "run"]
 
@@ -87,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--before", help="ISO-8601 instant (default: now)")
 
     commands.add_parser("ensure-indexes", help="create the store's indexes (idempotent)")
+    add_worker_command(commands)
     return parser
 
 
@@ -299,6 +301,8 @@ async def run(
             return await _compact(repo, args, out)
         if args.command == "sweep":
             return await _sweep(repo, args, out)
+        if args.command == "worker":
+            return await run_worker_command(repo, args, out)
         return await _ensure_indexes(repo, args, out)
     except SessionNotFound as exc:
         print(f"error: unknown session {exc.session_id!r}", file=err)

@@ -15,11 +15,17 @@ decides when, a strategy decides what, and the result is applied as a
   :class:`TokenCountCompactionStrategy`, :class:`RecursiveSummarizationCompactionStrategy`.
 - Models and tokens: :class:`Summarizer` (:class:`OpenAISummarizer`) and
   :class:`TokenCountEstimator` (:class:`HeuristicTokenCountEstimator`).
-- Background work: :class:`CompactionWorker`.
+- Background work: `CompactionWorker` in this process; a durable queue shared by every process,
+  `MongoCompactionQueue`, drained by `MongoCompactionWorker` processes (the
+  ``asyncsession worker`` command). They take any `Compactor` (a ``SessionService``) and share
+  one interface, `CompactionQueue`.
 """
 
 from ..plans import CompactionPlan, CompactionResult, Insert
 from ._pipeline import EventFormatter, format_event
+from .compactor import CompactionQueue, Compactor
+from .mongo_queue import CompactionJob, CompactionLease, JobState, MongoCompactionQueue
+from .mongo_worker import MongoCompactionWorker, WakeMode
 from .request import CompactionRequest
 from .strategies import (
     DEFAULT_SHADOW_PROMPT,
@@ -48,17 +54,24 @@ __all__ = [
     "DEFAULT_SHADOW_PROMPT",
     "DEFAULT_SUMMARIZER_SYSTEM_PROMPT",
     "RECURSIVE_SUMMARIZATION_SOURCE",
+    "CompactionJob",
+    "CompactionLease",
     "CompactionOutcome",
     "CompactionPlan",
+    "CompactionQueue",
     "CompactionRequest",
     "CompactionResult",
     "CompactionStrategy",
     "CompactionTicket",
     "CompactionTrigger",
     "CompactionWorker",
+    "Compactor",
     "EventFormatter",
     "HeuristicTokenCountEstimator",
     "Insert",
+    "JobState",
+    "MongoCompactionQueue",
+    "MongoCompactionWorker",
     "OnSummarizationFailure",
     "OpenAISummarizer",
     "RecursiveSummarizationCompactionStrategy",
@@ -70,6 +83,7 @@ __all__ = [
     "TriggerLike",
     "TurnCountTrigger",
     "TurnWindowCompactionStrategy",
+    "WakeMode",
     "all_of",
     "any_of",
     "format_event",
