@@ -83,15 +83,17 @@ class Outcomes:
         self.seen.append(outcome)
         self._changed.set()
 
-    async def wait_for(self, count: int, timeout: float = 30.0) -> list[CompactionOutcome]:
-        async with asyncio.timeout(timeout):
+    async def wait_for(self, count: int, within: float = 30.0) -> list[CompactionOutcome]:
+        async with asyncio.timeout(within):
             while len(self.seen) < count:
                 self._changed.clear()
                 await self._changed.wait()
         return self.seen
 
 
-async def new_session(service: DefaultSessionService, turns: int = 3, sid: str | None = None) -> str:
+async def new_session(
+    service: DefaultSessionService, turns: int = 3, sid: str | None = None
+) -> str:
     session = await service.create(CreateSessionRequest(user_id="alice", id=sid))
     for i in range(turns):
         await service.append_message(session.id, UserMessage(text=f"u{i}"))
@@ -134,19 +136,19 @@ class WorkerProcess:
         )
         return cls(process)
 
-    async def line(self, timeout: float = 60.0) -> dict[str, Any]:
+    async def line(self, within: float = 60.0) -> dict[str, Any]:
         """The next JSON line; fails if the process ends first."""
         assert self.process.stdout is not None
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(within):
             raw = await self.process.stdout.readline()
         if not raw:
             raise AssertionError(f"the worker exited ({await self.process.wait()}) before a line")
         return dict(json.loads(raw))
 
-    async def until(self, key: str, value: Any, timeout: float = 60.0) -> dict[str, Any]:
+    async def until(self, key: str, value: Any, within: float = 60.0) -> dict[str, Any]:
         """Read lines until one has ``key == value``."""
         while True:
-            line = await self.line(timeout)
+            line = await self.line(within)
             if line.get(key) == value:
                 return line
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from queue_support import (
     ArchiveOldest,
@@ -29,6 +30,7 @@ from asyncsession.compaction import (
 )
 from asyncsession.exceptions import CompactionError, SessionNotFound, UsageError
 from asyncsession.testing import FakeClock
+from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable
 
 
 @pytest.fixture
@@ -98,7 +100,7 @@ async def test_the_test_server_wakes_workers_with_a_change_stream(
     ) as running:
         assert running.wake_mode == "change_stream"
         await running.submit(sid)
-        await outcomes.wait_for(1, timeout=20)  # far below the 60 s safety interval
+        await outcomes.wait_for(1, within=20)  # far below the 60 s safety interval
     assert outcomes.seen[0].ok
 
 
@@ -227,8 +229,11 @@ async def test_an_expired_lease_is_taken_over_and_its_old_holder_cancels(
         async with worker(service, queue, fast, fast_outcomes, owner="fast"):
             (taken,) = await fast_outcomes.wait_for(1)
             (lost,) = await slow_outcomes.wait_for(1)
-    assert taken.ok and taken.result is not None and taken.result.applied
-    assert isinstance(lost.error, CompactionError) and "another worker" in str(lost.error)
+    assert taken.ok
+    assert taken.result is not None
+    assert taken.result.applied
+    assert isinstance(lost.error, CompactionError)
+    assert "another worker" in str(lost.error)
     assert slow.cancelled == 1
     job = await queue.get_job(sid)
     assert job is not None
@@ -286,7 +291,8 @@ async def test_both_workers_and_the_queue_share_one_interface(
     assert isinstance(service, Compactor)
     for candidate in (in_process, fleet, queue):
         assert isinstance(candidate, CompactionQueue)
-    assert fleet.trigger is always and in_process.trigger is always
+    assert fleet.trigger is always
+    assert in_process.trigger is always
     assert queue.trigger is None
     assert MongoCompactionQueue(mongo_db, trigger=always).trigger is always
 
@@ -314,3 +320,44 @@ async def test_an_empty_session_id_is_refused(queue: MongoCompactionQueue) -> No
     with pytest.raises(UsageError):
         await queue.submit(" ")
     assert await queue.list_jobs() == []
+
+
+@pytest.fixture(scope="module")
+def standalone_uri() -> Iterator[str]:
+    """A standalone test server: one without change streams."""
+    executable = find_server_executable()
+    if executable is None:
+        pytest.fail("this test starts a standalone test server: run it with scripts/test")
+    server = LocalMongoServer(executable, standalone=True)
+    server.start()
+    try:
+        yield server.uri()
+    finally:
+        server.stop()
+
+
+@pytest.mark.mongodb
+async def test_without_change_streams_auto_falls_back_to_polling(standalone_uri: str) -> None:
+    """On a standalone server wake="auto" polls (and still compacts), while
+    wake="change_stream" is refused at start."""
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(standalone_uri, tz_aware=True)
+    try:
+        db = client["standalone_queue"]
+        service = DefaultSessionService(MongoSessionRepository(db))
+        sid = await new_session(service)
+        queue = MongoCompactionQueue(db)
+        assert await queue.watch() is None
+        with pytest.raises(UsageError, match="change_stream"):
+            async with MongoCompactionWorker(
+                service, always, ArchiveOldest(), queue=queue, wake="change_stream"
+            ):
+                pass
+        outcomes = Outcomes()
+        async with worker(service, queue, ArchiveOldest(), outcomes, wake="auto") as running:
+            assert running.wake_mode == "poll"
+            await queue.submit(sid)
+            await outcomes.wait_for(1)
+        assert outcomes.seen[0].ok
+    finally:
+        await client.drop_database("standalone_queue")
+        await client.close()
