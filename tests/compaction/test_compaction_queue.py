@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
 
+import openai
 import pytest
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
@@ -21,6 +22,7 @@ from queue_support import (
 )
 
 from asyncsession import DefaultSessionService, MongoSessionRepository
+from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, SessionMemoryAdvisor, SessionTurnAdvisor
 from asyncsession.compaction import (
     CompactionQueue,
     CompactionWorker,
@@ -29,7 +31,8 @@ from asyncsession.compaction import (
     MongoCompactionWorker,
 )
 from asyncsession.exceptions import CompactionError, SessionNotFound, UsageError
-from asyncsession.testing import FakeClock
+from asyncsession.openai import ChatClient
+from asyncsession.testing import FakeClock, ScriptedOpenAIServer, ScriptedReply
 from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable
 
 
@@ -361,3 +364,31 @@ async def test_without_change_streams_auto_falls_back_to_polling(standalone_uri:
     finally:
         await client.drop_database("standalone_queue")
         await client.close()
+
+
+async def test_the_turn_advisor_enqueues_on_the_shared_queue(
+    service: DefaultSessionService, queue: MongoCompactionQueue
+) -> None:
+    """SessionTurnAdvisor(worker=queue) submits after a complete turn, and a worker running
+    elsewhere compacts the session; the advisors need nothing else."""
+    sid = await new_session(service, turns=2)
+    async with (
+        ScriptedOpenAIServer() as server,
+        openai.AsyncOpenAI(
+            base_url=server.base_url, api_key="test", max_retries=0
+        ) as openai_client,
+    ):
+        server.enqueue(ScriptedReply.text("a2"))
+        client = ChatClient(
+            openai_client,
+            model="gpt-test",
+            advisors=[SessionTurnAdvisor(service, worker=queue), SessionMemoryAdvisor(service)],
+        )
+        await client.call("u2", context={SESSION_ID_CONTEXT_KEY: sid})
+    job = await queue.get_job(sid)
+    assert job is not None
+    assert (job.state, job.submits) == ("queued", 1)
+    outcomes = Outcomes()
+    async with worker(service, queue, ArchiveOldest(), outcomes):
+        await outcomes.wait_for(1)
+    assert await archived_count(service, sid) == 1
