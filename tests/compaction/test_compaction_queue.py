@@ -220,16 +220,19 @@ async def test_an_expired_lease_is_taken_over_and_its_old_holder_cancels(
 ) -> None:
     """Once a lease expires another worker claims the job; the old holder, renewing, finds it
     lost and cancels its compaction before any write."""
-    clock = FakeClock()
-    queue = MongoCompactionQueue(mongo_db, clock=clock)
+    # Two clocks: on the slow worker's the lease keeps holding (it renews it from its own
+    # time), on the fast worker's it is long over; so the takeover does not race the renewals.
+    slow_clock, fast_clock = FakeClock(), FakeClock()
+    fast_clock.advance(timedelta(hours=1))
+    slow_queue = MongoCompactionQueue(mongo_db, clock=slow_clock)
+    fast_queue = MongoCompactionQueue(mongo_db, clock=fast_clock)
     sid = await new_session(service)
-    await queue.submit(sid)
+    await slow_queue.submit(sid)
     slow, slow_outcomes = GateStrategy(), Outcomes()
     fast, fast_outcomes = ArchiveOldest(), Outcomes()
-    async with worker(service, queue, slow, slow_outcomes, lease=0.3, owner="slow"):
+    async with worker(service, slow_queue, slow, slow_outcomes, lease=0.3, owner="slow"):
         await slow.started.wait()
-        clock.advance(timedelta(seconds=1))  # the lease is over on the queue's clock
-        async with worker(service, queue, fast, fast_outcomes, owner="fast"):
+        async with worker(service, fast_queue, fast, fast_outcomes, owner="fast"):
             (taken,) = await fast_outcomes.wait_for(1)
             (lost,) = await slow_outcomes.wait_for(1)
     assert taken.ok
@@ -238,7 +241,7 @@ async def test_an_expired_lease_is_taken_over_and_its_old_holder_cancels(
     assert isinstance(lost.error, CompactionError)
     assert "another worker" in str(lost.error)
     assert slow.cancelled == 1
-    job = await queue.get_job(sid)
+    job = await fast_queue.get_job(sid)
     assert job is not None
     assert (job.state, job.attempts) == ("done", 2)
     assert await archived_count(service, sid) == 1

@@ -62,7 +62,7 @@ async def test_a_killed_workers_job_is_taken_over_after_its_lease_and_applied_on
     sid = await new_session(service)
     await queue.submit(sid)
     doomed = await WorkerProcess.start(
-        "work", mongo_uri, mongo_db.name, "--mode", "gate", "--lease", "3", "--owner", "doomed"
+        "work", mongo_uri, mongo_db.name, "--mode", "gate", "--lease", "5", "--owner", "doomed"
     )
     processes.append(doomed)
     await doomed.until("started", sid)
