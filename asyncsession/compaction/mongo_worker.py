@@ -75,7 +75,7 @@ def _positive_seconds(value: object, name: str) -> float:
     return float(value)
 
 
-def default_owner() -> str:
+def _default_owner() -> str:
     """A worker name that is unique across hosts and restarts: host, pid and a random tag."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
@@ -154,7 +154,7 @@ class MongoCompactionWorker:
         """The longest wait before a retry."""
         self.on_outcome = on_outcome
         """Called with every finished run's outcome."""
-        self.owner = owner or default_owner()
+        self.owner = owner or _default_owner()
         """This worker's name in the leases."""
         self._state = _State.UNOPENED
         self._stopping = False
@@ -250,6 +250,11 @@ class MongoCompactionWorker:
             if not drained:
                 for task in tasks:
                     task.cancel()
+            if self._loop_task is not None and not self._loop_task.done():
+                # Cancelled while the loop was still claiming: a claim whose reply is lost
+                # leaves a lease that expires, and another worker takes the job then.
+                self._loop_task.cancel()
+                tasks.append(self._loop_task)
             if self._watch_task is not None:
                 self._watch_task.cancel()
                 tasks.append(self._watch_task)
