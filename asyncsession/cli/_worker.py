@@ -35,14 +35,20 @@ from ..compaction import (
 )
 from ..service import DefaultSessionService
 
-__all__ = ["add_worker_command", "run_worker_command", "serve"]
+__all__ = ["HELP", "add_worker_command", "configure", "run_worker_command", "serve"]
+
+
+HELP = "run a compaction queue worker until SIGTERM/SIGINT"
+"""The command's line in ``asyncsession --help``."""
 
 
 def add_worker_command(commands: Any) -> None:
     """Add the ``worker`` subcommand to the CLI's subparsers."""
-    worker: argparse.ArgumentParser = commands.add_parser(
-        "worker", help="run a compaction queue worker until SIGTERM/SIGINT"
-    )
+    configure(commands.add_parser("worker", help=HELP))
+
+
+def configure(worker: argparse.ArgumentParser) -> None:
+    """Add the ``worker`` command's own arguments to its parser."""
     worker.add_argument("--strategy", choices=["sliding", "turns", "tokens"], default="turns")
     worker.add_argument("--max-events", type=int, default=20, help="sliding: events to keep")
     worker.add_argument("--max-turns", type=int, default=10, help="turns: turns to keep")
