@@ -7,12 +7,12 @@ To add a command: write a module in this package that defines `COMMANDS`, a tupl
 
 from __future__ import annotations
 
-from . import _admin, _compact, _delete, _export, _read
+from . import _admin, _compact, _delete, _export, _read, _worker
 from ._command import Command
 
 __all__ = ["commands"]
 
-_MODULES = (_read, _export, _compact, _delete, _admin)
+_MODULES = (_read, _export, _compact, _delete, _admin, _worker)
 
 
 def commands() -> tuple[Command, ...]:

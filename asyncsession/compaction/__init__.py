@@ -26,12 +26,20 @@ version::
   [`TokenCountEstimator`][asyncsession.compaction.TokenCountEstimator]
   ([`HeuristicTokenCountEstimator`][asyncsession.compaction.HeuristicTokenCountEstimator]).
 - Memory flush before archiving: `MemoryFlush`, `MemoryFlushingCompactionStrategy`.
-- Background work: [`CompactionWorker`][asyncsession.compaction.CompactionWorker].
+- Background work: [`CompactionWorker`][asyncsession.compaction.CompactionWorker] in this
+  process; a durable queue shared by every process,
+  [`MongoCompactionQueue`][asyncsession.compaction.MongoCompactionQueue], drained by
+  [`MongoCompactionWorker`][asyncsession.compaction.MongoCompactionWorker] processes (the
+  ``asyncsession worker`` command). They take any `Compactor` (a ``SessionService``) and share
+  one interface, `CompactionQueue`.
 """
 
 from ..plans import CompactionPlan, CompactionRequest, CompactionResult, Insert
 from ._pipeline import EventFormatter, format_event
+from .compactor import CompactionQueue, Compactor
 from .flush import MemoryFlush, MemoryFlushingCompactionStrategy, run_memory_flush
+from .mongo_queue import CompactionJob, CompactionLease, JobState, MongoCompactionQueue
+from .mongo_worker import MongoCompactionWorker, WakeMode
 from .strategies import (
     DEFAULT_SHADOW_PROMPT,
     RECURSIVE_SUMMARIZATION_SOURCE,
@@ -63,20 +71,27 @@ __all__ = [
     "DEFAULT_SUMMARIZER_SYSTEM_PROMPT",
     "RECURSIVE_SUMMARIZATION_SOURCE",
     "USAGE_METADATA_KEY",
+    "CompactionJob",
+    "CompactionLease",
     "CompactionOutcome",
     "CompactionPlan",
+    "CompactionQueue",
     "CompactionRequest",
     "CompactionResult",
     "CompactionStrategy",
     "CompactionTicket",
     "CompactionTrigger",
     "CompactionWorker",
+    "Compactor",
     "ContextWindowTrigger",
     "EventFormatter",
     "HeuristicTokenCountEstimator",
     "Insert",
+    "JobState",
     "MemoryFlush",
     "MemoryFlushingCompactionStrategy",
+    "MongoCompactionQueue",
+    "MongoCompactionWorker",
     "OnSummarizationFailure",
     "OpenAISummarizer",
     "RecursiveSummarizationCompactionStrategy",
@@ -88,6 +103,7 @@ __all__ = [
     "TriggerLike",
     "TurnCountTrigger",
     "TurnWindowCompactionStrategy",
+    "WakeMode",
     "all_of",
     "any_of",
     "format_event",

@@ -12,25 +12,28 @@ the session id after a turn and let the worker compact it in the background::
 Design notes:
 
 - **Bounded concurrency.** ``max_concurrency`` consumer tasks read session ids from one queue (an
-  unbounded anyio memory stream, so
-  [`submit`][asyncsession.compaction.worker.CompactionWorker.submit] never blocks); at most that
+  unbounded anyio memory stream, so `submit` never blocks); at most that
   many compactions run at once.
 - **Coalescing.** A session is never queued twice: submitting a queued session returns the
   ticket it already has. Submitting a session while it is being compacted schedules exactly one
   more run after the current one (the new events deserve a look), however often it is submitted
   meanwhile. So one session never runs twice at once in one worker.
-- **Safe shutdown.** [`aclose`][asyncsession.compaction.worker.CompactionWorker.aclose] drains (runs
-  everything submitted) or, with ``drain=False``, drops what is queued and cancels what runs. A
-  cancelled compaction is interrupted before its write or not at all: the repository applies a plan
-  with one atomic compare-and-swap, and that write runs to completion even when its task is
-  cancelled.
+- **Safe shutdown.** `aclose` drains (runs everything submitted) or, with
+  ``drain=False``, drops what is queued and cancels what runs. A cancelled compaction is
+  interrupted before its write or not at all: the repository applies a plan with one atomic
+  compare-and-swap, and that write runs to completion even when its task is cancelled.
 - **Observable.** Every submit returns a
-  [`CompactionTicket`][asyncsession.compaction.worker.CompactionTicket] to await; ``on_outcome``
-  sees every finished compaction; failures are logged and never stop the worker.
+  [`CompactionTicket`][asyncsession.compaction.CompactionTicket] to await; ``on_outcome`` sees
+  every finished compaction; failures are logged and never stop the worker.
 - **Many workers are safe.** Workers in other processes (or several workers here) may compact
   the same session at once: each reads the session's version with the events and applies its
   plan only if the version is unchanged, so exactly one plan applies per version and the others
   are no-ops.
+- **In process memory.** A crash or a deploy drops what is queued, and workers in different
+  processes do not coalesce: for that, use the durable
+  [`MongoCompactionQueue`][asyncsession.compaction.MongoCompactionQueue] with
+  [`MongoCompactionWorker`][asyncsession.compaction.MongoCompactionWorker] processes, which
+  share this worker's interface (``submit``, ``trigger``, the async context manager).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import Self
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -50,11 +53,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ..exceptions import CompactionError, UsageError
 from ..plans import CompactionResult
 from ._pipeline import positive_int
+from .compactor import Compactor
 from .strategies import CompactionStrategy
 from .triggers import TriggerLike
-
-if TYPE_CHECKING:
-    from ..service import SessionService
 
 __all__ = ["CompactionOutcome", "CompactionTicket", "CompactionWorker"]
 
@@ -141,13 +142,15 @@ class CompactionWorker:
     running work cancelled. Call it from the event loop that runs it (it is not thread-safe).
 
     Args:
-        service: the session service whose ``compact`` runs each compaction.
+        service: what runs each compaction: a ``SessionService``, or anything with its
+            ``compact(session_id, trigger, strategy)`` (a
+            [`Compactor`][asyncsession.compaction.Compactor]).
         trigger: decides, per session, whether to compact (see ``SessionService.compact``).
         strategy: decides what to compact.
         max_concurrency: how many compactions may run at once.
         on_outcome: called with every finished run's
-            [`CompactionOutcome`][asyncsession.compaction.worker.CompactionOutcome] (also for
-            dropped work); it must not block. Its exceptions are logged and ignored.
+            [`CompactionOutcome`][asyncsession.compaction.CompactionOutcome] (also for dropped
+            work); it must not block. Its exceptions are logged and ignored.
 
     Raises:
         UsageError: ``max_concurrency`` is not a positive int.
@@ -155,7 +158,7 @@ class CompactionWorker:
 
     def __init__(
         self,
-        service: SessionService,
+        service: Compactor,
         trigger: TriggerLike,
         strategy: CompactionStrategy,
         *,
@@ -164,10 +167,15 @@ class CompactionWorker:
     ) -> None:
         positive_int(max_concurrency, "max_concurrency")
         self.service = service
+        """What runs each compaction."""
         self.trigger = trigger
+        """Decides, per session, whether to compact (the turn advisor asks it first)."""
         self.strategy = strategy
+        """Decides what to compact."""
         self.max_concurrency = max_concurrency
+        """How many compactions may run at once."""
         self.on_outcome = on_outcome
+        """Called with every finished run's outcome."""
         self._state = _State.UNOPENED
         self._cancelling = False
         self._queued: dict[str, CompactionTicket] = {}
@@ -274,7 +282,7 @@ class CompactionWorker:
         """
         if self._state is not _State.OPEN:
             raise UsageError(f"This CompactionWorker is {self._state.value}; it takes no work")
-        if not isinstance(session_id, str) or not session_id.strip():
+        if not _is_id(session_id):
             raise UsageError("session_id must be a non-empty string")
         queued = self._queued.get(session_id)
         if queued is not None:
@@ -363,3 +371,8 @@ def _cancelled(session_id: str) -> CompactionError:
         f"Compaction of session {session_id!r} was cancelled: the worker closed without "
         "draining (a plan is applied whole or not at all)"
     )
+
+
+def _is_id(value: object) -> bool:
+    """Whether ``value`` is a non-empty string (callers may pass anything at run time)."""
+    return isinstance(value, str) and bool(value.strip())

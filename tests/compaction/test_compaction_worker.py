@@ -20,6 +20,7 @@ from asyncsession.compaction import (
     CompactionOutcome,
     CompactionPlan,
     CompactionRequest,
+    CompactionResult,
     CompactionTicket,
     CompactionWorker,
     SlidingWindowCompactionStrategy,
@@ -232,13 +233,14 @@ async def test_leaving_the_block_with_an_error_cancels_the_work(
     """An exception in the body cancels pending compactions and propagates unchanged."""
     sid = await new_session(service)
     strategy = GatedStrategy()
+    tickets: list[CompactionTicket] = []
     with pytest.raises(KeyError, match="boom"):
         async with CompactionWorker(service, always, strategy) as worker:
-            ticket = worker.submit(sid)
+            tickets.append(worker.submit(sid))
             await strategy.wait_started(1)
             raise KeyError("boom")
     assert strategy.cancelled == [sid]
-    assert not (await ticket.wait()).ok
+    assert not (await tickets[0].wait()).ok
 
 
 async def test_a_cancelled_drain_cancels_the_rest(service: DefaultSessionService) -> None:
@@ -307,3 +309,23 @@ async def test_a_ticket_reports_its_state(service: DefaultSessionService) -> Non
     assert ticket.done()
     assert ticket.outcome == CompactionOutcome(session_id=sid, result=result)
     assert "ok" in repr(ticket)
+
+
+async def test_the_worker_takes_any_compactor_not_only_a_service() -> None:
+    """Anything with ``compact(session_id, trigger, strategy)`` can run the worker's jobs."""
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        async def compact(
+            self, session_id: str, trigger: object, strategy: object
+        ) -> CompactionResult:
+            self.calls.append(session_id)
+            return CompactionResult.unchanged(())
+
+    recorder = Recorder()
+    async with CompactionWorker(recorder, always, SlidingWindowCompactionStrategy(1)) as worker:
+        ticket = worker.submit("s-any")
+    assert recorder.calls == ["s-any"]
+    assert (await ticket.result()).applied is False

@@ -1,0 +1,105 @@
+"""Writers in four OS processes against one session store: what holds without in-process locks.
+
+Each process has a client, a repository and a service of its own, as web workers behind a load
+balancer do; the test process sends them commands at once and checks what the store kept,
+through the public API only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from process_support import PROCESSES, Writer, ask_all
+
+from asyncsession import CreateSessionRequest, DefaultSessionService, EventFilter
+
+
+async def test_versioned_appends_have_exactly_one_winner_per_round(
+    service: DefaultSessionService, writers: list[Writer]
+) -> None:
+    """Every round, four processes append at the version they read: one wins, three refuse."""
+    session = await service.create(CreateSessionRequest(user_id="alice"))
+    winners: list[str] = []
+    for round_ in range(12):
+        version = await service.get_event_version(session.id)
+        answers = await ask_all(
+            writers,
+            [
+                {"op": "versioned", "sid": session.id, "event_id": f"r{round_}-p{i}",
+                 "expected": version}
+                for i in range(PROCESSES)
+            ],
+        )  # fmt: skip
+        won = [f"r{round_}-p{i}" for i, answer in enumerate(answers) if answer["won"]]
+        assert len(won) == 1, answers
+        winners += won
+        assert await service.get_event_version(session.id) == version + 1
+    assert [e.id for e in await service.get_events(session.id)] == winners
+
+
+async def test_retries_from_several_processes_store_each_event_once(
+    service: DefaultSessionService, writers: list[Writer]
+) -> None:
+    """The same batch, appended five times at once by each of four processes, is stored once,
+    in its order, as one version."""
+    sessions = [await service.create(CreateSessionRequest(user_id="alice")) for _ in range(3)]
+    for session in sessions:
+        before = await service.get_event_version(session.id)
+        ids = [f"{session.id}-e{i}" for i in range(5)]
+        await ask_all(
+            writers, [{"op": "batch", "sid": session.id, "ids": ids, "times": 5}] * PROCESSES
+        )
+        assert [e.id for e in await service.get_events(session.id)] == ids
+        assert await service.get_event_version(session.id) == before + 1
+
+
+async def test_appends_racing_compaction_and_roll_forward_lose_and_duplicate_nothing(
+    service: DefaultSessionService, writers: list[Writer]
+) -> None:
+    """Three processes append 80 events each (past the tail, so they roll forward) while a
+    fourth compacts the session over and over: every event is stored once, each writer's in
+    its order, and the compactions that applied archived only older events."""
+    session = await service.create(CreateSessionRequest(user_id="alice"))
+    appenders, compactor = writers[:-1], writers[-1]
+    commands = [
+        {"op": "stream", "sid": session.id, "prefix": f"w{i}", "count": 80, "chunk": 2}
+        for i in range(len(appenders))
+    ]
+    answers = await ask_all(
+        [*appenders, compactor],
+        [*commands, {"op": "compact", "sid": session.id, "applied": 4, "tries": 400, "keep": 10}],
+    )
+    assert answers[-1]["applied"] >= 1, answers[-1]
+    log = await service.get_events(session.id, EventFilter.all())
+    ids = [e.id for e in log]
+    assert len(ids) == len(set(ids)) == 80 * len(appenders)
+    for i in range(len(appenders)):
+        mine = [event_id for event_id in ids if event_id.startswith(f"w{i}-")]
+        assert mine == sorted(mine)  # ids are numbered in append order
+    active = await service.get_events(session.id, EventFilter.active())
+    assert active, "compaction never archives the newest turn"
+    archived = [e for e in log if e.archived]
+    assert archived, "the compactions that applied archived something"
+    assert ids.index(archived[-1].id) < ids.index(active[-1].id)
+
+
+async def test_first_turns_racing_on_one_new_session_id_create_it_once(
+    service: DefaultSessionService, writers: list[Writer]
+) -> None:
+    """Four processes start the first turn of one new session at once, five times over: the
+    session is created once, every turn is stored once, each in its own version, and each
+    turn's window is the log before it."""
+    for round_ in range(5):
+        sid = f"fresh-{round_}"
+        answers = await ask_all(
+            writers,
+            [{"op": "turn", "sid": sid, "event_id": f"{sid}-t{i}"} for i in range(PROCESSES)],
+        )
+        log = [e.id for e in await service.get_events(sid)]
+        assert Counter(log) == Counter(f"{sid}-t{i}" for i in range(PROCESSES))
+        assert len({answer["version"] for answer in answers}) == PROCESSES
+        for answer in answers:
+            assert answer["owner"] == "alice"
+            assert answer["window"] == log[: log.index(answer["event_id"])]
+        sessions = await service.find_by_user_id("alice")
+        assert [s.id for s in sessions].count(sid) == 1

@@ -1,0 +1,95 @@
+"""A session-store writer in an OS process of its own, driven over stdin and stdout.
+
+    python writer_proc.py URI DB
+
+It reads one JSON command per line on stdin, runs it through the public service API against
+the server, and answers with one JSON line on stdout (``{"error": ...}`` if it raised).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+from pymongo import AsyncMongoClient
+
+from asyncsession import (
+    CreateSessionRequest,
+    DefaultSessionService,
+    EventFilter,
+    MongoSessionRepository,
+    SessionEvent,
+    UserMessage,
+)
+from asyncsession.compaction import SlidingWindowCompactionStrategy
+
+
+def event(sid: str, event_id: str) -> SessionEvent:
+    return SessionEvent(id=event_id, session_id=sid, message=UserMessage(text=event_id))
+
+
+async def run(service: DefaultSessionService, command: dict[str, Any]) -> dict[str, Any]:
+    op, sid = command["op"], command.get("sid", "")
+    if op == "versioned":
+        won = await service.append_events(
+            sid, [event(sid, command["event_id"])], expected_version=command["expected"]
+        )
+        return {"won": won}
+    if op == "batch":  # the same events, appended `times` times at once
+        events = [event(sid, event_id) for event_id in command["ids"]]
+        await asyncio.gather(*(service.append_events(sid, events) for _ in range(command["times"])))
+        return {"done": True}
+    if op == "stream":  # `count` events in order, `chunk` per append
+        ids = [f"{command['prefix']}-{i:04d}" for i in range(command["count"])]
+        chunk = command["chunk"]
+        for start in range(0, len(ids), chunk):
+            await service.append_events(sid, [event(sid, i) for i in ids[start : start + chunk]])
+        return {"done": len(ids)}
+    if op == "compact":  # until `applied` compactions applied, or `tries` were made
+        strategy = SlidingWindowCompactionStrategy(max_events=command["keep"])
+        applied = tries = 0
+        while applied < command["applied"] and tries < command["tries"]:
+            result = await service.compact(sid, lambda _: True, strategy)
+            applied += result.applied
+            tries += 1
+        return {"applied": applied, "tries": tries}
+    if op == "turn":
+        turn, snapshot = await service.start_turn(
+            sid,
+            UserMessage(text=command["event_id"]),
+            EventFilter.active(),
+            event_id=command["event_id"],
+            user_id="alice",
+            create=CreateSessionRequest(user_id="alice"),
+        )
+        return {
+            "event_id": turn.id,
+            "window": [e.id for e in snapshot.events],
+            "version": snapshot.version,
+            "owner": snapshot.session.user_id,
+        }
+    raise ValueError(f"unknown op {op!r}")
+
+
+async def main(uri: str, db_name: str) -> None:
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri, tz_aware=True)
+    service = DefaultSessionService(MongoSessionRepository(client[db_name]))
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    print(json.dumps({"ready": True}), flush=True)
+    try:
+        while line := await reader.readline():
+            try:
+                answer = await run(service, json.loads(line))
+            except Exception as exc:  # reported to the test, which fails on it
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
+            print(json.dumps(answer), flush=True)
+    finally:
+        await client.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
