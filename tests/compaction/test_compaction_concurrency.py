@@ -43,6 +43,8 @@ class Recording:
     """Mixed into a store: records every compare-and-swap of a compaction and its outcome."""
 
     applies: list[tuple[int, bool]]
+    applied: asyncio.Event
+    """Set once a plan has applied."""
 
     async def apply_compaction(
         self, session_id: str, plan: CompactionPlan, expected_version: int
@@ -52,6 +54,8 @@ class Recording:
             session_id, plan, expected_version
         )
         self.applies.append((expected_version, applied))
+        if applied:
+            self.applied.set()
         return bool(applied)
 
 
@@ -59,12 +63,14 @@ class RecordingRepository(Recording, InMemorySessionRepository):
     def __init__(self) -> None:
         super().__init__()
         self.applies = []
+        self.applied = asyncio.Event()
 
 
 class RecordingMongoRepository(Recording, MongoSessionRepository):
     def __init__(self, database: AsyncDatabase[dict[str, Any]]) -> None:
         super().__init__(database)
         self.applies = []
+        self.applied = asyncio.Event()
 
 
 def turn_messages(i: int) -> list[Message]:
@@ -79,11 +85,12 @@ def turn_messages(i: int) -> list[Message]:
 
 
 async def converse(
-    service: DefaultSessionService, session_id: str, turns: int = TURNS
+    service: DefaultSessionService, session_id: str, turns: int = TURNS, *, start: int = 0
 ) -> list[SessionEvent]:
-    """Append turns one message at a time, letting other tasks run between messages."""
+    """Append turns ``start`` to ``turns - 1`` one message at a time, letting other tasks run
+    between messages."""
     appended: list[SessionEvent] = []
-    for i in range(turns):
+    for i in range(start, turns):
         for message in turn_messages(i):
             appended.append(await service.append_message(session_id, message))
             await let_the_loop_run(PAUSE)
@@ -144,7 +151,14 @@ async def twenty_compactors(
 
     async def conversation() -> list[SessionEvent]:
         try:
-            return await converse(service, session.id, turns)
+            half = turns // 2
+            assert half > 3, "the first half must pass the trigger's 3 turns"
+            appended = await converse(service, session.id, half)
+            # The conversation pauses until a compactor wins a version of its own, so at least
+            # one plan applies while the conversation is under way, whatever the machine's load.
+            async with asyncio.timeout(60):  # a bound that fails the test rather than hang it
+                await repository.applied.wait()
+            return appended + await converse(service, session.id, turns, start=half)
         finally:
             done.set()
 
