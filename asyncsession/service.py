@@ -32,6 +32,7 @@ from .filters import EventFilter
 from .messages import Message
 from .plans import CompactionResult, CompactionStrategy, TriggerLike
 from .repository import SessionRepository, SessionSnapshot, start_turn
+from .repository._text import check_event_text, check_session_text
 
 __all__ = ["SessionService", "DefaultSessionService", "DelegatingSessionService"]
 
@@ -188,7 +189,9 @@ class DefaultSessionService:
         }
         if request.id is not None:
             values["id"] = request.id
-        return Session(**values)
+        session = Session(**values)
+        check_session_text(session)  # refused here for every store, a user's own too
+        return session
 
     async def create(self, request: CreateSessionRequest) -> Session:
         """Create a session from the request.
@@ -235,6 +238,7 @@ class DefaultSessionService:
         return await self.repository.delete_expired_sessions(before or self._clock())
 
     def _check_storable(self, event: SessionEvent) -> None:
+        check_event_text(event)  # refused here for every store, a user's own too
         if event.type == EventType.SYSTEM and not self.allow_system_messages:
             raise UsageError(_SYSTEM_MESSAGES_DISABLED.format(session_id=event.session_id))
 

@@ -68,10 +68,10 @@ from enum import Enum
 from types import TracebackType
 from typing import Any, Final, Self
 
-from pymongo import AsyncMongoClient, MongoClient, ReturnDocument, WriteConcern
+from pymongo import AsyncMongoClient, MongoClient, WriteConcern
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.driver_info import DriverInfo
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import PyMongoError
 
 from .._shield import shielded
 from .._version import __version__
@@ -83,18 +83,18 @@ from ._mongo_codec import (
     SESSION_PROJECTION,
     Doc,
     map_pymongo_errors,
-    new_log_fields,
     new_session_doc,
     session_from_doc,
-    session_to_doc,
 )
+from ._mongo_delete import delete_expired, delete_session
 from ._mongo_prepare import prepare
 from ._mongo_read import LogReader
+from ._mongo_sessions import insert_session, save_session
 from ._mongo_state import LogState, decode_state
 from ._mongo_store import Store
 from ._mongo_timeouts import with_web_timeouts
 from ._mongo_write import LogWriter
-from ._protocol import SessionSnapshot, check_batch
+from ._protocol import SessionSnapshot, check_batch, check_session
 from ._turn import check_creation
 
 __all__ = ["MongoSessionRepository"]
@@ -268,47 +268,14 @@ class MongoSessionRepository:
     async def save(self, session: Session) -> Session:
         """Create the session, or update its owner, expiry and metadata; returns it as stored."""
         self._check_open()
-        return await shielded(self._save(session))
-
-    async def _save(self, session: Session) -> Session:
-        fields = session_to_doc(session)
-        created = fields.pop("created_at")
-        update = {"$set": fields, "$setOnInsert": {"created_at": created, **new_log_fields()}}
-        sessions = self._store.sessions
-        doc: Doc | None = None
-        with map_pymongo_errors(f"save session {session.id!r}"):
-            for _ in range(3):
-                try:
-                    doc = await sessions.find_one_and_update(
-                        {"_id": session.id},
-                        update,
-                        projection=SESSION_PROJECTION,
-                        upsert=True,
-                        return_document=ReturnDocument.AFTER,
-                    )
-                except DuplicateKeyError:  # a racing upsert inserted it: update it now
-                    continue
-                if doc is None:  # some servers return nothing for a racing upsert
-                    doc = await sessions.find_one({"_id": session.id}, SESSION_PROJECTION)
-                if doc is not None:
-                    break
-        if doc is None:
-            raise SessionNotFound(session.id)  # deleted as it was saved
-        return session_from_doc(doc)
+        check_session(session)
+        return await shielded(save_session(self._store, session))
 
     async def save_if_absent(self, session: Session) -> bool:
         """Insert the session unless its id exists; ``True`` if this call inserted it."""
         self._check_open()
-        return await shielded(self._save_if_absent(session))
-
-    async def _save_if_absent(self, session: Session) -> bool:
-        doc = new_session_doc(session)
-        with map_pymongo_errors(f"insert session {session.id!r}"):
-            try:
-                await self._store.sessions.insert_one(doc)
-            except DuplicateKeyError:
-                return False
-        return True
+        check_session(session)
+        return await shielded(insert_session(self._store, session))
 
     async def find_by_id(self, session_id: str) -> Session | None:
         """The session, or ``None``."""
@@ -328,42 +295,22 @@ class MongoSessionRepository:
         return sorted(sessions, key=lambda s: (s.created_at, s.id))
 
     async def delete(self, session_id: str) -> None:
-        """Remove the session, its events and its event ids; an unknown id is not an error."""
-        self._check_open()
-        await shielded(self._delete(session_id))
+        """Remove the session, its events and its event ids; an unknown id is not an error.
 
-    async def _delete(self, session_id: str) -> None:
-        store = self._store
-        with map_pymongo_errors(f"delete session {session_id!r}"):
-            await store.sessions.delete_one({"_id": session_id})
-            await store.events.delete_many({"session_id": session_id})
-            await store.event_ids.delete_many({"session_id": session_id})
+        The writes are ordered so that a delete that dies halfway is finished by the next
+        delete of the id or by any sweep (see ``asyncsession.repository._mongo_delete``).
+        """
+        self._check_open()
+        await shielded(delete_session(self._store, session_id))
 
     async def delete_expired_sessions(self, before: datetime) -> int:
         """Remove every session that expired strictly before ``before``, with its events.
 
-        Each session is re-checked and deleted atomically, so a TTL extended meanwhile wins.
+        Each session is re-checked and claimed atomically, so a TTL extended meanwhile wins.
+        Each is shielded on its own: a cancelled sweep stops after the session it is on.
         """
         self._check_open()
-        return await shielded(self._delete_expired(before))
-
-    async def _delete_expired(self, before: datetime) -> int:
-        store = self._store
-        expired = {"expires_at": {"$lt": before}}
-        with map_pymongo_errors("delete expired sessions"):
-            candidates = await store.sessions.find(expired, {"_id": 1}).to_list(None)
-            removed = 0
-            for candidate in candidates:
-                session_id = candidate["_id"]
-                doc = await store.sessions.find_one_and_delete(
-                    {"_id": session_id, **expired}, projection={"_id": 1}
-                )
-                if doc is None:
-                    continue
-                removed += 1
-                await store.events.delete_many({"session_id": session_id})
-                await store.event_ids.delete_many({"session_id": session_id})
-        return removed
+        return await delete_expired(self._store, before)
 
     # --- appends ---------------------------------------------------------------------------------
 
@@ -419,6 +366,8 @@ class MongoSessionRepository:
         self._check_open()
         check_batch(session_id, events)
         check_creation(session_id, user_id, create)
+        if create is not None:
+            check_session(create)
         new = None if create is None else new_session_doc(create)
         unique = _unique(events)
         prepared = prepare(session_id, unique, self._store.max_document_size)

@@ -1,0 +1,29 @@
+"""What identifies one compaction call, so that a retry of an applied one reports it applied.
+
+With driver retries off, a compaction whose commit went through but whose reply was lost is
+retried by the caller with the same plan and the same expected version. The version has moved
+(the first attempt bumped it), so a plain compare-and-swap would answer ``False``. Every store
+therefore remembers the key of its newest compaction and answers ``True`` to a call whose key
+matches: the plan is in the log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from ..plans import CompactionPlan
+
+__all__ = ["compaction_key"]
+
+
+def compaction_key(plan: CompactionPlan, expected_version: int) -> str:
+    """A short digest of the plan (archived ids, each insert's anchor and event ids) and the
+    version it was planned at; equal calls have equal keys."""
+    shape = [
+        expected_version,
+        sorted(plan.archive_ids),
+        [[group.before_event_id, [event.id for event in group.events]] for group in plan.inserts],
+    ]
+    text = json.dumps(shape, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:32]
