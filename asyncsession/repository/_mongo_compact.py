@@ -267,6 +267,7 @@ class Compactor:
         changes: Doc = {
             "tail": [_tail_doc(e) for e in tail],
             "tn": len(tail),
+            "ta": next((i for i, e in enumerate(tail) if not e.archived), len(tail)),
             "seq": counter,
             "live": live,
             "compacted": counter,

@@ -28,10 +28,11 @@ _log = logging.getLogger("asyncsession.mongo")
 _PULL_BY_ID: Final = 64
 
 
-def moved(entries: Sequence[Entry]) -> Doc:
-    """The counters that change when ``entries`` (a prefix of the tail) leave the tail."""
+def moved(entries: Sequence[Entry], archived_prefix: int) -> Doc:
+    """The counters that change when ``entries`` (a prefix of the tail) leave the tail, whose
+    oldest ``archived_prefix`` entries are archived."""
     changes: Doc = {
-        "$set": {"rolled": entries[-1].seq},
+        "$set": {"rolled": entries[-1].seq, "ta": max(0, archived_prefix - len(entries))},
         "$inc": {
             "tn": -len(entries),
             "live": sum(1 for e in entries if e.is_message and not e.archived),
@@ -173,6 +174,7 @@ class RollForward:
                         "cv": 1,
                         "inc": 1,
                         "last_user": 1,
+                        "ta": 1,
                     },
                 )
             if doc is None:
@@ -196,12 +198,15 @@ class RollForward:
         inc, cv = doc["inc"], int(doc["cv"])
         await self.write_events(session_id, inc, cv, moving)
         guard = {"_id": session_id, "rolled": doc["rolled"], "cv": cv, "inc": inc}
+        archived_prefix = int(doc.get("ta", 0))
         sessions = self._store.sessions
         with map_pymongo_errors(f"roll session {session_id!r} forward"):
             # Nothing appended since the read: cut the prefix by length, which costs the server
             # O(tail) where pulling by id costs O(tail * moving).
             prefix: Doc = {"$push": {"tail": {"$each": [], "$slice": len(moving) - size}}}
-            done = await sessions.update_one({**guard, "tn": size}, {**moved(moving), **prefix})
+            done = await sessions.update_one(
+                {**guard, "tn": size}, {**moved(moving, archived_prefix), **prefix}
+            )
             if done.matched_count:
                 return
             # Appends came in meanwhile: pull by id, a short prefix at a time.
@@ -210,11 +215,12 @@ class RollForward:
                 part = moving[start : start + _PULL_BY_ID]
                 pull: Doc = {"$pull": {"tail": {"_id": {"$in": [e.id for e in part]}}}}
                 done = await sessions.update_one(
-                    {**guard, "rolled": rolled}, {**moved(part), **pull}
+                    {**guard, "rolled": rolled}, {**moved(part, archived_prefix), **pull}
                 )
                 if not done.matched_count:
                     return
                 rolled = part[-1].seq
+                archived_prefix = max(0, archived_prefix - len(part))
 
     async def roll_pending(self, session_id: str) -> None:
         """Apply a committed compaction's changes below the tail, then clear ``pending``."""

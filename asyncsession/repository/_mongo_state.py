@@ -108,6 +108,9 @@ class LogState:
     pending: Pending | None = None
     size: int = 0
     """How many entries the whole tail has."""
+    archived_prefix: int = 0
+    """How many of the oldest tail entries are known to be archived (set by compaction, which
+    rewrites the tail; appends add unarchived entries at the end; roll-forward cuts the front)."""
 
     @property
     def partial(self) -> bool:
@@ -119,6 +122,11 @@ class LogState:
         the tail and for compaction, which both need the whole tail anyway.
         """
         return len(self.tail) < self.size
+
+    @property
+    def holds_unarchived(self) -> bool:
+        """Whether `tail` holds every unarchived entry of the tail (a `partial` one may)."""
+        return len(self.tail) >= self.size - self.archived_prefix
 
 
 def decode_entries(
@@ -175,6 +183,7 @@ def decode_state(doc: Doc) -> LogState:
         tail=tail,
         pending=_pending(doc.get("pending")),
         size=int(doc.get("tn", len(tail))),
+        archived_prefix=int(doc.get("ta", 0)),
     )
 
 

@@ -134,6 +134,12 @@ def _window_projection(filter: EventFilter, added: int = 0) -> Doc | None:
     return {"tail": {"$slice": -(n + max(_WINDOW_SLACK, n // 4) + added)}, "fences": 0}
 
 
+def _complete(state: LogState, filter: EventFilter) -> bool:
+    """Whether the newest tail entries of a `partial` state answer ``filter`` as the whole tail
+    would: they hold every unarchived entry, and the filter leaves archived events out."""
+    return (filter.exclude_archived or filter.active_view) and state.holds_unarchived
+
+
 def _unique(events: Sequence[SessionEvent]) -> list[SessionEvent]:
     seen: set[str] = set()
     unique: list[SessionEvent] = []
@@ -386,7 +392,7 @@ class MongoSessionRepository:
         assert doc is not None
         state = decode_state(doc)
         exclude = frozenset(event.id for event in unique)
-        if state.partial:
+        if state.partial and not _complete(state, filter):
             window = await self._reader.read_slice(state, filter, exclude=exclude)
             if window is not None:
                 return SessionSnapshot(
@@ -437,7 +443,7 @@ class MongoSessionRepository:
         if doc is None:
             return None
         state = self._decode(doc)
-        if state.partial:
+        if state.partial and not _complete(state, filter):
             events = await self._reader.read_slice(state, filter)
             if events is not None:
                 return state, events

@@ -566,3 +566,35 @@ async def test_a_window_the_newest_tail_entries_cannot_hold_reads_the_whole_tail
     wanted = await start_turn(reference, s, [question], window, reserve_event_ids=["r-2"])
     assert started.events == wanted.events
     assert started.version == wanted.version
+
+
+async def test_an_active_window_after_a_compaction_is_one_command_from_the_newest_entries(
+    sized: tuple[MongoSessionRepository, ReplySizes],
+) -> None:
+    """After a compaction archived the oldest 80 of 90 tail events, an active 20-message window
+    has fewer than 20 events to show: the newest tail entries hold all that are unarchived (the
+    session document counts the archived ones at the front), so one sliced read answers it, as
+    the in-memory store does, and so does the commit of the next turn."""
+    repo, sizes = sized
+    reference = InMemorySessionRepository()
+    session = Session(user_id="u")
+    s = session.id
+    events = [(user if i % 2 == 0 else assistant)(s, f"{i} {TEXT_400}") for i in range(90)]
+    plan = CompactionPlan(
+        archive_ids=frozenset(e.id for e in events[:80]),
+        inserts=(Insert.before(events[80].id, [synthetic(s, AssistantMessage(text="sum"))]),),
+    )
+    for store in (repo, reference):
+        await store.save(session)
+        await store.append_events(s, events)
+        assert await store.apply_compaction(s, plan, 1)
+    sizes.sizes.clear()
+    assert await repo.find_events(s, WINDOW_20) == await reference.find_events(s, WINDOW_20)
+    assert [name for name, _ in sizes.sizes] == ["find"]
+    assert sizes.sizes[0][1] < 16 * 1024
+    sizes.sizes.clear()
+    question = user(s, "q")
+    started = await start_turn(repo, s, [question], WINDOW_20, reserve_event_ids=["r-3"])
+    wanted = await start_turn(reference, s, [question], WINDOW_20, reserve_event_ids=["r-3"])
+    assert started.events == wanted.events
+    assert [name for name, _ in sizes.sizes] == ["insert", "findAndModify"]
