@@ -93,6 +93,7 @@ from ._mongo_sessions import insert_session, save_session
 from ._mongo_state import LogState, decode_state
 from ._mongo_store import Store
 from ._mongo_timeouts import with_web_timeouts
+from ._mongo_user_reads import read_user_events
 from ._mongo_write import LogWriter
 from ._protocol import SessionSnapshot, check_batch, check_session
 from ._turn import check_creation
@@ -469,13 +470,13 @@ class MongoSessionRepository:
         return SessionSnapshot(session=state.session, version=state.version, events=tuple(events))
 
     async def find_events_by_user_id(self, user_id: str, filter: EventFilter) -> list[SessionEvent]:
-        """Matching events of every session of the user, by timestamp, with a plain window."""
+        """Matching events of every session of the user, by timestamp, with a plain window.
+
+        Sessions are read in chunks of 256 with the window pushed down; see
+        ``asyncsession.repository._mongo_user_reads``.
+        """
         self._check_open()
-        with map_pymongo_errors(f"read sessions of user {user_id!r}"):
-            docs = await self._store.sessions.find({"user_id": user_id}).to_list(None)
-        if not docs:
-            return []
-        return await self._reader.read_for_user([decode_state(doc) for doc in docs], filter)
+        return await read_user_events(self._store, self._reader, user_id, filter)
 
     # --- compaction ------------------------------------------------------------------------------
 
