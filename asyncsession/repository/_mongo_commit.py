@@ -203,6 +203,8 @@ class Committer:
             self._hints.forget(session_id)
             if expected_version is not None:
                 return None  # most likely a conflict: the caller finds out why
+        if whole and window is not None and self._hints.crosses(session_id, added):
+            window = None  # this commit rolls forward, which then needs the oldest entries
         with map_pymongo_errors(f"append to session {session_id!r}"):
             doc = await sessions.find_one_and_update(
                 guard,

@@ -78,6 +78,12 @@ class TailHints:
         seen = self._seen.get(session_id)
         return seen is not None and not seen[1] and seen[0] + added < K_MAX
 
+    def crosses(self, session_id: str, added: int) -> bool:
+        """Whether ``added`` more entries are expected to take the tail to `K_MAX` (so the
+        commit will roll forward, and a whole post-image saves reading the tail again)."""
+        seen = self._seen.get(session_id)
+        return seen is not None and seen[0] + added >= K_MAX
+
     def grew(self, session_id: str, added: int) -> None:
         """Record that this process appended ``added`` entries (guarded by `room`)."""
         seen = self._seen.get(session_id)

@@ -39,11 +39,12 @@ see a half-done write, and a reader that reads the version first never sees a ve
 events are not visible. This needs no transactions: it is the same on a replica set, a
 standalone server, a sharded cluster and mongomock.
 
-**Reads.** A read fetches the session document; when its tail answers the read, that is the
-only command. Below the tail, reads are aggregations whose first ``$match`` is what the index
-answers (the session, maybe ``archived: false``, a range of positions) and whose second carries
-the rest of the filter; windows walk the log in position ranges that grow fourfold and never
-rely on sort-with-limit.
+**Reads.** A read fetches the session document (for a ``last_n`` window, only the newest tail
+entries it needs, by ``$slice``); when its tail answers the read, that is the only command.
+Below the tail, reads are aggregations whose first ``$match`` is what the index answers (the
+session, maybe ``archived: false``, a range of positions) and whose second carries the rest of
+the filter; windows walk the log in position ranges that grow fourfold and never rely on
+sort-with-limit.
 
 **Idempotency.** An event id the session already has is a replay: skipped, the version does not
 move, whether the event is in the tail or long since rolled forward, and also when the first
