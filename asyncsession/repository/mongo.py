@@ -69,17 +69,17 @@ from enum import Enum
 from types import TracebackType
 from typing import Any, Final, Self
 
-from pymongo import AsyncMongoClient, MongoClient, WriteConcern
+from pymongo import AsyncMongoClient, WriteConcern
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.driver_info import DriverInfo
 from pymongo.errors import PyMongoError
 
 from .._shield import shielded
-from .._version import __version__
 from ..events import Session, SessionEvent
 from ..exceptions import SessionNotFound, UsageError
 from ..filters import EventFilter
 from ..plans import CompactionPlan
+from ._mongo_cache import DEFAULT_CACHE_BYTES, EventCache
+from ._mongo_client import driver_info, identify
 from ._mongo_codec import (
     SESSION_PROJECTION,
     Doc,
@@ -110,18 +110,6 @@ its turn's start, or skips a few archived or custom events, still needs one read
 class _State(Enum):
     OPEN = "open"
     CLOSED = "closed"
-
-
-def _driver_info() -> DriverInfo:
-    return DriverInfo(name="asyncsession", version=__version__)
-
-
-def _identify(client: object) -> None:
-    """Name the library in a borrowed PyMongo client's handshake (Motor wraps one)."""
-    if not isinstance(client, AsyncMongoClient):
-        client = getattr(client, "delegate", None)
-    if isinstance(client, AsyncMongoClient | MongoClient):
-        client.append_metadata(_driver_info())
 
 
 def _window_projection(filter: EventFilter, added: int = 0) -> Doc | None:
@@ -161,6 +149,9 @@ class MongoSessionRepository:
         sessions_collection: the collection of session documents.
         events_collection: the collection of events that left the session documents.
         event_ids_collection: the registry of event ids.
+        cache_bytes: the process memory (estimated) the cache of decoded events may hold, 32 MiB
+            by default (``0``: none); the tail hints and id reservations get a sixteenth each.
+            Bodies over 16 KiB are never cached; every read returns events of its own.
 
     Call [`ensure_indexes`][asyncsession.repository.mongo.MongoSessionRepository.ensure_indexes]
     once (it is idempotent) before serving traffic.
@@ -173,9 +164,11 @@ class MongoSessionRepository:
         sessions_collection: str = "sessions",
         events_collection: str = "session_events",
         event_ids_collection: str = "session_event_ids",
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
-        self._setup(database, None, sessions_collection, events_collection, event_ids_collection)
-        _identify(getattr(database, "client", None))
+        names = (sessions_collection, events_collection, event_ids_collection)
+        self._setup(database, None, *names, cache_bytes=cache_bytes)
+        identify(getattr(database, "client", None))
 
     def _setup(
         self,
@@ -184,7 +177,11 @@ class MongoSessionRepository:
         sessions_collection: str,
         events_collection: str,
         event_ids_collection: str,
+        *,
+        cache_bytes: int,
     ) -> None:
+        if cache_bytes < 0:
+            raise UsageError(f"cache_bytes must be >= 0, not {cache_bytes}")
         self._database = database
         self._client = client
         self._state = _State.OPEN
@@ -192,6 +189,8 @@ class MongoSessionRepository:
             sessions=database.get_collection(sessions_collection, write_concern=_WRITE_CONCERN),
             events=database.get_collection(events_collection, write_concern=_WRITE_CONCERN),
             event_ids=database.get_collection(event_ids_collection, write_concern=_WRITE_CONCERN),
+            cache=EventCache(cache_bytes),
+            cache_bytes=cache_bytes,
         )
         self._reader = LogReader(self._store)
         self._writer = LogWriter(self._store)
@@ -205,6 +204,7 @@ class MongoSessionRepository:
         sessions_collection: str = "sessions",
         events_collection: str = "session_events",
         event_ids_collection: str = "session_event_ids",
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
         **client_options: Any,
     ) -> Self:
         """A repository with a client of its own, which
@@ -214,14 +214,13 @@ class MongoSessionRepository:
         client's timeouts suit a web request: ``serverSelectionTimeoutMS=5000``,
         ``connectTimeoutMS=5000`` and ``socketTimeoutMS=10000`` unless ``client_options`` or the
         URI set them, so an unreachable server raises `StorageUnavailable` within about five
-        seconds instead of PyMongo's thirty.
+        seconds instead of PyMongo's thirty. ``cache_bytes`` is as for the constructor.
         """
         options: dict[str, Any] = {"tz_aware": True, **with_web_timeouts(uri, client_options)}
-        client: AsyncMongoClient[Any] = AsyncMongoClient(uri, driver=_driver_info(), **options)
+        client: AsyncMongoClient[Any] = AsyncMongoClient(uri, driver=driver_info(), **options)
         repository = cls.__new__(cls)
-        repository._setup(
-            client[db_name], client, sessions_collection, events_collection, event_ids_collection
-        )
+        names = (sessions_collection, events_collection, event_ids_collection)
+        repository._setup(client[db_name], client, *names, cache_bytes=cache_bytes)
         return repository
 
     # --- lifecycle -------------------------------------------------------------------------------

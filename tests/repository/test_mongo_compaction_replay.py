@@ -81,6 +81,8 @@ async def test_a_compaction_retried_after_a_lost_reply_reports_it_applied(
     assert await repo.apply_compaction(s, plan, version)
     other = CompactionPlan(archive_ids=frozenset({events[2].id}))
     assert not await repo.apply_compaction(s, other, version)
+    equal = CompactionPlan(archive_ids=plan.archive_ids, inserts=plan.inserts)
+    assert not await repo.apply_compaction(s, equal, version)  # another worker's call lost
     assert await repo.get_event_version(s) == version + 2
 
 

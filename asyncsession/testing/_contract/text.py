@@ -2,8 +2,8 @@
 
 A string with a lone surrogate (``"\\ud83d"``) does not encode as UTF-8. Wherever it sits in an
 event or a session (text, payload, metadata, keys or values, at any depth), the store raises
-[`InvalidText`][asyncsession.exceptions.InvalidText] before it writes anything; a store can call
-`check_batch` and `check_session` from `asyncsession.repository` to do so.
+[`InvalidText`][asyncsession.exceptions.InvalidText] before it writes anything (the service
+refuses them too, before any store sees them).
 """
 
 from __future__ import annotations
