@@ -4,6 +4,7 @@
 AsyncSessionError                       base of everything we raise; never raised directly
 ├── UsageError (ValueError)             a developer mistake: bad argument, bad configuration
 │   ├── InvalidFilter                   an EventFilter with contradictory or bad criteria
+│   ├── InvalidText                     a string that is not valid Unicode text   .where
 │   └── MissingSessionId                a chat call without a session id in its context
 ├── AccessDenied (PermissionError)      a user touching a session that belongs to another user
 ├── RepositoryError                     the session store refused or failed an operation
@@ -47,6 +48,7 @@ __all__ = [
     "AsyncSessionError",
     "UsageError",
     "InvalidFilter",
+    "InvalidText",
     "MissingSessionId",
     "AccessDenied",
     "RepositoryError",
@@ -85,6 +87,27 @@ class UsageError(AsyncSessionError, ValueError):
 
 class InvalidFilter(UsageError):
     """An ``EventFilter`` whose criteria are invalid or contradict each other."""
+
+
+class InvalidText(UsageError):
+    """A string that cannot be stored as text: it does not encode as UTF-8.
+
+    In Python that means a lone surrogate (``"\\ud83d"``), as a broken decode or a
+    ``surrogateescape`` round trip leaves behind. Every store refuses such a string in an event
+    (text, payload, metadata; keys and values, at any depth) or in a session before anything
+    is written, rather than rewrite it.
+    """
+
+    def __init__(self, where: str, value: str) -> None:
+        position = next(i for i, c in enumerate(value) if 0xD800 <= ord(c) <= 0xDFFF)
+        super().__init__(
+            f"{where} holds a string that is not valid UTF-8 text: a lone surrogate "
+            f"{value[position]!r} at index {position}; decode your input strictly or replace it"
+        )
+        self.where = where
+        """Where the string is: the event or session, then the field and the path to it."""
+        self.index = position
+        """The position of the first lone surrogate in the string."""
 
 
 class MissingSessionId(UsageError):

@@ -38,6 +38,7 @@ from .plans import (
     check_trigger,
 )
 from .repository import SessionRepository, SessionSnapshot, start_turn
+from .repository._text import check_event_text, check_session_text
 
 __all__ = ["SessionService", "DefaultSessionService", "DelegatingSessionService"]
 
@@ -201,7 +202,9 @@ class DefaultSessionService:
         }
         if request.id is not None:
             values["id"] = request.id
-        return Session(**values)
+        session = Session(**values)
+        check_session_text(session)  # refused here for every store, a user's own too
+        return session
 
     async def create(self, request: CreateSessionRequest) -> Session:
         """Create a session from the request.
@@ -248,6 +251,7 @@ class DefaultSessionService:
         return await self.repository.delete_expired_sessions(before or self._clock())
 
     def _check_storable(self, event: SessionEvent) -> None:
+        check_event_text(event)  # refused here for every store, a user's own too
         if event.type == EventType.SYSTEM and not self.allow_system_messages:
             raise UsageError(_SYSTEM_MESSAGES_DISABLED.format(session_id=event.session_id))
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections import OrderedDict
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -29,7 +28,6 @@ __all__ = [
     "INLINE_LIMIT",
     "MESSAGE_TYPE_NAMES",
     "Doc",
-    "EventCache",
     "as_utc",
     "body_of",
     "bson_size",
@@ -261,38 +259,3 @@ def keyword_regex(keyword: str) -> str:
         parts.append(_char_regex(keyword[index]))
         index += 1
     return "".join(parts)
-
-
-class EventCache:
-    """Decoded events by ``(session, id, body)``: committed bodies never change, flags do."""
-
-    def __init__(self, size: int = 4096) -> None:
-        self._size = size
-        self._events: OrderedDict[tuple[str, str, str, bool], SessionEvent] = OrderedDict()
-
-    def event(
-        self,
-        session_id: str,
-        event_id: str,
-        data: str,
-        archived: bool,
-        ts: datetime,
-        type: str,
-    ) -> SessionEvent:
-        """The event with this body, flagged ``archived`` as given (both cached: a read of a
-        compacted log decodes and copies nothing it decoded before); ``ts`` and ``type`` are
-        stored beside the body (see `body_of`)."""
-        key = (session_id, event_id, data, archived)
-        event = self._events.get(key)
-        if event is None:
-            raw = json.loads(data)
-            raw.update(id=event_id, session_id=session_id, archived=archived)
-            raw.setdefault("timestamp", ts)
-            raw.setdefault("type", type)
-            event = SessionEvent.model_validate(raw)
-            self._events[key] = event
-            if len(self._events) > self._size:
-                self._events.popitem(last=False)
-        else:
-            self._events.move_to_end(key)
-        return event

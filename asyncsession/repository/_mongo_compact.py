@@ -17,6 +17,7 @@ from pymongo import ReturnDocument
 from ..events import SessionEvent
 from ..exceptions import EventIdConflict, InvalidCompactionPlan, SessionNotFound, StorageError
 from ..plans import CompactionPlan
+from ._compaction_key import compaction_key
 from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, map_pymongo_errors, new_token
 from ._mongo_hints import K_MAX, TailHints
 from ._mongo_ids import MAX_ROUNDS, IdRegistry
@@ -66,8 +67,10 @@ class Compactor:
         expected_version: int,
         prepared: dict[str, Prepared],
     ) -> bool:
-        """Apply ``plan`` if the version is still ``expected_version``."""
+        """Apply ``plan`` if the version is still ``expected_version``; ``True`` too for a retry
+        of the newest compaction, which was applied (its reply was lost)."""
         inserted = [event.id for event in plan.inserted_events]
+        key = compaction_key(plan, expected_version)
         ids = self._ids
         token = new_token()
         reserved = False
@@ -82,7 +85,7 @@ class Compactor:
             if state.version != expected_version:
                 if reserved:
                     await ids.release(session_id, inserted, token)
-                return False
+                return doc.get("ck") == key  # this very call committed before: applied
             if state.pending is not None:
                 await self._roller.roll_pending(session_id)
                 continue
@@ -104,7 +107,7 @@ class Compactor:
                 big = [prepared[i] for i in inserted if prepared[i].document is not None]
                 if big:
                     await ids.prewrite(session_id, big, token, registered.fenced)
-            update, has_pending = await self._plan_update(state, plan, located, prepared)
+            update, has_pending = await self._plan_update(key, state, plan, located, prepared)
             guard = {
                 "_id": session_id,
                 "version": expected_version,
@@ -194,6 +197,7 @@ class Compactor:
 
     async def _plan_update(
         self,
+        key: str,
         state: LogState,
         plan: CompactionPlan,
         located: dict[str, _Located],
@@ -269,5 +273,6 @@ class Compactor:
             "compacted": counter,
             "last_user": max([state.last_user, *users]),
             "pending": pending,
+            "ck": key,  # the newest compaction's key, for its retries
         }
         return {"$set": changes, "$inc": {"version": 1, "cv": 1}}, pending is not None

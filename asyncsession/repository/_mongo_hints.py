@@ -1,14 +1,16 @@
 """What one process remembers between writes: ids it registered ahead, and tail lengths.
 
-Both are hints kept in bounded LRU maps. A wrong or forgotten hint costs a command, never a
-wrong commit: every commit is still guarded on the server.
+Both are hints kept in LRU maps bounded in bytes (see ``_mongo_cache``). A wrong or forgotten
+hint costs a command, never a wrong commit: every commit is still guarded on the server.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import sys
 from collections.abc import Sequence
 from typing import Final
+
+from ._mongo_cache import DEFAULT_CACHE_BYTES, ENTRY_OVERHEAD, ByteLRU, hint_bytes
 
 __all__ = ["K_MAX", "K_MIN", "Reservations", "TailHints"]
 
@@ -21,21 +23,23 @@ K_MAX: Final = 96
 class Reservations:
     """Event ids this process registered ahead of their append (``start_turn``'s reply ids)."""
 
-    def __init__(self, size: int = 10_000) -> None:
-        self._size = size
-        self._tokens: OrderedDict[tuple[str, str], str] = OrderedDict()
+    def __init__(self, max_bytes: int = hint_bytes(DEFAULT_CACHE_BYTES)) -> None:
+        self._tokens: ByteLRU[tuple[str, str], str] = ByteLRU(max_bytes)
 
     def add(self, session_id: str, event_ids: Sequence[str], token: str) -> None:
         """Remember that ``event_ids`` are registered for ``session_id`` under ``token``."""
         for event_id in event_ids:
-            self._tokens[(session_id, event_id)] = token
-            self._tokens.move_to_end((session_id, event_id))
-        while len(self._tokens) > self._size:
-            self._tokens.popitem(last=False)
+            size = sys.getsizeof(session_id) + sys.getsizeof(event_id) + ENTRY_OVERHEAD
+            self._tokens.put((session_id, event_id), token, size)
 
     def holds(self, session_id: str, event_ids: Sequence[str]) -> bool:
         """Whether any of ``event_ids`` is registered ahead for ``session_id``."""
         return any((session_id, event_id) in self._tokens for event_id in event_ids)
+
+    @property
+    def bytes(self) -> int:
+        """The estimated size of what is held."""
+        return self._tokens.bytes
 
     def take(self, session_id: str, event_ids: Sequence[str]) -> str | None:
         """The token all of ``event_ids`` are registered under (forgetting them), or ``None``."""
@@ -43,7 +47,7 @@ class Reservations:
         if len(tokens) != 1 or None in tokens:
             return None
         for event_id in event_ids:
-            self._tokens.pop((session_id, event_id), None)
+            self._tokens.pop((session_id, event_id))
         return tokens.pop()
 
 
@@ -57,20 +61,21 @@ class TailHints:
     hint makes that guard fail and the append fall back; it never makes a commit wrong.
     """
 
-    def __init__(self, size: int = 10_000) -> None:
-        self._size = size
-        self._seen: OrderedDict[str, tuple[int, bool]] = OrderedDict()
+    def __init__(self, max_bytes: int = hint_bytes(DEFAULT_CACHE_BYTES)) -> None:
+        self._seen: ByteLRU[str, tuple[int, bool]] = ByteLRU(max_bytes)
+
+    @property
+    def bytes(self) -> int:
+        """The estimated size of what is held."""
+        return self._seen.bytes
 
     def note(self, session_id: str, tail: int, pending: bool) -> None:
         """Record a session document as read or written."""
-        self._seen[session_id] = (tail, pending)
-        self._seen.move_to_end(session_id)
-        while len(self._seen) > self._size:
-            self._seen.popitem(last=False)
+        self._seen.put(session_id, (tail, pending), sys.getsizeof(session_id) + ENTRY_OVERHEAD)
 
     def forget(self, session_id: str) -> None:
         """Drop what was seen (the tail was rolled forward or rewritten)."""
-        self._seen.pop(session_id, None)
+        self._seen.pop(session_id)
 
     def room(self, session_id: str, added: int) -> bool:
         """Whether ``added`` more entries are expected to leave the tail short of `K_MAX`

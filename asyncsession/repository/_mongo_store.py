@@ -10,7 +10,8 @@ from typing import Final, TypeAlias
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import BulkWriteError
 
-from ._mongo_codec import DEFAULT_MAX_DOCUMENT_SIZE, Doc, EventCache
+from ._mongo_cache import DEFAULT_CACHE_BYTES, EventCache
+from ._mongo_codec import DEFAULT_MAX_DOCUMENT_SIZE, Doc
 
 __all__ = ["IN_CHUNK", "Collection", "Store", "aggregate", "chunked", "find_by_ids", "insert_new"]
 
@@ -38,6 +39,8 @@ class Store:
     """The registry of event ids: ``_id`` is the event id, so ids are unique across sessions
     even on a sharded cluster (shard it by ``_id``)."""
     cache: EventCache = field(default_factory=EventCache)
+    cache_bytes: int = DEFAULT_CACHE_BYTES
+    """The budget the event cache was made with (the hints get a share, see `hint_bytes`)."""
     max_document_size: int = DEFAULT_MAX_DOCUMENT_SIZE
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..plans import CompactionPlan
+from ._mongo_cache import hint_bytes
 from ._mongo_codec import Doc
 from ._mongo_commit import Committer
 from ._mongo_compact import Compactor
@@ -37,9 +38,9 @@ class LogWriter:
     """The write protocol over the three collections of a `Store`."""
 
     def __init__(self, store: Store) -> None:
-        self.reservations = Reservations()
+        self.reservations = Reservations(hint_bytes(store.cache_bytes))
         """Ids registered ahead of their append."""
-        self.hints = TailHints()
+        self.hints = TailHints(hint_bytes(store.cache_bytes))
         """Tail lengths last seen, for choosing the commit command."""
         self.ids = IdRegistry(store)
         """The id registry."""

@@ -17,8 +17,15 @@ from ..events import Session, SessionEvent
 from ..exceptions import UsageError
 from ..filters import EventFilter
 from ..plans import CompactionPlan
+from ._text import check_event_text, check_session_text
 
-__all__ = ["SessionRepository", "SessionSnapshot", "check_batch", "snapshot_by_parts"]
+__all__ = [
+    "SessionRepository",
+    "SessionSnapshot",
+    "check_batch",
+    "check_session",
+    "snapshot_by_parts",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,7 +131,10 @@ class SessionRepository(Protocol):
         """Apply ``plan`` if the session's version is still ``expected_version``.
 
         Archives in place and inserts before anchors; never reorders or removes events. A stale
-        version changes nothing and returns ``False``.
+        version changes nothing and returns ``False``, except for a retry of the session's
+        newest compaction (the same plan object at the same expected version, in the same
+        process, after its first reply was lost): that returns ``True``, since the plan is
+        applied. An equal plan of another caller is another call: ``False``.
 
         Raises:
             SessionNotFound: the session does not exist.
@@ -154,13 +164,26 @@ async def snapshot_by_parts(
 
 
 def check_batch(session_id: str, events: Sequence[SessionEvent]) -> None:
-    """Refuse a batch for ``session_id`` that holds another session's event.
+    """Refuse a batch for ``session_id`` that holds another session's event, or a string that
+    is not UTF-8 text; every store calls it before it writes.
 
     Raises:
         UsageError: an event belongs to another session.
+        InvalidText: a string of an event does not encode as UTF-8 (a lone surrogate).
     """
     for event in events:
         if event.session_id != session_id:
             raise UsageError(
                 f"event {event.id!r} belongs to session {event.session_id!r}, not {session_id!r}"
             )
+        check_event_text(event)
+
+
+def check_session(session: Session) -> None:
+    """Refuse a session that a store cannot keep as given; every store calls it before it
+    writes a session.
+
+    Raises:
+        InvalidText: its id, user id or metadata holds a string that does not encode as UTF-8.
+    """
+    check_session_text(session)

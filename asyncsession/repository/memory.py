@@ -17,7 +17,8 @@ from ..events import Session, SessionEvent
 from ..exceptions import AccessDenied, EventIdConflict, SessionNotFound
 from ..filters import EventFilter
 from ..plans import CompactionPlan
-from ._protocol import SessionSnapshot, check_batch
+from ._compaction_key import compaction_key
+from ._protocol import SessionSnapshot, check_batch, check_session
 from ._turn import check_creation
 
 __all__ = ["InMemorySessionRepository"]
@@ -31,6 +32,8 @@ class _Log:
     version: int = 0
     compacted_at: int = 0
     """How many events the log held right after its newest compaction."""
+    compaction: str = ""
+    """The newest compaction's key: a retry of that call reports it applied."""
 
 
 class InMemorySessionRepository:
@@ -45,6 +48,7 @@ class InMemorySessionRepository:
 
     async def save(self, session: Session) -> Session:
         """Create or update a session; an update keeps ``created_at``, the log and the version."""
+        check_session(session)
         with self._lock:
             log = self._logs.get(session.id)
             if log is None:
@@ -61,6 +65,7 @@ class InMemorySessionRepository:
 
     async def save_if_absent(self, session: Session) -> bool:
         """Insert the session unless its id exists."""
+        check_session(session)
         with self._lock:
             if session.id in self._logs:
                 return False
@@ -161,6 +166,8 @@ class InMemorySessionRepository:
         memory.
         """
         check_creation(session_id, user_id, create)
+        if create is not None:
+            check_session(create)
         with self._lock:
             log = self._logs.get(session_id)
             session = create if log is None else log.session
@@ -219,12 +226,14 @@ class InMemorySessionRepository:
         self, session_id: str, plan: CompactionPlan, expected_version: int
     ) -> bool:
         """Apply ``plan`` if the version is still ``expected_version``."""
+        check_batch(session_id, plan.inserted_events)
         with self._lock:
             log = self._logs.get(session_id)
             if log is None:
                 raise SessionNotFound(session_id)
+            key = compaction_key(plan, expected_version)
             if log.version != expected_version:
-                return False
+                return log.compaction == key  # a retry of the applied newest compaction
             for event in plan.inserted_events:
                 owner = self._owners.get(event.id)
                 if owner is not None:
@@ -235,6 +244,7 @@ class InMemorySessionRepository:
                 self._owners[event.id] = session_id
             log.version += 1
             log.compacted_at = len(log.events)
+            log.compaction = key
             return True
 
 

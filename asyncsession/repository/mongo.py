@@ -69,33 +69,34 @@ from enum import Enum
 from types import TracebackType
 from typing import Any, Final, Self
 
-from pymongo import AsyncMongoClient, MongoClient, ReturnDocument, WriteConcern
+from pymongo import AsyncMongoClient, WriteConcern
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.driver_info import DriverInfo
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import PyMongoError
 
 from .._shield import shielded
-from .._version import __version__
 from ..events import Session, SessionEvent
 from ..exceptions import SessionNotFound, UsageError
 from ..filters import EventFilter
 from ..plans import CompactionPlan
+from ._mongo_cache import DEFAULT_CACHE_BYTES, EventCache
+from ._mongo_client import driver_info, identify
 from ._mongo_codec import (
     SESSION_PROJECTION,
     Doc,
     map_pymongo_errors,
-    new_log_fields,
     new_session_doc,
     session_from_doc,
-    session_to_doc,
 )
+from ._mongo_delete import delete_expired, delete_session
 from ._mongo_prepare import prepare
 from ._mongo_read import LogReader
+from ._mongo_sessions import insert_session, save_session
 from ._mongo_state import LogState, decode_state
 from ._mongo_store import Store
 from ._mongo_timeouts import with_web_timeouts
+from ._mongo_user_reads import read_user_events
 from ._mongo_write import LogWriter
-from ._protocol import SessionSnapshot, check_batch
+from ._protocol import SessionSnapshot, check_batch, check_session
 from ._turn import check_creation
 
 __all__ = ["MongoSessionRepository"]
@@ -109,18 +110,6 @@ its turn's start, or skips a few archived or custom events, still needs one read
 class _State(Enum):
     OPEN = "open"
     CLOSED = "closed"
-
-
-def _driver_info() -> DriverInfo:
-    return DriverInfo(name="asyncsession", version=__version__)
-
-
-def _identify(client: object) -> None:
-    """Name the library in a borrowed PyMongo client's handshake (Motor wraps one)."""
-    if not isinstance(client, AsyncMongoClient):
-        client = getattr(client, "delegate", None)
-    if isinstance(client, AsyncMongoClient | MongoClient):
-        client.append_metadata(_driver_info())
 
 
 def _window_projection(filter: EventFilter, added: int = 0) -> Doc | None:
@@ -160,6 +149,9 @@ class MongoSessionRepository:
         sessions_collection: the collection of session documents.
         events_collection: the collection of events that left the session documents.
         event_ids_collection: the registry of event ids.
+        cache_bytes: the process memory (estimated) the cache of decoded events may hold, 32 MiB
+            by default (``0``: none); the tail hints and id reservations get a sixteenth each.
+            Bodies over 16 KiB are never cached; every read returns events of its own.
 
     Call [`ensure_indexes`][asyncsession.repository.mongo.MongoSessionRepository.ensure_indexes]
     once (it is idempotent) before serving traffic.
@@ -172,9 +164,11 @@ class MongoSessionRepository:
         sessions_collection: str = "sessions",
         events_collection: str = "session_events",
         event_ids_collection: str = "session_event_ids",
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
-        self._setup(database, None, sessions_collection, events_collection, event_ids_collection)
-        _identify(getattr(database, "client", None))
+        names = (sessions_collection, events_collection, event_ids_collection)
+        self._setup(database, None, *names, cache_bytes=cache_bytes)
+        identify(getattr(database, "client", None))
 
     def _setup(
         self,
@@ -183,7 +177,11 @@ class MongoSessionRepository:
         sessions_collection: str,
         events_collection: str,
         event_ids_collection: str,
+        *,
+        cache_bytes: int,
     ) -> None:
+        if cache_bytes < 0:
+            raise UsageError(f"cache_bytes must be >= 0, not {cache_bytes}")
         self._database = database
         self._client = client
         self._state = _State.OPEN
@@ -191,6 +189,8 @@ class MongoSessionRepository:
             sessions=database.get_collection(sessions_collection, write_concern=_WRITE_CONCERN),
             events=database.get_collection(events_collection, write_concern=_WRITE_CONCERN),
             event_ids=database.get_collection(event_ids_collection, write_concern=_WRITE_CONCERN),
+            cache=EventCache(cache_bytes),
+            cache_bytes=cache_bytes,
         )
         self._reader = LogReader(self._store)
         self._writer = LogWriter(self._store)
@@ -204,6 +204,7 @@ class MongoSessionRepository:
         sessions_collection: str = "sessions",
         events_collection: str = "session_events",
         event_ids_collection: str = "session_event_ids",
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
         **client_options: Any,
     ) -> Self:
         """A repository with a client of its own, which
@@ -213,14 +214,13 @@ class MongoSessionRepository:
         client's timeouts suit a web request: ``serverSelectionTimeoutMS=5000``,
         ``connectTimeoutMS=5000`` and ``socketTimeoutMS=10000`` unless ``client_options`` or the
         URI set them, so an unreachable server raises `StorageUnavailable` within about five
-        seconds instead of PyMongo's thirty.
+        seconds instead of PyMongo's thirty. ``cache_bytes`` is as for the constructor.
         """
         options: dict[str, Any] = {"tz_aware": True, **with_web_timeouts(uri, client_options)}
-        client: AsyncMongoClient[Any] = AsyncMongoClient(uri, driver=_driver_info(), **options)
+        client: AsyncMongoClient[Any] = AsyncMongoClient(uri, driver=driver_info(), **options)
         repository = cls.__new__(cls)
-        repository._setup(
-            client[db_name], client, sessions_collection, events_collection, event_ids_collection
-        )
+        names = (sessions_collection, events_collection, event_ids_collection)
+        repository._setup(client[db_name], client, *names, cache_bytes=cache_bytes)
         return repository
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -275,47 +275,14 @@ class MongoSessionRepository:
     async def save(self, session: Session) -> Session:
         """Create the session, or update its owner, expiry and metadata; returns it as stored."""
         self._check_open()
-        return await shielded(self._save(session))
-
-    async def _save(self, session: Session) -> Session:
-        fields = session_to_doc(session)
-        created = fields.pop("created_at")
-        update = {"$set": fields, "$setOnInsert": {"created_at": created, **new_log_fields()}}
-        sessions = self._store.sessions
-        doc: Doc | None = None
-        with map_pymongo_errors(f"save session {session.id!r}"):
-            for _ in range(3):
-                try:
-                    doc = await sessions.find_one_and_update(
-                        {"_id": session.id},
-                        update,
-                        projection=SESSION_PROJECTION,
-                        upsert=True,
-                        return_document=ReturnDocument.AFTER,
-                    )
-                except DuplicateKeyError:  # a racing upsert inserted it: update it now
-                    continue
-                if doc is None:  # some servers return nothing for a racing upsert
-                    doc = await sessions.find_one({"_id": session.id}, SESSION_PROJECTION)
-                if doc is not None:
-                    break
-        if doc is None:
-            raise SessionNotFound(session.id)  # deleted as it was saved
-        return session_from_doc(doc)
+        check_session(session)
+        return await shielded(save_session(self._store, session))
 
     async def save_if_absent(self, session: Session) -> bool:
         """Insert the session unless its id exists; ``True`` if this call inserted it."""
         self._check_open()
-        return await shielded(self._save_if_absent(session))
-
-    async def _save_if_absent(self, session: Session) -> bool:
-        doc = new_session_doc(session)
-        with map_pymongo_errors(f"insert session {session.id!r}"):
-            try:
-                await self._store.sessions.insert_one(doc)
-            except DuplicateKeyError:
-                return False
-        return True
+        check_session(session)
+        return await shielded(insert_session(self._store, session))
 
     async def find_by_id(self, session_id: str) -> Session | None:
         """The session, or ``None``."""
@@ -335,42 +302,22 @@ class MongoSessionRepository:
         return sorted(sessions, key=lambda s: (s.created_at, s.id))
 
     async def delete(self, session_id: str) -> None:
-        """Remove the session, its events and its event ids; an unknown id is not an error."""
-        self._check_open()
-        await shielded(self._delete(session_id))
+        """Remove the session, its events and its event ids; an unknown id is not an error.
 
-    async def _delete(self, session_id: str) -> None:
-        store = self._store
-        with map_pymongo_errors(f"delete session {session_id!r}"):
-            await store.sessions.delete_one({"_id": session_id})
-            await store.events.delete_many({"session_id": session_id})
-            await store.event_ids.delete_many({"session_id": session_id})
+        The writes are ordered so that a delete that dies halfway is finished by the next
+        delete of the id or by any sweep (see ``asyncsession.repository._mongo_delete``).
+        """
+        self._check_open()
+        await shielded(delete_session(self._store, session_id))
 
     async def delete_expired_sessions(self, before: datetime) -> int:
         """Remove every session that expired strictly before ``before``, with its events.
 
-        Each session is re-checked and deleted atomically, so a TTL extended meanwhile wins.
+        Each session is re-checked and claimed atomically, so a TTL extended meanwhile wins.
+        Each is shielded on its own: a cancelled sweep stops after the session it is on.
         """
         self._check_open()
-        return await shielded(self._delete_expired(before))
-
-    async def _delete_expired(self, before: datetime) -> int:
-        store = self._store
-        expired = {"expires_at": {"$lt": before}}
-        with map_pymongo_errors("delete expired sessions"):
-            candidates = await store.sessions.find(expired, {"_id": 1}).to_list(None)
-            removed = 0
-            for candidate in candidates:
-                session_id = candidate["_id"]
-                doc = await store.sessions.find_one_and_delete(
-                    {"_id": session_id, **expired}, projection={"_id": 1}
-                )
-                if doc is None:
-                    continue
-                removed += 1
-                await store.events.delete_many({"session_id": session_id})
-                await store.event_ids.delete_many({"session_id": session_id})
-        return removed
+        return await delete_expired(self._store, before)
 
     # --- appends ---------------------------------------------------------------------------------
 
@@ -426,6 +373,8 @@ class MongoSessionRepository:
         self._check_open()
         check_batch(session_id, events)
         check_creation(session_id, user_id, create)
+        if create is not None:
+            check_session(create)
         new = None if create is None else new_session_doc(create)
         unique = _unique(events)
         prepared = prepare(session_id, unique, self._store.max_document_size)
@@ -521,13 +470,13 @@ class MongoSessionRepository:
         return SessionSnapshot(session=state.session, version=state.version, events=tuple(events))
 
     async def find_events_by_user_id(self, user_id: str, filter: EventFilter) -> list[SessionEvent]:
-        """Matching events of every session of the user, by timestamp, with a plain window."""
+        """Matching events of every session of the user, by timestamp, with a plain window.
+
+        Sessions are read in chunks of 256 with the window pushed down; see
+        ``asyncsession.repository._mongo_user_reads``.
+        """
         self._check_open()
-        with map_pymongo_errors(f"read sessions of user {user_id!r}"):
-            docs = await self._store.sessions.find({"user_id": user_id}).to_list(None)
-        if not docs:
-            return []
-        return await self._reader.read_for_user([decode_state(doc) for doc in docs], filter)
+        return await read_user_events(self._store, self._reader, user_id, filter)
 
     # --- compaction ------------------------------------------------------------------------------
 

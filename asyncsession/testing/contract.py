@@ -19,7 +19,7 @@ class TestMyStore(SessionRepositoryContract):
 Every test uses fresh random ids, so the fixture may hand out one shared store. The kit needs
 `pytest` and `pytest-asyncio` (`pip install 'asyncsession[testing]'`); it is the only part of
 asyncsession that imports pytest. The tests live in one mixin per area (sessions, appends and
-versions, filters and windows, compaction, expiry, concurrency, turns) under
+versions, filters and windows, compaction, expiry, concurrency, turns, text) under
 `asyncsession.testing._contract`; subclass the combined class, not the mixins.
 """
 
@@ -50,6 +50,7 @@ from ._contract.concurrency import ConcurrencyContract
 from ._contract.expiry import ExpiryContract
 from ._contract.filters import FiltersContract
 from ._contract.sessions import SessionsContract
+from ._contract.text import TextContract
 from ._contract.turns import TurnsContract
 
 __all__ = [
@@ -74,6 +75,7 @@ class SessionRepositoryContract(
     CompactionContract,
     ExpiryContract,
     ConcurrencyContract,
+    TextContract,
 ):
     """The contract tests. Subclass with a `repository` fixture returning your store."""
 

@@ -260,7 +260,9 @@ TRICKY = 'aAkK\u212aiI\u0130\u0307\u03c3\u03c2\u03a3\u00df\u1e9e"\\\n\x01 .*?$[]
 
 
 @given(
-    text=st.text(alphabet=st.sampled_from(TRICKY) | st.characters(), max_size=12),
+    text=st.text(
+        alphabet=st.sampled_from(TRICKY) | st.characters(exclude_categories=("Cs",)), max_size=12
+    ),
     start=st.integers(0, 12),
     length=st.integers(1, 6),
 )

@@ -253,6 +253,31 @@ class CompactionContract(ContractBase):
         ]
         assert await repository.get_event_version(s) == 6
 
+    async def test_a_retry_of_an_applied_compaction_reports_it_applied(
+        self, repository: SessionRepository
+    ) -> None:
+        """The same plan object at the same expected version, again (its first reply was
+        lost): ``True``, and nothing changes; another plan at that version, even an equal one
+        made by another caller, stays ``False``."""
+        s = (await self.new_session(repository)).id
+        u1, a1, u2 = await self.append(repository, s, "u1", "a1", "u2")
+        version = await repository.get_event_version(s)
+        summary = synthetic(s, AssistantMessage(text="summary"))
+        plan = CompactionPlan(
+            archive_ids=frozenset({u1.id, a1.id}), inserts=(Insert.before(u2.id, [summary]),)
+        )
+        assert await repository.apply_compaction(s, plan, version)
+        log = await repository.find_events(s, EventFilter.all())
+        assert await repository.apply_compaction(s, plan, version)
+        assert await repository.find_events(s, EventFilter.all()) == log
+        assert await repository.get_event_version(s) == version + 1
+        other = CompactionPlan(archive_ids=frozenset({u2.id}))
+        assert not await repository.apply_compaction(s, other, version)
+        # An equal plan of another caller (a deterministic strategy) is another call: it lost.
+        equal = CompactionPlan(archive_ids=plan.archive_ids, inserts=plan.inserts)
+        assert equal == plan
+        assert not await repository.apply_compaction(s, equal, version)
+
     async def test_a_stale_version_is_rejected_and_changes_nothing(
         self, repository: SessionRepository
     ) -> None:

@@ -1,0 +1,144 @@
+"""The contract kit: text a store cannot keep is refused, never rewritten.
+
+A string with a lone surrogate (``"\\ud83d"``) does not encode as UTF-8. Wherever it sits in an
+event or a session (text, payload, metadata, keys or values, at any depth), the store raises
+[`InvalidText`][asyncsession.exceptions.InvalidText] before it writes anything (the service
+refuses them too, before any store sees them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import JsonValue
+
+from ...events import EventType, Session, SessionEvent
+from ...exceptions import InvalidText
+from ...filters import EventFilter
+from ...messages import AssistantMessage, ToolCall, UserMessage
+from ...plans import CompactionPlan, Insert
+from ...repository import SessionRepository
+from ._support import ContractBase, new_id, user
+
+__all__ = ["TextContract", "bad_events"]
+
+LONE: str = "\ud83d"
+"""A lone high surrogate: half of an emoji's UTF-16 pair."""
+
+
+def _nested(bad: str, *, as_key: bool) -> dict[str, JsonValue]:
+    inner: dict[str, JsonValue] = {bad: 1} if as_key else {"k": bad}
+    return {"outer": [{"deep": inner}]}
+
+
+def bad_events(session_id: str) -> dict[str, SessionEvent]:
+    """One event per place a bad string can hide, by a name for the place."""
+    custom = EventType.of("ACME.TEXT")
+    return {
+        "text": user(session_id, f"hi {LONE}"),
+        "payload key": SessionEvent(session_id=session_id, type=custom, payload={LONE: 1}),
+        "payload value": SessionEvent(session_id=session_id, type=custom, payload={"k": LONE}),
+        "nested payload key": SessionEvent(
+            session_id=session_id, type=custom, payload=_nested(LONE, as_key=True)
+        ),
+        "metadata key": user(session_id, "ok", metadata={LONE: True}),
+        "nested metadata value": user(session_id, "ok", metadata=_nested(LONE, as_key=False)),
+        "tool call arguments": SessionEvent(
+            session_id=session_id,
+            message=AssistantMessage(
+                tool_calls=[ToolCall(id="c1", name="f", arguments=f'{{"a": "{LONE}"}}')]
+            ),
+        ),
+        "message extra": SessionEvent(
+            session_id=session_id, message=UserMessage(text="ok", extra={"name": LONE})
+        ),
+        "event id": user(session_id, "ok", id=f"e-{LONE}"),
+    }
+
+
+class TextContract(ContractBase):
+    """Contract tests for strings that are not UTF-8 text."""
+
+    @pytest.mark.parametrize("place", sorted(bad_events("s")))
+    async def test_an_event_with_a_lone_surrogate_is_refused_and_nothing_is_written(
+        self, repository: SessionRepository, place: str
+    ) -> None:
+        """Appending such an event (alone or in a batch, versioned or not) raises
+        `InvalidText` and leaves the log and its version as they were."""
+        session = await self.new_session(repository)
+        good = user(session.id, "kept")
+        await repository.append_event(good)
+        bad = bad_events(session.id)[place]
+        fresh = user(session.id, "never written")
+        with pytest.raises(InvalidText):
+            await repository.append_event(bad)
+        with pytest.raises(InvalidText):
+            await repository.append_events(session.id, [fresh, bad])
+        with pytest.raises(InvalidText):
+            await repository.append_events(session.id, [fresh, bad], expected_version=1)
+        assert await repository.find_events(session.id, EventFilter.all()) == [good]
+        assert await repository.get_event_version(session.id) == 1
+        # The ids were not taken: the good event appends now.
+        assert await repository.append_events(session.id, [fresh])
+        assert await repository.get_event_version(session.id) == 2
+
+    async def test_a_compaction_inserting_a_lone_surrogate_is_refused(
+        self, repository: SessionRepository
+    ) -> None:
+        """A plan whose inserted events hold such a string changes nothing."""
+        session = await self.new_session(repository)
+        events = [user(session.id, "a"), user(session.id, "b")]
+        await repository.append_events(session.id, events)
+        plan = CompactionPlan(
+            archive_ids=frozenset({events[0].id}),
+            inserts=(Insert.before(events[1].id, [user(session.id, LONE)]),),
+        )
+        with pytest.raises(InvalidText):
+            await repository.apply_compaction(session.id, plan, 1)
+        assert await repository.find_events(session.id, EventFilter.all()) == events
+        assert await repository.get_event_version(session.id) == 1
+
+    @pytest.mark.parametrize("field", ["id", "user_id", "metadata key", "metadata value"])
+    async def test_a_session_with_a_lone_surrogate_is_refused(
+        self, repository: SessionRepository, field: str
+    ) -> None:
+        """Saving such a session (either way) raises `InvalidText` and stores nothing."""
+        values: dict[str, Any] = {"id": new_id(), "user_id": "alice"}
+        if field in ("id", "user_id"):
+            values[field] = f"{values[field]}-{LONE}"
+        else:
+            values["metadata"] = {LONE: 1} if field == "metadata key" else {"k": [LONE]}
+        session = Session(**values)
+        with pytest.raises(InvalidText):
+            await repository.save(session)
+        with pytest.raises(InvalidText):
+            await repository.save_if_absent(session)
+        if field != "id":
+            assert await repository.find_by_id(session.id) is None
+        if field != "user_id":
+            owned = await repository.find_by_user_id("alice")
+            assert session.id not in {s.id for s in owned}
+
+    async def test_an_existing_session_is_not_updated_with_a_lone_surrogate(
+        self, repository: SessionRepository
+    ) -> None:
+        """An update with bad metadata keeps the session as it was."""
+        session = await self.new_session(repository, metadata={"k": "v"})
+        with pytest.raises(InvalidText):
+            await repository.save(session.model_copy(update={"metadata": {"k": LONE}}))
+        assert await repository.find_by_id(session.id) == session
+
+    async def test_valid_non_ascii_text_round_trips(self, repository: SessionRepository) -> None:
+        """Paired surrogates' characters, NUL-free scripts and emoji are kept exactly."""
+        session = await self.new_session(repository, metadata={"😀": "ü"})
+        custom = EventType.of("ACME.TEXT")
+        events = [
+            user(session.id, "héllo 😀 世界", metadata={"ключ": ["😀"]}),
+            SessionEvent(session_id=session.id, type=custom, payload={"😀": {"ß": "𝄞"}}),
+        ]
+        await repository.append_events(session.id, events)
+        assert await repository.find_events(session.id, EventFilter.all()) == events
+        stored = await repository.find_by_id(session.id)
+        assert stored is not None
+        assert stored.metadata == {"😀": "ü"}

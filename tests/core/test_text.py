@@ -1,0 +1,119 @@
+"""Strings that are not UTF-8 text: refused with `InvalidText` before any store writes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from asyncsession import (
+    CreateSessionRequest,
+    DefaultSessionService,
+    EventFilter,
+    InMemorySessionRepository,
+    InvalidText,
+    Session,
+    SessionEvent,
+    UsageError,
+    UserMessage,
+)
+from asyncsession.testing._contract.text import LONE, bad_events
+
+
+class RecordingStore(InMemorySessionRepository):
+    """A user's own store, modelled as one that checks nothing itself: it records every write
+    and then stores it (bypassing the in-memory store's own checks)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[str] = []
+
+    async def save_if_absent(self, session: Session) -> bool:
+        self.writes.append("save_if_absent")
+        return True
+
+    async def append_events(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_version: int | None = None,
+    ) -> bool:
+        self.writes.append("append_events")
+        return True
+
+    async def append_event(self, event: SessionEvent) -> None:
+        self.writes.append("append_event")
+
+
+def test_invalid_text_is_a_usage_error_that_says_where() -> None:
+    """The error is ours, says where the string is and where in it, and prints safely."""
+    error = InvalidText("event 'e': payload", f"ab{LONE}")
+    assert isinstance(error, UsageError)
+    assert isinstance(error, ValueError)
+    assert error.where == "event 'e': payload"
+    assert error.index == 2
+    assert "\\ud83d" in str(error)
+    str(error).encode("utf-8")  # the message itself is always valid text
+
+
+@pytest.mark.parametrize("place", sorted(bad_events("s")))
+async def test_the_service_refuses_bad_events_before_a_users_store_sees_them(
+    place: str,
+) -> None:
+    """A store that checks nothing is protected by the service: nothing reaches it."""
+    store = RecordingStore()
+    service = DefaultSessionService(store)
+    bad = bad_events("s")[place]
+    with pytest.raises(InvalidText) as caught:
+        await service.append_event(bad)
+    with pytest.raises(InvalidText):
+        await service.append_events("s", [bad])
+    assert store.writes == []
+    assert caught.value.where  # names the place
+
+
+async def test_the_service_refuses_a_bad_message_at_the_start_of_a_turn() -> None:
+    """``start_turn`` and ``append_message`` refuse too, before any command."""
+    store = RecordingStore()
+    service = DefaultSessionService(store)
+    with pytest.raises(InvalidText):
+        await service.start_turn("s", UserMessage(text=LONE), EventFilter.all())
+    with pytest.raises(InvalidText):
+        await service.append_message("s", UserMessage(text=f"x{LONE}"))
+    assert store.writes == []
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"user_id": f"u{LONE}"},
+        {"user_id": "u", "id": f"s{LONE}"},
+        {"user_id": "u", "metadata": {LONE: 1}},
+        {"user_id": "u", "metadata": {"k": {"n": [LONE]}}},
+    ],
+)
+async def test_the_service_refuses_a_bad_session(values: dict[str, Any]) -> None:
+    """Creating a session with such a string writes nothing, on the first turn too."""
+    store = RecordingStore()
+    service = DefaultSessionService(store)
+    request = CreateSessionRequest(**values)
+    with pytest.raises(InvalidText):
+        await service.create(request)
+    with pytest.raises(InvalidText):
+        await service.start_turn(
+            "s" if request.id is None else request.id,
+            UserMessage(text="hi"),
+            EventFilter.all(),
+            create=request,
+        )
+    assert store.writes == []
+
+
+async def test_text_with_paired_surrogates_is_kept() -> None:
+    """Only lone surrogates are refused: an emoji (a surrogate pair in UTF-16) is fine."""
+    service = DefaultSessionService(InMemorySessionRepository())
+    session = await service.create(CreateSessionRequest(user_id="u", metadata={"😀": "😀"}))
+    await service.append_message(session.id, UserMessage(text="😀 \U0001f600"))
+    events = await service.get_events(session.id, EventFilter.all())
+    assert [e.text for e in events] == ["😀 😀"]
