@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 from types import TracebackType
-from typing import Any, Final, Self, cast
+from typing import Any, ClassVar, Final, Self, cast
 
 from pydantic import BaseModel, ConfigDict
 from pymongo import AsyncMongoClient, ReturnDocument, WriteConcern
@@ -77,7 +77,7 @@ def _as_utc(value: datetime) -> datetime:
 class CompactionJob(BaseModel):
     """A session's compaction job as the queue holds it (for inspection)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
 
     session_id: str
     """The session to compact."""

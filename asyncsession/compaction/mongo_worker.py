@@ -53,7 +53,7 @@ from .worker import CompactionOutcome
 
 __all__ = ["MongoCompactionWorker", "WakeMode"]
 
-logger = logging.getLogger(__name__)
+logger: logging.Logger = logging.getLogger(__name__)
 
 WakeMode = Literal["auto", "change_stream", "poll"]
 """How a worker learns of new jobs: a change stream if there is one, always one, or polling."""
@@ -140,21 +140,21 @@ class MongoCompactionWorker:
         """The shared queue."""
         self.max_concurrency = max_concurrency
         """How many jobs it holds at once."""
-        self.lease = timedelta(seconds=_positive_seconds(lease, "lease"))
+        self.lease: timedelta = timedelta(seconds=_positive_seconds(lease, "lease"))
         """How long a claim holds without renewal."""
         self.wake: WakeMode = wake
         """How it was asked to learn of new jobs."""
-        self.poll_interval = _positive_seconds(poll_interval, "poll_interval")
+        self.poll_interval: float = _positive_seconds(poll_interval, "poll_interval")
         """Seconds between looks for work when polling."""
         self.max_attempts = max_attempts
         """Runs of a job before it is failed."""
-        self.backoff = _positive_seconds(backoff, "backoff")
+        self.backoff: float = _positive_seconds(backoff, "backoff")
         """Seconds before the first retry."""
-        self.max_backoff = _positive_seconds(max_backoff, "max_backoff")
+        self.max_backoff: float = _positive_seconds(max_backoff, "max_backoff")
         """The longest wait before a retry."""
         self.on_outcome = on_outcome
         """Called with every finished run's outcome."""
-        self.owner = owner or _default_owner()
+        self.owner: str = owner or _default_owner()
         """This worker's name in the leases."""
         self._state = _State.UNOPENED
         self._stopping = False
