@@ -9,13 +9,13 @@ driver's exception is always chained as ``__cause__``.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from pymongo.errors import ConnectionFailure, PyMongoError
 
-from .exceptions import AsyncSessionError
+from .exceptions import AsyncSessionError, StorageError, StorageUnavailable
 
-__all__ = ["pymongo_errors"]
+__all__ = ["pymongo_errors", "storage_errors"]
 
 
 @contextmanager
@@ -42,3 +42,16 @@ def pymongo_errors(
         raise error(message(exc)) from exc
     except PyMongoError as exc:
         raise error(message(exc)) from exc
+
+
+def storage_errors(operation: str) -> AbstractContextManager[None]:
+    """Raise `StorageError` from a driver error inside the block, and `StorageUnavailable`
+    when the server cannot be reached (no server selected in time, a lost or timed-out
+    connection); ``operation`` completes "MongoDB failed to ..."."""
+    return pymongo_errors(
+        StorageError,
+        lambda exc: f"MongoDB failed to {operation}: {exc}",
+        unavailable=lambda exc: StorageUnavailable(
+            f"MongoDB is unreachable; could not {operation}: {exc}"
+        ),
+    )

@@ -19,6 +19,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 from pydantic import JsonValue
 
 from ._compaction_pass import run_compaction
+from ._text import check_event_text, check_session_text
 from .events import (
     DEFAULT_TIME_TO_LIVE,
     CreateSessionRequest,
@@ -38,7 +39,6 @@ from .plans import (
     check_trigger,
 )
 from .repository import SessionRepository, SessionSnapshot, start_turn
-from .repository._text import check_event_text, check_session_text
 
 __all__ = ["SessionService", "DefaultSessionService", "DelegatingSessionService"]
 

@@ -26,10 +26,12 @@ LAYERS: dict[str, int] = {
     "asyncsession._display": 0,
     "asyncsession.exceptions": 0,
     "asyncsession._pymongo_errors": 0,
+    "asyncsession._pymongo_compat": 0,  # PyMongo and Motor differences; imports only pymongo
     "asyncsession._telemetry": 0,  # spans, a no-op without OpenTelemetry; imports only _version
     "asyncsession.messages": 1,
     "asyncsession.events": 1,
     "asyncsession.filters": 1,
+    "asyncsession._text": 1,  # text that cannot be stored (lone surrogates), for every store
     "asyncsession.plans": 2,
     "asyncsession.repository": 3,
     "asyncsession.memory": 3,  # the memory stores: storage, beside the session stores
@@ -309,6 +311,24 @@ def test_no_private_name_is_imported_from_another_module() -> None:
             continue
         offenders.append(f"{imp.importer} imports {imp.name} from {imp.module} (line {imp.line})")
     assert not offenders, "private names imported across modules:\n" + "\n".join(offenders)
+
+
+def test_a_private_module_is_imported_only_inside_its_package() -> None:
+    """``pkg/_mod.py`` is the package's own: code outside ``pkg`` imports its public modules
+    (a private module at the top of the package is shared by all of it)."""
+    offenders: list[str] = []
+    for imp in _all_imports():
+        target = _target(imp)
+        parts = target.split(".")
+        private_at = next((i for i, part in enumerate(parts) if _is_private(part)), None)
+        if private_at is None or private_at == 1:  # public, or asyncsession._x
+            continue
+        owner = ".".join(parts[:private_at])
+        if imp.importer != owner and not imp.importer.startswith(owner + "."):
+            offenders.append(f"{imp.importer} imports {target} (line {imp.line})")
+    assert not offenders, "private modules imported from outside their package:\n" + "\n".join(
+        offenders
+    )
 
 
 def _docstring(path: Path) -> str:

@@ -42,8 +42,8 @@ from pymongo.asynchronous.change_stream import AsyncChangeStream
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure
 
+from .._pymongo_errors import storage_errors as map_pymongo_errors
 from ..exceptions import UsageError
-from ..repository._mongo_codec import map_pymongo_errors
 from ._leases import (
     JobDoc,
     JobState,

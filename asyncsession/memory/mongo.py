@@ -13,10 +13,10 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
+from .._pymongo_compat import aggregate
 from .._pymongo_errors import pymongo_errors
 from .._shield import shielded
 from ..exceptions import StorageUnavailable
-from ..repository._mongo_store import aggregate
 from ._common import ScopedLimits, encode_text, split_path
 from .store import (
     DEFAULT_MAX_FILE_BYTES,

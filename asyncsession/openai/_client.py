@@ -13,8 +13,8 @@ from typing import Any
 
 from openai import AsyncOpenAI
 
-from ..advisors._chain import run_call, sort_advisors, start_stream
 from ..advisors.base import Advisor, CallContext, ChunkStream
+from ..advisors.chain import run_call, sort_advisors, start_stream
 from ..chat import ChatOptions, ChatRequest, ChatResponse
 from ..exceptions import UsageError
 from ..messages import Message, UserMessage, messages_from_openai

@@ -31,8 +31,8 @@ from types import TracebackType
 from typing import Any, Self
 
 from .._shield import shielded
-from ..advisors._chain import close_streams
 from ..advisors.base import CallContext, ChunkStream
+from ..advisors.chain import close_streams
 from ..chat import ChatChunk, ChatResponse
 from ..exceptions import UsageError
 

@@ -18,9 +18,8 @@ from typing import Any, Final
 import bson
 import pydantic_core
 
-from .._pymongo_errors import pymongo_errors
+from .._pymongo_errors import storage_errors
 from ..events import Session, SessionEvent
-from ..exceptions import StorageError, StorageUnavailable
 from ..messages import MessageType
 
 __all__ = [
@@ -60,16 +59,9 @@ SESSION_PROJECTION: Final[Doc] = {"user_id": 1, "created_at": 1, "expires_at": 1
 
 
 def map_pymongo_errors(operation: str) -> AbstractContextManager[None]:
-    """Translate a driver error raised inside the block into `StorageError` (see
-    `asyncsession._pymongo_errors`, the one PyMongo boundary); an unreachable server (no server
-    selected in time, a lost or timed-out connection) becomes `StorageUnavailable`."""
-    return pymongo_errors(
-        StorageError,
-        lambda exc: f"MongoDB failed to {operation}: {exc}",
-        unavailable=lambda exc: StorageUnavailable(
-            f"MongoDB is unreachable; could not {operation}: {exc}"
-        ),
-    )
+    """Translate a driver error raised inside the block into `StorageError` or
+    `StorageUnavailable` (`asyncsession._pymongo_errors`, the one PyMongo boundary)."""
+    return storage_errors(operation)
 
 
 def new_token() -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
@@ -10,6 +9,7 @@ from typing import Final, TypeAlias
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import BulkWriteError
 
+from .._pymongo_compat import aggregate
 from ._mongo_cache import DEFAULT_CACHE_BYTES, EventCache
 from ._mongo_codec import DEFAULT_MAX_DOCUMENT_SIZE, Doc
 
@@ -57,14 +57,6 @@ async def find_by_ids(
     found: list[Doc] = []
     for chunk in chunked(ids):
         found += await collection.find({"_id": {"$in": chunk}, **query}, projection).to_list(None)
-    return found
-
-
-async def aggregate(collection: Collection, pipeline: list[Doc]) -> list[Doc]:
-    """Run an aggregation (PyMongo's ``aggregate`` is a coroutine, Motor's is not)."""
-    result = collection.aggregate(pipeline)
-    cursor = await result if inspect.isawaitable(result) else result
-    found: list[Doc] = await cursor.to_list(None)
     return found
 
 

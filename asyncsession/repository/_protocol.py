@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from .._text import check_event_text, check_session_text
 from ..events import Session, SessionEvent
 from ..exceptions import UsageError
 from ..filters import EventFilter
 from ..plans import CompactionPlan
-from ._text import check_event_text, check_session_text
 
 __all__ = [
     "SessionRepository",

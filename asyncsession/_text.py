@@ -12,8 +12,8 @@ from typing import cast
 
 from pydantic import BaseModel
 
-from ..events import Session, SessionEvent
-from ..exceptions import InvalidText
+from .events import Session, SessionEvent
+from .exceptions import InvalidText
 
 __all__ = ["check_event_text", "check_session_text"]
 

@@ -1,5 +1,9 @@
 """Building and running the chain of one call: sort by order, fold, run.
 
+The clients (`ChatClient`, `ResponsesClient`) run every call and stream through these
+functions; a client for another model API does the same: `sort_advisors` once, then
+`run_call` with its own innermost model call, or `start_stream` with its own stream opener.
+
 Right before the model is called, a session turn that no advisor needed yet is resolved
 (`resolve_pending_turn`): the owner check and the session's creation never depend on what
 sits between the turn advisor and the model.
