@@ -4,7 +4,8 @@
   ``service.get_events(session_id, EventFilter(last_n=20, ...))`` for the window, then
   ``service.append_message`` for the user message and again for the reply.
 - ``asyncsession-advisors``: a turn is one ``ChatClient.call`` through ``SessionTurnAdvisor``
-  and ``SessionMemoryAdvisor`` (what the advisors run: ``start_turn``, then the reply), on a
+  and ``SessionMemoryAdvisor`` with the same 20-message window (``event_filter``; what the
+  advisors run: ``start_turn``, then the reply), on a
   real ``openai.AsyncOpenAI`` client whose HTTP transport is an in-process stub model
   (``httpx.MockTransport``) answering with the turn's reply: no server, no network, the
   SDK's request building and response parsing included.
@@ -92,6 +93,7 @@ class AsyncSessionStore:
         self._replies: dict[str, str] = {}
         self._model: openai.AsyncOpenAI | None = None
         self._chat: ChatClient | None = None
+        self._longest_prompt = 0
 
     async def start(self) -> None:
         """Open the Mongo repository (when there is a target) and create its indexes."""
@@ -113,8 +115,10 @@ class AsyncSessionStore:
         self.repository = repository
         self.service = DefaultSessionService(repository)
 
-    def _chat_client(self) -> ChatClient:
-        """The advisor chain on a real ``openai`` client whose transport is the stub model."""
+    def _chat_client(self, window: int) -> ChatClient:
+        """The advisor chain on a real ``openai`` client whose transport is the stub model; the
+        memory advisor loads the same window as every other system (its default loads the
+        whole active view, which compaction keeps short in a real app)."""
         if self._chat is None:
             transport = httpx.MockTransport(self._stub_model)
             self._model = openai.AsyncOpenAI(
@@ -126,13 +130,17 @@ class AsyncSessionStore:
             self._chat = ChatClient(
                 self._model,
                 model=STUB_MODEL,
-                advisors=[SessionTurnAdvisor(self.service), SessionMemoryAdvisor(self.service)],
+                advisors=[
+                    SessionTurnAdvisor(self.service),
+                    SessionMemoryAdvisor(self.service, event_filter=window_filter(window)),
+                ],
             )
         return self._chat
 
     def _stub_model(self, request: httpx.Request) -> httpx.Response:
         """A Chat Completions answer: the reply registered for the last user message's tag."""
         body = json.loads(request.content)
+        self._longest_prompt = max(self._longest_prompt, len(body["messages"]))
         question = body["messages"][-1]["content"]
         tag = parse_tag(question if isinstance(question, str) else question[0]["text"])
         reply = self._replies.get(tag or "")  # the same tag has the same reply in every session
@@ -198,7 +206,7 @@ class AsyncSessionStore:
 
     async def _advisor_turn(self, session_id: str, turn: Turn, window: int) -> int:
         """One ``ChatClient.call`` through the turn and session memory advisors."""
-        chat = self._chat_client()
+        chat = self._chat_client(window)
         self._replies[turn.user.tag] = turn.reply.text
         reply = await chat.call(
             turn.user.text,
@@ -275,6 +283,7 @@ class AsyncSessionStore:
             "version": importlib.metadata.version("asyncsession"),
             "repository": type(self.repository).__name__,
             "seed_batch": self.seed_batch,
+            "longest_prompt_messages": self._longest_prompt,
             "turn": (
                 "ChatClient.call (SessionTurnAdvisor + SessionMemoryAdvisor, stub model)"
                 if self.mode == "advisors"

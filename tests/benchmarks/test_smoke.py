@@ -112,6 +112,10 @@ async def test_every_scenario_on_the_test_server(mongo_uri: str) -> None:
     advisors = [m for m in by_scenario["turn"] if m.system == "asyncsession-advisors"]
     assert advisors
     assert all(min(m.per_op_commands) <= 3 for m in advisors), [m.per_op_commands for m in advisors]
+    # the advisor turn sends the model the same window every system loads, plus the question
+    assert all(
+        0 < m.extra["adapter"]["longest_prompt_messages"] <= TINY.window + 1 for m in advisors
+    ), [m.extra["adapter"] for m in advisors]
     for m in by_scenario["throughput"]:
         assert m.extra["server_cpu_ms_per_turn"] is None or m.extra["server_cpu_ms_per_turn"] >= 0
     for storage in by_scenario["storage"]:
