@@ -111,5 +111,6 @@ async def chat(model: openai.AsyncOpenAI, service: SessionService) -> None:
     assert_type(stream, ChatStream)
     responses = ResponsesClient(model, model="gpt-4.1-mini", advisors=advisors)
     assert_type(await responses.call("hi", context=context), ChatResponse)
-    assert_type(SessionMemoryAdvisor.SESSION_ID_CONTEXT_KEY, str)
+    key: str = SessionMemoryAdvisor.SESSION_ID_CONTEXT_KEY  # the reference's attribute
+    assert key == SESSION_ID_CONTEXT_KEY
     assert_type(AssistantMessage(text="x").text, str | None)
