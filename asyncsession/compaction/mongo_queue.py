@@ -314,7 +314,7 @@ class MongoCompactionQueue:
 
         It reports inserts and changes into ``queued`` (a submit, a retry, a released or re-run
         job); a lease that expires is no change, so a worker also wakes at the soonest due time
-        ([`next_due`][asyncsession.compaction.MongoCompactionQueue.next_due]). Standalone
+        (`next_due`). Standalone
         servers refuse change streams: then this returns ``None`` and workers poll.
 
         Raises:
