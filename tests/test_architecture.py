@@ -131,7 +131,12 @@ def _graph() -> dict[str, frozenset[str]]:
     edges: dict[str, set[str]] = {name: set() for name in _modules()}
     for imp in _all_imports():
         target = _target(imp)
-        for dependency in [target, *_packages_run(imp.importer, target)]:
+        dependencies = [target, *_packages_run(imp.importer, target)]
+        if target != imp.module and imp.module in edges:
+            # ``from pkg import sub`` reads ``pkg``'s namespace too: it depends on ``pkg``'s
+            # ``__init__`` even from inside ``pkg`` (``from .sub import x`` does not).
+            dependencies.append(imp.module)
+        for dependency in dependencies:
             if dependency != imp.importer:
                 edges[imp.importer].add(dependency)
     return {name: frozenset(targets) for name, targets in edges.items()}
