@@ -42,7 +42,7 @@ from pymongo.asynchronous.change_stream import AsyncChangeStream
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure
 
-from .._pymongo_errors import storage_errors as map_pymongo_errors
+from .._pymongo_errors import storage_errors
 from ..exceptions import UsageError
 from ._leases import (
     JobDoc,
@@ -218,7 +218,7 @@ class MongoCompactionQueue:
     async def ensure_indexes(self) -> None:
         """Create the indexes the queue needs; safe to call any number of times."""
         self._check_open()
-        with map_pymongo_errors("create the compaction queue's indexes"):
+        with storage_errors("create the compaction queue's indexes"):
             await self._jobs.create_index([("state", 1), ("due_at", 1)])
             await self._jobs.create_index([("purge_at", 1)], expireAfterSeconds=0)
 
@@ -258,7 +258,7 @@ class MongoCompactionQueue:
         self._check_open()
         if not _is_id(session_id):
             raise UsageError("session_id must be a non-empty string")
-        with map_pymongo_errors(f"queue session {session_id!r} for compaction"):
+        with storage_errors(f"queue session {session_id!r} for compaction"):
             await self._jobs.update_one(
                 {"_id": session_id}, submit_update(self.clock()), upsert=True
             )
@@ -266,7 +266,7 @@ class MongoCompactionQueue:
     async def get_job(self, session_id: str) -> CompactionJob | None:
         """The job of ``session_id``, or ``None`` if it has none (never queued, or purged)."""
         self._check_open()
-        with map_pymongo_errors(f"read the compaction job of {session_id!r}"):
+        with storage_errors(f"read the compaction job of {session_id!r}"):
             doc = await self._jobs.find_one({"_id": session_id})
         return None if doc is None else CompactionJob.from_doc(doc)
 
@@ -276,7 +276,7 @@ class MongoCompactionQueue:
         """Up to ``limit`` jobs (of one ``state``, or all), the soonest due first."""
         self._check_open()
         query: dict[str, Any] = {} if state is None else {"state": state}
-        with map_pymongo_errors("list compaction jobs"):
+        with storage_errors("list compaction jobs"):
             cursor = self._jobs.find(query).sort([("due_at", 1), ("_id", 1)]).limit(limit)
             docs = await cursor.to_list()
         return [CompactionJob.from_doc(doc) for doc in docs]
@@ -285,7 +285,7 @@ class MongoCompactionQueue:
         """How many jobs are in each state."""
         self._check_open()
         counts: dict[JobState, int] = {"queued": 0, "running": 0, "done": 0, "failed": 0}
-        with map_pymongo_errors("count compaction jobs"):
+        with storage_errors("count compaction jobs"):
             rows: Sequence[object] = await (
                 await self._jobs.aggregate([{"$group": {"_id": "$state", "n": {"$sum": 1}}}])
             ).to_list()
@@ -298,7 +298,7 @@ class MongoCompactionQueue:
     async def next_due(self) -> datetime | None:
         """When the soonest queued or running job becomes claimable; ``None`` if there is none."""
         self._check_open()
-        with map_pymongo_errors("read the next compaction job"):
+        with storage_errors("read the next compaction job"):
             doc = await self._jobs.find_one(
                 {"state": {"$in": ["queued", "running"]}},
                 projection={"due_at": 1},
@@ -331,7 +331,7 @@ class MongoCompactionQueue:
                 }
             }
         ]
-        with map_pymongo_errors("watch the compaction queue"):
+        with storage_errors("watch the compaction queue"):
             try:
                 return await self._jobs.watch(pipeline, max_await_time_ms=_WATCH_AWAIT_MS)
             except OperationFailure as exc:
@@ -347,7 +347,7 @@ class MongoCompactionQueue:
         self._check_open()
         now = self.clock()
         token = secrets.token_hex(12)
-        with map_pymongo_errors("claim a compaction job"):
+        with storage_errors("claim a compaction job"):
             doc = await self._jobs.find_one_and_update(
                 claim_filter(now),
                 claim_update(now, lease, owner, token),
@@ -367,7 +367,7 @@ class MongoCompactionQueue:
     async def renew(self, lease: CompactionLease, length: timedelta) -> CompactionLease | None:
         """Extend ``lease`` to ``now + length``; ``None`` if it was lost to another worker."""
         now = self.clock()
-        with map_pymongo_errors(f"renew the compaction lease of {lease.session_id!r}"):
+        with storage_errors(f"renew the compaction lease of {lease.session_id!r}"):
             result = await self._jobs.update_one(
                 self._held(lease), {"$set": {"due_at": now + length, "updated_at": now}}
             )
@@ -407,7 +407,7 @@ class MongoCompactionQueue:
         return {"_id": lease.session_id, "state": "running", "lease_token": lease.token}
 
     async def _end(self, lease: CompactionLease, update: Any, verb: str) -> bool:
-        with map_pymongo_errors(f"{verb} the compaction job of {lease.session_id!r}"):
+        with storage_errors(f"{verb} the compaction job of {lease.session_id!r}"):
             result = await self._jobs.update_one(self._held(lease), update)
         return result.matched_count == 1
 

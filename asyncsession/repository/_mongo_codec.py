@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import json
 import secrets
-from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import bson
 import pydantic_core
 
-from .._pymongo_errors import storage_errors
 from ..events import Session, SessionEvent
 from ..messages import MessageType
 
@@ -32,7 +30,6 @@ __all__ = [
     "bson_size",
     "keyword_regex",
     "literal_regex",
-    "map_pymongo_errors",
     "new_log_fields",
     "new_session_doc",
     "new_token",
@@ -56,12 +53,6 @@ MESSAGE_TYPE_NAMES: Final = frozenset(t.value.upper() for t in MessageType)
 SESSION_PROJECTION: Final[Doc] = {"user_id": 1, "created_at": 1, "expires_at": 1, "metadata": 1}
 """The fields of a session document that make a
 [`Session`][asyncsession.repository._mongo_codec.Session]."""
-
-
-def map_pymongo_errors(operation: str) -> AbstractContextManager[None]:
-    """Translate a driver error raised inside the block into `StorageError` or
-    `StorageUnavailable` (`asyncsession._pymongo_errors`, the one PyMongo boundary)."""
-    return storage_errors(operation)
 
 
 def new_token() -> str:

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
+from .._pymongo_errors import storage_errors
 from ..exceptions import AccessDenied, SessionNotFound, StorageError
-from ._mongo_codec import Doc, map_pymongo_errors, new_token
+from ._mongo_codec import Doc, new_token
 from ._mongo_hints import K_MAX, Reservations, TailHints
 from ._mongo_ids import MAX_ROUNDS, IdRegistry
 from ._mongo_positions import GAP
@@ -100,7 +101,7 @@ class Committer:
                 self._reservations.add(session_id, [i for i in extra if i not in replayed], token)
                 await self._roller.after_commit(session_id, doc, len(fresh), whole)
                 return True, doc
-            with map_pymongo_errors(f"read session {session_id!r}"):
+            with storage_errors(f"read session {session_id!r}"):
                 current = await self._store.sessions.find_one(
                     {"_id": session_id},
                     {
@@ -140,7 +141,7 @@ class Committer:
             "tail": [p.entry for p in fresh],
             "tn": added,
         }
-        with map_pymongo_errors(f"create session {fields['_id']!r}"):
+        with storage_errors(f"create session {fields['_id']!r}"):
             try:
                 await self._store.sessions.insert_one(doc)
             except DuplicateKeyError:
@@ -149,7 +150,7 @@ class Committer:
         return doc
 
     async def _read_checked(self, session_id: str, user_id: str | None) -> Doc:
-        with map_pymongo_errors(f"read session {session_id!r}"):
+        with storage_errors(f"read session {session_id!r}"):
             doc = await self._store.sessions.find_one({"_id": session_id})
         if doc is None:
             raise SessionNotFound(session_id)
@@ -195,7 +196,7 @@ class Committer:
         if not whole and self._hints.room(session_id, added):
             # No post-image needed: the guard makes sure there is nothing to roll forward.
             roomy = {**guard, "tn": {"$lt": K_MAX - added}, "pending": None}
-            with map_pymongo_errors(f"append to session {session_id!r}"):
+            with storage_errors(f"append to session {session_id!r}"):
                 result = await sessions.update_one(roomy, update)
             if result.matched_count:
                 self._hints.grew(session_id, added)
@@ -205,7 +206,7 @@ class Committer:
                 return None  # most likely a conflict: the caller finds out why
         if whole and window is not None and self._hints.crosses(session_id, added):
             window = None  # this commit rolls forward, which then needs the oldest entries
-        with map_pymongo_errors(f"append to session {session_id!r}"):
+        with storage_errors(f"append to session {session_id!r}"):
             doc = await sessions.find_one_and_update(
                 guard,
                 update,

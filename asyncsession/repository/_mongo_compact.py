@@ -14,11 +14,12 @@ from dataclasses import dataclass, replace
 
 from pymongo import ReturnDocument
 
+from .._pymongo_errors import storage_errors
 from ..events import SessionEvent
 from ..exceptions import EventIdConflict, InvalidCompactionPlan, SessionNotFound, StorageError
 from ..plans import CompactionPlan
 from ._compaction_key import compaction_key
-from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, map_pymongo_errors, new_token
+from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, new_token
 from ._mongo_hints import K_MAX, TailHints
 from ._mongo_ids import MAX_ROUNDS, IdRegistry
 from ._mongo_positions import GAP, Position, place_between
@@ -75,7 +76,7 @@ class Compactor:
         token = new_token()
         reserved = False
         for _ in range(MAX_ROUNDS):
-            with map_pymongo_errors(f"read session {session_id!r}"):
+            with storage_errors(f"read session {session_id!r}"):
                 doc = await self._store.sessions.find_one({"_id": session_id})
             if doc is None:
                 if reserved:
@@ -117,7 +118,7 @@ class Compactor:
                 "pending": None,
                 "fences": {"$ne": token},
             }
-            with map_pymongo_errors(f"compact session {session_id!r}"):
+            with storage_errors(f"compact session {session_id!r}"):
                 done = await self._store.sessions.find_one_and_update(
                     guard, update, projection={"tn": 1}, return_document=ReturnDocument.AFTER
                 )
@@ -150,7 +151,7 @@ class Compactor:
             # Index-shaped: the session and a range of positions; the incarnation is checked here.
             query: Doc = {"session_id": session_id, "seq": {"$lte": state.rolled}}
             fields = {"seq": 1, "minor": 1, "archived": 1, "type": 1, "turn": 1, "inc": 1}
-            with map_pymongo_errors(f"read session {session_id!r}"):
+            with storage_errors(f"read session {session_id!r}"):
                 if len(missing) > IN_CHUNK:  # one range scan beats many long $in lists
                     wanted_below = set(missing)
                     docs = [
@@ -179,7 +180,7 @@ class Compactor:
         """The position (and turn hint) of the event right before ``position``, in the events
         collection; ``(0, "")`` (no event there) when it is the first."""
         session_id = state.session.id
-        with map_pymongo_errors(f"read session {session_id!r}"):
+        with storage_errors(f"read session {session_id!r}"):
             docs = await self._store.events.find(
                 {
                     "session_id": session_id,

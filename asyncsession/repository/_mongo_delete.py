@@ -21,8 +21,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Final
 
+from .._pymongo_errors import storage_errors
 from .._shield import shielded
-from ._mongo_codec import map_pymongo_errors
 from ._mongo_store import Store
 
 __all__ = ["GONE", "delete_expired", "delete_session"]
@@ -41,14 +41,14 @@ async def _finish(store: Store, session_id: str) -> None:
 async def delete_session(store: Store, session_id: str) -> None:
     """Remove the session, its events and its event ids (an unknown id is not an error, and
     still removes what a dead delete left)."""
-    with map_pymongo_errors(f"delete session {session_id!r}"):
+    with storage_errors(f"delete session {session_id!r}"):
         await store.sessions.update_one({"_id": session_id}, {"$set": {"expires_at": GONE}})
         await _finish(store, session_id)
 
 
 async def _sweep_one(store: Store, session_id: str, before: datetime) -> bool:
     """Remove the session if it still expired before ``before``; ``True`` if this call did."""
-    with map_pymongo_errors(f"delete expired session {session_id!r}"):
+    with storage_errors(f"delete expired session {session_id!r}"):
         claimed = await store.sessions.update_one(
             {"_id": session_id, "expires_at": {"$lt": before}}, {"$set": {"expires_at": GONE}}
         )
@@ -64,7 +64,7 @@ async def delete_expired(store: Store, before: datetime) -> int:
     Each session is shielded on its own: a cancelled sweep finishes the session it is on, then
     stops (the rest stay for the next sweep).
     """
-    with map_pymongo_errors("find expired sessions"):
+    with storage_errors("find expired sessions"):
         candidates = await store.sessions.find({"expires_at": {"$lt": before}}, {"_id": 1}).to_list(
             None
         )

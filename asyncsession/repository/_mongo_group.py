@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from ._mongo_codec import Doc, map_pymongo_errors, new_token
+from .._pymongo_errors import storage_errors
+from ._mongo_codec import Doc, new_token
 from ._mongo_commit import Committer
 from ._mongo_hints import TailHints
 from ._mongo_ids import IdRegistry
@@ -184,7 +185,7 @@ class GroupCommit:
         committer = self._committer
         doc = await committer.commit(session_id, job.prepared, token, job.expected, None, False)
         if doc is None:
-            with map_pymongo_errors(f"read session {session_id!r}"):
+            with storage_errors(f"read session {session_id!r}"):
                 current = await self._store.sessions.find_one({"_id": session_id}, {"version": 1})
             if current is not None and current["version"] != job.expected:
                 return False

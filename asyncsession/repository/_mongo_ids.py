@@ -17,8 +17,9 @@ from typing import Final
 
 from pymongo import ReturnDocument
 
+from .._pymongo_errors import storage_errors
 from ..exceptions import EventIdConflict, SessionNotFound, StorageError
-from ._mongo_codec import Doc, map_pymongo_errors
+from ._mongo_codec import Doc
 from ._mongo_prepare import Prepared
 from ._mongo_state import ids_in
 from ._mongo_store import Store, chunked, find_by_ids, insert_new
@@ -51,7 +52,7 @@ class IdRegistry:
         docs: list[Doc] = [
             {"_id": event_id, "session_id": session_id, "token": token} for event_id in ids
         ]
-        with map_pymongo_errors(f"reserve event ids for session {session_id!r}"):
+        with storage_errors(f"reserve event ids for session {session_id!r}"):
             return await insert_new(self._store.event_ids, docs)
 
     async def release(
@@ -61,7 +62,7 @@ class IdRegistry:
         documents it wrote ahead of its commit unless ``written`` says there are none."""
         if not ids:
             return
-        with map_pymongo_errors(f"release event ids of session {session_id!r}"):
+        with storage_errors(f"release event ids of session {session_id!r}"):
             for chunk in chunked(ids):
                 await self._store.event_ids.delete_many(
                     {"_id": {"$in": chunk}, "session_id": session_id, "token": token}
@@ -95,7 +96,7 @@ class IdRegistry:
             taken = await self.register(session_id, todo, token)
             if not taken:
                 return result
-            with map_pymongo_errors(f"look up event ids for session {session_id!r}"):
+            with storage_errors(f"look up event ids for session {session_id!r}"):
                 owners = {
                     doc["_id"]: doc for doc in await find_by_ids(self._store.event_ids, taken, {})
                 }
@@ -136,7 +137,7 @@ class IdRegistry:
     ) -> list[str]:
         """Raise for ids of live sessions; reclaim ids left behind by deleted ones."""
         owner_ids = sorted({doc["session_id"] for doc in foreign.values()} | {session_id})
-        with map_pymongo_errors(f"look up sessions for session {session_id!r}"):
+        with storage_errors(f"look up sessions for session {session_id!r}"):
             alive = {
                 doc["_id"]
                 for doc in await find_by_ids(self._store.sessions, owner_ids, {}, {"_id": 1})
@@ -149,7 +150,7 @@ class IdRegistry:
             if owner is not None and owner["session_id"] in alive:
                 await self.release(session_id, ids, token, written=False)
                 raise EventIdConflict(event_id, session_id, owner["session_id"])
-        with map_pymongo_errors(f"reclaim event ids for session {session_id!r}"):
+        with storage_errors(f"reclaim event ids for session {session_id!r}"):
             for event_id, owner in foreign.items():
                 await self._store.event_ids.delete_one(
                     {"_id": event_id, "session_id": owner["session_id"], "token": owner["token"]}
@@ -164,7 +165,7 @@ class IdRegistry:
         committed = ids_in(doc or {}, ids)
         rest = [i for i in ids if i not in committed]
         if rest:
-            with map_pymongo_errors(f"look up events of session {session_id!r}"):
+            with storage_errors(f"look up events of session {session_id!r}"):
                 docs = await find_by_ids(
                     self._store.events,
                     rest,
@@ -189,7 +190,7 @@ class IdRegistry:
         """
         sessions = self._store.sessions
         held = {"tail._id": 1, "pending.inserts._id": 1}
-        with map_pymongo_errors(f"read session {session_id!r}"):
+        with storage_errors(f"read session {session_id!r}"):
             doc = await sessions.find_one({"_id": session_id}, held)
         if doc is None and creating:
             # No session, so nothing is committed; whichever attempt inserts the session
@@ -205,7 +206,7 @@ class IdRegistry:
         # Fence the other attempts first: from here on they cannot commit, so "not committed
         # now" stays true and the ids can be taken over.
         tokens = sorted({theirs[i] for i in rest})
-        with map_pymongo_errors(f"fence writers of session {session_id!r}"):
+        with storage_errors(f"fence writers of session {session_id!r}"):
             doc = await sessions.find_one_and_update(
                 {"_id": session_id},
                 {"$push": {"fences": {"$each": tokens, "$slice": -_MAX_FENCES}}},
@@ -224,7 +225,7 @@ class IdRegistry:
         self, session_id: str, token: str, theirs: dict[str, str], ids: list[str]
     ) -> set[str]:
         """Register ``ids`` (held by other attempts' tokens) under ``token``; the ids it got."""
-        with map_pymongo_errors(f"adopt event ids of session {session_id!r}"):
+        with storage_errors(f"adopt event ids of session {session_id!r}"):
             for old in sorted({theirs[i] for i in ids}):
                 for chunk in chunked([i for i in ids if theirs[i] == old]):
                     await self._store.event_ids.update_many(
@@ -244,7 +245,7 @@ class IdRegistry:
         A document an adopted attempt (one of ``fenced``) wrote ahead is replaced by this one.
         """
         docs: list[Doc] = [{**p.document, "token": token} for p in big if p.document is not None]
-        with map_pymongo_errors(f"write events of session {session_id!r}"):
+        with storage_errors(f"write events of session {session_id!r}"):
             taken = await insert_new(self._store.events, docs)
             by_id = {doc["_id"]: doc for doc in docs}
             for event_id in taken:

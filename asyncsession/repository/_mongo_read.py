@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
+from .._pymongo_errors import storage_errors
 from ..events import SessionEvent
 from ..filters import EventFilter, MatchMode
-from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, as_utc, keyword_regex, map_pymongo_errors
+from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, as_utc, keyword_regex
 from ._mongo_positions import GAP, Position
 from ._mongo_state import Entry, LogState
 from ._mongo_store import Store, aggregate, find_by_ids
@@ -143,7 +144,7 @@ class LogReader:
             if not entries:
                 continue
             session_id = state.session.id
-            with map_pymongo_errors(f"read session {session_id!r}"):
+            with storage_errors(f"read session {session_id!r}"):
                 docs = await find_by_ids(
                     self._store.events,
                     [e.id for e in entries],
@@ -174,7 +175,7 @@ class LogReader:
         """Matching events of the events collection at ``low <= seq <= high``."""
         session_id = state.session.id
         pipeline = _pipeline(state, filter, query_criteria, low, high)
-        with map_pymongo_errors(f"read session {session_id!r}"):
+        with storage_errors(f"read session {session_id!r}"):
             docs = await aggregate(self._store.events, pipeline)
         return self._hits_of(state, filter, docs, low, high, exclude)
 
@@ -404,7 +405,7 @@ class LogReader:
             if end >= _MAX_SKIP:
                 return {}
             pipeline += [{"$sort": order}, {"$limit": end}]
-        with map_pymongo_errors("read events by user"):
+        with storage_errors("read events by user"):
             docs = await aggregate(self._store.events, pipeline)
         by_session: dict[str, list[Doc]] = {}
         for doc in docs:

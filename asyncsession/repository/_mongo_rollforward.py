@@ -15,8 +15,9 @@ import logging
 from collections.abc import Sequence
 from typing import Final
 
+from .._pymongo_errors import storage_errors
 from ..exceptions import StorageError
-from ._mongo_codec import Doc, map_pymongo_errors
+from ._mongo_codec import Doc
 from ._mongo_hints import K_MAX, K_MIN, TailHints
 from ._mongo_state import Entry, decode_entries
 from ._mongo_store import IN_CHUNK, Store, find_by_ids, insert_new
@@ -123,7 +124,7 @@ class RollForward:
         docs = {e.id: self._event_document(session_id, inc, cv, e) for e in entries if e.data}
         big = {e.id: e for e in entries if e.data is None}
         existing: list[str] = list(big)
-        with map_pymongo_errors(f"roll session {session_id!r} forward"):
+        with storage_errors(f"roll session {session_id!r} forward"):
             if docs:
                 existing += await insert_new(events, list(docs.values()))
             if not existing:
@@ -163,7 +164,7 @@ class RollForward:
         """
         self._hints.forget(session_id)
         if doc is None or len(doc.get("tail", ())) < int(doc["tn"]):  # none, or a $slice
-            with map_pymongo_errors(f"read session {session_id!r}"):
+            with storage_errors(f"read session {session_id!r}"):
                 doc = await self._store.sessions.find_one(
                     {"_id": session_id},
                     {
@@ -200,7 +201,7 @@ class RollForward:
         guard = {"_id": session_id, "rolled": doc["rolled"], "cv": cv, "inc": inc}
         archived_prefix = int(doc.get("ta", 0))
         sessions = self._store.sessions
-        with map_pymongo_errors(f"roll session {session_id!r} forward"):
+        with storage_errors(f"roll session {session_id!r} forward"):
             # Nothing appended since the read: cut the prefix by length, which costs the server
             # O(tail) where pulling by id costs O(tail * moving).
             prefix: Doc = {"$push": {"tail": {"$each": [], "$slice": len(moving) - size}}}
@@ -224,7 +225,7 @@ class RollForward:
 
     async def roll_pending(self, session_id: str) -> None:
         """Apply a committed compaction's changes below the tail, then clear ``pending``."""
-        with map_pymongo_errors(f"read session {session_id!r}"):
+        with storage_errors(f"read session {session_id!r}"):
             doc = await self._store.sessions.find_one({"_id": session_id}, {"pending": 1, "inc": 1})
         if doc is None or not doc.get("pending"):
             return
@@ -232,7 +233,7 @@ class RollForward:
         inc, cv = doc["inc"], int(pending["cv"])
         archive: list[str] = list(pending.get("archive", ()))
         seqs: list[int] = list(pending.get("archive_seq", ()))
-        with map_pymongo_errors(f"roll session {session_id!r} forward"):
+        with storage_errors(f"roll session {session_id!r} forward"):
             for start in range(0, len(archive), IN_CHUNK):
                 chunk = archive[start : start + IN_CHUNK]
                 query: Doc = {"_id": {"$in": chunk}, "session_id": session_id, "inc": inc}
@@ -245,7 +246,7 @@ class RollForward:
         inserts = [Entry.from_doc(entry, 0) for entry in pending.get("inserts", ())]
         if inserts:
             await self.write_events(session_id, inc, cv, inserts)
-        with map_pymongo_errors(f"roll session {session_id!r} forward"):
+        with storage_errors(f"roll session {session_id!r} forward"):
             await self._store.sessions.update_one(
                 {"_id": session_id, "pending.cv": cv}, {"$set": {"pending": None}}
             )

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
+from .._pymongo_errors import storage_errors
 from ..events import Session
 from ..exceptions import SessionNotFound
 from ._mongo_codec import (
     SESSION_PROJECTION,
     Doc,
-    map_pymongo_errors,
     new_log_fields,
     new_session_doc,
     session_from_doc,
@@ -28,7 +28,7 @@ async def save_session(store: Store, session: Session) -> Session:
     update = {"$set": fields, "$setOnInsert": {"created_at": created, **new_log_fields()}}
     sessions = store.sessions
     doc: Doc | None = None
-    with map_pymongo_errors(f"save session {session.id!r}"):
+    with storage_errors(f"save session {session.id!r}"):
         for _ in range(3):
             try:
                 doc = await sessions.find_one_and_update(
@@ -52,7 +52,7 @@ async def save_session(store: Store, session: Session) -> Session:
 async def insert_session(store: Store, session: Session) -> bool:
     """Insert the session with an empty log unless its id exists; ``True`` if inserted."""
     doc = new_session_doc(session)
-    with map_pymongo_errors(f"insert session {session.id!r}"):
+    with storage_errors(f"insert session {session.id!r}"):
         try:
             await store.sessions.insert_one(doc)
         except DuplicateKeyError:

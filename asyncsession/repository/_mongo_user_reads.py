@@ -16,9 +16,10 @@ import heapq
 from collections.abc import Sequence
 from typing import Final
 
+from .._pymongo_errors import storage_errors
 from ..events import SessionEvent
 from ..filters import EventFilter
-from ._mongo_codec import Doc, map_pymongo_errors
+from ._mongo_codec import Doc
 from ._mongo_read import LogReader
 from ._mongo_state import LogState, decode_state
 from ._mongo_store import IN_CHUNK, Store
@@ -69,7 +70,7 @@ async def read_user_events(
         nonlocal kept
         kept = _merge(kept, await reader.read_for_user(states, chunk_filter), filter, keep)
 
-    with map_pymongo_errors(f"read sessions of user {user_id!r}"):
+    with storage_errors(f"read sessions of user {user_id!r}"):
         cursor = store.sessions.find(
             {"user_id": user_id}, USER_SESSION_PROJECTION, batch_size=IN_CHUNK
         )

@@ -73,6 +73,7 @@ from pymongo import AsyncMongoClient, WriteConcern
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
+from .._pymongo_errors import storage_errors
 from .._shield import shielded
 from ..events import Session, SessionEvent
 from ..exceptions import SessionNotFound, UsageError
@@ -83,7 +84,6 @@ from ._mongo_client import driver_info, identify
 from ._mongo_codec import (
     SESSION_PROJECTION,
     Doc,
-    map_pymongo_errors,
     new_session_doc,
     session_from_doc,
 )
@@ -235,7 +235,7 @@ class MongoSessionRepository:
         """Create the indexes the store needs; safe to call any number of times."""
         self._check_open()
         store = self._store
-        with map_pymongo_errors("create indexes"):
+        with storage_errors("create indexes"):
             await store.sessions.create_index([("user_id", 1)])
             await store.sessions.create_index([("expires_at", 1)])
             await store.events.create_index([("session_id", 1), ("seq", 1)])
@@ -287,14 +287,14 @@ class MongoSessionRepository:
     async def find_by_id(self, session_id: str) -> Session | None:
         """The session, or ``None``."""
         self._check_open()
-        with map_pymongo_errors(f"read session {session_id!r}"):
+        with storage_errors(f"read session {session_id!r}"):
             doc = await self._store.sessions.find_one({"_id": session_id}, SESSION_PROJECTION)
         return None if doc is None else session_from_doc(doc)
 
     async def find_by_user_id(self, user_id: str) -> list[Session]:
         """Every session of the user, oldest first."""
         self._check_open()
-        with map_pymongo_errors(f"read sessions of user {user_id!r}"):
+        with storage_errors(f"read sessions of user {user_id!r}"):
             docs = await self._store.sessions.find(
                 {"user_id": user_id}, SESSION_PROJECTION
             ).to_list(None)
@@ -413,7 +413,7 @@ class MongoSessionRepository:
     # --- reads -----------------------------------------------------------------------------------
 
     async def _version(self, session_id: str) -> int | None:
-        with map_pymongo_errors(f"read session {session_id!r}"):
+        with storage_errors(f"read session {session_id!r}"):
             doc = await self._store.sessions.find_one({"_id": session_id}, {"version": 1})
         return None if doc is None else int(doc["version"])
 
@@ -429,7 +429,7 @@ class MongoSessionRepository:
         return state
 
     async def _log(self, session_id: str, projection: Doc | None = None) -> Doc | None:
-        with map_pymongo_errors(f"read session {session_id!r}"):
+        with storage_errors(f"read session {session_id!r}"):
             doc: Doc | None = await self._store.sessions.find_one({"_id": session_id}, projection)
         return doc
 
