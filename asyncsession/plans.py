@@ -17,6 +17,7 @@ a store only has to apply the plan: flag the ``archive_ids`` archived in place, 
 from __future__ import annotations
 
 import inspect
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias, cast, runtime_checkable
@@ -210,6 +211,12 @@ class CompactionPlan:
     """Ids of existing events to flag archived, in place."""
     inserts: tuple[Insert, ...] = ()
     """Groups of new events with their anchors, in order."""
+    plan_id: str = field(default_factory=lambda: uuid.uuid4().hex, compare=False, repr=False)
+    """What names this plan as one call's plan: a random id, kept by copies (a pickled plan,
+    `dataclasses.replace`) and left out of equality. A store recognises a retry of an applied
+    compaction by it (see
+    [`apply_compaction`][asyncsession.repository.SessionRepository.apply_compaction]), so an
+    equal plan another caller computed is still another call."""
 
     @property
     def is_empty(self) -> bool:

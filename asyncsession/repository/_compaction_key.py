@@ -6,51 +6,30 @@ retried by the caller with the same plan and the same expected version. The vers
 therefore remembers the key of its newest compaction and answers ``True`` to a call whose key
 matches: the plan is in the log.
 
-A key covers the plan's content, the expected version and the plan *object*: another worker
-that computed an equal plan for the same version (a deterministic strategy) made a different
-call, which lost the compare-and-swap, and still gets ``False``. So a retry is recognised when
-it passes the plan object the first attempt was given, in the same process: the usual retry
-loop around a call. The newest `_REMEMBERED` plan objects are kept alive for this.
+A key covers the plan's content, the expected version and the plan's
+[`plan_id`][asyncsession.plans.CompactionPlan.plan_id], a random id every new plan gets and every
+copy keeps. So a retry is recognised whether it passes the plan object again or a copy of it
+(a job that carried the plan to another process, which retries after the first worker died);
+another worker that computed an equal plan for the same version (a deterministic strategy) made
+a plan of its own, which lost the compare-and-swap, and still gets ``False``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import threading
-import uuid
-from collections import OrderedDict
-from typing import Final
 
 from ..plans import CompactionPlan
 
 __all__ = ["compaction_key"]
 
-_REMEMBERED: Final = 1024
-_lock = threading.Lock()
-_tokens: OrderedDict[int, tuple[CompactionPlan, str]] = OrderedDict()
-
-
-def _token(plan: CompactionPlan) -> str:
-    """A random token per plan object (kept alive, so its ``id`` is not reused)."""
-    with _lock:
-        held = _tokens.get(id(plan))
-        if held is not None and held[0] is plan:
-            _tokens.move_to_end(id(plan))
-            return held[1]
-        token = uuid.uuid4().hex
-        _tokens[id(plan)] = (plan, token)
-        while len(_tokens) > _REMEMBERED:
-            _tokens.popitem(last=False)
-        return token
-
 
 def compaction_key(plan: CompactionPlan, expected_version: int) -> str:
-    """A short digest of the plan (archived ids, each insert's anchor and event ids), the
-    version it was planned at and the plan object; a retry of one call has the call's key."""
+    """A short digest of the plan (its id, archived ids, each insert's anchor and event ids) and
+    the version it was planned at; every retry of one call has the call's key."""
     shape = [
         expected_version,
-        _token(plan),
+        plan.plan_id,
         sorted(plan.archive_ids),
         [[group.before_event_id, [event.id for event in group.events]] for group in plan.inserts],
     ]

@@ -132,9 +132,10 @@ class SessionRepository(Protocol):
 
         Archives in place and inserts before anchors; never reorders or removes events. A stale
         version changes nothing and returns ``False``, except for a retry of the session's
-        newest compaction (the same plan object at the same expected version, in the same
-        process, after its first reply was lost): that returns ``True``, since the plan is
-        applied. An equal plan of another caller is another call: ``False``.
+        newest compaction (the same plan, or a copy of it with its
+        [`plan_id`][asyncsession.plans.CompactionPlan.plan_id], at the same expected version,
+        from any process, after its first reply was lost): that returns ``True``, since the plan
+        is applied. An equal plan another caller computed is another call: ``False``.
 
         Raises:
             SessionNotFound: the session does not exist.

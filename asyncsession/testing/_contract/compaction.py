@@ -5,6 +5,8 @@ Archiving in place, anchored inserts, stale versions and plans that must be refu
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from ...events import SessionEvent
@@ -256,9 +258,10 @@ class CompactionContract(ContractBase):
     async def test_a_retry_of_an_applied_compaction_reports_it_applied(
         self, repository: SessionRepository
     ) -> None:
-        """The same plan object at the same expected version, again (its first reply was
-        lost): ``True``, and nothing changes; another plan at that version, even an equal one
-        made by another caller, stays ``False``."""
+        """The same plan at the same expected version, again (its first reply was lost), as
+        the object itself or as a copy another process received: ``True``, and nothing changes;
+        another plan at that version, even an equal one made by another caller, stays
+        ``False``."""
         s = (await self.new_session(repository)).id
         u1, a1, u2 = await self.append(repository, s, "u1", "a1", "u2")
         version = await repository.get_event_version(s)
@@ -271,6 +274,12 @@ class CompactionContract(ContractBase):
         assert await repository.apply_compaction(s, plan, version)
         assert await repository.find_events(s, EventFilter.all()) == log
         assert await repository.get_event_version(s) == version + 1
+        # The plan as a job queue carries it to another process: pickled, with its plan id.
+        copy = pickle.loads(pickle.dumps(plan))
+        assert copy is not plan
+        assert copy.plan_id == plan.plan_id
+        assert await repository.apply_compaction(s, copy, version)
+        assert await repository.find_events(s, EventFilter.all()) == log
         other = CompactionPlan(archive_ids=frozenset({u2.id}))
         assert not await repository.apply_compaction(s, other, version)
         # An equal plan of another caller (a deterministic strategy) is another call: it lost.
