@@ -19,6 +19,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 from pydantic import JsonValue
 
 from ._compaction_pass import run_compaction
+from ._minted import minting
 from ._text import check_event_text, check_session_text
 from .events import (
     DEFAULT_TIME_TO_LIVE,
@@ -290,7 +291,8 @@ class DefaultSessionService:
     ) -> SessionEvent:
         """Wrap a message in a new event (now, a random id unless given), append it, return it."""
         event = self._new_event(session_id, message, event_id, metadata)
-        await self.append_event(event)
+        with minting([] if event_id is not None else [event.id]):
+            await self.append_event(event)
         return event
 
     def _new_event(
@@ -356,7 +358,8 @@ class DefaultSessionService:
         is the one right after the append. ``create`` makes a session that does not exist yet
         (its ``id`` must be ``session_id`` or ``None``) and starts the turn on it: the first turn
         of a conversation needs no separate create. A store with a native turn
-        (``MongoSessionRepository``: two commands, three on a new session;
+        (``MongoSessionRepository``: one command when the service draws the id, two on a new
+        session, one more to register ids the caller gave;
         ``InMemorySessionRepository``) does it at once; any other store reads, then appends
         (see `asyncsession.repository.start_turn`). ``reserve_event_ids`` are ids the
         caller will append next (the reply): a store may register them now to make that
@@ -375,15 +378,16 @@ class DefaultSessionService:
             new = self._new_session(
                 create if create.id else create.model_copy(update={"id": session_id})
             )
-        snapshot = await start_turn(
-            self.repository,
-            session_id,
-            [event],
-            filter,
-            user_id=user_id,
-            reserve_event_ids=reserve_event_ids,
-            create=new,
-        )
+        with minting([] if event_id is not None else [event.id]):
+            snapshot = await start_turn(
+                self.repository,
+                session_id,
+                [event],
+                filter,
+                user_id=user_id,
+                reserve_event_ids=reserve_event_ids,
+                create=new,
+            )
         return event, snapshot
 
     async def find_events_by_user_id(

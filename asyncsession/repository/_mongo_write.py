@@ -4,7 +4,8 @@ A write goes through these rooms, in this order:
 
 * `_mongo_prepare`: encode the events (tail entries; big bodies as documents of their own);
 * `_mongo_ids`: register their ids in the id registry (unique across sessions; a replay or an
-  attempt that died shows up here, and is told apart by fencing);
+  attempt that died shows up here, and is told apart by fencing); ids the library minted for
+  this write skip this, and are registered when roll-forward moves them out of the tail;
 * `_mongo_group`: queue concurrent appends to one session so that they share round trips;
 * `_mongo_commit`: the commit itself, one guarded update of the session document;
 * `_mongo_rollforward`: move the oldest tail events (and a compaction's pending changes) below
@@ -44,7 +45,7 @@ class LogWriter:
         """Tail lengths last seen, for choosing the commit command."""
         self.ids = IdRegistry(store)
         """The id registry."""
-        self.roller = RollForward(store, self.hints)
+        self.roller = RollForward(store, self.hints, self.ids)
         """Roll-forward."""
         self.committer = Committer(store, self.ids, self.roller, self.hints, self.reservations)
         """The one-by-one commit path."""

@@ -17,8 +17,8 @@
     ``minor`` (its position), ``ts``, ``type``, ``synthetic``, ``archived``, ``turn`` (where
     its turn started) and ``data`` (JSON text, which keyword searches match).
 ``session_event_ids``
-    The id registry, ``{_id: event id, session_id, token}``: it makes event ids unique across
-    sessions, on a sharded cluster too.
+    The id registry, ``{_id: event id, session_id, token}``: with the unique index on
+    ``sessions.tail._id``, it makes event ids unique across sessions.
 
 **Order.** Events are ordered by their position ``(seq, minor)`` in their session, never by
 time or ObjectId. Appends take ``seq`` values ``2**32`` apart; compaction inserts new events into
@@ -29,15 +29,15 @@ renumbered or rewritten.
 (``update_one`` when the store knows the tail has room, else ``find_one_and_update``), guarded
 by what it depends on: a versioned append or a compaction commits only if the version is still
 the expected one, so of concurrent writers with one version exactly one wins.
-An append is two commands: registering its event ids in one ``insert_many`` (a replay or an id of
-another session shows up here, before anything is written), then the commit, which pushes the
-events onto the tail and bumps the version and counter. A compaction replaces the tail it read
-and records its changes below the tail as ``pending``. Moving events from the tail to the events
-collection (*roll-forward*) is idempotent and guarded, so any later writer finishes what a dead
-one started; readers merge the tail and ``pending`` with the events collection, so they never
-see a half-done write, and a reader that reads the version first never sees a version whose
-events are not visible. This needs no transactions: it is the same on a replica set, a
-standalone server, a sharded cluster and mongomock.
+An append of caller-given ids registers them in one ``insert_many`` (a replay or another
+session's id shows up there), then commits: it pushes the events onto the tail and bumps the
+version and counter. Ids the library drew for the write (``asyncsession._minted``) skip the
+registry: the unique tail index keeps them out of other tails, and roll-forward registers them
+before they leave the tail, fencing any attempt that registered a copy meanwhile. A compaction
+replaces the tail it read and records its changes below the tail as ``pending``. Moving events
+to the events collection (*roll-forward*) is idempotent and guarded, so any later writer
+finishes what a dead one started; readers merge the tail and ``pending`` with the events
+collection, so they never see a half-done write. No transactions are needed.
 
 **Reads.** A read fetches the session document (for a ``last_n`` window, only the newest tail
 entries it needs, by ``$slice``); when its tail answers the read, that is the only command.
@@ -58,7 +58,8 @@ Writes are shielded from cancellation: a cancelled caller's write runs to its en
 **Sharding.** Every command on ``session_events`` names one session (or, for
 `MongoSessionRepository.find_events_by_user_id`, the user's sessions).
 Shard ``session_events`` on ``{session_id: "hashed"}`` (or ``{session_id: 1}``), ``sessions`` on
-``{_id: "hashed"}`` and ``session_event_ids`` on ``{_id: "hashed"}``.
+``{_id: "hashed"}`` and ``session_event_ids`` on ``{_id: "hashed"}``. A sharded ``sessions``
+collection cannot have the unique tail index, so every id is registered there.
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ from typing import Any, Final, Self
 
 from pymongo import AsyncMongoClient, WriteConcern
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import PyMongoError
 
+from .._minted import minted_ids
 from .._pymongo_errors import storage_errors
 from .._shield import shielded
 from ..events import Session, SessionEvent
@@ -88,11 +89,12 @@ from ._mongo_codec import (
     session_from_doc,
 )
 from ._mongo_delete import delete_expired, delete_session
+from ._mongo_indexes import create_indexes
 from ._mongo_prepare import prepare
 from ._mongo_read import LogReader
 from ._mongo_sessions import insert_session, save_session
 from ._mongo_state import LogState, decode_state
-from ._mongo_store import Store
+from ._mongo_store import Store, has_tail_index
 from ._mongo_timeouts import with_web_timeouts
 from ._mongo_user_reads import read_user_events
 from ._mongo_write import LogWriter
@@ -234,20 +236,7 @@ class MongoSessionRepository:
     async def ensure_indexes(self) -> None:
         """Create the indexes the store needs; safe to call any number of times."""
         self._check_open()
-        store = self._store
-        with storage_errors("create indexes"):
-            await store.sessions.create_index([("user_id", 1)])
-            await store.sessions.create_index([("expires_at", 1)])
-            await store.events.create_index([("session_id", 1), ("seq", 1)])
-            await store.events.create_index([("session_id", 1), ("archived", 1), ("seq", 1)])
-            await store.event_ids.create_index([("session_id", 1)])
-        try:
-            hello = await self._database.command("hello")
-        except (PyMongoError, NotImplementedError):  # mongomock has no hello: keep 16 MiB
-            return
-        size = hello.get("maxBsonObjectSize")
-        if isinstance(size, int) and size > 0:
-            store.max_document_size = size
+        await create_indexes(self._store, self._database)
 
     async def aclose(self) -> None:
         """Stop using the store; closes the client only if
@@ -347,7 +336,9 @@ class MongoSessionRepository:
             if version is None:
                 raise SessionNotFound(session_id)
             return expected_version is None or version == expected_version
-        prepared = prepare(session_id, _unique(events), self._store.max_document_size)
+        prepared = prepare(
+            session_id, _unique(events), self._store.max_document_size, await self._minted()
+        )
         writer = self._writer
         grouped = all(p.document is None for p in prepared)
         if grouped and not writer.reservations.holds(session_id, [e.id for e in events]):
@@ -365,8 +356,8 @@ class MongoSessionRepository:
         reserve_event_ids: Sequence[str] = (),
         create: Session | None = None,
     ) -> SessionSnapshot:
-        """Append ``events`` and return the window before them, in two commands (three when
-        the session is created).
+        """Append ``events`` and return the window before them, in one command (two when the
+        session is created; one more registers ids the library did not draw).
 
         See `asyncsession.repository.start_turn`.
         """
@@ -377,7 +368,9 @@ class MongoSessionRepository:
             check_session(create)
         new = None if create is None else new_session_doc(create)
         unique = _unique(events)
-        prepared = prepare(session_id, unique, self._store.max_document_size)
+        minted = await self._minted()
+        prepared = prepare(session_id, unique, self._store.max_document_size, minted)
+        reserve_event_ids = [i for i in reserve_event_ids if i not in minted]
         _, doc = await shielded(
             self._writer.append(
                 session_id,
@@ -409,6 +402,13 @@ class MongoSessionRepository:
         else:
             window = await self._reader.read(state, filter, exclude=exclude)
         return SessionSnapshot(session=state.session, version=state.version, events=tuple(window))
+
+    async def _minted(self) -> frozenset[str]:
+        """The ids the library minted for this call (``asyncsession._minted``), which may be
+        committed unregistered: only where the unique tail index keeps them out of other
+        sessions' tails."""
+        minted = minted_ids()
+        return minted if minted and await has_tail_index(self._store) else frozenset()
 
     # --- reads -----------------------------------------------------------------------------------
 

@@ -7,11 +7,21 @@ through the public API only.
 
 from __future__ import annotations
 
+import pickle
 from collections import Counter
 
 from process_support import PROCESSES, Writer, ask_all
 
-from asyncsession import CreateSessionRequest, DefaultSessionService, EventFilter
+from asyncsession import (
+    AssistantMessage,
+    CompactionPlan,
+    CreateSessionRequest,
+    DefaultSessionService,
+    EventFilter,
+    Insert,
+    SessionEvent,
+)
+from asyncsession.events import SYNTHETIC
 
 
 async def test_versioned_appends_have_exactly_one_winner_per_round(
@@ -103,3 +113,66 @@ async def test_first_turns_racing_on_one_new_session_id_create_it_once(
             assert answer["window"] == log[: log.index(answer["event_id"])]
         sessions = await service.find_by_user_id("alice")
         assert [s.id for s in sessions].count(sid) == 1
+
+
+async def test_a_compaction_plan_is_one_call_in_every_process(
+    service: DefaultSessionService, writers: list[Writer]
+) -> None:
+    """Four processes apply four equal plans (each computed on its own) at one version: one
+    wins. Then the winner's plan, pickled as a job carries it, is retried in every process after
+    its reply was lost: applied everywhere, and the log changes no more."""
+    session = await service.create(CreateSessionRequest(user_id="alice"))
+    sid = session.id
+    events = [await service.append_message(sid, AssistantMessage(text=f"m{i}")) for i in range(6)]
+    version = await service.get_event_version(sid)
+    summary = SessionEvent(
+        session_id=sid, message=AssistantMessage(text="summary"), metadata={SYNTHETIC: True}
+    )
+    plans = [
+        CompactionPlan(
+            archive_ids=frozenset(e.id for e in events[:4]),
+            inserts=(Insert.before(events[4].id, [summary]),),
+        )
+        for _ in range(PROCESSES)
+    ]
+    assert len({plan.plan_id for plan in plans}) == PROCESSES
+    assert len(set(plans)) == 1
+    answers = await ask_all(
+        writers,
+        [
+            {"op": "apply_plan", "sid": sid, "plan": pickle.dumps(p).hex(), "expected": version}
+            for p in plans
+        ],
+    )
+    won = [i for i, answer in enumerate(answers) if answer["applied"]]
+    assert len(won) == 1, answers
+    log = await service.get_events(sid, EventFilter.all())
+    assert [e.id for e in log if e.archived] == [e.id for e in events[:4]]
+    assert await service.get_event_version(sid) == version + 1
+
+    retry = pickle.dumps(plans[won[0]]).hex()
+    command = {"op": "apply_plan", "sid": sid, "plan": retry, "expected": version}
+    answers = await ask_all(writers, [command] * PROCESSES)
+    assert [answer["applied"] for answer in answers] == [True] * PROCESSES
+    assert await service.get_events(sid, EventFilter.all()) == log
+    assert await service.get_event_version(sid) == version + 1
+
+
+async def test_messages_with_ids_the_service_draws_are_stored_once_from_every_process(
+    service: DefaultSessionService, writers: list[Writer]
+) -> None:
+    """Four processes append 60 messages each to one session with ids the service draws (no
+    registration while they sit in the session document; registered as they roll forward):
+    every message is stored once, each process's in its order."""
+    session = await service.create(CreateSessionRequest(user_id="alice"))
+    answers = await ask_all(
+        writers,
+        [
+            {"op": "messages", "sid": session.id, "prefix": f"p{i}", "count": 60}
+            for i in range(PROCESSES)
+        ],
+    )
+    log = await service.get_events(session.id, EventFilter.all())
+    assert len(log) == len({e.id for e in log}) == 60 * PROCESSES
+    for i, answer in enumerate(answers):
+        assert [e.id for e in log if (e.text or "").startswith(f"p{i}-")] == answer["ids"]

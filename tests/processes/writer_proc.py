@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pickle
 import sys
 from typing import Any
 
 from pymongo import AsyncMongoClient
 
 from asyncsession import (
+    CompactionPlan,
     CreateSessionRequest,
     DefaultSessionService,
     EventFilter,
@@ -55,6 +57,17 @@ async def run(service: DefaultSessionService, command: dict[str, Any]) -> dict[s
             applied += result.applied
             tries += 1
         return {"applied": applied, "tries": tries}
+    if op == "messages":  # `count` messages with ids the service draws, in order
+        events = [
+            await service.append_message(sid, UserMessage(text=f"{command['prefix']}-{i:04d}"))
+            for i in range(command["count"])
+        ]
+        return {"ids": [e.id for e in events]}
+    if op == "apply_plan":  # a plan another process pickled (hex), at its expected version
+        plan = pickle.loads(bytes.fromhex(command["plan"]))
+        assert isinstance(plan, CompactionPlan)
+        applied = await service.repository.apply_compaction(sid, plan, command["expected"])
+        return {"applied": applied}
     if op == "turn":
         turn, snapshot = await service.start_turn(
             sid,

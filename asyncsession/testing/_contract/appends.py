@@ -21,6 +21,7 @@ from ...messages import (
     UserMessage,
 )
 from ...repository import SessionRepository
+from ...service import DefaultSessionService
 from ._support import (
     ContractBase,
     assistant,
@@ -77,6 +78,33 @@ class AppendsContract(ContractBase):
         assert await repository.find_events(b.id, EventFilter.all()) == []
         assert await repository.get_event_version(b.id) == 0
         assert await self.texts(repository, a.id, EventFilter.all()) == ["in a"]
+
+    @pytest.mark.parametrize("later", [0, 150], ids=["newest", "long since appended"])
+    async def test_an_id_the_service_drew_is_still_refused_in_another_session(
+        self, repository: SessionRepository, later: int
+    ) -> None:
+        """An event the service appended with an id of its own drawing (a store may commit such
+        an id without checking it), copied into another session, raises, whether it is the
+        newest event or ``later`` events have followed it; the other session stays empty."""
+        service = DefaultSessionService(repository)
+        a = await self.new_session(repository)
+        b = await self.new_session(repository)
+        e = await service.append_message(a.id, UserMessage(text="in a"))
+        for i in range(later):
+            await service.append_message(a.id, AssistantMessage(text=f"later {i}"))
+        version = await repository.get_event_version(b.id)
+        copy = e.model_copy(update={"session_id": b.id})
+        with pytest.raises(EventIdConflict) as info:
+            await repository.append_event(copy)
+        assert info.value.owner_session_id == a.id
+        with pytest.raises(EventIdConflict) as info:
+            await service.append_events(b.id, [copy])
+        assert info.value.owner_session_id == a.id
+        assert await repository.find_events(b.id, EventFilter.all()) == []
+        assert await repository.get_event_version(b.id) == version
+        texts = await self.texts(repository, a.id, EventFilter.all())
+        assert texts[:1] == ["in a"]
+        assert len(texts) == 1 + later
 
     async def test_a_conflicting_id_in_a_batch_writes_nothing(
         self, repository: SessionRepository
