@@ -19,7 +19,6 @@ from typing import Any, Protocol, cast, runtime_checkable
 from pydantic import JsonValue
 
 from ._compaction_pass import run_compaction
-from ._minted import minting
 from ._text import check_event_text, check_session_text
 from .events import (
     DEFAULT_TIME_TO_LIVE,
@@ -39,7 +38,7 @@ from .plans import (
     check_strategy,
     check_trigger,
 )
-from .repository import SessionRepository, SessionSnapshot, start_turn
+from .repository import SessionRepository, SessionSnapshot, draw_event_id, start_turn
 
 __all__ = ["SessionService", "DefaultSessionService", "DelegatingSessionService"]
 
@@ -290,9 +289,10 @@ class DefaultSessionService:
         metadata: Mapping[str, JsonValue] | None = None,
     ) -> SessionEvent:
         """Wrap a message in a new event (now, a random id unless given), append it, return it."""
+        if event_id is None:  # a store may hand out ids it appends more cheaply
+            event_id = await draw_event_id(self.repository, _require(session_id, "session_id"))
         event = self._new_event(session_id, message, event_id, metadata)
-        with minting([] if event_id is not None else [event.id]):
-            await self.append_event(event)
+        await self.append_event(event)
         return event
 
     def _new_event(
@@ -358,8 +358,7 @@ class DefaultSessionService:
         is the one right after the append. ``create`` makes a session that does not exist yet
         (its ``id`` must be ``session_id`` or ``None``) and starts the turn on it: the first turn
         of a conversation needs no separate create. A store with a native turn
-        (``MongoSessionRepository``: one command when the service draws the id, two on a new
-        session, one more to register ids the caller gave;
+        (``MongoSessionRepository``: two commands, three on a new session;
         ``InMemorySessionRepository``) does it at once; any other store reads, then appends
         (see `asyncsession.repository.start_turn`). ``reserve_event_ids`` are ids the
         caller will append next (the reply): a store may register them now to make that
@@ -371,6 +370,8 @@ class DefaultSessionService:
             AccessDenied: the session belongs to another user; nothing was written.
             UsageError: ``create`` names another session, or another user than ``user_id``.
         """
+        if event_id is None:
+            event_id = await draw_event_id(self.repository, _require(session_id, "session_id"))
         event = self._new_event(session_id, message, event_id)
         self._check_storable(event)
         new = None
@@ -378,16 +379,15 @@ class DefaultSessionService:
             new = self._new_session(
                 create if create.id else create.model_copy(update={"id": session_id})
             )
-        with minting([] if event_id is not None else [event.id]):
-            snapshot = await start_turn(
-                self.repository,
-                session_id,
-                [event],
-                filter,
-                user_id=user_id,
-                reserve_event_ids=reserve_event_ids,
-                create=new,
-            )
+        snapshot = await start_turn(
+            self.repository,
+            session_id,
+            [event],
+            filter,
+            user_id=user_id,
+            reserve_event_ids=reserve_event_ids,
+            create=new,
+        )
         return event, snapshot
 
     async def find_events_by_user_id(

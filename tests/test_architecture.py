@@ -23,7 +23,6 @@ MAX_LINES = 500
 LAYERS: dict[str, int] = {
     "asyncsession._version": 0,
     "asyncsession._shield": 0,
-    "asyncsession._minted": 0,  # ids the library drew for the write in progress
     "asyncsession._display": 0,
     "asyncsession.exceptions": 0,
     "asyncsession._pymongo_errors": 0,

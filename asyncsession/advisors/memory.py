@@ -38,7 +38,6 @@ from typing import Any, Final
 
 from pydantic import JsonValue
 
-from .._minted import minting
 from .._shield import shielded
 from ..chat import ChatRequest, ChatResponse
 from ..compaction import CompactionStrategy, TriggerLike, usage_metadata
@@ -241,21 +240,16 @@ class SessionMemoryAdvisor(BaseAdvisor):
                 # One step: resolve, check the owner, store the message, read the window.
                 if isinstance(self.response_event_id_generator, RandomEventIdGenerator):
                     reserved = str(uuid.uuid4())
-                request_id = self.request_event_id_generator.generate(ctx.context, target)
-                fresh = [reserved] if reserved else []
-                if _draws_at_random(self.request_event_id_generator):
-                    fresh.append(request_id)
-                with minting(fresh):
-                    resolved, opened = await open_turn(
-                        self.service,
-                        ctx.context,
-                        session_id,
-                        target,
-                        read_filter=read_filter,
-                        event_id=request_id,
-                        reserve_event_ids=[reserved] if reserved else [],
-                        default_user_id=self.default_user_id,
-                    )
+                resolved, opened = await open_turn(
+                    self.service,
+                    ctx.context,
+                    session_id,
+                    target,
+                    read_filter=read_filter,
+                    event_id=self.request_event_id_generator.generate(ctx.context, target),
+                    reserve_event_ids=[reserved] if reserved else [],
+                    default_user_id=self.default_user_id,
+                )
             else:
                 resolved = await resolve_session(
                     self.service,
@@ -355,7 +349,6 @@ class SessionMemoryAdvisor(BaseAdvisor):
                 response.message,
                 self.response_event_id_generator,
                 event_id=reserved,
-                fresh=reserved is not None,
                 metadata=None
                 if usage is None
                 else usage_metadata(usage.prompt_tokens, usage.completion_tokens),
@@ -383,27 +376,16 @@ class SessionMemoryAdvisor(BaseAdvisor):
         generator: EventIdGenerator,
         *,
         event_id: str | None = None,
-        fresh: bool = False,
         metadata: dict[str, JsonValue] | None = None,
     ) -> SessionEvent:
-        # The reserved reply id, like any id a plain random generator draws here, is known to
-        # no one else: the store need not check it (see ``asyncsession._minted``).
-        if event_id is None:
-            event_id = generator.generate(ctx.context, message)
-            fresh = _draws_at_random(generator)
-        with minting([event_id] if fresh else []):
-            event = await shielded(
-                self.service.append_message(
-                    memory.session.id, message, event_id=event_id, metadata=metadata
-                )
+        event_id = event_id or generator.generate(ctx.context, message)
+        event = await shielded(
+            self.service.append_message(
+                memory.session.id, message, event_id=event_id, metadata=metadata
             )
+        )
         _track(memory, event)
         return event
-
-
-def _draws_at_random(generator: EventIdGenerator) -> bool:
-    """Whether ``generator`` is the plain random one (a subclass may derive its ids)."""
-    return type(generator) is RandomEventIdGenerator
 
 
 def _track(memory: _MemoryCall, event: SessionEvent) -> None:

@@ -1,16 +1,19 @@
 """Session stores: the protocol, the in-memory default, and MongoDB."""
 
+from ._draw import DrawsEventIds, draw_event_id
 from ._protocol import SessionRepository, SessionSnapshot, snapshot_by_parts
 from ._turn import TurnRepository, start_turn, supports_turns
 from .memory import InMemorySessionRepository
 from .mongo import MongoSessionRepository
 
 __all__ = [
+    "DrawsEventIds",
     "InMemorySessionRepository",
     "MongoSessionRepository",
     "SessionRepository",
     "SessionSnapshot",
     "TurnRepository",
+    "draw_event_id",
     "snapshot_by_parts",
     "start_turn",
     "supports_turns",

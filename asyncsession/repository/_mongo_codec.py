@@ -23,7 +23,6 @@ from ..messages import MessageType
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_SIZE",
     "INLINE_LIMIT",
-    "entry_minted",
     "MESSAGE_TYPE_NAMES",
     "Doc",
     "as_utc",
@@ -148,33 +147,18 @@ _MS: Final = timedelta(milliseconds=1)
 
 
 def pack_entry(
-    event_id: str,
-    type: str,
-    ts: datetime,
-    synthetic: bool,
-    archived: bool,
-    data: str | None,
-    *,
-    minted: bool = False,
+    event_id: str, type: str, ts: datetime, synthetic: bool, archived: bool, data: str | None
 ) -> Doc:
     """A tail entry: the id (which guards query) and one string with everything else.
 
     The string is ``"<ms since epoch>;<flags>;<type>;<JSON body>"`` (flags: ``s`` synthetic,
-    ``a`` archived, ``b`` body only in the events collection, ``m`` id not in the id registry
-    yet: the library minted it, and roll-forward registers it). Two keys instead of six make
+    ``a`` archived, ``b`` body only in the events collection). Two keys instead of six make
     every commit cheaper for the server, which decodes, matches, copies and diffs the session
     document entry by entry and key by key; only this client ever reads the string. Type names
     cannot contain ``;`` and JSON text starts after the third one.
     """
     flags = ("s" if synthetic else "") + ("a" if archived else "") + ("b" if data is None else "")
-    flags += "m" if minted else ""
     return {"_id": event_id, "e": f"{(as_utc(ts) - _EPOCH) // _MS};{flags};{type};{data or ''}"}
-
-
-def entry_minted(doc: Doc) -> bool:
-    """Whether a tail entry's id is not registered yet (``m`` flag; see `pack_entry`)."""
-    packed: str | None = doc.get("e")
-    return packed is not None and "m" in packed.split(";", 2)[1]
 
 
 def unpack_entry(doc: Doc) -> tuple[str, datetime, bool, bool, str | None]:

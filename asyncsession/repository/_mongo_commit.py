@@ -17,7 +17,7 @@ from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from .._pymongo_errors import storage_errors
-from ..exceptions import AccessDenied, EventIdConflict, SessionNotFound, StorageError
+from ..exceptions import AccessDenied, SessionNotFound, StorageError
 from ._mongo_codec import Doc, new_token
 from ._mongo_hints import K_MAX, Reservations, TailHints
 from ._mongo_ids import MAX_ROUNDS, IdRegistry
@@ -68,25 +68,20 @@ class Committer:
         document (without its log) to insert, holding the batch, if the session does not exist.
         """
         ids = [p.event.id for p in prepared]
-        # Ids the library minted for this write are in no log and known to no one else: they
-        # need no registration (the unique tail index keeps them out of other tails).
-        checked = [p.event.id for p in prepared if not p.minted]
         extra = [i for i in dict.fromkeys(reserve_ids) if i not in set(ids)]
-        token = None if extra or not checked else self._reservations.take(session_id, checked)
-        register = token is None and bool(checked or extra)
+        token = None if extra else self._reservations.take(session_id, ids)
+        register = token is None
         token = token or new_token()
         replayed: set[str] = set()
         fenced: set[str] = set()
         wrote = False  # big-event documents written ahead under ``token``
-        registered = not register and bool(checked or extra)  # reserved ahead
         for _ in range(MAX_ROUNDS):
             if register:
-                registered = True
-                found = await self._ids.reserve(
-                    session_id, [*checked, *extra], token, creating=create is not None
+                registered = await self._ids.reserve(
+                    session_id, [*ids, *extra], token, creating=create is not None
                 )
-                replayed |= found.replayed
-                fenced |= found.fenced
+                replayed |= registered.replayed
+                fenced |= registered.fenced
                 register = False
             fresh = [p for p in prepared if p.event.id not in replayed]
             if not fresh:
@@ -97,15 +92,11 @@ class Committer:
             if big:
                 await self._ids.prewrite(session_id, big, token, fenced)
                 wrote = True
-            try:
-                doc = await self.commit(
-                    session_id, fresh, token, expected_version, user_id, whole, window=window
-                )
-                if doc is None and create is not None:
-                    doc = await self._create(create, fresh)
-            except EventIdConflict:
-                await self._release(session_id, [*ids, *extra], token, registered, wrote)
-                raise
+            doc = await self.commit(
+                session_id, fresh, token, expected_version, user_id, whole, window=window
+            )
+            if doc is None and create is not None:
+                doc = await self._create(create, fresh)
             if doc is not None:
                 self._reservations.add(session_id, [i for i in extra if i not in replayed], token)
                 await self._roller.after_commit(session_id, doc, len(fresh), whole)
@@ -122,10 +113,10 @@ class Committer:
                     },
                 )
             if current is None:
-                await self._release(session_id, [*ids, *extra], token, registered, wrote)
+                await self._ids.release(session_id, [*ids, *extra], token, written=wrote)
                 raise SessionNotFound(session_id)
             if user_id is not None and current["user_id"] != user_id:
-                await self._release(session_id, [*ids, *extra], token, registered, wrote)
+                await self._ids.release(session_id, [*ids, *extra], token, written=wrote)
                 raise AccessDenied(session_id, user_id)
             if token in current.get("fences", ()):
                 token, register, wrote = new_token(), True, False  # our ids were adopted
@@ -135,38 +126,9 @@ class Committer:
                 replayed |= now  # committed meanwhile by an attempt that adopted them
                 continue
             if expected_version is not None and current["version"] != expected_version:
-                await self._release(session_id, [*ids, *extra], token, registered, wrote)
+                await self._ids.release(session_id, [*ids, *extra], token, written=wrote)
                 return False, None
         raise StorageError(f"could not append to session {session_id!r}: it kept changing")
-
-    async def _check_tails(
-        self, session_id: str, ids: Sequence[str], exc: DuplicateKeyError
-    ) -> None:
-        """After a duplicate key: raise `EventIdConflict` if the unique tail index refused an
-        id that another session's tail holds (one the library minted there, not registered);
-        any other duplicate key is the caller's to handle."""
-        pattern: Doc = (exc.details or {}).get("keyPattern") or {}
-        if "tail._id" not in pattern:
-            return
-        with storage_errors(f"look up event ids for session {session_id!r}"):
-            owner = await self._store.sessions.find_one(
-                {"tail._id": {"$in": list(ids)}, "_id": {"$ne": session_id}}, {"tail._id": 1}
-            )
-        if owner is None:
-            raise StorageError(
-                f"could not append to session {session_id!r}: an event id was in another "
-                "session's tail, which no longer holds it; try again"
-            ) from exc
-        held = {entry["_id"] for entry in owner.get("tail", ())}
-        event_id = next(i for i in ids if i in held)
-        raise EventIdConflict(event_id, session_id, owner["_id"]) from exc
-
-    async def _release(
-        self, session_id: str, ids: list[str], token: str, registered: bool, wrote: bool
-    ) -> None:
-        """Undo what this attempt wrote ahead of a commit that will not happen."""
-        if registered or wrote:
-            await self._ids.release(session_id, ids, token, written=wrote)
 
     async def _create(self, fields: Doc, fresh: Sequence[Prepared]) -> Doc | None:
         """Insert a new session document holding ``fresh`` as its first version, positioned as
@@ -182,8 +144,7 @@ class Committer:
         with storage_errors(f"create session {fields['_id']!r}"):
             try:
                 await self._store.sessions.insert_one(doc)
-            except DuplicateKeyError as exc:
-                await self._check_tails(fields["_id"], [p.event.id for p in fresh], exc)
+            except DuplicateKeyError:
                 return None  # created meanwhile: the append goes on as for any failed commit
         self._hints.note(fields["_id"], added, False)
         return doc
@@ -236,11 +197,7 @@ class Committer:
             # No post-image needed: the guard makes sure there is nothing to roll forward.
             roomy = {**guard, "tn": {"$lt": K_MAX - added}, "pending": None}
             with storage_errors(f"append to session {session_id!r}"):
-                try:
-                    result = await sessions.update_one(roomy, update)
-                except DuplicateKeyError as exc:
-                    await self._check_tails(session_id, ids, exc)
-                    raise
+                result = await sessions.update_one(roomy, update)
             if result.matched_count:
                 self._hints.grew(session_id, added)
                 return {}
@@ -250,16 +207,12 @@ class Committer:
         if whole and window is not None and self._hints.crosses(session_id, added):
             window = None  # this commit rolls forward, which then needs the oldest entries
         with storage_errors(f"append to session {session_id!r}"):
-            try:
-                doc = await sessions.find_one_and_update(
-                    guard,
-                    update,
-                    projection=window if whole else {"version": 1, "tn": 1, "pending.cv": 1},
-                    return_document=ReturnDocument.AFTER,
-                )
-            except DuplicateKeyError as exc:
-                await self._check_tails(session_id, ids, exc)
-                raise
+            doc = await sessions.find_one_and_update(
+                guard,
+                update,
+                projection=window if whole else {"version": 1, "tn": 1, "pending.cv": 1},
+                return_document=ReturnDocument.AFTER,
+            )
         if doc is not None:
             self._hints.note(session_id, int(doc["tn"]), bool(doc.get("pending")))
         return doc

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from .._pymongo_errors import storage_errors
-from ..exceptions import EventIdConflict
 from ._mongo_codec import Doc, new_token
 from ._mongo_commit import Committer
 from ._mongo_hints import TailHints
@@ -124,8 +123,8 @@ class GroupCommit:
     ) -> None:
         token = new_token()
         try:
-            ids = [p.event.id for job in group for p in job.prepared if not p.minted]
-            taken = set(await self._ids.register(session_id, ids, token) if ids else ())
+            ids = [i for job in group for i in job.ids]
+            taken = set(await self._ids.register(session_id, ids, token))
             alone = [job for job in group if taken.intersection(job.ids)]
             rest = [job for job in group if job not in alone]
             unused = [i for job in alone for i in job.ids if i not in taken]
@@ -140,10 +139,7 @@ class GroupCommit:
                     job.result.set_result(False)
                     unused += job.ids
                 else:
-                    try:
-                        result = await self._try_versioned(session_id, job, token, commits)
-                    except EventIdConflict:
-                        result = None  # the one-by-one path raises it, after releasing
+                    result = await self._try_versioned(session_id, job, token, commits)
                     if result is None:
                         alone.append(job)
                         unused += job.ids
@@ -154,12 +150,9 @@ class GroupCommit:
                             unused += job.ids
             if plain:
                 fresh = [p for job in plain for p in job.prepared]
-                try:
-                    doc = await self._committer.commit(
-                        session_id, fresh, token, None, None, False, batches=len(plain)
-                    )
-                except EventIdConflict:
-                    doc = None  # one batch holds another session's id: each goes alone
+                doc = await self._committer.commit(
+                    session_id, fresh, token, None, None, False, batches=len(plain)
+                )
                 if doc is None:
                     unused += [i for job in plain for i in job.ids]
                     alone += plain
@@ -167,9 +160,7 @@ class GroupCommit:
                     for job in plain:
                         job.result.set_result(True)
                     commits.append((doc, len(fresh)))
-            unused = [i for i in unused if i in set(ids)]  # minted ids were never registered
-            if unused:
-                await self._ids.release(session_id, unused, token, written=False)
+            await self._ids.release(session_id, unused, token, written=False)
             for job in alone:
                 try:
                     done, _ = await self._committer.append(session_id, job.prepared, job.expected)

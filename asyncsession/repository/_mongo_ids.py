@@ -19,7 +19,7 @@ from pymongo import ReturnDocument
 
 from .._pymongo_errors import storage_errors
 from ..exceptions import EventIdConflict, SessionNotFound, StorageError
-from ._mongo_codec import Doc, new_token
+from ._mongo_codec import Doc
 from ._mongo_prepare import Prepared
 from ._mongo_state import ids_in
 from ._mongo_store import Store, chunked, find_by_ids, insert_new
@@ -236,56 +236,6 @@ class IdRegistry:
                 self._store.event_ids, ids, {"session_id": session_id, "token": token}, {"_id": 1}
             )
         return {doc["_id"] for doc in docs}
-
-    async def claim(self, session_id: str, ids: Sequence[str]) -> None:
-        """Register ids the library minted, committed unregistered in ``session_id``'s tail,
-        before roll-forward takes them out of it (where the unique tail index no longer guards
-        them).
-
-        An id another session's attempt registered meanwhile (a caller copying the event)
-        cannot have been committed there: the unique tail index refuses it while this tail
-        holds it. That attempt is fenced, so it never commits, and its registration is taken
-        over; its retry then finds the id is this session's.
-        """
-        token = new_token()
-        todo = list(dict.fromkeys(ids))
-        for _ in range(MAX_ROUNDS):
-            taken = await self.register(session_id, todo, token)
-            if not taken:
-                return
-            with storage_errors(f"look up event ids for session {session_id!r}"):
-                owners = {
-                    doc["_id"]: doc for doc in await find_by_ids(self._store.event_ids, taken, {})
-                }
-            retry: list[str] = []
-            with storage_errors(f"register event ids of session {session_id!r}"):
-                for event_id in taken:
-                    owner = owners.get(event_id)
-                    if owner is None:
-                        retry.append(event_id)  # released in between: register again
-                        continue
-                    if owner["session_id"] == session_id:
-                        continue  # registered for this session already (a caller's replay)
-                    await self._store.sessions.update_one(
-                        {"_id": owner["session_id"]},
-                        {"$push": {"fences": {"$each": [owner["token"]], "$slice": -_MAX_FENCES}}},
-                    )
-                    done = await self._store.event_ids.update_one(
-                        {
-                            "_id": event_id,
-                            "session_id": owner["session_id"],
-                            "token": owner["token"],
-                        },
-                        {"$set": {"session_id": session_id, "token": token}},
-                    )
-                    if not done.matched_count:
-                        retry.append(event_id)
-            todo = retry
-            if not todo:
-                return
-        raise StorageError(
-            f"could not register event ids of session {session_id!r}: they kept changing hands"
-        )
 
     async def prewrite(
         self, session_id: str, big: Sequence[Prepared], token: str, fenced: set[str]

@@ -26,19 +26,10 @@ class Prepared:
     collection."""
     document: Doc | None = None
     """For a big event: the events-collection document written before the commit."""
-    minted: bool = False
-    """Whether the library minted the id for this write: it is committed without registering
-    it (see ``asyncsession._minted``), and roll-forward registers it."""
 
 
-def prepare(
-    session_id: str,
-    events: Sequence[SessionEvent],
-    max_size: int,
-    minted: frozenset[str] = frozenset(),
-) -> list[Prepared]:
-    """Encode a batch, checking every event against the document size limit; the ids in
-    ``minted`` are written as not registered.
+def prepare(session_id: str, events: Sequence[SessionEvent], max_size: int) -> list[Prepared]:
+    """Encode a batch, checking every event against the document size limit.
 
     Raises:
         EventTooLarge: an event's document would exceed ``max_size``; nothing was written.
@@ -68,12 +59,9 @@ def prepare(
         fields = (event.type.name, event.timestamp, event.is_synthetic, event.archived)
         if body > INLINE_LIMIT or inline_bytes + body > BATCH_INLINE_BUDGET:
             del document["inc"], document["seq"], document["turn"], document["cv"]
-            fresh = event.id in minted
-            entry = pack_entry(event.id, *fields, None, minted=fresh)
-            prepared.append(Prepared(event=event, entry=entry, document=document, minted=fresh))
+            entry = pack_entry(event.id, *fields, None)
+            prepared.append(Prepared(event=event, entry=entry, document=document))
         else:
             inline_bytes += body
-            fresh = event.id in minted
-            entry = pack_entry(event.id, *fields, data, minted=fresh)
-            prepared.append(Prepared(event=event, entry=entry, minted=fresh))
+            prepared.append(Prepared(event=event, entry=pack_entry(event.id, *fields, data)))
     return prepared

@@ -19,7 +19,6 @@ from .._pymongo_errors import storage_errors
 from ..exceptions import StorageError
 from ._mongo_codec import Doc
 from ._mongo_hints import K_MAX, K_MIN, TailHints
-from ._mongo_ids import IdRegistry
 from ._mongo_state import Entry, decode_entries
 from ._mongo_store import IN_CHUNK, Store, find_by_ids, insert_new
 
@@ -49,10 +48,9 @@ def moved(entries: Sequence[Entry], archived_prefix: int) -> Doc:
 class RollForward:
     """Moves events from session documents to the events collection of a `Store`."""
 
-    def __init__(self, store: Store, hints: TailHints, ids: IdRegistry) -> None:
+    def __init__(self, store: Store, hints: TailHints) -> None:
         self._store = store
         self._hints = hints
-        self._ids = ids
 
     async def after_commit(self, session_id: str, doc: Doc, added: int, whole: bool) -> None:
         """Roll forward when this commit took the tail to `K_MAX` entries, or past one more
@@ -200,9 +198,6 @@ class RollForward:
         moving = entries[:cut]
         inc, cv = doc["inc"], int(doc["cv"])
         await self.write_events(session_id, inc, cv, moving)
-        minted = [e.id for e in moving if e.minted]
-        if minted:  # registered before they leave the tail (see `IdRegistry.claim`)
-            await self._ids.claim(session_id, minted)
         guard = {"_id": session_id, "rolled": doc["rolled"], "cv": cv, "inc": inc}
         archived_prefix = int(doc.get("ta", 0))
         sessions = self._store.sessions

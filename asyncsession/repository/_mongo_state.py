@@ -14,14 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..events import Session
-from ._mongo_codec import (
-    MESSAGE_TYPE_NAMES,
-    Doc,
-    entry_minted,
-    pack_entry,
-    session_from_doc,
-    unpack_entry,
-)
+from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, pack_entry, session_from_doc, unpack_entry
 from ._mongo_positions import GAP, Position
 
 __all__ = ["Entry", "LogState", "Pending", "decode_entries", "decode_state", "ids_in"]
@@ -42,8 +35,6 @@ class Entry:
     """The JSON body; ``None`` when it lives only in the events collection."""
     turn: int = -1
     """Where the turn this event belongs to started (a hint for turn-aware windows)."""
-    minted: bool = False
-    """Whether the id is not in the id registry yet (the library minted it)."""
 
     @property
     def position(self) -> Position:
@@ -57,15 +48,7 @@ class Entry:
 
     def to_doc(self) -> Doc:
         """The entry with an explicit position, as compaction writes it."""
-        doc = pack_entry(
-            self.id,
-            self.type,
-            self.ts,
-            self.synthetic,
-            self.archived,
-            self.data,
-            minted=self.minted,
-        )
+        doc = pack_entry(self.id, self.type, self.ts, self.synthetic, self.archived, self.data)
         doc["seq"] = self.seq
         if self.minor:
             doc["minor"] = self.minor
@@ -87,7 +70,6 @@ class Entry:
             archived=archived,
             data=data,
             turn=int(doc.get("turn", -1)),
-            minted=entry_minted(doc),
         )
 
 

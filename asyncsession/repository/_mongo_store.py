@@ -7,23 +7,13 @@ from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.errors import BulkWriteError, PyMongoError
+from pymongo.errors import BulkWriteError
 
 from .._pymongo_compat import aggregate
 from ._mongo_cache import DEFAULT_CACHE_BYTES, EventCache
 from ._mongo_codec import DEFAULT_MAX_DOCUMENT_SIZE, Doc
 
-__all__ = [
-    "IN_CHUNK",
-    "TAIL_INDEX",
-    "Collection",
-    "Store",
-    "aggregate",
-    "chunked",
-    "find_by_ids",
-    "has_tail_index",
-    "insert_new",
-]
+__all__ = ["IN_CHUNK", "Collection", "Store", "aggregate", "chunked", "find_by_ids", "insert_new"]
 
 IN_CHUNK: Final = 256
 """The most values an ``$in`` list gets: some servers test membership in a list linearly, so
@@ -52,35 +42,6 @@ class Store:
     cache_bytes: int = DEFAULT_CACHE_BYTES
     """The budget the event cache was made with (the hints get a share, see `hint_bytes`)."""
     max_document_size: int = DEFAULT_MAX_DOCUMENT_SIZE
-    tail_index: bool | None = None
-    """Whether ``sessions`` has the unique index on ``tail._id`` (``None``: not looked up
-    yet). Only with it may an append commit ids the library minted without registering them."""
-
-
-TAIL_INDEX: Final = "tail_event_ids_unique"
-"""The name of the unique, sparse index on ``sessions.tail._id``: no event id is in the tails of
-two sessions."""
-
-
-async def has_tail_index(store: Store) -> bool:
-    """Whether ``sessions`` has the unique tail index, on a server that enforces it; looked up
-    once per store. mongomock lists the index but does not enforce it on arrays (and has no
-    ``hello``): there every id is registered."""
-    if store.tail_index is None:
-        try:
-            await store.sessions.database.command("hello")
-        except NotImplementedError:
-            store.tail_index = False
-            return False
-        except PyMongoError:
-            return False  # unknown for now: register every id, and look again next time
-        try:
-            indexes = dict(await store.sessions.index_information())
-        except PyMongoError:
-            return False
-        found = indexes.get(TAIL_INDEX)
-        store.tail_index = bool(found and found.get("unique") and found.get("sparse"))
-    return store.tail_index
 
 
 def chunked(values: Sequence[str], size: int = IN_CHUNK) -> Iterator[list[str]]:

@@ -4,16 +4,15 @@ A write goes through these rooms, in this order:
 
 * `_mongo_prepare`: encode the events (tail entries; big bodies as documents of their own);
 * `_mongo_ids`: register their ids in the id registry (unique across sessions; a replay or an
-  attempt that died shows up here, and is told apart by fencing); ids the library minted for
-  this write skip this, and are registered when roll-forward moves them out of the tail;
+  attempt that died shows up here, and is told apart by fencing);
 * `_mongo_group`: queue concurrent appends to one session so that they share round trips;
 * `_mongo_commit`: the commit itself, one guarded update of the session document;
 * `_mongo_rollforward`: move the oldest tail events (and a compaction's pending changes) below
   the tail;
 * `_mongo_compact`: apply a compaction plan with one compare-and-swap.
 
-`_mongo_hints` holds what a process remembers between writes (reply ids registered ahead, tail
-lengths); only hints, never needed for correctness.
+`_mongo_hints` and `_mongo_pool` hold what a process remembers between writes (ids registered
+ahead, tail lengths); only hints, never needed for correctness.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from ._mongo_compact import Compactor
 from ._mongo_group import GroupCommit
 from ._mongo_hints import Reservations, TailHints
 from ._mongo_ids import IdRegistry
+from ._mongo_pool import IdPool
 from ._mongo_prepare import Prepared
 from ._mongo_rollforward import RollForward
 from ._mongo_store import Store
@@ -43,9 +43,11 @@ class LogWriter:
         """Ids registered ahead of their append."""
         self.hints = TailHints(hint_bytes(store.cache_bytes))
         """Tail lengths last seen, for choosing the commit command."""
+        self.pool = IdPool(hint_bytes(store.cache_bytes))
+        """Ids registered ahead, for `draw_event_id`."""
         self.ids = IdRegistry(store)
         """The id registry."""
-        self.roller = RollForward(store, self.hints, self.ids)
+        self.roller = RollForward(store, self.hints)
         """Roll-forward."""
         self.committer = Committer(store, self.ids, self.roller, self.hints, self.reservations)
         """The one-by-one commit path."""

@@ -7,8 +7,8 @@
     ``expires_at``, ``metadata`` (JSON text), ``version``, the position counter ``seq``, and the
     **tail**: the newest events, each as its id and one string packing its timestamp, flags,
     type and JSON body (bodies over 16 KiB stay in the events collection and the tail keeps a
-    reference). ``rolled`` splits the
-    log: events at ``seq <= rolled`` live in ``session_events``, the rest in the tail. ``live``
+    reference). ``rolled`` splits the log: events at ``seq <= rolled`` live in
+    ``session_events``, the rest in the tail. ``live``
     counts unarchived messages below the tail, ``compacted`` marks the newest compaction,
     ``pending`` holds a compaction's changes below the tail until they are rolled forward, and
     ``fences`` lists write attempts that may no longer commit.
@@ -17,8 +17,8 @@
     ``minor`` (its position), ``ts``, ``type``, ``synthetic``, ``archived``, ``turn`` (where
     its turn started) and ``data`` (JSON text, which keyword searches match).
 ``session_event_ids``
-    The id registry, ``{_id: event id, session_id, token}``: with the unique index on
-    ``sessions.tail._id``, it makes event ids unique across sessions.
+    The id registry, ``{_id: event id, session_id, token}``: it makes event ids unique across
+    sessions, on a sharded cluster too.
 
 **Order.** Events are ordered by their position ``(seq, minor)`` in their session, never by
 time or ObjectId. Appends take ``seq`` values ``2**32`` apart; compaction inserts new events into
@@ -29,15 +29,14 @@ renumbered or rewritten.
 (``update_one`` when the store knows the tail has room, else ``find_one_and_update``), guarded
 by what it depends on: a versioned append or a compaction commits only if the version is still
 the expected one, so of concurrent writers with one version exactly one wins.
-An append of caller-given ids registers them in one ``insert_many`` (a replay or another
-session's id shows up there), then commits: it pushes the events onto the tail and bumps the
-version and counter. Ids the library drew for the write (``asyncsession._minted``) skip the
-registry: the unique tail index keeps them out of other tails, and roll-forward registers them
-before they leave the tail, fencing any attempt that registered a copy meanwhile. A compaction
-replaces the tail it read and records its changes below the tail as ``pending``. Moving events
-to the events collection (*roll-forward*) is idempotent and guarded, so any later writer
-finishes what a dead one started; readers merge the tail and ``pending`` with the events
-collection, so they never see a half-done write. No transactions are needed.
+An append is two commands: registering its event ids in one ``insert_many`` (a replay or an id of
+another session shows up here), then the commit, which pushes the events onto the tail and bumps
+the version and counter; an id `draw_event_id` handed out was registered ahead (``_mongo_pool``),
+so its append is the commit alone. A compaction replaces the tail it read and records its
+changes below the tail as ``pending``. Moving events to the events collection (*roll-forward*)
+is idempotent and guarded, so any later writer finishes what a dead one started; readers merge
+the tail and ``pending`` with the events collection: no half-done write shows, and no
+transaction is needed.
 
 **Reads.** A read fetches the session document (for a ``last_n`` window, only the newest tail
 entries it needs, by ``$slice``); when its tail answers the read, that is the only command.
@@ -58,8 +57,7 @@ Writes are shielded from cancellation: a cancelled caller's write runs to its en
 **Sharding.** Every command on ``session_events`` names one session (or, for
 `MongoSessionRepository.find_events_by_user_id`, the user's sessions).
 Shard ``session_events`` on ``{session_id: "hashed"}`` (or ``{session_id: 1}``), ``sessions`` on
-``{_id: "hashed"}`` and ``session_event_ids`` on ``{_id: "hashed"}``. A sharded ``sessions``
-collection cannot have the unique tail index, so every id is registered there.
+``{_id: "hashed"}`` and ``session_event_ids`` on ``{_id: "hashed"}``.
 """
 
 from __future__ import annotations
@@ -73,7 +71,6 @@ from typing import Any, Final, Self
 from pymongo import AsyncMongoClient, WriteConcern
 from pymongo.asynchronous.database import AsyncDatabase
 
-from .._minted import minted_ids
 from .._pymongo_errors import storage_errors
 from .._shield import shielded
 from ..events import Session, SessionEvent
@@ -94,7 +91,7 @@ from ._mongo_prepare import prepare
 from ._mongo_read import LogReader
 from ._mongo_sessions import insert_session, save_session
 from ._mongo_state import LogState, decode_state
-from ._mongo_store import Store, has_tail_index
+from ._mongo_store import Store
 from ._mongo_timeouts import with_web_timeouts
 from ._mongo_user_reads import read_user_events
 from ._mongo_write import LogWriter
@@ -336,15 +333,24 @@ class MongoSessionRepository:
             if version is None:
                 raise SessionNotFound(session_id)
             return expected_version is None or version == expected_version
-        prepared = prepare(
-            session_id, _unique(events), self._store.max_document_size, await self._minted()
-        )
+        prepared = prepare(session_id, _unique(events), self._store.max_document_size)
         writer = self._writer
-        grouped = all(p.document is None for p in prepared)
-        if grouped and not writer.reservations.holds(session_id, [e.id for e in events]):
+        ids = [e.id for e in events]
+        refill = writer.pool.refill_for(session_id, ids)
+        grouped = not refill and all(p.document is None for p in prepared)
+        if grouped and not writer.reservations.holds(session_id, ids):
             return await shielded(writer.append_grouped(session_id, prepared, expected_version))
-        done, _ = await shielded(writer.append(session_id, prepared, expected_version))
+        done, _ = await shielded(
+            writer.append(session_id, prepared, expected_version, reserve_ids=refill)
+        )
+        if done and refill:
+            writer.pool.refilled(session_id, refill)
         return done
+
+    async def draw_event_id(self, session_id: str) -> str:
+        """A new random event id for ``session_id``, registered ahead when it can be."""
+        self._check_open()
+        return self._writer.pool.draw(session_id)
 
     async def start_turn(
         self,
@@ -356,8 +362,8 @@ class MongoSessionRepository:
         reserve_event_ids: Sequence[str] = (),
         create: Session | None = None,
     ) -> SessionSnapshot:
-        """Append ``events`` and return the window before them, in one command (two when the
-        session is created; one more registers ids the library did not draw).
+        """Append ``events`` and return the window before them, in two commands (three when
+        the session is created).
 
         See `asyncsession.repository.start_turn`.
         """
@@ -368,9 +374,8 @@ class MongoSessionRepository:
             check_session(create)
         new = None if create is None else new_session_doc(create)
         unique = _unique(events)
-        minted = await self._minted()
-        prepared = prepare(session_id, unique, self._store.max_document_size, minted)
-        reserve_event_ids = [i for i in reserve_event_ids if i not in minted]
+        prepared = prepare(session_id, unique, self._store.max_document_size)
+        refill = self._writer.pool.refill_for(session_id, [e.id for e in unique])
         _, doc = await shielded(
             self._writer.append(
                 session_id,
@@ -378,12 +383,14 @@ class MongoSessionRepository:
                 None,
                 user_id=user_id,
                 whole=True,
-                reserve_ids=reserve_event_ids,
+                reserve_ids=[*reserve_event_ids, *refill],
                 create=new,
                 window=_window_projection(filter, len(unique)),
             )
         )
         assert doc is not None
+        if refill:
+            self._writer.pool.refilled(session_id, refill)
         state = decode_state(doc)
         exclude = frozenset(event.id for event in unique)
         if state.partial and not _complete(state, filter):
@@ -402,13 +409,6 @@ class MongoSessionRepository:
         else:
             window = await self._reader.read(state, filter, exclude=exclude)
         return SessionSnapshot(session=state.session, version=state.version, events=tuple(window))
-
-    async def _minted(self) -> frozenset[str]:
-        """The ids the library minted for this call (``asyncsession._minted``), which may be
-        committed unregistered: only where the unique tail index keeps them out of other
-        sessions' tails."""
-        minted = minted_ids()
-        return minted if minted and await has_tail_index(self._store) else frozenset()
 
     # --- reads -----------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ the in-memory store the repository calls are counted.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from typing import Any
 
 import openai
@@ -22,7 +22,6 @@ from asyncsession import (
     DefaultSessionService,
     DelegatingSessionService,
     EventFilter,
-    Message,
     SessionEvent,
     UserMessage,
 )
@@ -208,15 +207,14 @@ async def test_on_mongodb_a_plain_turn_costs_no_more_than_its_reads_and_appends(
 
 
 @pytest.mark.parametrize("history", [10, 300])
-async def test_on_mongodb_a_windowed_turn_costs_the_floor_of_two_commands(
+async def test_on_mongodb_a_windowed_turn_costs_the_floor_of_three_commands(
     history: int,
     counted_mongo: tuple[MongoSessionRepository, CommandCounter],
     server: ScriptedOpenAIServer,
     openai_client: openai.AsyncOpenAI,
 ) -> None:
-    """Resolve + read a 20-event window + store the question, then store the reply: 2
-    commands, at every history length (300 is well past the session document's hot tail).
-    The advisors drew both ids at random, so neither is registered (``asyncsession._minted``)."""
+    """Resolve + read a 20-event window + store the question and the reply: 3 commands, at
+    every history length (300 is well past the session document's hot tail)."""
     repository, counter = counted_mongo
     service = DefaultSessionService(repository)
     client = ChatClient(
@@ -240,51 +238,11 @@ async def test_on_mongodb_a_windowed_turn_costs_the_floor_of_two_commands(
         counter.names.clear()
         reply = await client.call(f"question {i}", context=context("s"))
         assert reply.text == f"r{i}"
-        assert counter.names == ["findAndModify", "update"], counter.names
+        assert len(counter.names) == 3, counter.names
     window = server.requests[-1].messages
     assert window[-1]["content"] == "question 2"
     stored_before = history + 2 + 2 * 2  # the history, the warm-up turn, two question turns
     assert len(window) - 1 in (min(20, stored_before), min(21, stored_before))
-
-
-class DerivedIds:
-    """Random like the default, but a generator of the caller's: its ids are not the library's
-    own draw, so the store checks them."""
-
-    def generate(self, context: Mapping[str, Any], message: Message) -> str:
-        return f"mine-{uuid.uuid4()}"
-
-
-async def test_on_mongodb_ids_the_caller_generates_are_registered(
-    counted_mongo: tuple[MongoSessionRepository, CommandCounter],
-    server: ScriptedOpenAIServer,
-    openai_client: openai.AsyncOpenAI,
-) -> None:
-    """With the caller's own id generators, each append registers its ids with one insert first
-    (a replay or another session's id shows up there): 4 commands."""
-    repository, counter = counted_mongo
-    service = DefaultSessionService(repository)
-    client = ChatClient(
-        openai_client,
-        model=MODEL,
-        advisors=[
-            SessionTurnAdvisor(service),
-            SessionMemoryAdvisor(
-                service,
-                event_filter=EventFilter.last_n(20),
-                request_event_id_generator=DerivedIds(),
-                response_event_id_generator=DerivedIds(),
-            ),
-        ],
-    )
-    await service.create(CreateSessionRequest(id="s", user_id="u"))
-    server.enqueue(ScriptedReply.text("warm"), ScriptedReply.text("r"))
-    await client.call("warm up", context=context("s"))
-    counter.names.clear()
-    assert (await client.call("question", context=context("s"))).text == "r"
-    assert counter.names == ["insert", "findAndModify", "insert", "update"], counter.names
-    registered = await repository._store.event_ids.count_documents({"session_id": "s"})
-    assert registered == 4
 
 
 async def test_on_mongodb_the_first_turn_of_a_new_session_costs_one_command_more(
@@ -294,7 +252,7 @@ async def test_on_mongodb_the_first_turn_of_a_new_session_costs_one_command_more
 ) -> None:
     """A turn on a session that does not exist yet creates it in the same step: the commit
     finds no session, so the session document is inserted holding the question; the reply's
-    commit is one update. Both ids were drawn at random for this turn: nothing is registered."""
+    id was registered with the question's, so its commit is one update."""
     repository, counter = counted_mongo
     service = DefaultSessionService(repository)
     server.enqueue(ScriptedReply.text("hello"), ScriptedReply.text("again"))
@@ -302,6 +260,7 @@ async def test_on_mongodb_the_first_turn_of_a_new_session_costs_one_command_more
     reply = await chain(openai_client, service).call("hi", context=context("fresh", "dana"))
     assert reply.text == "hello"
     assert counter.names == [
+        "insert",  # the question's and the reply's ids
         "findAndModify",  # the commit finds no session
         "insert",  # the session, holding the question
         "update",  # the reply
@@ -311,7 +270,7 @@ async def test_on_mongodb_the_first_turn_of_a_new_session_costs_one_command_more
     assert session.user_id == "dana"
     counter.names.clear()
     await chain(openai_client, service).call("and now?", context=context("fresh", "dana"))
-    assert len(counter.names) == 2, counter.names
+    assert len(counter.names) == 3, counter.names
     texts = [e.text for e in await service.get_events("fresh", EventFilter.all())]
     assert texts == ["hi", "hello", "and now?", "again"]
     assert [m["content"] for m in server.requests[-1].messages] == ["hi", "hello", "and now?"]

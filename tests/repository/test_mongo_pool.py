@@ -1,0 +1,175 @@
+"""Ids the MongoDB store hands out (``draw_event_id``) are registered ahead, on the test server.
+
+``DefaultSessionService.append_message`` without an ``event_id`` draws its id from the store;
+the append that uses an id drawn from an empty pool registers the next few with its own, so the
+appends after it are one commit each: a plain API turn is one read and two commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from pymongo import AsyncMongoClient, monitoring
+
+from asyncsession import (
+    AssistantMessage,
+    CreateSessionRequest,
+    DefaultSessionService,
+    EventFilter,
+    EventIdConflict,
+    MongoSessionRepository,
+    SessionEvent,
+    SessionNotFound,
+    UserMessage,
+)
+from asyncsession.repository import draw_event_id, supports_turns
+from asyncsession.repository._mongo_pool import POOL_MAX
+
+_HANDSHAKES = frozenset({"hello", "isMaster", "ismaster", "ping", "endSessions"})
+
+
+class Counter(monitoring.CommandListener):
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name not in _HANDSHAKES:
+            self.names.append(event.command_name)
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+@pytest.fixture
+async def counted(mongo_uri: str) -> AsyncIterator[tuple[MongoSessionRepository, Counter]]:
+    counter = Counter()
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        mongo_uri, tz_aware=True, event_listeners=[counter]
+    )
+    name = f"pool_{uuid.uuid4().hex[:12]}"
+    repository = MongoSessionRepository(client[name])
+    try:
+        await repository.ensure_indexes()
+        yield repository, counter
+    finally:
+        await client.drop_database(name)
+        await client.close()
+
+
+async def registered(repo: MongoSessionRepository, session_id: str) -> set[str]:
+    docs = await repo._store.event_ids.find({"session_id": session_id}).to_list(None)
+    return {doc["_id"] for doc in docs}
+
+
+async def test_a_plain_api_turn_is_a_read_and_two_commits(
+    counted: tuple[MongoSessionRepository, Counter],
+) -> None:
+    """The turn our docs show (``get_events`` + two ``append_message``): 3 commands, except on
+    the turns whose first append refills the pool (one insert more, ever rarer)."""
+    repo, counter = counted
+    service = DefaultSessionService(repo)
+    s = (await service.create(CreateSessionRequest(user_id="u"))).id
+    window = EventFilter(exclude_archived=True, active_view=True, last_n=20)
+    per_turn: list[list[str]] = []
+    for i in range(40):
+        counter.names.clear()
+        await service.get_events(s, window)
+        await service.append_message(s, UserMessage(text=f"q{i}"))
+        await service.append_message(s, AssistantMessage(text=f"a{i}"))
+        per_turn.append(list(counter.names))
+    plain = [names for names in per_turn if "insert" not in names]
+    # 80 appends: refills of 2, 4, 8 and then 16 ids, each by an append of a fresh id.
+    assert len(plain) >= 40 - 7, per_turn
+    rolled = [n for n in plain if len(n) > 3]  # the turns that rolled the tail forward
+    assert all(n == ["find", "update", "update"] for n in plain if n not in rolled), plain
+    assert len(rolled) <= 1
+    refills = [names for names in per_turn if "insert" in names]
+    assert all(names.count("insert") == 1 for names in refills)
+    log = await service.get_events(s, EventFilter.all())
+    assert [e.text for e in log] == [t for i in range(40) for t in (f"q{i}", f"a{i}")]
+    # Every stored id is registered for the session; the unused ones are fewer than a refill.
+    ids = {e.id for e in log}
+    held = await registered(repo, s)
+    assert ids <= held
+    assert len(held - ids) < POOL_MAX
+
+
+async def test_deleting_a_session_removes_its_unused_ids_and_a_missing_session_keeps_none(
+    counted: tuple[MongoSessionRepository, Counter],
+) -> None:
+    repo, _ = counted
+    service = DefaultSessionService(repo)
+    s = (await service.create(CreateSessionRequest(user_id="u"))).id
+    for i in range(5):
+        await service.append_message(s, UserMessage(text=f"m{i}"))
+    assert len(await registered(repo, s)) > 5  # some registered ahead, not used yet
+    await service.delete(s)
+    assert await registered(repo, s) == set()
+    with pytest.raises(SessionNotFound):
+        await service.append_message("no-such-session", UserMessage(text="x"))
+    assert await registered(repo, "no-such-session") == set()
+
+
+async def test_a_drawn_id_belongs_to_its_session(
+    counted: tuple[MongoSessionRepository, Counter],
+) -> None:
+    """An id drawn (and registered ahead) for one session is another session's id elsewhere,
+    as the protocol says; drawing never hands out an id twice."""
+    repo, _ = counted
+    service = DefaultSessionService(repo)
+    a = (await service.create(CreateSessionRequest(user_id="u"))).id
+    b = (await service.create(CreateSessionRequest(user_id="u"))).id
+    await service.append_message(a, UserMessage(text="fills the pool"))
+    drawn = await draw_event_id(repo, a)
+    assert drawn in await registered(repo, a)
+    with pytest.raises(EventIdConflict) as info:
+        await repo.append_event(SessionEvent(id=drawn, session_id=b, message=UserMessage(text="x")))
+    assert info.value.owner_session_id == a
+    many = [await draw_event_id(repo, a) for _ in range(3 * POOL_MAX)]
+    assert len(set(many)) == len(many)
+    assert drawn not in many
+    assert supports_turns(repo)
+
+
+async def test_many_tasks_and_a_forgetful_process_store_each_message_once(
+    mongo_uri: str,
+) -> None:
+    """Sixteen tasks on four sessions append 30 messages each with drawn ids, through a store
+    whose memory holds almost nothing (the reservations of drawn ids are forgotten, so their
+    appends register them again and adopt the registration): every message is stored once, in
+    each task's order."""
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri, tz_aware=True)
+    name = f"pool_{uuid.uuid4().hex[:12]}"
+    try:
+        for cache_bytes in (0, 32 * 2**20):
+            repo = MongoSessionRepository(client[f"{name}_{cache_bytes}"], cache_bytes=cache_bytes)
+            await repo.ensure_indexes()
+            service = DefaultSessionService(repo)
+            sessions = [
+                (await service.create(CreateSessionRequest(user_id="u"))).id for _ in range(4)
+            ]
+
+            async def writer(s: str, w: int, service: DefaultSessionService = service) -> list[str]:
+                return [
+                    (await service.append_message(s, UserMessage(text=f"w{w}-{i:02d}"))).id
+                    for i in range(30)
+                ]
+
+            ids = await asyncio.gather(*(writer(s, w) for s in sessions for w in range(4)))
+            for k, s in enumerate(sessions):
+                log = await service.get_events(s, EventFilter.all())
+                assert len(log) == len({e.id for e in log}) == 120
+                for w in range(4):
+                    mine = [e.id for e in log if (e.text or "").startswith(f"w{w}-")]
+                    assert mine == ids[k * 4 + w]
+                assert {e.id for e in log} <= await registered(repo, s)
+            await client.drop_database(f"{name}_{cache_bytes}")
+    finally:
+        await client.close()
