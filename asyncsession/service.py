@@ -358,7 +358,8 @@ class DefaultSessionService:
         is the one right after the append. ``create`` makes a session that does not exist yet
         (its ``id`` must be ``session_id`` or ``None``) and starts the turn on it: the first turn
         of a conversation needs no separate create. A store with a native turn
-        (``MongoSessionRepository``: two commands, three on a new session;
+        (``MongoSessionRepository``: one command with an id drawn from the store, one more to
+        register an id of the caller's, one more on a new session;
         ``InMemorySessionRepository``) does it at once; any other store reads, then appends
         (see `asyncsession.repository.start_turn`). ``reserve_event_ids`` are ids the
         caller will append next (the reply): a store may register them now to make that

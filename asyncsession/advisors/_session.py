@@ -111,14 +111,15 @@ async def open_turn(
     message: Message,
     *,
     read_filter: EventFilter,
-    event_id: str,
-    reserve_event_ids: Sequence[str],
+    event_id: str | None,
     default_user_id: str,
 ) -> tuple[Resolved, SessionEvent]:
     """Check the owner, store the user's message and read the window before it, in one step.
 
-    On a store with native turns this is the whole database work before the model call (two
-    commands on MongoDB); a missing session is created in the same step (one command more).
+    On a store with native turns this is the whole database work before the model call (one
+    commit on MongoDB when the service draws the id, ``event_id=None``; one command more to
+    register an id of the caller's); a missing session is created in the same step (one command
+    more).
 
     Raises:
         AccessDenied: the context names a user who does not own the session.
@@ -130,7 +131,6 @@ async def open_turn(
             read_filter,
             event_id=event_id,
             user_id=SessionContexts.user_id(context),
-            reserve_event_ids=reserve_event_ids,
             create=SessionContexts.create_request(
                 session_id, context, default_user_id=default_user_id
             ),

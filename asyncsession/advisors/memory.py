@@ -30,7 +30,6 @@ knows what it stored itself, so a round costs no read.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
@@ -102,8 +101,6 @@ class _MemoryCall:
     history_system: list[Message]
     history: list[Message]
     turn: TurnState | None
-    reserved_reply_id: str | None = None
-    """An id registered with the store ahead of the first reply, making its append cheaper."""
     appended: list[SessionEvent] = field(default_factory=list[SessionEvent])
     stored_requests: list[Message] = field(default_factory=list[Message])
     request_ids: list[str] = field(default_factory=list[str])
@@ -227,7 +224,6 @@ class SessionMemoryAdvisor(BaseAdvisor):
         if turn is not None and (turn.service is not self.service or turn.session_id != session_id):
             turn = None
         opened: SessionEvent | None = None
-        reserved: str | None = None
         if turn is not None and turn.resolved is not None:
             session = turn.resolved.session
             if turn.resolved.read_filter == read_filter and turn.resolved.events is not None:
@@ -238,16 +234,13 @@ class SessionMemoryAdvisor(BaseAdvisor):
             target = last_request_message(prompt)
             if isinstance(target, UserMessage) and self.message_filter.should_persist(target):
                 # One step: resolve, check the owner, store the message, read the window.
-                if isinstance(self.response_event_id_generator, RandomEventIdGenerator):
-                    reserved = str(uuid.uuid4())
                 resolved, opened = await open_turn(
                     self.service,
                     ctx.context,
                     session_id,
                     target,
                     read_filter=read_filter,
-                    event_id=self.request_event_id_generator.generate(ctx.context, target),
-                    reserve_event_ids=[reserved] if reserved else [],
+                    event_id=_event_id(self.request_event_id_generator, ctx, target),
                     default_user_id=self.default_user_id,
                 )
             else:
@@ -281,7 +274,6 @@ class SessionMemoryAdvisor(BaseAdvisor):
             history_system=history_system_messages(events, looked_up),
             history=history,
             turn=turn,
-            reserved_reply_id=reserved,
         )
         if opened is not None:
             _track(memory, opened)
@@ -341,14 +333,12 @@ class SessionMemoryAdvisor(BaseAdvisor):
         turn if configured."""
         memory = ctx.state[self._key]
         if self.message_filter.should_persist(response.message):
-            reserved, memory.reserved_reply_id = memory.reserved_reply_id, None
             usage = response.usage
             event = await self._append(
                 ctx,
                 memory,
                 response.message,
                 self.response_event_id_generator,
-                event_id=reserved,
                 metadata=None
                 if usage is None
                 else usage_metadata(usage.prompt_tokens, usage.completion_tokens),
@@ -375,10 +365,9 @@ class SessionMemoryAdvisor(BaseAdvisor):
         message: Message,
         generator: EventIdGenerator,
         *,
-        event_id: str | None = None,
         metadata: dict[str, JsonValue] | None = None,
     ) -> SessionEvent:
-        event_id = event_id or generator.generate(ctx.context, message)
+        event_id = _event_id(generator, ctx, message)
         event = await shielded(
             self.service.append_message(
                 memory.session.id, message, event_id=event_id, metadata=metadata
@@ -386,6 +375,14 @@ class SessionMemoryAdvisor(BaseAdvisor):
         )
         _track(memory, event)
         return event
+
+
+def _event_id(generator: EventIdGenerator, ctx: CallContext, message: Message) -> str | None:
+    """The id of an event to store, or ``None`` for the default random generator: the service
+    then draws the id from the store, which may have registered it ahead (one command less)."""
+    if type(generator) is RandomEventIdGenerator:
+        return None
+    return generator.generate(ctx.context, message)
 
 
 def _track(memory: _MemoryCall, event: SessionEvent) -> None:

@@ -3,9 +3,10 @@
 A chat turn, as the session-memory advisor performs it, resolves the session (creating it on
 the first turn), reads the window the model sees, appends the user's message and, after the
 model call, appends the reply. `start_turn` does all but the last in one call: a store
-that implements `TurnRepository` does them at once (``MongoSessionRepository``: one id
-registration and one commit that returns the session document; a new session costs one more
-command, its insert; ``InMemorySessionRepository``: one atomic step); any other store gets the
+that implements `TurnRepository` does them at once (``MongoSessionRepository``: one commit that
+returns the session document, after one id registration unless the id was drawn from the store
+and registered ahead; a new session costs one more command, its insert;
+``InMemorySessionRepository``: one atomic step); any other store gets the
 same result from the plain protocol. Ids passed as ``reserve_event_ids`` (the reply's id) are
 registered ahead, so the reply's later ``append_event`` is a single commit.
 """

@@ -362,8 +362,8 @@ class MongoSessionRepository:
         reserve_event_ids: Sequence[str] = (),
         create: Session | None = None,
     ) -> SessionSnapshot:
-        """Append ``events`` and return the window before them, in two commands (three when
-        the session is created).
+        """Append ``events`` and return the window before them: the commit, after the
+        registration of ids not registered ahead; the insert of a new session.
 
         See `asyncsession.repository.start_turn`.
         """

@@ -113,13 +113,14 @@ async def counted_mongo(
 
 
 @pytest.mark.parametrize("streaming", PATHS)
-async def test_an_advisor_that_does_not_touch_the_session_keeps_the_three_command_turn(
+async def test_an_advisor_that_does_not_touch_the_session_keeps_the_two_command_turn(
     streaming: bool,
     counted_mongo: tuple[MongoSessionRepository, CommandCounter],
     server: ScriptedOpenAIServer,
     openai_client: openai.AsyncOpenAI,
 ) -> None:
-    """With a user's advisor in between, a steady turn is still 3 commands (4 on a new one)."""
+    """With a user's advisor in between, a steady turn is still 2 commands, plus the insert
+    that registers the store's next ids on some turns (4 on a new session)."""
     repository, counter = counted_mongo
     service = DefaultSessionService(repository)
     client = client_with(openai_client, service, Tagger())
@@ -131,7 +132,9 @@ async def test_an_advisor_that_does_not_touch_the_session_keeps_the_three_comman
     for i in range(1, 4):
         counter.names.clear()
         await ask(client, f"q{i}", streaming=streaming, context=context("s", "alice"))
-        assert len(counter.names) == 3, counter.names
+        names = [name for name in counter.names if name != "insert"]
+        assert names == ["findAndModify", "update"], counter.names
+        assert counter.names.count("insert") <= 1, counter.names
 
     assert await stored(service, "s") == [
         "U:first",
