@@ -56,6 +56,18 @@ def peak_mib() -> float:
     return peak / 2**20 if sys.platform == "darwin" else peak / 1024
 
 
+def process_peak_mib(pid: int | None) -> float | None:
+    """Another process's peak resident set size in MiB (Linux ``/proc``), or None."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
 @dataclass(frozen=True)
 class Row:
     """One body size: what was written and read, the memory after, and the phases' wall times."""
@@ -96,9 +108,10 @@ async def write(
 
 def write_in_process(
     uri: str, db_name: str, ids: list[str], events: int, body_kb: int, batch: int, concurrency: int
-) -> None:
-    """`write` on an event loop of its own (the entry point of the writer process)."""
+) -> float:
+    """`write` on an event loop of its own (the writer process); its peak RSS in MiB."""
     asyncio.run(write(uri, db_name, ids, events, body_kb, batch, concurrency))
+    return peak_mib()
 
 
 async def read(repo: MongoSessionRepository, ids: list[str], events: int) -> float:
@@ -127,9 +140,13 @@ async def run(
     start = time.perf_counter()
     with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
         job = (uri, db_name, ids, args.events, body_kb, args.batch, args.concurrency)
-        await loop.run_in_executor(pool, write_in_process, *job)
+        writer_peak = await loop.run_in_executor(pool, write_in_process, *job)
     write_s = time.perf_counter() - start
-    print(f"{body_kb} KB: wrote {sessions} x {args.events} in {write_s:.1f} s", flush=True)
+    print(
+        f"{body_kb} KB: wrote {sessions} x {args.events} in {write_s:.1f} s "
+        f"(writer process peak RSS {writer_peak:.0f} MiB)",
+        flush=True,
+    )
     first = await read(repo, ids, args.events)
     print(f"{body_kb} KB: first read in {first:.1f} s", flush=True)
     second = await read(repo, ids, args.events)
@@ -170,6 +187,7 @@ async def main() -> None:
     name = f"bench_cache_{uuid.uuid4().hex[:8]}"
     baseline = rss_mib()
     rows: list[Row] = []
+    server_peak: float | None = None
     try:
         version = await server_version(client)
         print(f"URI: {uri} (client options: {CLIENT_OPTIONS}); server: {version}", flush=True)
@@ -182,6 +200,7 @@ async def main() -> None:
     finally:
         await client.close()
         if server is not None:
+            server_peak = process_peak_mib(server.pid)
             server.stop()
     print(
         f"\n{sessions} sessions x {args.events} events, each read whole twice by one repository; "
@@ -201,6 +220,8 @@ async def main() -> None:
             f"| {row.cache_bytes / 2**20:.1f} | {row.cache_entries:,} | {row.write_s:,.1f} "
             f"| {row.read_s[0]:,.1f} | {row.read_s[1]:,.1f} |"
         )
+    if server_peak is not None:
+        print(f"\nThe test server's own peak RSS (another process): {server_peak:,.0f} MiB.")
 
 
 if __name__ == "__main__":
