@@ -7,14 +7,12 @@ the in-memory store the repository calls are counted.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
-from typing import Any
 
 import openai
 import pytest
 from chat_support import MODEL, PATHS, CountingRepository, ask, context
-from pymongo import AsyncMongoClient, monitoring
+from command_counting import CommandCounter, counted_repository
 
 from asyncsession import (
     AssistantMessage,
@@ -34,27 +32,6 @@ from asyncsession.advisors import (
 from asyncsession.openai import ChatClient
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
-
-_HANDSHAKES = frozenset(
-    {"hello", "ismaster", "isMaster", "ping", "endSessions", "saslStart", "saslContinue"}
-)
-
-
-class CommandCounter(monitoring.CommandListener):
-    """Counts the commands a client sends, handshakes and pings aside."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        if event.command_name not in _HANDSHAKES:
-            self.names.append(event.command_name)
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
 
 
 @tool
@@ -158,18 +135,8 @@ async def test_a_tool_round_costs_appends_only(
 async def counted_mongo(
     mongo_uri: str,
 ) -> AsyncIterator[tuple[MongoSessionRepository, CommandCounter]]:
-    counter = CommandCounter()
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-        mongo_uri, tz_aware=True, event_listeners=[counter]
-    )
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    repository = MongoSessionRepository(client[name])
-    try:
-        await repository.ensure_indexes()
-        yield repository, counter
-    finally:
-        await client.drop_database(name)
-        await client.close()
+    async with counted_repository(mongo_uri) as counted:
+        yield counted
 
 
 async def direct_cost(

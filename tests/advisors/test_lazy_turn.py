@@ -7,15 +7,13 @@ needs it: the memory advisor in the step that starts the turn, an advisor of you
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import openai
 import pytest
 from chat_support import MODEL, PATHS, CountingRepository, ask, context, sent, stored
-from pymongo import AsyncMongoClient
-from test_db_budget import CommandCounter
+from command_counting import CommandCounter, counted_repository
 
 from asyncsession import (
     AccessDenied,
@@ -98,18 +96,8 @@ def client_with(
 async def counted_mongo(
     mongo_uri: str,
 ) -> AsyncIterator[tuple[MongoSessionRepository, CommandCounter]]:
-    counter = CommandCounter()
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-        mongo_uri, tz_aware=True, event_listeners=[counter]
-    )
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    repository = MongoSessionRepository(client[name])
-    try:
-        await repository.ensure_indexes()
-        yield repository, counter
-    finally:
-        await client.drop_database(name)
-        await client.close()
+    async with counted_repository(mongo_uri) as counted:
+        yield counted
 
 
 @pytest.mark.parametrize("streaming", PATHS)

@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from pymongo import AsyncMongoClient, monitoring
+from command_counting import CommandCounter, counted_repository
+from pymongo import AsyncMongoClient
 
 from asyncsession import (
     AssistantMessage,
@@ -29,38 +30,11 @@ from asyncsession import (
 from asyncsession.repository import draw_event_id, supports_turns
 from asyncsession.repository._mongo_pool import POOL_MAX
 
-_HANDSHAKES = frozenset({"hello", "isMaster", "ismaster", "ping", "endSessions"})
-
-
-class Counter(monitoring.CommandListener):
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        if event.command_name not in _HANDSHAKES:
-            self.names.append(event.command_name)
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
 
 @pytest.fixture
-async def counted(mongo_uri: str) -> AsyncIterator[tuple[MongoSessionRepository, Counter]]:
-    counter = Counter()
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-        mongo_uri, tz_aware=True, event_listeners=[counter]
-    )
-    name = f"pool_{uuid.uuid4().hex[:12]}"
-    repository = MongoSessionRepository(client[name])
-    try:
-        await repository.ensure_indexes()
-        yield repository, counter
-    finally:
-        await client.drop_database(name)
-        await client.close()
+async def counted(mongo_uri: str) -> AsyncIterator[tuple[MongoSessionRepository, CommandCounter]]:
+    async with counted_repository(mongo_uri) as found:
+        yield found
 
 
 async def registered(repo: MongoSessionRepository, session_id: str) -> set[str]:
@@ -69,7 +43,7 @@ async def registered(repo: MongoSessionRepository, session_id: str) -> set[str]:
 
 
 async def test_a_plain_api_turn_is_a_read_and_two_commits(
-    counted: tuple[MongoSessionRepository, Counter],
+    counted: tuple[MongoSessionRepository, CommandCounter],
 ) -> None:
     """The turn our docs show (``get_events`` + two ``append_message``): 3 commands, except on
     the turns whose first append refills the pool (one insert more, ever rarer)."""
@@ -102,7 +76,7 @@ async def test_a_plain_api_turn_is_a_read_and_two_commits(
 
 
 async def test_deleting_a_session_removes_its_unused_ids_and_a_missing_session_keeps_none(
-    counted: tuple[MongoSessionRepository, Counter],
+    counted: tuple[MongoSessionRepository, CommandCounter],
 ) -> None:
     repo, _ = counted
     service = DefaultSessionService(repo)
@@ -118,7 +92,7 @@ async def test_deleting_a_session_removes_its_unused_ids_and_a_missing_session_k
 
 
 async def test_a_drawn_id_belongs_to_its_session(
-    counted: tuple[MongoSessionRepository, Counter],
+    counted: tuple[MongoSessionRepository, CommandCounter],
 ) -> None:
     """An id drawn (and registered ahead) for one session is another session's id elsewhere,
     as the protocol says; drawing never hands out an id twice."""

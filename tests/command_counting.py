@@ -1,0 +1,52 @@
+"""Counting the database commands a client sends: the figure the command-budget tests hold."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pymongo import AsyncMongoClient, monitoring
+
+from asyncsession.repository.mongo import MongoSessionRepository
+
+HANDSHAKES = frozenset(
+    {"hello", "ismaster", "isMaster", "ping", "endSessions", "saslStart", "saslContinue"}
+)
+
+
+class CommandCounter(monitoring.CommandListener):
+    """Counts the commands a client sends, handshakes and pings aside."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name not in HANDSHAKES:
+            self.names.append(event.command_name)
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+@asynccontextmanager
+async def counted_repository(
+    mongo_uri: str, **options: Any
+) -> AsyncIterator[tuple[MongoSessionRepository, CommandCounter]]:
+    """A repository on a database of its own (dropped after), on a client that counts."""
+    counter = CommandCounter()
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        mongo_uri, tz_aware=True, event_listeners=[counter]
+    )
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    repository = MongoSessionRepository(client[name], **options)
+    try:
+        await repository.ensure_indexes()
+        yield repository, counter
+    finally:
+        await client.drop_database(name)
+        await client.close()
