@@ -26,7 +26,7 @@ from ._mongo_positions import GAP, Position, place_between
 from ._mongo_prepare import Prepared
 from ._mongo_rollforward import RollForward
 from ._mongo_state import Entry, LogState, decode_state
-from ._mongo_store import IN_CHUNK, Store, find_by_ids
+from ._mongo_store import IN_CHUNK, Store, find_by_ids, session_version
 
 __all__ = ["Compactor"]
 
@@ -104,7 +104,7 @@ class Compactor:
                 if registered.replayed:
                     await ids.release(session_id, inserted, token)
                     reserved = False
-                    if await self._version(session_id) != expected_version:
+                    if await session_version(self._store, session_id) != expected_version:
                         continue  # an equal plan committed them first: re-read, and lose
                     replayed = next(i for i in inserted if i in registered.replayed)
                     raise EventIdConflict(replayed, session_id, session_id)
@@ -134,11 +134,6 @@ class Compactor:
             )
             return True
         raise StorageError(f"could not compact session {session_id!r}: it kept changing")
-
-    async def _version(self, session_id: str) -> int | None:
-        with storage_errors(f"read session {session_id!r}"):
-            doc = await self._store.sessions.find_one({"_id": session_id}, {"version": 1})
-        return None if doc is None else int(doc["version"])
 
     async def _locate(self, state: LogState, plan: CompactionPlan) -> dict[str, _Located]:
         """Where the plan's archive and anchor ids are.

@@ -15,14 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from .._pymongo_errors import storage_errors
 from ._mongo_codec import Doc, new_token
 from ._mongo_commit import Committer
 from ._mongo_hints import TailHints
 from ._mongo_ids import IdRegistry
 from ._mongo_prepare import BATCH_INLINE_BUDGET, Prepared
 from ._mongo_rollforward import RollForward
-from ._mongo_store import Store
+from ._mongo_store import Store, session_version
 
 __all__ = ["GroupCommit"]
 
@@ -185,9 +184,8 @@ class GroupCommit:
         committer = self._committer
         doc = await committer.commit(session_id, job.prepared, token, job.expected, None, False)
         if doc is None:
-            with storage_errors(f"read session {session_id!r}"):
-                current = await self._store.sessions.find_one({"_id": session_id}, {"version": 1})
-            if current is not None and current["version"] != job.expected:
+            current = await session_version(self._store, session_id)
+            if current is not None and current != job.expected:
                 return False
             if current is None or self._hints.room(session_id, len(job.prepared)):
                 return None

@@ -10,10 +10,20 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import BulkWriteError
 
 from .._pymongo_compat import aggregate
+from .._pymongo_errors import storage_errors
 from ._mongo_cache import DEFAULT_CACHE_BYTES, EventCache
 from ._mongo_codec import DEFAULT_MAX_DOCUMENT_SIZE, Doc
 
-__all__ = ["IN_CHUNK", "Collection", "Store", "aggregate", "chunked", "find_by_ids", "insert_new"]
+__all__ = [
+    "IN_CHUNK",
+    "Collection",
+    "Store",
+    "aggregate",
+    "chunked",
+    "find_by_ids",
+    "insert_new",
+    "session_version",
+]
 
 IN_CHUNK: Final = 256
 """The most values an ``$in`` list gets: some servers test membership in a list linearly, so
@@ -42,6 +52,13 @@ class Store:
     cache_bytes: int = DEFAULT_CACHE_BYTES
     """The budget the event cache was made with (the hints get a share, see `hint_bytes`)."""
     max_document_size: int = DEFAULT_MAX_DOCUMENT_SIZE
+
+
+async def session_version(store: Store, session_id: str) -> int | None:
+    """The session's version, read alone; ``None`` if the session does not exist."""
+    with storage_errors(f"read session {session_id!r}"):
+        doc = await store.sessions.find_one({"_id": session_id}, {"version": 1})
+    return None if doc is None else int(doc["version"])
 
 
 def chunked(values: Sequence[str], size: int = IN_CHUNK) -> Iterator[list[str]]:

@@ -91,7 +91,7 @@ from ._mongo_prepare import prepare
 from ._mongo_read import LogReader
 from ._mongo_sessions import insert_session, save_session
 from ._mongo_state import LogState, decode_state
-from ._mongo_store import Store
+from ._mongo_store import Store, session_version
 from ._mongo_timeouts import with_web_timeouts
 from ._mongo_user_reads import read_user_events
 from ._mongo_write import LogWriter
@@ -329,7 +329,7 @@ class MongoSessionRepository:
         self._check_open()
         check_batch(session_id, events)
         if not events:
-            version = await self._version(session_id)
+            version = await session_version(self._store, session_id)
             if version is None:
                 raise SessionNotFound(session_id)
             return expected_version is None or version == expected_version
@@ -412,15 +412,10 @@ class MongoSessionRepository:
 
     # --- reads -----------------------------------------------------------------------------------
 
-    async def _version(self, session_id: str) -> int | None:
-        with storage_errors(f"read session {session_id!r}"):
-            doc = await self._store.sessions.find_one({"_id": session_id}, {"version": 1})
-        return None if doc is None else int(doc["version"])
-
     async def get_event_version(self, session_id: str) -> int:
         """The session's version: 0 at first, +1 per appended batch and per compaction."""
         self._check_open()
-        return await self._version(session_id) or 0
+        return await session_version(self._store, session_id) or 0
 
     def _decode(self, doc: Doc) -> LogState:
         """Decode a whole session document, noting its tail for the next commit."""

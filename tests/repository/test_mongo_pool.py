@@ -27,7 +27,7 @@ from asyncsession import (
     SessionNotFound,
     UserMessage,
 )
-from asyncsession.repository import draw_event_id, supports_turns
+from asyncsession.repository import draw_event_id
 from asyncsession.repository._mongo_pool import POOL_MAX
 
 
@@ -109,41 +109,50 @@ async def test_a_drawn_id_belongs_to_its_session(
     many = [await draw_event_id(repo, a) for _ in range(3 * POOL_MAX)]
     assert len(set(many)) == len(many)
     assert drawn not in many
-    assert supports_turns(repo)
 
 
-async def test_many_tasks_and_a_forgetful_process_store_each_message_once(
+async def test_many_tasks_store_each_message_once_also_through_a_process_that_did_not_draw(
     mongo_uri: str,
 ) -> None:
-    """Sixteen tasks on four sessions append 30 messages each with drawn ids, through a store
-    whose memory holds almost nothing (the reservations of drawn ids are forgotten, so their
-    appends register them again and adopt the registration): every message is stored once, in
-    each task's order."""
+    """Sixteen tasks on four sessions append 30 messages each with drawn ids: every message is
+    stored once, in each task's order. Then ids one store drew (registered ahead under its
+    token) are appended concurrently through another store on the same database, which holds
+    no reservation for them, as another process would: its appends find the registrations,
+    adopt them, and store each message once."""
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri, tz_aware=True)
     name = f"pool_{uuid.uuid4().hex[:12]}"
     try:
-        for cache_bytes in (0, 32 * 2**20):
-            repo = MongoSessionRepository(client[f"{name}_{cache_bytes}"], cache_bytes=cache_bytes)
-            await repo.ensure_indexes()
-            service = DefaultSessionService(repo)
-            sessions = [
-                (await service.create(CreateSessionRequest(user_id="u"))).id for _ in range(4)
+        repo = MongoSessionRepository(client[name])
+        await repo.ensure_indexes()
+        service = DefaultSessionService(repo)
+        sessions = [(await service.create(CreateSessionRequest(user_id="u"))).id for _ in range(4)]
+
+        async def writer(s: str, w: int) -> list[str]:
+            return [
+                (await service.append_message(s, UserMessage(text=f"w{w}-{i:02d}"))).id
+                for i in range(30)
             ]
 
-            async def writer(s: str, w: int, service: DefaultSessionService = service) -> list[str]:
-                return [
-                    (await service.append_message(s, UserMessage(text=f"w{w}-{i:02d}"))).id
-                    for i in range(30)
-                ]
+        ids = await asyncio.gather(*(writer(s, w) for s in sessions for w in range(4)))
+        for k, s in enumerate(sessions):
+            log = await service.get_events(s, EventFilter.all())
+            assert len(log) == len({e.id for e in log}) == 120
+            for w in range(4):
+                mine = [e.id for e in log if (e.text or "").startswith(f"w{w}-")]
+                assert mine == ids[k * 4 + w]
+            assert {e.id for e in log} <= await registered(repo, s)
 
-            ids = await asyncio.gather(*(writer(s, w) for s in sessions for w in range(4)))
-            for k, s in enumerate(sessions):
-                log = await service.get_events(s, EventFilter.all())
-                assert len(log) == len({e.id for e in log}) == 120
-                for w in range(4):
-                    mine = [e.id for e in log if (e.text or "").startswith(f"w{w}-")]
-                    assert mine == ids[k * 4 + w]
-                assert {e.id for e in log} <= await registered(repo, s)
-            await client.drop_database(f"{name}_{cache_bytes}")
+        s = sessions[0]
+        await service.append_message(s, UserMessage(text="refills the pool"))
+        drawn = [await draw_event_id(repo, s) for _ in range(8)]
+        unused = await registered(repo, s) - {e.id for e in await service.get_events(s)}
+        assert set(drawn) <= unused  # registered ahead, not appended yet
+        other = MongoSessionRepository(client[name])  # another process: no reservations
+        events = [SessionEvent(id=i, session_id=s, message=UserMessage(text=i)) for i in drawn]
+        await asyncio.gather(*(other.append_event(e) for e in events * 2))
+        log = [e.id for e in await service.get_events(s, EventFilter.all())]
+        assert len(log) == len(set(log)) == 120 + 1 + len(drawn)
+        assert set(drawn) <= set(log)
     finally:
+        await client.drop_database(name)
         await client.close()
