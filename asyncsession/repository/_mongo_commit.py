@@ -6,7 +6,10 @@ that its attempt was not fenced off (see `_mongo_ids`). An append ``$push``-es i
 the tail and ``$inc``-s the version and the position counter, so no read is needed first. When
 the `TailHints` say the tail has room, the commit is an ``update_one`` that also checks exactly
 that and returns nothing; otherwise it is a ``find_one_and_update`` whose post-image says
-whether to roll forward. A wrong guess costs a retry, never a wrong commit.
+whether to roll forward (and, when the hints expect this commit to take the tail to `K_MAX`,
+holds the oldest entries to roll forward from). The commit after a roll-forward's copy also
+cuts the copied entries from the tail (a `Trim`), guarded by the document being exactly as the
+roll-forward left it. A wrong guess costs a retry, never a wrong commit.
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ from pymongo.errors import DuplicateKeyError
 from .._pymongo_errors import storage_errors
 from ..exceptions import AccessDenied, SessionNotFound, StorageError
 from ._mongo_codec import Doc, new_token
-from ._mongo_hints import K_MAX, Reservations, TailHints
+from ._mongo_hints import K_MAX, Reservations, TailHints, Trim
 from ._mongo_ids import MAX_ROUNDS, IdRegistry
 from ._mongo_positions import GAP
 from ._mongo_prepare import Prepared
-from ._mongo_rollforward import RollForward
+from ._mongo_rollforward import PREFIX, RollForward, prefix_projection
 from ._mongo_state import ids_in
 from ._mongo_store import Store
 
@@ -70,7 +73,7 @@ class Committer:
         ids = [p.event.id for p in prepared]
         extra = [i for i in dict.fromkeys(reserve_ids) if i not in set(ids)]
         token = None if extra else self._reservations.take(session_id, ids)
-        register = token is None
+        register = token_was_new = token is None
         token = token or new_token()
         replayed: set[str] = set()
         fenced: set[str] = set()
@@ -99,7 +102,8 @@ class Committer:
                 doc = await self._create(create, fresh)
             if doc is not None:
                 self._reservations.add(session_id, [i for i in extra if i not in replayed], token)
-                await self._roller.after_commit(session_id, doc, len(fresh), whole)
+                paid = bool(extra) and token_was_new
+                await self._roller.after_commit(session_id, doc, len(fresh), whole, paid=paid)
                 return True, doc
             with storage_errors(f"read session {session_id!r}"):
                 current = await self._store.sessions.find_one(
@@ -193,6 +197,14 @@ class Committer:
             "$inc": {"version": batches, "seq": added * GAP, "tn": added},
         }
         sessions = self._store.sessions
+        trim = self._hints.take_trim(session_id)
+        if trim is not None:
+            done = await self._commit_trimming(session_id, guard, update, trim, whole, window)
+            if done is not None:
+                return done
+            await self._roller.cut(session_id, trim)  # the tail moved since: cut by id
+            if expected_version is not None:
+                return None  # most likely a conflict: the caller finds out why
         if not whole and self._hints.room(session_id, added):
             # No post-image needed: the guard makes sure there is nothing to roll forward.
             roomy = {**guard, "tn": {"$lt": K_MAX - added}, "pending": None}
@@ -204,14 +216,51 @@ class Committer:
             self._hints.forget(session_id)
             if expected_version is not None:
                 return None  # most likely a conflict: the caller finds out why
-        if whole and window is not None and self._hints.crosses(session_id, added):
+        crosses = self._hints.crosses(session_id, added)
+        if whole and window is not None and crosses:
             window = None  # this commit rolls forward, which then needs the oldest entries
+        projection = window if whole else {"version": 1, "tn": 1, "pending.cv": 1}
+        if crosses and not whole:
+            projection = prefix_projection(K_MAX)
         with storage_errors(f"append to session {session_id!r}"):
             doc = await sessions.find_one_and_update(
-                guard,
-                update,
-                projection=window if whole else {"version": 1, "tn": 1, "pending.cv": 1},
-                return_document=ReturnDocument.AFTER,
+                guard, update, projection=projection, return_document=ReturnDocument.AFTER
+            )
+        if doc is not None:
+            self._hints.note(session_id, int(doc["tn"]), bool(doc.get("pending")))
+            if crosses and not whole:
+                doc[PREFIX] = True
+        return doc
+
+    async def _commit_trimming(
+        self,
+        session_id: str,
+        guard: Doc,
+        update: Doc,
+        trim: Trim,
+        whole: bool,
+        window: Doc | None,
+    ) -> Doc | None:
+        """The commit of ``update`` that also cuts the entries a roll-forward copied, guarded
+        by the document being as the roll-forward left it (plus ``guard``); ``None`` if not."""
+        added = int(update["$inc"]["tn"])
+        after = int(trim.guard["tn"]) - len(trim.ids) + added
+        cut: Doc = {
+            "$push": {"tail": {**update["$push"]["tail"], "$slice": -after}},
+            "$inc": {**update["$inc"], **trim.changes["$inc"], "tn": added - len(trim.ids)},
+            "$set": trim.changes["$set"],
+        }
+        guarded = {**guard, **trim.guard, "pending": None}
+        sessions = self._store.sessions
+        with storage_errors(f"append to session {session_id!r}"):
+            if not whole:
+                result = await sessions.update_one(guarded, cut)
+                if not result.matched_count:
+                    return None
+                self._hints.note(session_id, after, False)
+                return {}
+            doc = await sessions.find_one_and_update(
+                guarded, cut, projection=window, return_document=ReturnDocument.AFTER
             )
         if doc is not None:
             self._hints.note(session_id, int(doc["tn"]), bool(doc.get("pending")))

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final
 
 from ._mongo_cache import DEFAULT_CACHE_BYTES, ENTRY_OVERHEAD, ByteLRU, hint_bytes
 
-__all__ = ["K_MAX", "K_MIN", "Reservations", "TailHints"]
+__all__ = ["K_MAX", "K_MIN", "Reservations", "TailHints", "Trim"]
 
 K_MIN: Final = 32
 """A roll-forward leaves at least this many of the newest events in the session document."""
@@ -51,6 +52,23 @@ class Reservations:
         return tokens.pop()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Trim:
+    """A roll-forward half done: its events are in the events collection, and the next commit
+    of this process cuts them from the tail (so the roll-forward costs one command, the copy).
+
+    Only valid while the session document is exactly as the roll-forward left it; the commit
+    that carries it is guarded by all of that, and commits without it when the guard fails.
+    """
+
+    guard: dict[str, Any]
+    """What the session document held: ``rolled``, ``cv``, ``inc`` and ``tn``."""
+    ids: tuple[str, ...]
+    """The ids of the oldest tail entries that are copied, oldest first."""
+    changes: dict[str, Any]
+    """The counter changes of cutting them (see ``_mongo_rollforward.moved``)."""
+
+
 class TailHints:
     """What this process last saw of each session document: its tail's length, and whether a
     compaction's changes are pending.
@@ -63,19 +81,41 @@ class TailHints:
 
     def __init__(self, max_bytes: int = hint_bytes(DEFAULT_CACHE_BYTES)) -> None:
         self._seen: ByteLRU[str, tuple[int, bool]] = ByteLRU(max_bytes)
+        self._trims: ByteLRU[str, Trim] = ByteLRU(max_bytes)
+        self._owed: ByteLRU[str, bool] = ByteLRU(max_bytes)
 
     @property
     def bytes(self) -> int:
         """The estimated size of what is held."""
-        return self._seen.bytes
+        return self._seen.bytes + self._trims.bytes + self._owed.bytes
+
+    def defer_trim(self, session_id: str, trim: Trim) -> None:
+        """Leave the cut of a roll-forward's copied events to this process's next commit."""
+        size = sys.getsizeof(session_id) + sum(map(sys.getsizeof, trim.ids)) + ENTRY_OVERHEAD
+        self._trims.put(session_id, trim, size)
+
+    def owe_roll(self, session_id: str) -> None:
+        """Leave a roll-forward due now to this process's next commit (this one paid a
+        command more already)."""
+        self._owed.put(session_id, True, sys.getsizeof(session_id) + ENTRY_OVERHEAD)
+
+    def take_owed(self, session_id: str) -> bool:
+        """Whether a roll-forward was left to this commit (forgetting it)."""
+        return self._owed.pop(session_id) is not None
+
+    def take_trim(self, session_id: str) -> Trim | None:
+        """The cut the next commit should carry (forgetting it), or ``None``."""
+        return self._trims.pop(session_id)
 
     def note(self, session_id: str, tail: int, pending: bool) -> None:
         """Record a session document as read or written."""
         self._seen.put(session_id, (tail, pending), sys.getsizeof(session_id) + ENTRY_OVERHEAD)
 
     def forget(self, session_id: str) -> None:
-        """Drop what was seen (the tail was rolled forward or rewritten)."""
+        """Drop what was seen (the tail was rolled forward or rewritten), a cut left to do
+        included."""
         self._seen.pop(session_id)
+        self._trims.pop(session_id)
 
     def room(self, session_id: str, added: int) -> bool:
         """Whether ``added`` more entries are expected to leave the tail short of `K_MAX`

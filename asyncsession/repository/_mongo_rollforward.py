@@ -2,7 +2,12 @@
 
 When the tail grows past `K_MAX` entries, its oldest events are copied to the events collection
 (``insert_many``; a repeat is harmless) and then pulled from the tail while ``rolled`` moves past
-them, in one update guarded by ``rolled`` and ``cv``. A compaction's ``pending`` changes are
+them, in one update guarded by ``rolled`` and ``cv``. After an append, that cut rides on the
+next commit of the same process (a `Trim`), so the turn that crosses `K_MAX` pays one command
+more, the copy: the commit that crossed returned the oldest entries in its post-image. Until the
+cut, the copies lie above ``rolled``, where no reader looks. A cut that never comes (another
+process appended first, or this one stopped) is done at once by the roll-forward one step of
+``K_MAX - K_MIN`` later, which bounds the tail. A compaction's ``pending`` changes are
 rolled forward the same way (``update_many`` archive flags, ``insert_many`` inserts, then
 ``pending`` is cleared). Event documents carry the ``cv`` they were written at, so a slow roller
 can never overwrite what a newer compaction wrote. Anyone may finish a roll-forward; readers
@@ -18,15 +23,36 @@ from typing import Final
 from .._pymongo_errors import storage_errors
 from ..exceptions import StorageError
 from ._mongo_codec import Doc
-from ._mongo_hints import K_MAX, K_MIN, TailHints
+from ._mongo_hints import K_MAX, K_MIN, TailHints, Trim
 from ._mongo_state import Entry, decode_entries
 from ._mongo_store import IN_CHUNK, Store, find_by_ids, insert_new
 
-__all__ = ["RollForward", "moved"]
+__all__ = ["PREFIX", "RollForward", "moved", "prefix_projection"]
 
 _log = logging.getLogger("asyncsession.mongo")
 
 _PULL_BY_ID: Final = 64
+
+PREFIX: Final = "\x00prefix"
+"""Set (by the commit) in a post-image whose ``tail`` holds only the oldest entries, as
+`prefix_projection` projects it: enough to roll forward from without reading the tail again."""
+
+
+def prefix_projection(size: int) -> Doc:
+    """A projection of what rolling a tail of about ``size`` entries forward reads: the
+    counters and the oldest entries it would move."""
+    return {
+        "tail": {"$slice": max(size - K_MIN, 1) + 8},
+        "tn": 1,
+        "seq": 1,
+        "rolled": 1,
+        "cv": 1,
+        "inc": 1,
+        "last_user": 1,
+        "ta": 1,
+        "version": 1,
+        "pending.cv": 1,
+    }
 
 
 def moved(entries: Sequence[Entry], archived_prefix: int) -> Doc:
@@ -52,36 +78,56 @@ class RollForward:
         self._store = store
         self._hints = hints
 
-    async def after_commit(self, session_id: str, doc: Doc, added: int, whole: bool) -> None:
+    async def after_commit(
+        self, session_id: str, doc: Doc, added: int, whole: bool, *, paid: bool = False
+    ) -> None:
         """Roll forward when this commit took the tail to `K_MAX` entries, or past one more
         multiple of ``K_MAX - K_MIN`` beyond it (so a roll-forward that failed is retried soon).
 
         Commits on one session document are serialized, so exactly one commit crosses each
         boundary: concurrent writers do not all roll forward at once. A commit that returned no
-        post-image (``doc`` is empty) was guarded to leave nothing to do."""
+        post-image (``doc`` is empty) was guarded to leave nothing to do. A commit that
+        ``paid`` a command more already (it registered ids ahead) leaves the roll-forward to
+        this process's next commit, so that no append pays two more."""
         if "tn" not in doc:
             return
         size = int(doc["tn"])
         before = size - added
         step = K_MAX - K_MIN
         boundary = K_MAX if before < K_MAX else K_MAX + ((before - K_MAX) // step + 1) * step
+        due = boundary <= size
+        pending = bool(doc.get("pending"))
+        small = size < K_MAX + step  # a cut left undone grows the tail one step at most
+        if due and paid and small and not pending:
+            self._hints.owe_roll(session_id)
+            return
+        if self._hints.take_owed(session_id) and size >= K_MAX:
+            due = True
         await self.housekeep(
             session_id,
-            doc if whole else None,
-            pending=bool(doc.get("pending")),
-            roll=size if boundary <= size else None,
+            doc if whole or doc.get(PREFIX) else None,
+            pending=pending,
+            roll=size if due else None,
+            defer=small,
         )
 
     async def housekeep(
-        self, session_id: str, doc: Doc | None, *, pending: bool, roll: int | None
+        self,
+        session_id: str,
+        doc: Doc | None,
+        *,
+        pending: bool,
+        roll: int | None,
+        defer: bool = False,
     ) -> None:
-        """Roll forward after a commit. A failure here leaves work any later write finishes (and
-        readers merge meanwhile); it never undoes the commit, so it is logged, not raised."""
+        """Roll forward after a commit (with ``defer``, leaving the cut to the next commit). A
+        failure here leaves work any later write finishes (and readers merge meanwhile); it
+        never undoes the commit, so it is logged, not raised."""
         try:
             if pending:
                 await self.roll_pending(session_id)
             if roll is not None:
-                await self.roll_forward(session_id, doc, size=roll)
+                await self.roll_forward(session_id, doc, size=roll, defer=defer and not pending)
         except StorageError as exc:
             _log.warning(
                 "rolling session %r forward failed (a later write finishes it): %s",
@@ -154,29 +200,22 @@ class RollForward:
                 await events.update_one(guard, {"$set": fields})
 
     async def roll_forward(
-        self, session_id: str, doc: Doc | None = None, *, size: int = K_MAX
+        self, session_id: str, doc: Doc | None = None, *, size: int = K_MAX, defer: bool = False
     ) -> None:
         """Move the oldest tail events to the events collection, leaving `K_MIN`.
 
-        ``doc`` is the whole session document if the caller has it (a document with only the
-        newest tail entries does not count); otherwise the oldest
-        entries are read, as many as a tail of about ``size`` entries would move.
+        ``doc`` is the whole session document if the caller has it, or a post-image marked
+        `PREFIX` (a document with only the newest tail entries does not count); otherwise the
+        oldest entries are read, as many as a tail of about ``size`` entries would move. With
+        ``defer``, the events are only copied, and the cut is left to this process's next
+        commit (see `Trim`).
         """
         self._hints.forget(session_id)
-        if doc is None or len(doc.get("tail", ())) < int(doc["tn"]):  # none, or a $slice
+        whole = doc is not None and len(doc.get("tail", ())) >= int(doc["tn"])
+        if doc is None or not (whole or doc.get(PREFIX)):  # none, or the newest entries
             with storage_errors(f"read session {session_id!r}"):
                 doc = await self._store.sessions.find_one(
-                    {"_id": session_id},
-                    {
-                        "tail": {"$slice": max(size - K_MIN, 1) + 8},
-                        "tn": 1,
-                        "seq": 1,
-                        "rolled": 1,
-                        "cv": 1,
-                        "inc": 1,
-                        "last_user": 1,
-                        "ta": 1,
-                    },
+                    {"_id": session_id}, prefix_projection(size)
                 )
             if doc is None:
                 return
@@ -200,6 +239,12 @@ class RollForward:
         await self.write_events(session_id, inc, cv, moving)
         guard = {"_id": session_id, "rolled": doc["rolled"], "cv": cv, "inc": inc}
         archived_prefix = int(doc.get("ta", 0))
+        if defer:
+            changes = moved(moving, archived_prefix)
+            ids = tuple(e.id for e in moving)
+            trim = Trim(guard={**guard, "tn": size}, ids=ids, changes=changes)
+            self._hints.defer_trim(session_id, trim)
+            return
         sessions = self._store.sessions
         with storage_errors(f"roll session {session_id!r} forward"):
             # Nothing appended since the read: cut the prefix by length, which costs the server
@@ -222,6 +267,21 @@ class RollForward:
                     return
                 rolled = part[-1].seq
                 archived_prefix = max(0, archived_prefix - len(part))
+
+    async def cut(self, session_id: str, trim: Trim) -> None:
+        """Cut a deferred roll-forward's copied entries from the tail by id, appends having
+        come in since (so a cut by length would miss); nothing if the tail moved otherwise."""
+        guard = {k: v for k, v in trim.guard.items() if k != "tn"}
+        pull: Doc = {"$pull": {"tail": {"_id": {"$in": list(trim.ids)}}}}
+        try:
+            with storage_errors(f"roll session {session_id!r} forward"):
+                await self._store.sessions.update_one(guard, {**trim.changes, **pull})
+        except StorageError as exc:
+            _log.warning(
+                "rolling session %r forward failed (a later write finishes it): %s",
+                session_id,
+                exc,
+            )
 
     async def roll_pending(self, session_id: str) -> None:
         """Apply a committed compaction's changes below the tail, then clear ``pending``."""

@@ -394,9 +394,10 @@ async def test_a_stale_hint_falls_back_and_still_rolls_forward(
     repo: MongoSessionRepository, other: MongoSessionRepository, versioned: bool
 ) -> None:
     """Another process fills the tail after this one read it: the guarded commit without
-    post-image fails, the append commits with one and rolls forward; nothing lost or reordered,
-    and a versioned append with the right version is not mistaken for a conflict."""
-    from asyncsession.repository._mongo_hints import K_MAX
+    post-image fails, the append commits with one and rolls forward (the copy at once, the cut
+    with its next commit); nothing lost or reordered, and a versioned append with the right
+    version is not mistaken for a conflict."""
+    from asyncsession.repository._mongo_hints import K_MAX, K_MIN
 
     session = Session(user_id="bob")
     await repo.save(session)
@@ -407,11 +408,16 @@ async def test_a_stale_hint_falls_back_and_still_rolls_forward(
     await other.append_events(s, theirs)  # the tail is now one short of a roll-forward
     version = await repo.get_event_version(s)
     assert await repo.append_events(s, [user(s, "mine-1")], version if versioned else None)
-    doc = await repo._store.sessions.find_one({"_id": s})
-    assert doc is not None
-    assert doc["tn"] < K_MAX
+    assert await repo._store.events.count_documents({"session_id": s}) == K_MAX - K_MIN
     texts = [e.text for e in await other.find_events(s, EventFilter.all())]
     assert texts == ["mine-0", *(e.text for e in theirs), "mine-1"]
+    version = await repo.get_event_version(s)
+    assert await repo.append_events(s, [user(s, "mine-2")], version if versioned else None)
+    doc = await repo._store.sessions.find_one({"_id": s})
+    assert doc is not None
+    assert doc["tn"] == K_MIN + 1
+    texts = [e.text for e in await other.find_events(s, EventFilter.all())]
+    assert texts == ["mine-0", *(e.text for e in theirs), "mine-1", "mine-2"]
 
 
 async def test_a_stale_hint_meets_a_pending_compaction_and_finishes_it(
