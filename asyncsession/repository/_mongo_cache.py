@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import OrderedDict
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Final, Generic, TypeVar, cast
 
@@ -102,9 +103,15 @@ class ByteLRU(Generic[_K, _V]):
         return entry[0]
 
 
+_ATOMIC: Final = frozenset({str, int, float, bool, type(None), datetime, bytes})
+
+
 def fresh(value: object) -> object:
     """``value`` with new dicts and lists all the way down (strings and numbers are shared:
     they cannot change); models are copied with their containers renewed."""
+    kind = type(value)
+    if kind in _ATOMIC:
+        return value
     if isinstance(value, dict):
         return {k: fresh(v) for k, v in cast(dict[str, object], value).items()}
     if isinstance(value, list):
@@ -113,17 +120,49 @@ def fresh(value: object) -> object:
         items = cast(tuple[object, ...], value)
         return tuple(fresh(v) for v in items) if any(_mutable(v) for v in items) else items
     if isinstance(value, BaseModel):
-        changes = {k: fresh(v) for k, v in vars(value).items() if _mutable(v)}
-        return value.model_copy(update=changes) if changes else value
+        return _fresh_model(value)
     return value
 
 
+def _fresh_model(value: BaseModel) -> BaseModel:
+    """A copy of a (frozen) model with its containers renewed; the model itself if it holds
+    none. The hot path of every cache hit, so the common fields are told apart by type."""
+    changes: dict[str, object] | None = None
+    fields: dict[str, object] = vars(value)
+    for name, field in fields.items():
+        kind: type = type(field)
+        if kind in _ATOMIC or (kind is tuple and not field):
+            continue
+        if kind is dict and not field:
+            renewed: object = {}
+        elif _mutable(field):
+            renewed = fresh(field)
+        else:
+            continue
+        if changes is None:
+            changes = {}
+        changes[name] = renewed
+    if changes is None:
+        return value
+    copy = value.__copy__()  # what ``model_copy`` does, without its checks
+    vars(copy).update(changes)
+    return copy
+
+
 def _mutable(value: object) -> bool:
+    kind = type(value)
+    if kind in _ATOMIC:
+        return False
     if isinstance(value, dict | list | BaseModel):
         return True
     if isinstance(value, tuple):
         return any(_mutable(v) for v in cast(tuple[object, ...], value))
     return False
+
+
+def own(events: Iterable[SessionEvent]) -> list[SessionEvent]:
+    """The caller's own copies of events `EventCache.event` returned (see `fresh`)."""
+    return [cast(SessionEvent, fresh(event)) for event in events]
 
 
 class EventCache:
@@ -152,7 +191,8 @@ class EventCache:
         type: str,
     ) -> SessionEvent:
         """The event with this body, flagged ``archived`` as given; ``ts`` and ``type`` are
-        stored beside the body (see `body_of`). The result is the caller's own."""
+        stored beside the body (see `body_of`). The result may be shared with the cache and
+        other readers: whoever hands it out hands out `own` copies."""
         key = (session_id, event_id, data, archived)
         event = self._events.get(key)
         if event is None:
@@ -165,4 +205,4 @@ class EventCache:
                 return event  # a large body: decoded for this reader only
             size = 2 * sys.getsizeof(data) + sys.getsizeof(event_id) + ENTRY_OVERHEAD
             self._events.put(key, event, size)
-        return cast(SessionEvent, fresh(event))
+        return event

@@ -27,6 +27,7 @@ from datetime import datetime
 from .._pymongo_errors import storage_errors
 from ..events import SessionEvent
 from ..filters import EventFilter, MatchMode
+from ._mongo_cache import own
 from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, as_utc, keyword_regex
 from ._mongo_positions import GAP, Position
 from ._mongo_state import Entry, LogState
@@ -230,10 +231,16 @@ class LogReader:
     async def read(
         self, state: LogState, filter: EventFilter, *, exclude: frozenset[str] = frozenset()
     ) -> list[SessionEvent]:
-        """The session's matching events, oldest first, windowed as the filter says.
+        """The session's matching events, oldest first, windowed as the filter says (the
+        caller's own copies).
 
         Events whose ids are in ``exclude`` are treated as if they were not in the log.
         """
+        return own(await self._read(state, filter, exclude))
+
+    async def _read(
+        self, state: LogState, filter: EventFilter, exclude: frozenset[str]
+    ) -> list[SessionEvent]:
         await self.load_bodies([state])
         tail = self._tail_hits(state, filter, exclude)
         query_criteria = criteria(filter, state.compacted)
@@ -256,8 +263,9 @@ class LogReader:
     async def read_slice(
         self, state: LogState, filter: EventFilter, *, exclude: frozenset[str] = frozenset()
     ) -> list[SessionEvent] | None:
-        """A ``last_n`` window from the newest tail entries of a `partial` state, or ``None``
-        when they do not hold the whole window (the caller then reads the whole tail)."""
+        """A ``last_n`` window from the newest tail entries of a `partial` state (the caller's
+        own copies), or ``None`` when they do not hold the whole window (the caller then reads
+        the whole tail)."""
         n = filter.last_n
         assert n is not None
         await self.load_bodies([state])
@@ -268,7 +276,7 @@ class LogReader:
         turn_aware = not filter.has_text_criteria and (allowed is None or "USER" in allowed)
         if turn_aware and not any(hit[1].is_turn_start for hit in newest_first[n - 1 :]):
             return None
-        return filter.apply_turn_aware_window([hit[1] for hit in reversed(newest_first)])
+        return own(filter.apply_turn_aware_window([hit[1] for hit in reversed(newest_first)]))
 
     async def _page(
         self,
@@ -377,7 +385,7 @@ class LogReader:
                 hits += self._hits_of(state, unwindowed, docs, None, state.rolled, frozenset())
             found += [((hit[1].timestamp, session_id, hit[0]), hit[1]) for hit in hits]
         found.sort(key=lambda item: item[0])
-        return filter.apply_window([item[1] for item in found])
+        return own(filter.apply_window([item[1] for item in found]))
 
     async def _fetch_for_user(
         self,

@@ -18,7 +18,7 @@ from asyncsession import (
     UsageError,
     UserMessage,
 )
-from asyncsession.repository._mongo_cache import ByteLRU, EventCache, fresh, hint_bytes
+from asyncsession.repository._mongo_cache import ByteLRU, EventCache, fresh, hint_bytes, own
 from asyncsession.repository._mongo_codec import INLINE_LIMIT
 from asyncsession.repository._mongo_hints import Reservations, TailHints
 from asyncsession.repository.mongo import MongoSessionRepository
@@ -58,7 +58,8 @@ def test_a_zero_budget_caches_nothing() -> None:
 
 
 def test_every_caller_gets_its_own_containers() -> None:
-    """Changing an event's metadata, payload or message dicts never reaches the next caller."""
+    """Changing an event's metadata, payload or message dicts never reaches the next caller:
+    the cache hands out shared events, and readers hand out `own` copies of them."""
     cache = EventCache()
     data = json.dumps(
         {
@@ -66,12 +67,12 @@ def test_every_caller_gets_its_own_containers() -> None:
             "metadata": {"tags": ["a"], "deep": {"x": 1}},
         }
     )
-    first = cache.event("s", "e", data, False, TS, "USER")
+    (first,) = own([cache.event("s", "e", data, False, TS, "USER")])
     first.metadata["tags"].append("changed")  # type: ignore[union-attr]
     first.metadata["new"] = True
     assert isinstance(first.message, UserMessage)
     first.message.extra["name"] = "changed"
-    second = cache.event("s", "e", data, False, TS, "USER")
+    (second,) = own([cache.event("s", "e", data, False, TS, "USER")])
     assert second.metadata == {"tags": ["a"], "deep": {"x": 1}}
     assert isinstance(second.message, UserMessage)
     assert second.message.extra == {"name": "n"}
@@ -133,19 +134,27 @@ async def test_reads_through_the_store_never_share_mutable_objects(
     session = Session(user_id="u")
     await repo.save(session)
     s = session.id
+    await repo.append_events(s, [user(s, f"filler-{i}") for i in range(40)])
     events = [
         user(s, "hi", metadata={"tags": ["a"]}),
         SessionEvent(session_id=s, type=EventType.of("ACME.X"), payload={"n": [1, 2]}),
     ]
     await repo.append_events(s, events)
-    for _ in range(2):
-        found = await repo.find_events(s, EventFilter.all())
+    reads = [
+        lambda: repo.find_events(s, EventFilter.all()),
+        lambda: repo.find_events(s, EventFilter.last_n(2)),  # the newest tail entries only
+        lambda: repo.find_events_by_user_id("u", EventFilter.all()),
+    ]
+    for read in reads * 2:
+        found = (await read())[-2:]
         assert found == events
         found[0].metadata["tags"].append("changed")  # type: ignore[union-attr]
         found[0].metadata["x"] = 1
         assert found[1].payload is not None
         found[1].payload["n"].append(3)  # type: ignore[union-attr]
-    assert await repo.find_events(s, EventFilter.all()) == events
+    snapshot = await repo.read_snapshot(s, EventFilter.all())
+    assert snapshot is not None
+    assert list(snapshot.events[-2:]) == events
     assert repo._store.cache.bytes <= cache_bytes
 
 
