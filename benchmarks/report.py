@@ -104,6 +104,9 @@ def merge_repeats(rows: Sequence[Measurement]) -> list[Measurement]:
                 median([m.extra["client_cpu_ms_per_turn"] for m in ok]), 2
             ),
         )
+        model = [m.extra["model_call_cpu_ms"] for m in ok if "model_call_cpu_ms" in m.extra]
+        if model:
+            out.extra["model_call_cpu_ms"] = round(median(model), 2)
         server = [m.extra["server_cpu_ms_per_turn"] for m in ok]
         if all(v is not None for v in server):
             out.extra["server_cpu_ms_per_turn"] = round(median(server), 2)
@@ -158,6 +161,7 @@ TABLES: dict[str, tuple[str, list[Column]]] = {
             ("lost", extra("lost")),
             ("duplicated", extra("duplicated")),
             ("client CPU ms/turn", extra("client_cpu_ms_per_turn")),
+            ("of which the model call (SDK, alone)", extra("model_call_cpu_ms")),
             ("server CPU ms/turn", extra("server_cpu_ms_per_turn")),
         ],
     ),

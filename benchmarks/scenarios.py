@@ -384,6 +384,11 @@ async def throughput_scenario(
         client_cpu_ms_per_turn=round(client_cpu * 1000 / total, 3),
         server_cpu_ms_per_turn=None if server_cpu is None else round(server_cpu * 1000 / total, 3),
     )
+    model_call = getattr(store, "model_call_cpu_ms", None)
+    if model_call is not None:
+        cpu = await model_call()
+        if cpu is not None:
+            m.extra["model_call_cpu_ms"] = round(cpu, 3)
     return m
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import time
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
@@ -94,6 +95,7 @@ class AsyncSessionStore:
         self._model: openai.AsyncOpenAI | None = None
         self._chat: ChatClient | None = None
         self._longest_prompt = 0
+        self._last_prompt: list[Any] = []
 
     async def start(self) -> None:
         """Open the Mongo repository (when there is a target) and create its indexes."""
@@ -141,6 +143,7 @@ class AsyncSessionStore:
         """A Chat Completions answer: the reply registered for the last user message's tag."""
         body = json.loads(request.content)
         self._longest_prompt = max(self._longest_prompt, len(body["messages"]))
+        self._last_prompt = body["messages"]
         question = body["messages"][-1]["content"]
         tag = parse_tag(question if isinstance(question, str) else question[0]["text"])
         reply = self._replies.get(tag or "")  # the same tag has the same reply in every session
@@ -297,6 +300,22 @@ class AsyncSessionAdvisorStore(AsyncSessionStore):
 
     name: ClassVar[str] = "asyncsession-advisors"
     mode: ClassVar[Mode] = "advisors"
+
+    async def model_call_cpu_ms(self, calls: int = 200) -> float | None:
+        """The client CPU of the turn's model call alone: the ``openai`` SDK's
+        ``chat.completions.create`` with the last prompt the stub model saw, sent ``calls``
+        times one after another (nothing else running), stub included. The part of an advisor
+        turn's CPU that any application calling the model pays, with or without a session
+        library."""
+        if self._model is None or not self._last_prompt:
+            return None
+        messages = self._last_prompt
+        create = self._model.chat.completions.create
+        await create(model=STUB_MODEL, messages=messages)  # warm
+        start = time.process_time()
+        for _ in range(calls):
+            await create(model=STUB_MODEL, messages=messages)
+        return (time.process_time() - start) * 1000 / calls
 
 
 class _Writer:
