@@ -19,9 +19,11 @@ from asyncsession import (
     DefaultSessionService,
     EventFilter,
     Insert,
+    MongoSessionRepository,
     SessionEvent,
 )
 from asyncsession.events import SYNTHETIC
+from asyncsession.repository._mongo_hints import K_MAX, K_MIN
 
 
 async def test_versioned_appends_have_exactly_one_winner_per_round(
@@ -161,9 +163,10 @@ async def test_a_compaction_plan_is_one_call_in_every_process(
 async def test_messages_with_ids_the_service_draws_are_stored_once_from_every_process(
     service: DefaultSessionService, writers: list[Writer]
 ) -> None:
-    """Four processes append 60 messages each to one session with ids the service draws (no
-    registration while they sit in the session document; registered as they roll forward):
-    every message is stored once, each process's in its order."""
+    """Four processes append 60 messages each to one session with ids the service draws (from
+    each process's pool of ids registered ahead), rolling the tail forward on the way, each
+    process leaving its cut to its next commit: every message is stored once, each process's in
+    its order, and the tail stays bounded."""
     session = await service.create(CreateSessionRequest(user_id="alice"))
     answers = await ask_all(
         writers,
@@ -176,3 +179,10 @@ async def test_messages_with_ids_the_service_draws_are_stored_once_from_every_pr
     assert len(log) == len({e.id for e in log}) == 60 * PROCESSES
     for i, answer in enumerate(answers):
         assert [e.id for e in log if (e.text or "").startswith(f"p{i}-")] == answer["ids"]
+    repository = service.repository
+    assert isinstance(repository, MongoSessionRepository)
+    doc = await repository._store.sessions.find_one({"_id": session.id}, {"tn": 1})
+    assert doc is not None
+    assert doc["tn"] < K_MAX + (K_MAX - K_MIN)
+    rolled = await repository._store.events.count_documents({"session_id": session.id})
+    assert rolled >= 60 * PROCESSES - (K_MAX + (K_MAX - K_MIN))
