@@ -21,10 +21,19 @@ class CommandCounter(monitoring.CommandListener):
 
     def __init__(self) -> None:
         self.names: list[str] = []
+        self.collections: list[str] = []
+        """The collection (or other argument) each command in `names` named."""
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         if event.command_name not in HANDSHAKES:
             self.names.append(event.command_name)
+            self.collections.append(str(event.command.get(event.command_name)))
+
+    def take(self) -> list[tuple[str, str]]:
+        """The ``(command, collection)`` pairs sent since the last call, forgetting them."""
+        sent = list(zip(self.names, self.collections, strict=True))
+        self.names, self.collections = [], []
+        return sent
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
         pass

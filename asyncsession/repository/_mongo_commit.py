@@ -73,7 +73,7 @@ class Committer:
         ids = [p.event.id for p in prepared]
         extra = [i for i in dict.fromkeys(reserve_ids) if i not in set(ids)]
         token = None if extra else self._reservations.take(session_id, ids)
-        register = token_was_new = token is None
+        register = token is None
         token = token or new_token()
         replayed: set[str] = set()
         fenced: set[str] = set()
@@ -102,7 +102,8 @@ class Committer:
                 doc = await self._create(create, fresh)
             if doc is not None:
                 self._reservations.add(session_id, [i for i in extra if i not in replayed], token)
-                paid = bool(extra) and token_was_new
+                # registering ids ahead (``extra``) was a command more than this append needed
+                paid = bool(extra)
                 await self._roller.after_commit(session_id, doc, len(fresh), whole, paid=paid)
                 return True, doc
             with storage_errors(f"read session {session_id!r}"):

@@ -80,9 +80,11 @@ class TailHints:
     """
 
     def __init__(self, max_bytes: int = hint_bytes(DEFAULT_CACHE_BYTES)) -> None:
-        self._seen: ByteLRU[str, tuple[int, bool]] = ByteLRU(max_bytes)
-        self._trims: ByteLRU[str, Trim] = ByteLRU(max_bytes)
-        self._owed: ByteLRU[str, bool] = ByteLRU(max_bytes)
+        # One budget for all three: half for tail lengths, most of the rest for the cuts left
+        # to a next commit (each holds the ids it cuts), a little for the roll-forwards owed.
+        self._seen: ByteLRU[str, tuple[int, bool]] = ByteLRU(max_bytes // 2)
+        self._trims: ByteLRU[str, Trim] = ByteLRU(max_bytes * 3 // 8)
+        self._owed: ByteLRU[str, bool] = ByteLRU(max_bytes - max_bytes // 2 - max_bytes * 3 // 8)
 
     @property
     def bytes(self) -> int:

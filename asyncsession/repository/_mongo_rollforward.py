@@ -55,6 +55,14 @@ def prefix_projection(size: int) -> Doc:
     }
 
 
+def _unfinished(session_id: str, exc: StorageError) -> None:
+    """Log a roll-forward that failed after its commit: it never undoes the commit, and any
+    later write finishes it (readers merge meanwhile)."""
+    _log.warning(
+        "rolling session %r forward failed (a later write finishes it): %s", session_id, exc
+    )
+
+
 def moved(entries: Sequence[Entry], archived_prefix: int) -> Doc:
     """The counters that change when ``entries`` (a prefix of the tail) leave the tail, whose
     oldest ``archived_prefix`` entries are archived."""
@@ -129,11 +137,7 @@ class RollForward:
             if roll is not None:
                 await self.roll_forward(session_id, doc, size=roll, defer=defer and not pending)
         except StorageError as exc:
-            _log.warning(
-                "rolling session %r forward failed (a later write finishes it): %s",
-                session_id,
-                exc,
-            )
+            _unfinished(session_id, exc)
 
     @staticmethod
     def _event_document(session_id: str, inc: str, cv: int, entry: Entry) -> Doc:
@@ -277,11 +281,7 @@ class RollForward:
             with storage_errors(f"roll session {session_id!r} forward"):
                 await self._store.sessions.update_one(guard, {**trim.changes, **pull})
         except StorageError as exc:
-            _log.warning(
-                "rolling session %r forward failed (a later write finishes it): %s",
-                session_id,
-                exc,
-            )
+            _unfinished(session_id, exc)
 
     async def roll_pending(self, session_id: str) -> None:
         """Apply a committed compaction's changes below the tail, then clear ``pending``."""

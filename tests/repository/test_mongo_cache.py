@@ -20,7 +20,7 @@ from asyncsession import (
 )
 from asyncsession.repository._mongo_cache import ByteLRU, EventCache, fresh, hint_bytes, own
 from asyncsession.repository._mongo_codec import INLINE_LIMIT
-from asyncsession.repository._mongo_hints import Reservations, TailHints
+from asyncsession.repository._mongo_hints import Reservations, TailHints, Trim
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.testing.contract import user
 
@@ -99,12 +99,22 @@ def test_the_hints_and_reservations_stay_within_their_byte_budgets() -> None:
     reservations = Reservations(64 * 1024)
     for i in range(20_000):
         hints.note(f"session-{i:08d}" * 4, i % 90, False)
+        ids = tuple(f"event-{i}-{j}" for j in range(64))
+        cut = Trim(guard={"tn": 96}, ids=ids, changes={"$set": {}, "$inc": {}})
+        hints.defer_trim(f"session-{i:08d}", cut)
+        hints.owe_roll(f"session-{i:08d}")
         reservations.add(f"session-{i:08d}", [f"event-{i}-a", f"event-{i}-b"], "t")
         assert hints.bytes <= 64 * 1024
         assert reservations.bytes <= 64 * 1024
     assert hints.room("session-00019999" * 4, 1)  # the newest are kept
     assert not hints.room("session-00000000" * 4, 1)  # the oldest were evicted
     assert reservations.holds("session-00019999", ["event-19999-a"])
+    trim = hints.take_trim("session-00019999")
+    assert trim is not None
+    assert trim.ids[0] == "event-19999-0"
+    assert hints.take_trim("session-00000000") is None
+    assert hints.take_owed("session-00019999")
+    assert not hints.take_owed("session-00019999")  # taken once
     assert hint_bytes(32 * 1024 * 1024) == 2 * 1024 * 1024
 
 

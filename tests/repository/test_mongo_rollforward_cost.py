@@ -10,13 +10,13 @@ between) is done by id; one that is never done is redone one step later, which b
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from pymongo import AsyncMongoClient, monitoring
+from command_counting import CommandCounter, counted_repository
+from pymongo import AsyncMongoClient
 
 from asyncsession import (
     AssistantMessage,
@@ -30,52 +30,21 @@ from asyncsession import (
 )
 from asyncsession.repository._mongo_hints import K_MAX, K_MIN
 
-HANDSHAKES = frozenset({"hello", "ismaster", "isMaster", "ping", "endSessions"})
 WINDOW = EventFilter(exclude_archived=True, active_view=True, last_n=20)
-
-
-class Commands(monitoring.CommandListener):
-    """The commands a client sends, as ``(name, collection)``."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, str]] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        if event.command_name not in HANDSHAKES:
-            self.sent.append((event.command_name, str(event.command.get(event.command_name))))
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
-
-    def take(self) -> list[tuple[str, str]]:
-        sent, self.sent = self.sent, []
-        return sent
 
 
 @pytest.fixture
 async def two(
     mongo_uri: str,
-) -> AsyncIterator[tuple[MongoSessionRepository, MongoSessionRepository, Commands]]:
+) -> AsyncIterator[tuple[MongoSessionRepository, MongoSessionRepository, CommandCounter]]:
     """Two repositories on one database (two processes, as far as the store can tell); the
-    first one's commands are recorded."""
-    commands = Commands()
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-        mongo_uri, tz_aware=True, event_listeners=[commands]
-    )
-    client2: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri, tz_aware=True)
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    repo = MongoSessionRepository(client[name])
-    other = MongoSessionRepository(client2[name])
-    try:
-        await repo.ensure_indexes()
-        yield repo, other, commands
-    finally:
-        await client.drop_database(name)
-        await client.close()
-        await client2.close()
+    first one's commands are counted."""
+    async with counted_repository(mongo_uri) as (repo, counter):
+        client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri, tz_aware=True)
+        try:
+            yield repo, MongoSessionRepository(client[repo._store.sessions.database.name]), counter
+        finally:
+            await client.close()
 
 
 async def tail_length(repo: MongoSessionRepository, session_id: str) -> int:
@@ -89,7 +58,7 @@ def copies(sent: list[tuple[str, str]]) -> int:
 
 
 async def test_no_plain_api_turn_pays_more_than_one_command_for_rolling_forward(
-    two: tuple[MongoSessionRepository, MongoSessionRepository, Commands],
+    two: tuple[MongoSessionRepository, MongoSessionRepository, CommandCounter],
 ) -> None:
     """300 turns of ``get_events`` + two ``append_message`` (600 events, nine roll-forwards):
     every turn is 3 commands, or 4 when it refilled the id pool or copied events forward, never
@@ -120,7 +89,7 @@ async def test_no_plain_api_turn_pays_more_than_one_command_for_rolling_forward(
 
 
 async def test_no_advisor_turn_pays_more_than_one_command_for_rolling_forward(
-    two: tuple[MongoSessionRepository, MongoSessionRepository, Commands],
+    two: tuple[MongoSessionRepository, MongoSessionRepository, CommandCounter],
 ) -> None:
     """What the advisors run, ``start_turn`` with the window and then the reply: 2 commands a
     turn, 3 at most, and every event in order."""
@@ -149,7 +118,7 @@ def event(session_id: str, text: str) -> SessionEvent:
 
 
 async def test_a_cut_another_writer_got_ahead_of_is_done_by_id(
-    two: tuple[MongoSessionRepository, MongoSessionRepository, Commands],
+    two: tuple[MongoSessionRepository, MongoSessionRepository, CommandCounter],
 ) -> None:
     """This process copied events forward, then another appended before this one's next
     commit: the cut cannot ride on it (the tail is longer than the copy left it), so it is
@@ -177,7 +146,7 @@ async def test_a_cut_another_writer_got_ahead_of_is_done_by_id(
 
 
 async def test_a_cut_that_never_comes_is_redone_one_step_later(
-    two: tuple[MongoSessionRepository, MongoSessionRepository, Commands],
+    two: tuple[MongoSessionRepository, MongoSessionRepository, CommandCounter],
 ) -> None:
     """The process that copied events forward never writes again: the tail grows by one step
     of ``K_MAX - K_MIN`` at most before another writer rolls it forward at once."""
