@@ -7,7 +7,7 @@ delegates to a [`SessionRepository`][asyncsession.repository.SessionRepository].
 another service, so a decorator (authorization, metrics) overrides only what it needs.
 
 Over 500 lines: the protocol, its default and its delegating decorator spell out the same
-eighteen operations three times, side by side so a reader can check that the three agree.
+nineteen operations three times, side by side so a reader can check that the three agree.
 """
 
 from __future__ import annotations
@@ -107,6 +107,17 @@ class SessionService(Protocol):
         metadata: Mapping[str, JsonValue] | None = None,
     ) -> SessionEvent:
         """Wrap a message in a new event, append it, and return the event."""
+        ...
+
+    async def append_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        event_ids: Sequence[str] | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
+    ) -> list[SessionEvent]:
+        """Wrap each message in a new event and append them all as one version."""
         ...
 
     async def get_events(
@@ -294,6 +305,48 @@ class DefaultSessionService:
         event = self._new_event(session_id, message, event_id, metadata)
         await self.append_event(event)
         return event
+
+    async def append_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        event_ids: Sequence[str] | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
+    ) -> list[SessionEvent]:
+        """Wrap each message in a new event and append them all as one version; return them.
+
+        The turn stored after the reply: the question and the answer in one write (one commit
+        on the MongoDB store), where two ``append_message`` calls are two. The question is then
+        stored only once the reply is there, so a model call that fails leaves nothing behind;
+        append the question first when it must survive such a failure.
+
+        ``event_ids`` names the events (one per message), which makes a retry of the call a
+        no-op; without them the ids are drawn from the store, as ``append_message`` does, and
+        a retry with the returned events' ids is a no-op too. ``metadata`` goes on every event.
+
+        Raises:
+            SessionNotFound: the session does not exist.
+            EventIdConflict: an id belongs to another session.
+            UsageError: ``event_ids`` does not name each message once, or a system message
+                while they are disabled.
+        """
+        _require(session_id, "session_id")
+        if event_ids is None:  # a store may hand out ids it appends more cheaply
+            ids = [await draw_event_id(self.repository, session_id) for _ in messages]
+        else:
+            ids = [_require(event_id, "event_ids[]") for event_id in event_ids]
+            if len(ids) != len(messages) or len(set(ids)) != len(ids):
+                raise UsageError(
+                    f"event_ids must name each of the {len(messages)} messages once, "
+                    f"got {len(ids)} ids ({len(set(ids))} distinct)"
+                )
+        events = [
+            self._new_event(session_id, message, event_id, metadata)
+            for message, event_id in zip(messages, ids, strict=True)
+        ]
+        await self.append_events(session_id, events)
+        return events
 
     def _new_event(
         self,
@@ -486,6 +539,19 @@ class DelegatingSessionService:
         """Forwarded."""
         return await self.delegate.append_message(
             session_id, message, event_id=event_id, metadata=metadata
+        )
+
+    async def append_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        event_ids: Sequence[str] | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
+    ) -> list[SessionEvent]:
+        """Forwarded."""
+        return await self.delegate.append_messages(
+            session_id, messages, event_ids=event_ids, metadata=metadata
         )
 
     async def get_events(

@@ -133,6 +133,62 @@ async def test_append_message_wraps_and_returns_the_event(
     assert await service.get_event_version(session.id) == 1
 
 
+async def test_append_messages_stores_a_whole_turn_as_one_version(
+    service: DefaultSessionService, clock: FakeClock
+) -> None:
+    """append_messages wraps each message in an event, appends them as one version in order,
+    returns them, and a retry with the same ids is a no-op."""
+    session = await service.create(CreateSessionRequest(user_id="u"))
+    turn = [UserMessage(text="q"), AssistantMessage(text="a")]
+    events = await service.append_messages(session.id, turn, metadata={"k": "v"})
+    assert [e.text for e in events] == ["q", "a"]
+    assert all(e.timestamp == clock.now and e.metadata == {"k": "v"} for e in events)
+    assert len({e.id for e in events}) == 2
+    assert await service.get_event_version(session.id) == 1
+    assert await service.get_events(session.id) == events
+    again = await service.append_messages(session.id, turn, event_ids=[e.id for e in events])
+    assert [e.id for e in again] == [e.id for e in events]
+    assert await service.get_event_version(session.id) == 1
+    assert await service.get_events(session.id) == events
+    assert await service.append_messages(session.id, []) == []
+    assert await service.get_event_version(session.id) == 1
+
+
+@pytest.mark.parametrize(
+    "event_ids",
+    [
+        pytest.param(["only-one"], id="too-few"),
+        pytest.param(["x", "y", "z"], id="too-many"),
+        pytest.param(["x", "x"], id="repeated"),
+        pytest.param(["x", " "], id="blank"),
+    ],
+)
+async def test_append_messages_refuses_ids_that_do_not_name_each_message_once(
+    service: DefaultSessionService, event_ids: list[str]
+) -> None:
+    """Bad event_ids are a UsageError, and nothing is stored."""
+    session = await service.create(CreateSessionRequest(user_id="u"))
+    with pytest.raises(UsageError, match="event_ids"):
+        await service.append_messages(
+            session.id, [UserMessage(text="q"), AssistantMessage(text="a")], event_ids=event_ids
+        )
+    assert await service.get_events(session.id) == []
+
+
+async def test_append_messages_refuses_the_whole_batch_for_one_bad_message(
+    service: DefaultSessionService,
+) -> None:
+    """A system message while they are disabled, or an unknown session, stores nothing."""
+    session = await service.create(CreateSessionRequest(user_id="u"))
+    with pytest.raises(UsageError):
+        await service.append_messages(
+            session.id, [UserMessage(text="q"), SystemMessage(text="be brief")]
+        )
+    assert await service.get_events(session.id) == []
+    with pytest.raises(SessionNotFound):
+        await service.append_messages("missing", [UserMessage(text="q")])
+
+
 async def test_reads_and_messages(service: DefaultSessionService) -> None:
     """get_messages includes archived events; get_active_messages does not."""
     session = await service.create(CreateSessionRequest(user_id="u"))
@@ -265,6 +321,9 @@ async def test_a_decorator_overrides_only_what_it_needs(service: DefaultSessionS
     assert len(await decorated.find_events_by_user_id("u")) == 2
     event = await decorated.append_message(session.id, UserMessage(text="m"))
     assert event.session_id == session.id
+    turn = await decorated.append_messages(session.id, [UserMessage(text="n")], event_ids=["n"])
+    assert [e.id for e in turn] == ["n"]
+    assert decorated.appends == 1  # forwarded whole to the delegate, like append_message
     assert await decorated.find_by_id(session.id) is not None
     assert await decorated.delete_expired_sessions() == 0
     await decorated.delete(session.id)

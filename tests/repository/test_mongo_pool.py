@@ -75,6 +75,32 @@ async def test_a_plain_api_turn_is_a_read_and_two_commits(
     assert len(held - ids) < POOL_MAX
 
 
+async def test_a_turn_stored_after_the_reply_is_a_read_and_one_commit(
+    counted: tuple[MongoSessionRepository, CommandCounter],
+) -> None:
+    """``get_events`` + one ``append_messages`` of the question and the reply: 2 commands, except
+    on the turns that refill the pool (one insert more) or roll the tail forward (one more)."""
+    repo, counter = counted
+    service = DefaultSessionService(repo)
+    s = (await service.create(CreateSessionRequest(user_id="u"))).id
+    window = EventFilter(exclude_archived=True, active_view=True, last_n=20)
+    per_turn: list[list[str]] = []
+    for i in range(40):
+        counter.names.clear()
+        await service.get_events(s, window)
+        await service.append_messages(
+            s, [UserMessage(text=f"q{i}"), AssistantMessage(text=f"a{i}")]
+        )
+        per_turn.append(list(counter.names))
+    assert all(len(names) <= 3 for names in per_turn), per_turn
+    usual = [names for names in per_turn if names == ["find", "update"]]
+    assert len(usual) >= 40 - 8, per_turn
+    log = await service.get_events(s, EventFilter.all())
+    assert [e.text for e in log] == [t for i in range(40) for t in (f"q{i}", f"a{i}")]
+    assert await service.get_event_version(s) == 40
+    assert {e.id for e in log} <= await registered(repo, s)
+
+
 async def test_deleting_a_session_removes_its_unused_ids_and_a_missing_session_keeps_none(
     counted: tuple[MongoSessionRepository, CommandCounter],
 ) -> None:

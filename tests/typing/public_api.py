@@ -50,6 +50,10 @@ async def sessions(service: SessionService) -> None:
     event = await service.append_message(session.id, UserMessage(text="hi"))
     assert_type(event, SessionEvent)
     assert_type(await service.append_events(session.id, [event], expected_version=1), bool)
+    turn = await service.append_messages(
+        session.id, [UserMessage(text="q"), AssistantMessage(text="a")], event_ids=("q", "a")
+    )
+    assert_type(turn, list[SessionEvent])
     assert_type(await service.get_events(session.id), list[SessionEvent])
     assert_type(
         await service.get_events(session.id, EventFilter(last_n=20, exclude_archived=True)),
