@@ -11,6 +11,7 @@ from typing import Any
 
 from ._counting import excluded
 from ._stats import median
+from .adapters import MODEL_CALLING, OURS
 from .scenarios import BenchConfig, Measurement
 
 __all__ = ["render_markdown", "write_results"]
@@ -72,9 +73,6 @@ def extra_kib(key: str) -> Callable[[Measurement], str]:
     return render
 
 
-OURS = ("asyncsession", "asyncsession-advisors")
-
-
 def merge_repeats(rows: Sequence[Measurement]) -> list[Measurement]:
     """Throughput rows: one per (case, system), the repeats folded in, ratios to the best peer.
 
@@ -117,12 +115,14 @@ def merge_repeats(rows: Sequence[Measurement]) -> list[Measurement]:
         if m.system not in OURS or m.status != "ok":
             continue
         peers = [
-            p.extra["turns_per_s"]
-            for p in merged
-            if p.case == m.case and p.system not in OURS and p.status == "ok"
+            p for p in merged if p.case == m.case and p.system not in OURS and p.status == "ok"
         ]
-        if peers:
-            m.extra["x_best_peer"] = f"{m.extra['turns_per_s'] / max(peers):.2f}"
+        best = [p.extra["turns_per_s"] for p in peers if p.system not in MODEL_CALLING]
+        if best:
+            m.extra["x_best_peer"] = f"{m.extra['turns_per_s'] / max(best):.2f}"
+        same = [p.extra["turns_per_s"] for p in peers if p.system in MODEL_CALLING]
+        if same and m.system in MODEL_CALLING:
+            m.extra["x_peer_with_model_call"] = f"{m.extra['turns_per_s'] / max(same):.2f}"
     return merged
 
 
@@ -154,6 +154,7 @@ TABLES: dict[str, tuple[str, list[Column]]] = {
             ("turns/s", extra("turns_per_s")),
             ("repeats", extra("turns_per_s_repeats")),
             ("x best peer", extra("x_best_peer")),
+            ("x peer with the model call", extra("x_peer_with_model_call")),
             ("median ms/turn", lambda m: ms(m.median_ms)),
             ("p95 ms/turn", lambda m: ms(m.p95_ms)),
             ("commands/turn", lambda m: per_op(m.commands_per_op)),

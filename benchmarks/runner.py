@@ -24,7 +24,16 @@ from pymongo import AsyncMongoClient
 
 from asyncsession.testing._mongo_server import LocalMongoServer
 
-from .adapters import OURS, PEERS, SessionStore, StoreUnavailable, Target, make_store, store_class
+from .adapters import (
+    OURS,
+    PEERS,
+    SHAPES_ONLY,
+    SessionStore,
+    StoreUnavailable,
+    Target,
+    make_store,
+    store_class,
+)
 from .scenarios import (
     SCENARIOS,
     BenchConfig,
@@ -43,8 +52,8 @@ ALL_SYSTEMS = (*OURS, *PEERS)
 """Every system, in report order."""
 
 SHAPE_SCENARIOS = frozenset({"turn", "throughput", "storage"})
-"""The scenarios whose work depends on the turn shape: ``asyncsession-advisors`` runs only
-these (its reads, contended appends and retries are the plain store's)."""
+"""The scenarios whose work depends on the turn shape: the systems in ``SHAPES_ONLY`` run only
+these (their reads, contended appends and retries are the base system's)."""
 
 DEFAULT_URI_OPTIONS = {"w": "majority", "journal": "true", "retryWrites": "false"}
 """Journaled majority writes, as the tests use. ``retryWrites=false`` because the test server
@@ -149,7 +158,7 @@ def plan_cells(systems: Sequence[str], scenarios: Sequence[str], config: BenchCo
 
     def add(scenario: str, case: str, make: Callable[[str], Job], label: str | None = None) -> None:
         for system in systems:
-            if system == "asyncsession-advisors" and scenario not in SHAPE_SCENARIOS:
+            if system in SHAPES_ONLY and scenario not in SHAPE_SCENARIOS:
                 continue
             cells.append(Cell(scenario, system, case, make(system), label or system))
 
@@ -192,7 +201,7 @@ def plan_cells(systems: Sequence[str], scenarios: Sequence[str], config: BenchCo
                     )
         elif scenario == "contention":
             for system in systems:
-                if system == "asyncsession-advisors":
+                if system in SHAPES_ONLY:
                     continue
                 try:
                     policies: tuple[str, ...] = store_class(system).writer_policies

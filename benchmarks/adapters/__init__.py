@@ -22,8 +22,10 @@ from ._base import (
 
 __all__ = [
     "DISTRIBUTIONS",
+    "MODEL_CALLING",
     "OURS",
     "PEERS",
+    "SHAPES_ONLY",
     "SYSTEMS",
     "AppendOutcome",
     "MongoStoreBase",
@@ -37,27 +39,39 @@ __all__ = [
 
 SYSTEMS: dict[str, str] = {
     "asyncsession": "asyncsession_store:AsyncSessionStore",
+    "asyncsession-after-reply": "asyncsession_store:AsyncSessionAfterReplyStore",
     "asyncsession-advisors": "asyncsession_store:AsyncSessionAdvisorStore",
     "openai-agents": "openai_agents_store:OpenAIAgentsStore",
     "google-adk": "google_adk_store:GoogleAdkStore",
     "langchain": "langchain_store:LangChainStore",
+    "langchain-model": "langchain_store:LangChainModelStore",
 }
 """System name -> ``module:class`` inside this package."""
 
 DISTRIBUTIONS: dict[str, str] = {
     "asyncsession": "asyncsession",
+    "asyncsession-after-reply": "asyncsession",
     "asyncsession-advisors": "asyncsession",
     "openai-agents": "openai-agents",
     "google-adk": "google-adk",
     "langchain": "langchain-mongodb",
+    "langchain-model": "langchain-mongodb",
 }
 """System name -> the distribution whose version the report states."""
 
-PEERS = ("openai-agents", "google-adk", "langchain")
+PEERS = ("openai-agents", "google-adk", "langchain", "langchain-model")
 """The peer systems, in report order after asyncsession."""
 
-OURS = ("asyncsession", "asyncsession-advisors")
-"""Our two turn shapes: the plain API and the advisor chain."""
+OURS = ("asyncsession", "asyncsession-after-reply", "asyncsession-advisors")
+"""Our turn shapes: the plain API (question stored before the model call, then the reply), the
+plain API storing the whole turn after the reply, and the advisor chain."""
+
+MODEL_CALLING = frozenset({"asyncsession-advisors", "langchain-model"})
+"""The systems whose turn includes the model call (through the in-process stub model)."""
+
+SHAPES_ONLY = frozenset({"asyncsession-after-reply", "asyncsession-advisors", "langchain-model"})
+"""Turn shapes of a system measured under another name: they run only the scenarios whose work
+depends on the turn shape (their reads, contended appends and retries are the base system's)."""
 
 
 def store_class(system: str) -> Any:

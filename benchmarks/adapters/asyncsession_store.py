@@ -3,6 +3,9 @@
 - ``asyncsession`` (the plain API): a turn is what a user following the docs writes by hand:
   ``service.get_events(session_id, EventFilter(last_n=20, ...))`` for the window, then
   ``service.append_message`` for the user message and again for the reply.
+- ``asyncsession-after-reply``: the plain API with the turn stored after the reply, as the
+  peers store it: the same window read, then one ``service.append_messages`` of the question
+  and the reply (one version, one commit).
 - ``asyncsession-advisors``: a turn is one ``ChatClient.call`` through ``SessionTurnAdvisor``
   and ``SessionMemoryAdvisor`` with the same 20-message window (``event_filter``; what the
   advisors run: ``start_turn``, then the reply), on a
@@ -17,13 +20,9 @@ stable event ids: the compare-and-swap and the idempotency key they are about.
 from __future__ import annotations
 
 import importlib.metadata
-import json
-import time
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
-import httpx
-import openai
 from pymongo import AsyncMongoClient
 
 from asyncsession import (
@@ -49,16 +48,16 @@ from asyncsession.advisors import (
 from asyncsession.openai import ChatClient
 
 from .._commands import CommandCounter
-from .._workload import Message, Turn, parse_tag
+from .._workload import Message, Turn
 from ._base import AppendOutcome, MongoStoreBase, StorageStats, StoreUnavailable, Target
+from ._stub_model import STUB_MODEL, StubModel
 
-__all__ = ["AsyncSessionAdvisorStore", "AsyncSessionStore"]
+__all__ = ["AsyncSessionAdvisorStore", "AsyncSessionAfterReplyStore", "AsyncSessionStore"]
 
 USER_ID = "bench-user"
 MAX_RETRIES = 10_000
-STUB_MODEL = "bench-stub-model"
 
-Mode = Literal["plain", "advisors"]
+Mode = Literal["plain", "advisors", "after-reply"]
 
 
 def window_filter(size: int) -> EventFilter:
@@ -91,11 +90,8 @@ class AsyncSessionStore:
         self._client: AsyncMongoClient[dict[str, Any]] | None = None
         self.repository: SessionRepository = InMemorySessionRepository()
         self.service = DefaultSessionService(self.repository)
-        self._replies: dict[str, str] = {}
-        self._model: openai.AsyncOpenAI | None = None
+        self._model: StubModel | None = None
         self._chat: ChatClient | None = None
-        self._longest_prompt = 0
-        self._last_prompt: list[Any] = []
 
     async def start(self) -> None:
         """Open the Mongo repository (when there is a target) and create its indexes."""
@@ -122,15 +118,9 @@ class AsyncSessionStore:
         memory advisor loads the same window as every other system (its default loads the
         whole active view, which compaction keeps short in a real app)."""
         if self._chat is None:
-            transport = httpx.MockTransport(self._stub_model)
-            self._model = openai.AsyncOpenAI(
-                api_key="bench",
-                base_url="http://stub.invalid/v1",
-                http_client=httpx.AsyncClient(transport=transport),
-                max_retries=0,
-            )
+            self._model = StubModel()
             self._chat = ChatClient(
-                self._model,
+                self._model.client,
                 model=STUB_MODEL,
                 advisors=[
                     SessionTurnAdvisor(self.service),
@@ -139,38 +129,10 @@ class AsyncSessionStore:
             )
         return self._chat
 
-    def _stub_model(self, request: httpx.Request) -> httpx.Response:
-        """A Chat Completions answer: the reply registered for the last user message's tag."""
-        body = json.loads(request.content)
-        self._longest_prompt = max(self._longest_prompt, len(body["messages"]))
-        self._last_prompt = body["messages"]
-        question = body["messages"][-1]["content"]
-        tag = parse_tag(question if isinstance(question, str) else question[0]["text"])
-        reply = self._replies.get(tag or "")  # the same tag has the same reply in every session
-        if reply is None:
-            return httpx.Response(400, json={"error": {"message": f"no reply for {tag!r}"}})
-        return httpx.Response(
-            200,
-            json={
-                "id": f"chatcmpl-{tag}",
-                "object": "chat.completion",
-                "created": 0,
-                "model": STUB_MODEL,
-                "choices": [
-                    {
-                        "index": 0,
-                        "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": reply},
-                    }
-                ],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-            },
-        )
-
     async def aclose(self) -> None:
         """Close the repository (it borrows the client) and the clients."""
         if self._model is not None:
-            await self._model.close()
+            await self._model.aclose()
         close = getattr(self.repository, "aclose", None)
         if close is not None:
             await close()
@@ -203,6 +165,13 @@ class AsyncSessionStore:
             return await self._advisor_turn(session_id, turn, window)
         history = await self.service.get_events(session_id, window_filter(window))
         assert len(history) <= window, session_id
+        if self.mode == "after-reply":
+            question, reply = (
+                UserMessage(text=turn.user.text),
+                AssistantMessage(text=turn.reply.text),
+            )
+            await self.service.append_messages(session_id, [question, reply])
+            return 0
         await self.service.append_message(session_id, UserMessage(text=turn.user.text))
         await self.service.append_message(session_id, AssistantMessage(text=turn.reply.text))
         return 0
@@ -210,7 +179,8 @@ class AsyncSessionStore:
     async def _advisor_turn(self, session_id: str, turn: Turn, window: int) -> int:
         """One ``ChatClient.call`` through the turn and session memory advisors."""
         chat = self._chat_client(window)
-        self._replies[turn.user.tag] = turn.reply.text
+        assert self._model is not None
+        self._model.replies[turn.user.tag] = turn.reply.text
         reply = await chat.call(
             turn.user.text,
             context={SESSION_ID_CONTEXT_KEY: session_id, USER_ID_CONTEXT_KEY: USER_ID},
@@ -286,7 +256,7 @@ class AsyncSessionStore:
             "version": importlib.metadata.version("asyncsession"),
             "repository": type(self.repository).__name__,
             "seed_batch": self.seed_batch,
-            "longest_prompt_messages": self._longest_prompt,
+            "longest_prompt_messages": 0 if self._model is None else self._model.longest_prompt,
             "turn": (
                 "ChatClient.call (SessionTurnAdvisor + SessionMemoryAdvisor, stub model)"
                 if self.mode == "advisors"
@@ -302,20 +272,17 @@ class AsyncSessionAdvisorStore(AsyncSessionStore):
     mode: ClassVar[Mode] = "advisors"
 
     async def model_call_cpu_ms(self, calls: int = 200) -> float | None:
-        """The client CPU of the turn's model call alone: the ``openai`` SDK's
-        ``chat.completions.create`` with the last prompt the stub model saw, sent ``calls``
-        times one after another (nothing else running), stub included. The part of an advisor
-        turn's CPU that any application calling the model pays, with or without a session
-        library."""
-        if self._model is None or not self._last_prompt:
-            return None
-        messages = self._last_prompt
-        create = self._model.chat.completions.create
-        await create(model=STUB_MODEL, messages=messages)  # warm
-        start = time.process_time()
-        for _ in range(calls):
-            await create(model=STUB_MODEL, messages=messages)
-        return (time.process_time() - start) * 1000 / calls
+        """The client CPU of the turn's model call alone (`StubModel.call_cpu_ms`): the part of
+        an advisor turn's CPU that any application calling the model pays, with or without a
+        session library."""
+        return None if self._model is None else await self._model.call_cpu_ms(calls)
+
+
+class AsyncSessionAfterReplyStore(AsyncSessionStore):
+    """The plain API, with the turn stored after the reply (see the module)."""
+
+    name: ClassVar[str] = "asyncsession-after-reply"
+    mode: ClassVar[Mode] = "after-reply"
 
 
 class _Writer:

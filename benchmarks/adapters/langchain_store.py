@@ -4,6 +4,11 @@ A turn is ``aget_messages()`` on a history with ``history_size=20`` (``count_doc
 ``find`` that skips the rest), then ``aadd_messages([human, ai])``, which the base class runs in
 the default executor as one ``insert_one`` per message on the sync driver. The counted
 ``MongoClient`` is the one handed to it. Imported only when a run asks for this system.
+
+``langchain-model`` is the same turn with the model call an application makes between the read
+and the write: the window and the question, sent through the ``openai`` SDK to the same
+in-process stub model as the advisor turn (`StubModel`). It is the peer to hold the advisor
+turn against, whose CPU includes that call.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from pymongo import MongoClient
 
 from .._workload import Message, Turn
 from ._base import AppendOutcome, MongoStoreBase, StoreUnavailable, Target
+from ._stub_model import STUB_MODEL, StubModel
 
 try:
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, message_to_dict
@@ -24,7 +30,7 @@ try:
 except ImportError as exc:  # not a dependency of the library: only .venv-bench has it
     raise StoreUnavailable(f"langchain-mongodb not installed ({exc}); use scripts/bench") from exc
 
-__all__ = ["LangChainStore"]
+__all__ = ["LangChainModelStore", "LangChainStore"]
 
 COLLECTION = "message_store"
 
@@ -154,3 +160,45 @@ class _Writer:
     async def append(self, message: Message) -> AppendOutcome:
         await self.history.aadd_messages([to_message(message)])
         return AppendOutcome(stored=True)
+
+
+class LangChainModelStore(LangChainStore):
+    """The langchain turn with the model call between its read and its write (see the module)."""
+
+    name: ClassVar[str] = "langchain-model"
+
+    def __init__(self, target: Target) -> None:
+        super().__init__(target)
+        self._model = StubModel()
+
+    async def chat_turn(self, session_id: str, turn: Turn, window: int) -> int:
+        """Load the window, ask the model with it and the question, add both messages."""
+        history = self.history(session_id, window)
+        prompt: list[Any] = [
+            {"role": "user" if m.type == "human" else "assistant", "content": text_of(m)}
+            for m in await history.aget_messages()
+        ]
+        prompt.append({"role": "user", "content": turn.user.text})
+        self._model.replies[turn.user.tag] = turn.reply.text
+        completion = await self._model.client.chat.completions.create(
+            model=STUB_MODEL, messages=prompt
+        )
+        reply = completion.choices[0].message.content or ""
+        assert reply == turn.reply.text, (reply[:40], turn.reply.tag)
+        await history.aadd_messages(
+            [HumanMessage(content=turn.user.text), AIMessage(content=reply)]
+        )
+        return 0
+
+    async def model_call_cpu_ms(self, calls: int = 200) -> float | None:
+        """The client CPU of the turn's model call alone (`StubModel.call_cpu_ms`)."""
+        return await self._model.call_cpu_ms(calls)
+
+    def describe(self) -> dict[str, Any]:
+        """The versions, and the longest prompt the model was sent."""
+        return {**super().describe(), "longest_prompt_messages": self._model.longest_prompt}
+
+    async def aclose(self) -> None:
+        """Close the model client and both Mongo clients."""
+        await self._model.aclose()
+        await super().aclose()

@@ -28,6 +28,7 @@ PEER_PACKAGES = {
     "openai-agents": "agents",
     "google-adk": "google.adk",
     "langchain": "langchain_mongodb",
+    "langchain-model": "langchain_mongodb",
 }
 
 TINY = dataclasses.replace(
@@ -70,14 +71,14 @@ def _check_correctness(by_scenario: dict[str, list[Measurement]]) -> None:
     throughput = by_scenario["throughput"]
     # every system runs every history, once per repeat, the repeats interleaved
     assert [m.system for m in throughput] == list(OURS) * TINY.throughput_repeats
-    assert [m.extra["repeat"] for m in throughput] == [0, 0, 1, 1]
+    assert [m.extra["repeat"] for m in throughput] == [0] * len(OURS) + [1] * len(OURS)
     for m in throughput:
         assert m.extra["lost"] == m.extra["duplicated"] == 0, m.extra
         assert m.extra["client_cpu_ms_per_turn"] > 0
     merged = merge_repeats(throughput)
     assert [m.system for m in merged] == list(OURS)
     assert all(m.ops == 2 * TINY.throughput_sessions * TINY.throughput_turns for m in merged)
-    # the advisor shape runs only the scenarios whose work depends on the turn shape
+    # the other shapes run only the scenarios whose work depends on the turn shape
     for scenario in ("window", "contention", "lost-ack"):
         assert all(
             m.system.startswith("asyncsession (") or m.system == "asyncsession"
@@ -112,6 +113,12 @@ async def test_every_scenario_on_the_test_server(mongo_uri: str) -> None:
     advisors = [m for m in by_scenario["turn"] if m.system == "asyncsession-advisors"]
     assert advisors
     assert all(min(m.per_op_commands) <= 3 for m in advisors), [m.per_op_commands for m in advisors]
+    # the turn stored after the reply is the window read and one commit
+    after = [m for m in by_scenario["turn"] if m.system == "asyncsession-after-reply"]
+    assert after
+    assert all(min(m.per_op_commands) == 2 for m in after), [m.per_op_commands for m in after]
+    plain = [m for m in by_scenario["turn"] if m.system == "asyncsession"]
+    assert all(min(m.per_op_commands) == 3 for m in plain), [m.per_op_commands for m in plain]
     # the advisor turn sends the model the same window every system loads, plus the question
     assert all(
         0 < m.extra["adapter"]["longest_prompt_messages"] <= TINY.window + 1 for m in advisors
