@@ -8,7 +8,8 @@ written, and refuses them with [`InvalidText`][asyncsession.exceptions.InvalidTe
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import cast
+from datetime import datetime
+from typing import Final, cast
 
 from pydantic import BaseModel
 
@@ -28,24 +29,52 @@ def _bad(text: str) -> bool:
     return False
 
 
-def _walk(value: object, where: str) -> None:
-    """Raise `InvalidText` for the first string under ``value`` that is not UTF-8 text."""
+_ATOMIC: Final = frozenset({int, float, bool, type(None), datetime, bytes})
+"""Types that hold no text: most fields of an event, skipped without a walk."""
+
+
+def _find(value: object) -> tuple[list[str], str] | None:
+    """The first string under ``value`` that is not UTF-8 text, with the path to it (innermost
+    last); ``None`` if there is none. The path is only built for a bad string: checking an
+    event is on every append's path."""
+    kind = type(value)
+    if kind is str:
+        return ([], cast(str, value)) if _bad(cast(str, value)) else None
+    if kind in _ATOMIC:
+        return None
     if isinstance(value, str):
-        if _bad(value):
-            raise InvalidText(where, value)
-    elif isinstance(value, Mapping):
+        return ([], value) if _bad(value) else None
+    if isinstance(value, dict | Mapping):
         for key, item in cast(Mapping[object, object], value).items():
             if isinstance(key, str) and _bad(key):
-                raise InvalidText(f"{where} (a key)", key)
-            _walk(item, f"{where}[{key!r}]")
+                return ([" (a key)"], key)
+            found = _find(item)
+            if found is not None:
+                found[0].insert(0, f"[{key!r}]")
+                return found
     elif isinstance(value, list | tuple):
         for index, item in enumerate(cast(list[object] | tuple[object, ...], value)):
-            _walk(item, f"{where}[{index}]")
+            found = _find(item)
+            if found is not None:
+                found[0].insert(0, f"[{index}]")
+                return found
     elif isinstance(value, BaseModel):
         for name, item in vars(value).items():
-            _walk(item, f"{where}.{name}")
+            found = _find(item)
+            if found is not None:
+                found[0].insert(0, f".{name}")
+                return found
         if value.__pydantic_extra__:
-            _walk(value.__pydantic_extra__, f"{where} (extra)")
+            found = _find(value.__pydantic_extra__)
+            if found is not None:
+                found[0].insert(0, " (extra)")
+                return found
+    return None
+
+
+def _invalid(where: str, found: tuple[list[str], str]) -> InvalidText:
+    path, text = found
+    return InvalidText(where + "".join(path), text)
 
 
 def check_event_text(event: SessionEvent) -> None:
@@ -56,7 +85,9 @@ def check_event_text(event: SessionEvent) -> None:
         InvalidText: such a string; ``where`` says which field holds it.
     """
     for name, value in vars(event).items():
-        _walk(value, f"event {event.id!r}: {name}" if name != "id" else "event id")
+        found = _find(value)
+        if found is not None:
+            raise _invalid(f"event {event.id!r}: {name}" if name != "id" else "event id", found)
 
 
 def check_session_text(session: Session) -> None:
@@ -66,4 +97,7 @@ def check_session_text(session: Session) -> None:
         InvalidText: such a string; ``where`` says which field holds it.
     """
     for name, value in vars(session).items():
-        _walk(value, f"session {session.id!r}: {name}" if name != "id" else "session id")
+        found = _find(value)
+        if found is not None:
+            where = f"session {session.id!r}: {name}" if name != "id" else "session id"
+            raise _invalid(where, found)

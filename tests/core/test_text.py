@@ -18,6 +18,7 @@ from asyncsession import (
     UsageError,
     UserMessage,
 )
+from asyncsession._text import check_event_text
 from asyncsession.testing._contract.text import LONE, bad_events
 
 
@@ -117,3 +118,24 @@ async def test_text_with_paired_surrogates_is_kept() -> None:
     await service.append_message(session.id, UserMessage(text="😀 \U0001f600"))
     events = await service.get_events(session.id, EventFilter.all())
     assert [e.text for e in events] == ["😀 😀"]
+
+
+@pytest.mark.parametrize(
+    ("metadata", "where"),
+    [
+        pytest.param({"a": [1, f"x{LONE}"]}, "event 'e': metadata['a'][1]", id="in-a-list"),
+        pytest.param({"a": {LONE: 1}}, "event 'e': metadata['a'] (a key)", id="a-nested-key"),
+        pytest.param(
+            {"a": {"b": [2.0, None, True, LONE]}}, "event 'e': metadata['a']['b'][3]", id="deep"
+        ),
+    ],
+)
+def test_the_error_names_the_path_to_the_string(metadata: dict[str, object], where: str) -> None:
+    """``where`` is the field, then every key and index down to the string."""
+    event = SessionEvent(
+        id="e", session_id="s", message=UserMessage(text="fine"), metadata=metadata
+    )
+    with pytest.raises(InvalidText) as caught:
+        check_event_text(event)
+    assert caught.value.where == where
+    assert check_event_text(event.model_copy(update={"metadata": {"a": [1, "ok"]}})) is None
