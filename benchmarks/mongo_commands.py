@@ -269,6 +269,17 @@ async def operations(bench: Bench) -> None:
         "plain API turn: `get_events` (window) + 2 `append_message`s, 400 B each", 100, api_turn
     )
 
+    async def after_reply_turn(i: int) -> None:
+        await service.get_events(p, WINDOW)
+        turn = [UserMessage(text=TEXT_400), AssistantMessage(text=TEXT_400)]
+        await service.append_messages(p, turn)
+
+    await bench.measure(
+        "turn stored after the reply: `get_events` (window) + `append_messages`, 400 B each",
+        100,
+        after_reply_turn,
+    )
+
     async def advisor_turn(i: int) -> None:
         reply_id = str(uuid.uuid4())
         question = SessionEvent(session_id=p, message=UserMessage(text=TEXT_400))
