@@ -72,16 +72,20 @@ class Committer:
         """
         ids = [p.event.id for p in prepared]
         extra = [i for i in dict.fromkeys(reserve_ids) if i not in set(ids)]
-        token = None if extra else self._reservations.take(session_id, ids)
-        register = token is None
-        token = token or new_token()
+        # Ids registered ahead keep their token; the others, and ``extra``, are registered
+        # under it too, so a batch mixing both (an id drawn from the pool and one drawn when it
+        # ran dry) registers only what is new.
+        held, reserved = self._reservations.take(session_id, ids)
+        todo = [*(i for i in ids if i not in reserved), *extra]
+        register = bool(todo)
+        token = held or new_token()
         replayed: set[str] = set()
         fenced: set[str] = set()
         wrote = False  # big-event documents written ahead under ``token``
         for _ in range(MAX_ROUNDS):
             if register:
                 registered = await self._ids.reserve(
-                    session_id, [*ids, *extra], token, creating=create is not None
+                    session_id, todo, token, creating=create is not None
                 )
                 replayed |= registered.replayed
                 fenced |= registered.fenced
@@ -125,6 +129,7 @@ class Committer:
                 raise AccessDenied(session_id, user_id)
             if token in current.get("fences", ()):
                 token, register, wrote = new_token(), True, False  # our ids were adopted
+                todo = [*ids, *extra]
                 continue
             now = ids_in(current, [p.event.id for p in fresh])
             if now:

@@ -101,6 +101,31 @@ async def test_a_turn_stored_after_the_reply_is_a_read_and_one_commit(
     assert {e.id for e in log} <= await registered(repo, s)
 
 
+async def test_a_batch_mixing_a_pooled_id_and_a_fresh_one_registers_only_the_fresh_one(
+    counted: tuple[MongoSessionRepository, CommandCounter],
+) -> None:
+    """The pool's last id and the fresh id drawn when it ran dry, appended together: the fresh
+    id (with the next refill) is registered under the pooled id's token, so the batch costs one
+    insert and its commit, and no earlier attempt is taken for dead and fenced."""
+    repo, counter = counted
+    service = DefaultSessionService(repo)
+    s = (await service.create(CreateSessionRequest(user_id="u"))).id
+    await service.append_message(s, UserMessage(text="first"))  # a fresh id, and 2 ahead
+    await service.append_message(s, UserMessage(text="second"))  # 1 of them: 1 left
+    counter.take()
+    turn = await service.append_messages(s, [UserMessage(text="q"), AssistantMessage(text="a")])
+    assert [name for name, _ in counter.take()] == ["insert", "update"]
+    session = await repo._store.sessions.find_one({"_id": s})
+    assert session is not None
+    assert session["fences"] == []
+    log = await service.get_events(s, EventFilter.all())
+    assert [e.text for e in log] == ["first", "second", "q", "a"]
+    assert {e.id for e in turn} <= await registered(repo, s)
+    # a retry of the batch is a no-op, found in the tail
+    await service.append_messages(s, [e.message for e in turn], event_ids=[e.id for e in turn])
+    assert await service.get_event_version(s) == 3
+
+
 async def test_deleting_a_session_removes_its_unused_ids_and_a_missing_session_keeps_none(
     counted: tuple[MongoSessionRepository, CommandCounter],
 ) -> None:
