@@ -72,13 +72,17 @@ class Committer:
         """
         ids = [p.event.id for p in prepared]
         extra = [i for i in dict.fromkeys(reserve_ids) if i not in set(ids)]
-        # Ids registered ahead keep their token; the others, and ``extra``, are registered
-        # under it too, so a batch mixing both (an id drawn from the pool and one drawn when it
-        # ran dry) registers only what is new.
-        held, reserved = self._reservations.take(session_id, ids)
-        todo = [*(i for i in ids if i not in reserved), *extra]
+        # Ids registered ahead keep their registrations: only the others, and ``extra``, are
+        # registered, under the reserved ids' token when there is one, and the commit is
+        # guarded against a fence on any token the batch's ids are held under. So a batch
+        # mixing ids of the pool (of one refill or of several) with fresh ones registers only
+        # what is new, and never mistakes its own registrations for a dead attempt's.
+        held = self._reservations.take(session_id, ids)
+        tokens = sorted(set(held.values()))
+        todo = [*(i for i in ids if i not in held), *extra]
         register = bool(todo)
-        token = held or new_token()
+        token = tokens[0] if len(tokens) == 1 or (tokens and not todo) else new_token()
+        also = [t for t in tokens if t != token]
         replayed: set[str] = set()
         fenced: set[str] = set()
         wrote = False  # big-event documents written ahead under ``token``
@@ -100,7 +104,7 @@ class Committer:
                 await self._ids.prewrite(session_id, big, token, fenced)
                 wrote = True
             doc = await self.commit(
-                session_id, fresh, token, expected_version, user_id, whole, window=window
+                session_id, fresh, token, expected_version, user_id, whole, window, also
             )
             if doc is None and create is not None:
                 doc = await self._create(create, fresh)
@@ -122,23 +126,32 @@ class Committer:
                     },
                 )
             if current is None:
-                await self._ids.release(session_id, [*ids, *extra], token, written=wrote)
+                await self._release(session_id, [*ids, *extra], token, also, wrote)
                 raise SessionNotFound(session_id)
             if user_id is not None and current["user_id"] != user_id:
-                await self._ids.release(session_id, [*ids, *extra], token, written=wrote)
+                await self._release(session_id, [*ids, *extra], token, also, wrote)
                 raise AccessDenied(session_id, user_id)
-            if token in current.get("fences", ()):
+            if {token, *also} & set(current.get("fences", ())):
                 token, register, wrote = new_token(), True, False  # our ids were adopted
-                todo = [*ids, *extra]
+                todo, also = [*ids, *extra], []
                 continue
             now = ids_in(current, [p.event.id for p in fresh])
             if now:
                 replayed |= now  # committed meanwhile by an attempt that adopted them
                 continue
             if expected_version is not None and current["version"] != expected_version:
-                await self._ids.release(session_id, [*ids, *extra], token, written=wrote)
+                await self._release(session_id, [*ids, *extra], token, also, wrote)
                 return False, None
         raise StorageError(f"could not append to session {session_id!r}: it kept changing")
+
+    async def _release(
+        self, session_id: str, ids: list[str], token: str, also: list[str], wrote: bool
+    ) -> None:
+        """Drop the registrations of an append that will not commit, under every token its
+        ids are held under (big-event documents were written only under ``token``)."""
+        await self._ids.release(session_id, ids, token, written=wrote)
+        for other in also:
+            await self._ids.release(session_id, ids, other, written=False)
 
     async def _create(self, fields: Doc, fresh: Sequence[Prepared]) -> Doc | None:
         """Insert a new session document holding ``fresh`` as its first version, positioned as
@@ -176,11 +189,12 @@ class Committer:
         expected_version: int | None,
         user_id: str | None,
         whole: bool,
-        batches: int = 1,
         window: Doc | None = None,
+        also: Sequence[str] = (),
+        batches: int = 1,
     ) -> Doc | None:
-        """Try one guarded commit of ``fresh`` (registered under ``token``) as ``batches``
-        versions.
+        """Try one guarded commit of ``fresh`` (registered under ``token``, and some under the
+        ``also`` tokens) as ``batches`` versions.
 
         Returns ``None`` when the guard failed, an empty document when the commit needed no
         post-image, and else the session document after it (with ``whole``: whole, or projected
@@ -191,7 +205,7 @@ class Committer:
             "_id": session_id,
             "tail._id": {"$nin": ids},
             "pending.inserts._id": {"$nin": ids},
-            "fences": {"$ne": token},
+            "fences": {"$nin": [token, *also]} if also else {"$ne": token},
         }
         if expected_version is not None:
             guard["version"] = expected_version

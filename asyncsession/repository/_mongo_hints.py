@@ -42,21 +42,15 @@ class Reservations:
         """The estimated size of what is held."""
         return self._tokens.bytes
 
-    def take(self, session_id: str, event_ids: Sequence[str]) -> tuple[str | None, set[str]]:
-        """The token the reserved ones among ``event_ids`` are registered under, and those ids
-        (forgotten here); ``(None, set())`` when none is reserved, or when they are held under
-        different tokens (then nothing is forgotten)."""
-        held = {
-            event_id: token
-            for event_id in event_ids
-            if (token := self._tokens.get((session_id, event_id))) is not None
-        }
-        tokens = set(held.values())
-        if len(tokens) != 1:
-            return None, set()
-        for event_id in held:
-            self._tokens.pop((session_id, event_id))
-        return tokens.pop(), set(held)
+    def take(self, session_id: str, event_ids: Sequence[str]) -> dict[str, str]:
+        """The reserved ones among ``event_ids``, each with the token it is registered under
+        (forgotten here)."""
+        held: dict[str, str] = {}
+        for event_id in event_ids:
+            token = self._tokens.pop((session_id, event_id))
+            if token is not None:
+                held[event_id] = token
+        return held
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -207,3 +207,73 @@ async def test_many_tasks_store_each_message_once_also_through_a_process_that_di
     finally:
         await client.drop_database(name)
         await client.close()
+
+
+async def test_many_tasks_append_whole_turns_of_drawn_ids_each_once_and_unbroken(
+    counted: tuple[MongoSessionRepository, CommandCounter],
+) -> None:
+    """Twelve tasks on one session append 15 batches each of 1 to 3 messages with
+    ``append_messages``, from two stores (two processes' pools) at once. Batches of odd sizes
+    mix ids registered ahead with fresh ones and with ids of other refills. Every batch is one
+    version, its messages stored once and side by side, each task's batches in its order, and
+    no append fences another: each registers only its new ids."""
+    repo, _ = counted
+    other = MongoSessionRepository(repo._store.sessions.database)  # its own pool and hints
+    services = [DefaultSessionService(repo), DefaultSessionService(other)]
+    s = (await services[0].create(CreateSessionRequest(user_id="u"))).id
+
+    async def writer(w: int) -> list[list[str]]:
+        service = services[w % 2]
+        batches: list[list[str]] = []
+        for b in range(15):
+            size = 1 + (w + b) % 3
+            turn = [UserMessage(text=f"w{w:02d}-b{b:02d}-m{m}") for m in range(size)]
+            batches.append([e.id for e in await service.append_messages(s, turn)])
+        return batches
+
+    written = await asyncio.gather(*(writer(w) for w in range(12)))
+    log = await services[0].get_events(s, EventFilter.all())
+    ids = [e.id for e in log]
+    assert len(ids) == len(set(ids)) == sum(len(b) for w in written for b in w)
+    assert await services[0].get_event_version(s) == 12 * 15
+    position = {event_id: i for i, event_id in enumerate(ids)}
+    for batches in written:
+        starts = [position[batch[0]] for batch in batches]
+        assert starts == sorted(starts)  # each task's batches in its order
+        for batch in batches:  # each batch side by side, in its order
+            first = position[batch[0]]
+            assert [position[i] for i in batch] == list(range(first, first + len(batch)))
+    assert set(ids) <= await registered(repo, s)
+    texts = [e.text for e in log]
+    assert len(texts) == len(set(texts))
+    # no append took another's registrations (or its own) for a dead attempt's
+    session = await repo._store.sessions.find_one({"_id": s})
+    assert session is not None
+    assert session["fences"] == []
+
+
+async def test_a_batch_held_under_two_tokens_does_not_commit_once_either_is_fenced(
+    counted: tuple[MongoSessionRepository, CommandCounter],
+) -> None:
+    """Ids registered ahead under two tokens commit together, guarded by both: when another
+    attempt has fenced one token and taken its id over, the batch does not commit on the stale
+    registration but registers again, adopting the id from that attempt in turn."""
+    repo, _ = counted
+    s = (await DefaultSessionService(repo).create(CreateSessionRequest(user_id="u"))).id
+    writer = repo._writer
+    x, y = "x-" + uuid.uuid4().hex, "y-" + uuid.uuid4().hex
+    assert await writer.ids.register(s, [x], "a" * 24) == []
+    assert await writer.ids.register(s, [y], "b" * 24) == []
+    writer.reservations.add(s, [x], "a" * 24)
+    writer.reservations.add(s, [y], "b" * 24)
+    # another attempt fences token b and takes y over, as an adoption does
+    await repo._store.sessions.update_one({"_id": s}, {"$push": {"fences": "b" * 24}})
+    await repo._store.event_ids.update_one({"_id": y}, {"$set": {"token": "c" * 24}})
+    events = [SessionEvent(id=i, session_id=s, message=UserMessage(text=i)) for i in (x, y)]
+    assert await repo.append_events(s, events)
+    session = await repo._store.sessions.find_one({"_id": s})
+    assert session is not None
+    assert "c" * 24 in session["fences"]  # y was adopted back, not committed on b's registration
+    log = await repo.find_events(s, EventFilter.all())
+    assert [e.id for e in log] == [x, y]
+    assert await repo.get_event_version(s) == 1
