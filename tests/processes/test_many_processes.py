@@ -186,3 +186,41 @@ async def test_messages_with_ids_the_service_draws_are_stored_once_from_every_pr
     assert doc["tn"] < K_MAX + (K_MAX - K_MIN)
     rolled = await repository._store.events.count_documents({"session_id": session.id})
     assert rolled >= 60 * PROCESSES - (K_MAX + (K_MAX - K_MIN))
+
+
+async def test_whole_turns_with_drawn_ids_are_stored_once_and_unbroken_from_every_process(
+    service: DefaultSessionService, writers: list[Writer]
+) -> None:
+    """Four processes, three tasks each, append 20 batches of 1 to 3 messages per task to one
+    session with ``append_messages`` (ids drawn from each process's pool; odd batches mix pooled
+    ids with fresh ones and with other refills'), rolling the tail forward on the way: every
+    batch is one version, stored once and side by side, each task's batches in its order, and
+    no append fenced another's registrations."""
+    session = await service.create(CreateSessionRequest(user_id="alice"))
+    answers = await ask_all(
+        writers,
+        [
+            {"op": "turns", "sid": session.id, "prefix": f"p{i}", "tasks": 3, "count": 20}
+            for i in range(PROCESSES)
+        ],
+    )
+    batches = [batch for answer in answers for task in answer["tasks"] for batch in task]
+    assert len(batches) == PROCESSES * 3 * 20
+    log = await service.get_events(session.id, EventFilter.all())
+    ids = [e.id for e in log]
+    assert len(ids) == len(set(ids)) == sum(len(batch) for batch in batches)
+    assert await service.get_event_version(session.id) == len(batches)
+    position = {event_id: i for i, event_id in enumerate(ids)}
+    for answer in answers:
+        for task in answer["tasks"]:
+            starts = [position[batch[0]] for batch in task]
+            assert starts == sorted(starts)
+            for batch in task:
+                first = position[batch[0]]
+                assert [position[i] for i in batch] == list(range(first, first + len(batch)))
+    repository = service.repository
+    assert isinstance(repository, MongoSessionRepository)
+    doc = await repository._store.sessions.find_one({"_id": session.id}, {"fences": 1, "tn": 1})
+    assert doc is not None
+    assert doc["fences"] == []
+    assert doc["tn"] < K_MAX + (K_MAX - K_MIN)

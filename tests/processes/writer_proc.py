@@ -63,6 +63,17 @@ async def run(service: DefaultSessionService, command: dict[str, Any]) -> dict[s
             for i in range(command["count"])
         ]
         return {"ids": [e.id for e in events]}
+    if op == "turns":  # `tasks` tasks, each `count` batches of 1-3 messages, drawn ids
+
+        async def task(t: int) -> list[list[str]]:
+            batches: list[list[str]] = []
+            for b in range(command["count"]):
+                texts = [f"{command['prefix']}-t{t}-b{b:03d}-m{m}" for m in range(1 + (t + b) % 3)]
+                turn = [UserMessage(text=text) for text in texts]
+                batches.append([e.id for e in await service.append_messages(sid, turn)])
+            return batches
+
+        return {"tasks": await asyncio.gather(*(task(t) for t in range(command["tasks"])))}
     if op == "apply_plan":  # a plan another process pickled (hex), at its expected version
         plan = pickle.loads(bytes.fromhex(command["plan"]))
         assert isinstance(plan, CompactionPlan)
