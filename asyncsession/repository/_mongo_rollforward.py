@@ -204,7 +204,13 @@ class RollForward:
                 await events.update_one(guard, {"$set": fields})
 
     async def roll_forward(
-        self, session_id: str, doc: Doc | None = None, *, size: int = K_MAX, defer: bool = False
+        self,
+        session_id: str,
+        doc: Doc | None = None,
+        *,
+        size: int = K_MAX,
+        defer: bool = False,
+        again: bool = True,
     ) -> None:
         """Move the oldest tail events to the events collection, leaving `K_MIN`.
 
@@ -212,7 +218,9 @@ class RollForward:
         `PREFIX` (a document with only the newest tail entries does not count); otherwise the
         oldest entries are read, as many as a tail of about ``size`` entries would move. With
         ``defer``, the events are only copied, and the cut is left to this process's next
-        commit (see `Trim`).
+        commit (see `Trim`). A cut that another roll-forward got ahead of (``rolled`` moved
+        under it) starts ``again`` once from a fresh read if the tail is still `K_MAX` long,
+        so that racing roll-forwards do not leave the tail long until the next boundary.
         """
         self._hints.forget(session_id)
         whole = doc is not None and len(doc.get("tail", ())) >= int(doc["tn"])
@@ -268,9 +276,20 @@ class RollForward:
                     {**guard, "rolled": rolled}, {**moved(part, archived_prefix), **pull}
                 )
                 if not done.matched_count:
-                    return
+                    break
                 rolled = part[-1].seq
                 archived_prefix = max(0, archived_prefix - len(part))
+            else:
+                return
+        if again:  # another roller cut first: roll what is left, if the tail is still long
+            await self._again(session_id)
+
+    async def _again(self, session_id: str) -> None:
+        """Roll forward once more, from a fresh read, if the tail is still `K_MAX` long."""
+        with storage_errors(f"read session {session_id!r}"):
+            doc = await self._store.sessions.find_one({"_id": session_id}, {"tn": 1})
+        if doc is not None and int(doc["tn"]) >= K_MAX:
+            await self.roll_forward(session_id, size=int(doc["tn"]), again=False)
 
     async def cut(self, session_id: str, trim: Trim) -> None:
         """Cut a deferred roll-forward's copied entries from the tail by id, appends having

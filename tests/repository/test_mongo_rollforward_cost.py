@@ -165,3 +165,38 @@ async def test_a_cut_that_never_comes_is_redone_one_step_later(
     texts = [e.text for e in await other.find_events(s, EventFilter.all())]
     expected = [*(f"m{i}" for i in range(K_MAX - 1)), "crossing"]
     assert texts == expected + [f"t{i}" for i in range(2 * (K_MAX - K_MIN))]
+
+
+async def test_a_roll_forward_that_another_got_ahead_of_starts_again_while_the_tail_is_long(
+    two: tuple[MongoSessionRepository, MongoSessionRepository, CommandCounter],
+) -> None:
+    """A roller working from a stale read finds the tail cut under it by another roller, and
+    grown past `K_MAX` again since: it reads again and rolls what is there now, instead of
+    leaving the tail long until the next step."""
+    repo, _, _ = two
+    s = (await repo.save(Session(user_id="u"))).id
+
+    def events(prefix: str, n: int) -> list[SessionEvent]:
+        return [
+            SessionEvent(id=f"{prefix}{i:03d}", session_id=s, message=UserMessage(text=f"{i}"))
+            for i in range(n)
+        ]
+
+    roller = repo._writer.roller
+    assert await repo.append_events(s, events("a", K_MAX - 1))
+    stale = await repo._store.sessions.find_one({"_id": s})  # what the slow roller read
+    assert stale is not None
+    await roller.roll_forward(s)  # another roller cuts first
+    assert await tail_length(repo, s) == K_MIN
+
+    async def no_roll(*_: object, **__: object) -> None:
+        return None
+
+    roller.after_commit = no_roll  # type: ignore[method-assign]  # the appends since roll nothing
+    assert await repo.append_events(s, events("b", K_MAX - K_MIN + 6))
+    assert await tail_length(repo, s) == K_MAX + 6
+    del roller.after_commit
+    await roller.roll_forward(s, stale)  # the slow roller, at last
+    assert await tail_length(repo, s) == K_MIN
+    log = [e.id for e in await repo.find_events(s, EventFilter.all())]
+    assert log == [e.id for e in events("a", K_MAX - 1) + events("b", K_MAX - K_MIN + 6)]
