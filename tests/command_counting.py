@@ -20,19 +20,26 @@ class CommandCounter(monitoring.CommandListener):
     """Counts the commands a client sends, handshakes and pings aside."""
 
     def __init__(self) -> None:
-        self.names: list[str] = []
-        self.collections: list[str] = []
-        """The collection (or other argument) each command in `names` named."""
+        self.sent: list[tuple[str, str]] = []
+        """The ``(command, collection)`` pairs sent (the collection, or other argument, the
+        command named)."""
+
+    @property
+    def names(self) -> list[str]:
+        """The names of the commands sent."""
+        return [name for name, _ in self.sent]
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         if event.command_name not in HANDSHAKES:
-            self.names.append(event.command_name)
-            self.collections.append(str(event.command.get(event.command_name)))
+            self.sent.append((event.command_name, str(event.command.get(event.command_name))))
+
+    def clear(self) -> None:
+        """Forget what was sent so far."""
+        self.sent = []
 
     def take(self) -> list[tuple[str, str]]:
         """The ``(command, collection)`` pairs sent since the last call, forgetting them."""
-        sent = list(zip(self.names, self.collections, strict=True))
-        self.names, self.collections = [], []
+        sent, self.sent = self.sent, []
         return sent
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:

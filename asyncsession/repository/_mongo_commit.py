@@ -73,16 +73,15 @@ class Committer:
         ids = [p.event.id for p in prepared]
         extra = [i for i in dict.fromkeys(reserve_ids) if i not in set(ids)]
         # Ids registered ahead keep their registrations: only the others, and ``extra``, are
-        # registered, under the reserved ids' token when there is one, and the commit is
-        # guarded against a fence on any token the batch's ids are held under. So a batch
+        # registered, under one of the reserved ids' tokens when there is one, and the commit
+        # is guarded against a fence on any token the batch's ids are held under. So a batch
         # mixing ids of the pool (of one refill or of several) with fresh ones registers only
         # what is new, and never mistakes its own registrations for a dead attempt's.
         held = self._reservations.take(session_id, ids)
-        tokens = sorted(set(held.values()))
+        tokens = sorted(set(held.values())) or [new_token()]
+        token, also = tokens[0], tokens[1:]
         todo = [*(i for i in ids if i not in held), *extra]
         register = bool(todo)
-        token = tokens[0] if len(tokens) == 1 or (tokens and not todo) else new_token()
-        also = [t for t in tokens if t != token]
         replayed: set[str] = set()
         fenced: set[str] = set()
         wrote = False  # big-event documents written ahead under ``token``
@@ -205,7 +204,7 @@ class Committer:
             "_id": session_id,
             "tail._id": {"$nin": ids},
             "pending.inserts._id": {"$nin": ids},
-            "fences": {"$nin": [token, *also]} if also else {"$ne": token},
+            "fences": {"$nin": [token, *also]},
         }
         if expected_version is not None:
             guard["version"] = expected_version

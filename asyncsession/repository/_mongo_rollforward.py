@@ -210,7 +210,7 @@ class RollForward:
         *,
         size: int = K_MAX,
         defer: bool = False,
-        again: bool = True,
+        retry: bool = False,
     ) -> None:
         """Move the oldest tail events to the events collection, leaving `K_MIN`.
 
@@ -219,8 +219,8 @@ class RollForward:
         oldest entries are read, as many as a tail of about ``size`` entries would move. With
         ``defer``, the events are only copied, and the cut is left to this process's next
         commit (see `Trim`). A cut that another roll-forward got ahead of (``rolled`` moved
-        under it) starts ``again`` once from a fresh read if the tail is still `K_MAX` long,
-        so that racing roll-forwards do not leave the tail long until the next boundary.
+        under it) is retried once from a fresh read, which rolls only a tail still `K_MAX`
+        long, so that racing roll-forwards do not leave the tail long until the next boundary.
         """
         self._hints.forget(session_id)
         whole = doc is not None and len(doc.get("tail", ())) >= int(doc["tn"])
@@ -232,7 +232,7 @@ class RollForward:
             if doc is None:
                 return
         size = int(doc["tn"])
-        if size <= K_MIN:
+        if size <= K_MIN or (retry and size < K_MAX):
             return
         entries = decode_entries(
             doc["tail"], int(doc["seq"]), int(doc.get("last_user", -1)), size=size
@@ -281,15 +281,8 @@ class RollForward:
                 archived_prefix = max(0, archived_prefix - len(part))
             else:
                 return
-        if again:  # another roller cut first: roll what is left, if the tail is still long
-            await self._again(session_id)
-
-    async def _again(self, session_id: str) -> None:
-        """Roll forward once more, from a fresh read, if the tail is still `K_MAX` long."""
-        with storage_errors(f"read session {session_id!r}"):
-            doc = await self._store.sessions.find_one({"_id": session_id}, {"tn": 1})
-        if doc is not None and int(doc["tn"]) >= K_MAX:
-            await self.roll_forward(session_id, size=int(doc["tn"]), again=False)
+        if not retry:  # another roller cut first: roll what is left, if the tail is still long
+            await self.roll_forward(session_id, size=size, retry=True)
 
     async def cut(self, session_id: str, trim: Trim) -> None:
         """Cut a deferred roll-forward's copied entries from the tail by id, appends having

@@ -143,7 +143,7 @@ async def direct_cost(
     repository: MongoSessionRepository, counter: CommandCounter, session_id: str
 ) -> list[str]:
     """The repository's own commands for resolve + read and two appends, done directly."""
-    counter.names.clear()
+    counter.clear()
     snapshot = await repository.read_snapshot(session_id, EventFilter.active())
     assert snapshot is not None
     for text in ("hi", "ok"):
@@ -166,7 +166,7 @@ async def test_on_mongodb_a_plain_turn_costs_no_more_than_its_reads_and_appends(
     await with_history(service, "s")
     budget = await direct_cost(repository, counter, "reference")
     server.enqueue(ScriptedReply.text("ok"))
-    counter.names.clear()
+    counter.clear()
 
     await ask(chain(openai_client, service), "hi", streaming=streaming, context=context("s"))
 
@@ -204,7 +204,7 @@ async def test_on_mongodb_a_windowed_turn_costs_the_floor_of_two_commands(
     await client.call("warm up", context=context("s"))
     refills = 0
     for i in range(12):
-        counter.names.clear()
+        counter.clear()
         reply = await client.call(f"question {i}", context=context("s"))
         assert reply.text == f"r{i}"
         names = list(counter.names)
@@ -230,7 +230,7 @@ async def test_on_mongodb_the_first_turn_of_a_new_session_costs_one_command_more
     repository, counter = counted_mongo
     service = DefaultSessionService(repository)
     server.enqueue(ScriptedReply.text("hello"), ScriptedReply.text("again"))
-    counter.names.clear()
+    counter.clear()
     reply = await chain(openai_client, service).call("hi", context=context("fresh", "dana"))
     assert reply.text == "hello"
     assert counter.names == [
@@ -242,7 +242,7 @@ async def test_on_mongodb_the_first_turn_of_a_new_session_costs_one_command_more
     session = await service.find_by_id("fresh")
     assert session is not None
     assert session.user_id == "dana"
-    counter.names.clear()
+    counter.clear()
     await chain(openai_client, service).call("and now?", context=context("fresh", "dana"))
     assert len(counter.names) == 3, counter.names
     texts = [e.text for e in await service.get_events("fresh", EventFilter.all())]

@@ -114,11 +114,11 @@ async def test_an_advisor_that_does_not_touch_the_session_keeps_the_two_command_
     client = client_with(openai_client, service, Tagger())
     server.enqueue(*(ScriptedReply.text(f"r{i}") for i in range(4)))
 
-    counter.names.clear()
+    counter.clear()
     await ask(client, "first", streaming=streaming, context=context("s", "alice"))
     assert len(counter.names) == 4, counter.names
     for i in range(1, 4):
-        counter.names.clear()
+        counter.clear()
         await ask(client, f"q{i}", streaming=streaming, context=context("s", "alice"))
         names = [name for name in counter.names if name != "insert"]
         assert names == ["findAndModify", "update"], counter.names

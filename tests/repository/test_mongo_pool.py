@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -42,6 +42,24 @@ async def registered(repo: MongoSessionRepository, session_id: str) -> set[str]:
     return {doc["_id"] for doc in docs}
 
 
+async def commands_per_turn(
+    counter: CommandCounter,
+    service: DefaultSessionService,
+    session_id: str,
+    store: Callable[[int], Awaitable[None]],
+    turns: int = 40,
+) -> list[list[str]]:
+    """The commands of each of ``turns`` turns: the 20-message window read, then ``store``."""
+    window = EventFilter(exclude_archived=True, active_view=True, last_n=20)
+    per_turn: list[list[str]] = []
+    for i in range(turns):
+        counter.clear()
+        await service.get_events(session_id, window)
+        await store(i)
+        per_turn.append(counter.names)
+    return per_turn
+
+
 async def test_a_plain_api_turn_is_a_read_and_two_commits(
     counted: tuple[MongoSessionRepository, CommandCounter],
 ) -> None:
@@ -50,14 +68,12 @@ async def test_a_plain_api_turn_is_a_read_and_two_commits(
     repo, counter = counted
     service = DefaultSessionService(repo)
     s = (await service.create(CreateSessionRequest(user_id="u"))).id
-    window = EventFilter(exclude_archived=True, active_view=True, last_n=20)
-    per_turn: list[list[str]] = []
-    for i in range(40):
-        counter.names.clear()
-        await service.get_events(s, window)
+
+    async def store(i: int) -> None:
         await service.append_message(s, UserMessage(text=f"q{i}"))
         await service.append_message(s, AssistantMessage(text=f"a{i}"))
-        per_turn.append(list(counter.names))
+
+    per_turn = await commands_per_turn(counter, service, s, store)
     plain = [names for names in per_turn if "insert" not in names]
     # 80 appends: refills of 2, 4, 8 and then 16 ids, each by an append of a fresh id.
     assert len(plain) >= 40 - 7, per_turn
@@ -83,15 +99,13 @@ async def test_a_turn_stored_after_the_reply_is_a_read_and_one_commit(
     repo, counter = counted
     service = DefaultSessionService(repo)
     s = (await service.create(CreateSessionRequest(user_id="u"))).id
-    window = EventFilter(exclude_archived=True, active_view=True, last_n=20)
-    per_turn: list[list[str]] = []
-    for i in range(40):
-        counter.names.clear()
-        await service.get_events(s, window)
+
+    async def store(i: int) -> None:
         await service.append_messages(
             s, [UserMessage(text=f"q{i}"), AssistantMessage(text=f"a{i}")]
         )
-        per_turn.append(list(counter.names))
+
+    per_turn = await commands_per_turn(counter, service, s, store)
     assert all(len(names) <= 3 for names in per_turn), per_turn
     usual = [names for names in per_turn if names == ["find", "update"]]
     assert len(usual) >= 40 - 8, per_turn
