@@ -5,7 +5,8 @@ everything it depends on: the expected version, that none of its event ids is co
 that its attempt was not fenced off (see `_mongo_ids`). An append ``$push``-es its events onto
 the tail and ``$inc``-s the version and the position counter, so no read is needed first. When
 the `TailHints` say the tail has room, the commit is an ``update_one`` that also checks exactly
-that and returns nothing; otherwise it is a ``find_one_and_update`` whose post-image says
+that and returns nothing (sent with other sessions' commits due at the same time, see
+`_mongo_batch`); otherwise it is a ``find_one_and_update`` whose post-image says
 whether to roll forward (and, when the hints expect this commit to take the tail to `K_MAX`,
 holds the oldest entries to roll forward from). The commit after a roll-forward's copy also
 cuts the copied entries from the tail (a `Trim`), guarded by the document being exactly as the
@@ -21,6 +22,7 @@ from pymongo.errors import DuplicateKeyError
 
 from .._pymongo_errors import storage_errors
 from ..exceptions import AccessDenied, SessionNotFound, StorageError
+from ._mongo_batch import UpdateBatcher
 from ._mongo_codec import Doc, new_token
 from ._mongo_hints import K_MAX, Reservations, TailHints, Trim
 from ._mongo_ids import MAX_ROUNDS, IdRegistry
@@ -49,6 +51,8 @@ class Committer:
         self._roller = roller
         self._hints = hints
         self._reservations = reservations
+        self.updates = UpdateBatcher(lambda: store.sessions)
+        """The hot-path commits, batched across sessions while one is on the wire."""
 
     async def append(
         self,
@@ -228,8 +232,8 @@ class Committer:
             # No post-image needed: the guard makes sure there is nothing to roll forward.
             roomy = {**guard, "tn": {"$lt": K_MAX - added}, "pending": None}
             with storage_errors(f"append to session {session_id!r}"):
-                result = await sessions.update_one(roomy, update)
-            if result.matched_count:
+                matched = await self.updates.update_one(roomy, update)
+            if matched:
                 self._hints.grew(session_id, added)
                 return {}
             self._hints.forget(session_id)

@@ -77,6 +77,7 @@ from ..events import Session, SessionEvent
 from ..exceptions import SessionNotFound, UsageError
 from ..filters import EventFilter
 from ..plans import CompactionPlan
+from ._mongo_batch import FindBatcher
 from ._mongo_cache import DEFAULT_CACHE_BYTES, EventCache
 from ._mongo_client import driver_info, identify
 from ._mongo_codec import (
@@ -193,6 +194,7 @@ class MongoSessionRepository:
         )
         self._reader = LogReader(self._store)
         self._writer = LogWriter(self._store)
+        self._finds = FindBatcher(lambda: self._store.sessions)
 
     @classmethod
     def from_uri(
@@ -425,8 +427,7 @@ class MongoSessionRepository:
 
     async def _log(self, session_id: str, projection: Doc | None = None) -> Doc | None:
         with storage_errors(f"read session {session_id!r}"):
-            doc: Doc | None = await self._store.sessions.find_one({"_id": session_id}, projection)
-        return doc
+            return await self._finds.find_one(session_id, projection)
 
     async def _read(
         self, session_id: str, filter: EventFilter

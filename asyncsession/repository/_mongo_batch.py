@@ -1,0 +1,225 @@
+"""Reads and commits of different sessions that are due at once, sent together as one command.
+
+Every command costs a fixed amount of CPU in the client (building and encoding it, a trip
+through the driver's connection pool) and in the server (parsing, planning, a cursor, for a
+write the write concern), whatever it carries. An async web app reads and appends to many
+sessions at once, so the session document reads of windows (`FindBatcher`) and the hot-path
+commits (a guarded ``update_one`` with no post-image, see `_mongo_commit`; `UpdateBatcher`) go
+through a batcher:
+
+- When nothing of its kind is on the wire, a caller sends its own at once, as one command of
+  its own. One caller alone never waits for anybody, and there is no timer.
+- While something is, the calls that come due are queued, and go together as one command as
+  soon as the one on the wire is answered, and so on while more queue up: reads with the same
+  projection as one ``find`` of ``_id: {$in: [...]}``, commits as one unordered ``update`` of a
+  statement each. A batch has at most `MAX_BATCH` calls and never two for one session (the
+  second waits for the next batch), so each call sees what the one before it did.
+
+A read that is queued is sent after the call was made, so it sees every write acknowledged
+before it. The server answers a batch of updates with how many statements matched, not which
+ones. All matched: each caller learns it committed. Fewer: each learns it did not, which is
+always safe, because a commit is guarded by its ids not being in the tail yet: a caller told
+"no" whose commit did land finds its ids in the tail when it reads after the failed guard, as
+after an acknowledgement lost on the wire, and reports its events stored once. A failed guard is
+rare with one writer per session at a time (the tail hints were stale); it costs those callers
+the read.
+
+Callers are the repository's shielded writes and its reads: a call whose caller is cancelled
+while it is queued is still sent with its batch (a write the caller started is finished).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Final, Generic, TypeVar
+
+from pymongo import UpdateOne
+from pymongo.errors import BulkWriteError, WriteConcernError, WriteError
+
+from ._mongo_codec import Doc
+from ._mongo_store import Collection
+
+__all__ = ["MAX_BATCH", "FindBatcher", "UpdateBatcher"]
+
+MAX_BATCH: Final = 64
+"""The most calls one batched command carries."""
+
+_R = TypeVar("_R")
+
+
+def _future() -> asyncio.Future[object]:
+    return asyncio.get_running_loop().create_future()
+
+
+@dataclass(slots=True)
+class _Due:
+    """A call waiting for the next batch."""
+
+    session_id: object
+    kind: Hashable
+    """Calls batch together only with calls of the same kind (a read's projection)."""
+    request: tuple[Doc, ...]
+    done: asyncio.Future[object] = field(default_factory=_future)
+
+
+class _Batcher(Generic[_R]):
+    """Queues calls while one of its kind is on the wire and sends them in batches.
+
+    ``collection`` gives the collection at each call (the store's, which tests may wrap).
+    """
+
+    def __init__(self, collection: Callable[[], Collection], max_batch: int) -> None:
+        self._collection_of = collection
+        self._max_batch = max_batch
+        self._due: list[_Due] = []
+        self._busy = False
+        self._sender: asyncio.Task[None] | None = None
+        self.batches = 0
+        """How many commands of two calls or more were sent (for tests)."""
+
+    async def _call(self, due: _Due, alone: Callable[[], Awaitable[_R]]) -> _R:
+        if self._busy and self._sender is not None and self._sender.done():
+            self._busy, self._sender = False, None  # its event loop ended while it was sending
+        if self._busy:
+            self._due.append(due)
+            return await due.done  # type: ignore[return-value]  # set by `_send` to an _R
+        self._busy = True
+        try:
+            return await alone()
+        finally:
+            if self._due:
+                self._sender = asyncio.get_running_loop().create_task(self._send_due())
+            else:
+                self._busy = False
+
+    async def _send_due(self) -> None:
+        try:
+            while self._due:
+                batch = self._take()
+                try:
+                    await self._send(batch)
+                except Exception as exc:  # a connection or server error: every caller gets it
+                    for due in batch:
+                        _fail(due, exc)
+                finally:  # the sender itself was cancelled (its loop is closing): its callers too
+                    for due in batch:
+                        due.done.cancel()
+        finally:
+            self._busy = False
+            self._sender = None
+
+    def _take(self) -> list[_Due]:
+        """The oldest due calls of the oldest's kind, one per session, `MAX_BATCH` at most."""
+        kind = self._due[0].kind
+        batch: list[_Due] = []
+        rest: list[_Due] = []
+        sessions: set[object] = set()
+        for due in self._due:
+            if len(batch) < self._max_batch and due.kind == kind and due.session_id not in sessions:
+                sessions.add(due.session_id)
+                batch.append(due)
+            else:
+                rest.append(due)
+        self._due = rest
+        return batch
+
+    @property
+    def _collection(self) -> Collection:
+        return self._collection_of()
+
+    async def _send(self, batch: list[_Due]) -> None:
+        raise NotImplementedError
+
+
+class UpdateBatcher(_Batcher[bool]):
+    """Guarded updates of one document each, batched across sessions (see the module)."""
+
+    def __init__(self, collection: Callable[[], Collection], *, max_batch: int = MAX_BATCH) -> None:
+        super().__init__(collection, max_batch)
+
+    async def update_one(self, guard: Doc, update: Doc) -> bool:
+        """Apply ``update`` to the document ``guard`` matches (by ``_id``); whether it matched.
+
+        The driver's errors are raised as it raised them; a batch's error for this call's
+        statement as a `WriteError`.
+        """
+
+        async def alone() -> bool:
+            return (await self._collection.update_one(guard, update)).matched_count > 0
+
+        return await self._call(_Due(guard["_id"], None, (guard, update)), alone)
+
+    async def _send(self, batch: list[_Due]) -> None:
+        if len(batch) == 1:
+            guard, update = batch[0].request
+            _settle(batch[0], (await self._collection.update_one(guard, update)).matched_count > 0)
+            return
+        self.batches += 1
+        requests = [UpdateOne(due.request[0], due.request[1]) for due in batch]
+        try:
+            result = await self._collection.bulk_write(requests, ordered=False)
+        except BulkWriteError as exc:
+            _settle_failed(batch, exc)
+            return
+        matched_all = result.matched_count == len(batch)
+        for due in batch:
+            _settle(due, matched_all)
+
+
+class FindBatcher(_Batcher[Doc | None]):
+    """Reads of one document by ``_id``, batched across sessions by projection."""
+
+    def __init__(self, collection: Callable[[], Collection], *, max_batch: int = MAX_BATCH) -> None:
+        super().__init__(collection, max_batch)
+
+    async def find_one(self, session_id: str, projection: Doc | None = None) -> Doc | None:
+        """The document whose ``_id`` is ``session_id``, projected; ``None`` if there is none."""
+
+        async def alone() -> Doc | None:
+            doc: Doc | None = await self._collection.find_one({"_id": session_id}, projection)
+            return doc
+
+        kind = None if projection is None else repr(projection)
+        request = () if projection is None else (projection,)
+        return await self._call(_Due(session_id, kind, request), alone)
+
+    async def _send(self, batch: list[_Due]) -> None:
+        projection = batch[0].request[0] if batch[0].request else None
+        ids = [due.session_id for due in batch]
+        if len(batch) > 1:
+            self.batches += 1
+        cursor = self._collection.find({"_id": {"$in": ids}}, projection)
+        found = {doc["_id"]: doc for doc in await cursor.to_list(None)}
+        for due in batch:
+            _settle(due, found.get(due.session_id))
+
+
+def _settle(due: _Due, value: object) -> None:
+    if not due.done.done():
+        due.done.set_result(value)
+
+
+def _fail(due: _Due, exc: BaseException) -> None:
+    if not due.done.done():
+        due.done.set_exception(exc)
+
+
+def _settle_failed(batch: list[_Due], exc: BulkWriteError) -> None:
+    """A batch of updates some of whose statements failed: each of those gets its error, the
+    others a write concern error if there was one, and else "did not match" (unknown)."""
+    details: Doc = dict(exc.details)
+    errors: list[Doc] = details.get("writeErrors", [])
+    failed = {int(error["index"]): error for error in errors}
+    concern: list[Doc] = details.get("writeConcernErrors", [])
+    for index, due in enumerate(batch):
+        error = failed.get(index)
+        if error is not None:
+            _fail(due, WriteError(error.get("errmsg", "write error"), error.get("code"), error))
+        elif concern:
+            first = concern[0]
+            message = first.get("errmsg", "write concern error")
+            _fail(due, WriteConcernError(message, first.get("code"), first))
+        else:
+            _settle(due, False)
