@@ -38,6 +38,10 @@ is idempotent and guarded, so any later writer finishes what a dead one started;
 the tail and ``pending`` with the events collection: no half-done write shows, and no
 transaction is needed.
 
+**Batching.** Session-document reads and the commits that need no post-image of different
+sessions, due while one of their kind is on the wire, go together as one command
+(``_mongo_batch``); a caller alone sends at once.
+
 **Reads.** A read fetches the session document (for a ``last_n`` window, only the newest tail
 entries it needs, by ``$slice``); when its tail answers the read, that is the only command.
 Below the tail, reads are aggregations whose first ``$match`` is what the index answers (the

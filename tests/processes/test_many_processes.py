@@ -225,3 +225,25 @@ async def test_whole_turns_with_drawn_ids_are_stored_once_and_unbroken_from_ever
     assert doc is not None
     assert doc["fences"] == []
     assert doc["tn"] < K_MAX + (K_MAX - K_MIN)
+
+
+async def test_versioned_appends_batched_across_sessions_have_one_winner_from_every_process(
+    service: DefaultSessionService, writers: list[Writer]
+) -> None:
+    """Four processes race on eight sessions at once, 15 rounds each: read the version, append
+    at it with an id the store drew. In each process the commits of different sessions go in
+    batches, and the losers' statements make their batches fall short, so every caller of such
+    a batch is told "no" and finds out by reading: exactly one winner per version, every
+    winner's event stored once, no loser's stored."""
+    sids = [(await service.create(CreateSessionRequest(user_id="alice"))).id for _ in range(8)]
+    answers = await ask_all(
+        writers, [{"op": "rounds", "sids": sids, "count": 15} for _ in range(PROCESSES)]
+    )
+    for s, sid in enumerate(sids):
+        outcomes = [tuple(o) for answer in answers for o in answer["outcomes"][s]]
+        won = {event_id for event_id, ok in outcomes if ok}
+        log = await service.get_events(sid, EventFilter.all())
+        assert len(log) == len(won) == await service.get_event_version(sid)
+        assert {e.id for e in log} == won
+    assert sum(answer["batches"] for answer in answers) > 0
+    assert sum(answer["short"] for answer in answers) > 0  # the "told no" path ran

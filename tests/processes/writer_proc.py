@@ -26,6 +26,7 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.compaction import SlidingWindowCompactionStrategy
+from asyncsession.repository import draw_event_id
 
 
 def event(sid: str, event_id: str) -> SessionEvent:
@@ -74,6 +75,25 @@ async def run(service: DefaultSessionService, command: dict[str, Any]) -> dict[s
             return batches
 
         return {"tasks": await asyncio.gather(*(task(t) for t in range(command["tasks"])))}
+    if op == "rounds":  # per session at once, `count` rounds: read the version, append at it
+        repository = service.repository
+        assert isinstance(repository, MongoSessionRepository)
+
+        async def rounds(sid: str) -> list[tuple[str, bool]]:
+            outcomes: list[tuple[str, bool]] = []
+            for _ in range(command["count"]):
+                snapshot = await repository.read_snapshot(sid, EventFilter(last_n=1))
+                assert snapshot is not None
+                event_id = await draw_event_id(repository, sid)
+                won = await repository.append_events(
+                    sid, [event(sid, event_id)], expected_version=snapshot.version
+                )
+                outcomes.append((event_id, won))
+            return outcomes
+
+        per_session = await asyncio.gather(*(rounds(sid) for sid in command["sids"]))
+        updates = repository._writer.committer.updates  # pyright: ignore[reportPrivateUsage]
+        return {"outcomes": per_session, "batches": updates.batches, "short": updates.short}
     if op == "apply_plan":  # a plan another process pickled (hex), at its expected version
         plan = pickle.loads(bytes.fromhex(command["plan"]))
         assert isinstance(plan, CompactionPlan)

@@ -98,7 +98,7 @@ async def test_updates_due_while_one_is_on_the_wire_go_as_one_command(
     docs: tuple[AsyncCollection[Doc], Statements],
 ) -> None:
     collection, listener = docs
-    batcher = UpdateBatcher(lambda: collection)
+    batcher = UpdateBatcher(lambda: collection, max_in_flight=1)
     matched = await asyncio.gather(*(batcher.update_one(*bump(f"d{i}", 0)) for i in range(9)))
     assert matched == [True] * 9
     # the first goes alone at once; the eight due meanwhile go together when it is answered
@@ -107,11 +107,23 @@ async def test_updates_due_while_one_is_on_the_wire_go_as_one_command(
     assert await versions(collection) == {f"d{i}": 1 if i < 9 else 0 for i in range(10)}
 
 
+async def test_as_many_as_max_in_flight_go_alone_and_the_rest_wait_for_a_free_slot(
+    docs: tuple[AsyncCollection[Doc], Statements],
+) -> None:
+    collection, listener = docs
+    batcher = UpdateBatcher(lambda: collection, max_in_flight=2)
+    matched = await asyncio.gather(*(batcher.update_one(*bump(f"d{i}", 0)) for i in range(8)))
+    assert matched == [True] * 8
+    # two alone at once; the six due meanwhile in the slot the first answer frees (the second
+    # may reach the wire after the batch: it waits for a connection of its own)
+    assert sorted(listener.sent) == [("update", 1), ("update", 1), ("update", 6)]
+
+
 async def test_one_caller_alone_sends_its_update_at_once_every_time(
     docs: tuple[AsyncCollection[Doc], Statements],
 ) -> None:
     collection, listener = docs
-    batcher = UpdateBatcher(lambda: collection)
+    batcher = UpdateBatcher(lambda: collection, max_in_flight=1)
     for version in range(5):
         assert await batcher.update_one(*bump("d0", version))
     assert not await batcher.update_one(*bump("d0", 0))  # a stale guard: no match
@@ -123,7 +135,7 @@ async def test_a_batch_whose_guards_do_not_all_match_tells_every_caller_no(
     docs: tuple[AsyncCollection[Doc], Statements],
 ) -> None:
     collection, listener = docs
-    batcher = UpdateBatcher(lambda: collection)
+    batcher = UpdateBatcher(lambda: collection, max_in_flight=1)
     calls = [bump("d0", 0), bump("d1", 0), bump("d2", 7), bump("d3", 0), bump("d4", 0)]
     matched = await asyncio.gather(*(batcher.update_one(*call) for call in calls))
     # d0 went alone; of the batch d1-d4 the server says only "three matched", not which
@@ -140,7 +152,7 @@ async def test_two_updates_of_one_document_never_share_a_batch(
     docs: tuple[AsyncCollection[Doc], Statements],
 ) -> None:
     collection, listener = docs
-    batcher = UpdateBatcher(lambda: collection)
+    batcher = UpdateBatcher(lambda: collection, max_in_flight=1)
     calls = [bump("d0", 0), bump("d0", 1), bump("d1", 0), bump("d0", 2), bump("d2", 0)]
     matched = await asyncio.gather(*(batcher.update_one(*call) for call in calls))
     assert matched == [True] * 5
@@ -152,7 +164,7 @@ async def test_a_queued_update_whose_caller_is_cancelled_is_still_sent(
     docs: tuple[AsyncCollection[Doc], Statements],
 ) -> None:
     collection, listener = docs
-    batcher = UpdateBatcher(lambda: collection)
+    batcher = UpdateBatcher(lambda: collection, max_in_flight=1)
     first = asyncio.create_task(batcher.update_one(*bump("d0", 0)))
     queued = asyncio.create_task(batcher.update_one(*bump("d1", 0)))
     await until(lambda: bool(batcher._due))  # pyright: ignore[reportPrivateUsage]
@@ -171,7 +183,7 @@ async def test_reads_due_at_once_go_as_one_find_per_projection(
     docs: tuple[AsyncCollection[Doc], Statements],
 ) -> None:
     collection, listener = docs
-    batcher = FindBatcher(lambda: collection)
+    batcher = FindBatcher(lambda: collection, max_in_flight=1)
     only_id = {"_id": 1}
     reads = [
         batcher.find_one("d0"),
@@ -197,9 +209,12 @@ async def test_a_read_queued_behind_a_write_sees_the_write(
     docs: tuple[AsyncCollection[Doc], Statements],
 ) -> None:
     collection, _ = docs
-    updates, finds = UpdateBatcher(lambda: collection), FindBatcher(lambda: collection)
+    updates, finds = (
+        UpdateBatcher(lambda: collection, max_in_flight=1),
+        FindBatcher(lambda: collection, max_in_flight=1),
+    )
     first = asyncio.create_task(finds.find_one("d9"))
-    await until(lambda: finds._busy)  # pyright: ignore[reportPrivateUsage]
+    await until(lambda: finds._in_flight > 0)  # pyright: ignore[reportPrivateUsage]
     assert await updates.update_one(*bump("d0", 0))
     assert await finds.find_one("d0") == {"_id": "d0", "version": 1}
     assert await first == {"_id": "d9", "version": 0}
@@ -220,7 +235,7 @@ class Double:
 
 
 async def batch_outcomes(failure: BaseException) -> list[bool | BaseException]:
-    batcher = UpdateBatcher(lambda: Double(failure))  # type: ignore[arg-type,return-value]
+    batcher = UpdateBatcher(lambda: Double(failure), max_in_flight=1)  # type: ignore[arg-type,return-value]
     calls = [bump(f"d{i}", 0) for i in range(4)]
     return await asyncio.gather(
         *(batcher.update_one(*call) for call in calls), return_exceptions=True
@@ -279,9 +294,9 @@ async def test_whole_turns_of_many_sessions_at_once_batch_and_store_each_message
             group.create_task(converse(session_id))
     appends, reads = 2 * turns * len(sessions), turns * len(sessions)
     sent = counter.names
-    # far fewer commands than calls: most went in batches
-    assert sent.count("update") + sent.count("findAndModify") < appends / 2
-    assert sent.count("find") < reads / 2
+    # fewer commands than calls: some went in batches
+    assert sent.count("update") + sent.count("findAndModify") < appends
+    assert sent.count("find") < reads
     assert repo._writer.committer.updates.batches > 0  # pyright: ignore[reportPrivateUsage]
     assert repo._finds.batches > 0  # pyright: ignore[reportPrivateUsage]
     for session_id in sessions:
@@ -309,14 +324,16 @@ async def test_a_commit_its_batch_said_no_to_is_found_stored_once(mongo_uri: str
             ids[1], [SessionEvent(session_id=ids[1], message=UserMessage(text="other"))]
         )
         # ids[1] is at version 2 now: its append below expects 1 and fails its guard, so its
-        # batch (ids[1] to ids[4], behind ids[0] on the wire) does not fully match
-        seconds = [await event(sid, "second") for sid in ids]
+        # batch (ids[1], ids[3] and ids[4], behind ids[0] and ids[2] on the wire; two commands
+        # go alone at most) does not fully match
+        order = [ids[0], ids[2], ids[1], ids[3], ids[4]]
+        seconds = [await event(sid, "second") for sid in order]
         updates = repo._writer.committer.updates  # pyright: ignore[reportPrivateUsage]
         outcomes = await asyncio.gather(
             *(repo.append_events(e.session_id, [e], 1) for e in seconds)
         )
-        assert outcomes == [True, False, True, True, True]
-        assert updates.batches == 1
+        assert outcomes == [True, True, False, True, True]
+        assert (updates.batches, updates.short) == (1, 1)
         for sid in ids:
             texts = [
                 e.message.text for e in await repo.find_events(sid, EventFilter()) if e.message
