@@ -77,7 +77,11 @@ class _Batcher(Generic[_R]):
     """
 
     def __init__(
-        self, collection: Callable[[], Collection], max_batch: int, max_in_flight: int
+        self,
+        collection: Callable[[], Collection],
+        *,
+        max_batch: int = MAX_BATCH,
+        max_in_flight: int = MAX_IN_FLIGHT,
     ) -> None:
         self._collection_of = collection
         self._max_batch = max_batch
@@ -162,7 +166,7 @@ class UpdateBatcher(_Batcher[bool]):
         max_batch: int = MAX_BATCH,
         max_in_flight: int = MAX_IN_FLIGHT,
     ) -> None:
-        super().__init__(collection, max_batch, max_in_flight)
+        super().__init__(collection, max_batch=max_batch, max_in_flight=max_in_flight)
         self.short: int = 0
         """How many batches of updates did not match in full (for tests)."""
 
@@ -198,15 +202,6 @@ class UpdateBatcher(_Batcher[bool]):
 
 class FindBatcher(_Batcher[Doc | None]):
     """Reads of one document by ``_id``, batched across sessions by projection."""
-
-    def __init__(
-        self,
-        collection: Callable[[], Collection],
-        *,
-        max_batch: int = MAX_BATCH,
-        max_in_flight: int = MAX_IN_FLIGHT,
-    ) -> None:
-        super().__init__(collection, max_batch, max_in_flight)
 
     async def find_one(self, session_id: str, projection: Doc | None = None) -> Doc | None:
         """The document whose ``_id`` is ``session_id``, projected; ``None`` if there is none."""

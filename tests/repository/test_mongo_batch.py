@@ -205,7 +205,7 @@ async def test_reads_due_at_once_go_as_one_find_per_projection(
     assert batcher.batches == 2
 
 
-async def test_a_read_queued_behind_a_write_sees_the_write(
+async def test_a_read_after_an_acknowledged_write_sees_it_while_other_reads_are_out(
     docs: tuple[AsyncCollection[Doc], Statements],
 ) -> None:
     collection, _ = docs
