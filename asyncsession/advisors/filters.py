@@ -26,6 +26,19 @@ def _has_media(message: AssistantMessage) -> bool:
     return any(part.get("type") != "text" for part in parts) or "audio" in message.extra
 
 
+_FRAME_ITEMS = frozenset({"message", "reasoning"})
+"""Responses output items that carry nothing of their own once the text is blank: a message
+item (its text is the message's), and reasoning, which cannot be replayed without the item it
+preceded."""
+
+
+def _has_output_items(message: AssistantMessage) -> bool:
+    """Whether the reply's Responses items include one that is content of its own: a hosted
+    tool's call or result (an image generation, a web search), or an item type we do not
+    know."""
+    return any(item.get("type") not in _FRAME_ITEMS for item in message.items)
+
+
 def _checked(other: MessageFilter, operation: str) -> MessageFilter:
     """``other`` if it is a ``MessageFilter``: a ``None`` would only fail inside a chat call."""
     given = cast(object, other)  # callers outside the type checker may pass anything
@@ -90,17 +103,24 @@ class MessageFilter:
 
     @classmethod
     def skip_empty_messages(cls) -> MessageFilter:
-        """Skip assistant messages with blank text, no tool calls and no media (the default).
+        """Skip assistant messages with blank text, no tool calls, no media and no Responses
+        items beyond message and reasoning items (the default).
 
         Some models send an empty end-of-turn frame after tool use; replayed as history, it is
-        rejected by the next request.
+        rejected by the next request. A reply made only of hosted-tool items (an image
+        generation, a web search) is content and is stored.
         """
 
         def accept(message: Message) -> bool:
             if not isinstance(message, AssistantMessage):
                 return True
             blank = message.text is None or not message.text.strip()
-            return not blank or message.has_tool_calls or _has_media(message)
+            return (
+                not blank
+                or message.has_tool_calls
+                or _has_media(message)
+                or _has_output_items(message)
+            )
 
         return cls(accept)
 

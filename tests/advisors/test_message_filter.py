@@ -24,6 +24,25 @@ IMAGE = AssistantMessage(text="", parts=({"type": "image_url", "image_url": {"ur
 REPLY = AssistantMessage(text="hello")
 RESULT = ToolResponseMessage(responses=(ToolResponse(id="c", data="hello"),))
 SYSTEM = SystemMessage(text="rules")
+HOSTED = AssistantMessage(
+    items=(
+        {"type": "image_generation_call", "id": "ig_1", "status": "completed", "result": "iVBO"},
+    )
+)
+SEARCH = AssistantMessage(
+    text="",
+    items=(
+        {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+        {"type": "message", "id": "m_1", "role": "assistant", "content": []},
+    ),
+)
+FRAME = AssistantMessage(
+    text="",
+    items=(
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"type": "message", "id": "m_1", "role": "assistant", "content": []},
+    ),
+)
 
 
 def test_all_stores_everything() -> None:
@@ -43,12 +62,16 @@ def test_all_stores_everything() -> None:
         pytest.param(REPLY, True, id="reply"),
         pytest.param(UserMessage(text=""), True, id="empty-user"),
         pytest.param(RESULT, True, id="tool-result"),
+        pytest.param(HOSTED, True, id="hosted-tool-item-only"),
+        pytest.param(SEARCH, True, id="hosted-tool-item-and-empty-message-item"),
+        pytest.param(FRAME, False, id="reasoning-and-empty-message-items"),
     ],
 )
 def test_skip_empty_messages_skips_only_empty_assistant_frames(
     message: AssistantMessage, expected: bool
 ) -> None:
-    """An assistant message with no text, no tool calls and no media is skipped; nothing else."""
+    """An assistant message with no text, no tool calls, no media and no items of its own (hosted
+    tools) is skipped; nothing else."""
     assert MessageFilter.skip_empty_messages().should_persist(message) is expected
 
 

@@ -133,6 +133,47 @@ async def test_a_turn_is_sent_as_items_and_stored(
     server.assert_done()
 
 
+IMAGE_CALL = {
+    "type": "image_generation_call",
+    "id": "ig_1",
+    "status": "completed",
+    "result": "iVBORw0KGgo=",
+}
+
+
+@pytest.mark.parametrize("streaming", PATHS)
+async def test_a_reply_of_hosted_tool_items_alone_is_stored_and_replayed(
+    streaming: bool,
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+    store: DefaultSessionService,
+) -> None:
+    """A reply that is only a hosted tool's item (a generated image, no text) passes the
+    default message filter: it is stored with its item and sent back as it came."""
+    server.enqueue(ScriptedReply(items=[IMAGE_CALL]), ScriptedReply.text("A cat."))
+    client = session_client(openai_client, store)
+
+    reply = await ask(client, "draw a cat", streaming=streaming, context=context("s"))
+    await ask(client, "what is it?", streaming=streaming, context=context("s"))
+
+    assert not reply.text
+    assert [dict(item) for item in reply.message.items] == [IMAGE_CALL]
+    second = server.requests[1]
+    assert kinds(second.input) == ["user:draw a cat", "image_generation_call", "user:what is it?"]
+    assert second.input[1] == IMAGE_CALL
+    events = await store.get_events("s")
+    assert [e.message.message_type.value for e in events if e.message is not None] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    image = events[1].message
+    assert isinstance(image, AssistantMessage)
+    assert [dict(item) for item in image.items] == [IMAGE_CALL]
+    server.assert_done()
+
+
 @pytest.mark.parametrize("streaming", PATHS)
 async def test_the_tool_loop_replays_reasoning_with_its_parallel_calls(
     streaming: bool,

@@ -13,6 +13,7 @@ from openai.types.responses import (
     ResponseOutputMessage,
     ResponseReasoningItem,
 )
+from openai.types.responses.response_output_item import ImageGenerationCall
 
 from asyncsession.exceptions import UsageError
 from asyncsession.testing import (
@@ -163,3 +164,54 @@ def test_an_error_reply_carries_no_reasoning() -> None:
     """An HTTP error reply cannot also script a reasoning summary."""
     with pytest.raises(UsageError):
         ScriptedReply(api_error=ScriptedReply.error(500, "x").api_error, reasoning="r")
+
+
+IMAGE = {"type": "image_generation_call", "id": "ig_1", "status": "completed", "result": "iVBO"}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+async def test_scripted_output_items_come_as_given_before_the_message(
+    stream: bool, server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """Hosted-tool items are sent as given, between the reasoning item and the message; the
+    SDK parses them into its own types."""
+    server.enqueue(ScriptedReply(content="Here.", reasoning="r", items=[IMAGE]))
+
+    if stream:
+        events = [
+            e async for e in await client.responses.create(model=MODEL, input="hi", stream=True)
+        ]
+        added = [e.item for e in events if e.type == "response.output_item.added"]
+        assert [(item.type, item.status) for item in added if item.type != "reasoning"] == [
+            ("image_generation_call", "in_progress"),
+            ("message", "in_progress"),
+        ]
+        final = events[-1]
+        assert isinstance(final, ResponseCompletedEvent)
+        response = final.response
+    else:
+        response = await client.responses.create(model=MODEL, input="hi")
+
+    assert [item.type for item in response.output] == [
+        "reasoning",
+        "image_generation_call",
+        "message",
+    ]
+    image = response.output[1]
+    assert isinstance(image, ImageGenerationCall)
+    assert (image.id, image.status, image.result) == ("ig_1", "completed", "iVBO")
+
+
+@pytest.mark.parametrize(
+    "item", [{"type": "web_search_call"}, {"id": "x"}, {"type": 1, "id": "x"}], ids=str
+)
+def test_a_scripted_output_item_needs_a_type_and_an_id(item: dict[str, Any]) -> None:
+    """An item without a string type and id is refused when the reply is made."""
+    with pytest.raises(UsageError, match="type and id"):
+        ScriptedReply(items=[item])
+
+
+def test_an_error_reply_carries_no_output_items() -> None:
+    """An HTTP error reply cannot also script output items."""
+    with pytest.raises(UsageError):
+        ScriptedReply(api_error=ScriptedReply.error(500, "x").api_error, items=[IMAGE])

@@ -1,8 +1,9 @@
 """Responses API wire shapes: the ``response`` JSON, its SSE events, and input checks.
 
 The shapes follow the ``openai`` SDK's types (``Response``, ``ResponseStreamEvent``): a reply is
-a ``reasoning`` item (when scripted), a ``message`` item with one ``output_text`` part (when
-it has text) and one ``function_call`` item per call, in that order. Streamed, each item is
+a ``reasoning`` item (when scripted), the scripted output items as given (hosted tools'
+items), a ``message`` item with one ``output_text`` part (when it has text) and one
+``function_call`` item per call, in that order. Streamed, each item is
 opened (``response.output_item.added``), filled with deltas and closed
 (``response.output_item.done``) between ``response.created`` / ``response.in_progress`` and the
 final ``response.completed`` (or ``response.failed`` / ``response.incomplete``, or an ``error``
@@ -70,6 +71,7 @@ class _Reply:
                     "encrypted_content": secret,
                 }
             )
+        self.items += [dict(item) for item in reply.items]
         if reply.content is not None:
             self.items.append(
                 {
@@ -136,7 +138,9 @@ def _opened(item: dict[str, Any]) -> dict[str, Any]:
         return {"type": "reasoning", "id": item["id"], "summary": []}
     if item["type"] == "message":
         return {**item, "status": "in_progress", "content": []}
-    return {**item, "status": "in_progress", "arguments": ""}
+    if item["type"] == "function_call":
+        return {**item, "status": "in_progress", "arguments": ""}
+    return {**item, "status": "in_progress"}
 
 
 def _item_events(index: int, item: dict[str, Any], size: int) -> list[dict[str, Any]]:
@@ -180,7 +184,7 @@ def _item_events(index: int, item: dict[str, Any], size: int) -> list[dict[str, 
             {"type": "response.output_text.done", **part, "text": full["text"], "logprobs": []}
         )
         events.append({"type": "response.content_part.done", **part, "part": full})
-    else:
+    elif item["type"] == "function_call":
         events += [
             {"type": "response.function_call_arguments.delta", **where, "delta": piece}
             for piece in split_text(item["arguments"], size)

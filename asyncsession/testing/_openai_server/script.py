@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import json
 import secrets
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, Self, TypedDict, Unpack, cast
 
@@ -152,6 +152,7 @@ class ScriptedReplyOptions(TypedDict, total=False):
     delay: float
     headers: Mapping[str, str]
     reasoning: str
+    items: Sequence[Mapping[str, Any]]
     outcome: ResponseOutcome
 
 
@@ -196,6 +197,12 @@ class ScriptedReply:
     reasoning: str | None = None
     """Responses API only: a reasoning summary; the reply then starts with a ``reasoning`` item
     (with ``encrypted_content``) whose summary streams as ``reasoning_summary_text`` deltas."""
+    items: Sequence[Mapping[str, Any]] = ()
+    """Responses API only: output items sent as given, after the reasoning item and before the
+    message (hosted-tool items such as ``image_generation_call`` or ``web_search_call``).
+    Streamed, each is announced by ``response.output_item.added`` (with ``status:
+    "in_progress"``) and closed by ``response.output_item.done``. A reply of items alone has
+    ``content=None``."""
     outcome: ResponseOutcome = "completed"
     """Responses API only: how the response ends. ``"failed"`` and ``"incomplete"`` end it
     with that status (the ``response.failed`` / ``response.incomplete`` event when streamed),
@@ -217,11 +224,16 @@ class ScriptedReply:
             or self.finish_reason
             or self.usage
             or self.reasoning is not None
+            or self.items
         ):
             raise UsageError(
                 "an error reply carries no content, tool calls, finish reason or usage"
             )
+        for item in self.items:
+            if not isinstance(item.get("type"), str) or not isinstance(item.get("id"), str):
+                raise UsageError(f"a scripted output item needs a string type and id: {item!r}")
         object.__setattr__(self, "calls", tuple(self.calls))
+        object.__setattr__(self, "items", tuple(dict(item) for item in self.items))
         object.__setattr__(self, "headers", dict(self.headers))
 
     @classmethod
