@@ -18,6 +18,10 @@ __all__ = ["TracingSessionRepository"]
 
 T = TypeVar("T")
 
+_LOCAL: frozenset[str] = frozenset({"draw_event_id"})
+"""Optional capabilities that send no command (the MongoDB store hands out ids it registered
+ahead): passed through untraced, so a span or an operation count always means a store call."""
+
 
 class TracingSessionRepository:
     """Wraps a repository: every operation runs in a ``session_store <operation>`` span.
@@ -28,7 +32,8 @@ class TracingSessionRepository:
     Each operation also counts towards the current turn's ``asyncsession.turn.store_operations``.
 
     Optional capabilities of the wrapped store (a native ``start_turn``, ``ensure_indexes``,
-    ``aclose``) pass through, traced, so wrapping costs no database command.
+    ``aclose``) pass through, traced, so wrapping costs no database command; ``draw_event_id``,
+    which sends none, passes through untraced.
 
     Args:
         repository: the repository to trace (borrowed: closing is still its owner's job).
@@ -63,7 +68,7 @@ class TracingSessionRepository:
     def __getattr__(self, name: str) -> Any:
         """An optional capability of the wrapped store, traced when it is a coroutine."""
         found = getattr(self.repository, name)
-        if not inspect.iscoroutinefunction(found):
+        if name in _LOCAL or not inspect.iscoroutinefunction(found):
             return found
 
         @functools.wraps(found)
