@@ -159,16 +159,8 @@ class _Batcher(Generic[_R]):
 class UpdateBatcher(_Batcher[bool]):
     """Guarded updates of one document each, batched across sessions (see the module)."""
 
-    def __init__(
-        self,
-        collection: Callable[[], Collection],
-        *,
-        max_batch: int = MAX_BATCH,
-        max_in_flight: int = MAX_IN_FLIGHT,
-    ) -> None:
-        super().__init__(collection, max_batch=max_batch, max_in_flight=max_in_flight)
-        self.short: int = 0
-        """How many batches of updates did not match in full (for tests)."""
+    short: int = 0
+    """How many batches of updates did not match in full (for tests)."""
 
     async def update_one(self, guard: Doc, update: Doc) -> bool:
         """Apply ``update`` to the document ``guard`` matches (by ``_id``); whether it matched.
