@@ -18,7 +18,6 @@ reservations one sixteenth each.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -28,7 +27,7 @@ from typing import Final, Generic, TypeVar, cast
 from pydantic import BaseModel
 
 from ..events import SessionEvent
-from ._mongo_codec import INLINE_LIMIT
+from ._mongo_codec import INLINE_LIMIT, decode_body
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
@@ -196,7 +195,7 @@ class EventCache:
         key = (session_id, event_id, data, archived)
         event = self._events.get(key)
         if event is None:
-            raw = json.loads(data)
+            raw = decode_body(data, type)
             raw.update(id=event_id, session_id=session_id, archived=archived)
             raw.setdefault("timestamp", ts)
             raw.setdefault("type", type)

@@ -28,6 +28,7 @@ __all__ = [
     "as_utc",
     "body_of",
     "bson_size",
+    "decode_body",
     "keyword_regex",
     "literal_regex",
     "new_log_fields",
@@ -56,8 +57,9 @@ SESSION_PROJECTION: Final[Doc] = {"user_id": 1, "created_at": 1, "expires_at": 1
 
 
 def new_token() -> str:
-    """A random token that names one write attempt (or one session incarnation)."""
-    return secrets.token_hex(12)
+    """A random token that names one write attempt (or one session incarnation): 72 random
+    bits in 12 URL-safe characters (0.1 wrote 24 hex digits; tokens are only ever compared)."""
+    return secrets.token_urlsafe(9)
 
 
 def as_utc(value: datetime) -> datetime:
@@ -122,6 +124,13 @@ def session_from_doc(doc: Doc) -> Session:
 _BODY_EXCLUDE: Final = frozenset({"id", "session_id", "archived", "timestamp", "type"})
 _EMPTY_EXTRA: Final = '{"message":{"extra":{},'
 _EMPTY_METADATA: Final = ',"metadata":{}}'
+_TEXT_ONLY: Final = {
+    "USER": ('{"message":{"kind":"user","text":', "}}"),
+    "SYSTEM": ('{"message":{"kind":"system","text":', ',"role":"system"}}'),
+    "ASSISTANT": ('{"message":{"kind":"assistant","text":', ',"tool_calls":[]}}'),
+}
+"""Event types whose message, when it is nothing but its text, is stored as a JSON string:
+what the body is around the text then."""
 
 
 def body_of(event: SessionEvent) -> str:
@@ -129,8 +138,11 @@ def body_of(event: SessionEvent) -> str:
 
     The id, session, archived flag, timestamp and type are stored beside it (in the tail entry
     or as fields of the event document), so the text leaves them out, and fields at their
-    default (``None``, and an empty ``metadata`` or message ``extra``) too. Bodies written by
-    0.1, which hold the timestamp and type and every default, decode the same.
+    default (``None``, and an empty ``metadata`` or message ``extra``) too. A user, assistant or
+    system message that is nothing but its text is stored as that text, a JSON string (the
+    type beside it says which message it is): ``"Hello"`` instead of
+    ``{"message":{"kind":"user","text":"Hello"}}``. Bodies written by 0.1, which hold the
+    timestamp and type and every default, decode the same; see `decode_body`.
     """
     data = event.model_dump_json(exclude=set(_BODY_EXCLUDE), exclude_none=True)
     # Field order is fixed: ``message`` (whose first field is ``extra``) comes first and
@@ -139,7 +151,23 @@ def body_of(event: SessionEvent) -> str:
         data = '{"message":{' + data[len(_EMPTY_EXTRA) :]
     if data.endswith(_EMPTY_METADATA):
         data = data[: -len(_EMPTY_METADATA)] + "}"
+    frame = _TEXT_ONLY.get(event.type.name)
+    text = getattr(event.message, "text", None)
+    if frame is not None and isinstance(text, str):
+        spelled = pydantic_core.to_json(text).decode()
+        # Only when the whole body is exactly the framed text is the string alone the same.
+        if data == frame[0] + spelled + frame[1]:
+            return spelled
     return data
+
+
+def decode_body(data: str, type: str) -> dict[str, Any]:
+    """The fields of an event that a stored body holds (see `body_of`), as plain data for the
+    model to validate."""
+    if data.startswith('"'):
+        return {"message": {"kind": type.lower(), "text": json.loads(data)}}
+    decoded: dict[str, Any] = json.loads(data)
+    return decoded
 
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)

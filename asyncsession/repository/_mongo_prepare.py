@@ -41,7 +41,7 @@ def prepare(session_id: str, events: Sequence[SessionEvent], max_size: int) -> l
         document: Doc = {
             "_id": event.id,
             "session_id": session_id,
-            "inc": "0" * 24,
+            "inc": "0" * 12,
             "seq": 0,
             "ts": event.timestamp,
             "type": event.type.name,
@@ -49,7 +49,7 @@ def prepare(session_id: str, events: Sequence[SessionEvent], max_size: int) -> l
             "archived": event.archived,
             "turn": 0,
             "cv": 0,
-            "token": "0" * 24,
+            "token": "0" * 12,
             "data": data,
         }
         size = bson_size(document)
@@ -59,6 +59,8 @@ def prepare(session_id: str, events: Sequence[SessionEvent], max_size: int) -> l
         fields = (event.type.name, event.timestamp, event.is_synthetic, event.archived)
         if body > INLINE_LIMIT or inline_bytes + body > BATCH_INLINE_BUDGET:
             del document["inc"], document["seq"], document["turn"], document["cv"]
+            if not event.is_synthetic:
+                del document["synthetic"]  # stored only when true, as in `_event_document`
             entry = pack_entry(event.id, *fields, None)
             prepared.append(Prepared(event=event, entry=entry, document=document))
         else:

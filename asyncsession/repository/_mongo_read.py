@@ -64,7 +64,7 @@ def criteria(filter: EventFilter, compacted: int) -> Doc | None:
     query: Doc = {}
     conjuncts: list[Doc] = []
     if filter.exclude_synthetic:
-        query["synthetic"] = False
+        query["synthetic"] = {"$ne": True}  # stored only when true
     if filter.exclude_archived or filter.active_view:
         query["archived"] = False
     allowed = allowed_types(filter)

@@ -149,12 +149,15 @@ class RollForward:
             "seq": entry.seq,
             "ts": entry.ts,
             "type": entry.type,
-            "synthetic": entry.synthetic,
             "archived": entry.archived,
             "turn": entry.turn,
-            "cv": cv,
             "data": entry.data,
         }
+        # Fields at their usual value are left out (readers and queries take absent for it).
+        if entry.synthetic:
+            doc["synthetic"] = True
+        if cv:
+            doc["cv"] = cv
         if entry.minor:
             doc["minor"] = entry.minor
         return doc
@@ -183,7 +186,7 @@ class RollForward:
                 events, existing, {"session_id": session_id}, {"inc": 1, "cv": 1, "seq": 1}
             )
             for doc in found:
-                if doc.get("inc") == inc and "seq" in doc and doc.get("cv", -1) >= cv:
+                if doc.get("inc") == inc and "seq" in doc and doc.get("cv", 0) >= cv:
                     continue  # as new as this copy, or newer
                 absent = {"$exists": False}
                 guard: Doc = {"_id": doc["_id"], "session_id": session_id}

@@ -20,14 +20,17 @@ from asyncsession import (
     EventFilter,
     EventType,
     InMemorySessionRepository,
+    Message,
     Session,
     SessionEvent,
     SessionNotFound,
     StorageError,
+    SystemMessage,
+    ToolCall,
     UsageError,
     UserMessage,
 )
-from asyncsession.repository._mongo_codec import body_of, keyword_regex
+from asyncsession.repository._mongo_codec import body_of, decode_body, keyword_regex
 from asyncsession.repository._mongo_positions import key_between, place_between
 from asyncsession.repository._turn import start_turn
 from asyncsession.repository.mongo import MongoSessionRepository
@@ -276,6 +279,36 @@ def test_a_keyword_regex_finds_every_text_that_contains_the_keyword(
     assume(keyword.strip())
     event = SessionEvent(session_id="s", message=UserMessage(text=text))
     assert re.search(keyword_regex(keyword), body_of(event))
+
+
+@pytest.mark.parametrize(
+    ("message", "text_only"),
+    [
+        pytest.param(UserMessage(text='say "hi"\n'), True, id="user"),
+        pytest.param(AssistantMessage(text="ok"), True, id="assistant"),
+        pytest.param(SystemMessage(text="be brief"), True, id="system"),
+        pytest.param(UserMessage(text="q", extra={"lang": "en"}), False, id="user-extra"),
+        pytest.param(
+            AssistantMessage(text="", tool_calls=[ToolCall(id="c", name="f", arguments="{}")]),
+            False,
+            id="assistant-tool-call",
+        ),
+        pytest.param(SystemMessage(text="x", role="developer"), False, id="developer"),
+    ],
+)
+def test_a_text_only_message_is_stored_as_its_text_and_every_body_decodes_back(
+    message: Message, text_only: bool
+) -> None:
+    """A message that is nothing but its text is stored as a JSON string; anything more keeps
+    the framed form; both decode to the same event."""
+    event = SessionEvent(session_id="s", message=message)
+    body = body_of(event)
+    assert body.startswith('"') is text_only
+    fields = decode_body(body, event.type.name)
+    fields.update(id=event.id, session_id="s", timestamp=event.timestamp, type=event.type)
+    assert SessionEvent.model_validate(fields) == event
+    with_metadata = SessionEvent(session_id="s", message=message, metadata={"k": 1})
+    assert body_of(with_metadata).startswith("{")
 
 
 @pytest.mark.parametrize(
