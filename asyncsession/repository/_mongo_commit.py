@@ -15,7 +15,7 @@ roll-forward left it. A wrong guess costs a retry, never a wrong commit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
@@ -63,6 +63,7 @@ class Committer:
         user_id: str | None = None,
         whole: bool = False,
         reserve_ids: Sequence[str] = (),
+        unseen: Collection[str] = (),
         create: Doc | None = None,
         window: Doc | None = None,
     ) -> tuple[bool, Doc | None]:
@@ -85,14 +86,14 @@ class Committer:
         tokens = sorted(set(held.values())) or [new_token()]
         token, also = tokens[0], tokens[1:]
         todo = [*(i for i in ids if i not in held), *extra]
-        register = bool(todo)
+        register = registers = bool(todo)
         replayed: set[str] = set()
         fenced: set[str] = set()
         wrote = False  # big-event documents written ahead under ``token``
         for _ in range(MAX_ROUNDS):
             if register:
                 registered = await self._ids.reserve(
-                    session_id, todo, token, creating=create is not None
+                    session_id, todo, token, creating=create is not None, unseen=unseen
                 )
                 replayed |= registered.replayed
                 fenced |= registered.fenced
@@ -115,7 +116,9 @@ class Committer:
                 self._reservations.add(session_id, [i for i in extra if i not in replayed], token)
                 # registering ids ahead (``extra``) was a command more than this append needed
                 paid = bool(extra)
-                await self._roller.after_commit(session_id, doc, len(fresh), whole, paid=paid)
+                await self._roller.after_commit(
+                    session_id, doc, len(fresh), whole, paid=paid, registered=registers
+                )
                 return True, doc
             with storage_errors(f"read session {session_id!r}"):
                 current = await self._store.sessions.find_one(

@@ -5,7 +5,8 @@ registers the ids of every queued batch in one ``insert_many``; tries each batch
 version on its own (once one of several batches expecting the same version has committed, the
 others cannot, and are answered without a round trip); and commits all the batches that expect
 none in one update, which moves the version once per batch. A batch with an id that is already
-registered (a replay or a conflict) takes the one-by-one path of `Committer.append` instead.
+registered or stored below the tail (a replay or a conflict) takes the one-by-one path of
+`Committer.append` instead.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ._mongo_codec import Doc, new_token
 from ._mongo_commit import Committer
 from ._mongo_hints import TailHints
 from ._mongo_ids import IdRegistry
+from ._mongo_pool import is_drawn
 from ._mongo_prepare import BATCH_INLINE_BUDGET, Prepared
 from ._mongo_rollforward import RollForward
 from ._mongo_store import Store, session_version
@@ -110,7 +112,9 @@ class GroupCommit:
                     # Still under the lock: one roll-forward at a time per session and process,
                     # which keeps concurrent rollers from undoing each other's work.
                     for doc, added in commits:
-                        await self._roller.after_commit(session_id, doc, added, False)
+                        await self._roller.after_commit(
+                            session_id, doc, added, False, registered=True
+                        )
         finally:
             queue.users -= 1
             if not queue.users:
@@ -124,7 +128,11 @@ class GroupCommit:
         try:
             ids = [i for job in group for i in job.ids]
             taken = set(await self._ids.register(session_id, ids, token))
-            alone = [job for job in group if taken.intersection(job.ids)]
+            # A drawn id let go of by the registry is in the events collection (`_mongo_ids`):
+            # its batch takes the one-by-one path too, which tells a replay from a conflict.
+            drawn = [i for i in ids if i not in taken and is_drawn(i)]
+            stored = set(await self._ids.stored_below(drawn))
+            alone = [job for job in group if taken.intersection(job.ids) or stored & set(job.ids)]
             rest = [job for job in group if job not in alone]
             unused = [i for job in alone for i in job.ids if i not in taken]
             outcome: dict[int, bool] = {}

@@ -7,11 +7,19 @@ is in the tail, or its event document has a position: a replay), or left behind 
 that died or is still running. Such an id is *adopted*: its token is first added to the
 session's ``fences`` (a commit fails while its token is fenced), which fixes the answer to "is it
 committed?", and only then is the registry entry taken over.
+
+The registry lets go of an id the store handed out (`is_drawn`: the id pool's format) once
+its event document is in the events collection (see ``_mongo_rollforward``). So such an id
+that registers without a clash may still be stored: its registration is followed by a lookup
+in the events collection (one ``find`` by ``_id``), unless this process minted it for this very
+append (``unseen``). The registration comes first, and a copy is written before its
+registration is deleted, so an id stored anywhere is found in one of the two places. Ids of
+the caller's keep their registrations and need no lookup.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -20,6 +28,7 @@ from pymongo import ReturnDocument
 from .._pymongo_errors import storage_errors
 from ..exceptions import EventIdConflict, SessionNotFound, StorageError
 from ._mongo_codec import Doc
+from ._mongo_pool import is_drawn
 from ._mongo_prepare import Prepared
 from ._mongo_state import ids_in
 from ._mongo_store import Store, chunked, find_by_ids, insert_new
@@ -78,13 +87,31 @@ class IdRegistry:
                     }
                 )
 
+    async def stored_below(self, ids: Sequence[str]) -> dict[str, str]:
+        """Which of ``ids`` have a committed event document (one with a position), each with
+        the session that holds it."""
+        if not ids:
+            return {}
+        with storage_errors("look up stored events by id"):
+            docs = await find_by_ids(
+                self._store.events, ids, {"seq": {"$exists": True}}, {"session_id": 1}
+            )
+        return {doc["_id"]: doc["session_id"] for doc in docs}
+
     async def reserve(
-        self, session_id: str, ids: Sequence[str], token: str, *, creating: bool = False
+        self,
+        session_id: str,
+        ids: Sequence[str],
+        token: str,
+        *,
+        creating: bool = False,
+        unseen: Collection[str] = (),
     ) -> Registered:
         """Register ``ids`` for ``session_id`` under ``token``; find which are replays.
 
         ``creating``: the attempt will create the session if it does not exist, so a missing
-        session is no error here.
+        session is no error here. ``unseen``: ids this process minted for this append, which
+        no one can have stored, so they are not looked up in the events collection.
 
         Raises:
             EventIdConflict: an id belongs to another session; this attempt's ids are released.
@@ -94,6 +121,10 @@ class IdRegistry:
         todo = list(dict.fromkeys(ids))
         for _ in range(MAX_ROUNDS):
             taken = await self.register(session_id, todo, token)
+            clashed = set(taken)
+            new = [i for i in todo if i not in clashed and i not in unseen and is_drawn(i)]
+            if new:
+                await self._settle_stored(session_id, ids, token, new, result)
             if not taken:
                 return result
             with storage_errors(f"look up event ids for session {session_id!r}"):
@@ -112,6 +143,15 @@ class IdRegistry:
                 elif owner["token"] != token:
                     theirs[event_id] = owner["token"]
             if foreign:
+                # A drawn id let go of and stored in this session may be registered for a
+                # moment by another session's attempt (whose own lookup then refuses it): a
+                # replay all the same.
+                drawn = [i for i in foreign if is_drawn(i)]
+                stored = await self.stored_below(drawn) if drawn else {}
+                mine = {i for i, owner in stored.items() if owner == session_id}
+                result.replayed |= mine
+                foreign = {i: doc for i, doc in foreign.items() if i not in mine}
+            if foreign:
                 retry += await self._settle_foreign(session_id, ids, token, foreign, creating)
             if theirs:
                 committed, adopted, fenced = await self._adopt(
@@ -126,6 +166,42 @@ class IdRegistry:
         raise StorageError(
             f"could not reserve event ids for session {session_id!r}: they kept changing hands"
         )
+
+    async def _settle_stored(
+        self,
+        session_id: str,
+        ids: Sequence[str],
+        token: str,
+        new: list[str],
+        result: Registered,
+    ) -> None:
+        """Look up ids that registered without a clash in the events collection: this
+        session's are replays (their registrations are let go of again), a live session's are
+        a conflict, and a deleted session's documents are removed."""
+        stored = await self.stored_below(new)
+        if not stored:
+            return
+        mine = [i for i, owner in stored.items() if owner == session_id]
+        foreign = {i: {"session_id": owner} for i, owner in stored.items() if owner != session_id}
+        if foreign:
+            owner_ids = sorted({doc["session_id"] for doc in foreign.values()})
+            with storage_errors(f"look up sessions for session {session_id!r}"):
+                alive = {
+                    doc["_id"]
+                    for doc in await find_by_ids(self._store.sessions, owner_ids, {}, {"_id": 1})
+                }
+            for event_id, owner in foreign.items():
+                if owner["session_id"] in alive:
+                    await self.release(session_id, ids, token, written=False)
+                    raise EventIdConflict(event_id, session_id, owner["session_id"])
+            with storage_errors(f"reclaim event ids for session {session_id!r}"):
+                for event_id, owner in foreign.items():
+                    await self._store.events.delete_many(
+                        {"_id": event_id, "session_id": owner["session_id"]}
+                    )
+        if mine:
+            result.replayed.update(mine)
+            await self.release(session_id, mine, token, written=False)
 
     async def _settle_foreign(
         self,

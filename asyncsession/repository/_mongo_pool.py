@@ -21,11 +21,29 @@ from typing import Final
 
 from ._mongo_cache import ENTRY_OVERHEAD, ByteLRU
 
-__all__ = ["POOL_MAX", "IdPool"]
+__all__ = ["POOL_MAX", "IdPool", "is_drawn", "new_drawn_id"]
 
 POOL_MAX: Final = 16
 """The most ids one refill registers ahead for a session."""
 _FIRST: Final = 2
+_DRAWN_MAX: Final = 64
+"""The most ids drawn from an empty pool (and not yet appended) a session's record keeps."""
+
+
+def new_drawn_id() -> str:
+    """A new random id in the pool's own format: a UUID of version 8 (RFC 9562's custom
+    version; 122 random bits, as in a version 4 one), so that `is_drawn` can tell it from the
+    version 4 UUIDs `SessionEvent` picks and from ids of the caller's."""
+    digits = uuid.uuid4().hex
+    return str(uuid.UUID(hex=digits[:12] + "8" + digits[13:]))
+
+
+def is_drawn(event_id: str) -> bool:
+    """Whether ``event_id`` has the format of the ids the pool hands out (see
+    `new_drawn_id`). Only such ids are let go of by the registry once they are stored below the
+    tail, and only they are looked up there when they register without a clash (``_mongo_ids``);
+    an id of the caller's that happens to have the format just pays that lookup."""
+    return len(event_id) == 36 and event_id[14] == "8" and event_id[8] == "-"
 
 
 class IdPool:
@@ -34,7 +52,9 @@ class IdPool:
 
     def __init__(self, max_bytes: int) -> None:
         self._ready: ByteLRU[str, tuple[str, ...]] = ByteLRU(max_bytes)
-        self._refill: ByteLRU[str, tuple[str, int]] = ByteLRU(max_bytes)
+        # per session: the ids drawn from its empty pool and not yet appended, and the size
+        # of the refill their append registers
+        self._refill: ByteLRU[str, tuple[tuple[str, ...], int]] = ByteLRU(max_bytes)
 
     @property
     def bytes(self) -> int:
@@ -49,29 +69,44 @@ class IdPool:
             if rest:
                 self._put_ready(session_id, tuple(rest))
             return first
-        event_id = str(uuid.uuid4())
+        event_id = new_drawn_id()
         last = self._refill.pop(session_id)
         size = _FIRST if last is None else min(POOL_MAX, last[1] * 2)
-        self._refill.put(
-            session_id, (event_id, size), sys.getsizeof(session_id) + 2 * ENTRY_OVERHEAD
-        )
+        drawn = (*(() if last is None else last[0][-_DRAWN_MAX + 1 :]), event_id)
+        self._put_refill(session_id, drawn, size)
         return event_id
+
+    def _put_refill(self, session_id: str, drawn: tuple[str, ...], size: int) -> None:
+        cost = sys.getsizeof(session_id) + sum(map(sys.getsizeof, drawn)) + 2 * ENTRY_OVERHEAD
+        self._refill.put(session_id, (drawn, size), cost)
 
     def refill_for(self, session_id: str, event_ids: list[str]) -> list[str]:
         """The ids to register ahead with an append of ``event_ids`` (none unless one of them
         was drawn from an empty pool)."""
         pending = self._refill.get(session_id)
-        if pending is None or pending[0] not in event_ids:
+        if pending is None or not set(pending[0]).intersection(event_ids):
             return []
-        return [str(uuid.uuid4()) for _ in range(pending[1])]
+        return [new_drawn_id() for _ in range(pending[1])]
+
+    def spare(self, session_id: str) -> bool:
+        """Whether the next id drawn for ``session_id`` needs no refill: ids are ready, or the
+        session's appends never drew (so they register ids of the caller's anyway)."""
+        return session_id in self._ready or session_id not in self._refill
+
+    def minted(self, session_id: str, event_ids: list[str], refill: list[str]) -> list[str]:
+        """The ids among ``event_ids`` and ``refill`` that this pool made up and that nobody
+        but this append can have used: the refill, and the id drawn from an empty pool."""
+        if not refill:
+            return []
+        pending = self._refill.get(session_id)
+        drawn = [] if pending is None else [i for i in pending[0] if i in event_ids]
+        return [*refill, *drawn]
 
     def refilled(self, session_id: str, event_ids: list[str]) -> None:
         """Note that ``event_ids`` are registered for ``session_id`` and ready to hand out."""
         pending = self._refill.get(session_id)
         if pending is not None:  # done: keep only the size, which the next refill doubles
-            self._refill.put(
-                session_id, ("", pending[1]), sys.getsizeof(session_id) + 2 * ENTRY_OVERHEAD
-            )
+            self._put_refill(session_id, (), pending[1])
         held = self._ready.pop(session_id) or ()
         self._put_ready(session_id, (*held, *event_ids))
 

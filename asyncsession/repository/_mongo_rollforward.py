@@ -12,18 +12,29 @@ rolled forward the same way (``update_many`` archive flags, ``insert_many`` inse
 ``pending`` is cleared). Event documents carry the ``cv`` they were written at, so a slow roller
 can never overwrite what a newer compaction wrote. Anyone may finish a roll-forward; readers
 merge ``pending`` until it is done.
+
+Once an event's document is in the events collection, the id registry lets go of its id if
+the store handed it out (`is_drawn`; see ``_mongo_ids`` for how such an id is still found):
+the registrations of the events copied are deleted, by a later commit of this process that
+pays no other command (see `RollForward.let_go`), so that such a message stored below the tail
+costs no registry document. A let-go never made (the process stopped first) leaves a
+registration, which costs bytes and nothing else.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import sys
+from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from .._pymongo_errors import storage_errors
 from ..exceptions import StorageError
+from ._mongo_cache import ENTRY_OVERHEAD, ByteLRU
 from ._mongo_codec import Doc
 from ._mongo_hints import K_MAX, K_MIN, TailHints, Trim
+from ._mongo_pool import is_drawn
 from ._mongo_state import Entry, decode_entries
 from ._mongo_store import IN_CHUNK, Store, find_by_ids, insert_new
 
@@ -32,6 +43,14 @@ __all__ = ["PREFIX", "RollForward", "moved", "prefix_projection"]
 _log = logging.getLogger("asyncsession.mongo")
 
 _PULL_BY_ID: Final = 64
+_TURN: Final = 4
+"""A let-go waits for a commit that leaves room for this many more tail entries, so that the
+rest of the turn does not roll forward as well."""
+_PAID_BYTES: Final = 1 << 20
+"""A bound on what remembering which sessions' last commit paid a command more holds."""
+_LET_GO_BACKLOG: Final = 16
+"""Copies whose registrations wait to be let go of; a roll-forward past this many lets go of
+the oldest at once (only a writer that rolls forward on every commit, a bulk load, gets here)."""
 
 PREFIX: Final = "\x00prefix"
 """Set (by the commit) in a post-image whose ``tail`` holds only the oldest entries, as
@@ -82,12 +101,56 @@ def moved(entries: Sequence[Entry], archived_prefix: int) -> Doc:
 class RollForward:
     """Moves events from session documents to the events collection of a `Store`."""
 
-    def __init__(self, store: Store, hints: TailHints) -> None:
+    def __init__(
+        self, store: Store, hints: TailHints, *, spare: Callable[[str], bool] = lambda _: True
+    ) -> None:
+        """``spare(session_id)``: whether the session's next append is expected to pay no
+        command for its id (the id pool's answer), so that this one may pay for a let-go."""
         self._store = store
         self._hints = hints
+        self._spare = spare
+        self._let_go: deque[tuple[str, list[str]]] = deque()
+        self._paid: ByteLRU[str, bool] = ByteLRU(_PAID_BYTES)
+
+    @property
+    def letting_go(self) -> int:
+        """How many copies' registrations wait to be let go of."""
+        return len(self._let_go)
+
+    async def let_go(self, *, every: bool = False) -> None:
+        """Delete the registrations of the events of the oldest copy that waits (``every``:
+        of every one). The copies are in the events collection, whose ``_id`` guards them now.
+        A failure is logged: the registrations stay, which is harmless."""
+        while self._let_go:
+            session_id, ids = self._let_go.popleft()
+            try:
+                with storage_errors(f"let go of event ids of session {session_id!r}"):
+                    await self._store.event_ids.delete_many(
+                        {"_id": {"$in": ids}, "session_id": session_id}
+                    )
+            except StorageError as exc:
+                _log.warning("letting go of event ids of session %r failed: %s", session_id, exc)
+            if not every:
+                return
+
+    async def _copied(self, session_id: str, ids: list[str]) -> None:
+        """Note that the events ``ids`` are in the events collection, to let go of their
+        registrations later, a command's worth at a time (at once past `_LET_GO_BACKLOG`)."""
+        ids = [i for i in ids if is_drawn(i)]  # ids of the caller's stay registered
+        for start in range(0, len(ids), IN_CHUNK):
+            self._let_go.append((session_id, ids[start : start + IN_CHUNK]))
+        while len(self._let_go) > _LET_GO_BACKLOG:
+            await self.let_go()
 
     async def after_commit(
-        self, session_id: str, doc: Doc, added: int, whole: bool, *, paid: bool = False
+        self,
+        session_id: str,
+        doc: Doc,
+        added: int,
+        whole: bool,
+        *,
+        paid: bool = False,
+        registered: bool = False,
     ) -> None:
         """Roll forward when this commit took the tail to `K_MAX` entries, or past one more
         multiple of ``K_MAX - K_MIN`` beyond it (so a roll-forward that failed is retried soon).
@@ -96,8 +159,14 @@ class RollForward:
         boundary: concurrent writers do not all roll forward at once. A commit that returned no
         post-image (``doc`` is empty) was guarded to leave nothing to do. A commit that
         ``paid`` a command more already (it registered ids ahead) leaves the roll-forward to
-        this process's next commit, so that no append pays two more."""
+        this process's next commit, so that no append pays two more. A commit that rolls
+        nothing forward may let go of one batch of registrations (see `_let_go_or_note`);
+        ``registered``: it registered ids, a command more too."""
+        before_paid = self._paid.pop(session_id) is not None
+        extra = paid or registered
         if "tn" not in doc:
+            room = self._hints.room(session_id, _TURN)
+            await self._let_go_or_note(session_id, extra, before_paid, room)
             return
         size = int(doc["tn"])
         before = size - added
@@ -108,16 +177,37 @@ class RollForward:
         small = size < K_MAX + step  # a cut left undone grows the tail one step at most
         if due and paid and small and not pending:
             self._hints.owe_roll(session_id)
+            self._note_paid(session_id)
             return
         if self._hints.take_owed(session_id) and size >= K_MAX:
             due = True
-        await self.housekeep(
-            session_id,
-            doc if whole or doc.get(PREFIX) else None,
-            pending=pending,
-            roll=size if due else None,
-            defer=small,
-        )
+        if due or pending:
+            await self.housekeep(
+                session_id,
+                doc if whole or doc.get(PREFIX) else None,
+                pending=pending,
+                roll=size if due else None,
+                defer=small,
+            )
+            self._note_paid(session_id)
+            return
+        await self._let_go_or_note(session_id, extra, before_paid, size + _TURN < K_MAX)
+
+    def _note_paid(self, session_id: str) -> None:
+        """Remember that this session's last commit here paid a command more."""
+        self._paid.put(session_id, True, sys.getsizeof(session_id) + ENTRY_OVERHEAD)
+
+    async def _let_go_or_note(self, session_id: str, extra: bool, before: bool, room: bool) -> None:
+        """Let go of one batch of registrations on a commit that may pay for it: neither it
+        (``extra``) nor the session's previous commit here (``before``) paid a command more,
+        its next one is expected not to (the id pool has ids ready), and the tail has room for
+        the rest of a turn. So whichever two consecutive appends of a session make a turn,
+        they pay one command more at most."""
+        if extra:
+            self._note_paid(session_id)
+        elif not before and self._let_go and room and self._spare(session_id):
+            self._note_paid(session_id)
+            await self.let_go()
 
     async def housekeep(
         self,
@@ -181,6 +271,7 @@ class RollForward:
             if docs:
                 existing += await insert_new(events, list(docs.values()))
             if not existing:
+                await self._copied(session_id, list(docs))
                 return
             found = await find_by_ids(
                 events, existing, {"session_id": session_id}, {"inc": 1, "cv": 1, "seq": 1}
@@ -205,6 +296,9 @@ class RollForward:
                 if entry.minor:
                     fields["minor"] = entry.minor
                 await events.update_one(guard, {"$set": fields})
+        # Only the copies inserted here are surely this session's documents now.
+        taken = set(existing)
+        await self._copied(session_id, [i for i in docs if i not in taken])
 
     async def roll_forward(
         self,

@@ -17,7 +17,7 @@ ahead, tail lengths); only hints, never needed for correctness.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from ..plans import CompactionPlan
 from ._mongo_cache import hint_bytes
@@ -47,7 +47,7 @@ class LogWriter:
         """Ids registered ahead, for `draw_event_id`."""
         self.ids = IdRegistry(store)
         """The id registry."""
-        self.roller = RollForward(store, self.hints)
+        self.roller = RollForward(store, self.hints, spare=self.pool.spare)
         """Roll-forward."""
         self.committer = Committer(store, self.ids, self.roller, self.hints, self.reservations)
         """The one-by-one commit path."""
@@ -67,10 +67,11 @@ class LogWriter:
         session_id: str,
         prepared: Sequence[Prepared],
         expected_version: int | None,
+        reserve_ids: Sequence[str] = (),
         *,
         user_id: str | None = None,
         whole: bool = False,
-        reserve_ids: Sequence[str] = (),
+        unseen: Collection[str] = (),
         create: Doc | None = None,
         window: Doc | None = None,
     ) -> tuple[bool, Doc | None]:
@@ -82,6 +83,7 @@ class LogWriter:
             user_id=user_id,
             whole=whole,
             reserve_ids=reserve_ids,
+            unseen=unseen,
             create=create,
             window=window,
         )

@@ -13,12 +13,14 @@
     ``pending`` holds a compaction's changes below the tail until they are rolled forward, and
     ``fences`` lists write attempts that may no longer commit.
 ``session_events``
-    One document per event below the tail: ``_id`` (the event id), ``session_id``, ``seq`` and
-    ``minor`` (its position), ``ts``, ``type``, ``synthetic``, ``archived``, ``turn`` (where
-    its turn started) and ``data`` (JSON text, which keyword searches match).
+    One document per event below the tail: ``_id`` (the event id), ``session_id``, ``inc``,
+    ``seq`` and ``minor`` (its position), ``ts``, ``type``, ``archived``, ``turn`` (where its
+    turn started), ``data`` (JSON text, which keyword searches match), and ``synthetic`` and
+    ``cv`` when they are not ``false`` and ``0``.
 ``session_event_ids``
     The id registry, ``{_id: event id, session_id, token}``: it makes event ids unique across
-    sessions, on a sharded cluster too.
+    sessions, on a sharded cluster too. It lets go of the ids the store drew once their events
+    are below the tail, where a lookup by ``_id`` finds them (``_mongo_ids``).
 
 **Order.** Events are ordered by their position ``(seq, minor)`` in their session, never by
 time or ObjectId. Appends take ``seq`` values ``2**32`` apart; compaction inserts new events into
@@ -28,26 +30,19 @@ renumbered or rewritten.
 **Atomicity.** Every write commits through one atomic update of the session document
 (``update_one`` when the store knows the tail has room, else ``find_one_and_update``), guarded
 by what it depends on: a versioned append or a compaction commits only if the version is still
-the expected one, so of concurrent writers with one version exactly one wins.
-An append is two commands: registering its event ids in one ``insert_many`` (a replay or an id of
-another session shows up here), then the commit, which pushes the events onto the tail and bumps
-the version and counter; an id `draw_event_id` handed out was registered ahead (``_mongo_pool``),
-so its append is the commit alone. A compaction replaces the tail it read and records its
-changes below the tail as ``pending``. Moving events to the events collection (*roll-forward*)
-is idempotent and guarded, so any later writer finishes what a dead one started; readers merge
-the tail and ``pending`` with the events collection: no half-done write shows, and no
-transaction is needed.
-
-**Batching.** Session-document reads and the commits that need no post-image of different
-sessions, due while one of their kind is on the wire, go together as one command
-(``_mongo_batch``); a caller alone sends at once.
+the expected one, so of concurrent writers with one version exactly one wins. An append
+registers its event ids in one ``insert_many`` (a replay or an id of another session shows up
+here), then commits; an id `draw_event_id` handed out was registered ahead (``_mongo_pool``), so
+its append is the commit alone. A compaction replaces the tail it read and records its changes
+below the tail as ``pending``. Moving events to the events collection (*roll-forward*) is
+idempotent and guarded, so any later writer finishes what a dead one started; readers merge the
+tail and ``pending`` with the events collection: no half-done write shows, and no transaction is
+needed. Reads and commits of different sessions may share a command (``_mongo_batch``).
 
 **Reads.** A read fetches the session document (for a ``last_n`` window, only the newest tail
-entries it needs, by ``$slice``); when its tail answers the read, that is the only command.
-Below the tail, reads are aggregations whose first ``$match`` is what the index answers (the
-session, maybe ``archived: false``, a range of positions) and whose second carries the rest of
-the filter; windows walk the log in position ranges that grow fourfold and never rely on
-sort-with-limit.
+entries it needs); when its tail answers the read, that is the only command. Below the tail,
+reads are aggregations whose first ``$match`` is what the index answers (the session, maybe
+``archived: false``, a range of positions); windows walk the log in ranges that grow fourfold.
 
 **Idempotency.** An event id the session already has is a replay: skipped, the version does not
 move, whether the event is in the tail or long since rolled forward, and also when the first
@@ -58,10 +53,9 @@ the retry after that attempt is fenced off.
 (``w="majority", j=True``) whatever the client's default: an acknowledged write survives a crash.
 Writes are shielded from cancellation: a cancelled caller's write runs to its end first.
 
-**Sharding.** Every command on ``session_events`` names one session (or, for
-`MongoSessionRepository.find_events_by_user_id`, the user's sessions).
-Shard ``session_events`` on ``{session_id: "hashed"}`` (or ``{session_id: 1}``), ``sessions`` on
-``{_id: "hashed"}`` and ``session_event_ids`` on ``{_id: "hashed"}``.
+**Sharding.** Commands on ``session_events`` name a session (the user's, for reads by user),
+but for a drawn id's lookup by ``_id``: shard it on ``{session_id: "hashed"}``, the others on
+``{_id: "hashed"}``.
 """
 
 from __future__ import annotations
@@ -242,11 +236,13 @@ class MongoSessionRepository:
         await create_indexes(self._store, self._database)
 
     async def aclose(self) -> None:
-        """Stop using the store; closes the client only if
+        """Stop using the store (first letting go of the registrations of ids this process
+        moved below the tail, see ``_mongo_rollforward``); closes the client only if
         [`from_uri`][asyncsession.repository.mongo.MongoSessionRepository.from_uri] made it."""
         if self._state is _State.CLOSED:
             return
         self._state = _State.CLOSED
+        await shielded(self._writer.roller.let_go(every=True))
         if self._client is not None:
             await self._client.close()
 
@@ -346,9 +342,9 @@ class MongoSessionRepository:
         grouped = not refill and all(p.document is None for p in prepared)
         if grouped and not writer.reservations.holds(session_id, ids):
             return await shielded(writer.append_grouped(session_id, prepared, expected_version))
-        done, _ = await shielded(
-            writer.append(session_id, prepared, expected_version, reserve_ids=refill)
-        )
+        unseen = writer.pool.minted(session_id, ids, refill)
+        append = writer.append(session_id, prepared, expected_version, refill, unseen=unseen)
+        done, _ = await shielded(append)
         if done and refill:
             writer.pool.refilled(session_id, refill)
         return done
@@ -381,7 +377,8 @@ class MongoSessionRepository:
         new = None if create is None else new_session_doc(create)
         unique = _unique(events)
         prepared = prepare(session_id, unique, self._store.max_document_size)
-        refill = self._writer.pool.refill_for(session_id, [e.id for e in unique])
+        ids = [e.id for e in unique]
+        refill = self._writer.pool.refill_for(session_id, ids)
         _, doc = await shielded(
             self._writer.append(
                 session_id,
@@ -390,6 +387,7 @@ class MongoSessionRepository:
                 user_id=user_id,
                 whole=True,
                 reserve_ids=[*reserve_event_ids, *refill],
+                unseen=self._writer.pool.minted(session_id, ids, refill),
                 create=new,
                 window=_window_projection(filter, len(unique)),
             )
