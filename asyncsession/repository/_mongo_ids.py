@@ -19,7 +19,7 @@ the caller's keep their registrations and need no lookup.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -182,26 +182,25 @@ class IdRegistry:
         if not stored:
             return
         mine = [i for i, owner in stored.items() if owner == session_id]
-        foreign = {i: {"session_id": owner} for i, owner in stored.items() if owner != session_id}
+        foreign = {i: owner for i, owner in stored.items() if owner != session_id}
         if foreign:
-            owner_ids = sorted({doc["session_id"] for doc in foreign.values()})
-            with storage_errors(f"look up sessions for session {session_id!r}"):
-                alive = {
-                    doc["_id"]
-                    for doc in await find_by_ids(self._store.sessions, owner_ids, {}, {"_id": 1})
-                }
+            alive = await self._alive(session_id, foreign.values())
             for event_id, owner in foreign.items():
-                if owner["session_id"] in alive:
+                if owner in alive:
                     await self.release(session_id, ids, token, written=False)
-                    raise EventIdConflict(event_id, session_id, owner["session_id"])
+                    raise EventIdConflict(event_id, session_id, owner)
             with storage_errors(f"reclaim event ids for session {session_id!r}"):
                 for event_id, owner in foreign.items():
-                    await self._store.events.delete_many(
-                        {"_id": event_id, "session_id": owner["session_id"]}
-                    )
+                    await self._store.events.delete_many({"_id": event_id, "session_id": owner})
         if mine:
             result.replayed.update(mine)
             await self.release(session_id, mine, token, written=False)
+
+    async def _alive(self, session_id: str, owners: Iterable[str]) -> set[str]:
+        """Which of the sessions ``owners`` exist (looked up for ``session_id``'s append)."""
+        with storage_errors(f"look up sessions for session {session_id!r}"):
+            docs = await find_by_ids(self._store.sessions, sorted(set(owners)), {}, {"_id": 1})
+        return {doc["_id"] for doc in docs}
 
     async def _settle_foreign(
         self,
@@ -212,12 +211,8 @@ class IdRegistry:
         creating: bool,
     ) -> list[str]:
         """Raise for ids of live sessions; reclaim ids left behind by deleted ones."""
-        owner_ids = sorted({doc["session_id"] for doc in foreign.values()} | {session_id})
-        with storage_errors(f"look up sessions for session {session_id!r}"):
-            alive = {
-                doc["_id"]
-                for doc in await find_by_ids(self._store.sessions, owner_ids, {}, {"_id": 1})
-            }
+        owners = [doc["session_id"] for doc in foreign.values()]
+        alive = await self._alive(session_id, [*owners, session_id])
         if session_id not in alive and not creating:
             await self.release(session_id, ids, token, written=False)
             raise SessionNotFound(session_id)

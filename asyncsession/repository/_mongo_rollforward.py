@@ -112,11 +112,6 @@ class RollForward:
         self._let_go: deque[tuple[str, list[str]]] = deque()
         self._paid: ByteLRU[str, bool] = ByteLRU(_PAID_BYTES)
 
-    @property
-    def letting_go(self) -> int:
-        """How many copies' registrations wait to be let go of."""
-        return len(self._let_go)
-
     async def let_go(self, *, every: bool = False) -> None:
         """Delete the registrations of the events of the oldest copy that waits (``every``:
         of every one). The copies are in the events collection, whose ``_id`` guards them now.
@@ -270,8 +265,10 @@ class RollForward:
         with storage_errors(f"roll session {session_id!r} forward"):
             if docs:
                 existing += await insert_new(events, list(docs.values()))
+            # Only the copies inserted here are surely this session's documents now.
+            taken = set(existing)
+            await self._copied(session_id, [i for i in docs if i not in taken])
             if not existing:
-                await self._copied(session_id, list(docs))
                 return
             found = await find_by_ids(
                 events, existing, {"session_id": session_id}, {"inc": 1, "cv": 1, "seq": 1}
@@ -296,9 +293,6 @@ class RollForward:
                 if entry.minor:
                     fields["minor"] = entry.minor
                 await events.update_one(guard, {"$set": fields})
-        # Only the copies inserted here are surely this session's documents now.
-        taken = set(existing)
-        await self._copied(session_id, [i for i in docs if i not in taken])
 
     async def roll_forward(
         self,
