@@ -12,6 +12,7 @@ nineteen operations three times, side by side so a reader can check that the thr
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast, runtime_checkable
@@ -40,7 +41,12 @@ from .plans import (
 )
 from .repository import SessionRepository, SessionSnapshot, draw_event_id, start_turn
 
-__all__ = ["SessionService", "DefaultSessionService", "DelegatingSessionService"]
+__all__ = [
+    "SessionService",
+    "DefaultSessionService",
+    "DelegatingSessionService",
+    "new_event_id",
+]
 
 _SYSTEM_MESSAGES_DISABLED = (
     "Storing a system message in session {session_id!r} is disabled. System prompts are "
@@ -392,6 +398,14 @@ class DefaultSessionService:
         """The session, its version and its matching events in one read; ``None`` if unknown."""
         return await self.repository.read_snapshot(_require(session_id, "session_id"), filter)
 
+    async def draw_event_id(self, session_id: str) -> str:
+        """A new event id for an append to ``session_id``: drawn from the repository when it
+        hands out ids (``MongoSessionRepository`` registers them ahead, so their appends cost
+        a command less), else a random UUID. Use it for ``session_id`` only (see
+        `asyncsession.repository.DrawsEventIds`); ``append_message`` without an ``event_id``
+        draws one this way."""
+        return await draw_event_id(self.repository, _require(session_id, "session_id"))
+
     async def start_turn(
         self,
         session_id: str,
@@ -576,6 +590,10 @@ class DelegatingSessionService:
         """Forwarded."""
         return await self.delegate.get_snapshot(session_id, filter)
 
+    async def draw_event_id(self, session_id: str) -> str:
+        """Forwarded when the delegate draws ids (see `new_event_id`), else a random UUID."""
+        return await new_event_id(self.delegate, session_id)
+
     async def start_turn(
         self,
         session_id: str,
@@ -609,3 +627,21 @@ class DelegatingSessionService:
     ) -> CompactionResult:
         """Forwarded."""
         return await self.delegate.compact(session_id, trigger, strategy)
+
+
+@runtime_checkable
+class _DrawsEventIds(Protocol):
+    async def draw_event_id(self, session_id: str) -> str: ...
+
+
+async def new_event_id(service: SessionService, session_id: str) -> str:
+    """A new event id for an append to ``session_id`` through ``service``: drawn by the
+    service when it can (`DefaultSessionService.draw_event_id`, and a
+    `DelegatingSessionService` around one), else a random UUID, as `SessionEvent` would pick.
+
+    For callers that must know an event's id before its append (to retry the append with it):
+    the ids the MongoDB store draws were registered ahead, so the append is one command.
+    """
+    if isinstance(service, _DrawsEventIds):
+        return await service.draw_event_id(session_id)
+    return str(uuid.uuid4())

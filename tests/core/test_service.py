@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import pytest
 
@@ -23,6 +25,7 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.compaction import CompactionRequest
+from asyncsession.service import new_event_id
 from asyncsession.testing import FakeClock
 from asyncsession.testing.contract import system, user
 
@@ -328,3 +331,42 @@ async def test_a_decorator_overrides_only_what_it_needs(service: DefaultSessionS
     assert await decorated.delete_expired_sessions() == 0
     await decorated.delete(session.id)
     assert await decorated.find_by_id(session.id) is None
+
+
+class DrawingRepository(InMemorySessionRepository):
+    """An in-memory store that hands out ids of its own format, counting them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drawn: list[str] = []
+
+    async def draw_event_id(self, session_id: str) -> str:
+        self.drawn.append(f"{session_id}-drawn-{len(self.drawn)}")
+        return self.drawn[-1]
+
+
+async def test_new_event_id_draws_through_the_service_and_its_decorators() -> None:
+    """``new_event_id`` takes the id from the store through a service (and a decorator around
+    one), and is a random UUID for a service that cannot draw."""
+    repository = DrawingRepository()
+    service = DefaultSessionService(repository)
+    assert await new_event_id(service, "s") == "s-drawn-0"
+    assert await new_event_id(CountingService(service), "s") == "s-drawn-1"
+    assert await service.draw_event_id("s") == "s-drawn-2"
+    plain = DefaultSessionService(InMemorySessionRepository())
+    first, second = [await new_event_id(plain, "s") for _ in range(2)]
+    assert uuid.UUID(first).version == 4
+    assert first != second
+    with pytest.raises(UsageError):
+        await service.draw_event_id(" ")
+    assert repository.drawn == ["s-drawn-0", "s-drawn-1", "s-drawn-2"]
+
+
+async def test_new_event_id_of_a_service_that_does_not_draw_is_a_random_uuid() -> None:
+    """A service of the caller's own without ``draw_event_id`` gets a random UUID."""
+
+    class Bare:
+        pass
+
+    event_id = await new_event_id(cast(SessionService, Bare()), "s")
+    assert uuid.UUID(event_id).version == 4
