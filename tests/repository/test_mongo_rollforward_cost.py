@@ -60,7 +60,7 @@ def copies(sent: list[tuple[str, str]]) -> int:
 async def test_no_plain_api_turn_pays_more_than_one_command_for_rolling_forward(
     two: tuple[MongoSessionRepository, MongoSessionRepository, CommandCounter],
 ) -> None:
-    """300 turns of ``get_events`` + two ``append_message`` (600 events, nine roll-forwards):
+    """120 turns of ``get_events`` + two ``append_message`` (240 events, three roll-forwards):
     every turn is 3 commands, or 4 when it refilled the id pool or copied events forward, never
     both; nothing is lost or reordered and the tail stays bounded."""
     repo, _, commands = two
@@ -69,7 +69,7 @@ async def test_no_plain_api_turn_pays_more_than_one_command_for_rolling_forward(
     costs: Counter[int] = Counter()
     rolls = 0
     longest = 0
-    for i in range(300):
+    for i in range(120):
         commands.take()
         assert len(await service.get_events(s, WINDOW)) == min(20, 2 * i)
         await service.append_message(s, UserMessage(text=f"q{i}"))
@@ -80,12 +80,12 @@ async def test_no_plain_api_turn_pays_more_than_one_command_for_rolling_forward(
         assert len(sent) <= 4, (i, sent)
         longest = max(longest, await tail_length(repo, s))
     assert costs[3] > costs[4] > 0
-    assert rolls >= (600 - K_MAX) // (K_MAX - K_MIN)
+    assert rolls >= (240 - K_MAX) // (K_MAX - K_MIN)
     assert longest <= K_MAX + 1
     texts = [e.text for e in await service.get_events(s, EventFilter.all())]
-    assert texts == [t for i in range(300) for t in (f"q{i}", f"a{i}")]
+    assert texts == [t for i in range(120) for t in (f"q{i}", f"a{i}")]
     stored = await repo._store.events.count_documents({"session_id": s})
-    assert stored + await tail_length(repo, s) == 600
+    assert stored + await tail_length(repo, s) == 240
 
 
 async def test_no_advisor_turn_pays_more_than_one_command_for_rolling_forward(
@@ -98,7 +98,7 @@ async def test_no_advisor_turn_pays_more_than_one_command_for_rolling_forward(
     s = (await service.create(CreateSessionRequest(user_id="u"))).id
     costs: Counter[int] = Counter()
     rolls = 0
-    for i in range(200):
+    for i in range(100):
         commands.take()
         _, snapshot = await service.start_turn(s, UserMessage(text=f"q{i}"), WINDOW)
         assert len(snapshot.events) == min(20, 2 * i)
@@ -108,9 +108,9 @@ async def test_no_advisor_turn_pays_more_than_one_command_for_rolling_forward(
         rolls += copies(sent)
         assert len(sent) <= 3, (i, sent)
     assert costs[2] > costs[3] > 0
-    assert rolls >= (400 - K_MAX) // (K_MAX - K_MIN)
+    assert rolls >= (200 - K_MAX) // (K_MAX - K_MIN)
     texts = [e.text for e in await service.get_events(s, EventFilter.all())]
-    assert texts == [t for i in range(200) for t in (f"q{i}", f"a{i}")]
+    assert texts == [t for i in range(100) for t in (f"q{i}", f"a{i}")]
 
 
 def event(session_id: str, text: str) -> SessionEvent:
