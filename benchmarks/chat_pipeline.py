@@ -180,6 +180,7 @@ async def time_to_first_chunk(
     sdk: openai.AsyncOpenAI,
     services: dict[str, DefaultSessionService],
     runs: int,
+    warmup: int = 10,
 ) -> dict[str, list[float]]:
     minimal = "bare openai stream, one user message"
     same = "bare openai stream, the chain's request"
@@ -187,7 +188,7 @@ async def time_to_first_chunk(
     clients = {name: chain(sdk, service) for name, service in services.items()}
     for name, service in services.items():
         samples[f"full chain, {name}"] = []
-        for run in range(runs + 10):
+        for run in range(runs + warmup):
             await with_history(service, f"{name}-{run}")
     # The exact request the chain sends (history, user message, tool definition), for the
     # bare stream: the difference is then the pipeline's own cost, not the SDK's per-message cost.
@@ -201,9 +202,9 @@ async def time_to_first_chunk(
         (same, lambda run: _bare(sdk, chain_body)),
     ]
     for name, client in clients.items():
-        paths.append((f"full chain, {name}", _chain_path(client, name, samples)))
+        paths.append((f"full chain, {name}", _chain_path(client, name, samples, warmup)))
         samples[f"  of which the pipeline before the request, {name}"] = []
-    for run in range(runs + 10):  # 10 warm-up runs, not recorded
+    for run in range(runs + warmup):  # warm-up runs, not recorded
         # Rotate the order every run, so no path always runs right after another.
         shift = run % len(paths)
         for label, path in paths[shift:] + paths[:shift]:
@@ -214,7 +215,7 @@ async def time_to_first_chunk(
                 value = await path(run)
             finally:
                 gc.enable()
-            if run >= 10:
+            if run >= warmup:
                 samples[label].append(value)
     return samples
 
@@ -224,11 +225,11 @@ async def _bare(sdk: openai.AsyncOpenAI, body: dict[str, Any]) -> float:
 
 
 def _chain_path(
-    client: ChatClient, name: str, samples: dict[str, list[float]]
+    client: ChatClient, name: str, samples: dict[str, list[float]], warmup: int
 ) -> Callable[[int], Awaitable[float]]:
     async def path(run: int) -> float:
         elapsed, pipeline = await first_chunk_chain(client, f"{name}-{run}")
-        if run >= 10:
+        if run >= warmup:
             samples[f"  of which the pipeline before the request, {name}"].append(pipeline)
         return elapsed
 
@@ -300,7 +301,7 @@ def ms(value: float) -> str:
     return f"{value * 1000:.2f}"
 
 
-async def main(runs: int, use_mongo: bool) -> None:
+async def main(runs: int, use_mongo: bool, warmup: int = 10) -> None:
     mongo_server: Any = None
     mongo_client: AsyncMongoClient[dict[str, Any]] | None = None
     counter = CommandCounter()
@@ -334,7 +335,7 @@ async def main(runs: int, use_mongo: bool) -> None:
                 mongo_service = DefaultSessionService(repository)
                 services["MongoDB"] = mongo_service
 
-            samples = await time_to_first_chunk(server, sdk, services, runs)
+            samples = await time_to_first_chunk(server, sdk, services, runs, warmup)
             print(f"## Time to first chunk ({runs} runs, ms)\n")
             print("| path | median | p95 | median vs bare, same request |")
             print("|---|---:|---:|---:|")
@@ -380,7 +381,10 @@ async def main(runs: int, use_mongo: bool) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="The cost of the advisor pipeline.")
+    parser.add_argument(
+        "--warmup", type=int, default=10, help="warm-up runs per path, not recorded"
+    )
     parser.add_argument("--runs", type=int, default=200, help="recorded runs per path")
     parser.add_argument("--mongo", action="store_true", help="also run on MongoDB")
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.runs, arguments.mongo))
+    asyncio.run(main(arguments.runs, arguments.mongo, arguments.warmup))

@@ -103,11 +103,12 @@ async def time_to_first_event(
     sdk: openai.AsyncOpenAI,
     services: dict[str, DefaultSessionService],
     runs: int,
+    warmup: int = 10,
 ) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {BARE: []}
     clients = {name: chain(sdk, service) for name, service in services.items()}
     for name, service in services.items():
-        for run in range(runs + 10):
+        for run in range(runs + warmup):
             await with_history(service, f"{name}-{run}")
     await with_history(next(iter(services.values())), "shape")
     server.enqueue(ScriptedReply.text(REPLY))
@@ -119,8 +120,8 @@ async def time_to_first_event(
     for name, client in clients.items():
         samples[f"full chain, {name}"] = []
         samples[f"  of which the pipeline before the request, {name}"] = []
-        paths.append((f"full chain, {name}", _chain_path(client, name, samples)))
-    for run in range(runs + 10):  # 10 warm-up runs, not recorded
+        paths.append((f"full chain, {name}", _chain_path(client, name, samples, warmup)))
+    for run in range(runs + warmup):  # warm-up runs, not recorded
         shift = run % len(paths)
         for label, path in paths[shift:] + paths[:shift]:
             server.enqueue(ScriptedReply.text(REPLY))
@@ -130,17 +131,17 @@ async def time_to_first_event(
                 value = await path(run)
             finally:
                 gc.enable()
-            if run >= 10:
+            if run >= warmup:
                 samples[label].append(value)
     return samples
 
 
 def _chain_path(
-    client: ResponsesClient, name: str, samples: dict[str, list[float]]
+    client: ResponsesClient, name: str, samples: dict[str, list[float]], warmup: int
 ) -> Callable[[int], Awaitable[float]]:
     async def path(run: int) -> float:
         elapsed, pipeline = await first_event_chain(client, f"{name}-{run}")
-        if run >= 10:
+        if run >= warmup:
             samples[f"  of which the pipeline before the request, {name}"].append(pipeline)
         return elapsed
 
@@ -174,7 +175,7 @@ async def turn_costs(
     return rows
 
 
-async def main(runs: int, use_mongo: bool) -> None:
+async def main(runs: int, use_mongo: bool, warmup: int = 10) -> None:
     mongo_server: Any = None
     mongo_client: AsyncMongoClient[dict[str, Any]] | None = None
     counter = CommandCounter()
@@ -209,7 +210,7 @@ async def main(runs: int, use_mongo: bool) -> None:
                 mongo_service = DefaultSessionService(repository)
                 services["MongoDB"] = mongo_service
 
-            samples = await time_to_first_event(server, sdk, services, runs)
+            samples = await time_to_first_event(server, sdk, services, runs, warmup)
             print(f"## Time to first streamed event, Responses API ({runs} runs, ms)\n")
             print("| path | median | p95 | median vs bare, same request |")
             print("|---|---:|---:|---:|")
@@ -249,7 +250,10 @@ async def main(runs: int, use_mongo: bool) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="The pipeline's cost on the Responses API.")
+    parser.add_argument(
+        "--warmup", type=int, default=10, help="warm-up runs per path, not recorded"
+    )
     parser.add_argument("--runs", type=int, default=200, help="recorded runs per path")
     parser.add_argument("--mongo", action="store_true", help="also run on MongoDB")
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.runs, arguments.mongo))
+    asyncio.run(main(arguments.runs, arguments.mongo, arguments.warmup))

@@ -15,14 +15,14 @@ if str(ROOT) not in sys.path:  # `benchmarks` is a top-level folder, not an inst
 async def test_the_responses_pipeline_script_runs_at_two_commands_a_turn(
     mongo_uri: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``python -m benchmarks.responses_pipeline --runs 3 --mongo``: every path is timed, and a
-    Responses turn costs what a Chat Completions turn does in ``chat_pipeline`` (2 commands
-    with ids drawn from the store's pool; 4 for a two-round tool turn, as many as the repository
-    calls in memory)."""
+    """``python -m benchmarks.responses_pipeline --runs 3 --warmup 1 --mongo``: every path is
+    timed, and a Responses turn costs what a Chat Completions turn does in ``chat_pipeline``
+    (2 commands with ids drawn from the store's pool; 4 for a two-round tool turn, as many as
+    the repository calls in memory)."""
     from benchmarks import responses_pipeline
 
     monkeypatch.setenv("MONGODB_URI", mongo_uri)
-    await responses_pipeline.main(3, True)
+    await responses_pipeline.main(3, True, warmup=1)
     out = capsys.readouterr().out
     rows = {
         (cells[1], cells[2]): cells[3]

@@ -189,14 +189,14 @@ async def test_the_command_budget_script_runs_and_counts_a_turn_at_three_command
 async def test_the_pipeline_script_runs_and_counts_the_chain_at_the_floor(
     mongo_uri: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``python -m benchmarks.chat_pipeline --runs 3 --mongo``: the chain's database work per
-    turn does not depend on the runs, so it is checked here: 2 commands for a turn (ids drawn
-    from the store's pool, registered ahead), 4 on a new session (its first append registers
-    the pool), never more than the same operations done directly."""
+    """``python -m benchmarks.chat_pipeline --runs 3 --warmup 1 --mongo``: the chain's database
+    work per turn does not depend on the runs, so it is checked here: 2 commands for a turn
+    (ids drawn from the store's pool, registered ahead), 4 on a new session (its first append
+    registers the pool), never more than the same operations done directly."""
     from benchmarks import chat_pipeline
 
     monkeypatch.setenv("MONGODB_URI", mongo_uri)
-    await chat_pipeline.main(3, True)
+    await chat_pipeline.main(3, True, warmup=1)
     rows = {
         (cells[1], cells[2]): (int(cells[3]), int(cells[4]))
         for line in capsys.readouterr().out.splitlines()
