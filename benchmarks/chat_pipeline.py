@@ -175,12 +175,16 @@ async def first_chunk_chain(client: ChatClient, session_id: str) -> tuple[float,
     return elapsed, float(stream.context["bench_ready"]) - started
 
 
+WARMUP = 10
+"""Warm-up runs per path before the recorded ones (not recorded)."""
+
+
 async def time_to_first_chunk(
     server: ScriptedOpenAIServer,
     sdk: openai.AsyncOpenAI,
     services: dict[str, DefaultSessionService],
     runs: int,
-    warmup: int = 10,
+    warmup: int = WARMUP,
 ) -> dict[str, list[float]]:
     minimal = "bare openai stream, one user message"
     same = "bare openai stream, the chain's request"
@@ -301,7 +305,7 @@ def ms(value: float) -> str:
     return f"{value * 1000:.2f}"
 
 
-async def main(runs: int, use_mongo: bool, warmup: int = 10) -> None:
+async def main(runs: int, use_mongo: bool, warmup: int = WARMUP) -> None:
     mongo_server: Any = None
     mongo_client: AsyncMongoClient[dict[str, Any]] | None = None
     counter = CommandCounter()
@@ -382,7 +386,7 @@ async def main(runs: int, use_mongo: bool, warmup: int = 10) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="The cost of the advisor pipeline.")
     parser.add_argument(
-        "--warmup", type=int, default=10, help="warm-up runs per path, not recorded"
+        "--warmup", type=int, default=WARMUP, help="warm-up runs per path, not recorded"
     )
     parser.add_argument("--runs", type=int, default=200, help="recorded runs per path")
     parser.add_argument("--mongo", action="store_true", help="also run on MongoDB")

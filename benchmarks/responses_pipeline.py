@@ -98,12 +98,16 @@ async def first_event_chain(client: ResponsesClient, session_id: str) -> tuple[f
     return elapsed, float(stream.context["bench_ready"]) - started
 
 
+WARMUP = 10
+"""Warm-up runs per path before the recorded ones (not recorded)."""
+
+
 async def time_to_first_event(
     server: ScriptedOpenAIServer,
     sdk: openai.AsyncOpenAI,
     services: dict[str, DefaultSessionService],
     runs: int,
-    warmup: int = 10,
+    warmup: int = WARMUP,
 ) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {BARE: []}
     clients = {name: chain(sdk, service) for name, service in services.items()}
@@ -175,7 +179,7 @@ async def turn_costs(
     return rows
 
 
-async def main(runs: int, use_mongo: bool, warmup: int = 10) -> None:
+async def main(runs: int, use_mongo: bool, warmup: int = WARMUP) -> None:
     mongo_server: Any = None
     mongo_client: AsyncMongoClient[dict[str, Any]] | None = None
     counter = CommandCounter()
@@ -251,7 +255,7 @@ async def main(runs: int, use_mongo: bool, warmup: int = 10) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="The pipeline's cost on the Responses API.")
     parser.add_argument(
-        "--warmup", type=int, default=10, help="warm-up runs per path, not recorded"
+        "--warmup", type=int, default=WARMUP, help="warm-up runs per path, not recorded"
     )
     parser.add_argument("--runs", type=int, default=200, help="recorded runs per path")
     parser.add_argument("--mongo", action="store_true", help="also run on MongoDB")

@@ -154,12 +154,11 @@ class AgentsSession:
     **Idempotency.** Event ids are random (drawn by the store, or UUIDs), so concurrent
     ``add_items`` calls (several runs of one session) each store their items once, whatever
     they contain. A batch whose write failed (a lost acknowledgement, a timeout, a dropped
-    connection) keeps its ids: retrying
-    ``add_items`` with the same items on this object reuses them, so a write that did land is a
-    replay and nothing is stored twice. Ids are not derived from the items alone on purpose:
-    equal items are often genuinely repeated (a user saying "yes" twice, a scripted model's fixed
-    item ids), and a content hash would silently drop the second one. A retry from another
-    process is not recognised.
+    connection) keeps its ids: retrying ``add_items`` with the same items on this object reuses
+    them, so a write that did land is a replay and nothing is stored twice. Ids are not derived
+    from the items alone on purpose: equal items are often genuinely repeated (a user saying
+    "yes" twice, a scripted model's fixed item ids), and a content hash would silently drop the
+    second one. A retry from another process is not recognised.
 
     **Limits.** ``get_items(limit)`` returns exactly the newest ``limit`` items, as the SDK's own
     sessions do (``session_settings.limit`` when ``limit`` is ``None``). With
