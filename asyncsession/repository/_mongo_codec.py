@@ -88,6 +88,7 @@ def new_log_fields() -> Doc:
         "live": 0,
         "cv": 0,
         "compacted": -1,
+        "ar": False,
         "last_user": -1,
         "pending": None,
         "fences": [],

@@ -170,6 +170,8 @@ class Committer:
             "tail": [p.entry for p in fresh],
             "tn": added,
         }
+        if any(p.event.archived for p in fresh):
+            doc["ar"] = True
         with storage_errors(f"create session {fields['_id']!r}"):
             try:
                 await self._store.sessions.insert_one(doc)
@@ -222,6 +224,8 @@ class Committer:
             "$push": {"tail": {"$each": [p.entry for p in fresh]}},
             "$inc": {"version": batches, "seq": added * GAP, "tn": added},
         }
+        if any(p.event.archived for p in fresh):
+            update["$set"] = {"ar": True}  # reads of every event then ask for both values
         sessions = self._store.sessions
         trim = self._hints.take_trim(session_id)
         if trim is not None:
@@ -274,7 +278,7 @@ class Committer:
         cut: Doc = {
             "$push": {"tail": {**update["$push"]["tail"], "$slice": -after}},
             "$inc": {**update["$inc"], **trim.changes["$inc"], "tn": added - len(trim.ids)},
-            "$set": trim.changes["$set"],
+            "$set": {**update.get("$set", {}), **trim.changes["$set"]},
         }
         guarded = {**guard, **trim.guard, "pending": None}
         sessions = self._store.sessions

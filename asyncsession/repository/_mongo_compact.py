@@ -26,7 +26,7 @@ from ._mongo_positions import GAP, Position, place_between
 from ._mongo_prepare import Prepared
 from ._mongo_rollforward import RollForward
 from ._mongo_state import Entry, LogState, decode_state
-from ._mongo_store import IN_CHUNK, Store, find_by_ids, session_version
+from ._mongo_store import IN_CHUNK, Store, find_by_ids, find_by_position, session_version
 
 __all__ = ["Compactor"]
 
@@ -152,18 +152,22 @@ class Compactor:
         missing = sorted(wanted - located.keys())
         if missing and state.rolled >= 0:
             # Index-shaped: the session and a range of positions; the incarnation is checked here.
-            query: Doc = {"session_id": session_id, "seq": {"$lte": state.rolled}}
+            below: Doc = {"$lte": state.rolled}
             fields = {"seq": 1, "minor": 1, "archived": 1, "type": 1, "turn": 1, "inc": 1}
+            events = self._store.events
             with storage_errors(f"read session {session_id!r}"):
                 if len(missing) > IN_CHUNK:  # one range scan beats many long $in lists
                     wanted_below = set(missing)
                     docs = [
                         doc
-                        for doc in await self._store.events.find(query, fields).to_list(None)
+                        for doc in await find_by_position(
+                            events, session_id, below, fields, state.archived_below
+                        )
                         if doc["_id"] in wanted_below
                     ]
                 else:
-                    docs = await find_by_ids(self._store.events, missing, query, fields)
+                    query: Doc = {"session_id": session_id, "seq": below}
+                    docs = await find_by_ids(events, missing, query, fields)
             for doc in docs:
                 if doc.get("inc") != state.inc:
                     continue
@@ -184,13 +188,13 @@ class Compactor:
         collection; ``(0, "")`` (no event there) when it is the first."""
         session_id = state.session.id
         with storage_errors(f"read session {session_id!r}"):
-            docs = await self._store.events.find(
-                {
-                    "session_id": session_id,
-                    "seq": {"$gte": max(0, position[0] - GAP), "$lte": position[0]},
-                },
+            docs = await find_by_position(
+                self._store.events,
+                session_id,
+                {"$gte": max(0, position[0] - GAP), "$lte": position[0]},
                 {"seq": 1, "minor": 1, "turn": 1, "inc": 1},
-            ).to_list(None)
+                state.archived_below,
+            )
         before: list[tuple[Position, int]] = [
             ((int(doc["seq"]), doc.get("minor", "")), int(doc.get("turn", -1)))
             for doc in docs
@@ -275,6 +279,7 @@ class Compactor:
             "seq": counter,
             "live": live,
             "compacted": counter,
+            "ar": True,
             "last_user": max([state.last_user, *users]),
             "pending": pending,
             "ck": key,  # the newest compaction's key, for its retries

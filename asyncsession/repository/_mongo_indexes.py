@@ -1,4 +1,12 @@
-"""The indexes of a MongoDB store, and what the server says about its limits."""
+"""The indexes of a MongoDB store, and what the server says about its limits.
+
+The events collection has one index besides ``_id``: ``{session_id, archived, seq}``. It answers
+the active view (``archived: false`` and a range of positions), a range of every event (one
+query per value of ``archived``, see `by_position`), and whatever names only the session (a
+delete, a user's sessions). Earlier versions also created ``{session_id, seq}``, which the store
+no longer uses: drop it once every process runs this version (see the deployment notes in
+``docs/mongodb.md``).
+"""
 
 from __future__ import annotations
 
@@ -18,7 +26,6 @@ async def create_indexes(store: Store, database: AsyncDatabase[Any]) -> None:
     with storage_errors("create indexes"):
         await store.sessions.create_index([("user_id", 1)])
         await store.sessions.create_index([("expires_at", 1)])
-        await store.events.create_index([("session_id", 1), ("seq", 1)])
         await store.events.create_index([("session_id", 1), ("archived", 1), ("seq", 1)])
         await store.event_ids.create_index([("session_id", 1)])
     try:

@@ -21,6 +21,7 @@ the start of the log the same way, until it is full.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
@@ -31,7 +32,7 @@ from ._mongo_cache import own
 from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, as_utc, keyword_regex
 from ._mongo_positions import GAP, Position
 from ._mongo_state import Entry, LogState
-from ._mongo_store import Store, aggregate, find_by_ids
+from ._mongo_store import Store, aggregate, by_position, find_by_ids
 
 __all__ = ["LogReader", "allowed_types", "criteria"]
 
@@ -100,20 +101,23 @@ def criteria(filter: EventFilter, compacted: int) -> Doc | None:
     return query
 
 
-def _pipeline(
+def _pipelines(
     state: LogState, filter: EventFilter, query_criteria: Doc, low: int | None, high: int
-) -> list[Doc]:
-    """Match the index first (session, maybe ``archived``, a position range), then the rest."""
+) -> list[list[Doc]]:
+    """Match the index first (session, ``archived``, a position range), then the rest: one
+    aggregation when the filter leaves archived events out, else one per value of ``archived``
+    (see `by_position`)."""
     seq: Doc = {"$lte": high}
     if low is not None:
         seq["$gte"] = low
-    first: Doc = {"session_id": state.session.id}
-    if filter.exclude_archived or filter.active_view:
-        first["archived"] = False
-    first["seq"] = seq
+    leaves_out = filter.exclude_archived or filter.active_view
+    archived = False if leaves_out else state.archived_below
     rest = {"inc": state.inc, **query_criteria}
     rest.pop("archived", None)
-    return [{"$match": first}, {"$match": rest}]
+    return [
+        [{"$match": first}, {"$match": rest}]
+        for first in by_position(state.session.id, seq, archived)
+    ]
 
 
 def _accept(filter: EventFilter, compacted: int, hit: Hit) -> bool:
@@ -175,9 +179,12 @@ class LogReader:
     ) -> list[Hit]:
         """Matching events of the events collection at ``low <= seq <= high``."""
         session_id = state.session.id
-        pipeline = _pipeline(state, filter, query_criteria, low, high)
+        pipelines = _pipelines(state, filter, query_criteria, low, high)
         with storage_errors(f"read session {session_id!r}"):
-            docs = await aggregate(self._store.events, pipeline)
+            batches = await asyncio.gather(
+                *(aggregate(self._store.events, pipeline) for pipeline in pipelines)
+            )
+        docs = [doc for batch in batches for doc in batch]
         return self._hits_of(state, filter, docs, low, high, exclude)
 
     def _hits_of(

@@ -111,6 +111,17 @@ class LogState:
     archived_prefix: int = 0
     """How many of the oldest tail entries are known to be archived (set by compaction, which
     rewrites the tail; appends add unarchived entries at the end; roll-forward cuts the front)."""
+    any_archived: bool = True
+    """Whether the log may hold an archived event (the ``ar`` field): ``False`` only while it
+    has had no compaction and no append of an archived event. A read of every event below the
+    tail then needs one query instead of one per value of ``archived`` (see `by_position`).
+    Session documents of earlier versions have no ``ar``, which reads as ``True``."""
+
+    @property
+    def archived_below(self) -> bool | None:
+        """The ``archived`` value a read of every event below the tail needs to ask for:
+        ``False`` when no event is archived, ``None`` (both values) otherwise."""
+        return None if self.any_archived else False
 
     @property
     def partial(self) -> bool:
@@ -184,6 +195,7 @@ def decode_state(doc: Doc) -> LogState:
         pending=_pending(doc.get("pending")),
         size=int(doc.get("tn", len(tail))),
         archived_prefix=int(doc.get("ta", 0)),
+        any_archived=bool(doc.get("ar", True)),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
@@ -19,8 +20,10 @@ __all__ = [
     "Collection",
     "Store",
     "aggregate",
+    "by_position",
     "chunked",
     "find_by_ids",
+    "find_by_position",
     "insert_new",
     "session_version",
 ]
@@ -75,6 +78,34 @@ async def find_by_ids(
     for chunk in chunked(ids):
         found += await collection.find({"_id": {"$in": chunk}, **query}, projection).to_list(None)
     return found
+
+
+def by_position(session_id: str, seq: Doc, archived: bool | None = None) -> list[Doc]:
+    """Index-shaped filters for a session's events at positions in ``seq`` (a range): one
+    filter when ``archived`` is given, else one per value of ``archived``.
+
+    The events collection's position index is ``{session_id, archived, seq}`` (see
+    ``_mongo_indexes``), and some planners use an index only when every field before the range
+    is an equality: on the test server a filter that leaves ``archived`` out, or gives it as
+    ``$in``, ``$or`` or a range, scans the whole collection.
+    """
+    values = (False, True) if archived is None else (archived,)
+    return [{"session_id": session_id, "archived": value, "seq": seq} for value in values]
+
+
+async def find_by_position(
+    collection: Collection,
+    session_id: str,
+    seq: Doc,
+    projection: Doc | None = None,
+    archived: bool | None = None,
+) -> list[Doc]:
+    """A session's events at positions in ``seq`` (only those whose ``archived`` is
+    ``archived``, unless it is ``None``), in no particular order: the queries of `by_position`,
+    sent together."""
+    queries = by_position(session_id, seq, archived)
+    batches = await asyncio.gather(*(collection.find(q, projection).to_list(None) for q in queries))
+    return [doc for batch in batches for doc in batch]
 
 
 async def insert_new(collection: Collection, docs: Sequence[Doc]) -> list[str]:

@@ -253,11 +253,72 @@ async def test_a_last_n_read_is_bounded_by_position_ranges(
     assert len(window) == 100
     commands = recorder.take()
     reads = [c for name, coll, c in commands if coll == EVENTS]
-    assert len(reads) == 1
+    assert len(reads) == 1  # the log never held an archived event: one query
     pipeline = reads[0]["pipeline"]
-    assert set(pipeline[0]["$match"]) == {"session_id", "seq"}  # what the index answers
-    assert set(pipeline[0]["$match"]["seq"]) == {"$gte", "$lte"}
+    first = pipeline[0]["$match"]
+    assert set(first) == {"session_id", "archived", "seq"}  # what the index answers
+    assert first["archived"] is False
+    assert set(first["seq"]) == {"$gte", "$lte"}
     assert not any("$sort" in stage or "$limit" in stage for stage in pipeline)
+
+
+async def test_the_events_collection_has_one_index_besides_id(
+    repo: MongoSessionRepository,
+) -> None:
+    """``{session_id, archived, seq}`` answers every read: no ``{session_id, seq}`` beside it."""
+    indexes = await repo._store.events.index_information()
+    assert sorted(tuple(index["key"]) for index in indexes.values()) == [
+        (("_id", 1),),
+        (("session_id", 1), ("archived", 1), ("seq", 1)),
+    ]
+
+
+async def _archived_below(repo: MongoSessionRepository, s: str, how: str) -> list[str]:
+    """A 300-event log with archived events below the tail, by an append or a compaction, or
+    by an append in a session document of an earlier version (no ``ar`` field); the texts the
+    log should read as."""
+    events = [user(s, f"m{i}") for i in range(300)]
+    if how in ("append", "legacy"):
+        events[5] = events[5].model_copy(update={"archived": True})
+    await repo.append_events(s, events)
+    if how == "compaction":
+        plan = CompactionPlan(archive_ids=frozenset(e.id for e in events[:10]))
+        assert await repo.apply_compaction(s, plan, await repo.get_event_version(s))
+    if how == "legacy":
+        await repo._store.sessions.update_one({"_id": s}, {"$unset": {"ar": ""}})
+    await repo.append_events(s, [user(s, f"n{i}") for i in range(100)])  # roll forward
+    return [e.text for e in events] + [f"n{i}" for i in range(100)]
+
+
+@pytest.mark.parametrize("how", ["append", "compaction", "legacy"])
+async def test_a_read_of_every_event_asks_for_both_archived_values_once_one_may_exist(
+    repo: MongoSessionRepository, recorder: Recorder, how: str
+) -> None:
+    """Once the log may hold an archived event (an archived append, a compaction, or a session
+    document of an earlier version), a read of every event below the tail sends one
+    index-shaped query per value of ``archived``, and finds archived events too."""
+    session = Session(user_id="bob")
+    await repo.save(session)
+    s = session.id
+    texts = await _archived_below(repo, s, how)
+    recorder.take()
+    window = await repo.find_events(s, EventFilter.last_n(200))
+    assert [e.text for e in window] == texts[-200:]
+    reads = [c for name, coll, c in recorder.take() if coll == EVENTS]
+    firsts = [c["pipeline"][0]["$match"] for c in reads]
+    flags = [f["archived"] for f in firsts]
+    assert flags.count(False) == flags.count(True) >= 1
+    assert all(set(f) == {"session_id", "archived", "seq"} for f in firsts)
+    every = await repo.find_events(s, EventFilter())
+    assert [e.text for e in every][: len(texts)] == texts
+    assert any(e.archived for e in every)
+    assert len({e.id for e in every}) == len(every)
+    active = await repo.find_events(s, EventFilter(exclude_archived=True))
+    assert not any(e.archived for e in active)
+    recorder.take()
+    await repo.find_events(s, EventFilter(exclude_archived=True, last_n=200))
+    firsts = [c["pipeline"][0]["$match"] for name, coll, c in recorder.take() if coll == EVENTS]
+    assert firsts and all(f["archived"] is False for f in firsts)  # one query, as before
 
 
 class PlainStore:
