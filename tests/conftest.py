@@ -1,9 +1,10 @@
 """Shared fixtures: the MongoDB test server, fresh databases, and a no-network guard.
 
 The server tests need a MongoDB-wire server. ``scripts/test`` installs the test server and sets
-``ASYNCSESSION_SECANTUSD``; this file starts it once per run on a free loopback port. When
-``MONGODB_URI`` is set, that server is used instead. With neither, the server tests fail loudly:
-to opt out explicitly, deselect them with ``-m "not mongodb"``.
+``ASYNCSESSION_SECANTUSD``; this file starts it once per test process (each pytest-xdist worker
+has one of its own) on a free loopback port. When ``MONGODB_URI`` is set, that server is used
+instead. With neither, the server tests fail loudly: to opt out explicitly, deselect them with
+``-m "not mongodb"``.
 """
 
 from __future__ import annotations
