@@ -26,7 +26,7 @@ from ._mongo_positions import GAP, Position, place_between
 from ._mongo_prepare import Prepared
 from ._mongo_rollforward import RollForward
 from ._mongo_state import Entry, LogState, decode_state
-from ._mongo_store import IN_CHUNK, Store, find_by_ids, find_by_position, session_version
+from ._mongo_store import IN_CHUNK, Store, find_by_event_ids, find_by_position, session_version
 
 __all__ = ["Compactor"]
 
@@ -167,7 +167,7 @@ class Compactor:
                     ]
                 else:
                     query: Doc = {"session_id": session_id, "seq": below}
-                    docs = await find_by_ids(events, missing, query, fields)
+                    docs = await find_by_event_ids(events, missing, query, fields)
             for doc in docs:
                 if doc.get("inc") != state.inc:
                     continue

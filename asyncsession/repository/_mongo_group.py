@@ -18,9 +18,9 @@ from typing import Final
 
 from ._mongo_codec import Doc, new_token
 from ._mongo_commit import Committer
+from ._mongo_drawn import is_drawn
 from ._mongo_hints import TailHints
 from ._mongo_ids import IdRegistry
-from ._mongo_pool import is_drawn
 from ._mongo_prepare import BATCH_INLINE_BUDGET, Prepared
 from ._mongo_rollforward import RollForward
 from ._mongo_store import Store, session_version

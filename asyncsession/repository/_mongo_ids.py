@@ -28,10 +28,10 @@ from pymongo import ReturnDocument
 from .._pymongo_errors import storage_errors
 from ..exceptions import EventIdConflict, SessionNotFound, StorageError
 from ._mongo_codec import Doc
-from ._mongo_pool import is_drawn
+from ._mongo_drawn import is_drawn, loaded_id, stored_id, stored_ids
 from ._mongo_prepare import Prepared
 from ._mongo_state import ids_in
-from ._mongo_store import Store, chunked, find_by_ids, insert_new
+from ._mongo_store import Store, chunked, find_by_event_ids, find_by_ids, insert_new
 
 __all__ = ["MAX_ROUNDS", "IdRegistry", "Registered"]
 
@@ -59,7 +59,8 @@ class IdRegistry:
     async def register(self, session_id: str, ids: Sequence[str], token: str) -> list[str]:
         """Register ids; returns those that were taken."""
         docs: list[Doc] = [
-            {"_id": event_id, "session_id": session_id, "token": token} for event_id in ids
+            {"_id": stored_id(event_id), "session_id": session_id, "token": token}
+            for event_id in ids
         ]
         with storage_errors(f"reserve event ids for session {session_id!r}"):
             return await insert_new(self._store.event_ids, docs)
@@ -74,13 +75,13 @@ class IdRegistry:
         with storage_errors(f"release event ids of session {session_id!r}"):
             for chunk in chunked(ids):
                 await self._store.event_ids.delete_many(
-                    {"_id": {"$in": chunk}, "session_id": session_id, "token": token}
+                    {"_id": {"$in": stored_ids(chunk)}, "session_id": session_id, "token": token}
                 )
                 if not written:
                     continue
                 await self._store.events.delete_many(
                     {
-                        "_id": {"$in": chunk},
+                        "_id": {"$in": stored_ids(chunk)},
                         "session_id": session_id,
                         "token": token,
                         "seq": {"$exists": False},
@@ -93,7 +94,7 @@ class IdRegistry:
         if not ids:
             return {}
         with storage_errors("look up stored events by id"):
-            docs = await find_by_ids(
+            docs = await find_by_event_ids(
                 self._store.events, ids, {"seq": {"$exists": True}}, {"session_id": 1}
             )
         return {doc["_id"]: doc["session_id"] for doc in docs}
@@ -129,7 +130,8 @@ class IdRegistry:
                 return result
             with storage_errors(f"look up event ids for session {session_id!r}"):
                 owners = {
-                    doc["_id"]: doc for doc in await find_by_ids(self._store.event_ids, taken, {})
+                    doc["_id"]: doc
+                    for doc in await find_by_event_ids(self._store.event_ids, taken, {})
                 }
             retry: list[str] = []
             foreign: dict[str, Doc] = {}
@@ -191,7 +193,9 @@ class IdRegistry:
                     raise EventIdConflict(event_id, session_id, owner)
             with storage_errors(f"reclaim event ids for session {session_id!r}"):
                 for event_id, owner in foreign.items():
-                    await self._store.events.delete_many({"_id": event_id, "session_id": owner})
+                    await self._store.events.delete_many(
+                        {"_id": stored_id(event_id), "session_id": owner}
+                    )
         if mine:
             result.replayed.update(mine)
             await self.release(session_id, mine, token, written=False)
@@ -224,10 +228,14 @@ class IdRegistry:
         with storage_errors(f"reclaim event ids for session {session_id!r}"):
             for event_id, owner in foreign.items():
                 await self._store.event_ids.delete_one(
-                    {"_id": event_id, "session_id": owner["session_id"], "token": owner["token"]}
+                    {
+                        "_id": stored_id(event_id),
+                        "session_id": owner["session_id"],
+                        "token": owner["token"],
+                    }
                 )
                 await self._store.events.delete_many(
-                    {"_id": event_id, "session_id": owner["session_id"]}
+                    {"_id": stored_id(event_id), "session_id": owner["session_id"]}
                 )
         return list(foreign)
 
@@ -237,7 +245,7 @@ class IdRegistry:
         rest = [i for i in ids if i not in committed]
         if rest:
             with storage_errors(f"look up events of session {session_id!r}"):
-                docs = await find_by_ids(
+                docs = await find_by_event_ids(
                     self._store.events,
                     rest,
                     {"session_id": session_id, "seq": {"$exists": True}},
@@ -300,10 +308,10 @@ class IdRegistry:
             for old in sorted({theirs[i] for i in ids}):
                 for chunk in chunked([i for i in ids if theirs[i] == old]):
                     await self._store.event_ids.update_many(
-                        {"_id": {"$in": chunk}, "session_id": session_id, "token": old},
+                        {"_id": {"$in": stored_ids(chunk)}, "session_id": session_id, "token": old},
                         {"$set": {"token": token}},
                     )
-            docs = await find_by_ids(
+            docs = await find_by_event_ids(
                 self._store.event_ids, ids, {"session_id": session_id, "token": token}, {"_id": 1}
             )
         return {doc["_id"] for doc in docs}
@@ -318,11 +326,11 @@ class IdRegistry:
         docs: list[Doc] = [{**p.document, "token": token} for p in big if p.document is not None]
         with storage_errors(f"write events of session {session_id!r}"):
             taken = await insert_new(self._store.events, docs)
-            by_id = {doc["_id"]: doc for doc in docs}
+            by_id = {loaded_id(doc["_id"]): doc for doc in docs}
             for event_id in taken:
                 await self._store.events.replace_one(
                     {
-                        "_id": event_id,
+                        "_id": stored_id(event_id),
                         "session_id": session_id,
                         "seq": {"$exists": False},
                         "token": {"$in": sorted(fenced | {token})},

@@ -16,34 +16,18 @@ the registration (see `IdRegistry.reserve`).
 from __future__ import annotations
 
 import sys
-import uuid
 from typing import Final
 
 from ._mongo_cache import ENTRY_OVERHEAD, ByteLRU
+from ._mongo_drawn import new_drawn_id
 
-__all__ = ["POOL_MAX", "IdPool", "is_drawn", "new_drawn_id"]
+__all__ = ["POOL_MAX", "IdPool"]
 
 POOL_MAX: Final = 16
 """The most ids one refill registers ahead for a session."""
 _FIRST: Final = 2
 _DRAWN_MAX: Final = 64
 """The most ids drawn from an empty pool (and not yet appended) a session's record keeps."""
-
-
-def new_drawn_id() -> str:
-    """A new random id in the pool's own format: a UUID of version 8 (RFC 9562's custom
-    version; 122 random bits, as in a version 4 one), so that `is_drawn` can tell it from the
-    version 4 UUIDs `SessionEvent` picks and from ids of the caller's."""
-    digits = uuid.uuid4().hex
-    return str(uuid.UUID(hex=digits[:12] + "8" + digits[13:]))
-
-
-def is_drawn(event_id: str) -> bool:
-    """Whether ``event_id`` has the format of the ids the pool hands out (see
-    `new_drawn_id`). Only such ids are let go of by the registry once they are stored below the
-    tail, and only they are looked up there when they register without a clash (``_mongo_ids``);
-    an id of the caller's that happens to have the format just pays that lookup."""
-    return len(event_id) == 36 and event_id[14] == "8" and event_id[8] == "-"
 
 
 class IdPool:

@@ -9,6 +9,7 @@ from typing import Final
 from ..events import SessionEvent
 from ..exceptions import EventTooLarge
 from ._mongo_codec import INLINE_LIMIT, Doc, body_of, bson_size, pack_entry
+from ._mongo_drawn import stored_id
 
 __all__ = ["BATCH_INLINE_BUDGET", "Prepared", "prepare"]
 
@@ -39,7 +40,7 @@ def prepare(session_id: str, events: Sequence[SessionEvent], max_size: int) -> l
     for event in events:
         data = body_of(event)
         document: Doc = {
-            "_id": event.id,
+            "_id": stored_id(event.id),
             "session_id": session_id,
             "inc": "0" * 12,
             "seq": 0,

@@ -30,9 +30,10 @@ from ..events import SessionEvent
 from ..filters import EventFilter, MatchMode
 from ._mongo_cache import own
 from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, as_utc, keyword_regex
+from ._mongo_drawn import loaded_id
 from ._mongo_positions import GAP, Position
 from ._mongo_state import Entry, LogState
-from ._mongo_store import Store, aggregate, by_position, find_by_ids
+from ._mongo_store import Store, aggregate, by_position, find_by_event_ids
 
 __all__ = ["LogReader", "allowed_types", "criteria"]
 
@@ -150,7 +151,7 @@ class LogReader:
                 continue
             session_id = state.session.id
             with storage_errors(f"read session {session_id!r}"):
-                docs = await find_by_ids(
+                docs = await find_by_event_ids(
                     self._store.events,
                     [e.id for e in entries],
                     {"session_id": session_id},
@@ -201,7 +202,7 @@ class LogReader:
         pending_ids: set[str] = set() if pending is None else {e.id for e in pending.inserts}
         hits: list[Hit] = []
         for doc in docs:
-            event_id = doc["_id"]
+            event_id = loaded_id(doc["_id"])
             if event_id in exclude or event_id in pending_ids:
                 continue
             archived = bool(doc.get("archived")) or (

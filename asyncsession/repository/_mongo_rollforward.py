@@ -33,10 +33,10 @@ from .._pymongo_errors import storage_errors
 from ..exceptions import StorageError
 from ._mongo_cache import ENTRY_OVERHEAD, ByteLRU
 from ._mongo_codec import Doc
+from ._mongo_drawn import is_drawn, stored_id, stored_ids
 from ._mongo_hints import K_MAX, K_MIN, TailHints, Trim
-from ._mongo_pool import is_drawn
 from ._mongo_state import Entry, decode_entries
-from ._mongo_store import IN_CHUNK, Store, find_by_ids, insert_new
+from ._mongo_store import IN_CHUNK, Store, find_by_event_ids, insert_new
 
 __all__ = ["PREFIX", "RollForward", "moved", "prefix_projection"]
 
@@ -121,7 +121,7 @@ class RollForward:
             try:
                 with storage_errors(f"let go of event ids of session {session_id!r}"):
                     await self._store.event_ids.delete_many(
-                        {"_id": {"$in": ids}, "session_id": session_id}
+                        {"_id": {"$in": stored_ids(ids)}, "session_id": session_id}
                     )
             except StorageError as exc:
                 _log.warning("letting go of event ids of session %r failed: %s", session_id, exc)
@@ -228,7 +228,7 @@ class RollForward:
     def _event_document(session_id: str, inc: str, cv: int, entry: Entry) -> Doc:
         assert entry.data is not None
         doc: Doc = {
-            "_id": entry.id,
+            "_id": stored_id(entry.id),
             "session_id": session_id,
             "inc": inc,
             "seq": entry.seq,
@@ -270,14 +270,14 @@ class RollForward:
             await self._copied(session_id, [i for i in docs if i not in taken])
             if not existing:
                 return
-            found = await find_by_ids(
+            found = await find_by_event_ids(
                 events, existing, {"session_id": session_id}, {"inc": 1, "cv": 1, "seq": 1}
             )
             for doc in found:
                 if doc.get("inc") == inc and "seq" in doc and doc.get("cv", 0) >= cv:
                     continue  # as new as this copy, or newer
                 absent = {"$exists": False}
-                guard: Doc = {"_id": doc["_id"], "session_id": session_id}
+                guard: Doc = {"_id": stored_id(doc["_id"]), "session_id": session_id}
                 guard |= {field: doc.get(field, absent) for field in ("inc", "cv", "seq")}
                 entry = big.get(doc["_id"])
                 if entry is None:
@@ -399,7 +399,11 @@ class RollForward:
         with storage_errors(f"roll session {session_id!r} forward"):
             for start in range(0, len(archive), IN_CHUNK):
                 chunk = archive[start : start + IN_CHUNK]
-                query: Doc = {"_id": {"$in": chunk}, "session_id": session_id, "inc": inc}
+                query: Doc = {
+                    "_id": {"$in": stored_ids(chunk)},
+                    "session_id": session_id,
+                    "inc": inc,
+                }
                 if len(seqs) == len(archive):  # ids in log order: bound the chunk's range
                     span = seqs[start : start + IN_CHUNK]
                     query["seq"] = {"$gte": min(span), "$lte": max(span)}

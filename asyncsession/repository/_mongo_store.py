@@ -14,6 +14,7 @@ from .._pymongo_compat import aggregate
 from .._pymongo_errors import storage_errors
 from ._mongo_cache import DEFAULT_CACHE_BYTES, EventCache
 from ._mongo_codec import DEFAULT_MAX_DOCUMENT_SIZE, Doc
+from ._mongo_drawn import loaded_id, loaded_ids, stored_ids
 
 __all__ = [
     "IN_CHUNK",
@@ -24,6 +25,7 @@ __all__ = [
     "chunked",
     "find_by_ids",
     "find_by_position",
+    "find_by_event_ids",
     "insert_new",
     "session_version",
 ]
@@ -47,10 +49,11 @@ class Store:
     sessions: Collection
     """One document per session: identity, version, counters and the newest events."""
     events: Collection
-    """One document per event that left the session document; filtered by ``session_id``."""
+    """One document per event that left the session document; filtered by ``session_id``.
+    Its ``_id`` is the event id in the form `stored_id` gives (a drawn id as a binary UUID)."""
     event_ids: Collection
-    """The registry of event ids: ``_id`` is the event id, so ids are unique across sessions
-    even on a sharded cluster (shard it by ``_id``)."""
+    """The registry of event ids: ``_id`` is the event id (in the form `stored_id` gives), so
+    ids are unique across sessions even on a sharded cluster (shard it by ``_id``)."""
     cache: EventCache = field(default_factory=EventCache)
     cache_bytes: int = DEFAULT_CACHE_BYTES
     """The budget the event cache was made with (the hints get a share, see `hint_bytes`)."""
@@ -80,6 +83,20 @@ async def find_by_ids(
     return found
 
 
+async def find_by_event_ids(
+    collection: Collection, ids: Sequence[str], query: Doc, projection: Doc | None = None
+) -> list[Doc]:
+    """`find_by_ids` in the events collection or the registry, whose ``_id`` is an event id:
+    each id matched in its stored form (`stored_id`), each document's ``_id`` read back as the
+    id it stands for."""
+    found: list[Doc] = []
+    for chunk in chunked(ids):
+        query_ = {"_id": {"$in": stored_ids(chunk)}, **query}
+        found += await collection.find(query_, projection).to_list(None)
+    loaded_ids(found)
+    return found
+
+
 def by_position(session_id: str, seq: Doc, archived: bool | None = None) -> list[Doc]:
     """Index-shaped filters for a session's events at positions in ``seq`` (a range): one
     filter when ``archived`` is given, else one per value of ``archived``.
@@ -101,21 +118,24 @@ async def find_by_position(
     archived: bool | None = None,
 ) -> list[Doc]:
     """A session's events at positions in ``seq`` (only those whose ``archived`` is
-    ``archived``, unless it is ``None``), in no particular order: the queries of `by_position`,
-    sent together."""
+    ``archived``, unless it is ``None``), in no particular order, each ``_id`` read back as the
+    id it stands for: the queries of `by_position`, sent together."""
     queries = by_position(session_id, seq, archived)
     batches = await asyncio.gather(*(collection.find(q, projection).to_list(None) for q in queries))
-    return [doc for batch in batches for doc in batch]
+    found = [doc for batch in batches for doc in batch]
+    loaded_ids(found)
+    return found
 
 
 async def insert_new(collection: Collection, docs: Sequence[Doc]) -> list[str]:
     """Insert every document whose ``_id`` is free, in one ``insert_many``; returns the ids that
-    were taken. Any other write error is raised."""
+    were taken (read back from their stored form, see `loaded_id`). Any other write error is
+    raised."""
     try:
         await collection.insert_many(list(docs), ordered=False)
     except BulkWriteError as exc:
         errors: list[Doc] = exc.details.get("writeErrors", [])
         if not errors or any(error.get("code") != _DUPLICATE_KEY for error in errors):
             raise
-        return [docs[int(error["index"])]["_id"] for error in errors]
+        return [loaded_id(docs[int(error["index"])]["_id"]) for error in errors]
     return []

@@ -23,7 +23,7 @@ from asyncsession.compaction import TurnCountTrigger
 from asyncsession.exceptions import StorageError, UsageError
 from asyncsession.integrations.openai_agents import AgentsSession
 from asyncsession.messages import AssistantMessage, ToolResponseMessage
-from asyncsession.repository._mongo_pool import is_drawn
+from asyncsession.repository._mongo_drawn import is_drawn, loaded_id
 from asyncsession.service import DelegatingSessionService, SessionService
 
 Items = list[TResponseInputItem]
@@ -366,12 +366,12 @@ async def test_on_mongodb_items_below_the_tail_keep_no_id_registration(
     ]
     assert all(is_drawn(e.id) for e in events)
     below = {
-        doc["_id"]
+        loaded_id(doc["_id"])
         for doc in await mongo_db["session_events"].find({"session_id": "long"}).to_list(None)
         if "seq" in doc
     }
     held = {
-        doc["_id"]
+        loaded_id(doc["_id"])
         for doc in await mongo_db["session_event_ids"].find({"session_id": "long"}).to_list(None)
     }
     assert len(below) >= 64

@@ -25,6 +25,7 @@ from asyncsession import (
     Session,
     SessionEvent,
 )
+from asyncsession.repository._mongo_drawn import loaded_id
 from asyncsession.repository._mongo_state import decode_state
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.testing.contract import synthetic, user
@@ -72,8 +73,9 @@ async def positions_in_log_order(repo: MongoSessionRepository, session_id: str) 
     async for event_doc in store.events.find(
         {"session_id": session_id, "inc": state.inc, "seq": {"$lte": state.rolled}}
     ):
-        assert event_doc["_id"] not in found
-        found[event_doc["_id"]] = (event_doc["seq"], event_doc.get("minor", ""))
+        event_id = loaded_id(event_doc["_id"])
+        assert event_id not in found
+        found[event_id] = (event_doc["seq"], event_doc.get("minor", ""))
     log = await repo.find_events(session_id, EventFilter.all())
     assert len(found) == len(log)
     return [found[e.id] for e in log]

@@ -23,7 +23,7 @@ from asyncsession import (
     SessionEvent,
     UserMessage,
 )
-from asyncsession.repository._mongo_pool import is_drawn
+from asyncsession.repository._mongo_drawn import is_drawn, loaded_id
 
 TURNS = 60  # 120 messages: the tail rolls forward once, past 96 entries
 
@@ -36,12 +36,12 @@ async def chat(service: DefaultSessionService, session_id: str, turns: int = TUR
 
 async def registered(database: AsyncDatabase[dict[str, Any]], session_id: str) -> set[str]:
     docs = await database["session_event_ids"].find({"session_id": session_id}).to_list(None)
-    return {doc["_id"] for doc in docs}
+    return {loaded_id(doc["_id"]) for doc in docs}
 
 
 async def below(database: AsyncDatabase[dict[str, Any]], session_id: str) -> set[str]:
     docs = await database["session_events"].find({"session_id": session_id}).to_list(None)
-    return {doc["_id"] for doc in docs if "seq" in doc}
+    return {loaded_id(doc["_id"]) for doc in docs if "seq" in doc}
 
 
 @pytest.fixture

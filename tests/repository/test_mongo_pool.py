@@ -28,6 +28,7 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.repository import draw_event_id
+from asyncsession.repository._mongo_drawn import loaded_id
 from asyncsession.repository._mongo_pool import POOL_MAX
 
 
@@ -39,7 +40,7 @@ async def counted(mongo_uri: str) -> AsyncIterator[tuple[MongoSessionRepository,
 
 async def registered(repo: MongoSessionRepository, session_id: str) -> set[str]:
     docs = await repo._store.event_ids.find({"session_id": session_id}).to_list(None)
-    return {doc["_id"] for doc in docs}
+    return {loaded_id(doc["_id"]) for doc in docs}
 
 
 async def guarded(repo: MongoSessionRepository, session_id: str) -> set[str]:
@@ -48,7 +49,7 @@ async def guarded(repo: MongoSessionRepository, session_id: str) -> set[str]:
     below = await repo._store.events.find(
         {"session_id": session_id, "seq": {"$exists": True}}, {"_id": 1}
     ).to_list(None)
-    return await registered(repo, session_id) | {doc["_id"] for doc in below}
+    return await registered(repo, session_id) | {loaded_id(doc["_id"]) for doc in below}
 
 
 async def commands_per_turn(

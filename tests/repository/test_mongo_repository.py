@@ -31,6 +31,7 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.repository._mongo_codec import body_of, decode_body, keyword_regex
+from asyncsession.repository._mongo_drawn import loaded_id
 from asyncsession.repository._mongo_positions import key_between, place_between
 from asyncsession.repository._turn import start_turn
 from asyncsession.repository.mongo import MongoSessionRepository
@@ -242,11 +243,11 @@ async def test_bodies_stored_by_version_0_1_read_the_same(
     await repo.append_events(s, events)
     await repo.append_events(s, tail)  # rolls the first events forward
     below = await mongo_db["session_events"].find({"session_id": s}).to_list(None)
-    assert {doc["_id"] for doc in below} >= {e.id for e in events}
+    assert {loaded_id(doc["_id"]) for doc in below} >= {e.id for e in events}
     by_id = {e.id: e for e in [*events, *tail]}
     for doc in below:
         await mongo_db["session_events"].update_one(
-            {"_id": doc["_id"]}, {"$set": {"data": old_body(by_id[doc["_id"]])}}
+            {"_id": doc["_id"]}, {"$set": {"data": old_body(by_id[loaded_id(doc["_id"])])}}
         )
     doc = await mongo_db["sessions"].find_one({"_id": s})
     assert doc is not None
