@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Final, TypeAlias
+from typing import Final, TypeAlias, TypeVar
 
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import BulkWriteError
@@ -15,6 +15,8 @@ from .._pymongo_errors import storage_errors
 from ._mongo_cache import DEFAULT_CACHE_BYTES, EventCache
 from ._mongo_codec import DEFAULT_MAX_DOCUMENT_SIZE, Doc
 from ._mongo_drawn import loaded_id, loaded_ids, stored_ids
+
+_T = TypeVar("_T")
 
 __all__ = [
     "IN_CHUNK",
@@ -67,14 +69,14 @@ async def session_version(store: Store, session_id: str) -> int | None:
     return None if doc is None else int(doc["version"])
 
 
-def chunked(values: Sequence[str], size: int = IN_CHUNK) -> Iterator[list[str]]:
+def chunked(values: Sequence[_T], size: int = IN_CHUNK) -> Iterator[list[_T]]:
     """``values`` in consecutive chunks of at most ``size``."""
     for start in range(0, len(values), size):
         yield list(values[start : start + size])
 
 
 async def find_by_ids(
-    collection: Collection, ids: Sequence[str], query: Doc, projection: Doc | None = None
+    collection: Collection, ids: Sequence[object], query: Doc, projection: Doc | None = None
 ) -> list[Doc]:
     """The documents with these ``_id`` values that also match ``query``, chunk by chunk."""
     found: list[Doc] = []
@@ -89,10 +91,7 @@ async def find_by_event_ids(
     """`find_by_ids` in the events collection or the registry, whose ``_id`` is an event id:
     each id matched in its stored form (`stored_id`), each document's ``_id`` read back as the
     id it stands for."""
-    found: list[Doc] = []
-    for chunk in chunked(ids):
-        query_ = {"_id": {"$in": stored_ids(chunk)}, **query}
-        found += await collection.find(query_, projection).to_list(None)
+    found = await find_by_ids(collection, stored_ids(ids), query, projection)
     loaded_ids(found)
     return found
 
