@@ -6,6 +6,7 @@ turns without losing them.
 """
 
 from ._version import __version__
+from .compaction_protocols import CompactionPlan, CompactionResult, Insert
 from .events import (
     COMPACTION_SOURCE,
     SYNTHETIC,
@@ -59,7 +60,6 @@ from .messages import (
     messages_from_openai,
     messages_to_openai,
 )
-from .plans import CompactionPlan, CompactionResult, Insert
 from .repository import (
     InMemorySessionRepository,
     MongoSessionRepository,

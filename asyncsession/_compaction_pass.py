@@ -1,7 +1,8 @@
 """One compaction pass, as the service runs it: read, decide, plan, compare-and-swap.
 
 It sits beside the service, below `asyncsession.compaction`: it needs only the roles a trigger
-and a strategy play (`asyncsession.plans`) and the repository, never the strategies themselves.
+and a strategy play (`asyncsession.compaction_protocols`) and the repository, never the
+strategies themselves.
 """
 
 from __future__ import annotations
@@ -9,9 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from ._shield import shielded
-from .exceptions import SessionNotFound
-from .filters import EventFilter
-from .plans import (
+from .compaction_protocols import (
     CompactionPlan,
     CompactionRequest,
     CompactionResult,
@@ -19,6 +18,8 @@ from .plans import (
     TriggerLike,
     should_compact,
 )
+from .exceptions import SessionNotFound
+from .filters import EventFilter
 from .repository import SessionRepository
 
 __all__ = ["run_compaction"]

@@ -21,6 +21,13 @@ from pydantic import JsonValue
 
 from ._compaction_pass import run_compaction
 from ._text import check_event_text, check_session_text
+from .compaction_protocols import (
+    CompactionResult,
+    CompactionStrategy,
+    TriggerLike,
+    check_strategy,
+    check_trigger,
+)
 from .events import (
     DEFAULT_TIME_TO_LIVE,
     CreateSessionRequest,
@@ -32,13 +39,6 @@ from .events import (
 from .exceptions import SessionExists, UsageError
 from .filters import EventFilter
 from .messages import Message
-from .plans import (
-    CompactionResult,
-    CompactionStrategy,
-    TriggerLike,
-    check_strategy,
-    check_trigger,
-)
 from .repository import SessionRepository, SessionSnapshot, draw_event_id, start_turn
 
 __all__ = [

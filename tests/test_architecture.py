@@ -32,7 +32,7 @@ LAYERS: dict[str, int] = {
     "asyncsession.events": 1,
     "asyncsession.filters": 1,
     "asyncsession._text": 1,  # text that cannot be stored (lone surrogates), for every store
-    "asyncsession.plans": 2,
+    "asyncsession.compaction_protocols": 2,
     "asyncsession.repository": 3,
     "asyncsession.memory": 3,  # the memory stores: storage, beside the session stores
     "asyncsession.service": 4,

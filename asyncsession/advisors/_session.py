@@ -10,11 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
 
 from .._shield import shielded
-from ..events import Session, SessionEvent
-from ..exceptions import AccessDenied, SessionExists, SessionNotFound, UsageError
-from ..filters import EventFilter
-from ..messages import Message
-from ..plans import (
+from ..compaction_protocols import (
     CompactionRequest,
     CompactionStrategy,
     TriggerLike,
@@ -22,6 +18,10 @@ from ..plans import (
     check_trigger,
     should_compact,
 )
+from ..events import Session, SessionEvent
+from ..exceptions import AccessDenied, SessionExists, SessionNotFound, UsageError
+from ..filters import EventFilter
+from ..messages import Message
 from ..service import SessionService
 from .base import CallContext, StateKey
 from .contexts import CALL_SESSION, SessionContexts

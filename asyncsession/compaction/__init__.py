@@ -34,7 +34,7 @@ version::
   one interface, `CompactionQueue`.
 """
 
-from ..plans import CompactionPlan, CompactionRequest, CompactionResult, Insert
+from ..compaction_protocols import CompactionPlan, CompactionRequest, CompactionResult, Insert
 from ._pipeline import EventFormatter, format_event
 from .compactor import CompactionQueue, Compactor
 from .flush import MemoryFlush, MemoryFlushingCompactionStrategy, run_memory_flush

@@ -26,10 +26,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias, cast
 
+from ..compaction_protocols import CompactionRequest, CompactionResult
 from ..events import EventType, SessionEvent
 from ..exceptions import UsageError
 from ..messages import AssistantMessage, ToolResponseMessage
-from ..plans import CompactionRequest, CompactionResult
 from .tokens import TokenCountEstimator
 
 __all__ = [

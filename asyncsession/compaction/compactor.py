@@ -18,7 +18,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
-from ..plans import CompactionResult
+from ..compaction_protocols import CompactionResult
 from .strategies import CompactionStrategy
 from .triggers import TriggerLike
 

@@ -20,8 +20,8 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from ..compaction_protocols import CompactionRequest, CompactionResult, CompactionStrategy
 from ..events import SessionEvent
-from ..plans import CompactionRequest, CompactionResult, CompactionStrategy
 
 __all__ = ["MemoryFlush", "MemoryFlushingCompactionStrategy", "run_memory_flush"]
 

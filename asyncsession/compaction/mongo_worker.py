@@ -42,8 +42,8 @@ from types import TracebackType
 from typing import Any, Final, Literal, Self
 
 from .._shield import shielded
+from ..compaction_protocols import CompactionResult
 from ..exceptions import CompactionError, SessionNotFound, StorageError, UsageError
-from ..plans import CompactionResult
 from ._pipeline import positive_int
 from .compactor import Compactor
 from .mongo_queue import CompactionLease, MongoCompactionQueue

@@ -30,10 +30,10 @@ from typing import Final, TypeAlias
 
 from pydantic import JsonValue
 
+from ..compaction_protocols import CompactionRequest, CompactionResult, CompactionStrategy
 from ..events import COMPACTION_SOURCE, SYNTHETIC, EventType, SessionEvent, utc_now
 from ..exceptions import CompactionError, UsageError
 from ..messages import AssistantMessage, UserMessage
-from ..plans import CompactionRequest, CompactionResult, CompactionStrategy
 from ._pipeline import (
     EventFormatter,
     EventSplit,

@@ -3,8 +3,9 @@
 A trigger looks at a `CompactionRequest` and says whether the session should be compacted now.
 Anything with an ``async should_compact(request) -> bool`` method is a trigger, and so is a plain
 function, sync or async, taking the request and returning a bool. The role itself
-([`CompactionTrigger`][asyncsession.plans.CompactionTrigger], `TriggerLike`, `should_compact`)
-is defined in `asyncsession.plans`, below the service that asks it, and re-exported here.
+([`CompactionTrigger`][asyncsession.compaction_protocols.CompactionTrigger], `TriggerLike`,
+`should_compact`) is defined in `asyncsession.compaction_protocols`, below the service that asks
+it, and re-exported here.
 
 - [`TurnCountTrigger`][asyncsession.compaction.triggers.TurnCountTrigger] fires when there are more
   real turns than allowed;
@@ -23,9 +24,9 @@ from typing import Final
 
 from pydantic import JsonValue
 
+from ..compaction_protocols import CompactionRequest, CompactionTrigger, TriggerLike, should_compact
 from ..events import SessionEvent
 from ..exceptions import UsageError
-from ..plans import CompactionRequest, CompactionTrigger, TriggerLike, should_compact
 from ._pipeline import events_of, positive_int, split_events, tokens_of
 from .tokens import HeuristicTokenCountEstimator, TokenCountEstimator
 

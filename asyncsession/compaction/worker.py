@@ -50,8 +50,8 @@ from typing import Self
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ..compaction_protocols import CompactionResult
 from ..exceptions import CompactionError, UsageError
-from ..plans import CompactionResult
 from ._pipeline import positive_int
 from .compactor import Compactor
 from .strategies import CompactionStrategy

@@ -13,7 +13,7 @@ if _importlib_util.find_spec("openai") is None:  # pragma: no cover - depends on
         "asyncsession.openai needs the OpenAI SDK, a core dependency: pip install asyncsession"
     )
 
-from ._client import BaseChatClient, ChatClient, MessagesLike
+from ._chat_client import BaseChatClient, ChatClient, MessagesLike
 from ._memory_flush import DEFAULT_MEMORY_FLUSH_PROMPT, ModelMemoryFlush
 from ._responses_client import ResponsesClient
 from ._responses_items import ItemLike, items_to_messages, messages_to_items

@@ -14,7 +14,7 @@ from ..exceptions import UsageError
 from ..memory import MemoryStore
 from ..messages import Message, SystemMessage, UserMessage
 from ..tools import AutoMemoryTools, Tool
-from ._client import BaseChatClient
+from ._chat_client import BaseChatClient
 
 __all__ = ["DEFAULT_MEMORY_FLUSH_PROMPT", "ModelMemoryFlush"]
 

@@ -10,7 +10,7 @@ from openai import AsyncOpenAI
 from ..advisors.base import Advisor, CallContext, ChunkStream
 from ..chat import ChatOptions, ChatRequest, ChatResponse
 from ..messages import Message
-from ._client import BaseChatClient, MessagesLike
+from ._chat_client import BaseChatClient, MessagesLike
 from ._responses_convert import DEFAULT_INCLUDE
 from ._responses_items import items_to_messages
 from ._responses_model import ResponsesModelStream, complete_response

@@ -3,7 +3,7 @@
 from ._draw import DrawsEventIds, draw_event_id
 from ._protocol import SessionRepository, SessionSnapshot, snapshot_by_parts
 from ._turn import TurnRepository, start_turn, supports_turns
-from .memory import InMemorySessionRepository
+from .in_memory import InMemorySessionRepository
 from .mongo import MongoSessionRepository
 
 __all__ = [

@@ -7,8 +7,9 @@ therefore remembers the key of its newest compaction and answers ``True`` to a c
 matches: the plan is in the log.
 
 A key covers the plan's content, the expected version and the plan's
-[`plan_id`][asyncsession.plans.CompactionPlan.plan_id], a random id every new plan gets and every
-copy keeps. So a retry is recognised whether it passes the plan object again or a copy of it
+[`plan_id`][asyncsession.compaction_protocols.CompactionPlan.plan_id], a random id every new
+plan gets and every copy keeps. So a retry is recognised whether it passes the plan object again
+or a copy of it
 (a job that carried the plan to another process, which retries after the first worker died);
 another worker that computed an equal plan for the same version (a deterministic strategy) made
 a plan of its own, which lost the compare-and-swap, and still gets ``False``.
@@ -19,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ..plans import CompactionPlan
+from ..compaction_protocols import CompactionPlan
 
 __all__ = ["compaction_key"]
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 from pymongo import ReturnDocument
 
 from .._pymongo_errors import storage_errors
+from ..compaction_protocols import CompactionPlan
 from ..events import SessionEvent
 from ..exceptions import EventIdConflict, InvalidCompactionPlan, SessionNotFound, StorageError
-from ..plans import CompactionPlan
 from ._compaction_key import compaction_key
 from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, new_token
 from ._mongo_hints import K_MAX, TailHints

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from ..plans import CompactionPlan
+from ..compaction_protocols import CompactionPlan
 from ._mongo_cache import hint_bytes
 from ._mongo_codec import Doc
 from ._mongo_commit import Committer

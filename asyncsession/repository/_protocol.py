@@ -2,8 +2,8 @@
 
 The backend owns *selection*: filtering, windows and paging are pushed into its queries, because
 their cost grows with the log. Core owns *interpretation*: what a compaction means arrives as a
-plain [`CompactionPlan`][asyncsession.plans.CompactionPlan]. ``asyncsession.testing.contract``
-checks the whole contract against any store.
+plain [`CompactionPlan`][asyncsession.compaction_protocols.CompactionPlan].
+``asyncsession.testing.contract`` checks the whole contract against any store.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from .._text import check_event_text, check_session_text
+from ..compaction_protocols import CompactionPlan
 from ..events import Session, SessionEvent
 from ..exceptions import UsageError
 from ..filters import EventFilter
-from ..plans import CompactionPlan
 
 __all__ = [
     "SessionRepository",
@@ -133,9 +133,10 @@ class SessionRepository(Protocol):
         Archives in place and inserts before anchors; never reorders or removes events. A stale
         version changes nothing and returns ``False``, except for a retry of the session's
         newest compaction (the same plan, or a copy of it with its
-        [`plan_id`][asyncsession.plans.CompactionPlan.plan_id], at the same expected version,
-        from any process, after its first reply was lost): that returns ``True``, since the plan
-        is applied. An equal plan another caller computed is another call: ``False``.
+        [`plan_id`][asyncsession.compaction_protocols.CompactionPlan.plan_id], at the same
+        expected version, from any process, after its first reply was lost): that returns
+        ``True``, since the plan is applied. An equal plan another caller computed is another
+        call: ``False``.
 
         Raises:
             SessionNotFound: the session does not exist.

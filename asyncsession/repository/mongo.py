@@ -71,10 +71,10 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from .._pymongo_errors import storage_errors
 from .._shield import shielded
+from ..compaction_protocols import CompactionPlan
 from ..events import Session, SessionEvent
 from ..exceptions import SessionNotFound, UsageError
 from ..filters import EventFilter
-from ..plans import CompactionPlan
 from ._mongo_batch import FindBatcher
 from ._mongo_cache import DEFAULT_CACHE_BYTES, EventCache
 from ._mongo_client import driver_info, identify

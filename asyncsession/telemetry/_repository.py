@@ -9,9 +9,9 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from .._telemetry import AttributeValue, current_turn, span
+from ..compaction_protocols import CompactionPlan
 from ..events import Session, SessionEvent
 from ..filters import EventFilter
-from ..plans import CompactionPlan
 from ..repository import SessionRepository, SessionSnapshot
 
 __all__ = ["TracingSessionRepository"]

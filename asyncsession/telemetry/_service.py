@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .._telemetry import span
 from ..compaction import CompactionStrategy, TriggerLike
-from ..plans import CompactionResult
+from ..compaction_protocols import CompactionResult
 from ..service import DelegatingSessionService
 
 __all__ = ["TracingSessionService"]

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from ...compaction_protocols import CompactionPlan
 from ...events import COMPACTION_SOURCE, SYNTHETIC, EventType, Session, SessionEvent, utc_now
 from ...filters import EventFilter
 from ...messages import AssistantMessage, Message, SystemMessage, UserMessage
-from ...plans import CompactionPlan
 from ...repository import SessionRepository
 
 __all__ = [

@@ -9,13 +9,13 @@ import pickle
 
 import pytest
 
+from ...compaction_protocols import CompactionPlan, Insert
 from ...events import SessionEvent
 from ...exceptions import InvalidCompactionPlan, SessionNotFound
 from ...filters import EventFilter
 from ...messages import (
     AssistantMessage,
 )
-from ...plans import CompactionPlan, Insert
 from ...repository import SessionRepository
 from ._support import (
     ContractBase,

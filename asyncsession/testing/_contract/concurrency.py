@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 
+from ...compaction_protocols import CompactionPlan, Insert
 from ...events import EventType, Session, SessionEvent
 from ...filters import EventFilter
 from ...messages import (
     AssistantMessage,
 )
-from ...plans import CompactionPlan, Insert
 from ...repository import SessionRepository, start_turn
 from ._support import (
     ContractBase,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from ...compaction_protocols import CompactionPlan
 from ...events import EventType, SessionEvent
 from ...filters import EventFilter, MatchMode
 from ...messages import (
@@ -16,7 +17,6 @@ from ...messages import (
     ToolResponse,
     ToolResponseMessage,
 )
-from ...plans import CompactionPlan
 from ...repository import SessionRepository
 from ._support import (
     ContractBase,

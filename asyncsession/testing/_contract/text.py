@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from pydantic import JsonValue
 
+from ...compaction_protocols import CompactionPlan, Insert
 from ...events import EventType, Session, SessionEvent
 from ...exceptions import InvalidText
 from ...filters import EventFilter
 from ...messages import AssistantMessage, ToolCall, UserMessage
-from ...plans import CompactionPlan, Insert
 from ...repository import SessionRepository
 from ._support import ContractBase, new_id, user
 

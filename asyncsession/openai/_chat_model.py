@@ -8,7 +8,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from ..advisors.base import ChunkStream
 from ..chat import ChatChunk, ChatRequest, ChatResponse, StreamAggregator
 from ..exceptions import StreamInterrupted
-from ._convert import chunk_from_openai, create_params, response_from_completion
+from ._chat_convert import chunk_from_openai, create_params, response_from_completion
 from ._errors import map_openai_errors
 
 __all__ = ["ModelStream", "complete"]

@@ -1,17 +1,19 @@
 """What a compaction pass exchanges: the request in, the two roles, the result and the plan out.
 
-A pass reads the active events into a [`CompactionRequest`][asyncsession.plans.CompactionRequest],
-asks a [`CompactionTrigger`][asyncsession.plans.CompactionTrigger] whether to compact, lets a
-[`CompactionStrategy`][asyncsession.plans.CompactionStrategy] decide a
-[`CompactionResult`][asyncsession.plans.CompactionResult], and applies it as a
-[`CompactionPlan`][asyncsession.plans.CompactionPlan]. These live below the repository and the
-service (which run the pass); the triggers and strategies themselves live in
+A pass reads the active events into a
+[`CompactionRequest`][asyncsession.compaction_protocols.CompactionRequest], asks a
+[`CompactionTrigger`][asyncsession.compaction_protocols.CompactionTrigger] whether to compact,
+lets a [`CompactionStrategy`][asyncsession.compaction_protocols.CompactionStrategy] decide a
+[`CompactionResult`][asyncsession.compaction_protocols.CompactionResult], and applies it as a
+[`CompactionPlan`][asyncsession.compaction_protocols.CompactionPlan]. These live below the
+repository and the service (which run the pass); the triggers and strategies themselves live in
 `asyncsession.compaction`, above them, and re-export the two roles.
 
 What a compaction *means* (turn boundaries, what a summary replaces) is decided by strategies;
 a store only has to apply the plan: flag the ``archive_ids`` archived in place, and put each
-[`Insert`][asyncsession.plans.Insert] group of new events immediately before its anchor event
-(or at the end of the log when it has none). Existing events never move and are never removed.
+[`Insert`][asyncsession.compaction_protocols.Insert] group of new events immediately before
+its anchor event (or at the end of the log when it has none). Existing events never move and are
+never removed.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from ..chat import ChatOptions, ChatRequest, ChatResponse
 from ..exceptions import UsageError
 from ..messages import Message, UserMessage, messages_from_openai
 from ..tools import Tool
-from ._model import ModelStream, complete
+from ._chat_model import ModelStream, complete
 from .streaming import ChatStream
 
 __all__ = ["BaseChatClient", "ChatClient"]
@@ -158,7 +158,7 @@ class BaseChatClient(ABC):
 
         Takes the arguments of `call`. Nothing is sent until the first chunk is asked
         for; errors surface while iterating. See
-        [`ChatStream`][asyncsession.openai._client.ChatStream] for the semantics.
+        [`ChatStream`][asyncsession.openai._chat_client.ChatStream] for the semantics.
         """
         ctx, request = self._prepare(
             user, messages, context, advisors, options, tools, streaming=True

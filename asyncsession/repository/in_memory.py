@@ -13,10 +13,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ..compaction_protocols import CompactionPlan
 from ..events import Session, SessionEvent
 from ..exceptions import AccessDenied, EventIdConflict, SessionNotFound
 from ..filters import EventFilter
-from ..plans import CompactionPlan
 from ._compaction_key import compaction_key
 from ._protocol import SessionSnapshot, check_batch, check_session
 from ._turn import check_creation
