@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "asyncsession.filters": 1,
     "asyncsession._text": 1,  # text that cannot be stored (lone surrogates), for every store
     "asyncsession.compaction_protocols": 2,
+    "asyncsession.plans": 2,  # deprecated alias of compaction_protocols
     "asyncsession.repository": 3,
     "asyncsession.memory": 3,  # the memory stores: storage, beside the session stores
     "asyncsession.service": 4,
