@@ -50,6 +50,7 @@ try:
         ModelMessagesTypeAdapter,
         ModelRequest,
         ModelResponse,
+        RetryFeedbackPart,
         RetryPromptPart,
         SystemPromptPart,
         TextPart,
@@ -95,6 +96,8 @@ def _user_text(part: object) -> str | None:
             return part.content
         return "\n".join(item for item in part.content if isinstance(item, str))
     if isinstance(part, RetryPromptPart) and part.tool_name is None:
+        return part.model_response()
+    if isinstance(part, RetryFeedbackPart):
         return part.model_response()
     return None
 
