@@ -238,8 +238,9 @@ class PydanticAIHistory:
     request that answers no tool call, so the model never sees a tool return without its call.
 
     **Compaction.** Give a ``trigger`` and a ``strategy`` and ``store`` compacts after each write
-    when the trigger fires; [`compact`][asyncsession.integrations.pydantic_ai.PydanticAIHistory.compact]
-    runs it on demand.
+    when the trigger fires;
+    [`compact`][asyncsession.integrations.pydantic_ai.PydanticAIHistory.compact] runs it on
+    demand.
 
     Requests of system prompts only are system messages, stored only by a service built with
     ``allow_system_messages=True`` (``store`` raises ``UsageError`` otherwise); Pydantic AI

@@ -183,15 +183,19 @@ async def test_messages_are_real_message_events(service: SessionService) -> None
         EventType.ASSISTANT,
     ]
     user, reply, tools, retry, final = (e.message for e in events)
-    assert isinstance(user, UserMessage) and user.text == "What is in these?"
-    assert isinstance(reply, AssistantMessage) and reply.text == "Let me look."
+    assert isinstance(user, UserMessage)
+    assert user.text == "What is in these?"
+    assert isinstance(reply, AssistantMessage)
+    assert reply.text == "Let me look."
     assert [(c.id, c.name, c.arguments) for c in reply.tool_calls] == [
         ("call-1", "lookup", '{"q":"cat"}')
     ]
     assert isinstance(tools, ToolResponseMessage)
     assert [(r.id, r.name) for r in tools.responses] == [("call-1", "lookup"), ("call-2", "other")]
-    assert isinstance(retry, UserMessage) and "Please answer in text." in retry.text
-    assert isinstance(final, AssistantMessage) and final.text == "A cat."
+    assert isinstance(retry, UserMessage)
+    assert "Please answer in text." in retry.text
+    assert isinstance(final, AssistantMessage)
+    assert final.text == "A cat."
     assert all(METADATA_KEY in e.metadata for e in events)
     assert events[0].timestamp == T0
 
@@ -210,9 +214,11 @@ def test_unknown_fields_stay_in_the_log() -> None:
 def test_events_of_other_writers_convert() -> None:
     """A summary or a message our chat client wrote has no stored message: it converts."""
     user = from_event(SessionEvent(session_id="s", message=UserMessage(text="hi")))
-    assert isinstance(user, ModelRequest) and user.parts[0].content == "hi"  # type: ignore[union-attr]
+    assert isinstance(user, ModelRequest)
+    assert user.parts[0].content == "hi"
     reply = from_event(SessionEvent(session_id="s", message=AssistantMessage(text="yo")))
-    assert isinstance(reply, ModelResponse) and reply.text == "yo"
+    assert isinstance(reply, ModelResponse)
+    assert reply.text == "yo"
     with pytest.raises(UsageError):
         from_event(SessionEvent(session_id="s", type=EventType.of("ACME.AUDIT"), payload={"a": 1}))
 

@@ -2,8 +2,9 @@
 message history stored in and loaded from the history under test before each run.
 
 (Pydantic AI 2 takes processors as ``capabilities=[ProcessHistory(p)]``, its replacement of
-``history_processors=``.) Each test runs on the in-process list (the reference) and on ``PydanticAIHistory`` over both
-stores. The assertions are the originals', with their ``snapshot(...)`` values spelled as
+``history_processors=``.) Each test runs on the in-process list (the reference) and on
+``PydanticAIHistory`` over both stores. The assertions are the originals', with their
+``snapshot(...)`` values spelled as
 shapes (message kind, part kinds and contents, ``run_id`` presence) since ``IsDatetime`` and
 ``IsStr`` only waive timestamps and ids; the stored history must also load back equal."""
 
@@ -131,7 +132,7 @@ async def test_history_processor_run_replaces_message_history(
     any_history: HistoryFactory,
 ) -> None:
     def process_previous_answers(messages: list[ModelMessage]) -> list[ModelMessage]:
-        return messages[-1:] + [ModelRequest(parts=[SystemPromptPart(content="Processed answer")])]
+        return [*messages[-1:], ModelRequest(parts=[SystemPromptPart(content="Processed answer")])]
 
     agent = Agent(function_model, capabilities=[ProcessHistory(process_previous_answers)])
     message_history = await stored(
@@ -166,7 +167,7 @@ async def test_history_processor_streaming_replaces_message_history(
     any_history: HistoryFactory,
 ) -> None:
     def process_previous_answers(messages: list[ModelMessage]) -> list[ModelMessage]:
-        return messages[-1:] + [ModelRequest(parts=[SystemPromptPart(content="Processed answer")])]
+        return [*messages[-1:], ModelRequest(parts=[SystemPromptPart(content="Processed answer")])]
 
     agent = Agent(function_model, capabilities=[ProcessHistory(process_previous_answers)])
     message_history = await stored(
