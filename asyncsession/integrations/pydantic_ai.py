@@ -1,3 +1,6 @@
+# pyright: reportDeprecated=false
+# (RetryPromptPart is deprecated in pydantic-ai 2.68, but histories stored before still hold it:
+# the adapter reads and converts it, and builds none.)
 """``PydanticAIHistory``: Pydantic AI message histories on a ``SessionService``.
 
 Needs Pydantic AI: ``pip install 'asyncsession[pydantic-ai]'``. ::
