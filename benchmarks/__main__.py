@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import dataclasses
 import importlib.metadata
+import json
 import os
 import platform
 import shlex
@@ -25,6 +26,7 @@ from typing import Any
 from asyncsession.testing._mongo_server import find_server_executable
 
 from .adapters import DISTRIBUTIONS
+from .publish import publish
 from .report import write_results
 from .runner import ALL_SYSTEMS, DEFAULT_URI_OPTIONS, ServerPool, run
 from .scenarios import SCENARIOS, BenchConfig
@@ -87,6 +89,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--server", default=None, help="test server launcher (secantusd-py)")
     parser.add_argument("--cell-timeout", type=float, default=900.0, help="seconds per cell")
     parser.add_argument("--output-dir", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument(
+        "--publish",
+        action="store_true",
+        help="regenerate docs/benchmarks.md and its charts from this run (needs matplotlib)",
+    )
     return parser.parse_args(argv)
 
 
@@ -153,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     markdown, raw = write_results(results, meta, config, args.output_dir, stamp)
     print(markdown.read_text())
     print(f"wrote {markdown} and {raw}")
+    if args.publish:
+        for path in publish(json.loads(raw.read_text())):
+            print(f"wrote {path}")
     return 1 if any(m.status.startswith("error") for m in results) else 0
 
 

@@ -197,6 +197,24 @@ class Measurement:
         }
 
 
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> Measurement:
+        """The row :meth:`as_json` wrote (its command tally rebuilt from the counts by name)."""
+        by_name = row.get("commands_by_name")
+        return cls(
+            scenario=row["scenario"],
+            system=row["system"],
+            case=row["case"],
+            unit=row["unit"],
+            samples_ms=list(row.get("samples_ms", [])),
+            ops=row.get("ops", 0),
+            tally=None if by_name is None else CommandTally(dict(by_name)),
+            per_op_commands=list(row.get("per_op_commands", [])),
+            extra=dict(row.get("extra", {})),
+            status=row.get("status", "ok"),
+        )
+
+
 def _finite(value: float) -> float | None:
     return None if math.isnan(value) else round(value, 3)
 

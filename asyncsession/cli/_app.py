@@ -15,6 +15,7 @@ from ..repository import MongoSessionRepository
 from ._command import Command, Context, Options
 from ._errors import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, Failure, failure_of, report
 from ._registry import commands
+from ._types import positive_float
 
 __all__ = ["DEFAULT_TIMEOUT", "main", "run"]
 
@@ -89,7 +90,8 @@ def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
     options.add_argument(
         "--timeout",
-        type=float,
+        type=positive_float,
+        metavar="SECONDS",
         default=default(DEFAULT_TIMEOUT),
         help=f"seconds to find and connect to the server (default: {DEFAULT_TIMEOUT:g})",
     )

@@ -19,11 +19,18 @@ from ..exceptions import SessionNotFound
 from ..service import DefaultSessionService
 from ._command import Command, Context
 from ._errors import EXIT_OK, EXIT_USAGE, Failure
+from ._types import positive_int
 
 __all__ = ["COMMANDS", "parse_duration"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_LIMITS = {
+    "sliding": ("--max-events", 20),
+    "turns": ("--max-turns", 10),
+    "tokens": ("--max-tokens", 4000),
+}
+"""Each strategy's limit flag and its default."""
 
 
 def parse_duration(text: str) -> timedelta:
@@ -36,10 +43,19 @@ def parse_duration(text: str) -> timedelta:
 
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session_id", nargs="?", help="the session to compact (or use --all)")
-    parser.add_argument("--strategy", choices=["sliding", "turns", "tokens"], default="turns")
-    parser.add_argument("--max-events", type=int, default=20)
-    parser.add_argument("--max-turns", type=int, default=10)
-    parser.add_argument("--max-tokens", type=int, default=4000)
+    parser.add_argument(
+        "--strategy",
+        choices=list(_LIMITS),
+        default="turns",
+        help="what to keep: the newest events, turns or tokens (default: turns)",
+    )
+    for strategy, (flag, default) in _LIMITS.items():
+        parser.add_argument(
+            flag,
+            type=positive_int,
+            metavar="N",
+            help=f"--strategy {strategy}: keep this many (default: {default})",
+        )
     bulk = parser.add_argument_group("bulk compaction (--all)")
     bulk.add_argument("--all", action="store_true", help="compact every session that matches")
     bulk.add_argument(
@@ -65,12 +81,25 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _limit(args: argparse.Namespace) -> int:
+    """The chosen strategy's limit; a limit flag of another strategy is a usage error."""
+    for strategy, (flag, _) in _LIMITS.items():
+        given = getattr(args, flag[2:].replace("-", "_"))
+        if strategy != args.strategy and given is not None:
+            message = f"{flag} is for --strategy {strategy}, not --strategy {args.strategy}"
+            raise Failure(EXIT_USAGE, "usage", message)
+    flag, default = _LIMITS[args.strategy]
+    given = getattr(args, flag[2:].replace("-", "_"))
+    return default if given is None else int(given)
+
+
 def _strategy(args: argparse.Namespace) -> CompactionStrategy:
+    limit = _limit(args)
     if args.strategy == "sliding":
-        return SlidingWindowCompactionStrategy(max_events=args.max_events)
+        return SlidingWindowCompactionStrategy(max_events=limit)
     if args.strategy == "tokens":
-        return TokenCountCompactionStrategy(max_tokens=args.max_tokens)
-    return TurnWindowCompactionStrategy(max_turns=args.max_turns)
+        return TokenCountCompactionStrategy(max_tokens=limit)
+    return TurnWindowCompactionStrategy(max_turns=limit)
 
 
 async def _compact_one(
@@ -91,6 +120,7 @@ async def _compact_one(
 
 async def _compact(ctx: Context) -> int:
     args = ctx.args
+    _limit(args)  # refuse a limit flag of another strategy before touching the store
     service = DefaultSessionService(ctx.repository, allow_system_messages=True)
     if args.all:
         return await _compact_all(ctx, service)

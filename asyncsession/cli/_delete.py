@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from ..exceptions import SessionNotFound
 from ._command import Command, Context
 from ._errors import EXIT_OK, EXIT_USAGE, Failure
+from ._types import instant
 
 __all__ = ["COMMANDS"]
 
@@ -36,20 +37,16 @@ async def _delete(ctx: Context) -> int:
 
 
 def _configure_sweep(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--before", help="ISO-8601 instant with a time zone (default: now)")
-
-
-def _instant(text: str | None) -> datetime:
-    if text is None:
-        return datetime.now(UTC)
-    before = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if before.tzinfo is None:
-        raise ValueError("--before needs a time zone, e.g. 2026-01-31T00:00:00Z")
-    return before
+    parser.add_argument(
+        "--before",
+        type=instant,
+        metavar="INSTANT",
+        help="ISO-8601 instant with a time zone, e.g. 2026-01-31T00:00:00Z (default: now)",
+    )
 
 
 async def _sweep(ctx: Context) -> int:
-    before = _instant(ctx.args.before)
+    before: datetime = ctx.args.before or datetime.now(UTC)
     bar = ctx.progress("sweeping expired sessions")
     with bar:  # the store sweeps in one call: the bar shows the time it has taken
         deleted = await bar.around(ctx.repository.delete_expired_sessions(before))

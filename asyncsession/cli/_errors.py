@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import TextIO
+from typing import TextIO, TypeVar
 
-from pymongo.errors import ConnectionFailure, PyMongoError
+from pymongo.errors import ConfigurationError, ConnectionFailure, PyMongoError
 
 from ..exceptions import AsyncSessionError, SessionNotFound, StorageError
 
@@ -27,6 +27,7 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNREACHABLE = 0, 1, 2, 3, 4
+_E = TypeVar("_E", bound=BaseException)
 _ERRNO = re.compile(r"\[Errno (-?\d+)\] ([^(,\]]+)")
 
 
@@ -60,13 +61,18 @@ def _reason(error: BaseException) -> str:
     return found.group(2).strip().lower()  # a resolver error, e.g. "name or service not known"
 
 
-def _connection_failure(error: BaseException) -> ConnectionFailure | None:
+def _in_chain(error: BaseException, kind: type[_E]) -> _E | None:
     seen: BaseException | None = error
     while seen is not None:
-        if isinstance(seen, ConnectionFailure):
+        if isinstance(seen, kind):
             return seen
-        seen = seen.__cause__
+        seen = seen.__cause__ or seen.__context__
     return None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error)
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def failure_of(error: BaseException, *, uri: str | None, timeout: float) -> Failure | None:
@@ -75,7 +81,7 @@ def failure_of(error: BaseException, *, uri: str | None, timeout: float) -> Fail
         return error
     if isinstance(error, SessionNotFound):
         return Failure(EXIT_NOT_FOUND, "not_found", f"unknown session {error.session_id!r}")
-    down = _connection_failure(error)
+    down = _in_chain(error, ConnectionFailure)
     if down is not None:
         where = hosts_of(uri or "")
         return Failure(
@@ -83,6 +89,17 @@ def failure_of(error: BaseException, *, uri: str | None, timeout: float) -> Fail
             "unreachable",
             f"cannot reach MongoDB at {where}: {_reason(down)} (gave up after {timeout:g} s)",
         )
+    config = _in_chain(error, ConfigurationError)
+    if config is not None:  # raised when the client first resolves a mongodb+srv:// name
+        where = hosts_of(uri or "")
+        text = _first_line(config)
+        if "DNS" in text or "resolve" in text.lower():
+            return Failure(EXIT_UNREACHABLE, "unreachable", f"cannot resolve {where}: {text}")
+        return Failure(EXIT_UNREACHABLE, "invalid_uri", f"invalid MongoDB URI: {text}")
+    if isinstance(error, OSError):  # a file the command reads or writes
+        where = f" {error.filename}" if error.filename else ""
+        reason = (error.strerror or _first_line(error)).lower()
+        return Failure(EXIT_FAILED, "failed", f"cannot open{where}: {reason}")
     if isinstance(error, StorageError | PyMongoError):
         detail = str(error.__cause__ or error)
         first = detail.splitlines()[0] if detail else type(error).__name__

@@ -9,7 +9,18 @@ from typing import TextIO
 from ..events import SessionEvent
 from ..messages import AssistantMessage, ToolResponseMessage
 
-__all__ = ["describe", "table"]
+__all__ = ["CELL_WIDTH", "cell", "describe", "table"]
+
+CELL_WIDTH = 120
+"""The most characters a table cell shows; longer text ends in `…` (`--json` has it whole)."""
+_ESCAPES = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
+def cell(text: str) -> str:
+    """`text` on one line of at most `CELL_WIDTH` characters: breaks and tabs escaped."""
+    flat = text.translate(_ESCAPES)
+    flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in flat)
+    return flat if len(flat) <= CELL_WIDTH else flat[: CELL_WIDTH - 1] + "…"
 
 
 def describe(event: SessionEvent) -> str:
@@ -26,7 +37,8 @@ def describe(event: SessionEvent) -> str:
 
 
 def table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
-    """Print rows as left-aligned columns; the first row is the header."""
+    """Print rows as left-aligned columns; the first row is the header. Cells go through `cell`."""
+    rows = [[cell(text) for text in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]

@@ -10,6 +10,7 @@ from ..filters import EventFilter
 from ._command import Command, Context
 from ._errors import EXIT_OK
 from ._output import describe, table
+from ._types import event_type, positive_int
 
 __all__ = ["COMMANDS"]
 
@@ -21,12 +22,17 @@ def _configure_sessions(parser: argparse.ArgumentParser) -> None:
 async def _sessions(ctx: Context) -> int:
     repo, user_id = ctx.repository, ctx.args.user_id
     sessions = await repo.find_by_user_id(user_id)
+    versions = [await repo.get_event_version(session.id) for session in sessions]
     if ctx.options.is_json:
-        ctx.emit([s.model_dump(mode="json") for s in sessions])
+        ctx.emit(
+            [
+                {**session.model_dump(mode="json"), "version": version}
+                for session, version in zip(sessions, versions, strict=True)
+            ]
+        )
         return EXIT_OK
     rows = [["SESSION", "CREATED", "EXPIRES", "VERSION"]]
-    for session in sessions:
-        version = await repo.get_event_version(session.id)
+    for session, version in zip(sessions, versions, strict=True):
         expires = session.expires_at.isoformat() if session.expires_at else "never"
         rows.append([session.id, session.created_at.isoformat(), expires, str(version)])
     table(rows, ctx.out)
@@ -44,12 +50,13 @@ def _configure_show(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         dest="types",
+        type=event_type,
         metavar="TYPE",
-        help="event type (USER, ASSISTANT, TOOL, SYSTEM or a custom one); repeatable",
+        help="event type (user, assistant, tool, system or a custom one, any case); repeatable",
     )
     parser.add_argument(
         "--last",
-        type=int,
+        type=positive_int,
         metavar="N",
         help="the newest N events; the window may start earlier to keep a turn whole",
     )

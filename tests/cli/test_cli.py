@@ -134,7 +134,7 @@ async def test_errors_have_clear_messages_and_exit_codes(seeded: tuple[str, str]
     code, _, _ = await cli("--uri", uri, "frobnicate")
     assert code == 2
     code, _, err = await cli("--uri", uri, "--db", db, "sweep", "--before", "2026-01-01T00:00:00")
-    assert code == 1
+    assert code == 2
     assert "time zone" in err
 
 

@@ -1,4 +1,4 @@
-"""Fixtures of the Agents SDK session tests: a session factory per store, tracing off."""
+"""Fixtures of the integration tests: a session or history factory per store, tracing off."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import pytest
 from agents import set_tracing_disabled
 from agents.memory import Session, SQLiteSession
 from agents_support import SessionFactory
+from pydantic_ai_support import HistoryFactory, ListHistory
 from pymongo.asynchronous.database import AsyncDatabase
 
 from asyncsession import DefaultSessionService, InMemorySessionRepository, MongoSessionRepository
 from asyncsession.integrations.openai_agents import AgentsSession
+from asyncsession.integrations.pydantic_ai import PydanticAIHistory
 from asyncsession.service import SessionService
 
 
@@ -83,3 +85,15 @@ def any_session(request: pytest.FixtureRequest) -> SessionFactory:
         return AgentsSession(session_id, service, **options)
 
     return make
+
+
+@pytest.fixture(
+    params=["list", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)],
+)
+def any_history(request: pytest.FixtureRequest) -> HistoryFactory:
+    """Builds a Pydantic AI history: the in-process list (the reference) or ours, on each store."""
+    if request.param == "list":
+        lists: dict[str, ListHistory] = {}
+        return lambda session_id: lists.setdefault(session_id, ListHistory())
+    service: SessionService = request.getfixturevalue(f"{request.param}_service")
+    return lambda session_id: PydanticAIHistory(session_id, service)

@@ -1,0 +1,52 @@
+"""Argument types: each checks one flag's value at parse time, so a bad value is a usage error."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+
+from ..events import EventType
+
+__all__ = ["event_type", "instant", "positive_float", "positive_int"]
+
+
+def positive_int(text: str) -> int:
+    """A whole number of at least 1 (argparse adds the flag: `argument --last: must be ≥ 1`)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be ≥ 1, not {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A number of seconds greater than 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, not {text}")
+    return value
+
+
+def event_type(text: str) -> EventType:
+    """An event type by name, any case: `user` is `USER`."""
+    try:
+        return EventType(text.strip().upper())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def instant(text: str) -> datetime:
+    """An ISO-8601 instant with a time zone (`Z` or an offset)."""
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        message = f"not an ISO-8601 instant like 2026-01-31T00:00:00Z: {text!r}"
+        raise argparse.ArgumentTypeError(message) from None
+    if when.tzinfo is None:
+        raise argparse.ArgumentTypeError("needs a time zone, e.g. 2026-01-31T00:00:00Z")
+    return when

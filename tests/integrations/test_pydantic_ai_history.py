@@ -1,0 +1,405 @@
+"""What ``PydanticAIHistory`` adds: real message events, a lossless round trip of every part
+kind, end-to-end runs with Pydantic AI's test models, retries that store nothing twice, windows
+that never split a tool call from its return, compaction on the same log."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Coroutine, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic_ai import (
+    Agent,
+    BinaryContent,
+    ImageUrl,
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    NativeToolCallPart,
+    NativeToolReturnPart,
+    RetryFeedbackPart,
+    RetryInfo,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import RequestUsage
+
+from asyncsession import DefaultSessionService, EventType, InMemorySessionRepository, SessionEvent
+from asyncsession.compaction import SlidingWindowCompactionStrategy, TurnCountTrigger
+from asyncsession.exceptions import StorageError, UsageError
+from asyncsession.integrations.pydantic_ai import (
+    METADATA_KEY,
+    PydanticAIHistory,
+    from_event,
+    to_event,
+    whole_turns_window,
+)
+from asyncsession.messages import AssistantMessage, ToolResponseMessage, UserMessage
+from asyncsession.service import DelegatingSessionService, SessionService
+
+_T = TypeVar("_T")
+T0 = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+
+EVERY_PART: list[ModelMessage] = [
+    ModelRequest(
+        parts=[
+            SystemPromptPart(content="Be brief.", timestamp=T0),
+            UserPromptPart(
+                content=[
+                    "What is in these?",
+                    ImageUrl(url="https://example.com/cat.png"),
+                    BinaryContent(data=b"\x89PNG\r\n\x1a\n\x00\xff", media_type="image/png"),
+                ],
+                timestamp=T0,
+            ),
+        ],
+        timestamp=T0,
+        instructions="Answer in English.",
+        run_id="run-1",
+        metadata={"trace": {"id": 7}},
+    ),
+    ModelResponse(
+        parts=[
+            ThinkingPart(content="Two images.", signature="sig-abc", id="th-1", provider_name="x"),
+            TextPart(content="Let me look."),
+            ToolCallPart(tool_name="lookup", args={"q": "cat"}, tool_call_id="call-1"),
+            NativeToolCallPart(
+                tool_name="web_search", args={"query": "cat"}, tool_call_id="b-1", provider_name="x"
+            ),
+            NativeToolReturnPart(
+                tool_name="web_search", content={"hits": 3}, tool_call_id="b-1", provider_name="x"
+            ),
+        ],
+        usage=RequestUsage(input_tokens=12, output_tokens=34),
+        model_name="test-model",
+        timestamp=T0,
+        provider_name="x",
+        provider_response_id="resp-9",
+        provider_details={"future_field": [1, 2, {"nested": True}]},
+        finish_reason="tool_call",
+        run_id="run-1",
+    ),
+    ModelRequest(
+        parts=[
+            ToolReturnPart(tool_name="lookup", content={"found": "a cat"}, tool_call_id="call-1"),
+            ToolReturnPart(
+                tool_name="other", content="bad arguments", tool_call_id="call-2", outcome="retried"
+            ),
+        ],
+        timestamp=T0,
+    ),
+    ModelRequest(
+        parts=[
+            RetryFeedbackPart(
+                content="Please answer in text.", retry=RetryInfo(cause="no_output", attempt=1)
+            )
+        ],
+        timestamp=T0,
+    ),
+    ModelResponse(parts=[TextPart(content="A cat.")], timestamp=T0, finish_reason="stop"),
+]
+
+
+def reference(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """Pydantic AI's own JSON round trip: the definition of "reads back equal"."""
+    return ModelMessagesTypeAdapter.validate_json(
+        ModelMessagesTypeAdapter.dump_json(list(messages))
+    )
+
+
+class LosingService(DelegatingSessionService):
+    """Fails the next ``fail`` appends: after writing them (a lost acknowledgement) or before."""
+
+    def __init__(self, delegate: SessionService, *, fail: int, after_write: bool) -> None:
+        super().__init__(delegate)
+        self.fail = fail
+        self.after_write = after_write
+
+    async def append_events(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_version: int | None = None,
+    ) -> bool:
+        return await self._fail_around(super().append_events(session_id, events, expected_version))
+
+    async def _fail_around(self, write: Coroutine[Any, Any, _T]) -> _T:
+        if self.fail and not self.after_write:
+            self.fail -= 1
+            write.close()
+            raise StorageError("injected: connection reset before the write")
+        result = await write
+        if self.fail:
+            self.fail -= 1
+            raise StorageError("injected: the acknowledgement was lost")
+        return result
+
+
+def tool_agent() -> Agent[None, str]:
+    agent = Agent(TestModel(), system_prompt="Be helpful.")
+
+    @agent.tool_plain
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    return agent
+
+
+async def test_every_part_kind_reads_back_equal(service: SessionService) -> None:
+    """Every part kind, images and binary content, thinking signatures, builtin tool parts,
+    usage, model name, timestamps, provider ids and details read back equal, and equal to
+    Pydantic AI's own round trip."""
+    history = PydanticAIHistory("every-part", service)
+    await history.store(EVERY_PART)
+    loaded = await history.load()
+    assert loaded == reference(EVERY_PART)
+    # Pydantic AI's own round trip narrows BinaryContent to BinaryImage (and fills an ImageUrl's
+    # media type in), so only the first message differs from the objects as built.
+    assert loaded[1:] == EVERY_PART[1:]
+
+
+async def test_messages_are_real_message_events(service: SessionService) -> None:
+    """Requests, responses and tool returns are user, assistant and tool message events that our
+    clients, compaction and recall read; the message itself is kept in metadata."""
+    history = PydanticAIHistory("real", service)
+    await history.store(EVERY_PART)
+    events = await service.get_events("real")
+    assert [e.type for e in events] == [
+        EventType.USER,
+        EventType.ASSISTANT,
+        EventType.TOOL,
+        EventType.USER,
+        EventType.ASSISTANT,
+    ]
+    user, reply, tools, retry, final = (e.message for e in events)
+    assert isinstance(user, UserMessage)
+    assert user.text == "What is in these?"
+    assert isinstance(reply, AssistantMessage)
+    assert reply.text == "Let me look."
+    assert [(c.id, c.name, c.arguments) for c in reply.tool_calls] == [
+        ("call-1", "lookup", '{"q":"cat"}')
+    ]
+    assert isinstance(tools, ToolResponseMessage)
+    assert [(r.id, r.name) for r in tools.responses] == [("call-1", "lookup"), ("call-2", "other")]
+    assert isinstance(retry, UserMessage)
+    assert "Please answer in text." in retry.text
+    assert isinstance(final, AssistantMessage)
+    assert final.text == "A cat."
+    assert all(METADATA_KEY in e.metadata for e in events)
+    assert events[0].timestamp == T0
+
+
+def test_unknown_fields_stay_in_the_log() -> None:
+    """A field this Pydantic AI version does not know (written by a later one) is kept in the
+    event as stored; reading it drops only what this version cannot represent."""
+    event = to_event(EVERY_PART[-1], "s")
+    stored = dict(event.metadata[METADATA_KEY])  # type: ignore[arg-type]
+    stored["added_in_a_later_version"] = {"x": 1}
+    later = event.model_copy(update={"metadata": {METADATA_KEY: stored}})
+    assert later.metadata[METADATA_KEY]["added_in_a_later_version"] == {"x": 1}  # type: ignore[index,call-overload]
+    assert from_event(later) == EVERY_PART[-1]
+
+
+def test_events_of_other_writers_convert() -> None:
+    """A summary or a message our chat client wrote has no stored message: it converts."""
+    user = from_event(SessionEvent(session_id="s", message=UserMessage(text="hi")))
+    assert isinstance(user, ModelRequest)
+    assert user.parts[0].content == "hi"
+    reply = from_event(SessionEvent(session_id="s", message=AssistantMessage(text="yo")))
+    assert isinstance(reply, ModelResponse)
+    assert reply.text == "yo"
+    with pytest.raises(UsageError):
+        from_event(SessionEvent(session_id="s", type=EventType.of("ACME.AUDIT"), payload={"a": 1}))
+
+
+async def test_agent_runs_end_to_end(service: SessionService) -> None:
+    """Runs with TestModel (tools called), streamed runs and ``iter`` store their new messages
+    and hand the next run the same history Pydantic AI keeps itself."""
+    agent = tool_agent()
+    history = PydanticAIHistory("e2e", service)
+    first = await agent.run("add", message_history=await history.load())
+    await history.store(first.new_messages())
+    assert await history.load() == first.all_messages()
+    assert any(isinstance(p, ToolCallPart) for m in first.all_messages() for p in m.parts)
+
+    async with agent.run_stream("again", message_history=await history.load()) as streamed:
+        async for _ in streamed.stream_text():
+            pass
+    await history.store(streamed.new_messages())
+    assert await history.load() == streamed.all_messages()
+
+    async with agent.iter("third", message_history=await history.load()) as run:
+        async for _ in run:
+            pass
+    assert run.result is not None
+    await history.store(run.result.new_messages())
+    assert await history.load() == run.result.all_messages()
+    assert await history.load() == reference(run.result.all_messages())
+
+
+async def test_function_model_sees_the_stored_history(service: SessionService) -> None:
+    seen: list[list[ModelMessage]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(list(messages))
+        return ModelResponse(parts=[TextPart(content=f"reply {len(messages)}")])
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        seen.append(list(messages))
+        yield "streamed"
+
+    agent = Agent(FunctionModel(model, stream_function=stream))
+    history = PydanticAIHistory("fn", service)
+    for prompt in ("one", "two"):
+        result = await agent.run(prompt, message_history=await history.load())
+        await history.store(result.new_messages())
+    assert [m.kind for m in seen[-1]] == ["request", "response", "request"]
+    assert (await history.load())[-1] == result.all_messages()[-1]
+
+
+@pytest.mark.parametrize("after_write", [True, False], ids=["ack-lost", "not-written"])
+async def test_retry_after_a_failed_write_stores_once(
+    service: SessionService, after_write: bool
+) -> None:
+    """Retrying ``store`` of a run's messages whose write failed stores them exactly once."""
+    losing = LosingService(service, fail=0, after_write=after_write)
+    history = PydanticAIHistory("retry", losing)
+    result = await tool_agent().run("add")
+    await history.store(EVERY_PART[-1:])
+    losing.fail = 2
+    for _ in range(2):
+        with pytest.raises(StorageError):
+            await history.store(result.new_messages())
+    await history.store(result.new_messages())
+    assert await history.load() == [*EVERY_PART[-1:], *result.new_messages()]
+    await history.store(result.new_messages())  # a success clears the memory: this is new
+    assert len(await history.load()) == 1 + 2 * len(result.new_messages())
+
+
+async def test_concurrent_stores_keep_every_batch_once_and_whole(service: SessionService) -> None:
+    """Thirty concurrent stores from ten history objects store every batch once, contiguous."""
+    result = await tool_agent().run("add")
+    batch = result.new_messages()
+    histories = [PydanticAIHistory("busy", service) for _ in range(10)]
+    await asyncio.gather(*(h.store(batch) for h in histories for _ in range(3)))
+    loaded = await histories[0].load()
+    assert len(loaded) == 30 * len(batch)
+    for start in range(0, len(loaded), len(batch)):
+        assert loaded[start : start + len(batch)] == batch
+
+
+async def test_windows_never_split_a_tool_call_from_its_return(service: SessionService) -> None:
+    history = PydanticAIHistory("window", service)
+    agent = tool_agent()
+    for prompt in ("a", "b", "c"):
+        result = await agent.run(prompt, message_history=await history.load())
+        await history.store(result.new_messages())
+    everything = await history.load()
+    for limit in range(1, len(everything) + 2):
+        window = await history.load(limit=limit)
+        assert window == everything[-len(window) :]
+        assert len(window) >= min(limit, len(everything))
+        assert isinstance(window[0], ModelRequest)
+        assert not any(isinstance(p, ToolReturnPart) for p in window[0].parts)
+        processed = whole_turns_window(limit)(everything)
+        assert processed == window
+    assert await history.load(limit=0) == []
+
+
+async def test_the_processor_hands_the_agent_a_window(service: SessionService) -> None:
+    from pydantic_ai.capabilities import ProcessHistory
+
+    seen: list[list[ModelMessage]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(list(messages))
+        return ModelResponse(parts=[TextPart(content="ok")])
+
+    agent = Agent(FunctionModel(model), capabilities=[ProcessHistory(whole_turns_window(3))])
+    history = PydanticAIHistory("processor", service)
+    for prompt in ("1", "2", "3", "4"):
+        result = await agent.run(prompt, message_history=await history.load())
+        await history.store(result.new_messages())
+    assert len(seen[-1]) == 3
+    assert isinstance(seen[-1][0], ModelRequest)
+
+
+async def test_compaction_works_on_the_same_log(service: SessionService) -> None:
+    """A trigger and a strategy compact after a store; ``load`` is the active view."""
+    history = PydanticAIHistory(
+        "compacted",
+        service,
+        trigger=TurnCountTrigger(3),
+        strategy=SlidingWindowCompactionStrategy(max_events=4),
+    )
+    agent = Agent(TestModel())
+    for prompt in ("1", "2", "3", "4"):
+        result = await agent.run(prompt, message_history=await history.load())
+        await history.store(result.new_messages())
+    active = await history.load()
+    assert len(active) <= 4
+    assert len(await service.get_events("compacted")) == 8
+    assert active == (await PydanticAIHistory("compacted", service).load())
+
+
+async def test_system_only_requests_need_system_messages_enabled() -> None:
+    history = PydanticAIHistory("sys", DefaultSessionService(InMemorySessionRepository()))
+    with pytest.raises(UsageError):
+        await history.store([ModelRequest(parts=[SystemPromptPart(content="x")])])
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{"session_id": " "}, {"session_id": "s", "trigger": TurnCountTrigger(1)}],
+)
+def test_bad_arguments_are_usage_errors(values: dict[str, Any]) -> None:
+    with pytest.raises(UsageError):
+        PydanticAIHistory(service=DefaultSessionService(InMemorySessionRepository()), **values)
+
+
+_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
+_ids = st.text("abcdef0123456789", min_size=1, max_size=8)
+_request = st.builds(
+    lambda texts, returns: ModelRequest(
+        parts=[UserPromptPart(content=t, timestamp=T0) for t in texts]
+        + [
+            ToolReturnPart(tool_name=n, content=c, tool_call_id=i, timestamp=T0)
+            for n, c, i in returns
+        ],
+        timestamp=T0,
+    ),
+    st.lists(_text, max_size=2),
+    st.lists(st.tuples(_text, _text, _ids), max_size=2),
+)
+_response = st.builds(
+    lambda texts, thoughts, calls: ModelResponse(
+        parts=[ThinkingPart(content=c, signature=s) for c, s in thoughts]
+        + [TextPart(content=t) for t in texts]
+        + [ToolCallPart(tool_name=n, args={"v": a}, tool_call_id=i) for n, a, i in calls],
+        timestamp=T0,
+    ),
+    st.lists(_text, max_size=2),
+    st.lists(st.tuples(_text, _text), max_size=1),
+    st.lists(st.tuples(_text, _text, _ids), max_size=2),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(_request, _response), max_size=6))
+def test_round_trip_property(messages: list[ModelMessage]) -> None:
+    """Any history of text, thinking, tool calls and returns converts to events and back equal."""
+    events = [to_event(m, "prop") for m in messages]
+    assert [from_event(SessionEvent.model_validate_json(e.model_dump_json())) for e in events] == (
+        reference(messages)
+    )
