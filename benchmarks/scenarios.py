@@ -196,7 +196,6 @@ class Measurement:
             "extra": self.extra,
         }
 
-
     @classmethod
     def from_json(cls, row: dict[str, Any]) -> Measurement:
         """The row :meth:`as_json` wrote (its command tally rebuilt from the counts by name)."""

@@ -25,7 +25,7 @@ from typing import Any
 from pymongo import AsyncMongoClient
 
 from asyncsession import EventFilter, MongoSessionRepository, Session, SessionEvent
-from asyncsession.repository._mongo_state import decode_state
+from asyncsession.repository.mongo._state import decode_state
 from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable
 from asyncsession.testing.contract import assistant, user
 

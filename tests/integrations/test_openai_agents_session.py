@@ -23,7 +23,7 @@ from asyncsession.compaction import TurnCountTrigger
 from asyncsession.exceptions import StorageError, UsageError
 from asyncsession.integrations.openai_agents import AgentsSession
 from asyncsession.messages import AssistantMessage, ToolResponseMessage
-from asyncsession.repository._mongo_drawn import is_drawn, loaded_id
+from asyncsession.repository.mongo._drawn import is_drawn, loaded_id
 from asyncsession.service import DelegatingSessionService, SessionService
 
 Items = list[TResponseInputItem]

@@ -23,7 +23,7 @@ from asyncsession import (
     SessionEvent,
 )
 from asyncsession.events import SYNTHETIC
-from asyncsession.repository._mongo_hints import K_MAX, K_MIN
+from asyncsession.repository.mongo._hints import K_MAX, K_MIN
 
 
 async def test_versioned_appends_have_exactly_one_winner_per_round(

@@ -9,15 +9,15 @@ from types import ModuleType
 
 import pytest
 
-import asyncsession.repository
+import asyncsession.repository.mongo
 
 
 def _store_modules() -> list[ModuleType]:
-    package = asyncsession.repository
+    package = asyncsession.repository.mongo
     return [
         importlib.import_module(f"{package.__name__}.{info.name}")
         for info in pkgutil.iter_modules(package.__path__)
-        if info.name.startswith("_mongo")
+        if info.name.startswith("_")
     ]
 
 

@@ -1,4 +1,4 @@
-"""Reads and commits of different sessions due at once go as one command (`_mongo_batch`).
+"""Reads and commits of different sessions due at once go as one command (`mongo._batch`).
 
 On the test server: what is batched and what is not, a batch whose statements do not all
 match, cancellation, and whole turns of many concurrent sessions through the repository. The
@@ -30,7 +30,7 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.repository import draw_event_id
-from asyncsession.repository._mongo_batch import FindBatcher, UpdateBatcher
+from asyncsession.repository.mongo._batch import FindBatcher, UpdateBatcher
 
 Doc = dict[str, Any]
 

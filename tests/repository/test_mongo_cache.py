@@ -18,10 +18,10 @@ from asyncsession import (
     UsageError,
     UserMessage,
 )
-from asyncsession.repository._mongo_cache import ByteLRU, EventCache, fresh, hint_bytes, own
-from asyncsession.repository._mongo_codec import INLINE_LIMIT
-from asyncsession.repository._mongo_hints import Reservations, TailHints, Trim
 from asyncsession.repository.mongo import MongoSessionRepository
+from asyncsession.repository.mongo._cache import ByteLRU, EventCache, fresh, hint_bytes, own
+from asyncsession.repository.mongo._codec import INLINE_LIMIT
+from asyncsession.repository.mongo._hints import Reservations, TailHints, Trim
 from asyncsession.testing.contract import user
 
 TS = datetime(2026, 1, 1, tzinfo=UTC)

@@ -459,7 +459,7 @@ async def test_a_stale_hint_falls_back_and_still_rolls_forward(
     post-image fails, the append commits with one and rolls forward (the copy at once, the cut
     with its next commit); nothing lost or reordered, and a versioned append with the right
     version is not mistaken for a conflict."""
-    from asyncsession.repository._mongo_hints import K_MAX, K_MIN
+    from asyncsession.repository.mongo._hints import K_MAX, K_MIN
 
     session = Session(user_id="bob")
     await repo.save(session)

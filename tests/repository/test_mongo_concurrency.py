@@ -25,9 +25,9 @@ from asyncsession import (
     Session,
     SessionEvent,
 )
-from asyncsession.repository._mongo_drawn import loaded_id
-from asyncsession.repository._mongo_state import decode_state
 from asyncsession.repository.mongo import MongoSessionRepository
+from asyncsession.repository.mongo._drawn import loaded_id
+from asyncsession.repository.mongo._state import decode_state
 from asyncsession.testing.contract import synthetic, user
 
 

@@ -14,8 +14,8 @@ from pymongo.errors import AutoReconnect
 
 from asyncsession import EventFilter, Session, StorageError
 from asyncsession.events import utc_now
-from asyncsession.repository._mongo_store import Store
 from asyncsession.repository.mongo import MongoSessionRepository
+from asyncsession.repository.mongo._store import Store
 from asyncsession.testing.contract import user
 
 

@@ -36,8 +36,8 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, utc_now
-from asyncsession.repository._mongo_rollforward import RollForward
 from asyncsession.repository.mongo import MongoSessionRepository
+from asyncsession.repository.mongo._rollforward import RollForward
 
 AUDIT = EventType.of("ACME.AUDIT")
 WORDS = ["alpha", "Beta", "gamma.x", "50%", "a_b", "(x)", "Ünï", "tool"]

@@ -25,7 +25,7 @@ from asyncsession import (
     SessionEvent,
     UserMessage,
 )
-from asyncsession.repository._mongo_drawn import (
+from asyncsession.repository.mongo._drawn import (
     is_drawn,
     loaded_id,
     loaded_ids,

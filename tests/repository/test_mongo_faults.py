@@ -23,8 +23,8 @@ from asyncsession import (
     SessionEvent,
     StorageError,
 )
-from asyncsession.repository._mongo_rollforward import RollForward
 from asyncsession.repository.mongo import MongoSessionRepository
+from asyncsession.repository.mongo._rollforward import RollForward
 from asyncsession.testing._mongo_server import LocalMongoServer
 from asyncsession.testing.contract import synthetic, user
 

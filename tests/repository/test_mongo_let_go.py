@@ -23,7 +23,7 @@ from asyncsession import (
     SessionEvent,
     UserMessage,
 )
-from asyncsession.repository._mongo_drawn import is_drawn, loaded_id
+from asyncsession.repository.mongo._drawn import is_drawn, loaded_id
 
 TURNS = 60  # 120 messages: the tail rolls forward once, past 96 entries
 

@@ -28,8 +28,8 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.repository import draw_event_id
-from asyncsession.repository._mongo_drawn import loaded_id
-from asyncsession.repository._mongo_pool import POOL_MAX
+from asyncsession.repository.mongo._drawn import loaded_id
+from asyncsession.repository.mongo._pool import POOL_MAX
 
 
 @pytest.fixture

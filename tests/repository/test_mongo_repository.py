@@ -30,11 +30,11 @@ from asyncsession import (
     UsageError,
     UserMessage,
 )
-from asyncsession.repository._mongo_codec import body_of, decode_body, keyword_regex
-from asyncsession.repository._mongo_drawn import loaded_id
-from asyncsession.repository._mongo_positions import key_between, place_between
 from asyncsession.repository._turn import start_turn
 from asyncsession.repository.mongo import MongoSessionRepository
+from asyncsession.repository.mongo._codec import body_of, decode_body, keyword_regex
+from asyncsession.repository.mongo._drawn import loaded_id
+from asyncsession.repository.mongo._positions import key_between, place_between
 from asyncsession.testing.contract import user
 
 

@@ -28,7 +28,7 @@ from asyncsession import (
     SessionEvent,
     UserMessage,
 )
-from asyncsession.repository._mongo_hints import K_MAX, K_MIN
+from asyncsession.repository.mongo._hints import K_MAX, K_MIN
 
 WINDOW = EventFilter(exclude_archived=True, active_view=True, last_n=20)
 

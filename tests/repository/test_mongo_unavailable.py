@@ -18,7 +18,7 @@ from asyncsession import (
     StorageUnavailable,
 )
 from asyncsession.memory import MemoryBackendError, MongoMemoryStore
-from asyncsession.repository._mongo_timeouts import (
+from asyncsession.repository.mongo._timeouts import (
     DEFAULT_SERVER_SELECTION_TIMEOUT_MS,
     with_web_timeouts,
 )

@@ -22,8 +22,8 @@ from asyncsession import (
     SessionRepository,
 )
 from asyncsession.events import utc_now
-from asyncsession.repository import _mongo_user_reads
 from asyncsession.repository.mongo import MongoSessionRepository
+from asyncsession.repository.mongo import _user_reads as _mongo_user_reads
 from asyncsession.testing.contract import assistant, synthetic, user
 
 CHUNK = 4

@@ -25,15 +25,15 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from .._pymongo_errors import storage_errors
-from ..events import SessionEvent
-from ..filters import EventFilter, MatchMode
-from ._mongo_cache import own
-from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, as_utc, keyword_regex
-from ._mongo_drawn import loaded_id
-from ._mongo_positions import GAP, Position
-from ._mongo_state import Entry, LogState
-from ._mongo_store import Store, aggregate, by_position, find_by_event_ids
+from ..._pymongo_errors import storage_errors
+from ...events import SessionEvent
+from ...filters import EventFilter, MatchMode
+from ._cache import own
+from ._codec import MESSAGE_TYPE_NAMES, Doc, as_utc, keyword_regex
+from ._drawn import loaded_id
+from ._positions import GAP, Position
+from ._state import Entry, LogState
+from ._store import Store, aggregate, by_position, find_by_event_ids
 
 __all__ = ["LogReader", "allowed_types", "criteria"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
-from .._pymongo_errors import storage_errors
-from ..events import Session
-from ..exceptions import SessionNotFound
-from ._mongo_codec import (
+from ..._pymongo_errors import storage_errors
+from ...events import Session
+from ...exceptions import SessionNotFound
+from ._codec import (
     SESSION_PROJECTION,
     Doc,
     new_log_fields,
@@ -16,7 +16,7 @@ from ._mongo_codec import (
     session_from_doc,
     session_to_doc,
 )
-from ._mongo_store import Store
+from ._store import Store
 
 __all__ = ["insert_session", "save_session"]
 

@@ -16,14 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from ._mongo_codec import Doc, new_token
-from ._mongo_commit import Committer
-from ._mongo_drawn import is_drawn
-from ._mongo_hints import TailHints
-from ._mongo_ids import IdRegistry
-from ._mongo_prepare import BATCH_INLINE_BUDGET, Prepared
-from ._mongo_rollforward import RollForward
-from ._mongo_store import Store, session_version
+from ._codec import Doc, new_token
+from ._commit import Committer
+from ._drawn import is_drawn
+from ._hints import TailHints
+from ._ids import IdRegistry
+from ._prepare import BATCH_INLINE_BUDGET, Prepared
+from ._rollforward import RollForward
+from ._store import Store, session_version
 
 __all__ = ["GroupCommit"]
 
@@ -128,7 +128,7 @@ class GroupCommit:
         try:
             ids = [i for job in group for i in job.ids]
             taken = set(await self._ids.register(session_id, ids, token))
-            # A drawn id let go of by the registry is in the events collection (`_mongo_ids`):
+            # A drawn id let go of by the registry is in the events collection (`_ids`):
             # its batch takes the one-by-one path too, which tells a replay from a conflict.
             drawn = [i for i in ids if i not in taken and is_drawn(i)]
             stored = set(await self._ids.stored_below(drawn))

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..events import Session
-from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, pack_entry, session_from_doc, unpack_entry
-from ._mongo_positions import GAP, Position
+from ...events import Session
+from ._codec import MESSAGE_TYPE_NAMES, Doc, pack_entry, session_from_doc, unpack_entry
+from ._positions import GAP, Position
 
 __all__ = ["Entry", "LogState", "Pending", "decode_entries", "decode_state", "ids_in"]
 

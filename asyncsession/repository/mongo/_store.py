@@ -10,11 +10,11 @@ from typing import Final, TypeAlias, TypeVar
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import BulkWriteError
 
-from .._pymongo_compat import aggregate
-from .._pymongo_errors import storage_errors
-from ._mongo_cache import DEFAULT_CACHE_BYTES, EventCache
-from ._mongo_codec import DEFAULT_MAX_DOCUMENT_SIZE, Doc
-from ._mongo_drawn import loaded_id, loaded_ids, stored_ids
+from ..._pymongo_compat import aggregate
+from ..._pymongo_errors import storage_errors
+from ._cache import DEFAULT_CACHE_BYTES, EventCache
+from ._codec import DEFAULT_MAX_DOCUMENT_SIZE, Doc
+from ._drawn import loaded_id, loaded_ids, stored_ids
 
 _T = TypeVar("_T")
 
@@ -101,7 +101,7 @@ def by_position(session_id: str, seq: Doc, archived: bool | None = None) -> list
     filter when ``archived`` is given, else one per value of ``archived``.
 
     The events collection's position index is ``{session_id, archived, seq}`` (see
-    ``_mongo_indexes``), and some planners use an index only when every field before the range
+    ``_indexes``), and some planners use an index only when every field before the range
     is an equality: on the test server a filter that leaves ``archived`` out, or gives it as
     ``$in``, ``$or`` or a range, scans the whole collection.
     """

@@ -1,6 +1,6 @@
 """Ids registered ahead: the MongoDB store's answer to `draw_event_id`.
 
-An append of an id the caller chose first registers it (see `_mongo_ids`), which costs a round
+An append of an id the caller chose first registers it (see `_ids`), which costs a round
 trip. For the ids it hands out itself, the store does that ahead: when a session's pool is
 empty, the id it hands out is a fresh UUID, and the append that uses it registers the next few
 ids in the same ``insert_many`` as its own (the ``reserve_ids`` of `Committer.append`). Those
@@ -18,8 +18,8 @@ from __future__ import annotations
 import sys
 from typing import Final
 
-from ._mongo_cache import ENTRY_OVERHEAD, ByteLRU
-from ._mongo_drawn import new_drawn_id
+from ._cache import ENTRY_OVERHEAD, ByteLRU
+from ._drawn import new_drawn_id
 
 __all__ = ["POOL_MAX", "IdPool"]
 

@@ -7,7 +7,7 @@ Three per-process caches sit beside the database, all of them LRU maps with a by
   larger event is decoded for its reader and forgotten. Every read gets its own copy of the
   event's containers (``metadata``, ``payload``, the message's dicts and lists), so a caller
   that changes what it got never changes what another caller gets;
-* the **tail hints** and the **reservations** (see ``_mongo_hints``): a few small values per
+* the **tail hints** and the **reservations** (see ``_hints``): a few small values per
   session or event id.
 
 An entry's size is estimated from ``sys.getsizeof`` of its strings (the body counted twice: the
@@ -26,8 +26,8 @@ from typing import Final, Generic, TypeVar, cast
 
 from pydantic import BaseModel
 
-from ..events import SessionEvent
-from ._mongo_codec import INLINE_LIMIT, decode_body
+from ...events import SessionEvent
+from ._codec import INLINE_LIMIT, decode_body
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",

@@ -14,7 +14,7 @@ can never overwrite what a newer compaction wrote. Anyone may finish a roll-forw
 merge ``pending`` until it is done.
 
 Once an event's document is in the events collection, the id registry lets go of its id if
-the store handed it out (`is_drawn`; see ``_mongo_ids`` for how such an id is still found):
+the store handed it out (`is_drawn`; see ``_ids`` for how such an id is still found):
 the registrations of the events copied are deleted, by a later commit of this process that
 pays no other command (see `RollForward.let_go`), so that such a message stored below the tail
 costs no registry document. A let-go never made (the process stopped first) leaves a
@@ -29,14 +29,14 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from .._pymongo_errors import storage_errors
-from ..exceptions import StorageError
-from ._mongo_cache import ENTRY_OVERHEAD, ByteLRU
-from ._mongo_codec import Doc
-from ._mongo_drawn import is_drawn, stored_id, stored_ids
-from ._mongo_hints import K_MAX, K_MIN, TailHints, Trim
-from ._mongo_state import Entry, decode_entries
-from ._mongo_store import IN_CHUNK, Store, find_by_event_ids, insert_new
+from ..._pymongo_errors import storage_errors
+from ...exceptions import StorageError
+from ._cache import ENTRY_OVERHEAD, ByteLRU
+from ._codec import Doc
+from ._drawn import is_drawn, stored_id, stored_ids
+from ._hints import K_MAX, K_MIN, TailHints, Trim
+from ._state import Entry, decode_entries
+from ._store import IN_CHUNK, Store, find_by_event_ids, insert_new
 
 __all__ = ["PREFIX", "RollForward", "moved", "prefix_projection"]
 

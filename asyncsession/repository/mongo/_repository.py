@@ -1,62 +1,4 @@
-"""``MongoSessionRepository``: the durable store, correct under concurrency and crashes.
-
-**Storage layout.** Three collections (names configurable):
-
-``sessions``
-    One document per session: ``_id`` (the session id), ``user_id``, ``created_at``,
-    ``expires_at``, ``metadata`` (JSON text), ``version``, the position counter ``seq``, and the
-    **tail**: the newest events, each as its id and one string packing its timestamp, flags,
-    type and JSON body (bodies over 16 KiB stay in the events collection and the tail keeps a
-    reference). ``rolled`` splits the log: events at ``seq <= rolled`` live in
-    ``session_events``, the rest in the tail. ``live``
-    counts unarchived messages below the tail, ``compacted`` marks the newest compaction,
-    ``pending`` holds a compaction's changes below the tail until they are rolled forward, and
-    ``fences`` lists write attempts that may no longer commit.
-``session_events``
-    One document per event below the tail: ``_id`` (the event id), ``session_id``, ``inc``,
-    ``seq`` and ``minor`` (its position), ``ts``, ``type``, ``archived``, ``turn`` (where its
-    turn started), ``data`` (JSON text, which keyword searches match), and ``synthetic`` and
-    ``cv`` when they are not ``false`` and ``0``.
-``session_event_ids``
-    The id registry, ``{_id: event id, session_id, token}``: it makes event ids unique across
-    sessions, on a sharded cluster too. It lets go of the ids the store drew once their events
-    are below the tail, where a lookup by ``_id`` finds them (``_mongo_ids``).
-
-**Order.** Events are ordered by their position ``(seq, minor)`` in their session, never by
-time or ObjectId. Appends take ``seq`` values ``2**32`` apart; compaction inserts new events into
-the gap before their anchor (fractional ``minor`` keys when a gap is used up), so nothing is ever
-renumbered or rewritten.
-
-**Atomicity.** Every write commits through one atomic update of the session document
-(``update_one`` when the store knows the tail has room, else ``find_one_and_update``), guarded
-by what it depends on: a versioned append or a compaction commits only if the version is still
-the expected one, so of concurrent writers with one version exactly one wins. An append
-registers its event ids in one ``insert_many`` (a replay or an id of another session shows up
-here), then commits; an id `draw_event_id` handed out was registered ahead (``_mongo_pool``), so
-its append is the commit alone. A compaction replaces the tail it read and records its changes
-below the tail as ``pending``. Moving events to the events collection (*roll-forward*) is
-idempotent and guarded, so any later writer finishes what a dead one started; readers merge the
-tail and ``pending`` with the events collection: no half-done write shows, and no transaction is
-needed. Reads and commits of different sessions may share a command (``_mongo_batch``).
-
-**Reads.** A read fetches the session document (for a ``last_n`` window, only the newest tail
-entries it needs); when its tail answers the read, that is the only command. Below the tail,
-reads are aggregations whose first ``$match`` is what the index answers (the session, maybe
-``archived: false``, a range of positions); windows walk the log in ranges that grow fourfold.
-
-**Idempotency.** An event id the session already has is a replay: skipped, the version does not
-move, whether the event is in the tail or long since rolled forward, and also when the first
-attempt committed but its reply was lost. An id registered by an attempt that died is adopted by
-the retry after that attempt is fenced off.
-
-**Durability.** The store's collections use a journaled majority write concern
-(``w="majority", j=True``) whatever the client's default: an acknowledged write survives a crash.
-Writes are shielded from cancellation: a cancelled caller's write runs to its end first.
-
-**Sharding.** Commands on ``session_events`` name a session (the user's, for reads by user),
-but for a drawn id's lookup by ``_id``: shard it on ``{session_id: "hashed"}``, the others on
-``{_id: "hashed"}``.
-"""
+"""The ``MongoSessionRepository`` class; the package docstring describes the stored layout."""
 
 from __future__ import annotations
 
@@ -69,33 +11,33 @@ from typing import Any, Final, Self
 from pymongo import AsyncMongoClient, WriteConcern
 from pymongo.asynchronous.database import AsyncDatabase
 
-from .._pymongo_errors import storage_errors
-from .._shield import shielded
-from ..compaction_protocols import CompactionPlan
-from ..events import Session, SessionEvent
-from ..exceptions import SessionNotFound, UsageError
-from ..filters import EventFilter
-from ._mongo_batch import FindBatcher
-from ._mongo_cache import DEFAULT_CACHE_BYTES, EventCache
-from ._mongo_client import driver_info, identify
-from ._mongo_codec import (
+from ..._pymongo_errors import storage_errors
+from ..._shield import shielded
+from ...compaction_protocols import CompactionPlan
+from ...events import Session, SessionEvent
+from ...exceptions import SessionNotFound, UsageError
+from ...filters import EventFilter
+from .._protocol import SessionSnapshot, check_batch, check_session
+from .._turn import check_creation
+from ._batch import FindBatcher
+from ._cache import DEFAULT_CACHE_BYTES, EventCache
+from ._client import driver_info, identify
+from ._codec import (
     SESSION_PROJECTION,
     Doc,
     new_session_doc,
     session_from_doc,
 )
-from ._mongo_delete import delete_expired, delete_session
-from ._mongo_indexes import create_indexes
-from ._mongo_prepare import prepare
-from ._mongo_read import LogReader
-from ._mongo_sessions import insert_session, save_session
-from ._mongo_state import LogState, decode_state
-from ._mongo_store import Store, session_version
-from ._mongo_timeouts import with_web_timeouts
-from ._mongo_user_reads import read_user_events
-from ._mongo_write import LogWriter
-from ._protocol import SessionSnapshot, check_batch, check_session
-from ._turn import check_creation
+from ._delete import delete_expired, delete_session
+from ._indexes import create_indexes
+from ._prepare import prepare
+from ._read import LogReader
+from ._sessions import insert_session, save_session
+from ._state import LogState, decode_state
+from ._store import Store, session_version
+from ._timeouts import with_web_timeouts
+from ._user_reads import read_user_events
+from ._write import LogWriter
 
 __all__ = ["MongoSessionRepository"]
 
@@ -151,7 +93,7 @@ class MongoSessionRepository:
             by default (``0``: none); the tail hints and id reservations get a sixteenth each.
             Bodies over 16 KiB are never cached; every read returns events of its own.
 
-    Call [`ensure_indexes`][asyncsession.repository.mongo.MongoSessionRepository.ensure_indexes]
+    Call [`ensure_indexes`][asyncsession.repository.MongoSessionRepository.ensure_indexes]
     once (it is idempotent) before serving traffic.
     """
 
@@ -207,7 +149,7 @@ class MongoSessionRepository:
         **client_options: Any,
     ) -> Self:
         """A repository with a client of its own, which
-        [`aclose`][asyncsession.repository.mongo.MongoSessionRepository.aclose] closes.
+        [`aclose`][asyncsession.repository.MongoSessionRepository.aclose] closes.
 
         ``client_options`` go to ``AsyncMongoClient``; ``tz_aware`` defaults to ``True``. The
         client's timeouts suit a web request: ``serverSelectionTimeoutMS=5000``,
@@ -237,8 +179,8 @@ class MongoSessionRepository:
 
     async def aclose(self) -> None:
         """Stop using the store (first letting go of the registrations of ids this process
-        moved below the tail, see ``_mongo_rollforward``); closes the client only if
-        [`from_uri`][asyncsession.repository.mongo.MongoSessionRepository.from_uri] made it."""
+        moved below the tail, see ``_rollforward``); closes the client only if
+        [`from_uri`][asyncsession.repository.MongoSessionRepository.from_uri] made it."""
         if self._state is _State.CLOSED:
             return
         self._state = _State.CLOSED
@@ -293,7 +235,7 @@ class MongoSessionRepository:
         """Remove the session, its events and its event ids; an unknown id is not an error.
 
         The writes are ordered so that a delete that dies halfway is finished by the next
-        delete of the id or by any sweep (see ``asyncsession.repository._mongo_delete``).
+        delete of the id or by any sweep (see ``asyncsession.repository.mongo._delete``).
         """
         self._check_open()
         await shielded(delete_session(self._store, session_id))
@@ -471,7 +413,7 @@ class MongoSessionRepository:
         """Matching events of every session of the user, by timestamp, with a plain window.
 
         Sessions are read in chunks of 256 with the window pushed down; see
-        ``asyncsession.repository._mongo_user_reads``.
+        ``asyncsession.repository.mongo._user_reads``.
         """
         self._check_open()
         return await read_user_events(self._store, self._reader, user_id, filter)

@@ -21,9 +21,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Final
 
-from .._pymongo_errors import storage_errors
-from .._shield import shielded
-from ._mongo_store import Store
+from ..._pymongo_errors import storage_errors
+from ..._shield import shielded
+from ._store import Store
 
 __all__ = ["GONE", "delete_expired", "delete_session"]
 

@@ -14,19 +14,19 @@ from dataclasses import dataclass, replace
 
 from pymongo import ReturnDocument
 
-from .._pymongo_errors import storage_errors
-from ..compaction_protocols import CompactionPlan
-from ..events import SessionEvent
-from ..exceptions import EventIdConflict, InvalidCompactionPlan, SessionNotFound, StorageError
-from ._compaction_key import compaction_key
-from ._mongo_codec import MESSAGE_TYPE_NAMES, Doc, new_token
-from ._mongo_hints import K_MAX, TailHints
-from ._mongo_ids import MAX_ROUNDS, IdRegistry
-from ._mongo_positions import GAP, Position, place_between
-from ._mongo_prepare import Prepared
-from ._mongo_rollforward import RollForward
-from ._mongo_state import Entry, LogState, decode_state
-from ._mongo_store import IN_CHUNK, Store, find_by_event_ids, find_by_position, session_version
+from ..._pymongo_errors import storage_errors
+from ...compaction_protocols import CompactionPlan
+from ...events import SessionEvent
+from ...exceptions import EventIdConflict, InvalidCompactionPlan, SessionNotFound, StorageError
+from .._compaction_key import compaction_key
+from ._codec import MESSAGE_TYPE_NAMES, Doc, new_token
+from ._hints import K_MAX, TailHints
+from ._ids import MAX_ROUNDS, IdRegistry
+from ._positions import GAP, Position, place_between
+from ._prepare import Prepared
+from ._rollforward import RollForward
+from ._state import Entry, LogState, decode_state
+from ._store import IN_CHUNK, Store, find_by_event_ids, find_by_position, session_version
 
 __all__ = ["Compactor"]
 

@@ -38,7 +38,7 @@ def is_drawn(event_id: str) -> bool:
     """Whether ``event_id`` has the format of the ids the store hands out (see
     `new_drawn_id`). Only such ids are let go of by the registry once they are stored below the
     tail, and only they are looked up there when they register without a clash
-    (``_mongo_ids``); an id of the caller's that happens to have the format just pays that
+    (``_ids``); an id of the caller's that happens to have the format just pays that
     lookup."""
     return len(event_id) == 36 and event_id[14] == "8" and event_id[8] == "-"
 

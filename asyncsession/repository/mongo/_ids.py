@@ -9,7 +9,7 @@ session's ``fences`` (a commit fails while its token is fenced), which fixes the
 committed?", and only then is the registry entry taken over.
 
 The registry lets go of an id the store handed out (`is_drawn`: the id pool's format) once
-its event document is in the events collection (see ``_mongo_rollforward``). So such an id
+its event document is in the events collection (see ``_rollforward``). So such an id
 that registers without a clash may still be stored: its registration is followed by a lookup
 in the events collection (one ``find`` by ``_id``), unless this process minted it for this very
 append (``unseen``). The registration comes first, and a copy is written before its
@@ -25,13 +25,13 @@ from typing import Final
 
 from pymongo import ReturnDocument
 
-from .._pymongo_errors import storage_errors
-from ..exceptions import EventIdConflict, SessionNotFound, StorageError
-from ._mongo_codec import Doc
-from ._mongo_drawn import is_drawn, loaded_id, stored_id, stored_ids
-from ._mongo_prepare import Prepared
-from ._mongo_state import ids_in
-from ._mongo_store import Store, chunked, find_by_event_ids, find_by_ids, insert_new
+from ..._pymongo_errors import storage_errors
+from ...exceptions import EventIdConflict, SessionNotFound, StorageError
+from ._codec import Doc
+from ._drawn import is_drawn, loaded_id, stored_id, stored_ids
+from ._prepare import Prepared
+from ._state import ids_in
+from ._store import Store, chunked, find_by_event_ids, find_by_ids, insert_new
 
 __all__ = ["MAX_ROUNDS", "IdRegistry", "Registered"]
 

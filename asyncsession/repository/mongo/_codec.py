@@ -17,8 +17,8 @@ from typing import Any, Final
 import bson
 import pydantic_core
 
-from ..events import Session, SessionEvent
-from ..messages import MessageType
+from ...events import Session, SessionEvent
+from ...messages import MessageType
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_SIZE",
@@ -53,7 +53,7 @@ MESSAGE_TYPE_NAMES: Final = frozenset(t.value.upper() for t in MessageType)
 
 SESSION_PROJECTION: Final[Doc] = {"user_id": 1, "created_at": 1, "expires_at": 1, "metadata": 1}
 """The fields of a session document that make a
-[`Session`][asyncsession.repository._mongo_codec.Session]."""
+[`Session`][asyncsession.repository.mongo._codec.Session]."""
 
 
 def new_token() -> str:
@@ -111,7 +111,7 @@ def session_to_doc(session: Session) -> Doc:
 
 
 def session_from_doc(doc: Doc) -> Session:
-    """The [`Session`][asyncsession.repository._mongo_codec.Session] a session document holds."""
+    """The [`Session`][asyncsession.repository.mongo._codec.Session] a session document holds."""
     expires = doc.get("expires_at")
     return Session(
         id=doc["_id"],

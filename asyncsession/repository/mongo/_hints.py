@@ -1,6 +1,6 @@
 """What one process remembers between writes: ids it registered ahead, and tail lengths.
 
-Both are hints kept in LRU maps bounded in bytes (see ``_mongo_cache``). A wrong or forgotten
+Both are hints kept in LRU maps bounded in bytes (see ``_cache``). A wrong or forgotten
 hint costs a command, never a wrong commit: every commit is still guarded on the server.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ._mongo_cache import DEFAULT_CACHE_BYTES, ENTRY_OVERHEAD, ByteLRU, hint_bytes
+from ._cache import DEFAULT_CACHE_BYTES, ENTRY_OVERHEAD, ByteLRU, hint_bytes
 
 __all__ = ["K_MAX", "K_MIN", "Reservations", "TailHints", "Trim"]
 
@@ -67,7 +67,7 @@ class Trim:
     ids: tuple[str, ...]
     """The ids of the oldest tail entries that are copied, oldest first."""
     changes: dict[str, Any]
-    """The counter changes of cutting them (see ``_mongo_rollforward.moved``)."""
+    """The counter changes of cutting them (see ``_rollforward.moved``)."""
 
 
 class TailHints:

@@ -4,7 +4,7 @@ Every command costs a fixed amount of CPU in the client (building and encoding i
 through the driver's connection pool) and in the server (parsing, planning, a cursor, for a
 write the write concern), whatever it carries. An async web app reads and appends to many
 sessions at once, so the session document reads of windows (`FindBatcher`) and the hot-path
-commits (a guarded ``update_one`` with no post-image, see `_mongo_commit`; `UpdateBatcher`) go
+commits (a guarded ``update_one`` with no post-image, see `_commit`; `UpdateBatcher`) go
 through a batcher:
 
 - When fewer than `MAX_IN_FLIGHT` commands of its kind are on the wire, a caller sends its own
@@ -39,8 +39,8 @@ from typing import Final, Generic, TypeVar
 from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError, WriteConcernError, WriteError
 
-from ._mongo_codec import Doc
-from ._mongo_store import Collection
+from ._codec import Doc
+from ._store import Collection
 
 __all__ = ["MAX_BATCH", "MAX_IN_FLIGHT", "FindBatcher", "UpdateBatcher"]
 

@@ -2,11 +2,11 @@
 
 Every write that changes a log commits through one update of the session document, guarded by
 everything it depends on: the expected version, that none of its event ids is committed yet, and
-that its attempt was not fenced off (see `_mongo_ids`). An append ``$push``-es its events onto
+that its attempt was not fenced off (see `_ids`). An append ``$push``-es its events onto
 the tail and ``$inc``-s the version and the position counter, so no read is needed first. When
 the `TailHints` say the tail has room, the commit is an ``update_one`` that also checks exactly
 that and returns nothing (sent with other sessions' commits due at the same time, see
-`_mongo_batch`); otherwise it is a ``find_one_and_update`` whose post-image says
+`_batch`); otherwise it is a ``find_one_and_update`` whose post-image says
 whether to roll forward (and, when the hints expect this commit to take the tail to `K_MAX`,
 holds the oldest entries to roll forward from). The commit after a roll-forward's copy also
 cuts the copied entries from the tail (a `Trim`), guarded by the document being exactly as the
@@ -20,17 +20,17 @@ from collections.abc import Collection, Sequence
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
-from .._pymongo_errors import storage_errors
-from ..exceptions import AccessDenied, SessionNotFound, StorageError
-from ._mongo_batch import UpdateBatcher
-from ._mongo_codec import Doc, new_token
-from ._mongo_hints import K_MAX, Reservations, TailHints, Trim
-from ._mongo_ids import MAX_ROUNDS, IdRegistry
-from ._mongo_positions import GAP
-from ._mongo_prepare import Prepared
-from ._mongo_rollforward import PREFIX, RollForward, prefix_projection
-from ._mongo_state import ids_in
-from ._mongo_store import Store
+from ..._pymongo_errors import storage_errors
+from ...exceptions import AccessDenied, SessionNotFound, StorageError
+from ._batch import UpdateBatcher
+from ._codec import Doc, new_token
+from ._hints import K_MAX, Reservations, TailHints, Trim
+from ._ids import MAX_ROUNDS, IdRegistry
+from ._positions import GAP
+from ._prepare import Prepared
+from ._rollforward import PREFIX, RollForward, prefix_projection
+from ._state import ids_in
+from ._store import Store
 
 __all__ = ["Committer"]
 

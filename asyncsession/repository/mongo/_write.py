@@ -2,16 +2,16 @@
 
 A write goes through these rooms, in this order:
 
-* `_mongo_prepare`: encode the events (tail entries; big bodies as documents of their own);
-* `_mongo_ids`: register their ids in the id registry (unique across sessions; a replay or an
+* `_prepare`: encode the events (tail entries; big bodies as documents of their own);
+* `_ids`: register their ids in the id registry (unique across sessions; a replay or an
   attempt that died shows up here, and is told apart by fencing);
-* `_mongo_group`: queue concurrent appends to one session so that they share round trips;
-* `_mongo_commit`: the commit itself, one guarded update of the session document;
-* `_mongo_rollforward`: move the oldest tail events (and a compaction's pending changes) below
+* `_group`: queue concurrent appends to one session so that they share round trips;
+* `_commit`: the commit itself, one guarded update of the session document;
+* `_rollforward`: move the oldest tail events (and a compaction's pending changes) below
   the tail;
-* `_mongo_compact`: apply a compaction plan with one compare-and-swap.
+* `_compact`: apply a compaction plan with one compare-and-swap.
 
-`_mongo_hints` and `_mongo_pool` hold what a process remembers between writes (ids registered
+`_hints` and `_pool` hold what a process remembers between writes (ids registered
 ahead, tail lengths); only hints, never needed for correctness.
 """
 
@@ -19,18 +19,18 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from ..compaction_protocols import CompactionPlan
-from ._mongo_cache import hint_bytes
-from ._mongo_codec import Doc
-from ._mongo_commit import Committer
-from ._mongo_compact import Compactor
-from ._mongo_group import GroupCommit
-from ._mongo_hints import Reservations, TailHints
-from ._mongo_ids import IdRegistry
-from ._mongo_pool import IdPool
-from ._mongo_prepare import Prepared
-from ._mongo_rollforward import RollForward
-from ._mongo_store import Store
+from ...compaction_protocols import CompactionPlan
+from ._cache import hint_bytes
+from ._codec import Doc
+from ._commit import Committer
+from ._compact import Compactor
+from ._group import GroupCommit
+from ._hints import Reservations, TailHints
+from ._ids import IdRegistry
+from ._pool import IdPool
+from ._prepare import Prepared
+from ._rollforward import RollForward
+from ._store import Store
 
 __all__ = ["LogWriter"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pymongo import AsyncMongoClient, MongoClient
 from pymongo.driver_info import DriverInfo
 
-from .._version import __version__
+from ..._version import __version__
 
 __all__ = ["driver_info", "identify"]
 

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from ..events import SessionEvent
-from ..exceptions import EventTooLarge
-from ._mongo_codec import INLINE_LIMIT, Doc, body_of, bson_size, pack_entry
-from ._mongo_drawn import stored_id
+from ...events import SessionEvent
+from ...exceptions import EventTooLarge
+from ._codec import INLINE_LIMIT, Doc, body_of, bson_size, pack_entry
+from ._drawn import stored_id
 
 __all__ = ["BATCH_INLINE_BUDGET", "Prepared", "prepare"]
 

@@ -16,13 +16,13 @@ import heapq
 from collections.abc import Sequence
 from typing import Final
 
-from .._pymongo_errors import storage_errors
-from ..events import SessionEvent
-from ..filters import EventFilter
-from ._mongo_codec import Doc
-from ._mongo_read import LogReader
-from ._mongo_state import LogState, decode_state
-from ._mongo_store import IN_CHUNK, Store
+from ..._pymongo_errors import storage_errors
+from ...events import SessionEvent
+from ...filters import EventFilter
+from ._codec import Doc
+from ._read import LogReader
+from ._state import LogState, decode_state
+from ._store import IN_CHUNK, Store
 
 __all__ = ["USER_SESSION_PROJECTION", "read_user_events"]
 

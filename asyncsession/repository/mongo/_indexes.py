@@ -15,8 +15,8 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
-from .._pymongo_errors import storage_errors
-from ._mongo_store import Store
+from ..._pymongo_errors import storage_errors
+from ._store import Store
 
 __all__ = ["create_indexes"]
 
