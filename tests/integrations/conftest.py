@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,10 +12,13 @@ import pytest
 from agents import set_tracing_disabled
 from agents.memory import Session, SQLiteSession
 from agents_support import SessionFactory
+from langchain_core.chat_history import InMemoryChatMessageHistory
+from langchain_support import ChatHistoryFactory
 from pydantic_ai_support import HistoryFactory, ListHistory
 from pymongo.asynchronous.database import AsyncDatabase
 
 from asyncsession import DefaultSessionService, InMemorySessionRepository, MongoSessionRepository
+from asyncsession.integrations.langchain import LangChainHistory
 from asyncsession.integrations.openai_agents import AgentsSession
 from asyncsession.integrations.pydantic_ai import PydanticAIHistory
 from asyncsession.service import SessionService
@@ -97,3 +101,24 @@ def any_history(request: pytest.FixtureRequest) -> HistoryFactory:
         return lambda session_id: lists.setdefault(session_id, ListHistory())
     service: SessionService = request.getfixturevalue(f"{request.param}_service")
     return lambda session_id: PydanticAIHistory(session_id, service)
+
+
+@pytest.fixture
+async def running_loop() -> asyncio.AbstractEventLoop:
+    """The test's event loop."""
+    return asyncio.get_running_loop()
+
+
+@pytest.fixture(
+    params=["control", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)],
+)
+def any_chat_history(
+    request: pytest.FixtureRequest, running_loop: asyncio.AbstractEventLoop
+) -> ChatHistoryFactory:
+    """LangChain's ``InMemoryChatMessageHistory`` (the reference) or ``LangChainHistory`` on
+    each store; ours run their sync methods on the test's loop from worker threads."""
+    if request.param == "control":
+        histories: dict[str, InMemoryChatMessageHistory] = {}
+        return lambda session_id: histories.setdefault(session_id, InMemoryChatMessageHistory())
+    service: SessionService = request.getfixturevalue(f"{request.param}_service")
+    return lambda session_id: LangChainHistory(session_id, service, loop=running_loop)
