@@ -12,12 +12,14 @@ import pytest
 from agents import set_tracing_disabled
 from agents.memory import Session, SQLiteSession
 from agents_support import SessionFactory
+from google.adk.sessions import BaseSessionService, InMemorySessionService
 from langchain_core.chat_history import InMemoryChatMessageHistory
 from langchain_support import ChatHistoryFactory
 from pydantic_ai_support import HistoryFactory, ListHistory
 from pymongo.asynchronous.database import AsyncDatabase
 
 from asyncsession import DefaultSessionService, InMemorySessionRepository, MongoSessionRepository
+from asyncsession.integrations.google_adk import AdkSessionService
 from asyncsession.integrations.langchain import LangChainHistory
 from asyncsession.integrations.openai_agents import AgentsSession
 from asyncsession.integrations.pydantic_ai import PydanticAIHistory
@@ -122,3 +124,13 @@ def any_chat_history(
         return lambda session_id: histories.setdefault(session_id, InMemoryChatMessageHistory())
     service: SessionService = request.getfixturevalue(f"{request.param}_service")
     return lambda session_id: LangChainHistory(session_id, service, loop=running_loop)
+
+
+@pytest.fixture(
+    params=["control", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)],
+)
+def adk_service(request: pytest.FixtureRequest) -> BaseSessionService:
+    """ADK's ``InMemorySessionService`` (the reference) or ``AdkSessionService`` on each store."""
+    if request.param == "control":
+        return InMemorySessionService()
+    return AdkSessionService(request.getfixturevalue(f"{request.param}_service"))
