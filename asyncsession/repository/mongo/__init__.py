@@ -1,6 +1,7 @@
 """The MongoDB session store: ``MongoSessionRepository``, correct under concurrency and crashes.
 
-**Storage layout.** Three collections (names configurable):
+**Storage layout.** Three collections (names configurable). ``_layout`` names every
+collection and stored field once, with its full name and meaning; no other module spells one.
 
 ``sessions``
     One document per session: ``_id`` (the session id), ``user_id``, ``created_at``,

@@ -22,6 +22,8 @@ from typing import Any, Final
 
 from bson.binary import UUID_SUBTYPE, Binary
 
+from ._layout import ID
+
 __all__ = ["is_drawn", "loaded_id", "loaded_ids", "new_drawn_id", "stored_id", "stored_ids"]
 
 _VERSION: Final = 8
@@ -79,5 +81,5 @@ def loaded_ids(docs: Iterable[MutableMapping[str, Any]]) -> None:
     """Turn the ``_id`` of each events-collection document (that has one) into the id it
     stands for, in place."""
     for doc in docs:
-        if "_id" in doc:
-            doc["_id"] = loaded_id(doc["_id"])
+        if ID in doc:
+            doc[ID] = loaded_id(doc[ID])

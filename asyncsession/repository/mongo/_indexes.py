@@ -16,6 +16,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
 from ..._pymongo_errors import storage_errors
+from ._layout import ARCHIVED, EXPIRES_AT, SEQ, SESSION_ID, USER_ID
 from ._store import Store
 
 __all__ = ["create_indexes"]
@@ -24,10 +25,10 @@ __all__ = ["create_indexes"]
 async def create_indexes(store: Store, database: AsyncDatabase[Any]) -> None:
     """Create the store's indexes (idempotent) and read the server's document size limit."""
     with storage_errors("create indexes"):
-        await store.sessions.create_index([("user_id", 1)])
-        await store.sessions.create_index([("expires_at", 1)])
-        await store.events.create_index([("session_id", 1), ("archived", 1), ("seq", 1)])
-        await store.event_ids.create_index([("session_id", 1)])
+        await store.sessions.create_index([(USER_ID, 1)])
+        await store.sessions.create_index([(EXPIRES_AT, 1)])
+        await store.events.create_index([(SESSION_ID, 1), (ARCHIVED, 1), (SEQ, 1)])
+        await store.event_ids.create_index([(SESSION_ID, 1)])
     try:
         hello = await database.command("hello")
     except (PyMongoError, NotImplementedError):  # mongomock has no hello: keep 16 MiB

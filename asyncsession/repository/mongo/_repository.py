@@ -30,6 +30,7 @@ from ._codec import (
 )
 from ._delete import delete_expired, delete_session
 from ._indexes import create_indexes
+from ._layout import EVENT_IDS, EVENTS, FENCES, ID, SESSIONS, TAIL, USER_ID
 from ._prepare import prepare
 from ._read import LogReader
 from ._sessions import insert_session, save_session
@@ -61,7 +62,7 @@ def _window_projection(filter: EventFilter, added: int = 0) -> Doc | None:
         return None
     # Excluding ``fences`` (which reads never need) makes it an exclusion projection on every
     # server and on mongomock, which takes a lone ``$slice`` for an inclusion.
-    return {"tail": {"$slice": -(n + max(_WINDOW_SLACK, n // 4) + added)}, "fences": 0}
+    return {TAIL: {"$slice": -(n + max(_WINDOW_SLACK, n // 4) + added)}, FENCES: 0}
 
 
 def _complete(state: LogState, filter: EventFilter) -> bool:
@@ -101,9 +102,9 @@ class MongoSessionRepository:
         self,
         database: AsyncDatabase[Any],
         *,
-        sessions_collection: str = "sessions",
-        events_collection: str = "session_events",
-        event_ids_collection: str = "session_event_ids",
+        sessions_collection: str = SESSIONS,
+        events_collection: str = EVENTS,
+        event_ids_collection: str = EVENT_IDS,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         names = (sessions_collection, events_collection, event_ids_collection)
@@ -142,9 +143,9 @@ class MongoSessionRepository:
         uri: str,
         db_name: str,
         *,
-        sessions_collection: str = "sessions",
-        events_collection: str = "session_events",
-        event_ids_collection: str = "session_event_ids",
+        sessions_collection: str = SESSIONS,
+        events_collection: str = EVENTS,
+        event_ids_collection: str = EVENT_IDS,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         **client_options: Any,
     ) -> Self:
@@ -218,16 +219,16 @@ class MongoSessionRepository:
         """The session, or ``None``."""
         self._check_open()
         with storage_errors(f"read session {session_id!r}"):
-            doc = await self._store.sessions.find_one({"_id": session_id}, SESSION_PROJECTION)
+            doc = await self._store.sessions.find_one({ID: session_id}, SESSION_PROJECTION)
         return None if doc is None else session_from_doc(doc)
 
     async def find_by_user_id(self, user_id: str) -> list[Session]:
         """Every session of the user, oldest first."""
         self._check_open()
         with storage_errors(f"read sessions of user {user_id!r}"):
-            docs = await self._store.sessions.find(
-                {"user_id": user_id}, SESSION_PROJECTION
-            ).to_list(None)
+            docs = await self._store.sessions.find({USER_ID: user_id}, SESSION_PROJECTION).to_list(
+                None
+            )
         sessions = [session_from_doc(doc) for doc in docs]
         return sorted(sessions, key=lambda s: (s.created_at, s.id))
 

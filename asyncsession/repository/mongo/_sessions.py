@@ -16,6 +16,7 @@ from ._codec import (
     session_from_doc,
     session_to_doc,
 )
+from ._layout import CREATED_AT, ID
 from ._store import Store
 
 __all__ = ["insert_session", "save_session"]
@@ -24,15 +25,15 @@ __all__ = ["insert_session", "save_session"]
 async def save_session(store: Store, session: Session) -> Session:
     """Upsert the session: its owner, expiry and metadata; a new one gets an empty log."""
     fields = session_to_doc(session)
-    created = fields.pop("created_at")
-    update = {"$set": fields, "$setOnInsert": {"created_at": created, **new_log_fields()}}
+    created = fields.pop(CREATED_AT)
+    update = {"$set": fields, "$setOnInsert": {CREATED_AT: created, **new_log_fields()}}
     sessions = store.sessions
     doc: Doc | None = None
     with storage_errors(f"save session {session.id!r}"):
         for _ in range(3):
             try:
                 doc = await sessions.find_one_and_update(
-                    {"_id": session.id},
+                    {ID: session.id},
                     update,
                     projection=SESSION_PROJECTION,
                     upsert=True,
@@ -41,7 +42,7 @@ async def save_session(store: Store, session: Session) -> Session:
             except DuplicateKeyError:  # a racing upsert inserted it: update it now
                 continue
             if doc is None:  # some servers return nothing for a racing upsert
-                doc = await sessions.find_one({"_id": session.id}, SESSION_PROJECTION)
+                doc = await sessions.find_one({ID: session.id}, SESSION_PROJECTION)
             if doc is not None:
                 break
     if doc is None:
