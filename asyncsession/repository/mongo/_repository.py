@@ -185,7 +185,7 @@ class MongoSessionRepository:
         if self._state is _State.CLOSED:
             return
         self._state = _State.CLOSED
-        await shielded(self._writer.roller.let_go(every=True))
+        await shielded(self._writer.let_go())
         if self._client is not None:
             await self._client.close()
 
@@ -279,23 +279,12 @@ class MongoSessionRepository:
                 raise SessionNotFound(session_id)
             return expected_version is None or version == expected_version
         prepared = prepare(session_id, _unique(events), self._store.max_document_size)
-        writer = self._writer
-        ids = [e.id for e in events]
-        refill = writer.pool.refill_for(session_id, ids)
-        grouped = not refill and all(p.document is None for p in prepared)
-        if grouped and not writer.reservations.holds(session_id, ids):
-            return await shielded(writer.append_grouped(session_id, prepared, expected_version))
-        unseen = writer.pool.minted(session_id, ids, refill)
-        append = writer.append(session_id, prepared, expected_version, refill, unseen=unseen)
-        done, _ = await shielded(append)
-        if done and refill:
-            writer.pool.refilled(session_id, refill)
-        return done
+        return await shielded(self._writer.append_batch(session_id, prepared, expected_version))
 
     async def draw_event_id(self, session_id: str) -> str:
         """A new random event id for ``session_id``, registered ahead when it can be."""
         self._check_open()
-        return self._writer.pool.draw(session_id)
+        return self._writer.draw(session_id)
 
     async def start_turn(
         self,
@@ -320,24 +309,16 @@ class MongoSessionRepository:
         new = None if create is None else new_session_doc(create)
         unique = _unique(events)
         prepared = prepare(session_id, unique, self._store.max_document_size)
-        ids = [e.id for e in unique]
-        refill = self._writer.pool.refill_for(session_id, ids)
-        _, doc = await shielded(
-            self._writer.append(
+        doc = await shielded(
+            self._writer.start_turn(
                 session_id,
                 prepared,
-                None,
                 user_id=user_id,
-                whole=True,
-                reserve_ids=[*reserve_event_ids, *refill],
-                unseen=self._writer.pool.minted(session_id, ids, refill),
+                reserve_ids=reserve_event_ids,
                 create=new,
                 window=_window_projection(filter, len(unique)),
             )
         )
-        assert doc is not None
-        if refill:
-            self._writer.pool.refilled(session_id, refill)
         state = decode_state(doc)
         exclude = frozenset(event.id for event in unique)
         if state.partial and not _complete(state, filter):
@@ -367,7 +348,7 @@ class MongoSessionRepository:
     def _decode(self, doc: Doc) -> LogState:
         """Decode a whole session document, noting its tail for the next commit."""
         state = decode_state(doc)
-        self._writer.hints.note(state.session.id, state.size, state.pending is not None)
+        self._writer.note(state)
         return state
 
     async def _log(self, session_id: str, projection: Doc | None = None) -> Doc | None:
