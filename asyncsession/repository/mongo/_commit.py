@@ -24,7 +24,8 @@ from ..._pymongo_errors import storage_errors
 from ...exceptions import AccessDenied, SessionNotFound, StorageError
 from ._batch import UpdateBatcher
 from ._codec import Doc, new_token
-from ._hints import K_MAX, Reservations, TailHints, Trim
+from ._drawn import Reservations
+from ._hints import K_MAX, TailHints, Trim
 from ._ids import MAX_ROUNDS, IdRegistry
 from ._layout import (
     ANY_ARCHIVED,

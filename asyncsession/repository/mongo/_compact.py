@@ -54,7 +54,7 @@ from ._rollforward import RollForward
 from ._state import Entry, LogState, decode_state
 from ._store import IN_CHUNK, Store, find_by_event_ids, find_by_position, session_version
 
-__all__ = ["Compactor"]
+__all__ = ["CompactionWriter"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -76,7 +76,7 @@ def _tail_doc(entry: Entry) -> Doc:
     return doc
 
 
-class Compactor:
+class CompactionWriter:
     """Applies compaction plans to the logs of a `Store`."""
 
     def __init__(

@@ -11,7 +11,7 @@ A write goes through these rooms, in this order:
   the tail;
 * `_compact`: apply a compaction plan with one compare-and-swap.
 
-`_hints` and `_pool` hold what a process remembers between writes (ids registered
+`_drawn` and `_hints` hold what a process remembers between writes (ids registered
 ahead, tail lengths); only hints, never needed for correctness.
 """
 
@@ -23,11 +23,11 @@ from ...compaction_protocols import CompactionPlan
 from ._cache import hint_bytes
 from ._codec import Doc
 from ._commit import Committer
-from ._compact import Compactor
+from ._compact import CompactionWriter
+from ._drawn import IdPool, Reservations
 from ._group import GroupCommit
-from ._hints import Reservations, TailHints
+from ._hints import TailHints
 from ._ids import IdRegistry
-from ._pool import IdPool
 from ._prepare import Prepared
 from ._rollforward import RollForward
 from ._state import LogState
@@ -40,7 +40,7 @@ class LogWriter:
     """The write protocol over the three collections of a `Store`.
 
     The repository hands it encoded batches; it alone decides how they commit: grouped with
-    concurrent batches or on their own, with which ids registered ahead (`_pool`,
+    concurrent batches or on their own, with which ids registered ahead (`_drawn`,
     `Reservations`), and when the tail rolls forward. Its attributes are its parts, for tests.
     """
 
@@ -59,7 +59,7 @@ class LogWriter:
         """The one-by-one commit path."""
         self.group = GroupCommit(store, self.ids, self.committer, self.roller, self.hints)
         """The shared commit path for concurrent plain batches."""
-        self.compactor = Compactor(store, self.ids, self.roller, self.hints)
+        self.compactor = CompactionWriter(store, self.ids, self.roller, self.hints)
         """Compaction apply."""
 
     def draw(self, session_id: str) -> str:
