@@ -38,8 +38,14 @@ from ..compaction_protocols import CompactionPlan, CompactionRequest, Compaction
 from ._pipeline import EventFormatter, format_event
 from .compactor import CompactionQueue, Compactor
 from .flush import MemoryFlush, MemoryFlushingCompactionStrategy, run_memory_flush
-from .mongo_queue import CompactionJob, CompactionLease, JobState, MongoCompactionQueue
-from .mongo_worker import MongoCompactionWorker, WakeMode
+from .mongo import (
+    CompactionJob,
+    CompactionLease,
+    JobState,
+    MongoCompactionQueue,
+    MongoCompactionWorker,
+    WakeMode,
+)
 from .strategies import (
     DEFAULT_SHADOW_PROMPT,
     RECURSIVE_SUMMARIZATION_SOURCE,
