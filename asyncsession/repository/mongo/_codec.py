@@ -1,4 +1,4 @@
-"""Models <-> BSON for the MongoDB store, and the one place driver errors become ours.
+"""Models <-> BSON for the MongoDB store (driver errors become ours in ``_pymongo_errors``).
 
 User data never becomes BSON keys: a session's ``metadata`` and an event's body (message,
 payload, metadata, timestamp, type) are stored as JSON text, so keys that start with ``$``,
