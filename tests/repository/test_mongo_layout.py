@@ -17,6 +17,7 @@ import pytest
 from asyncsession.repository.mongo import _layout
 
 PACKAGE = Path(_layout.__file__).parent
+INTERNALS = PACKAGE.parents[2] / "docs" / "internals" / "mongodb.md"
 NAMES = _layout.field_names()
 
 
@@ -88,3 +89,16 @@ def test_the_check_finds_a_literal(tmp_path: Path) -> None:
         "sample.py:2: 'tail._id'",
         "sample.py:3: 'tn'",
     ]
+
+
+def test_the_maintainers_page_names_every_field_and_constant() -> None:
+    page = INTERNALS.read_text(encoding="utf-8")
+    constants = [name for name in _layout.__all__ if name.isupper()]
+    missing = [
+        name
+        for name in constants
+        if f"`{getattr(_layout, name)}`" not in page or f"`{name}`" not in page
+        if name not in ("SESSIONS", "EVENTS", "EVENT_IDS")
+    ]
+    assert missing == []
+    assert all(f"`{getattr(_layout, n)}`" in page for n in ("SESSIONS", "EVENTS", "EVENT_IDS"))

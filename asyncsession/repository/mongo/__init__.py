@@ -69,6 +69,8 @@ Writes are shielded from cancellation: a cancelled caller's write runs to its en
 **Sharding.** Commands on ``session_events`` name a session (the user's, for reads by user),
 but for a drawn id's lookup by ``_id``: shard it on ``{session_id: "hashed"}``, the others on
 ``{_id: "hashed"}``.
+
+The maintainers' page, ``docs/internals/mongodb.md``, says all this at length.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The events collection has one index besides ``_id``: ``{session_id, archived, se
 the active view (``archived: false`` and a range of positions), a range of every event (one
 query per value of ``archived``, see `by_position`), and whatever names only the session (a
 delete, a user's sessions). Earlier versions also created ``{session_id, seq}``, which the store
-no longer uses: drop it once every process runs this version (see the deployment notes in
+no longer uses: drop it once every process runs this version (see "Indexes" in
 ``docs/mongodb.md``).
 """
 
