@@ -13,6 +13,7 @@ from .events import (
     CreateSessionRequest,
     EventType,
     Session,
+    SessionAttributes,
     SessionEvent,
 )
 from .exceptions import (
@@ -107,6 +108,7 @@ __all__ = [
     "MongoSessionRepository",
     "RepositoryError",
     "Session",
+    "SessionAttributes",
     "SessionEvent",
     "SessionExists",
     "SessionNotFound",

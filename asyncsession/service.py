@@ -83,6 +83,11 @@ class SessionService(Protocol):
         """Every session of the user."""
         ...
 
+    async def find_by_metadata(self, name: str, value: str, *, limit: int = 100) -> list[Session]:
+        """At most ``limit`` sessions whose metadata holds ``value`` under the indexed key
+        ``name``, oldest first; raises ``UsageError`` for a key the store does not index."""
+        ...
+
     async def delete(self, session_id: str) -> None:
         """Remove the session and all its events."""
         ...
@@ -256,6 +261,12 @@ class DefaultSessionService:
     async def find_by_user_id(self, user_id: str) -> list[Session]:
         """Every session of the user."""
         return await self.repository.find_by_user_id(_require(user_id, "user_id"))
+
+    async def find_by_metadata(self, name: str, value: str, *, limit: int = 100) -> list[Session]:
+        """At most ``limit`` sessions whose metadata holds ``value`` under the indexed key
+        ``name``, oldest first (see
+        [`SessionRepository.find_by_metadata`][asyncsession.repository.SessionRepository.find_by_metadata])."""
+        return await self.repository.find_by_metadata(_require(name, "name"), value, limit=limit)
 
     async def delete(self, session_id: str) -> None:
         """Remove the session and all its events."""
@@ -520,6 +531,10 @@ class DelegatingSessionService:
     async def find_by_user_id(self, user_id: str) -> list[Session]:
         """Forwarded."""
         return await self.delegate.find_by_user_id(user_id)
+
+    async def find_by_metadata(self, name: str, value: str, *, limit: int = 100) -> list[Session]:
+        """Forwarded."""
+        return await self.delegate.find_by_metadata(name, value, limit=limit)
 
     async def delete(self, session_id: str) -> None:
         """Forwarded."""

@@ -5,7 +5,9 @@ the active view (``archived: false`` and a range of positions), a range of every
 query per value of ``archived``, see `by_position`), and whatever names only the session (a
 delete, a user's sessions). Earlier versions also created ``{session_id, seq}``, which the store
 no longer uses: drop it once every process runs this version (see the deployment notes in
-``docs/mongodb.md``).
+``docs/mongodb.md``). The sessions collection has ``{user_id}``, ``{expires_at}``, and for lookups
+by metadata in creation order (see ``_metadata``) ``{user_id, created_at, _id}`` and
+``{indexed, created_at, _id}``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
 from ..._pymongo_errors import storage_errors
+from ._metadata import INDEXED_INDEX, OWNER_INDEX
 from ._store import Store
 
 __all__ = ["create_indexes"]
@@ -26,6 +29,8 @@ async def create_indexes(store: Store, database: AsyncDatabase[Any]) -> None:
     with storage_errors("create indexes"):
         await store.sessions.create_index([("user_id", 1)])
         await store.sessions.create_index([("expires_at", 1)])
+        await store.sessions.create_index(OWNER_INDEX)
+        await store.sessions.create_index(INDEXED_INDEX)
         await store.events.create_index([("session_id", 1), ("archived", 1), ("seq", 1)])
         await store.event_ids.create_index([("session_id", 1)])
     try:

@@ -26,7 +26,7 @@ from ._store import IN_CHUNK, Store
 
 __all__ = ["USER_SESSION_PROJECTION", "read_user_events"]
 
-USER_SESSION_PROJECTION: Final[Doc] = {"metadata": 0, "fences": 0}
+USER_SESSION_PROJECTION: Final[Doc] = {"metadata": 0, "fences": 0, "indexed": 0}
 """What a user-wide read leaves out of each session document."""
 
 
