@@ -47,7 +47,7 @@ from .exceptions import (
     ToolLoopLimitExceeded,
     UsageError,
 )
-from .filters import EventFilter, MatchMode
+from .filters import EventFilter, EventQuery, MatchMode
 from .messages import (
     AssistantMessage,
     Message,
@@ -84,6 +84,7 @@ __all__ = [
     "DefaultSessionService",
     "DelegatingSessionService",
     "EventFilter",
+    "EventQuery",
     "EventIdConflict",
     "EventTooLarge",
     "EventType",

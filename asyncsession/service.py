@@ -37,7 +37,7 @@ from .events import (
     utc_now,
 )
 from .exceptions import SessionExists, UsageError
-from .filters import EventFilter
+from .filters import EventFilter, EventQuery
 from .messages import Message
 from .repository import SessionRepository, SessionSnapshot, draw_event_id, start_turn
 
@@ -135,6 +135,10 @@ class SessionService(Protocol):
         self, session_id: str, filter: EventFilter | None = None
     ) -> list[SessionEvent]:
         """The session's events that match ``filter`` (default: all, archived included)."""
+        ...
+
+    async def search_events(self, session_id: str, query: EventQuery) -> list[SessionEvent]:
+        """One page of the session's message events that match ``query``, oldest first."""
         ...
 
     async def get_messages(self, session_id: str) -> list[Message]:
@@ -391,6 +395,19 @@ class DefaultSessionService:
             _require(session_id, "session_id"), filter or EventFilter.all()
         )
 
+    async def search_events(self, session_id: str, query: EventQuery) -> list[SessionEvent]:
+        """One page of the session's message events (archived ones included) that match
+        ``query``, oldest first; empty for an unknown session.
+
+        Raises:
+            UsageError: ``query`` is not an [`EventQuery`][asyncsession.filters.EventQuery].
+        """
+        if not isinstance(cast(object, query), EventQuery):
+            raise UsageError(f"search_events needs an EventQuery, not {query!r}")
+        return await self.repository.find_events(
+            _require(session_id, "session_id"), query.to_filter()
+        )
+
     async def get_messages(self, session_id: str) -> list[Message]:
         """Every message of the log, archived ones included."""
         events = await self.get_events(session_id, EventFilter.all())
@@ -588,6 +605,10 @@ class DelegatingSessionService:
     ) -> list[SessionEvent]:
         """Forwarded."""
         return await self.delegate.get_events(session_id, filter)
+
+    async def search_events(self, session_id: str, query: EventQuery) -> list[SessionEvent]:
+        """Forwarded."""
+        return await self.delegate.search_events(session_id, query)
 
     async def get_messages(self, session_id: str) -> list[Message]:
         """Forwarded."""
