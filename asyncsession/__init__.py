@@ -13,6 +13,7 @@ from .events import (
     CreateSessionRequest,
     EventType,
     Session,
+    SessionAttributes,
     SessionEvent,
 )
 from .exceptions import (
@@ -46,7 +47,7 @@ from .exceptions import (
     ToolLoopLimitExceeded,
     UsageError,
 )
-from .filters import EventFilter, MatchMode
+from .filters import EventFilter, EventQuery, MatchMode
 from .messages import (
     AssistantMessage,
     Message,
@@ -83,6 +84,7 @@ __all__ = [
     "DefaultSessionService",
     "DelegatingSessionService",
     "EventFilter",
+    "EventQuery",
     "EventIdConflict",
     "EventTooLarge",
     "EventType",
@@ -107,6 +109,7 @@ __all__ = [
     "MongoSessionRepository",
     "RepositoryError",
     "Session",
+    "SessionAttributes",
     "SessionEvent",
     "SessionExists",
     "SessionNotFound",

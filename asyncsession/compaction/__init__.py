@@ -20,7 +20,9 @@ version::
   [`SlidingWindowCompactionStrategy`][asyncsession.compaction.SlidingWindowCompactionStrategy],
   [`TurnWindowCompactionStrategy`][asyncsession.compaction.TurnWindowCompactionStrategy],
   [`TokenCountCompactionStrategy`][asyncsession.compaction.TokenCountCompactionStrategy],
-  `RecursiveSummarizationCompactionStrategy`.
+  `RecursiveSummarizationCompactionStrategy`, and Spring AI 2.1's
+  [`WindowCompactionStrategy`][asyncsession.compaction.WindowCompactionStrategy] (by turns or
+  by events).
 - Models and tokens: [`Summarizer`][asyncsession.compaction.Summarizer]
   ([`OpenAISummarizer`][asyncsession.compaction.OpenAISummarizer]) and
   [`TokenCountEstimator`][asyncsession.compaction.TokenCountEstimator]
@@ -70,6 +72,7 @@ from .triggers import (
     should_compact,
     usage_metadata,
 )
+from .window import WindowCompactionStrategy
 from .worker import CompactionOutcome, CompactionTicket, CompactionWorker
 
 __all__ = [
@@ -110,6 +113,7 @@ __all__ = [
     "TurnCountTrigger",
     "TurnWindowCompactionStrategy",
     "WakeMode",
+    "WindowCompactionStrategy",
     "all_of",
     "any_of",
     "format_event",

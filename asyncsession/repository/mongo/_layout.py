@@ -9,7 +9,7 @@ documents; its comment says what it holds in each.
 ``sessions`` (one document per session)
     `ID`, `USER_ID`, `CREATED_AT`, `EXPIRES_AT`, `METADATA`, `VERSION`, `INCARNATION`, `SEQ`
     (the counter), `TAIL`, `TAIL_SIZE`, `ARCHIVED_PREFIX`, `ANY_ARCHIVED`, `ROLLED`, `LIVE`,
-    `COMPACTIONS`, `COMPACTED`, `COMPACTION_KEY`, `LAST_USER`, `PENDING`, `FENCES`.
+    `COMPACTIONS`, `COMPACTED`, `COMPACTION_KEY`, `LAST_USER`, `PENDING`, `FENCES`, `INDEXED`.
 a tail entry (an element of `TAIL`, or of `INSERTS`)
     `ID`, `PACKED`; with an explicit position also `SEQ`, `MINOR` and `TURN`. Entries written
     by earlier versions hold `TYPE`, `TIMESTAMP`, `SYNTHETIC`, `ARCHIVED` and `DATA` instead of
@@ -45,6 +45,7 @@ __all__ = [
     "FENCES",
     "ID",
     "INCARNATION",
+    "INDEXED",
     "INSERTS",
     "LAST_USER",
     "LIVE",
@@ -124,6 +125,9 @@ PENDING: Final = "pending"
 """Pending: the newest compaction's changes below the tail, until rolled forward."""
 FENCES: Final = "fences"
 """Fences: tokens of write attempts that may no longer commit."""
+INDEXED: Final = "indexed"
+"""Indexed: one ``key\\x00value`` string per indexed metadata key with a string value, so that
+an index can answer a lookup by metadata (the metadata itself is JSON text)."""
 ARCHIVE: Final = "archive"
 """Archive (in `PENDING`): ids of events below the tail the compaction archives."""
 ARCHIVE_SEQ: Final = "archive_seq"

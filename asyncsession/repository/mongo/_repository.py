@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from enum import Enum
 from types import TracebackType
@@ -17,6 +17,8 @@ from ...compaction_protocols import CompactionPlan
 from ...events import Session, SessionEvent
 from ...exceptions import SessionNotFound, UsageError
 from ...filters import EventFilter
+from .._metadata_index import DEFAULT_LIMIT, check_lookup
+from .._metadata_index import indexed_keys as _indexed_keys
 from .._protocol import SessionSnapshot, check_batch, check_session
 from .._turn import check_creation
 from ._batch import FindBatcher
@@ -31,6 +33,7 @@ from ._codec import (
 from ._delete import delete_expired, delete_session
 from ._indexes import create_indexes
 from ._layout import EVENT_IDS, EVENTS, FENCES, ID, SESSIONS, TAIL, USER_ID
+from ._metadata import find_by_metadata, with_index_entries
 from ._prepare import prepare
 from ._read import LogReader
 from ._sessions import insert_session, save_session
@@ -93,6 +96,11 @@ class MongoSessionRepository:
         cache_bytes: the process memory (estimated) the cache of decoded events may hold, 32 MiB
             by default (``0``: none); the tail hints and id reservations get a sixteenth each.
             Bodies over 16 KiB are never cached; every read returns events of its own.
+        indexed_metadata_keys: the metadata keys, besides the well-known
+            [`SessionAttributes`][asyncsession.events.SessionAttributes], that
+            [`find_by_metadata`][asyncsession.repository.MongoSessionRepository.find_by_metadata]
+            looks sessions up by (string values only). A session saved before a key was declared
+            is found by it once it is saved again.
 
     Call [`ensure_indexes`][asyncsession.repository.MongoSessionRepository.ensure_indexes]
     once (it is idempotent) before serving traffic.
@@ -106,9 +114,12 @@ class MongoSessionRepository:
         events_collection: str = EVENTS,
         event_ids_collection: str = EVENT_IDS,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        indexed_metadata_keys: Iterable[str] = (),
     ) -> None:
         names = (sessions_collection, events_collection, event_ids_collection)
-        self._setup(database, None, *names, cache_bytes=cache_bytes)
+        self._setup(
+            database, None, *names, cache_bytes=cache_bytes, indexed_keys=indexed_metadata_keys
+        )
         identify(getattr(database, "client", None))
 
     def _setup(
@@ -120,7 +131,9 @@ class MongoSessionRepository:
         event_ids_collection: str,
         *,
         cache_bytes: int,
+        indexed_keys: Iterable[str] = (),
     ) -> None:
+        keys = _indexed_keys(indexed_keys)
         if cache_bytes < 0:
             raise UsageError(f"cache_bytes must be >= 0, not {cache_bytes}")
         self._database = database
@@ -132,6 +145,7 @@ class MongoSessionRepository:
             event_ids=database.get_collection(event_ids_collection, write_concern=_WRITE_CONCERN),
             cache=EventCache(cache_bytes),
             cache_bytes=cache_bytes,
+            indexed_keys=keys,
         )
         self._reader = LogReader(self._store)
         self._writer = LogWriter(self._store)
@@ -147,6 +161,7 @@ class MongoSessionRepository:
         events_collection: str = EVENTS,
         event_ids_collection: str = EVENT_IDS,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        indexed_metadata_keys: Iterable[str] = (),
         **client_options: Any,
     ) -> Self:
         """A repository with a client of its own, which
@@ -156,13 +171,20 @@ class MongoSessionRepository:
         client's timeouts suit a web request: ``serverSelectionTimeoutMS=5000``,
         ``connectTimeoutMS=5000`` and ``socketTimeoutMS=10000`` unless ``client_options`` or the
         URI set them, so an unreachable server raises `StorageUnavailable` within about five
-        seconds instead of PyMongo's thirty. ``cache_bytes`` is as for the constructor.
+        seconds instead of PyMongo's thirty. ``cache_bytes`` and ``indexed_metadata_keys`` are as
+        for the constructor.
         """
         options: dict[str, Any] = {"tz_aware": True, **with_web_timeouts(uri, client_options)}
         client: AsyncMongoClient[Any] = AsyncMongoClient(uri, driver=driver_info(), **options)
         repository = cls.__new__(cls)
         names = (sessions_collection, events_collection, event_ids_collection)
-        repository._setup(client[db_name], client, *names, cache_bytes=cache_bytes)
+        repository._setup(
+            client[db_name],
+            client,
+            *names,
+            cache_bytes=cache_bytes,
+            indexed_keys=indexed_metadata_keys,
+        )
         return repository
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -231,6 +253,15 @@ class MongoSessionRepository:
             )
         sessions = [session_from_doc(doc) for doc in docs]
         return sorted(sessions, key=lambda s: (s.created_at, s.id))
+
+    async def find_by_metadata(
+        self, name: str, value: str, *, limit: int = DEFAULT_LIMIT
+    ) -> list[Session]:
+        """The sessions whose metadata holds ``value`` under the indexed key ``name``, oldest
+        first, at most ``limit``: one ``find`` on an index (the principal's is ``user_id``'s)."""
+        self._check_open()
+        check_lookup(name, value, limit, self._store.indexed_keys)
+        return await find_by_metadata(self._store, name, value, limit)
 
     async def delete(self, session_id: str) -> None:
         """Remove the session, its events and its event ids; an unknown id is not an error.
@@ -306,7 +337,11 @@ class MongoSessionRepository:
         check_creation(session_id, user_id, create)
         if create is not None:
             check_session(create)
-        new = None if create is None else new_session_doc(create)
+        new = (
+            None
+            if create is None
+            else with_index_entries(new_session_doc(create), create, self._store.indexed_keys)
+        )
         unique = _unique(events)
         prepared = prepare(session_id, unique, self._store.max_document_size)
         doc = await shielded(

@@ -17,6 +17,7 @@ from ._codec import (
     session_to_doc,
 )
 from ._layout import CREATED_AT, ID
+from ._metadata import with_index_entries
 from ._store import Store
 
 __all__ = ["insert_session", "save_session"]
@@ -24,7 +25,7 @@ __all__ = ["insert_session", "save_session"]
 
 async def save_session(store: Store, session: Session) -> Session:
     """Upsert the session: its owner, expiry and metadata; a new one gets an empty log."""
-    fields = session_to_doc(session)
+    fields = with_index_entries(session_to_doc(session), session, store.indexed_keys)
     created = fields.pop(CREATED_AT)
     update = {"$set": fields, "$setOnInsert": {CREATED_AT: created, **new_log_fields()}}
     sessions = store.sessions
@@ -52,7 +53,7 @@ async def save_session(store: Store, session: Session) -> Session:
 
 async def insert_session(store: Store, session: Session) -> bool:
     """Insert the session with an empty log unless its id exists; ``True`` if inserted."""
-    doc = new_session_doc(session)
+    doc = with_index_entries(new_session_doc(session), session, store.indexed_keys)
     with storage_errors(f"insert session {session.id!r}"):
         try:
             await store.sessions.insert_one(doc)

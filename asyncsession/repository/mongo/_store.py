@@ -12,6 +12,7 @@ from pymongo.errors import BulkWriteError
 
 from ..._pymongo_compat import aggregate
 from ..._pymongo_errors import storage_errors
+from .._metadata_index import indexed_keys
 from ._cache import DEFAULT_CACHE_BYTES, EventCache
 from ._codec import DEFAULT_MAX_DOCUMENT_SIZE, Doc
 from ._drawn import loaded_id, loaded_ids, stored_ids
@@ -59,6 +60,8 @@ class Store:
     ids are unique across sessions even on a sharded cluster (shard it by ``_id``)."""
     cache: EventCache = field(default_factory=EventCache)
     cache_bytes: int = DEFAULT_CACHE_BYTES
+    indexed_keys: frozenset[str] = field(default_factory=lambda: indexed_keys(()))
+    """The metadata keys whose string values a session document lists in ``indexed``."""
     """The budget the event cache was made with (the hints get a share, see `hint_bytes`)."""
     max_document_size: int = DEFAULT_MAX_DOCUMENT_SIZE
 

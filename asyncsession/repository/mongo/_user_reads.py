@@ -20,14 +20,14 @@ from ..._pymongo_errors import storage_errors
 from ...events import SessionEvent
 from ...filters import EventFilter
 from ._codec import Doc
-from ._layout import FENCES, METADATA, USER_ID
+from ._layout import FENCES, INDEXED, METADATA, USER_ID
 from ._read import LogReader
 from ._state import LogState, decode_state
 from ._store import IN_CHUNK, Store
 
 __all__ = ["USER_SESSION_PROJECTION", "read_user_events"]
 
-USER_SESSION_PROJECTION: Final[Doc] = {METADATA: 0, FENCES: 0}
+USER_SESSION_PROJECTION: Final[Doc] = {METADATA: 0, FENCES: 0, INDEXED: 0}
 """What a user-wide read leaves out of each session document."""
 
 
