@@ -1,0 +1,102 @@
+"""Commands and bytes of one ``ResponsesCompactionStrategy`` pass on ``MongoSessionRepository``.
+
+Run ``python benchmarks/responses_compaction.py`` (``--turns N``, default 20, keeping 4 events).
+It uses ``MONGODB_URI`` when set, or else starts the test server named by
+``ASYNCSESSION_SECANTUSD``; the model is the scripted OpenAI server on loopback. It prints one
+Markdown table: database commands, round trips and BSON bytes of the pass, and the HTTP body
+bytes of its ``responses.compact`` request and reply. Nothing here is timed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import uuid
+from typing import Any
+
+import openai
+from pymongo import AsyncMongoClient
+
+from asyncsession import (
+    AssistantMessage,
+    CreateSessionRequest,
+    DefaultSessionService,
+    MongoSessionRepository,
+    UserMessage,
+)
+from asyncsession.compaction import TurnCountTrigger
+from asyncsession.openai import ResponsesCompactionStrategy
+from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
+from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable
+
+if __package__:
+    from ._commands import CommandCounter
+else:  # run as a script
+    from _commands import CommandCounter  # type: ignore[no-redef]
+
+
+async def main(turns: int) -> None:
+    """Store ``turns`` turns of 400-character messages, compact once, print the figures."""
+    server: LocalMongoServer | None = None
+    uri = os.environ.get("MONGODB_URI")
+    if not uri:
+        executable = find_server_executable()
+        if executable is None:
+            sys.exit("Set MONGODB_URI, or ASYNCSESSION_SECANTUSD to the test server's launcher.")
+        server = LocalMongoServer(executable)
+        server.start()
+        uri = server.uri(w="majority", journal="true")
+    counter = CommandCounter(count_bytes=True)
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        uri, tz_aware=True, event_listeners=[counter]
+    )
+    name = f"bench_{uuid.uuid4().hex[:8]}"
+    replies: list[int] = []
+
+    async def count_reply(response: Any) -> None:
+        replies.append(len(await response.aread()))
+
+    try:
+        repository = MongoSessionRepository(client[name])
+        await repository.ensure_indexes()
+        service = DefaultSessionService(repository)
+        session = await service.create(CreateSessionRequest(user_id="bench"))
+        for n in range(turns):
+            await service.append_message(session.id, UserMessage(text=f"{n} " + "q" * 400))
+            await service.append_message(session.id, AssistantMessage(text=f"{n} " + "a" * 400))
+        http = openai.DefaultAsyncHttpxClient(event_hooks={"response": [count_reply]})
+        async with (
+            ScriptedOpenAIServer([ScriptedReply.text("")]) as model,
+            openai.AsyncOpenAI(
+                base_url=model.base_url, api_key="bench", http_client=http
+            ) as openai_client,
+        ):
+            strategy = ResponsesCompactionStrategy(
+                openai_client, model="scripted-model", max_events_to_keep=4
+            )
+            with counter.measure() as seen:
+                result = await service.compact(session.id, TurnCountTrigger(1), strategy)
+            sent = len(model.requests[0].raw_body)
+    finally:
+        await client.drop_database(name)
+        await client.close()
+        if server is not None:
+            server.stop()
+    print(f"{turns} turns of 400-character messages; {result.archived_event_count} archived.\n")
+    print(
+        "| Pass | Commands | Round trips | KiB sent | KiB received | HTTP KiB out | HTTP KiB in |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        f"| responses.compact | {seen.commands} | {seen.round_trips} "
+        f"| {seen.bytes_sent / 1024:.1f} | {seen.bytes_received / 1024:.1f} "
+        f"| {sent / 1024:.1f} | {sum(replies) / 1024:.1f} |"
+    )
+
+
+if __name__ == "__main__":
+    arguments = sys.argv[1:]
+    asyncio.run(
+        main(int(arguments[arguments.index("--turns") + 1]) if "--turns" in arguments else 20)
+    )
