@@ -44,6 +44,7 @@ from .exceptions import (
     StreamInterrupted,
     ToolError,
     ToolLoopLimitExceeded,
+    TurnInProgress,
     UsageError,
 )
 from .filters import EventFilter, MatchMode
@@ -120,6 +121,7 @@ __all__ = [
     "ToolCall",
     "ToolError",
     "ToolLoopLimitExceeded",
+    "TurnInProgress",
     "ToolResponse",
     "ToolResponseMessage",
     "UsageError",
