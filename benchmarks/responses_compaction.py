@@ -1,10 +1,12 @@
-"""Commands and bytes of one ``ResponsesCompactionStrategy`` pass on ``MongoSessionRepository``.
+"""Commands and bytes of both OpenAI compactions on ``MongoSessionRepository``: one
+``ResponsesCompactionStrategy`` pass, and one ``ResponsesClient`` turn whose reply the server
+compacted during (``context_management``).
 
 Run ``python benchmarks/responses_compaction.py`` (``--turns N``, default 20, keeping 4 events).
 It uses ``MONGODB_URI`` when set, or else starts the test server named by
 ``ASYNCSESSION_SECANTUSD``; the model is the scripted OpenAI server on loopback. It prints one
-Markdown table: database commands, round trips and BSON bytes of the pass, and the HTTP body
-bytes of its ``responses.compact`` request and reply. Nothing here is timed.
+Markdown table: database commands, round trips and BSON bytes of each, and the HTTP body bytes
+of its model request and reply. Nothing here is timed.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from asyncsession import (
     MongoSessionRepository,
     UserMessage,
 )
+from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, SessionMemoryAdvisor
 from asyncsession.compaction import TurnCountTrigger
-from asyncsession.openai import ResponsesCompactionStrategy
+from asyncsession.openai import ResponsesClient, ResponsesCompactionStrategy
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
 from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable
 
@@ -61,13 +64,16 @@ async def main(turns: int) -> None:
         repository = MongoSessionRepository(client[name])
         await repository.ensure_indexes()
         service = DefaultSessionService(repository)
-        session = await service.create(CreateSessionRequest(user_id="bench"))
-        for n in range(turns):
-            await service.append_message(session.id, UserMessage(text=f"{n} " + "q" * 400))
-            await service.append_message(session.id, AssistantMessage(text=f"{n} " + "a" * 400))
+        sessions: list[str] = []
+        for _ in range(2):
+            session = await service.create(CreateSessionRequest(user_id="bench"))
+            sessions.append(session.id)
+            for n in range(turns):
+                await service.append_message(session.id, UserMessage(text=f"{n} " + "q" * 400))
+                await service.append_message(session.id, AssistantMessage(text=f"{n} " + "a" * 400))
         http = openai.DefaultAsyncHttpxClient(event_hooks={"response": [count_reply]})
         async with (
-            ScriptedOpenAIServer([ScriptedReply.text("")]) as model,
+            ScriptedOpenAIServer([ScriptedReply.text(""), ScriptedReply.text("ok")]) as model,
             openai.AsyncOpenAI(
                 base_url=model.base_url, api_key="bench", http_client=http
             ) as openai_client,
@@ -76,8 +82,16 @@ async def main(turns: int) -> None:
                 openai_client, model="scripted-model", max_events_to_keep=4
             )
             with counter.measure() as seen:
-                result = await service.compact(session.id, TurnCountTrigger(1), strategy)
-            sent = len(model.requests[0].raw_body)
+                result = await service.compact(sessions[0], TurnCountTrigger(1), strategy)
+            chat = ResponsesClient(
+                openai_client,
+                model="scripted-model",
+                advisors=[SessionMemoryAdvisor(service)],
+                context_management=[{"type": "compaction", "compact_threshold": 1000}],
+            )
+            with counter.measure() as turn:
+                await chat.call("next " + "q" * 400, context={SESSION_ID_CONTEXT_KEY: sessions[1]})
+            sent = [len(request.raw_body) for request in model.requests]
     finally:
         await client.drop_database(name)
         await client.close()
@@ -88,11 +102,13 @@ async def main(turns: int) -> None:
         "| Pass | Commands | Round trips | KiB sent | KiB received | HTTP KiB out | HTTP KiB in |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|")
-    print(
-        f"| responses.compact | {seen.commands} | {seen.round_trips} "
-        f"| {seen.bytes_sent / 1024:.1f} | {seen.bytes_received / 1024:.1f} "
-        f"| {sent / 1024:.1f} | {sum(replies) / 1024:.1f} |"
-    )
+    rows = [("responses.compact pass", seen), ("turn compacted by the server", turn)]
+    for (label, measured), out, got in zip(rows, sent, replies, strict=True):
+        print(
+            f"| {label} | {measured.commands} | {measured.round_trips} "
+            f"| {measured.bytes_sent / 1024:.1f} | {measured.bytes_received / 1024:.1f} "
+            f"| {out / 1024:.1f} | {got / 1024:.1f} |"
+        )
 
 
 if __name__ == "__main__":

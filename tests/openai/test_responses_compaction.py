@@ -8,6 +8,7 @@ from typing import Any
 
 import openai
 import pytest
+from openai.types.responses import ResponseCompactionCompactingEvent
 
 from asyncsession import (
     AssistantMessage,
@@ -15,6 +16,7 @@ from asyncsession import (
     DefaultSessionService,
     InMemorySessionRepository,
     MongoSessionRepository,
+    SystemMessage,
     UserMessage,
 )
 from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, SessionMemoryAdvisor
@@ -289,3 +291,45 @@ async def test_nothing_to_compact_calls_no_model(
 
     assert result.archived_event_count == 0
     assert server.requests == []
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["call", "stream"])
+async def test_server_side_compaction_makes_the_next_request_start_from_its_item(
+    streaming: bool,
+    service: DefaultSessionService,
+    server: ScriptedOpenAIServer,
+    client: openai.AsyncOpenAI,
+) -> None:
+    """``context_management`` is sent; the compacted reply is stored; the next input starts at
+    its compaction item (the system message kept); the compacting event is its own chunk."""
+    session_id = await _session(service, 3)
+    management = [{"type": "compaction", "compact_threshold": 10}]
+    chat = ResponsesClient(
+        client,
+        model=MODEL,
+        advisors=[SessionMemoryAdvisor(service)],
+        default_messages=[SystemMessage(text="Be brief.")],
+        context_management=management,
+    )
+    server.enqueue(ScriptedReply.text("answer 3"), ScriptedReply.text("answer 4"))
+    context = {SESSION_ID_CONTEXT_KEY: session_id}
+
+    if streaming:
+        async with chat.stream("question 3", context=context) as stream:
+            raws = [chunk.raw async for chunk in stream]
+        assert sum(isinstance(r, ResponseCompactionCompactingEvent) for r in raws) == 1
+    else:
+        await chat.call("question 3", context=context)
+    await chat.call("question 4", context=context)
+
+    assert server.requests[0].body["context_management"] == management
+    first = server.requests[0].input
+    assert _text(first[1]) == "question 0"  # after the system message: the whole history
+    second = server.requests[1].input
+    assert second[0].get("role") == "system"
+    assert second[1].get("type") == "compaction"
+    assert [_text(i) for i in second if i.get("role") == "user"] == ["question 4"]
+    stored_reply = (await service.get_active_messages(session_id))[-3]
+    assert isinstance(stored_reply, AssistantMessage)
+    assert [item["type"] for item in stored_reply.items] == ["compaction", "message"]
+    server.assert_done()
