@@ -45,6 +45,7 @@ from .exceptions import (
     StreamInterrupted,
     ToolError,
     ToolLoopLimitExceeded,
+    TurnInProgress,
     UsageError,
 )
 from .filters import EventFilter, EventQuery, MatchMode
@@ -123,6 +124,7 @@ __all__ = [
     "ToolCall",
     "ToolError",
     "ToolLoopLimitExceeded",
+    "TurnInProgress",
     "ToolResponse",
     "ToolResponseMessage",
     "UsageError",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from ..compaction_protocols import CompactionPlan
 from ..events import Session, SessionAttributes, SessionEvent
@@ -35,6 +35,8 @@ class _Log:
     """How many events the log held right after its newest compaction."""
     compaction: str = ""
     """The newest compaction's key: a retry of that call reports it applied."""
+    leases: dict[str, tuple[str, datetime]] = field(default_factory=dict[str, tuple[str, datetime]])
+    """Turn leases: request id -> (holder, expiry)."""
 
 
 class InMemorySessionRepository:
@@ -110,6 +112,29 @@ class InMemorySessionRepository:
                 if entry in index_entries(log.session, self._indexed_keys)
             ]
         return sorted(sessions, key=lambda s: (s.created_at, s.id))[:limit]
+
+    async def acquire_turn_lease(
+        self, session_id: str, request_id: str, holder: str, ttl: timedelta
+    ) -> bool:
+        """Lease the request to ``holder`` unless another holder's lease runs (see
+        `asyncsession.repository.TurnLeaseRepository`)."""
+        now = datetime.now(UTC)
+        with self._lock:
+            log = self._logs.get(session_id)
+            if log is None:
+                raise SessionNotFound(session_id)
+            held = log.leases.get(request_id)
+            if held is not None and held[0] != holder and held[1] > now:
+                return False
+            log.leases[request_id] = (holder, now + ttl)
+            return True
+
+    async def release_turn_lease(self, session_id: str, request_id: str, holder: str) -> None:
+        """Give the lease up if ``holder`` still holds it."""
+        with self._lock:
+            log = self._logs.get(session_id)
+            if log is not None and log.leases.get(request_id, ("",))[0] == holder:
+                del log.leases[request_id]
 
     async def delete(self, session_id: str) -> None:
         """Remove the session and its events."""

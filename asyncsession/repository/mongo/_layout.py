@@ -9,7 +9,10 @@ documents; its comment says what it holds in each.
 ``sessions`` (one document per session)
     `ID`, `USER_ID`, `CREATED_AT`, `EXPIRES_AT`, `METADATA`, `VERSION`, `INCARNATION`, `SEQ`
     (the counter), `TAIL`, `TAIL_SIZE`, `ARCHIVED_PREFIX`, `ANY_ARCHIVED`, `ROLLED`, `LIVE`,
-    `COMPACTIONS`, `COMPACTED`, `COMPACTION_KEY`, `LAST_USER`, `PENDING`, `FENCES`, `INDEXED`.
+    `COMPACTIONS`, `COMPACTED`, `COMPACTION_KEY`, `LAST_USER`, `PENDING`, `FENCES`, `INDEXED`,
+    `TURN_LEASES`.
+`TURN_LEASES` (one entry per leased request, under a digest of its request id)
+    `HOLDER`, `EXPIRES_AT`.
 a tail entry (an element of `TAIL`, or of `INSERTS`)
     `ID`, `PACKED`; with an explicit position also `SEQ`, `MINOR` and `TURN`. Entries written
     by earlier versions hold `TYPE`, `TIMESTAMP`, `SYNTHETIC`, `ARCHIVED` and `DATA` instead of
@@ -43,6 +46,7 @@ __all__ = [
     "EVENT_IDS",
     "EXPIRES_AT",
     "FENCES",
+    "HOLDER",
     "ID",
     "INCARNATION",
     "INDEXED",
@@ -63,6 +67,7 @@ __all__ = [
     "TIMESTAMP",
     "TOKEN",
     "TURN",
+    "TURN_LEASES",
     "TYPE",
     "USER_ID",
     "VERSION",
@@ -125,6 +130,11 @@ PENDING: Final = "pending"
 """Pending: the newest compaction's changes below the tail, until rolled forward."""
 FENCES: Final = "fences"
 """Fences: tokens of write attempts that may no longer commit."""
+TURN_LEASES: Final = "turn_leases"
+"""Turn leases: the running attempts of idempotent turns, one entry per request (a digest of its
+id), each with its `HOLDER` and `EXPIRES_AT`."""
+HOLDER: Final = "holder"
+"""Holder (in a `TURN_LEASES` entry): the attempt that holds the lease."""
 INDEXED: Final = "indexed"
 """Indexed: one ``key\\x00value`` string per indexed metadata key with a string value, so that
 an index can answer a lookup by metadata (the metadata itself is JSON text)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import Enum
 from types import TracebackType
 from typing import Any, Final, Self
@@ -33,6 +33,7 @@ from ._codec import (
 from ._delete import delete_expired, delete_session
 from ._indexes import create_indexes
 from ._layout import EVENT_IDS, EVENTS, FENCES, ID, SESSIONS, TAIL, USER_ID
+from ._leases import acquire_lease, release_lease
 from ._metadata import find_by_metadata, with_index_entries
 from ._prepare import prepare
 from ._read import LogReader
@@ -236,6 +237,19 @@ class MongoSessionRepository:
         self._check_open()
         check_session(session)
         return await shielded(insert_session(self._store, session))
+
+    async def acquire_turn_lease(
+        self, session_id: str, request_id: str, holder: str, ttl: timedelta
+    ) -> bool:
+        """Lease the request to ``holder`` unless another holder's lease runs (see
+        `asyncsession.repository.TurnLeaseRepository`): one conditional update."""
+        self._check_open()
+        return await shielded(acquire_lease(self._store, session_id, request_id, holder, ttl))
+
+    async def release_turn_lease(self, session_id: str, request_id: str, holder: str) -> None:
+        """Give the lease up if ``holder`` still holds it."""
+        self._check_open()
+        await shielded(release_lease(self._store, session_id, request_id, holder))
 
     async def find_by_id(self, session_id: str) -> Session | None:
         """The session, or ``None``."""
