@@ -12,6 +12,7 @@ import pytest
 from agents import set_tracing_disabled
 from agents.memory import Session, SQLiteSession
 from agents_support import SessionFactory
+from google.adk.features import FeatureName, override_feature_enabled
 from google.adk.sessions import BaseSessionService, InMemorySessionService
 from langchain_core.chat_history import InMemoryChatMessageHistory
 from langchain_support import ChatHistoryFactory
@@ -127,10 +128,23 @@ def any_chat_history(
 
 
 @pytest.fixture(
-    params=["control", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)],
+    params=[
+        "control",
+        pytest.param(  # ADK warns that the feature is a work in progress
+            "control-light-copy", marks=pytest.mark.filterwarnings("ignore:.WIP. feature")
+        ),
+        "memory",
+        pytest.param("mongo", marks=pytest.mark.mongodb),
+    ],
 )
-def adk_service(request: pytest.FixtureRequest) -> BaseSessionService:
-    """ADK's ``InMemorySessionService`` (the reference) or ``AdkSessionService`` on each store."""
+def adk_service(request: pytest.FixtureRequest) -> Iterator[BaseSessionService]:
+    """ADK's ``InMemorySessionService`` (the reference, also with ADK's light-copy feature on,
+    as ADK's own tests run it) or ``AdkSessionService`` on each store."""
     if request.param == "control":
-        return InMemorySessionService()
-    return AdkSessionService(request.getfixturevalue(f"{request.param}_service"))
+        yield InMemorySessionService()
+    elif request.param == "control-light-copy":
+        override_feature_enabled(FeatureName.IN_MEMORY_SESSION_SERVICE_LIGHT_COPY, True)
+        yield InMemorySessionService()
+        override_feature_enabled(FeatureName.IN_MEMORY_SESSION_SERVICE_LIGHT_COPY, False)
+    else:
+        yield AdkSessionService(request.getfixturevalue(f"{request.param}_service"))

@@ -1,6 +1,7 @@
 """Google ADK's own session service tests (``tests/unittests/sessions/test_session_service.py``
-of google-adk 2.13), run on ADK's ``InMemorySessionService`` (the reference) and on
-``AdkSessionService`` over both stores, with the original assertions.
+of google-adk 2.13), run on ADK's ``InMemorySessionService`` (the reference, with and without
+its light-copy feature, as ADK's own fixture runs it) and on ``AdkSessionService`` over both
+stores, with the original assertions.
 
 Ported: every test that runs on the ``session_service`` fixture (the service-agnostic ones).
 Left out: the tests of ``DatabaseSessionService``/``SqliteSessionService`` internals (engine
@@ -311,3 +312,71 @@ async def test_partial_events_are_not_persisted(adk_service: BaseSessionService)
     got = await adk_service.get_session(app_name="my_app", user_id="user", session_id=session.id)
     assert got is not None
     assert len(got.events) == 0
+
+
+async def test_get_user_state_returns_empty_dict_when_no_state_exists(
+    adk_service: BaseSessionService,
+) -> None:
+    state = await adk_service.get_user_state(app_name="my_app", user_id="u1")
+    assert not state
+
+
+async def test_get_user_state_returns_state_written_via_append_event(
+    adk_service: BaseSessionService,
+) -> None:
+    session = await adk_service.create_session(app_name="my_app", user_id="u1")
+    await adk_service.append_event(
+        session,
+        Event(
+            author="system",
+            actions=EventActions(state_delta={"user:profile": {"name": "Alice"}, "session_key": 1}),
+        ),
+    )
+    state = await adk_service.get_user_state(app_name="my_app", user_id="u1")
+    assert state == {"profile": {"name": "Alice"}}
+    assert "session_key" not in state
+
+
+async def test_get_user_state_is_not_visible_across_users(
+    adk_service: BaseSessionService,
+) -> None:
+    session = await adk_service.create_session(app_name="my_app", user_id="u1")
+    await adk_service.append_event(
+        session,
+        Event(author="system", actions=EventActions(state_delta={"user:secret": "only-for-u1"})),
+    )
+    assert not await adk_service.get_user_state(app_name="my_app", user_id="u2")
+
+
+async def test_get_user_state_is_not_visible_across_apps(
+    adk_service: BaseSessionService,
+) -> None:
+    session = await adk_service.create_session(app_name="my_app", user_id="u1")
+    await adk_service.append_event(
+        session,
+        Event(author="system", actions=EventActions(state_delta={"user:data": "only-app-a"})),
+    )
+    assert not await adk_service.get_user_state(app_name="other_app", user_id="u1")
+
+
+async def test_get_user_state_available_before_session_is_created(
+    adk_service: BaseSessionService,
+) -> None:
+    first_session = await adk_service.create_session(app_name="my_app", user_id="u1")
+    await adk_service.append_event(
+        first_session,
+        Event(author="system", actions=EventActions(state_delta={"user:ctx": {"v": 1}})),
+    )
+    state = await adk_service.get_user_state(app_name="my_app", user_id="u1")
+    assert state == {"ctx": {"v": 1}}
+
+
+async def test_get_user_state_reflects_latest_write(adk_service: BaseSessionService) -> None:
+    session = await adk_service.create_session(app_name="my_app", user_id="u1")
+    for counter in (1, 2):
+        await adk_service.append_event(
+            session,
+            Event(author="system", actions=EventActions(state_delta={"user:counter": counter})),
+        )
+    state = await adk_service.get_user_state(app_name="my_app", user_id="u1")
+    assert state["counter"] == 2
