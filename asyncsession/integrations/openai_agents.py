@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from pydantic import JsonValue
 
+from .._checks import SERVICE_METHODS, require_object, require_text
 from .._shield import shielded
 from ..compaction import (
     CompactionRequest,
@@ -208,8 +209,9 @@ class AgentsSession:
         strategy: CompactionStrategy | None = None,
         worker: CompactionWorker | None = None,
     ) -> None:
-        if not session_id.strip():
+        if not require_text(session_id, "session_id").strip():
             raise UsageError("session_id must be a non-empty string")
+        require_object(service, "service", "a SessionService", methods=SERVICE_METHODS)
         if (trigger is None) != (strategy is None):
             raise UsageError("inline compaction needs both a trigger and a strategy")
         if worker is not None and trigger is not None:

@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - Windows
 import anyio.to_thread
 
 from .._shield import shielded
+from ..exceptions import UsageError
 from ._common import ScopedLimits, encode_text, split_path
 from ._files import TMP_PREFIX, prune, total_bytes, within, write_file
 from .store import (
@@ -66,7 +67,7 @@ def _scope_dirname(scope: str) -> str:
     if name in (".", ".."):
         name = name.replace(".", "%2E")
     if len(name.encode()) > MAX_NAME_BYTES:
-        raise ValueError(f"The memory scope {scope!r} is too long once encoded as a directory name")
+        raise UsageError(f"The memory scope {scope!r} is too long once encoded as a directory name")
     return name
 
 
@@ -149,9 +150,9 @@ class DirectoryMemoryStore(ScopedLimits):
             ValueError: the scope or a limit is invalid.
         """
         if max_file_bytes <= 0:
-            raise ValueError(f"max_file_bytes must be positive, got {max_file_bytes!r}")
+            raise UsageError(f"max_file_bytes must be positive, got {max_file_bytes!r}")
         if max_store_bytes is not None and max_store_bytes <= 0:
-            raise ValueError(f"max_store_bytes must be positive or None, got {max_store_bytes!r}")
+            raise UsageError(f"max_store_bytes must be positive or None, got {max_store_bytes!r}")
         self._scope = validate_memory_scope(scope)
         base: str = os.fspath(root)
         self._base: str = os.path.abspath(base)

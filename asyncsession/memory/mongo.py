@@ -16,7 +16,7 @@ from pymongo.errors import DuplicateKeyError
 from .._pymongo_compat import aggregate
 from .._pymongo_errors import pymongo_errors
 from .._shield import shielded
-from ..exceptions import StorageUnavailable
+from ..exceptions import StorageUnavailable, UsageError
 from ._common import ScopedLimits, encode_text, split_path
 from .store import (
     DEFAULT_MAX_FILE_BYTES,
@@ -128,11 +128,11 @@ class MongoMemoryStore(ScopedLimits):
             ValueError: the scope or a limit is invalid.
         """
         if not 0 < max_file_bytes <= _MAX_DOCUMENT_TEXT:
-            raise ValueError(
+            raise UsageError(
                 f"max_file_bytes must be between 1 and {_MAX_DOCUMENT_TEXT}, got {max_file_bytes!r}"
             )
         if max_store_bytes is not None and max_store_bytes <= 0:
-            raise ValueError(f"max_store_bytes must be positive or None, got {max_store_bytes!r}")
+            raise UsageError(f"max_store_bytes must be positive or None, got {max_store_bytes!r}")
         self._scope = validate_memory_scope(scope)
         self._database = database
         self._collection_name = collection

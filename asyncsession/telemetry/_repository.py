@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from .._checks import REPOSITORY_METHODS, require_object
 from .._telemetry import AttributeValue, current_turn, span
 from ..compaction_protocols import CompactionPlan
 from ..events import Session, SessionEvent
@@ -40,6 +41,7 @@ class TracingSessionRepository:
     """
 
     def __init__(self, repository: SessionRepository) -> None:
+        require_object(repository, "repository", "a SessionRepository", methods=REPOSITORY_METHODS)
         self.repository = repository
         """The wrapped repository."""
         name = type(repository).__name__

@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from enum import Enum
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final, Self, cast
 
 from pymongo import AsyncMongoClient, WriteConcern
 from pymongo.asynchronous.database import AsyncDatabase
 
+from ..._checks import require_object
 from ..._pymongo_errors import storage_errors
 from ..._shield import shielded
 from ...compaction_protocols import CompactionPlan
@@ -106,6 +107,12 @@ class MongoSessionRepository:
         event_ids_collection: str = "session_event_ids",
         cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
+        if isinstance(cast(object, database), str):
+            raise UsageError(
+                "MongoSessionRepository needs a PyMongo AsyncDatabase, not a string; for a URI "
+                "use MongoSessionRepository.from_uri(uri, db_name)"
+            )
+        require_object(database, "database", "a PyMongo AsyncDatabase", methods=("get_collection",))
         names = (sessions_collection, events_collection, event_ids_collection)
         self._setup(database, None, *names, cache_bytes=cache_bytes)
         identify(getattr(database, "client", None))
