@@ -25,6 +25,7 @@ from .._shield import shielded
 from ..exceptions import UsageError
 from ._common import ScopedLimits, encode_text, split_path
 from ._files import TMP_PREFIX, prune, total_bytes, within, write_file
+from ._lifecycle import StoreLifecycle
 from .store import (
     DEFAULT_MAX_FILE_BYTES,
     DEFAULT_MAX_STORE_BYTES,
@@ -104,7 +105,7 @@ def _map_os_errors(rel: str) -> Generator[None, None, None]:
         raise MemoryBackendError(f"{exc.strerror or exc} ({rel or '/'})") from exc
 
 
-class DirectoryMemoryStore(ScopedLimits):
+class DirectoryMemoryStore(ScopedLimits, StoreLifecycle):
     """One scope's memory files in ``<root>/<scope>/`` on the local filesystem.
 
     The scope key is percent-encoded into a single directory name, so any scope (``"../bob"``
@@ -182,19 +183,19 @@ class DirectoryMemoryStore(ScopedLimits):
 
     async def stat(self, path: str) -> MemoryEntry | None:
         """Describe the file or directory at `path`, or return ``None`` if nothing is there."""
-        return await self._run(self._stat_sync, normalize_memory_path(path))
+        return await self._run(self._stat_sync, self._open_path(path))
 
     async def read(self, path: str) -> MemoryFile | None:
         """Return the file at `path` with its version, or ``None`` if it does not exist."""
-        return await self._run(self._read_sync, normalize_memory_path(path))
+        return await self._run(self._read_sync, self._open_path(path))
 
     async def list_dir(self, path: str = "") -> list[MemoryEntry]:
         """List the directory at `path` one level deep, sorted by name."""
-        return await self._run(self._list_sync, normalize_memory_path(path))
+        return await self._run(self._list_sync, self._open_path(path))
 
     async def write(self, path: str, text: str, *, expected_version: int | None) -> MemoryFile:
         """Create (``expected_version=None``) or compare-and-replace the file at `path`."""
-        rel = normalize_memory_path(path)
+        rel = self._open_path(path)
         data = encode_text(text, rel)
 
         def write_sync(rel: str) -> MemoryFile:
@@ -205,7 +206,7 @@ class DirectoryMemoryStore(ScopedLimits):
 
     async def delete(self, path: str) -> MemoryEntry:
         """Delete the file, or the directory and everything in it; return what was deleted."""
-        rel = normalize_memory_path(path)
+        rel = self._open_path(path)
         if not rel:
             raise MemoryPathError(path, "Cannot delete the memories root directory.")
         async with await self._lock():
@@ -213,8 +214,8 @@ class DirectoryMemoryStore(ScopedLimits):
 
     async def rename(self, old_path: str, new_path: str) -> None:
         """Move a file or directory, creating the destination's parents."""
-        old = normalize_memory_path(old_path)
-        new = normalize_memory_path(new_path)
+        old = self._open_path(old_path)
+        new = self._open_path(new_path)
         if not old:
             raise MemoryPathError(old_path, "Cannot rename the memories root directory.")
 

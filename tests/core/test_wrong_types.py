@@ -26,6 +26,10 @@ import asyncsession
 from asyncsession import DefaultSessionService, InMemorySessionRepository, UsageError
 from asyncsession.openai import ChatClient
 
+TEXT: Any = "hello"  # passed where the types forbid it, as an untyped caller would
+NUMBER: Any = 123
+JUNK: Any = object()
+
 DEPRECATED_ALIASES = frozenset({"asyncsession.plans", "asyncsession.repository.memory"})
 
 # Whole kinds of entry point that do not answer a wrong type with UsageError, and why.
@@ -90,9 +94,7 @@ def _public_modules() -> list[str]:
 
 
 def _is_data_value(value: type) -> bool:
-    return (
-        issubclass(value, (pydantic.BaseModel, enum.Enum)) or dataclasses.is_dataclass(value)
-    ) and not issubclass(value, DefaultSessionService)
+    return issubclass(value, (pydantic.BaseModel, enum.Enum)) or dataclasses.is_dataclass(value)
 
 
 def _entry_points() -> dict[str, Callable[..., Any]]:
@@ -200,13 +202,13 @@ def _service() -> DefaultSessionService:
 
 # The mistakes users make, one by one, each answered in our words.
 _MISTAKES: list[Any] = [
-    pytest.param(lambda: _service().append_message("s", "hello"), "message", id="text-message"),
-    pytest.param(lambda: _service().append_messages("s", "hi"), "messages", id="text-messages"),
-    pytest.param(lambda: _service().append_event("e"), "event", id="text-event"),
-    pytest.param(lambda: _service().create("s"), "request", id="text-request"),
-    pytest.param(lambda: DefaultSessionService("repo"), "repository", id="text-repository"),  # type: ignore[arg-type]
-    pytest.param(lambda: ChatClient("sk-123", model="m"), "openai_client", id="text-client"),  # type: ignore[arg-type]
-    pytest.param(lambda: ChatClient(_async_openai(), model=7), "model", id="number-model"),  # type: ignore[arg-type]
+    pytest.param(lambda: _service().append_message("s", TEXT), "message", id="text-message"),
+    pytest.param(lambda: _service().append_messages("s", TEXT), "messages", id="text-messages"),
+    pytest.param(lambda: _service().append_event(TEXT), "event", id="text-event"),
+    pytest.param(lambda: _service().create(TEXT), "request", id="text-request"),
+    pytest.param(lambda: DefaultSessionService(TEXT), "repository", id="text-repository"),
+    pytest.param(lambda: ChatClient(TEXT, model="m"), "openai_client", id="text-client"),
+    pytest.param(lambda: ChatClient(_async_openai(), model=NUMBER), "model", id="number-model"),
 ]
 
 
@@ -231,9 +233,9 @@ async def test_a_number_for_the_question_is_a_usage_error() -> None:
     """``chat.call(123)`` is refused before any advisor or model is asked."""
     chat = ChatClient(_async_openai(), model="m")
     with pytest.raises(UsageError, match="user"):
-        await chat.call(123)  # type: ignore[arg-type]
+        await chat.call(NUMBER)
     with pytest.raises(UsageError, match="messages"):
-        await chat.call(messages="hello")  # type: ignore[arg-type]
+        await chat.call(messages=TEXT)
 
 
 def test_a_sync_openai_client_is_refused_with_what_to_use() -> None:
@@ -241,7 +243,8 @@ def test_a_sync_openai_client_is_refused_with_what_to_use() -> None:
     from openai import OpenAI
 
     with pytest.raises(UsageError, match="AsyncOpenAI"):
-        ChatClient(OpenAI(api_key="sk-test", base_url="http://127.0.0.1:9/v1"), model="m")  # type: ignore[arg-type]
+        sync: Any = OpenAI(api_key="sk-test", base_url="http://127.0.0.1:9/v1")
+        ChatClient(sync, model="m")
 
 
 def test_a_uri_for_a_database_points_to_from_uri() -> None:
@@ -249,7 +252,8 @@ def test_a_uri_for_a_database_points_to_from_uri() -> None:
     from asyncsession.repository import MongoSessionRepository
 
     with pytest.raises(UsageError, match=r"from_uri"):
-        MongoSessionRepository("mongodb://localhost:27017/app")  # type: ignore[arg-type]
+        uri: Any = "mongodb://localhost:27017/app"
+        MongoSessionRepository(uri)
 
 
 async def test_a_pydantic_verdict_on_user_input_is_chained() -> None:
@@ -260,6 +264,6 @@ async def test_a_pydantic_verdict_on_user_input_is_chained() -> None:
         await service.append_message(
             "s",
             asyncsession.UserMessage(text="hi"),
-            metadata={"bad": object()},  # type: ignore[dict-item]
+            metadata={"bad": JUNK},
         )
     assert isinstance(caught.value.__cause__, pydantic.ValidationError)
