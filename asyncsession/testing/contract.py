@@ -20,9 +20,10 @@ Every test uses fresh random ids; the lifecycle tests close the store they are g
 the fixture hands out a fresh store per test (closing is idempotent, so its teardown may close
 it again). The kit needs
 `pytest` and `pytest-asyncio` (`pip install 'asyncsession[testing]'`); it is the only part of
-asyncsession that imports pytest. The tests live in one mixin per area (sessions, appends and
-versions, filters and windows, compaction, expiry, concurrency, turns, text, lifecycle) under
-`asyncsession.testing._contract`; subclass the combined class, not the mixins.
+asyncsession that imports pytest. The tests live in one mixin per area (sessions, metadata
+lookups, recall searches, appends and versions, filters and windows, compaction, expiry,
+concurrency, turns, text, lifecycle) under `asyncsession.testing._contract`; subclass the
+combined class, not the mixins.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ from ._contract.concurrency import ConcurrencyContract
 from ._contract.expiry import ExpiryContract
 from ._contract.filters import FiltersContract
 from ._contract.lifecycle import LifecycleContract
+from ._contract.metadata import MetadataContract
+from ._contract.search import SearchContract
 from ._contract.sessions import SessionsContract
 from ._contract.text import TextContract
 from ._contract.turns import TurnsContract
@@ -72,6 +75,8 @@ __all__ = [
 
 class SessionRepositoryContract(
     SessionsContract,
+    MetadataContract,
+    SearchContract,
     AppendsContract,
     FiltersContract,
     TurnsContract,

@@ -30,7 +30,14 @@ TEXT: Any = "hello"  # passed where the types forbid it, as an untyped caller wo
 NUMBER: Any = 123
 JUNK: Any = object()
 
-DEPRECATED_ALIASES = frozenset({"asyncsession.plans", "asyncsession.repository.memory"})
+DEPRECATED_ALIASES = frozenset(
+    {
+        "asyncsession.plans",
+        "asyncsession.repository.memory",
+        "asyncsession.compaction.mongo_queue",
+        "asyncsession.compaction.mongo_worker",
+    }
+)  # as in tests/test_public_api.py
 
 # Whole kinds of entry point that do not answer a wrong type with UsageError, and why.
 EXEMPT_MODULES = {
@@ -60,8 +67,8 @@ NOT_YET_CHECKED = frozenset(
         "asyncsession.compaction._pipeline.format_event",
         "asyncsession.compaction.flush.MemoryFlushingCompactionStrategy",
         "asyncsession.compaction.flush.run_memory_flush",
-        "asyncsession.compaction.mongo_queue.MongoCompactionQueue",
-        "asyncsession.compaction.mongo_worker.MongoCompactionWorker",
+        "asyncsession.compaction.mongo.queue.MongoCompactionQueue",
+        "asyncsession.compaction.mongo.worker.MongoCompactionWorker",
         "asyncsession.compaction.triggers.usage_metadata",
         "asyncsession.compaction.worker.CompactionWorker",
         "asyncsession.integrations.pydantic_ai.PydanticAIHistory",
