@@ -29,7 +29,8 @@ class TracingSessionRepository:
 
     A span's attributes: ``db.operation.name`` (the repository method), ``db.system.name``
     (``mongodb`` for the MongoDB store), ``asyncsession.store`` (the wrapped class) and
-    ``asyncsession.session.id`` where the operation names one; a failure sets ``error.type``.
+    ``asyncsession.session.id`` (also as ``gen_ai.conversation.id``) where the operation names
+    one; a failure sets ``error.type``.
     Each operation also counts towards the current turn's ``asyncsession.turn.store_operations``.
 
     Optional capabilities of the wrapped store (a native ``start_turn``, ``ensure_indexes``,
@@ -63,6 +64,7 @@ class TracingSessionRepository:
             **self._attributes,
             "db.operation.name": operation,
             "asyncsession.session.id": session_id,
+            "gen_ai.conversation.id": session_id,
         }
         with span(f"session_store {operation}", kind="client", attributes=attributes):
             return await work()
