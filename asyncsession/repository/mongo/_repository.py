@@ -177,9 +177,10 @@ class MongoSessionRepository:
 
         ``client_options`` go to ``AsyncMongoClient``; ``tz_aware`` defaults to ``True``. The
         client's timeouts suit a web request: ``serverSelectionTimeoutMS=5000``,
-        ``connectTimeoutMS=5000`` and ``socketTimeoutMS=10000`` unless ``client_options`` or the
-        URI set them, so an unreachable server raises `StorageUnavailable` within about five
-        seconds instead of PyMongo's thirty. ``cache_bytes`` and ``indexed_metadata_keys`` are as
+        ``connectTimeoutMS=5000``, ``socketTimeoutMS=10000`` and ``timeoutMS=5000`` (one bound
+        per operation, end to end) unless ``client_options`` or the URI set them, so an
+        unreachable or a frozen server raises `StorageUnavailable` within about five seconds
+        instead of PyMongo's thirty or never. ``cache_bytes`` and ``indexed_metadata_keys`` are as
         for the constructor.
         """
         options: dict[str, Any] = {"tz_aware": True, **with_web_timeouts(uri, client_options)}
