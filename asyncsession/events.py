@@ -32,6 +32,7 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
+from .exceptions import UsageError
 from .messages import AssistantMessage, Message, MessageType
 
 __all__ = [
@@ -99,7 +100,7 @@ class EventType:
 
     def __init__(self, name: str) -> None:
         if not isinstance(name, str) or not _EVENT_TYPE_NAME.fullmatch(name):
-            raise ValueError(
+            raise UsageError(
                 f"invalid event type name {name!r}: use upper-case letters, digits, '_' and '.', "
                 "start with a letter, at most 64 characters (e.g. 'ACME.AUDIT')"
             )

@@ -19,6 +19,15 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from pydantic import JsonValue
 
+from ._checks import (
+    REPOSITORY_METHODS,
+    SERVICE_METHODS,
+    require_event,
+    require_message,
+    require_object,
+    require_type,
+    user_input,
+)
 from ._compaction_pass import run_compaction
 from ._text import check_event_text, check_session_text
 from .compaction_protocols import (
@@ -204,8 +213,13 @@ class DefaultSessionService:
         allow_system_messages: bool = False,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
-        if cast(object, repository) is None:
-            raise UsageError("DefaultSessionService needs a SessionRepository, not None")
+        require_object(
+            repository,
+            "DefaultSessionService's repository",
+            "a SessionRepository such as InMemorySessionRepository()",
+            methods=REPOSITORY_METHODS,
+        )
+        require_type(default_time_to_live, timedelta, "default_time_to_live", "a timedelta")
         if default_time_to_live <= timedelta(0):
             raise UsageError("default_time_to_live must be positive")
         self.repository = repository
@@ -228,7 +242,8 @@ class DefaultSessionService:
         }
         if request.id is not None:
             values["id"] = request.id
-        session = Session(**values)
+        with user_input("the session to create"):
+            session = Session(**values)
         check_session_text(session)  # refused here for every store, a user's own too
         return session
 
@@ -238,6 +253,7 @@ class DefaultSessionService:
         Raises:
             SessionExists: a session with the request's id exists.
         """
+        require_type(request, CreateSessionRequest, "request", "a CreateSessionRequest")
         session = self._new_session(request)
         if not await self.repository.save_if_absent(session):
             raise SessionExists(session.id)
@@ -245,6 +261,7 @@ class DefaultSessionService:
 
     async def find_or_create(self, request: CreateSessionRequest) -> Session:
         """The session with ``request.id``, created if absent; a concurrent creator's wins."""
+        require_type(request, CreateSessionRequest, "request", "a CreateSessionRequest")
         if request.id is not None:
             found = await self.repository.find_by_id(request.id)
             if found is not None:
@@ -295,7 +312,7 @@ class DefaultSessionService:
             EventIdConflict: the id belongs to another session.
             UsageError: a system message while they are disabled.
         """
-        self._check_storable(event)
+        self._check_storable(require_event(event, "event"))
         await self.repository.append_event(event)
 
     async def append_events(
@@ -309,7 +326,7 @@ class DefaultSessionService:
         if expected_version is not None and expected_version < 0:
             raise UsageError("expected_version must be >= 0")
         for event in events:
-            self._check_storable(event)
+            self._check_storable(require_event(event, "events[]"))
         return await self.repository.append_events(session_id, events, expected_version)
 
     async def append_message(
@@ -321,6 +338,7 @@ class DefaultSessionService:
         metadata: Mapping[str, JsonValue] | None = None,
     ) -> SessionEvent:
         """Wrap a message in a new event (now, a random id unless given), append it, return it."""
+        require_message(message, "message")
         if event_id is None:  # a store may hand out ids it appends more cheaply
             event_id = await draw_event_id(self.repository, _require(session_id, "session_id"))
         event = self._new_event(session_id, message, event_id, metadata)
@@ -353,6 +371,10 @@ class DefaultSessionService:
                 while they are disabled.
         """
         _require(session_id, "session_id")
+        if isinstance(cast(object, messages), str):
+            raise UsageError("messages must be a sequence of messages, not a string")
+        for message in messages:
+            require_message(message, "messages[]")
         if event_ids is None:  # a store may hand out ids it appends more cheaply
             ids = [await draw_event_id(self.repository, session_id) for _ in messages]
         else:
@@ -385,7 +407,8 @@ class DefaultSessionService:
         }
         if event_id is not None:
             values["id"] = event_id
-        return SessionEvent(**values)
+        with user_input("the event to append"):
+            return SessionEvent(**values)
 
     async def get_events(
         self, session_id: str, filter: EventFilter | None = None
@@ -526,6 +549,12 @@ class DelegatingSessionService:
     def __init__(self, delegate: SessionService) -> None:
         if cast(object, delegate) is None:
             raise UsageError("DelegatingSessionService needs a SessionService, not None")
+        require_object(
+            delegate,
+            "DelegatingSessionService's delegate",
+            "a SessionService",
+            methods=SERVICE_METHODS,
+        )
         self.delegate = delegate
 
     @property

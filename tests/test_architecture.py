@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "asyncsession.events": 1,
     "asyncsession.filters": 1,
     "asyncsession._text": 1,  # text that cannot be stored (lone surrogates), for every store
+    "asyncsession._checks": 1,  # argument checks at public entry points: UsageError
     "asyncsession.compaction_protocols": 2,
     "asyncsession.plans": 2,  # deprecated alias of compaction_protocols
     "asyncsession.repository": 3,

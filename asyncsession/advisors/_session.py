@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
 
+from .._checks import SERVICE_METHODS, require_object
 from .._shield import shielded
 from ..compaction_protocols import (
     CompactionRequest,
@@ -272,7 +273,9 @@ def check_service(service: SessionService, advisor: str) -> SessionService:
     """
     if cast(object, service) is None:
         raise UsageError(f"{advisor} needs a SessionService, not None")
-    return service
+    return require_object(
+        service, f"{advisor}'s service", "a SessionService", methods=SERVICE_METHODS
+    )
 
 
 def known_active_view(

@@ -20,11 +20,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, cast
+from collections.abc import Generator, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, Self, cast
 
 from pydantic import JsonValue
 
+from .._checks import SERVICE_METHODS, require_object, require_text
 from .._shield import shielded
 from ..compaction import (
     CompactionRequest,
@@ -62,6 +64,23 @@ _PENDING_LIMIT: Final = 64
 """How many failed ``add_items`` batches a session remembers for their retries."""
 _NEWEST: Final = EventFilter(last_n=1)
 """The window a turn's start reads: the smallest, since the Runner read its history already."""
+_OTHER_LOOP: Final = (
+    "its service is bound to the event loop that first used it (a PyMongo AsyncMongoClient "
+    "is), and this call runs on another one, as Runner.run_sync in another thread or a second "
+    "asyncio.run do: give each event loop its own AsyncMongoClient, repository, service and "
+    "AgentsSession, or run every Runner call on one loop"
+)
+
+
+@contextlib.contextmanager
+def _on_its_loop(session_id: str) -> Generator[None]:
+    """Turn PyMongo's refusal to serve another event loop into a `UsageError` saying what to do."""
+    try:
+        yield
+    except RuntimeError as exc:
+        if "different event loop" not in str(exc):
+            raise
+        raise UsageError(f"AgentsSession {session_id!r} cannot run here: {_OTHER_LOOP}") from exc
 
 
 def _always(request: CompactionRequest) -> bool:
@@ -174,6 +193,16 @@ class AgentsSession:
     System and developer items are stored only by a service built with
     ``allow_system_messages=True``; otherwise ``add_items`` raises ``UsageError``.
 
+    **Event loops and closing.** A service over the in-memory store serves any event loop and
+    thread. A service over ``MongoSessionRepository`` is bound to the loop its client first ran
+    on: a call from another loop (``Runner.run_sync`` in another thread, a second
+    ``asyncio.run``) raises ``UsageError`` at once, before anything is written; give each loop
+    its own client, repository, service and ``AgentsSession``.
+    [`close`][asyncsession.integrations.openai_agents.AgentsSession.close] (idempotent; also
+    ``async with``) ends the session object: it forgets its retry state and later calls raise
+    ``UsageError``. It closes nothing it was given: the service, its store and the worker are
+    the caller's to close.
+
     Args:
         session_id: the session's id (the SDK's ``session_id``).
         service: where the session lives.
@@ -208,8 +237,9 @@ class AgentsSession:
         strategy: CompactionStrategy | None = None,
         worker: CompactionWorker | None = None,
     ) -> None:
-        if not session_id.strip():
+        if not require_text(session_id, "session_id").strip():
             raise UsageError("session_id must be a non-empty string")
+        require_object(service, "service", "a SessionService", methods=SERVICE_METHODS)
         if (trigger is None) != (strategy is None):
             raise UsageError("inline compaction needs both a trigger and a strategy")
         if worker is not None and trigger is not None:
@@ -233,31 +263,66 @@ class AgentsSession:
         self._worker = worker
         self._exists: bool | None = None
         self._pending: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"AgentsSession(session_id={self.session_id!r})"
 
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """End this session object; closing again does nothing. The service stays open."""
+        self._closed = True
+        self._pending.clear()
+
+    async def __aenter__(self) -> Self:
+        self._check_open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError(
+                f"AgentsSession {self.session_id!r} is closed; create a new one to keep using "
+                "the session"
+            )
+
+    @contextlib.contextmanager
+    def _guard(self) -> Generator[None]:
+        """Refuse a closed session; name the cause when the call runs on another event loop."""
+        self._check_open()
+        with _on_its_loop(self.session_id):
+            yield
+
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The active items, oldest first; with a limit, the newest ``limit`` of them."""
-        limit = resolve_session_limit(limit, self.session_settings)
-        if limit is not None and limit <= 0:
-            return []
-        read = (
-            EventFilter.active()
-            if limit is None
-            else EventFilter(exclude_archived=True, active_view=True, last_n=limit)
-        )
-        snapshot = await self.service.get_snapshot(self.session_id, read)
-        self._exists = snapshot is not None
-        if snapshot is None:
-            return []
-        items = [item for event in snapshot.events for item in _items_of(event)]
-        if limit is not None and len(items) > limit:
-            cut = len(items) - limit
-            while self.whole_turns and cut > 0 and not _starts_turn(items[cut]):
-                cut -= 1
-            items = items[cut:]
-        return cast("list[TResponseInputItem]", items)
+        with self._guard():
+            limit = resolve_session_limit(limit, self.session_settings)
+            if limit is not None and limit <= 0:
+                return []
+            read = (
+                EventFilter.active()
+                if limit is None
+                else EventFilter(exclude_archived=True, active_view=True, last_n=limit)
+            )
+            snapshot = await self.service.get_snapshot(self.session_id, read)
+            self._exists = snapshot is not None
+            if snapshot is None:
+                return []
+            items = [item for event in snapshot.events for item in _items_of(event)]
+            if limit is not None and len(items) > limit:
+                cut = len(items) - limit
+                while self.whole_turns and cut > 0 and not _starts_turn(items[cut]):
+                    cut -= 1
+                items = items[cut:]
+            return cast("list[TResponseInputItem]", items)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append the items as one batch of message events.
@@ -268,32 +333,33 @@ class AgentsSession:
         Raises:
             UsageError: a system or developer item while the service stores none.
         """
-        if not items:
-            return
-        try:
-            messages = items_to_messages(cast("list[Mapping[str, Any]]", items))
-        except (TypeError, ValueError) as exc:
-            raise UsageError(
-                f"session {self.session_id!r} cannot store these items: {exc}"
-            ) from exc
-        key = _fingerprint(messages)
-        retried = self._pending.pop(key, None)
-        turn = retried is None and len(messages) == 1 and isinstance(messages[0], UserMessage)
-        if retried is not None:
-            ids = retried
-        else:  # drawn from the store, which registered them ahead: one command less each
-            ids = tuple([await new_event_id(self.service, self.session_id) for _ in messages])
-        events = [
-            SessionEvent(id=event_id, session_id=self.session_id, message=message)
-            for event_id, message in zip(ids, messages, strict=True)
-        ]
-        try:
-            await shielded(self._start_turn(events[0]) if turn else self._append(events))
-        except Exception:
-            self._pending[key] = ids
-            while len(self._pending) > _PENDING_LIMIT:
-                self._pending.popitem(last=False)
-            raise
+        with self._guard():
+            if not items:
+                return
+            try:
+                messages = items_to_messages(cast("list[Mapping[str, Any]]", items))
+            except (TypeError, ValueError) as exc:
+                raise UsageError(
+                    f"session {self.session_id!r} cannot store these items: {exc}"
+                ) from exc
+            key = _fingerprint(messages)
+            retried = self._pending.pop(key, None)
+            turn = retried is None and len(messages) == 1 and isinstance(messages[0], UserMessage)
+            if retried is not None:
+                ids = retried
+            else:  # drawn from the store, which registered them ahead: one command less each
+                ids = tuple([await new_event_id(self.service, self.session_id) for _ in messages])
+            events = [
+                SessionEvent(id=event_id, session_id=self.session_id, message=message)
+                for event_id, message in zip(ids, messages, strict=True)
+            ]
+            try:
+                await shielded(self._start_turn(events[0]) if turn else self._append(events))
+            except Exception:
+                self._pending[key] = ids
+                while len(self._pending) > _PENDING_LIMIT:
+                    self._pending.popitem(last=False)
+                raise
 
     async def _start_turn(self, event: SessionEvent) -> None:
         """Append a lone user item as the start of a turn, which creates a session that does
@@ -328,7 +394,8 @@ class AgentsSession:
 
         Nothing is deleted: the item's event is archived (see the class docs).
         """
-        return await shielded(self._pop())
+        with self._guard():
+            return await shielded(self._pop())
 
     async def _pop(self) -> TResponseInputItem | None:
         while True:
@@ -345,7 +412,8 @@ class AgentsSession:
 
     async def clear_session(self) -> None:
         """Archive every active event, so the session's history is empty (nothing is deleted)."""
-        await shielded(self._clear())
+        with self._guard():
+            await shielded(self._clear())
 
     async def _clear(self) -> None:
         while True:
@@ -362,14 +430,15 @@ class AgentsSession:
 
         ``None`` also when the session does not exist yet.
         """
-        if self._worker is not None:
-            return self._worker.submit(self.session_id)
-        if self._trigger is None or self._strategy is None:
-            return None
-        try:
-            return await self.service.compact(self.session_id, self._trigger, self._strategy)
-        except SessionNotFound:
-            return None
+        with self._guard():
+            if self._worker is not None:
+                return self._worker.submit(self.session_id)
+            if self._trigger is None or self._strategy is None:
+                return None
+            try:
+                return await self.service.compact(self.session_id, self._trigger, self._strategy)
+            except SessionNotFound:
+                return None
 
     async def run_compaction(self, args: Mapping[str, Any] | None = None) -> None:
         """The SDK's compaction hook: the Runner calls it after storing a model response.

@@ -22,8 +22,10 @@ except ImportError:  # pragma: no cover - Windows
 import anyio.to_thread
 
 from .._shield import shielded
+from ..exceptions import UsageError
 from ._common import ScopedLimits, encode_text, split_path
 from ._files import TMP_PREFIX, prune, total_bytes, within, write_file
+from ._lifecycle import StoreLifecycle
 from .store import (
     DEFAULT_MAX_FILE_BYTES,
     DEFAULT_MAX_STORE_BYTES,
@@ -66,7 +68,7 @@ def _scope_dirname(scope: str) -> str:
     if name in (".", ".."):
         name = name.replace(".", "%2E")
     if len(name.encode()) > MAX_NAME_BYTES:
-        raise ValueError(f"The memory scope {scope!r} is too long once encoded as a directory name")
+        raise UsageError(f"The memory scope {scope!r} is too long once encoded as a directory name")
     return name
 
 
@@ -103,7 +105,7 @@ def _map_os_errors(rel: str) -> Generator[None, None, None]:
         raise MemoryBackendError(f"{exc.strerror or exc} ({rel or '/'})") from exc
 
 
-class DirectoryMemoryStore(ScopedLimits):
+class DirectoryMemoryStore(ScopedLimits, StoreLifecycle):
     """One scope's memory files in ``<root>/<scope>/`` on the local filesystem.
 
     The scope key is percent-encoded into a single directory name, so any scope (``"../bob"``
@@ -149,9 +151,9 @@ class DirectoryMemoryStore(ScopedLimits):
             ValueError: the scope or a limit is invalid.
         """
         if max_file_bytes <= 0:
-            raise ValueError(f"max_file_bytes must be positive, got {max_file_bytes!r}")
+            raise UsageError(f"max_file_bytes must be positive, got {max_file_bytes!r}")
         if max_store_bytes is not None and max_store_bytes <= 0:
-            raise ValueError(f"max_store_bytes must be positive or None, got {max_store_bytes!r}")
+            raise UsageError(f"max_store_bytes must be positive or None, got {max_store_bytes!r}")
         self._scope = validate_memory_scope(scope)
         base: str = os.fspath(root)
         self._base: str = os.path.abspath(base)
@@ -181,19 +183,19 @@ class DirectoryMemoryStore(ScopedLimits):
 
     async def stat(self, path: str) -> MemoryEntry | None:
         """Describe the file or directory at `path`, or return ``None`` if nothing is there."""
-        return await self._run(self._stat_sync, normalize_memory_path(path))
+        return await self._run(self._stat_sync, self._open_path(path))
 
     async def read(self, path: str) -> MemoryFile | None:
         """Return the file at `path` with its version, or ``None`` if it does not exist."""
-        return await self._run(self._read_sync, normalize_memory_path(path))
+        return await self._run(self._read_sync, self._open_path(path))
 
     async def list_dir(self, path: str = "") -> list[MemoryEntry]:
         """List the directory at `path` one level deep, sorted by name."""
-        return await self._run(self._list_sync, normalize_memory_path(path))
+        return await self._run(self._list_sync, self._open_path(path))
 
     async def write(self, path: str, text: str, *, expected_version: int | None) -> MemoryFile:
         """Create (``expected_version=None``) or compare-and-replace the file at `path`."""
-        rel = normalize_memory_path(path)
+        rel = self._open_path(path)
         data = encode_text(text, rel)
 
         def write_sync(rel: str) -> MemoryFile:
@@ -204,7 +206,7 @@ class DirectoryMemoryStore(ScopedLimits):
 
     async def delete(self, path: str) -> MemoryEntry:
         """Delete the file, or the directory and everything in it; return what was deleted."""
-        rel = normalize_memory_path(path)
+        rel = self._open_path(path)
         if not rel:
             raise MemoryPathError(path, "Cannot delete the memories root directory.")
         async with await self._lock():
@@ -212,8 +214,8 @@ class DirectoryMemoryStore(ScopedLimits):
 
     async def rename(self, old_path: str, new_path: str) -> None:
         """Move a file or directory, creating the destination's parents."""
-        old = normalize_memory_path(old_path)
-        new = normalize_memory_path(new_path)
+        old = self._open_path(old_path)
+        new = self._open_path(new_path)
         if not old:
             raise MemoryPathError(old_path, "Cannot rename the memories root directory.")
 

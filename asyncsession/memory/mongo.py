@@ -16,8 +16,9 @@ from pymongo.errors import DuplicateKeyError
 from .._pymongo_compat import aggregate
 from .._pymongo_errors import pymongo_errors
 from .._shield import shielded
-from ..exceptions import StorageUnavailable
+from ..exceptions import StorageUnavailable, UsageError
 from ._common import ScopedLimits, encode_text, split_path
+from ._lifecycle import StoreLifecycle
 from .store import (
     DEFAULT_MAX_FILE_BYTES,
     DEFAULT_MAX_STORE_BYTES,
@@ -30,7 +31,6 @@ from .store import (
     MemoryNotFound,
     MemoryPathError,
     MemoryWriteConflict,
-    normalize_memory_path,
     validate_memory_scope,
 )
 
@@ -70,7 +70,7 @@ def _prefix_range(rel: str) -> dict[str, str]:
     return {"$gte": rel + "/", "$lt": rel + "0"}
 
 
-class MongoMemoryStore(ScopedLimits):
+class MongoMemoryStore(ScopedLimits, StoreLifecycle):
     r"""One scope's memory files in a MongoDB collection (default ``memories``).
 
     Storage layout: one document per file, ``{_id: "<scope><path>", scope, path, text,
@@ -128,11 +128,11 @@ class MongoMemoryStore(ScopedLimits):
             ValueError: the scope or a limit is invalid.
         """
         if not 0 < max_file_bytes <= _MAX_DOCUMENT_TEXT:
-            raise ValueError(
+            raise UsageError(
                 f"max_file_bytes must be between 1 and {_MAX_DOCUMENT_TEXT}, got {max_file_bytes!r}"
             )
         if max_store_bytes is not None and max_store_bytes <= 0:
-            raise ValueError(f"max_store_bytes must be positive or None, got {max_store_bytes!r}")
+            raise UsageError(f"max_store_bytes must be positive or None, got {max_store_bytes!r}")
         self._scope = validate_memory_scope(scope)
         self._database = database
         self._collection_name = collection
@@ -174,7 +174,7 @@ class MongoMemoryStore(ScopedLimits):
 
     async def stat(self, path: str) -> MemoryEntry | None:
         """Describe the file or directory at `path`, or return ``None`` if nothing is there."""
-        rel = normalize_memory_path(path)
+        rel = self._open_path(path)
         if not rel:
             return MemoryEntry(name="", is_dir=True, size=0)
         name = split_path(rel)[1]
@@ -188,7 +188,7 @@ class MongoMemoryStore(ScopedLimits):
 
     async def read(self, path: str) -> MemoryFile | None:
         """Return the file at `path` with its version, or ``None`` if it does not exist."""
-        rel = normalize_memory_path(path)
+        rel = self._open_path(path)
         if not rel:
             raise MemoryIsADirectory(rel)
         with _map_pymongo_errors(rel):
@@ -201,7 +201,7 @@ class MongoMemoryStore(ScopedLimits):
 
     async def list_dir(self, path: str = "") -> list[MemoryEntry]:
         """List the directory at `path` one level deep, sorted by name."""
-        rel = normalize_memory_path(path)
+        rel = self._open_path(path)
         query: dict[str, Any] = {"scope": self._scope}
         if rel:
             query["path"] = _prefix_range(rel)
@@ -226,7 +226,7 @@ class MongoMemoryStore(ScopedLimits):
 
     async def write(self, path: str, text: str, *, expected_version: int | None) -> MemoryFile:
         """Create (``expected_version=None``) or compare-and-set the file at `path`."""
-        rel = normalize_memory_path(path)
+        rel = self._open_path(path)
         if not rel:
             raise MemoryIsADirectory(rel)
         size = len(encode_text(text, rel))
@@ -255,7 +255,7 @@ class MongoMemoryStore(ScopedLimits):
 
     async def delete(self, path: str) -> MemoryEntry:
         """Delete the file, or every file under the directory; return what was deleted."""
-        rel = normalize_memory_path(path)
+        rel = self._open_path(path)
         if not rel:
             raise MemoryPathError(path, "Cannot delete the memories root directory.")
         name = split_path(rel)[1]
@@ -278,8 +278,8 @@ class MongoMemoryStore(ScopedLimits):
         The move runs to completion even if the caller is cancelled meanwhile, so a
         cancellation never leaves a file in both places.
         """
-        old = normalize_memory_path(old_path)
-        new = normalize_memory_path(new_path)
+        old = self._open_path(old_path)
+        new = self._open_path(new_path)
         if not old:
             raise MemoryPathError(old_path, "Cannot rename the memories root directory.")
         await shielded(self._rename(old, new))

@@ -8,6 +8,9 @@ on the turns where a consolidation trigger fires.
 
 from __future__ import annotations
 
+from .._checks import require_text
+from ..exceptions import UsageError
+
 __all__ = ["CONSOLIDATION_REMINDER", "MEMORY_SYSTEM_PROMPT", "render_memory_prompt"]
 
 CONSOLIDATION_REMINDER = (
@@ -118,6 +121,6 @@ def render_memory_prompt(root: str) -> str:
     Raises:
         ValueError: `root` is blank.
     """
-    if not root or not root.strip():
-        raise ValueError("The memories root must not be empty")
+    if not require_text(root, "root") or not root.strip():
+        raise UsageError("The memories root must not be empty")
     return MEMORY_SYSTEM_PROMPT.replace("{memories_root}", root)

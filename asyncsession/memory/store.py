@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, cast, runtime_checkable
 
+from .._checks import require_text
 from .._display import CONTROL_CHARACTERS, shown_path
 from ..exceptions import (
     MemoryBackendError,
@@ -26,6 +27,7 @@ from ..exceptions import (
     MemoryStoreError,
     MemoryTooLarge,
     MemoryWriteConflict,
+    UsageError,
 )
 from ._common import split_path
 
@@ -190,11 +192,11 @@ def validate_memory_scope(scope: str) -> str:
     """
     value = cast(object, scope)  # callers outside the type checker may pass anything
     if not isinstance(value, str) or not scope.strip():
-        raise ValueError(f"A memory scope must be a non-empty string, got {scope!r}")
+        raise UsageError(f"A memory scope must be a non-empty string, got {scope!r}")
     if len(scope) > MAX_SCOPE_CHARS:
-        raise ValueError(f"A memory scope must be at most {MAX_SCOPE_CHARS} characters")
+        raise UsageError(f"A memory scope must be at most {MAX_SCOPE_CHARS} characters")
     if CONTROL_CHARACTERS.search(scope):
-        raise ValueError(f"A memory scope must not contain control characters: {scope!r}")
+        raise UsageError(f"A memory scope must not contain control characters: {scope!r}")
     return scope
 
 
@@ -208,6 +210,7 @@ def normalize_memory_path(path: str) -> str:
     Raises:
         MemoryPathError: the path is unsafe or invalid; its message is model-readable.
     """
+    require_text(path, "path")
     shown = shown_path(path)
     if "\x00" in path:
         raise MemoryPathError(path, f"Path contains a NUL byte: '{shown}'")

@@ -11,8 +11,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, OpenAI
 
+from .._checks import require_message, require_object, require_text
 from ..advisors.base import Advisor, CallContext, ChunkStream
 from ..advisors.chain import run_call, sort_advisors, start_stream
 from ..chat import ChatOptions, ChatRequest, ChatResponse
@@ -33,11 +34,18 @@ def _to_messages(
     messages: MessagesLike,
     convert: Callable[[list[dict[str, Any]]], list[Message]] = messages_from_openai,
 ) -> list[Message]:
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Iterable):
+        raise UsageError(
+            f"messages must be a list of messages or OpenAI message dicts, not "
+            f"{type(messages).__name__}; pass a single question as user=..."
+        )
     items = list(messages)
     if all(isinstance(item, Mapping) for item in items):
         return convert([dict(item) for item in items])  # pyright: ignore[reportArgumentType]
     if any(isinstance(item, Mapping) for item in items):
         raise UsageError("Pass either messages of ours or OpenAI message dicts, not a mix")
+    for item in items:
+        require_message(item, "messages[]")
     return items  # type: ignore[return-value]  # no mappings, so messages of ours
 
 
@@ -66,7 +74,13 @@ class BaseChatClient(ABC):
         default_options: ChatOptions | None = None,
         default_context: Mapping[str, Any] | None = None,
     ) -> None:
-        if not model:
+        if isinstance(openai_client, OpenAI):
+            raise UsageError(
+                f"{type(self).__name__} needs an openai.AsyncOpenAI, not the sync openai.OpenAI: "
+                "its calls are async (build the client with AsyncOpenAI(...))"
+            )
+        require_object(openai_client, "openai_client", "an openai.AsyncOpenAI", methods=())
+        if not require_text(model, "model"):
             raise UsageError("model must be a non-empty string")
         self.openai_client = openai_client
         """The borrowed SDK client."""
@@ -96,6 +110,7 @@ class BaseChatClient(ABC):
     ) -> tuple[CallContext, ChatRequest]:
         prompt = [*self.default_messages, *_to_messages(messages or (), self._convert_dicts)]
         if user is not None:
+            require_text(user, "user")
             prompt.append(UserMessage(text=user))
         if len(prompt) == len(self.default_messages):
             raise UsageError("A chat call needs a user message: pass user=... or messages=[...]")

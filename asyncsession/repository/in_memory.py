@@ -12,10 +12,12 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import Self
 
 from ..compaction_protocols import CompactionPlan
 from ..events import Session, SessionAttributes, SessionEvent
-from ..exceptions import AccessDenied, EventIdConflict, SessionNotFound
+from ..exceptions import AccessDenied, EventIdConflict, SessionNotFound, UsageError
 from ..filters import EventFilter
 from ._compaction_key import compaction_key
 from ._metadata_index import DEFAULT_LIMIT, check_lookup, index_entries, index_entry, indexed_keys
@@ -39,8 +41,35 @@ class _Log:
     """Turn leases: request id -> (holder, expiry)."""
 
 
+class _OpenLock:
+    """The store's lock, which refuses to be taken once the store is closed."""
+
+    __slots__ = ("_lock", "closed")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise UsageError(
+                "This InMemorySessionRepository is closed; create a new one to keep using a store"
+            )
+
+    def __enter__(self) -> None:
+        self.check_open()
+        self._lock.__enter__()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.__exit__(None, None, None)
+
+
 class InMemorySessionRepository:
     """Sessions and their logs in process memory.
+
+
+    It shares the lifecycle of every store: `aclose` (idempotent) ends it, ``async with``
+    closes it on exit, and a call after closing raises `UsageError`.
 
     Args:
         indexed_metadata_keys: the metadata keys, besides the well-known
@@ -53,7 +82,30 @@ class InMemorySessionRepository:
         self._indexed_keys = indexed_keys(indexed_metadata_keys)
         self._logs: dict[str, _Log] = {}
         self._owners: dict[str, str] = {}
-        self._lock = threading.Lock()
+        self._lock = _OpenLock()
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the store and let go of its sessions; closing again does nothing."""
+        if self._lock.closed:
+            return
+        with self._lock:
+            self._logs.clear()
+            self._owners.clear()
+            self._lock.closed = True
+
+    async def __aenter__(self) -> Self:
+        with self._lock:
+            return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     # --- sessions ------------------------------------------------------------------------------
 
@@ -85,6 +137,7 @@ class InMemorySessionRepository:
 
     async def find_by_id(self, session_id: str) -> Session | None:
         """The session, or ``None``."""
+        self._lock.check_open()
         log = self._logs.get(session_id)
         return None if log is None else log.session
 
@@ -268,6 +321,7 @@ class InMemorySessionRepository:
 
     async def get_event_version(self, session_id: str) -> int:
         """The session's version; 0 when unknown."""
+        self._lock.check_open()
         log = self._logs.get(session_id)
         return 0 if log is None else log.version
 

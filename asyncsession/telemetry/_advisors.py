@@ -5,8 +5,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Final
+from urllib.parse import urlsplit
 
-from .._telemetry import Span, TurnStats, current_turn, start_span, turn_stats
+import httpx
+
+from .._telemetry import AttributeValue, Span, TurnStats, current_turn, start_span, turn_stats
 from ..advisors.base import (
     HIGHEST_PRECEDENCE,
     LOWEST_PRECEDENCE,
@@ -32,6 +35,7 @@ def _turn_attributes(ctx: CallContext) -> dict[str, str | bool | None]:
         return None if value is None else str(value)
 
     return {
+        "gen_ai.conversation.id": text(SESSION_ID_CONTEXT_KEY),
         "asyncsession.session.id": text(SESSION_ID_CONTEXT_KEY),
         "asyncsession.user.id": text(USER_ID_CONTEXT_KEY),
         "asyncsession.request.id": text(REQUEST_ID_CONTEXT_KEY),
@@ -50,11 +54,30 @@ def _end_turn(span: Span, stats: TurnStats) -> None:
     span.end()
 
 
-def _model_attributes(model: str | None) -> dict[str, str | None]:
+_DEFAULT_PORTS: Final = {"https": 443, "http": 80}
+
+
+def _server_attributes(base_url: str | httpx.URL | None) -> dict[str, AttributeValue | None]:
+    """``server.address`` and ``server.port`` of the model's endpoint; none without a URL."""
+    if base_url is None:
+        return {}
+    url = urlsplit(str(base_url))
+    return {
+        "server.address": url.hostname,
+        "server.port": url.port or _DEFAULT_PORTS.get(url.scheme),
+    }
+
+
+def _model_attributes(
+    ctx: CallContext, model: str | None, server: dict[str, AttributeValue | None]
+) -> dict[str, AttributeValue | None]:
+    session_id = ctx.context.get(SESSION_ID_CONTEXT_KEY)
     return {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": "openai",
         "gen_ai.request.model": model,
+        "gen_ai.conversation.id": None if session_id is None else str(session_id),
+        **server,
     }
 
 
@@ -75,8 +98,9 @@ def _end_model_call(span: Span, response: ChatResponse) -> None:
 class TracingAdvisor:
     """A span per chat call: ``chat_turn``, around every other advisor.
 
-    Its attributes: the session, user and request ids of the context, whether it streamed, and
-    what the turn cost: ``asyncsession.turn.model_calls``, ``asyncsession.turn.db_commands``
+    Its attributes: the session (also as ``gen_ai.conversation.id``), user and request ids of
+    the context, whether it streamed, and what the turn cost:
+    ``asyncsession.turn.model_calls``, ``asyncsession.turn.db_commands``
     (the MongoDB commands sent, when the client has a `MongoCommandCounter`) and
     ``asyncsession.turn.store_operations`` (when the store is a `TracingSessionRepository`).
     Everything the turn does (store operations, model calls, tool calls, compaction) nests
@@ -125,36 +149,48 @@ class ModelCallTracingAdvisor:
 
     Its attributes: ``gen_ai.operation.name`` (``chat``), ``gen_ai.provider.name``
     (``openai``), ``gen_ai.request.model``, ``gen_ai.response.model``, ``gen_ai.response.id``,
-    ``gen_ai.response.finish_reasons`` and ``gen_ai.usage.input_tokens`` /
-    ``output_tokens``. It runs innermost, so a tool loop's every round gets its own span.
+    ``gen_ai.response.finish_reasons``, ``gen_ai.usage.input_tokens`` /
+    ``output_tokens``, ``gen_ai.conversation.id`` (the session id of the context) and, given
+    the client's ``base_url``, ``server.address`` and ``server.port``. It runs innermost, so a
+    tool loop's every round gets its own span.
 
     Args:
         model: the model of calls whose options name none (the ``ChatClient``'s default).
+        base_url: the OpenAI client's ``base_url`` (``openai_client.base_url``), for the
+            ``server.address`` and ``server.port`` attributes.
         order: the position in the chain; the default is next to the model.
     """
 
     DEFAULT_ORDER: Final = LOWEST_PRECEDENCE
     """The default order: innermost, once per model call."""
 
-    def __init__(self, *, model: str | None = None, order: int = DEFAULT_ORDER) -> None:
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        base_url: str | httpx.URL | None = None,
+        order: int = DEFAULT_ORDER,
+    ) -> None:
         self.model = model
         """The model of calls whose options name none."""
         self.order = order
         """The position in the chain."""
+        self._server = _server_attributes(base_url)
 
-    def _start(self, request: ChatRequest) -> Span:
+    def _start(self, ctx: CallContext, request: ChatRequest) -> Span:
         model = request.options.model or self.model
         stats = current_turn()
         if stats is not None:
             stats.model_calls += 1
         name = f"chat {model}" if model else "chat"
-        return start_span(name, kind="client", attributes=_model_attributes(model))
+        attributes = _model_attributes(ctx, model, self._server)
+        return start_span(name, kind="client", attributes=attributes)
 
     async def call(
         self, ctx: CallContext, request: ChatRequest, call_next: CallNext
     ) -> ChatResponse:
         """The model call inside its span."""
-        span = self._start(request)
+        span = self._start(ctx, request)
         try:
             with span.activate():
                 response = await call_next(ctx, request)
@@ -169,7 +205,7 @@ class ModelCallTracingAdvisor:
         self, ctx: CallContext, request: ChatRequest, call_next: StreamNext
     ) -> AsyncIterator[ChatChunk]:
         """The model's stream inside its span, which ends with the stream."""
-        span = self._start(request)
+        span = self._start(ctx, request)
         with span.activate():
             inner = call_next(ctx, request)
 
@@ -182,13 +218,16 @@ class ModelCallTracingAdvisor:
         return _SpanStream(inner, span, current_turn(), finish)
 
 
-def tracing_advisors(*, model: str | None = None) -> list[TracingAdvisor | ModelCallTracingAdvisor]:
+def tracing_advisors(
+    *, model: str | None = None, base_url: str | httpx.URL | None = None
+) -> list[TracingAdvisor | ModelCallTracingAdvisor]:
     """Both tracing advisors, at their default orders: add them to a ``ChatClient``.
 
     Args:
         model: the ``ChatClient``'s default model, for calls whose options name none.
+        base_url: the OpenAI client's ``base_url``, for ``server.address`` / ``server.port``.
     """
-    return [TracingAdvisor(), ModelCallTracingAdvisor(model=model)]
+    return [TracingAdvisor(), ModelCallTracingAdvisor(model=model, base_url=base_url)]
 
 
 class _SpanStream(ChunkStream):

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from .._checks import REPOSITORY_METHODS, require_object
 from .._telemetry import AttributeValue, current_turn, span
 from ..compaction_protocols import CompactionPlan
 from ..events import Session, SessionEvent
@@ -28,7 +29,8 @@ class TracingSessionRepository:
 
     A span's attributes: ``db.operation.name`` (the repository method), ``db.system.name``
     (``mongodb`` for the MongoDB store), ``asyncsession.store`` (the wrapped class) and
-    ``asyncsession.session.id`` where the operation names one; a failure sets ``error.type``.
+    ``asyncsession.session.id`` (also as ``gen_ai.conversation.id``) where the operation names
+    one; a failure sets ``error.type``.
     Each operation also counts towards the current turn's ``asyncsession.turn.store_operations``.
 
     Optional capabilities of the wrapped store (a native ``start_turn``, ``ensure_indexes``,
@@ -40,6 +42,7 @@ class TracingSessionRepository:
     """
 
     def __init__(self, repository: SessionRepository) -> None:
+        require_object(repository, "repository", "a SessionRepository", methods=REPOSITORY_METHODS)
         self.repository = repository
         """The wrapped repository."""
         name = type(repository).__name__
@@ -61,6 +64,7 @@ class TracingSessionRepository:
             **self._attributes,
             "db.operation.name": operation,
             "asyncsession.session.id": session_id,
+            "gen_ai.conversation.id": session_id,
         }
         with span(f"session_store {operation}", kind="client", attributes=attributes):
             return await work()

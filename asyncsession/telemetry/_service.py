@@ -13,8 +13,9 @@ __all__ = ["TracingSessionService"]
 class TracingSessionService(DelegatingSessionService):
     """Forwards everything to ``delegate``; a compaction runs in a ``compaction`` span.
 
-    The span's attributes: ``asyncsession.session.id``, the strategy and trigger classes, and
-    the outcome: ``asyncsession.compaction.applied``, ``.archived_events`` and
+    The span's attributes: ``asyncsession.session.id`` (also as ``gen_ai.conversation.id``), the
+    strategy and trigger classes, and the outcome: ``asyncsession.compaction.applied``,
+    ``.archived_events`` and
     ``.tokens_saved`` (estimated), and ``.error`` when the strategy fell back. Give this service
     to the advisors and the ``CompactionWorker`` so their compactions are traced; wrap the
     repository in a `TracingSessionRepository` to see the store operations inside.
@@ -26,6 +27,7 @@ class TracingSessionService(DelegatingSessionService):
         """Compact inside a ``compaction`` span."""
         attributes = {
             "asyncsession.session.id": session_id,
+            "gen_ai.conversation.id": session_id,
             "asyncsession.compaction.strategy": type(strategy).__name__,
             "asyncsession.compaction.trigger": type(trigger).__name__,
         }

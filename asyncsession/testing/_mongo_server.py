@@ -126,6 +126,16 @@ class LocalMongoServer:
         self._process.wait()
         self._process = None
 
+    def freeze(self) -> None:
+        """``SIGSTOP`` the server: it keeps its connections open and answers nothing."""
+        assert self._process is not None, "the server is not running"
+        os.killpg(self._process.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """``SIGCONT`` a frozen server: it answers again."""
+        assert self._process is not None, "the server is not running"
+        os.killpg(self._process.pid, signal.SIGCONT)
+
     def restart(self, timeout: float = 30.0) -> None:
         """Start the server again on the same port and data directory."""
         self.kill()
@@ -135,6 +145,7 @@ class LocalMongoServer:
         """Stop the server and remove its data directory if it made one."""
         if self._process is not None:
             with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGCONT)  # a frozen server must see SIGTERM
                 os.killpg(self._process.pid, signal.SIGTERM)
             try:
                 self._process.wait(timeout=10)

@@ -16,12 +16,14 @@ class TestMyStore(SessionRepositoryContract):
         await store.aclose()
 ```
 
-Every test uses fresh random ids, so the fixture may hand out one shared store. The kit needs
+Every test uses fresh random ids; the lifecycle tests close the store they are given, so
+the fixture hands out a fresh store per test (closing is idempotent, so its teardown may close
+it again). The kit needs
 `pytest` and `pytest-asyncio` (`pip install 'asyncsession[testing]'`); it is the only part of
 asyncsession that imports pytest. The tests live in one mixin per area (sessions, metadata
 lookups, recall searches, appends and versions, filters and windows, compaction, expiry,
-concurrency, turns, text) under `asyncsession.testing._contract`; subclass the combined class,
-not the mixins.
+concurrency, turns, text, lifecycle) under `asyncsession.testing._contract`; subclass the
+combined class, not the mixins.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from ._contract.compaction import CompactionContract
 from ._contract.concurrency import ConcurrencyContract
 from ._contract.expiry import ExpiryContract
 from ._contract.filters import FiltersContract
+from ._contract.lifecycle import LifecycleContract
 from ._contract.metadata import MetadataContract
 from ._contract.search import SearchContract
 from ._contract.sessions import SessionsContract
@@ -81,6 +84,7 @@ class SessionRepositoryContract(
     ExpiryContract,
     ConcurrencyContract,
     TextContract,
+    LifecycleContract,
 ):
     """The contract tests. Subclass with a `repository` fixture returning your store."""
 

@@ -21,6 +21,8 @@ from typing import ClassVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._checks import require_object
+from ..exceptions import UsageError
 from ..memory.store import (
     MemoryBackendError,
     MemoryExists,
@@ -206,7 +208,8 @@ class AutoMemoryTools:
             ValueError: `max_attempts` is not positive.
         """
         if max_attempts < 1:
-            raise ValueError(f"max_attempts must be at least 1, got {max_attempts!r}")
+            raise UsageError(f"max_attempts must be at least 1, got {max_attempts!r}")
+        require_object(store, "store", "a MemoryStore", methods=("stat", "read", "write"))
         self._store = store
         self._max_attempts = max_attempts
 

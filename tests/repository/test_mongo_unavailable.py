@@ -20,6 +20,7 @@ from asyncsession import (
 from asyncsession.memory import MemoryBackendError, MongoMemoryStore
 from asyncsession.repository.mongo._timeouts import (
     DEFAULT_SERVER_SELECTION_TIMEOUT_MS,
+    DEFAULT_TIMEOUT_MS,
     with_web_timeouts,
 )
 from asyncsession.testing._mongo_server import LocalMongoServer
@@ -96,7 +97,8 @@ async def test_a_timeout_in_the_uri_wins_over_the_web_default(dead_uri: str) -> 
 
 
 def test_the_web_timeouts_fill_only_what_the_caller_left_unset() -> None:
-    """Keywords and URI options are kept as given; the other two bounds get their defaults."""
+    """Keywords and URI options are kept as given; the other bounds get their defaults (no
+    ``timeoutMS``, which would override the caller's ``socketTimeoutMS``)."""
     options = with_web_timeouts("mongodb://h/?connectTimeoutMS=7", {"SocketTimeoutMS": 9})
 
     assert options == {"serverSelectionTimeoutMS": 5000, "SocketTimeoutMS": 9}
@@ -139,3 +141,38 @@ async def test_a_server_stopped_under_a_working_store_fails_fast_then_recovers(
         await repo.append_events("s1", [user("s1", "again")])
         texts = [e.message.text for e in await repo.find_events("s1", EventFilter())]  # type: ignore[union-attr]
     assert texts == ["hi", "again"]
+
+
+def test_from_uri_bounds_each_operation_end_to_end_by_default() -> None:
+    """A store that owns its client sets ``timeoutMS`` unless the caller or the URI set it."""
+    assert with_web_timeouts("mongodb://h/", {})["timeoutMS"] == DEFAULT_TIMEOUT_MS
+    assert "timeoutMS" not in with_web_timeouts("mongodb://h/?timeoutms=0", {})
+    assert with_web_timeouts("mongodb://h/", {"timeoutMS": 250})["timeoutMS"] == 250
+    assert "timeoutMS" not in with_web_timeouts("mongodb://h/", {"serverSelectionTimeoutMS": 9})
+
+
+async def test_a_frozen_server_fails_each_operation_within_the_bound_then_recovers(
+    private_mongo_server: LocalMongoServer,
+) -> None:
+    """``SIGSTOP`` the server under a store in use (connections open, no answer): each operation
+    raises `StorageUnavailable` within ``timeoutMS``; after ``SIGCONT`` the same store works."""
+    server = private_mongo_server
+    bound = 1.5
+    async with MongoSessionRepository.from_uri(
+        server.uri(), "frozen", timeoutMS=int(bound * 1000)
+    ) as repo:
+        await repo.ensure_indexes()
+        await _create(repo)
+        await _append(repo)
+
+        server.freeze()
+        try:
+            for operation in (_create, _append, _read):
+                assert await _elapsed(operation, repo) < bound + SLACK
+        finally:
+            server.thaw()
+
+        await repo.append_events("s1", [user("s1", "again")])
+        texts = [e.message.text for e in await repo.find_events("s1", EventFilter())]  # type: ignore[union-attr]
+    assert texts[0] == "hi"
+    assert texts[-1] == "again"

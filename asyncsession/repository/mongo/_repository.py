@@ -6,11 +6,12 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from enum import Enum
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final, Self, cast
 
 from pymongo import AsyncMongoClient, WriteConcern
 from pymongo.asynchronous.database import AsyncDatabase
 
+from ..._checks import require_object
 from ..._pymongo_errors import storage_errors
 from ..._shield import shielded
 from ...compaction_protocols import CompactionPlan
@@ -117,6 +118,12 @@ class MongoSessionRepository:
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         indexed_metadata_keys: Iterable[str] = (),
     ) -> None:
+        if isinstance(cast(object, database), str):
+            raise UsageError(
+                "MongoSessionRepository needs a PyMongo AsyncDatabase, not a string; for a URI "
+                "use MongoSessionRepository.from_uri(uri, db_name)"
+            )
+        require_object(database, "database", "a PyMongo AsyncDatabase", methods=("get_collection",))
         names = (sessions_collection, events_collection, event_ids_collection)
         self._setup(
             database, None, *names, cache_bytes=cache_bytes, indexed_keys=indexed_metadata_keys
@@ -170,9 +177,10 @@ class MongoSessionRepository:
 
         ``client_options`` go to ``AsyncMongoClient``; ``tz_aware`` defaults to ``True``. The
         client's timeouts suit a web request: ``serverSelectionTimeoutMS=5000``,
-        ``connectTimeoutMS=5000`` and ``socketTimeoutMS=10000`` unless ``client_options`` or the
-        URI set them, so an unreachable server raises `StorageUnavailable` within about five
-        seconds instead of PyMongo's thirty. ``cache_bytes`` and ``indexed_metadata_keys`` are as
+        ``connectTimeoutMS=5000``, ``socketTimeoutMS=10000`` and ``timeoutMS=5000`` (one bound
+        per operation, end to end) unless ``client_options`` or the URI set them, so an
+        unreachable or a frozen server raises `StorageUnavailable` within about five seconds
+        instead of PyMongo's thirty or never. ``cache_bytes`` and ``indexed_metadata_keys`` are as
         for the constructor.
         """
         options: dict[str, Any] = {"tz_aware": True, **with_web_timeouts(uri, client_options)}

@@ -2,8 +2,13 @@
 
 PyMongo's defaults wait 30 s to select a server and 20 s to connect, and never time out a socket
 read, so a request made while the server is down hangs for half a minute. A store that owns its
-client fails within these bounds instead, with `StorageUnavailable`. An option the caller gives,
-as a keyword or in the URI (in any letter case), wins over these defaults.
+client fails within these bounds instead, with `StorageUnavailable`. ``timeoutMS`` (PyMongo's
+client-side operation timeout) bounds each operation end to end, retries and a frozen server
+included, which the three per-step timeouts alone do not; PyMongo then uses it in place of
+``serverSelectionTimeoutMS`` and ``socketTimeoutMS``, so it is left out when the caller sets
+either of those (their per-step bounds stay as chosen). An option the caller gives, as a
+keyword or in the URI (in any letter case), wins over these defaults. A borrowed client gets
+none of them: its own ``timeoutMS``, or ``pymongo.timeout(seconds)`` around a call, bounds it.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_MS",
     "DEFAULT_SERVER_SELECTION_TIMEOUT_MS",
     "DEFAULT_SOCKET_TIMEOUT_MS",
+    "DEFAULT_TIMEOUT_MS",
     "with_web_timeouts",
 ]
 
@@ -25,12 +31,20 @@ DEFAULT_CONNECT_TIMEOUT_MS: Final = 5_000
 """How long opening one connection may take (``connectTimeoutMS``)."""
 DEFAULT_SOCKET_TIMEOUT_MS: Final = 10_000
 """How long one reply may take once sent (``socketTimeoutMS``)."""
+DEFAULT_TIMEOUT_MS: Final = 5_000
+"""How long one store operation may take end to end (``timeoutMS``): as long as selecting a
+server, so an unreachable and a frozen server fail within the same bound."""
 
 _DEFAULTS: Final[Mapping[str, int]] = {
     "serverSelectionTimeoutMS": DEFAULT_SERVER_SELECTION_TIMEOUT_MS,
     "connectTimeoutMS": DEFAULT_CONNECT_TIMEOUT_MS,
     "socketTimeoutMS": DEFAULT_SOCKET_TIMEOUT_MS,
+    "timeoutMS": DEFAULT_TIMEOUT_MS,
 }
+
+
+_REPLACED_BY_TIMEOUT: Final = frozenset({"serverselectiontimeoutms", "sockettimeoutms"})
+"""The per-step bounds ``timeoutMS`` would override: a caller who sets one keeps it."""
 
 
 def _uri_option_names(uri: str) -> set[str]:
@@ -41,5 +55,7 @@ def _uri_option_names(uri: str) -> set[str]:
 def with_web_timeouts(uri: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """The client options with the web timeouts added where neither they nor the URI set one."""
     given = {name.lower() for name in options} | _uri_option_names(uri)
+    if given & _REPLACED_BY_TIMEOUT:
+        given.add("timeoutms")
     defaults = {name: value for name, value in _DEFAULTS.items() if name.lower() not in given}
     return {**defaults, **options}

@@ -1,0 +1,276 @@
+"""A wrong type at a public entry point is answered at the call, with ``UsageError``.
+
+The walk takes every public class and function of every public module's ``__all__`` (as
+``tests/test_public_api.py`` enumerates them) and calls it with a wrong type for each required
+parameter: a string where the signature wants anything but text, a number where it wants text.
+What is exempt is listed below with its reason; what is not checked yet is listed too, and the
+list must shrink, never silently grow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import importlib
+import inspect
+import pkgutil
+import typing
+from collections.abc import Callable
+from typing import Any
+
+import pydantic
+import pytest
+
+import asyncsession
+from asyncsession import DefaultSessionService, InMemorySessionRepository, UsageError
+from asyncsession.openai import ChatClient
+
+TEXT: Any = "hello"  # passed where the types forbid it, as an untyped caller would
+NUMBER: Any = 123
+JUNK: Any = object()
+
+DEPRECATED_ALIASES = frozenset(
+    {
+        "asyncsession.plans",
+        "asyncsession.repository.memory",
+        "asyncsession.compaction.mongo_queue",
+        "asyncsession.compaction.mongo_worker",
+    }
+)  # as in tests/test_public_api.py
+
+# Whole kinds of entry point that do not answer a wrong type with UsageError, and why.
+EXEMPT_MODULES = {
+    "asyncsession.testing": "test doubles and contract helpers, for our own and users' tests",
+    "asyncsession.advisors.chain": "for advisor authors: called with what the chain hands them",
+    "asyncsession.cli": "the CLI parses its arguments itself (exit code 2 on a bad flag)",
+}
+DATA_VALUES = (
+    "data values (pydantic models, dataclasses, enums) validate their fields themselves: "
+    "pydantic's ValidationError is a ValueError that names each field"
+)
+EXEMPT: dict[str, str] = {
+    "asyncsession.openai._chat_client.BaseChatClient": "abstract: subclass it",
+    "asyncsession.service.new_event_id": "takes no required argument that can be wrong",
+    "asyncsession.advisors.base.StateKey": "a typed key: any value names one",
+    "asyncsession.compaction.worker.CompactionTicket": "built by the worker, not by users",
+    "asyncsession.openai.streaming.ChatStream": "built by ChatClient.stream, not by users",
+}
+
+# Entry points not yet checked: each answers a wrong type with some other error. Fixing one
+# removes it here (the test below fails until it is removed).
+NOT_YET_CHECKED = frozenset(
+    {
+        "asyncsession.advisors.auto_memory.AutoMemoryToolsAdvisor",
+        "asyncsession.advisors.idempotency.IdempotentTurnAdvisor",
+        "asyncsession.advisors.recall.SessionRecallAdvisor",
+        "asyncsession.compaction._pipeline.format_event",
+        "asyncsession.compaction.flush.MemoryFlushingCompactionStrategy",
+        "asyncsession.compaction.flush.run_memory_flush",
+        "asyncsession.compaction.mongo.queue.MongoCompactionQueue",
+        "asyncsession.compaction.mongo.worker.MongoCompactionWorker",
+        "asyncsession.compaction.triggers.usage_metadata",
+        "asyncsession.compaction.worker.CompactionWorker",
+        "asyncsession.integrations.pydantic_ai.PydanticAIHistory",
+        "asyncsession.integrations.pydantic_ai.from_event",
+        "asyncsession.integrations.pydantic_ai.to_event",
+        "asyncsession.integrations.pydantic_ai.to_message",
+        "asyncsession.integrations.pydantic_ai.whole_turns_window",
+        "asyncsession.messages.message_from_openai",
+        "asyncsession.messages.messages_from_openai",
+        "asyncsession.messages.messages_to_openai",
+        "asyncsession.openai._memory_flush.ModelMemoryFlush",
+        "asyncsession.openai._responses_items.items_to_messages",
+        "asyncsession.openai._responses_items.messages_to_items",
+        "asyncsession.repository._draw.draw_event_id",
+        "asyncsession.repository._protocol.snapshot_by_parts",
+        "asyncsession.repository._turn.start_turn",
+        "asyncsession.repository._turn.supports_turns",
+    }
+)
+
+
+def _public_modules() -> list[str]:
+    names = ["asyncsession"]
+    for info in pkgutil.walk_packages(asyncsession.__path__, "asyncsession."):
+        parts = info.name.split(".")
+        if any(part.startswith("_") for part in parts) or info.name in DEPRECATED_ALIASES:
+            continue
+        names.append(info.name)
+    return names
+
+
+def _is_data_value(value: type) -> bool:
+    return issubclass(value, (pydantic.BaseModel, enum.Enum)) or dataclasses.is_dataclass(value)
+
+
+def _entry_points() -> dict[str, Callable[..., Any]]:
+    """Every public class and function, by the name of the place it is defined."""
+    found: dict[str, Callable[..., Any]] = {}
+    for module_name in _public_modules():
+        module = importlib.import_module(module_name)
+        for attr in getattr(module, "__all__", ()):
+            value = getattr(module, attr)
+            if inspect.isclass(value):
+                if issubclass(value, BaseException) or getattr(value, "_is_protocol", False):
+                    continue
+            elif not inspect.isfunction(value):
+                continue
+            found.setdefault(f"{value.__module__}.{value.__qualname__}", value)
+    return found
+
+
+def _exemption(name: str, value: Callable[..., Any]) -> str | None:
+    for prefix, reason in EXEMPT_MODULES.items():
+        if name.startswith(prefix + "."):
+            return reason
+    if inspect.isclass(value) and _is_data_value(value):
+        return DATA_VALUES
+    return EXEMPT.get(name)
+
+
+def _wrong(annotation: object) -> object:
+    """A value of a type the annotation does not allow: text where it is not text, else a number."""
+    shown = str(annotation)
+    if annotation is inspect.Parameter.empty or any(
+        word in shown for word in ("str", "Any", "object", "PathLike")
+    ):
+        return 12345
+    return "wrong"
+
+
+def _wrong_arguments(value: Callable[..., Any]) -> tuple[list[object], dict[str, object]] | None:
+    """Wrong values for every required parameter, or ``None`` if nothing is required."""
+    target = value.__init__ if inspect.isclass(value) else value
+    try:
+        hints = typing.get_type_hints(target)
+    except NameError:  # a name only imported for type checking
+        hints = {}
+    args: list[object] = []
+    kwargs: dict[str, object] = {}
+    for param in inspect.signature(value).parameters.values():
+        if param.default is not param.empty or param.kind in (
+            param.VAR_POSITIONAL,
+            param.VAR_KEYWORD,
+        ):
+            continue
+        wrong = _wrong(hints.get(param.name, param.annotation))
+        if param.kind is param.KEYWORD_ONLY:
+            kwargs[param.name] = wrong
+        else:
+            args.append(wrong)
+    return (args, kwargs) if args or kwargs else None
+
+
+def _answer(value: Callable[..., Any], args: list[object], kwargs: dict[str, object]) -> str:
+    try:
+        result = value(*args, **kwargs)
+        if inspect.isawaitable(result):
+            asyncio.run(_awaited(result))
+    except UsageError:
+        return "UsageError"
+    except Exception as exc:  # the walk records what escaped
+        return type(exc).__name__
+    return "accepted"
+
+
+async def _awaited(result: typing.Awaitable[object]) -> object:
+    return await result
+
+
+def _walk() -> dict[str, str]:
+    answers: dict[str, str] = {}
+    for name, value in sorted(_entry_points().items()):
+        if _exemption(name, value) is not None:
+            answers[name] = "exempt"
+            continue
+        arguments = _wrong_arguments(value)
+        answers[name] = "no argument" if arguments is None else _answer(value, *arguments)
+    return answers
+
+
+def test_every_checked_entry_point_answers_a_wrong_type_with_usage_error() -> None:
+    """Outside the exemptions and the listed gaps, a wrong type is a UsageError at the call."""
+    answers = _walk()
+    wrong = {
+        name: answer
+        for name, answer in answers.items()
+        if answer not in ("UsageError", "exempt", "no argument")
+    }
+    assert set(wrong) - NOT_YET_CHECKED == set(), wrong
+    assert NOT_YET_CHECKED - set(wrong) == set(), "checked now: remove from NOT_YET_CHECKED"
+    reached = [answer for answer in answers.values() if answer not in ("exempt", "no argument")]
+    assert reached.count("UsageError") >= 28  # the figure when the walk was written
+
+
+def _service() -> DefaultSessionService:
+    return DefaultSessionService(InMemorySessionRepository())
+
+
+# The mistakes users make, one by one, each answered in our words.
+_MISTAKES: list[Any] = [
+    pytest.param(lambda: _service().append_message("s", TEXT), "message", id="text-message"),
+    pytest.param(lambda: _service().append_messages("s", TEXT), "messages", id="text-messages"),
+    pytest.param(lambda: _service().append_event(TEXT), "event", id="text-event"),
+    pytest.param(lambda: _service().create(TEXT), "request", id="text-request"),
+    pytest.param(lambda: DefaultSessionService(TEXT), "repository", id="text-repository"),
+    pytest.param(lambda: ChatClient(TEXT, model="m"), "openai_client", id="text-client"),
+    pytest.param(lambda: ChatClient(_async_openai(), model=NUMBER), "model", id="number-model"),
+]
+
+
+def _async_openai() -> Any:
+    from openai import AsyncOpenAI
+
+    return AsyncOpenAI(api_key="sk-test", base_url="http://127.0.0.1:9/v1")
+
+
+@pytest.mark.parametrize(("mistake", "argument"), _MISTAKES)
+async def test_a_common_mistake_names_the_argument(
+    mistake: Callable[[], object], argument: str
+) -> None:
+    """The UsageError names the argument the user got wrong."""
+    with pytest.raises(UsageError, match=argument):
+        result = mistake()
+        if inspect.isawaitable(result):
+            await result
+
+
+async def test_a_number_for_the_question_is_a_usage_error() -> None:
+    """``chat.call(123)`` is refused before any advisor or model is asked."""
+    chat = ChatClient(_async_openai(), model="m")
+    with pytest.raises(UsageError, match="user"):
+        await chat.call(NUMBER)
+    with pytest.raises(UsageError, match="messages"):
+        await chat.call(messages=TEXT)
+
+
+def test_a_sync_openai_client_is_refused_with_what_to_use() -> None:
+    """A sync ``openai.OpenAI`` would fail later as a misleading timeout."""
+    from openai import OpenAI
+
+    with pytest.raises(UsageError, match="AsyncOpenAI"):
+        sync: Any = OpenAI(api_key="sk-test", base_url="http://127.0.0.1:9/v1")
+        ChatClient(sync, model="m")
+
+
+def test_a_uri_for_a_database_points_to_from_uri() -> None:
+    """``MongoSessionRepository("mongodb://...")`` says to use ``from_uri``."""
+    from asyncsession.repository import MongoSessionRepository
+
+    with pytest.raises(UsageError, match=r"from_uri"):
+        uri: Any = "mongodb://localhost:27017/app"
+        MongoSessionRepository(uri)
+
+
+async def test_a_pydantic_verdict_on_user_input_is_chained() -> None:
+    """Metadata that is not JSON becomes a UsageError whose cause is pydantic's error."""
+    service = _service()
+    await service.create(asyncsession.CreateSessionRequest(id="s", user_id="u"))
+    with pytest.raises(UsageError) as caught:
+        await service.append_message(
+            "s",
+            asyncsession.UserMessage(text="hi"),
+            metadata={"bad": JUNK},
+        )
+    assert isinstance(caught.value.__cause__, pydantic.ValidationError)
