@@ -54,6 +54,18 @@ async def serving(app: FastAPI) -> AsyncGenerator[httpx.AsyncClient, None]:
         listener.close()
 
 
+def assert_problem(response: httpx.Response, status: int, error: str | None = None) -> Any:
+    """The response is an RFC 9457 problem document of that status (and of our error type)."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    body = response.json()
+    assert set(body) >= {"type", "title", "status", "detail", "instance"}
+    assert body["status"] == status
+    assert body["instance"] == response.request.url.path
+    assert body["type"] == (f"urn:asyncsession:error:{error}" if error else "about:blank")
+    return body
+
+
 async def read_sse(
     client: httpx.AsyncClient, path: str, message: str, headers: dict[str, str] = ALICE
 ) -> tuple[httpx.Response, list[ServerSentEvent]]:
@@ -153,7 +165,7 @@ async def test_another_users_session_is_forbidden_before_streaming(
     )
 
     assert response.status_code == 403
-    assert response.json()["error"] == "AccessDenied"
+    assert_problem(response, 403, "AccessDenied")
     assert len(server.requests) == 1
     peek = await http.get("/sessions/s1/messages", headers={"x-user-id": "mallory"})
     assert peek.status_code == 403
@@ -163,20 +175,37 @@ async def test_another_users_session_is_forbidden_before_streaming(
     assert send.status_code == 403
 
 
-@pytest.mark.parametrize("path", ["/sessions/s1/stream", "/sessions/s1/messages"])
-async def test_a_model_error_before_the_first_chunk_is_a_bad_gateway(
-    path: str,
-    server: ScriptedOpenAIServer,
-    http: httpx.AsyncClient,
-    service: DefaultSessionService,
+async def test_a_model_error_is_a_bad_gateway(
+    server: ScriptedOpenAIServer, http: httpx.AsyncClient, service: DefaultSessionService
 ) -> None:
-    """The model's HTTP error becomes a 502 with its status; the user message stays stored."""
+    """The model's HTTP error becomes a 502 problem with its status; the user message stays
+    stored."""
     server.enqueue(ScriptedReply.error(429, "slow down"))
 
-    response = await http.post(path, json={"message": "Hi"}, headers=ALICE)
+    response = await http.post("/sessions/s1/messages", json={"message": "Hi"}, headers=ALICE)
 
-    assert response.status_code == 502
-    assert response.json()["status"] == 429
+    body = assert_problem(response, 502, "ChatError")
+    assert body["upstream_status"] == 429
+    assert await stored(service, "s1") == ["U:Hi"]
+
+
+async def test_a_model_error_on_the_stream_is_an_error_event_with_the_problem(
+    server: ScriptedOpenAIServer, http: httpx.AsyncClient, service: DefaultSessionService
+) -> None:
+    """The stream has started (a ping at once), so the model's 429 is an ``error`` event
+    carrying the same problem document as the JSON endpoint's 502."""
+    server.enqueue(ScriptedReply.error(429, "slow down"))
+
+    response, sent = await read_sse(http, "/sessions/s1/stream", "Hi")
+
+    assert response.status_code == 200
+    assert [event.event for event in sent] == ["error"]
+    error = sent[0].json()
+    assert error["status"] == 502
+    assert error["type"] == "urn:asyncsession:error:ChatError"
+    assert error["upstream_status"] == 429
+    assert error["instance"] == "/sessions/s1/stream"
+    assert set(error) >= {"type", "title", "status", "detail", "instance"}
     assert await stored(service, "s1") == ["U:Hi"]
 
 
@@ -217,8 +246,8 @@ async def test_a_failure_mid_stream_is_an_error_event(
     assert [e.event for e in sent][-1] == "error"
     assert "delta" in [e.event for e in sent]
     error = sent[-1].json()
-    assert error["error"] == "StreamInterrupted"
-    assert error["http_status"] == 502
+    assert error["type"] == "urn:asyncsession:error:StreamInterrupted"
+    assert error["status"] == 502
     assert await stored(service, "s1") == ["U:Hi"]
 
 
@@ -362,7 +391,10 @@ async def test_a_killed_database_is_a_fast_503_with_retry_after_then_recovers(
                 assert time.monotonic() - started < 1.0 + 2.0
                 assert response.status_code == 503, response.text
                 assert response.headers["retry-after"] == "5"
-                assert response.json()["error"] == "StorageUnavailable"
+                body = assert_problem(response, 503, "StorageUnavailable")
+                assert "127.0.0.1" not in response.text
+                assert str(database.port) not in response.text
+                assert "Topology" not in response.text
             assert len(server.requests) == 1
 
             database.start()
