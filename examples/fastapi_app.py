@@ -56,9 +56,10 @@ message stays stored and no partial reply is.
 # and a dependency defined inside `create_app` cannot be found from a string.
 import asyncio
 import contextlib
+import logging
 import os
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -112,7 +113,6 @@ from asyncsession.messages import Message, messages_to_openai
 from asyncsession.openai import (
     BaseChatClient,
     ChatClient,
-    ChatStream,
     ResponsesClient,
     items_to_messages,
 )
@@ -129,6 +129,9 @@ OFFLINE_MODEL = "scripted-example-model"
 PROBLEM_JSON = "application/problem+json"
 _MAX_INSTANCE = 256
 """A longer request path is not echoed as a problem's ``instance``: a fresh URN is."""
+
+_log = logging.getLogger("uvicorn.error")
+"""Where the app says what it serves with and logs unexpected errors: uvicorn's log."""
 
 
 @tool
@@ -374,6 +377,36 @@ async def offline_model() -> AsyncGenerator[openai.AsyncOpenAI]:
 
 
 @dataclass(slots=True)
+class _TurnEvents:
+    """The events of one streamed turn, from the task that runs it to the response.
+
+    The queue is small, so a slow client slows the model's stream instead of filling memory;
+    ``None`` ends it, after a ``done`` or an ``error`` event."""
+
+    queue: asyncio.Queue[ServerSentEvent | None] = field(
+        default_factory=lambda: asyncio.Queue[ServerSentEvent | None](maxsize=16)
+    )
+
+    async def produce(
+        self, chat: BaseChatClient, message: str, values: Mapping[str, str], instance: str
+    ) -> None:
+        ids = _EventIds()
+        try:
+            async with chat.stream(message, context=dict(values)) as reply:
+                async for chunk in reply:
+                    for event in _chunk_events(ids, chunk):
+                        await self.queue.put(event)
+                last = ids.event("done", _done(reply.response))
+        except AsyncSessionError as exc:  # the status is already sent: an error event
+            last = ids.event("error", error_problem(exc, instance))
+        except Exception:  # a bug: the same shape as a 500, its text only in the log
+            _log.exception("the turn failed")
+            last = ids.event("error", problem(500, _HIDDEN_DETAIL[500], instance))
+        await self.queue.put(last)
+        await self.queue.put(None)
+
+
+@dataclass(slots=True)
 class _Runtime:
     """What the endpoints use, set when the app is created or when its lifespan starts."""
 
@@ -445,7 +478,7 @@ def create_app(
             else:
                 client = await stack.enter_async_context(offline_model())
                 real_model = OFFLINE_MODEL
-                runtime.description.append("the offline scripted model")
+                runtime.description.append(f"the offline scripted model at {client.base_url}")
             sessions = service
             uri = env.get("MONGODB_URI")
             if sessions is None and uri:
@@ -461,6 +494,7 @@ def create_app(
                 sessions = DefaultSessionService(InMemorySessionRepository())
                 runtime.description.append("sessions in memory")
             runtime.sessions, runtime.chat = sessions, build_chat(client, sessions, real_model)
+            _log.info("asyncsession example: %s", "; ".join(runtime.description))
             try:
                 yield
             finally:
@@ -481,16 +515,6 @@ def create_app(
             "The request is not valid; see errors.",
             request.url.path,
             errors=_field_errors(exc.errors()),
-        )
-        return problem_response(body)
-
-    @app.exception_handler(pydantic.ValidationError)
-    async def bad_value(request: Request, exc: pydantic.ValidationError) -> JSONResponse:  # pyright: ignore[reportUnusedFunction]
-        body = problem(
-            422,
-            "A value in the request is not valid; see errors.",
-            request.url.path,
-            errors=_field_errors(exc.errors(include_input=False)),
         )
         return problem_response(body)
 
@@ -517,35 +541,49 @@ def create_app(
         if session is not None and session.user_id != user_id:
             raise AccessDenied(session_id, user_id)
 
+    async def turn_events(
+        request: Request,
+        session_id: SessionId,
+        body: ChatIn,
+        user_id: UserId,
+        idempotency_key: IdempotencyKey = None,
+    ) -> AsyncIterator[_TurnEvents]:
+        """Run the turn in a task of its own, which owns the model's stream from start to end,
+        and hand its events over a queue; the task is cancelled and awaited when the response
+        has ended, however it ended."""
+        _, chat = runtime.ready()
+        events = _TurnEvents()
+        values = context(session_id, user_id, idempotency_key)
+        task = asyncio.create_task(events.produce(chat, body.message, values, request.url.path))
+        try:
+            yield events
+        finally:
+            task.cancel()
+            await asyncio.wait({task})
+            if not task.cancelled() and task.exception() is not None:
+                raise RuntimeError("the turn's task failed") from task.exception()
+
     @app.post(
         "/sessions/{session_id}/stream",
         response_class=EventSourceResponse,
         dependencies=[Depends(owned_by_caller)],
     )
     async def stream(  # pyright: ignore[reportUnusedFunction]
-        request: Request,
-        session_id: SessionId,
-        body: ChatIn,
-        user_id: UserId,
-        idempotency_key: IdempotencyKey = None,
+        events: Annotated[_TurnEvents, Depends(turn_events)],
     ) -> AsyncIterator[ServerSentEvent]:
-        """Stream the reply as server-sent events: a ping at once, then the reply."""
-        _, chat = runtime.ready()
-        ids = _EventIds()
+        """Stream the reply as server-sent events: a ping at once, pings while the model is
+        silent, then the reply's events."""
         yield ServerSentEvent(comment="ping")
-        try:
-            async with chat.stream(
-                body.message, context=context(session_id, user_id, idempotency_key)
-            ) as reply:
-                async for item in _with_pings(reply, ping):
-                    if item is None:
-                        yield ServerSentEvent(comment="ping")
-                        continue
-                    for event in _chunk_events(ids, item):
-                        yield event
-                yield ids.event("done", _done(reply.response))
-        except AsyncSessionError as exc:  # the status is already sent: an error event
-            yield ids.event("error", error_problem(exc, request.url.path))
+        while True:
+            try:
+                async with asyncio.timeout(ping):
+                    event = await events.queue.get()
+            except TimeoutError:
+                yield ServerSentEvent(comment="ping")
+                continue
+            if event is None:
+                return
+            yield event
 
     @app.post("/sessions/{session_id}/messages")
     async def send(  # pyright: ignore[reportUnusedFunction]
@@ -579,36 +617,6 @@ def create_app(
         ]
 
     return app
-
-
-async def _with_pings(reply: ChatStream, interval: float) -> AsyncIterator[ChatChunk | None]:
-    """The stream's chunks, with ``None`` each time ``interval`` seconds pass without one."""
-    pending: asyncio.Task[ChatChunk] | None = None
-    try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(_next_chunk(reply))
-            done, _ = await asyncio.wait({pending}, timeout=interval)
-            if not done:
-                yield None
-                continue
-            chunk, pending = pending.result(), None
-            if chunk is _END:
-                return
-            yield chunk
-    finally:
-        if pending is not None:
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, AsyncSessionError):
-                await pending
-
-
-_END = ChatChunk()
-"""The marker `_next_chunk` returns at the end of the stream."""
-
-
-def _next_chunk(reply: ChatStream) -> Awaitable[ChatChunk]:
-    return anext(reply, _END)
 
 
 app = create_app()
