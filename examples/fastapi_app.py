@@ -217,9 +217,12 @@ ERROR_STATUSES: tuple[tuple[type[AsyncSessionError], int], ...] = (
 
 _HIDDEN_DETAIL: Mapping[int, str] = {
     500: "The server failed to handle the request.",
+    502: "The model failed to answer; see upstream_status when it answered with one.",
     503: "The session store cannot be reached right now; retry later.",
+    504: "The model did not answer in time.",
 }
-"""Statuses whose detail is ours, never the error's text (which may name hosts and ports)."""
+"""Statuses whose detail is ours, never the error's text (which may quote the model's error
+body or name hosts and ports)."""
 
 
 def error_status(exc: AsyncSessionError) -> int:
@@ -277,11 +280,17 @@ def problem_response(
 
 
 def _field_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:
-    """Where and why the input was refused, without the input."""
-    return [
-        {"loc": list(error.get("loc", ())), "type": error.get("type"), "msg": error.get("msg")}
-        for error in errors
-    ]
+    """Where and why the input was refused, without the input; each once (a path parameter
+    two dependencies read is checked twice)."""
+    unique: dict[str, dict[str, Any]] = {}
+    for error in errors:
+        entry = {
+            "loc": list(error.get("loc", ())),
+            "type": error.get("type"),
+            "msg": error.get("msg"),
+        }
+        unique.setdefault(repr(entry), entry)
+    return list(unique.values())
 
 
 class BodyLimit:
@@ -299,7 +308,9 @@ class BodyLimit:
             return
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._refuse(scope, receive, send)
+            # Answered before any byte is read; the server discards the body as it arrives,
+            # so a client that sends it whole still reads the answer.
+            await self._refuse(scope, receive, send, close=False)
             return
         received: list[ASGIMessage] = []
         size = 0
@@ -309,8 +320,8 @@ class BodyLimit:
             if message["type"] != "http.request":
                 break
             size += len(message.get("body", b""))
-            if size > self.limit:
-                await self._refuse(scope, receive, send)
+            if size > self.limit:  # of unknown length: close rather than read the rest
+                await self._refuse(scope, receive, send, close=True)
                 return
             if not message.get("more_body", False):
                 break
@@ -320,9 +331,10 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, *, close: bool) -> None:
         body = problem(413, f"The request body is over {self.limit} bytes.", scope.get("path", ""))
-        await problem_response(body, {"Connection": "close"})(scope, receive, send)
+        headers = {"Connection": "close"} if close else {}
+        await problem_response(body, headers)(scope, receive, send)
 
 
 def _done(response: ChatResponse) -> dict[str, Any]:
