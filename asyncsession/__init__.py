@@ -13,6 +13,7 @@ from .events import (
     CreateSessionRequest,
     EventType,
     Session,
+    SessionAttributes,
     SessionEvent,
 )
 from .exceptions import (
@@ -44,9 +45,10 @@ from .exceptions import (
     StreamInterrupted,
     ToolError,
     ToolLoopLimitExceeded,
+    TurnInProgress,
     UsageError,
 )
-from .filters import EventFilter, MatchMode
+from .filters import EventFilter, EventQuery, MatchMode
 from .messages import (
     AssistantMessage,
     Message,
@@ -83,6 +85,7 @@ __all__ = [
     "DefaultSessionService",
     "DelegatingSessionService",
     "EventFilter",
+    "EventQuery",
     "EventIdConflict",
     "EventTooLarge",
     "EventType",
@@ -107,6 +110,7 @@ __all__ = [
     "MongoSessionRepository",
     "RepositoryError",
     "Session",
+    "SessionAttributes",
     "SessionEvent",
     "SessionExists",
     "SessionNotFound",
@@ -120,6 +124,7 @@ __all__ = [
     "ToolCall",
     "ToolError",
     "ToolLoopLimitExceeded",
+    "TurnInProgress",
     "ToolResponse",
     "ToolResponseMessage",
     "UsageError",

@@ -41,6 +41,7 @@ __all__ = [
     "MAX_ID_LENGTH",
     "EventType",
     "Session",
+    "SessionAttributes",
     "SessionEvent",
     "CreateSessionRequest",
     "utc_now",
@@ -225,6 +226,28 @@ class Session(_Frozen):
     def is_expired(self, at: datetime) -> bool:
         """Whether the session expired strictly before ``at``."""
         return self.expires_at is not None and self.expires_at < at
+
+
+class SessionAttributes:
+    """The well-known metadata keys of a session, which every store indexes for
+    ``find_by_metadata`` (an application declares its own indexed keys when it builds a store).
+
+    The principal is the session's ``user_id``: looking sessions up by
+    [`PRINCIPAL_NAME`][asyncsession.events.SessionAttributes.PRINCIPAL_NAME] finds the user's
+    sessions, and a session whose metadata names another principal than its ``user_id`` is
+    refused when it is saved. The agent keys label the agent a session runs, for listings.
+    """
+
+    PRINCIPAL_NAME: Final = "principal_name"
+    """Who the session belongs to: always its ``user_id``."""
+    AGENT_NAME: Final = "agent_name"
+    """The name of the agent the session runs."""
+    AGENT_VERSION: Final = "agent_version"
+    """The version of the agent definition the session was created with."""
+    AGENT_MODEL: Final = "agent_model"
+    """The model the agent is configured with."""
+    WELL_KNOWN: Final = frozenset({PRINCIPAL_NAME, AGENT_NAME, AGENT_VERSION, AGENT_MODEL})
+    """The keys every store indexes."""
 
 
 class SessionEvent(_Frozen):

@@ -7,6 +7,7 @@ AsyncSessionError                       base of everything we raise; never raise
 │   ├── InvalidText                     a string that is not valid Unicode text   .where
 │   └── MissingSessionId                a chat call without a session id in its context
 ├── AccessDenied (PermissionError)      a user touching a session that belongs to another user
+├── TurnInProgress                      another attempt of the request still runs   .retry_after
 ├── RepositoryError                     the session store refused or failed an operation
 │   ├── SessionNotFound (LookupError)   .session_id
 │   ├── SessionExists                   .session_id
@@ -51,6 +52,7 @@ __all__ = [
     "InvalidText",
     "MissingSessionId",
     "AccessDenied",
+    "TurnInProgress",
     "RepositoryError",
     "SessionNotFound",
     "SessionExists",
@@ -125,6 +127,24 @@ class AccessDenied(AsyncSessionError, PermissionError):
         super().__init__(f"Session {session_id!r} does not belong to user {user_id!r}.")
         self.session_id = session_id
         self.user_id = user_id
+
+
+class TurnInProgress(AsyncSessionError):
+    """Another attempt of the same request holds its turn, and its reply did not come in time.
+
+    Answer it like HTTP 409 with ``Retry-After: retry_after``: a retry then gets the stored
+    reply, or takes the turn over once the holder's lease has expired.
+    """
+
+    def __init__(self, session_id: str, request_id: str, retry_after: float) -> None:
+        super().__init__(
+            f"Request {request_id!r} of session {session_id!r} is still being answered by "
+            f"another attempt; retry in {retry_after:.0f} s"
+        )
+        self.session_id = session_id
+        self.request_id = request_id
+        self.retry_after = retry_after
+        """Seconds until the holder's lease expires, at most (at least 1)."""
 
 
 class RepositoryError(AsyncSessionError):

@@ -22,17 +22,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, ClassVar, Final, overload
+from typing import Any, ClassVar, Final, cast, overload
 
 from .events import EventType, SessionEvent
 from .exceptions import InvalidFilter
 from .messages import MessageType
 
-__all__ = ["DEFAULT_PAGE_SIZE", "EventFilter", "MatchMode"]
+__all__ = ["DEFAULT_PAGE_SIZE", "EventFilter", "EventQuery", "MatchMode"]
 
 DEFAULT_PAGE_SIZE: Final = 10
+_MAX_KEYWORDS: Final = 20
+_MAX_KEYWORD_LENGTH: Final = 200
 
 
 class MatchMode(StrEnum):
@@ -420,3 +423,74 @@ class EventFilter:
                     start = index
                     break
         return list(matched[start:])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventQuery:
+    """A bounded search of one session's message events (``SessionService.search_events``).
+
+    Keywords are matched literally and case-insensitively in a message's text (``%``, ``_``,
+    ``[`` and every other character stand for themselves). Archived events are searched too:
+    recall finds what compaction took out of the view.
+
+    Raises:
+        InvalidFilter: no keyword or over 20, one blank or over 200 characters, a bad mode,
+            message type or page, or a naive ``since``.
+    """
+
+    keywords: tuple[str, ...]
+    """The terms: 1 to 20, each of 1 to 200 characters."""
+    match_mode: MatchMode = MatchMode.ANY
+    """Whether an event must contain any of the keywords or all of them."""
+    message_types: frozenset[MessageType] | None = None
+    """The message types searched; ``None``: all of them."""
+    since: datetime | None = None
+    """Only events at or after this instant, to the microsecond."""
+    include_synthetic: bool = False
+    """Whether the summaries compaction wrote are searched (they repeat what the log holds)."""
+    page: int = 0
+    """The zero-based page, oldest events first."""
+    page_size: int = DEFAULT_PAGE_SIZE
+    """Events per page."""
+
+    def __post_init__(self) -> None:
+        terms: object = self.keywords
+        if not isinstance(terms, tuple | list) or not 0 < len(self.keywords) <= _MAX_KEYWORDS:
+            raise InvalidFilter(f"keywords must be a tuple of 1 to {_MAX_KEYWORDS} terms")
+        for term in self.keywords:
+            text = cast(object, term)
+            if not isinstance(text, str) or not text.strip() or len(text) > _MAX_KEYWORD_LENGTH:
+                raise InvalidFilter(f"a keyword must be 1 to {_MAX_KEYWORD_LENGTH} characters")
+        if self.since is not None and self.since.utcoffset() is None:
+            raise InvalidFilter("since must be timezone-aware")
+        object.__setattr__(self, "keywords", tuple(self.keywords))
+        try:
+            object.__setattr__(self, "match_mode", MatchMode(self.match_mode))
+            types = (
+                None
+                if self.message_types is None
+                else frozenset(map(MessageType, self.message_types))
+            )
+        except ValueError as exc:
+            raise InvalidFilter(str(exc)) from exc
+        object.__setattr__(self, "message_types", types or None)
+        self.to_filter()  # the page checks
+
+    def to_filter(self) -> EventFilter:
+        """The [`EventFilter`][asyncsession.filters.EventFilter] every store answers this with.
+
+        ``since`` is rounded up to the millisecond, the precision of stored timestamps, so that
+        every store compares it exactly.
+        """
+        since = self.since
+        if since is not None and since.microsecond % 1000:
+            since += timedelta(microseconds=1000 - since.microsecond % 1000)
+        return EventFilter(
+            keywords=self.keywords,
+            match_mode=self.match_mode,
+            message_types=self.message_types or tuple(MessageType),
+            from_=since,
+            exclude_synthetic=not self.include_synthetic,
+            page=self.page,
+            page_size=self.page_size,
+        )

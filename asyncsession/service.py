@@ -37,7 +37,7 @@ from .events import (
     utc_now,
 )
 from .exceptions import SessionExists, UsageError
-from .filters import EventFilter
+from .filters import EventFilter, EventQuery
 from .messages import Message
 from .repository import SessionRepository, SessionSnapshot, draw_event_id, start_turn
 
@@ -81,6 +81,11 @@ class SessionService(Protocol):
 
     async def find_by_user_id(self, user_id: str) -> list[Session]:
         """Every session of the user."""
+        ...
+
+    async def find_by_metadata(self, name: str, value: str, *, limit: int = 100) -> list[Session]:
+        """At most ``limit`` sessions whose metadata holds ``value`` under the indexed key
+        ``name``, oldest first; raises ``UsageError`` for a key the store does not index."""
         ...
 
     async def delete(self, session_id: str) -> None:
@@ -130,6 +135,10 @@ class SessionService(Protocol):
         self, session_id: str, filter: EventFilter | None = None
     ) -> list[SessionEvent]:
         """The session's events that match ``filter`` (default: all, archived included)."""
+        ...
+
+    async def search_events(self, session_id: str, query: EventQuery) -> list[SessionEvent]:
+        """One page of the session's message events that match ``query``, oldest first."""
         ...
 
     async def get_messages(self, session_id: str) -> list[Message]:
@@ -257,6 +266,12 @@ class DefaultSessionService:
         """Every session of the user."""
         return await self.repository.find_by_user_id(_require(user_id, "user_id"))
 
+    async def find_by_metadata(self, name: str, value: str, *, limit: int = 100) -> list[Session]:
+        """At most ``limit`` sessions whose metadata holds ``value`` under the indexed key
+        ``name``, oldest first (see
+        [`SessionRepository.find_by_metadata`][asyncsession.repository.SessionRepository.find_by_metadata])."""
+        return await self.repository.find_by_metadata(_require(name, "name"), value, limit=limit)
+
     async def delete(self, session_id: str) -> None:
         """Remove the session and all its events."""
         await self.repository.delete(_require(session_id, "session_id"))
@@ -378,6 +393,19 @@ class DefaultSessionService:
         """The matching events, oldest first; empty for an unknown session."""
         return await self.repository.find_events(
             _require(session_id, "session_id"), filter or EventFilter.all()
+        )
+
+    async def search_events(self, session_id: str, query: EventQuery) -> list[SessionEvent]:
+        """One page of the session's message events (archived ones included) that match
+        ``query``, oldest first; empty for an unknown session.
+
+        Raises:
+            UsageError: ``query`` is not an [`EventQuery`][asyncsession.filters.EventQuery].
+        """
+        if not isinstance(cast(object, query), EventQuery):
+            raise UsageError(f"search_events needs an EventQuery, not {query!r}")
+        return await self.repository.find_events(
+            _require(session_id, "session_id"), query.to_filter()
         )
 
     async def get_messages(self, session_id: str) -> list[Message]:
@@ -521,6 +549,10 @@ class DelegatingSessionService:
         """Forwarded."""
         return await self.delegate.find_by_user_id(user_id)
 
+    async def find_by_metadata(self, name: str, value: str, *, limit: int = 100) -> list[Session]:
+        """Forwarded."""
+        return await self.delegate.find_by_metadata(name, value, limit=limit)
+
     async def delete(self, session_id: str) -> None:
         """Forwarded."""
         await self.delegate.delete(session_id)
@@ -573,6 +605,10 @@ class DelegatingSessionService:
     ) -> list[SessionEvent]:
         """Forwarded."""
         return await self.delegate.get_events(session_id, filter)
+
+    async def search_events(self, session_id: str, query: EventQuery) -> list[SessionEvent]:
+        """Forwarded."""
+        return await self.delegate.search_events(session_id, query)
 
     async def get_messages(self, session_id: str) -> list[Message]:
         """Forwarded."""

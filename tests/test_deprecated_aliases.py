@@ -8,6 +8,8 @@ import sys
 import pytest
 
 ALIASES = {
+    "asyncsession.compaction.mongo_queue": "asyncsession.compaction.mongo.queue",
+    "asyncsession.compaction.mongo_worker": "asyncsession.compaction.mongo.worker",
     "asyncsession.plans": "asyncsession.compaction_protocols",
     "asyncsession.repository.memory": "asyncsession.repository.in_memory",
 }

@@ -11,7 +11,14 @@ import pytest
 import asyncsession
 
 # Old import paths kept for a release; tests/test_deprecated_aliases.py proves each one warns.
-DEPRECATED_ALIASES = frozenset({"asyncsession.plans", "asyncsession.repository.memory"})
+DEPRECATED_ALIASES = frozenset(
+    {
+        "asyncsession.plans",
+        "asyncsession.repository.memory",
+        "asyncsession.compaction.mongo_queue",
+        "asyncsession.compaction.mongo_worker",
+    }
+)
 
 
 def _public_modules() -> list[str]:

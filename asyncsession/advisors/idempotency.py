@@ -14,24 +14,37 @@ recent log:
 
 Guarantee: a retry that starts after an attempt of the same request completed never calls the
 model. Attempts of one request that overlap in one process run one after the other (a lock per
-session and request id), so the model is called once when the first completes. Attempts that
-overlap in different processes may each call the model; the user message is still stored once,
-each reply is stored, and later retries get the first stored reply.
+session and request id), so the model is called once when the first completes.
+
+Across processes, give the advisor the store as ``leases`` (a `TurnLeaseRepository`: both stores
+are). The attempt that will call the model first takes a lease on the request id, a
+compare-and-swap on the session document with an expiry (``lease_ttl``); an overlapping attempt
+in any process waits, at most ``wait`` seconds, for the holder's reply and returns it (replayed
+as chunks on the stream path), takes the turn over if the holder let go (it failed, or crashed
+and its lease expired), or raises `TurnInProgress`. The model is then called once per request
+id while the holder lives; a holder that dies mid-turn is replaced after ``lease_ttl``. A call
+on a session that does not exist yet creates it first (as the turn advisor would), so four first
+attempts on a new session call the model once too. Without ``leases``, attempts that overlap in
+different processes may each call the model; the user message is still stored once, each reply
+is stored, and later retries get the first stored reply.
 Without a request id the advisor does nothing and costs nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Final
 
 from ..chat import ChatChunk, ChatRequest, ChatResponse
 from ..events import SessionEvent
-from ..exceptions import AccessDenied, UsageError
+from ..exceptions import AccessDenied, SessionNotFound, TurnInProgress, UsageError
 from ..filters import EventFilter
 from ..messages import AssistantMessage, UserMessage
+from ..repository import TurnLeaseRepository
 from ..service import SessionService
 from .base import HIGHEST_PRECEDENCE, CallContext, CallNext, ChunkStream, StreamNext
 from .contexts import (
@@ -93,6 +106,11 @@ class IdempotentTurnAdvisor:
         lookback: how many of the session's newest events are searched for the request; an
             attempt older than that runs again (its user message is still stored once).
         order: the position in the chain.
+        leases: the store the service writes to, to lease request ids across processes.
+        lease_ttl: how long a lease lasts: longer than a turn takes (tool rounds included).
+        wait: how long an overlapping attempt waits for the holder's reply, in seconds.
+        poll: the first pause between two looks at the log while waiting (it doubles up to one
+            second).
     """
 
     DEFAULT_ORDER: Final = HIGHEST_PRECEDENCE + 100
@@ -100,10 +118,30 @@ class IdempotentTurnAdvisor:
     nothing and calls no tool."""
 
     def __init__(
-        self, service: SessionService, *, lookback: int = 200, order: int = DEFAULT_ORDER
+        self,
+        service: SessionService,
+        *,
+        lookback: int = 200,
+        order: int = DEFAULT_ORDER,
+        leases: TurnLeaseRepository | None = None,
+        lease_ttl: timedelta = timedelta(seconds=120),
+        wait: float = 30.0,
+        poll: float = 0.05,
     ) -> None:
         if lookback <= 0:
             raise ValueError(f"lookback must be positive, got {lookback!r}")
+        if leases is not None and not isinstance(leases, TurnLeaseRepository):
+            raise UsageError(f"leases must be a TurnLeaseRepository, not {leases!r}")
+        if lease_ttl <= timedelta(0) or wait < 0 or poll <= 0:
+            raise UsageError("lease_ttl and poll must be positive and wait not negative")
+        self.leases = leases
+        """The store that leases request ids, or ``None`` (one process only)."""
+        self.lease_ttl = lease_ttl
+        """How long a lease lasts."""
+        self.wait = wait
+        """How long an overlapping attempt waits, in seconds."""
+        self.poll = poll
+        """The first pause between two looks at the log while waiting."""
         self.service = service
         """The session service."""
         self.lookback = lookback
@@ -136,7 +174,13 @@ class IdempotentTurnAdvisor:
             stored = await self._find(ctx, request, key[0])
             if stored is not None:
                 return _replay(ctx, stored)
-            return await call_next(ctx, request)
+            holder, stored = await self._lease(ctx, request, key)
+            if stored is not None:
+                return _replay(ctx, stored)
+            try:
+                return await call_next(ctx, request)
+            finally:
+                await self._release(key, holder)
         finally:
             self._locks.release(key)
 
@@ -147,20 +191,70 @@ class IdempotentTurnAdvisor:
         if ctx.context.get(REQUEST_ID_CONTEXT_KEY) is None:
             return call_next(ctx, request)
 
-        async def open_stream() -> tuple[tuple[str, str], ChunkStream]:
+        async def open_stream() -> tuple[tuple[str, str], ChunkStream, str | None]:
             key = self._key(ctx)
             assert key is not None
             await self._locks.acquire(key)
             try:
                 stored = await self._find(ctx, request, key[0])
+                holder = None
+                if stored is None:
+                    holder, stored = await self._lease(ctx, request, key)
             except BaseException:
                 self._locks.release(key)
                 raise
             if stored is not None:
-                return key, ChunkStream.of_response(_replay(ctx, stored))
-            return key, call_next(ctx, request)
+                return key, ChunkStream.of_response(_replay(ctx, stored)), None
+            return key, call_next(ctx, request), holder
 
-        return _LockedStream(self._locks, open_stream)
+        return _LockedStream(self, open_stream)
+
+    async def _lease(
+        self, ctx: CallContext, request: ChatRequest, key: tuple[str, str]
+    ) -> tuple[str | None, _Stored | None]:
+        """Lease the request (``(holder, None)``), or the reply the holder stored meanwhile.
+
+        Without ``leases``: ``(None, None)`` at once.
+
+        Raises:
+            TurnInProgress: another holder still runs after ``wait`` seconds.
+        """
+        leases = self.leases
+        if leases is None:
+            return None, None
+        session_id, request_id = key
+        holder = str(uuid.uuid4())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.wait
+        pause = self.poll
+        while True:
+            try:
+                taken = await leases.acquire_turn_lease(
+                    session_id, request_id, holder, self.lease_ttl
+                )
+            except SessionNotFound:
+                create = SessionContexts.create_request(session_id, ctx.context)
+                await self.service.find_or_create(create)
+                continue
+            # Taken or not, the holder may have stored its reply since the first look.
+            stored = await self._find(ctx, request, session_id)
+            if taken:
+                if stored is not None:
+                    await self._release(key, holder)
+                    return None, stored
+                return holder, None
+            if stored is not None:
+                return None, stored
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                retry_after = max(1.0, self.lease_ttl.total_seconds())
+                raise TurnInProgress(session_id, request_id, retry_after)
+            await asyncio.sleep(min(pause, remaining))
+            pause = min(pause * 2, 1.0)
+
+    async def _release(self, key: tuple[str, str], holder: str | None) -> None:
+        if holder is not None and self.leases is not None:
+            await self.leases.release_turn_lease(key[0], key[1], holder)
 
     def _user_event_id(self, ctx: CallContext, request: ChatRequest) -> str | None:
         user = next((m for m in reversed(request.messages) if isinstance(m, UserMessage)), None)
@@ -219,19 +313,21 @@ def _replay(ctx: CallContext, stored: _Stored) -> ChatResponse:
 
 
 class _LockedStream(ChunkStream):
-    """Holds the request's lock from the first chunk until the stream ends or is closed."""
+    """Holds the request's lock (and lease) from the first chunk until the stream ends or is
+    closed."""
 
-    __slots__ = ("_closed", "_key", "_locks", "_open", "_source")
+    __slots__ = ("_advisor", "_closed", "_holder", "_key", "_open", "_source")
 
     def __init__(
         self,
-        locks: _Locks,
-        open_stream: Callable[[], Awaitable[tuple[tuple[str, str], ChunkStream]]],
+        advisor: IdempotentTurnAdvisor,
+        open_stream: Callable[[], Awaitable[tuple[tuple[str, str], ChunkStream, str | None]]],
     ) -> None:
         super().__init__()
-        self._locks = locks
+        self._advisor = advisor
         self._open = open_stream
         self._key: tuple[str, str] | None = None
+        self._holder: str | None = None
         self._source: ChunkStream | None = None
         self._closed = False
 
@@ -239,17 +335,21 @@ class _LockedStream(ChunkStream):
         if self._source is None:
             if self._closed:
                 raise StopAsyncIteration
-            self._key, self._source = await self._open()
+            self._key, self._source, self._holder = await self._open()
         try:
             return await self._source.__anext__()
         except BaseException:
-            self._release()
+            await self._release()
             raise
 
-    def _release(self) -> None:
+    async def _release(self) -> None:
         if self._key is not None:
             key, self._key = self._key, None
-            self._locks.release(key)
+            holder, self._holder = self._holder, None
+            try:
+                await self._advisor._release(key, holder)  # pyright: ignore[reportPrivateUsage]
+            finally:
+                self._advisor._locks.release(key)  # pyright: ignore[reportPrivateUsage]
 
     def _produced(self) -> ChatResponse | None:
         if self._source is None:
@@ -265,4 +365,4 @@ class _LockedStream(ChunkStream):
             if self._source is not None:
                 await self._source.aclose()
         finally:
-            self._release()
+            await self._release()

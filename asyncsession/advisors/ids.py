@@ -12,6 +12,7 @@ of idempotent turns (see `asyncsession.advisors.IdempotentTurnAdvisor`).
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from collections.abc import Mapping
 from typing import Any, Final, Protocol, runtime_checkable
@@ -59,7 +60,11 @@ class IdempotentSessionEventIdGenerator:
       ``SESSION_ID_CONTEXT_KEY`` yourself);
     - the **message**: for tool calls and tool results the model's tool-call ids (or, if any
       id is blank, the tool names with their arguments or results); for every other message
-      its text.
+      its text, and, when it carries more than text (content parts, Responses API items such as
+      an ``image_generation_call`` or a ``compaction`` item, unknown keys), a sha256 of all of
+      that as canonical JSON. Two messages that differ anywhere therefore get different ids,
+      and a text-only message gets the same id it always had, so ids already stored keep
+      their meaning.
 
     Identical messages collide: with the default fingerprint, a user answering "yes" twice in
     one session stores the second "yes" as a replay of the first, i.e. not at all. Add a key
@@ -92,13 +97,38 @@ def _message_key(message: Message) -> str:
         if all(i.strip() for i in ids):
             return "toolcall:" + ",".join(ids)
         calls = ",".join(f"{call.name}({call.arguments})" for call in message.tool_calls)
-        return f"content:{message.text or ''}:{calls}"
+        return _with_rest(f"content:{message.text or ''}:{calls}", message)
     if isinstance(message, ToolResponseMessage):
         ids = [response.id for response in message.responses]
         if all(i.strip() for i in ids):
             return "toolresp:" + ",".join(ids)
-        return "content:" + ",".join(f"{r.name}->{r.data}" for r in message.responses)
-    return f"content:{message.text or ''}"
+        key = "content:" + ",".join(f"{r.name}->{r.data}" for r in message.responses)
+        return _with_rest(key, message)
+    return _with_rest(f"content:{message.text or ''}", message)
+
+
+_COVERED: Final = {
+    "tool_calls": ("id", "name", "arguments"),
+    "responses": ("id", "name", "data"),
+}
+"""Keys of list entries the text key already covers, per list field."""
+
+
+def _with_rest(key: str, message: Message) -> str:
+    """``key``, plus a digest of whatever the message holds beyond it (nothing for plain text)."""
+    rest: dict[str, Any] = message.model_dump(
+        mode="json", exclude={"kind", "text"}, exclude_defaults=True
+    )
+    for field, covered in _COVERED.items():
+        entries: list[dict[str, Any]] = [
+            {k: v for k, v in entry.items() if k not in covered} for entry in rest.pop(field, [])
+        ]
+        if any(entries):
+            rest[field] = entries
+    if not rest:
+        return key
+    canonical = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return f"{key}:whole:{hashlib.sha256(canonical.encode()).hexdigest()}"
 
 
 class RequestIdEventIdGenerator:

@@ -20,7 +20,9 @@ version::
   [`SlidingWindowCompactionStrategy`][asyncsession.compaction.SlidingWindowCompactionStrategy],
   [`TurnWindowCompactionStrategy`][asyncsession.compaction.TurnWindowCompactionStrategy],
   [`TokenCountCompactionStrategy`][asyncsession.compaction.TokenCountCompactionStrategy],
-  `RecursiveSummarizationCompactionStrategy`.
+  `RecursiveSummarizationCompactionStrategy`, and Spring AI 2.1's
+  [`WindowCompactionStrategy`][asyncsession.compaction.WindowCompactionStrategy] (by turns or
+  by events).
 - Models and tokens: [`Summarizer`][asyncsession.compaction.Summarizer]
   ([`OpenAISummarizer`][asyncsession.compaction.OpenAISummarizer]) and
   [`TokenCountEstimator`][asyncsession.compaction.TokenCountEstimator]
@@ -38,8 +40,14 @@ from ..compaction_protocols import CompactionPlan, CompactionRequest, Compaction
 from ._pipeline import EventFormatter, format_event
 from .compactor import CompactionQueue, Compactor
 from .flush import MemoryFlush, MemoryFlushingCompactionStrategy, run_memory_flush
-from .mongo_queue import CompactionJob, CompactionLease, JobState, MongoCompactionQueue
-from .mongo_worker import MongoCompactionWorker, WakeMode
+from .mongo import (
+    CompactionJob,
+    CompactionLease,
+    JobState,
+    MongoCompactionQueue,
+    MongoCompactionWorker,
+    WakeMode,
+)
 from .strategies import (
     DEFAULT_SHADOW_PROMPT,
     RECURSIVE_SUMMARIZATION_SOURCE,
@@ -64,6 +72,7 @@ from .triggers import (
     should_compact,
     usage_metadata,
 )
+from .window import WindowCompactionStrategy
 from .worker import CompactionOutcome, CompactionTicket, CompactionWorker
 
 __all__ = [
@@ -104,6 +113,7 @@ __all__ = [
     "TurnCountTrigger",
     "TurnWindowCompactionStrategy",
     "WakeMode",
+    "WindowCompactionStrategy",
     "all_of",
     "any_of",
     "format_event",

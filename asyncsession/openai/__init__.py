@@ -16,11 +16,18 @@ if _importlib_util.find_spec("openai") is None:  # pragma: no cover - depends on
 from ._chat_client import BaseChatClient, ChatClient, MessagesLike
 from ._memory_flush import DEFAULT_MEMORY_FLUSH_PROMPT, ModelMemoryFlush
 from ._responses_client import ResponsesClient
+from ._responses_compaction import (
+    COMPACTION_USAGE_KEY,
+    RESPONSES_COMPACT_SOURCE,
+    ResponsesCompactionStrategy,
+)
 from ._responses_items import ItemLike, items_to_messages, messages_to_items
 from .streaming import ChatStream
 
 __all__ = [
+    "COMPACTION_USAGE_KEY",
     "DEFAULT_MEMORY_FLUSH_PROMPT",
+    "RESPONSES_COMPACT_SOURCE",
     "BaseChatClient",
     "ChatClient",
     "ChatStream",
@@ -28,6 +35,7 @@ __all__ = [
     "MessagesLike",
     "ModelMemoryFlush",
     "ResponsesClient",
+    "ResponsesCompactionStrategy",
     "items_to_messages",
     "messages_to_items",
 ]

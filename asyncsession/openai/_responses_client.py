@@ -44,6 +44,11 @@ class ResponsesClient(BaseChatClient):
         default_context: advisor-context entries of every call; a call's override them.
         store: whether OpenAI stores the responses (default ``False``).
         include: the ``include`` list of every request.
+        context_management: the ``context_management`` of every request, e.g.
+            ``[{"type": "compaction", "compact_threshold": 200_000}]``: the server then compacts
+            during a response that reaches the threshold. A stored reply that carries a
+            ``compaction`` item is where later requests start: the messages before it (system
+            messages aside) are not sent again, the item stands for them.
     """
 
     def __init__(
@@ -57,6 +62,7 @@ class ResponsesClient(BaseChatClient):
         default_context: Mapping[str, Any] | None = None,
         store: bool = False,
         include: Sequence[str] = DEFAULT_INCLUDE,
+        context_management: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         super().__init__(
             openai_client,
@@ -70,6 +76,10 @@ class ResponsesClient(BaseChatClient):
         """Whether OpenAI stores the responses."""
         self.include: tuple[str, ...] = tuple(include)
         """The ``include`` list of every request."""
+        self.context_management: tuple[dict[str, Any], ...] = tuple(
+            dict(entry) for entry in context_management
+        )
+        """The ``context_management`` entries of every request."""
 
     @staticmethod
     def _convert_dicts(messages: list[dict[str, Any]]) -> list[Message]:
@@ -78,10 +88,20 @@ class ResponsesClient(BaseChatClient):
 
     async def _complete(self, ctx: CallContext, request: ChatRequest) -> ChatResponse:
         return await complete_response(
-            self.openai_client, request, self.model, store=self.store, include=self.include
+            self.openai_client,
+            request,
+            self.model,
+            store=self.store,
+            include=self.include,
+            context_management=self.context_management,
         )
 
     def _open_stream(self, ctx: CallContext, request: ChatRequest) -> ChunkStream:
         return ResponsesModelStream(
-            self.openai_client, request, self.model, store=self.store, include=self.include
+            self.openai_client,
+            request,
+            self.model,
+            store=self.store,
+            include=self.include,
+            context_management=self.context_management,
         )

@@ -9,6 +9,7 @@ from openai.types.responses import Response, ResponseStreamEvent, ResponseUsage
 
 from ..chat import ChatChunk, ChatRequest, ChatResponse, ToolCallDelta, Usage
 from ..exceptions import ChatError, UsageError
+from ..messages import AssistantMessage, Message, SystemMessage
 from ..tools import Tool
 from ._responses_items import assistant_from_output, messages_to_items
 
@@ -17,6 +18,7 @@ __all__ = [
     "chunk_from_event",
     "create_params",
     "failure_of",
+    "from_latest_compaction",
     "response_from_response",
     "tool_to_responses",
 ]
@@ -57,8 +59,34 @@ def _text_format(response_format: Mapping[str, Any]) -> dict[str, Any]:
     return shape
 
 
+def _compacted_reply(message: Message) -> bool:
+    """Whether ``message`` is a reply the server compacted during: a ``compaction`` item with
+    the reply's output after it (a ``responses.compact`` item stands alone)."""
+    if not isinstance(message, AssistantMessage):
+        return False
+    kinds = [item.get("type") for item in message.items]
+    return "compaction" in kinds and kinds.index("compaction") < len(kinds) - 1
+
+
+def from_latest_compaction(messages: Sequence[Message]) -> list[Message]:
+    """The messages a request sends: from the newest reply the server compacted during on
+    (the system messages before it kept), since its ``compaction`` item stands for the rest."""
+    latest = next(
+        (i for i in range(len(messages) - 1, -1, -1) if _compacted_reply(messages[i])), None
+    )
+    if latest is None:
+        return list(messages)
+    kept = [m for m in messages[:latest] if isinstance(m, SystemMessage)]
+    return [*kept, *messages[latest:]]
+
+
 def create_params(
-    request: ChatRequest, default_model: str, *, store: bool, include: Sequence[str]
+    request: ChatRequest,
+    default_model: str,
+    *,
+    store: bool,
+    include: Sequence[str],
+    context_management: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The keyword arguments of ``responses.create`` for ``request``.
 
@@ -71,9 +99,11 @@ def create_params(
             raise UsageError(f"The Responses API takes no {name!r} option; leave it unset")
     params: dict[str, Any] = {
         "model": options.model or default_model,
-        "input": messages_to_items(request.messages),
+        "input": messages_to_items(from_latest_compaction(request.messages)),
         "store": store,
     }
+    if context_management:
+        params["context_management"] = [dict(entry) for entry in context_management]
     if include:
         params["include"] = list(include)
     if request.tools:

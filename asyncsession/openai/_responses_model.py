@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from openai import AsyncOpenAI, AsyncStream
 from openai.types.responses import (
@@ -37,9 +38,16 @@ async def complete_response(
     *,
     store: bool,
     include: Sequence[str],
+    context_management: Sequence[Mapping[str, Any]] = (),
 ) -> ChatResponse:
     """One non-streamed ``responses.create`` request."""
-    params = create_params(request, default_model, store=store, include=include)
+    params = create_params(
+        request,
+        default_model,
+        store=store,
+        include=include,
+        context_management=context_management,
+    )
     with map_openai_errors():
         response: Response = await client.responses.create(**params, stream=False)
     return response_from_response(response)
@@ -65,10 +73,17 @@ class ResponsesModelStream(ChunkStream):
         *,
         store: bool,
         include: Sequence[str],
+        context_management: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         super().__init__()
         self._client = client
-        self._params = create_params(request, default_model, store=store, include=include)
+        self._params = create_params(
+            request,
+            default_model,
+            store=store,
+            include=include,
+            context_management=context_management,
+        )
         self._sdk: AsyncStream[ResponseStreamEvent] | None = None
         self._done_items: dict[int, ResponseOutputItem] = {}
         self._reply: ChatResponse | None = None

@@ -18,6 +18,7 @@ from ..compaction_protocols import CompactionPlan
 from ..events import Session, SessionEvent
 from ..exceptions import UsageError
 from ..filters import EventFilter
+from ._metadata_index import check_principal
 
 __all__ = [
     "SessionRepository",
@@ -66,6 +67,19 @@ class SessionRepository(Protocol):
 
     async def find_by_user_id(self, user_id: str) -> list[Session]:
         """Every session of the user."""
+        ...
+
+    async def find_by_metadata(self, name: str, value: str, *, limit: int = 100) -> list[Session]:
+        """The sessions whose metadata holds the string ``value`` under ``name``, oldest first
+        (by ``created_at``, then id), at most ``limit`` of them.
+
+        ``name`` is a key the store indexes: a well-known
+        [`SessionAttributes`][asyncsession.events.SessionAttributes] key, or one declared with
+        ``indexed_metadata_keys`` when the store was built. The principal is the ``user_id``.
+
+        Raises:
+            UsageError: ``name`` is not indexed, or ``limit`` is below 1.
+        """
         ...
 
     async def delete(self, session_id: str) -> None:
@@ -187,5 +201,7 @@ def check_session(session: Session) -> None:
 
     Raises:
         InvalidText: its id, user id or metadata holds a string that does not encode as UTF-8.
+        UsageError: its metadata names another principal than its ``user_id``.
     """
     check_session_text(session)
+    check_principal(session)

@@ -9,15 +9,16 @@ window, not the log. Nothing survives the process.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from ..compaction_protocols import CompactionPlan
-from ..events import Session, SessionEvent
+from ..events import Session, SessionAttributes, SessionEvent
 from ..exceptions import AccessDenied, EventIdConflict, SessionNotFound
 from ..filters import EventFilter
 from ._compaction_key import compaction_key
+from ._metadata_index import DEFAULT_LIMIT, check_lookup, index_entries, index_entry, indexed_keys
 from ._protocol import SessionSnapshot, check_batch, check_session
 from ._turn import check_creation
 
@@ -34,12 +35,22 @@ class _Log:
     """How many events the log held right after its newest compaction."""
     compaction: str = ""
     """The newest compaction's key: a retry of that call reports it applied."""
+    leases: dict[str, tuple[str, datetime]] = field(default_factory=dict[str, tuple[str, datetime]])
+    """Turn leases: request id -> (holder, expiry)."""
 
 
 class InMemorySessionRepository:
-    """Sessions and their logs in process memory."""
+    """Sessions and their logs in process memory.
 
-    def __init__(self) -> None:
+    Args:
+        indexed_metadata_keys: the metadata keys, besides the well-known
+            [`SessionAttributes`][asyncsession.events.SessionAttributes], that
+            [`find_by_metadata`][asyncsession.repository.InMemorySessionRepository.find_by_metadata]
+            looks sessions up by.
+    """
+
+    def __init__(self, *, indexed_metadata_keys: Iterable[str] = ()) -> None:
+        self._indexed_keys = indexed_keys(indexed_metadata_keys)
         self._logs: dict[str, _Log] = {}
         self._owners: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -84,6 +95,46 @@ class InMemorySessionRepository:
                 log.session for log in self._logs.values() if log.session.user_id == user_id
             ]
         return sorted(sessions, key=lambda s: (s.created_at, s.id))
+
+    async def find_by_metadata(
+        self, name: str, value: str, *, limit: int = DEFAULT_LIMIT
+    ) -> list[Session]:
+        """The sessions whose metadata holds ``value`` under the indexed key ``name``, oldest
+        first, at most ``limit``; the principal is the ``user_id``."""
+        check_lookup(name, value, limit, self._indexed_keys)
+        if name == SessionAttributes.PRINCIPAL_NAME:
+            return (await self.find_by_user_id(value))[:limit]
+        entry = index_entry(name, value)
+        with self._lock:
+            sessions = [
+                log.session
+                for log in self._logs.values()
+                if entry in index_entries(log.session, self._indexed_keys)
+            ]
+        return sorted(sessions, key=lambda s: (s.created_at, s.id))[:limit]
+
+    async def acquire_turn_lease(
+        self, session_id: str, request_id: str, holder: str, ttl: timedelta
+    ) -> bool:
+        """Lease the request to ``holder`` unless another holder's lease runs (see
+        `asyncsession.repository.TurnLeaseRepository`)."""
+        now = datetime.now(UTC)
+        with self._lock:
+            log = self._logs.get(session_id)
+            if log is None:
+                raise SessionNotFound(session_id)
+            held = log.leases.get(request_id)
+            if held is not None and held[0] != holder and held[1] > now:
+                return False
+            log.leases[request_id] = (holder, now + ttl)
+            return True
+
+    async def release_turn_lease(self, session_id: str, request_id: str, holder: str) -> None:
+        """Give the lease up if ``holder`` still holds it."""
+        with self._lock:
+            log = self._logs.get(session_id)
+            if log is not None and log.leases.get(request_id, ("",))[0] == holder:
+                del log.leases[request_id]
 
     async def delete(self, session_id: str) -> None:
         """Remove the session and its events."""

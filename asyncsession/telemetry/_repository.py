@@ -101,6 +101,14 @@ class TracingSessionRepository:
             "find_by_user_id", None, lambda: self.repository.find_by_user_id(user_id)
         )
 
+    async def find_by_metadata(self, name: str, value: str, *, limit: int = 100) -> list[Session]:
+        """Traced."""
+        return await self._traced(
+            "find_by_metadata",
+            None,
+            lambda: self.repository.find_by_metadata(name, value, limit=limit),
+        )
+
     async def delete(self, session_id: str) -> None:
         """Traced."""
         await self._traced("delete", session_id, lambda: self.repository.delete(session_id))

@@ -18,9 +18,10 @@ class TestMyStore(SessionRepositoryContract):
 
 Every test uses fresh random ids, so the fixture may hand out one shared store. The kit needs
 `pytest` and `pytest-asyncio` (`pip install 'asyncsession[testing]'`); it is the only part of
-asyncsession that imports pytest. The tests live in one mixin per area (sessions, appends and
-versions, filters and windows, compaction, expiry, concurrency, turns, text) under
-`asyncsession.testing._contract`; subclass the combined class, not the mixins.
+asyncsession that imports pytest. The tests live in one mixin per area (sessions, metadata
+lookups, recall searches, appends and versions, filters and windows, compaction, expiry,
+concurrency, turns, text) under `asyncsession.testing._contract`; subclass the combined class,
+not the mixins.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ from ._contract.compaction import CompactionContract
 from ._contract.concurrency import ConcurrencyContract
 from ._contract.expiry import ExpiryContract
 from ._contract.filters import FiltersContract
+from ._contract.metadata import MetadataContract
+from ._contract.search import SearchContract
 from ._contract.sessions import SessionsContract
 from ._contract.text import TextContract
 from ._contract.turns import TurnsContract
@@ -69,6 +72,8 @@ __all__ = [
 
 class SessionRepositoryContract(
     SessionsContract,
+    MetadataContract,
+    SearchContract,
     AppendsContract,
     FiltersContract,
     TurnsContract,

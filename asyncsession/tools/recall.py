@@ -4,15 +4,17 @@ Compaction takes old turns out of the model's view but keeps them in the log. Th
 search the whole log, so the model can recall an exchange after it was compacted away (the
 MemGPT recall pattern):
 
-- `conversation_search`: keyword search in one session, bound when the tool is built (the
+- `conversation_search`: keyword search in one session
+  ([`search_events`][asyncsession.service.SessionService.search_events]), bound when the tool
+  is built (the
   [`SessionRecallAdvisor`][asyncsession.advisors.SessionRecallAdvisor] binds the call's own
   session) — the session is never a tool argument.
 - `cross_session_search`: several terms across every session of one user, bound the same way.
 
 Both are [`Tool`][asyncsession.tools.Tool]s whose schemas come from the argument models below,
 so arguments that do not validate come back to the model the way every tool's do. Search terms
-are matched literally and case-insensitively; no tool accepts a regex, so nothing the model
-writes is compiled into a pattern.
+(at most 20, of at most 200 characters each) are matched literally and case-insensitively; no
+tool accepts a regex, so nothing the model writes is compiled into a pattern.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, 
 
 from ..events import SessionEvent
 from ..exceptions import UsageError
-from ..filters import EventFilter, MatchMode
+from ..filters import EventQuery, MatchMode
 from ..service import SessionService
 from ._tool import Tool
 
@@ -42,6 +44,7 @@ NO_RESULTS: Final = "No results found."
 """The answer when nothing matches."""
 MAX_TERMS: Final = 20
 """The most comma-separated terms one `cross_session_search` takes."""
+_MAX_TERM_LENGTH: Final = 200
 
 _CONVERSATION_DESCRIPTION: Final = (
     "Search this conversation's full history, including older parts that are no longer in "
@@ -59,6 +62,8 @@ _CROSS_SESSION_DESCRIPTION: Final = (
 def _keyword(query: str) -> str:
     if not query.strip():
         raise ValueError("query must be a non-empty keyword or phrase")
+    if len(query) > _MAX_TERM_LENGTH:
+        raise ValueError(f"query must be at most {_MAX_TERM_LENGTH} characters")
     return query
 
 
@@ -68,6 +73,8 @@ def _terms(query: str) -> str:
         raise ValueError("query must contain at least one search term (comma-separated)")
     if len(terms) > MAX_TERMS:
         raise ValueError(f"at most {MAX_TERMS} search terms are allowed, not {len(terms)}")
+    if any(len(term) > _MAX_TERM_LENGTH for term in terms):
+        raise ValueError(f"a search term must be at most {_MAX_TERM_LENGTH} characters")
     return query
 
 
@@ -188,13 +195,10 @@ def conversation_search(
     _positive(page_size)
 
     async def search(inner_thought: str, query: str, page: int) -> str:
-        filter = EventFilter(
-            keyword=query,
-            page=page,
-            page_size=page_size,
-            exclude_synthetic=not include_synthetic,
+        search = EventQuery(
+            keywords=(query,), include_synthetic=include_synthetic, page=page, page_size=page_size
         )
-        return _rows(await service.get_events(session_id, filter), with_session=False)
+        return _rows(await service.search_events(session_id, search), with_session=False)
 
     return Tool.from_model(
         "conversation_search", _CONVERSATION_DESCRIPTION, ConversationSearchArgs, search
@@ -230,17 +234,16 @@ def cross_session_search(
         since: AwareDatetime | None,
         page: int,
     ) -> str:
-        terms = [term.strip() for term in query.split(",") if term.strip()]
-        filter = EventFilter(
-            keyword=terms[0] if len(terms) == 1 else None,
-            keywords=terms if len(terms) > 1 else None,
+        search = EventQuery(
+            keywords=tuple(term.strip() for term in query.split(",") if term.strip()),
             match_mode=MatchMode(match_mode),
-            from_=since,
-            exclude_synthetic=not include_synthetic,
+            since=since,
+            include_synthetic=include_synthetic,
             page=page,
             page_size=page_size,
         )
-        return _rows(await service.find_events_by_user_id(user_id, filter), with_session=True)
+        events = await service.find_events_by_user_id(user_id, search.to_filter())
+        return _rows(events, with_session=True)
 
     return Tool.from_model(
         "cross_session_search", _CROSS_SESSION_DESCRIPTION, CrossSessionSearchArgs, search

@@ -66,6 +66,10 @@ class CountingRepository:
         self.calls["find_by_user_id"] += 1
         return await self.inner.find_by_user_id(user_id)
 
+    async def find_by_metadata(self, name: str, value: str, *, limit: int = 100) -> list[Session]:
+        self.calls["find_by_metadata"] += 1
+        return await self.inner.find_by_metadata(name, value, limit=limit)
+
     async def delete(self, session_id: str) -> None:
         self.calls["delete"] += 1
         await self.inner.delete(session_id)

@@ -77,3 +77,44 @@ def test_a_missing_context_key_is_part_of_the_fingerprint() -> None:
     ids = IdempotentSessionEventIdGenerator("tenant")
     expected = hashlib.sha256(b"tenant:null:content:hi").hexdigest()
     assert ids.generate({}, UserMessage(text="hi")) == f"user-{expected}"
+
+
+def test_messages_that_differ_only_beyond_their_text_get_different_ids() -> None:
+    """Items, parts and unknown keys are part of the id: no two different replies collide."""
+    ids = IdempotentSessionEventIdGenerator()
+    image_a = AssistantMessage(items=({"type": "image_generation_call", "id": "ig_a"},))
+    image_b = AssistantMessage(items=({"type": "image_generation_call", "id": "ig_b"},))
+    photo = UserMessage(parts=({"type": "input_image", "image_url": "https://x/1.png"},))
+    other_photo = UserMessage(parts=({"type": "input_image", "image_url": "https://x/2.png"},))
+    custom = AssistantMessage(tool_calls=(ToolCall(id="", name="f", type="custom"),))
+    function = AssistantMessage(tool_calls=(ToolCall(id="", name="f"),))
+    refusal = AssistantMessage(text="x", extra={"refusal": "no"})
+
+    assert ids.generate(CONTEXT, image_a) != ids.generate(CONTEXT, image_b)
+    assert ids.generate(CONTEXT, image_a) == ids.generate(CONTEXT, image_a.model_copy())
+    assert ids.generate(CONTEXT, photo) != ids.generate(CONTEXT, other_photo)
+    assert ids.generate(CONTEXT, custom) != ids.generate(CONTEXT, function)
+    assert ids.generate(CONTEXT, refusal) != ids.generate(CONTEXT, AssistantMessage(text="x"))
+
+
+def test_ids_of_text_only_messages_are_the_ones_stored_before() -> None:
+    """A plain text message (and a blank-id tool round) hashes exactly as it always did."""
+    ids = IdempotentSessionEventIdGenerator()
+    fingerprint = "chat_memory_conversation_id:s1"
+    cases = [
+        (AssistantMessage(text="hello"), "assistant", "content:hello"),
+        (UserMessage(text=""), "user", "content:"),
+        (
+            AssistantMessage(tool_calls=(ToolCall(id="", name="f", arguments='{"a":1}'),)),
+            "assistant",
+            'content::f({"a":1})',
+        ),
+        (
+            ToolResponseMessage(responses=(ToolResponse(id=" ", name="f", data="1"),)),
+            "tool",
+            "content:f->1",
+        ),
+    ]
+    for message, kind, key in cases:
+        expected = hashlib.sha256(f"{fingerprint}:{key}".encode()).hexdigest()
+        assert ids.generate(CONTEXT, message) == f"{kind}-{expected}"

@@ -21,7 +21,8 @@ from asyncsession import (
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.repository.mongo._cache import ByteLRU, EventCache, fresh, hint_bytes, own
 from asyncsession.repository.mongo._codec import INLINE_LIMIT
-from asyncsession.repository.mongo._hints import Reservations, TailHints, Trim
+from asyncsession.repository.mongo._drawn import Reservations
+from asyncsession.repository.mongo._hints import TailHints, Trim
 from asyncsession.testing.contract import user
 
 TS = datetime(2026, 1, 1, tzinfo=UTC)

@@ -28,8 +28,7 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.repository import draw_event_id
-from asyncsession.repository.mongo._drawn import loaded_id
-from asyncsession.repository.mongo._pool import POOL_MAX
+from asyncsession.repository.mongo._drawn import POOL_MAX, loaded_id
 
 
 @pytest.fixture

@@ -10,7 +10,12 @@ from typing import Any
 
 import pytest
 
-from asyncsession import DefaultSessionService, EventFilter, InMemorySessionRepository
+from asyncsession import (
+    DefaultSessionService,
+    EventFilter,
+    EventQuery,
+    InMemorySessionRepository,
+)
 from asyncsession.events import SessionEvent
 from asyncsession.memory import DirectoryMemoryStore
 from asyncsession.service import DelegatingSessionService
@@ -29,6 +34,10 @@ class _CountingService(DelegatingSessionService):
     ) -> list[SessionEvent]:
         self.reads += 1
         return await super().get_events(session_id, filter)
+
+    async def search_events(self, session_id: str, query: EventQuery) -> list[SessionEvent]:
+        self.reads += 1
+        return await super().search_events(session_id, query)
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """The MongoDB session store: ``MongoSessionRepository``, correct under concurrency and crashes.
 
-**Storage layout.** Three collections (names configurable):
+**Storage layout.** Three collections (names configurable). ``_layout`` names every
+collection and stored field once, with its full name and meaning; no other module spells one.
 
 ``sessions``
     One document per session: ``_id`` (the session id), ``user_id``, ``created_at``,
@@ -22,6 +23,19 @@
     sessions, on a sharded cluster too. It lets go of the ids the store drew once their events
     are below the tail, where a lookup by ``_id`` finds them (``_ids``).
 
+**Event ids.** One concept, five verbs, each used in this sense only:
+
+* *register*: insert an id into the registry under a write attempt's token, before its commit
+  (``_ids``); an id another session registered is an `EventIdConflict`, one this session
+  committed is a replay;
+* *draw*: hand out an id of the store's own format for ``draw_event_id`` (``_drawn``);
+* *register ahead*: register the next few drawn ids (a *refill* of the session's pool) or a
+  turn's reply ids together with an append, so that their own appends are the commit alone;
+* *adopt*: take over the registration an attempt that died left behind, after *fencing* it
+  (adding its token to ``fences``, which no commit can pass);
+* *let go*: delete the registration of a drawn id once its event is below the tail, where a
+  lookup by ``_id`` finds it.
+
 **Order.** Events are ordered by their position ``(seq, minor)`` in their session, never by
 time or ObjectId. Appends take ``seq`` values ``2**32`` apart; compaction inserts new events into
 the gap before their anchor (fractional ``minor`` keys when a gap is used up), so nothing is ever
@@ -31,9 +45,8 @@ renumbered or rewritten.
 (``update_one`` when the store knows the tail has room, else ``find_one_and_update``), guarded
 by what it depends on: a versioned append or a compaction commits only if the version is still
 the expected one, so of concurrent writers with one version exactly one wins. An append
-registers its event ids in one ``insert_many`` (a replay or an id of another session shows up
-here), then commits; an id `draw_event_id` handed out was registered ahead (``_pool``), so
-its append is the commit alone. A compaction replaces the tail it read and records its changes
+registers its event ids in one ``insert_many``, then commits; an id registered ahead skips the
+first step. A compaction replaces the tail it read and records its changes
 below the tail as ``pending``. Moving events to the events collection (*roll-forward*) is
 idempotent and guarded, so any later writer finishes what a dead one started; readers merge the
 tail and ``pending`` with the events collection: no half-done write shows, and no transaction is
@@ -56,6 +69,8 @@ Writes are shielded from cancellation: a cancelled caller's write runs to its en
 **Sharding.** Commands on ``session_events`` name a session (the user's, for reads by user),
 but for a drawn id's lookup by ``_id``: shard it on ``{session_id: "hashed"}``, the others on
 ``{_id: "hashed"}``.
+
+The maintainers' page, ``docs/internals/mongodb.md``, says all this at length.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError, WriteConcernError, WriteError
 
 from ._codec import Doc
+from ._layout import ID
 from ._store import Collection
 
 __all__ = ["MAX_BATCH", "MAX_IN_FLIGHT", "FindBatcher", "UpdateBatcher"]
@@ -168,7 +169,7 @@ class UpdateBatcher(_Batcher[bool]):
         The driver's errors are raised as it raised them; a batch's error for this call's
         statement as a `WriteError`.
         """
-        return await self._call(guard["_id"], (guard, update))
+        return await self._call(guard[ID], (guard, update))
 
     async def _alone(self, session_id: object, request: tuple[Doc, ...]) -> bool:
         guard, update = request
@@ -204,7 +205,7 @@ class FindBatcher(_Batcher[Doc | None]):
 
     async def _alone(self, session_id: object, request: tuple[Doc, ...]) -> Doc | None:
         doc: Doc | None = await self._collection.find_one(
-            {"_id": session_id}, request[0] if request else None
+            {ID: session_id}, request[0] if request else None
         )
         return doc
 
@@ -213,8 +214,8 @@ class FindBatcher(_Batcher[Doc | None]):
         ids = [due.session_id for due in batch]
         if len(batch) > 1:
             self.batches += 1
-        cursor = self._collection.find({"_id": {"$in": ids}}, projection)
-        found = {doc["_id"]: doc for doc in await cursor.to_list(None)}
+        cursor = self._collection.find({ID: {"$in": ids}}, projection)
+        found = {doc[ID]: doc for doc in await cursor.to_list(None)}
         for due in batch:
             _settle(due, found.get(due.session_id))
 

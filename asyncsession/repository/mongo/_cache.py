@@ -198,7 +198,7 @@ class EventCache:
             raw = decode_body(data, type)
             raw.update(id=event_id, session_id=session_id, archived=archived)
             raw.setdefault("timestamp", ts)
-            raw.setdefault("type", type)
+            raw.setdefault("type", type)  # layout: a model field
             event = SessionEvent.model_validate(raw)
             if len(data) > INLINE_LIMIT:
                 return event  # a large body: decoded for this reader only

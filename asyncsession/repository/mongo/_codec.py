@@ -1,4 +1,4 @@
-"""Models <-> BSON for the MongoDB store, and the one place driver errors become ours.
+"""Models <-> BSON for the MongoDB store (driver errors become ours in ``_pymongo_errors``).
 
 User data never becomes BSON keys: a session's ``metadata`` and an event's body (message,
 payload, metadata, timestamp, type) are stored as JSON text, so keys that start with ``$``,
@@ -19,6 +19,32 @@ import pydantic_core
 
 from ...events import Session, SessionEvent
 from ...messages import MessageType
+from ._layout import (
+    ANY_ARCHIVED,
+    ARCHIVED,
+    COMPACTED,
+    COMPACTIONS,
+    CREATED_AT,
+    DATA,
+    EXPIRES_AT,
+    FENCES,
+    ID,
+    INCARNATION,
+    LAST_USER,
+    LIVE,
+    METADATA,
+    PACKED,
+    PENDING,
+    ROLLED,
+    SEQ,
+    SYNTHETIC,
+    TAIL,
+    TAIL_SIZE,
+    TIMESTAMP,
+    TYPE,
+    USER_ID,
+    VERSION,
+)
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_SIZE",
@@ -51,7 +77,7 @@ one is written to the events collection before its commit and the tail keeps a r
 MESSAGE_TYPE_NAMES: Final = frozenset(t.value.upper() for t in MessageType)
 """The event type names of message events."""
 
-SESSION_PROJECTION: Final[Doc] = {"user_id": 1, "created_at": 1, "expires_at": 1, "metadata": 1}
+SESSION_PROJECTION: Final[Doc] = {USER_ID: 1, CREATED_AT: 1, EXPIRES_AT: 1, METADATA: 1}
 """The fields of a session document that make a
 [`Session`][asyncsession.repository.mongo._codec.Session]."""
 
@@ -79,50 +105,52 @@ def bson_size(doc: Doc) -> int:
 def new_log_fields() -> Doc:
     """The fields of a new session document that hold its (empty) log."""
     return {
-        "inc": new_token(),
-        "version": 0,
-        "seq": 0,
-        "tail": [],
-        "tn": 0,
-        "rolled": -1,
-        "live": 0,
-        "cv": 0,
-        "compacted": -1,
-        "ar": False,
-        "last_user": -1,
-        "pending": None,
-        "fences": [],
+        INCARNATION: new_token(),
+        VERSION: 0,
+        SEQ: 0,
+        TAIL: [],
+        TAIL_SIZE: 0,
+        ROLLED: -1,
+        LIVE: 0,
+        COMPACTIONS: 0,
+        COMPACTED: -1,
+        ANY_ARCHIVED: False,
+        LAST_USER: -1,
+        PENDING: None,
+        FENCES: [],
     }
 
 
 def new_session_doc(session: Session) -> Doc:
     """The whole document of a new session: its fields and an empty log."""
-    return {"_id": session.id, **session_to_doc(session), **new_log_fields()}
+    return {ID: session.id, **session_to_doc(session), **new_log_fields()}
 
 
 def session_to_doc(session: Session) -> Doc:
     """The fields of a session document that a `save` may change, and ``created_at``."""
     return {
-        "user_id": session.user_id,
-        "created_at": session.created_at,
-        "expires_at": session.expires_at,
-        "metadata": _dump(session.metadata),
+        USER_ID: session.user_id,
+        CREATED_AT: session.created_at,
+        EXPIRES_AT: session.expires_at,
+        METADATA: _dump(session.metadata),
     }
 
 
 def session_from_doc(doc: Doc) -> Session:
     """The [`Session`][asyncsession.repository.mongo._codec.Session] a session document holds."""
-    expires = doc.get("expires_at")
+    expires = doc.get(EXPIRES_AT)
     return Session(
-        id=doc["_id"],
-        user_id=doc["user_id"],
-        created_at=as_utc(doc["created_at"]),
+        id=doc[ID],
+        user_id=doc[USER_ID],
+        created_at=as_utc(doc[CREATED_AT]),
         expires_at=None if expires is None else as_utc(expires),
-        metadata=json.loads(doc.get("metadata") or "{}"),
+        metadata=json.loads(doc.get(METADATA) or "{}"),
     )
 
 
-_BODY_EXCLUDE: Final = frozenset({"id", "session_id", "archived", "timestamp", "type"})
+_BODY_EXCLUDE: Final = frozenset(
+    {"id", "session_id", "archived", "timestamp", "type"}  # layout: model fields, not stored keys
+)
 _EMPTY_EXTRA: Final = '{"message":{"extra":{},'
 _EMPTY_METADATA: Final = ',"metadata":{}}'
 _TEXT_ONLY: Final = {
@@ -187,20 +215,20 @@ def pack_entry(
     cannot contain ``;`` and JSON text starts after the third one.
     """
     flags = ("s" if synthetic else "") + ("a" if archived else "") + ("b" if data is None else "")
-    return {"_id": event_id, "e": f"{(as_utc(ts) - _EPOCH) // _MS};{flags};{type};{data or ''}"}
+    return {ID: event_id, PACKED: f"{(as_utc(ts) - _EPOCH) // _MS};{flags};{type};{data or ''}"}
 
 
 def unpack_entry(doc: Doc) -> tuple[str, datetime, bool, bool, str | None]:
     """``(type, ts, synthetic, archived, data)`` of a tail entry, packed or in the six-key form
     of earlier versions."""
-    packed: str | None = doc.get("e")
+    packed: str | None = doc.get(PACKED)
     if packed is None:
         return (
-            doc["type"],
-            as_utc(doc["ts"]),
-            bool(doc.get("synthetic", False)),
-            bool(doc.get("archived", False)),
-            doc.get("data"),
+            doc[TYPE],
+            as_utc(doc[TIMESTAMP]),
+            bool(doc.get(SYNTHETIC, False)),
+            bool(doc.get(ARCHIVED, False)),
+            doc.get(DATA),
         )
     ms, flags, type, data = packed.split(";", 3)
     return type, _EPOCH + int(ms) * _MS, "s" in flags, "a" in flags, None if "b" in flags else data

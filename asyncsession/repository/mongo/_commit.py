@@ -24,8 +24,22 @@ from ..._pymongo_errors import storage_errors
 from ...exceptions import AccessDenied, SessionNotFound, StorageError
 from ._batch import UpdateBatcher
 from ._codec import Doc, new_token
-from ._hints import K_MAX, Reservations, TailHints, Trim
+from ._drawn import Reservations
+from ._hints import K_MAX, TailHints, Trim
 from ._ids import MAX_ROUNDS, IdRegistry
+from ._layout import (
+    ANY_ARCHIVED,
+    COMPACTIONS,
+    FENCES,
+    ID,
+    INSERTS,
+    PENDING,
+    SEQ,
+    TAIL,
+    TAIL_SIZE,
+    USER_ID,
+    VERSION,
+)
 from ._positions import GAP
 from ._prepare import Prepared
 from ._rollforward import PREFIX, RollForward, prefix_projection
@@ -122,22 +136,22 @@ class Committer:
                 return True, doc
             with storage_errors(f"read session {session_id!r}"):
                 current = await self._store.sessions.find_one(
-                    {"_id": session_id},
+                    {ID: session_id},
                     {
-                        "version": 1,
-                        "user_id": 1,
-                        "fences": 1,
-                        "tail._id": 1,
-                        "pending.inserts._id": 1,
+                        VERSION: 1,
+                        USER_ID: 1,
+                        FENCES: 1,
+                        f"{TAIL}.{ID}": 1,
+                        f"{PENDING}.{INSERTS}.{ID}": 1,
                     },
                 )
             if current is None:
                 await self._release(session_id, [*ids, *extra], token, also, wrote)
                 raise SessionNotFound(session_id)
-            if user_id is not None and current["user_id"] != user_id:
+            if user_id is not None and current[USER_ID] != user_id:
                 await self._release(session_id, [*ids, *extra], token, also, wrote)
                 raise AccessDenied(session_id, user_id)
-            if {token, *also} & set(current.get("fences", ())):
+            if {token, *also} & set(current.get(FENCES, ())):
                 token, register, wrote = new_token(), True, False  # our ids were adopted
                 todo, also = [*ids, *extra], []
                 continue
@@ -145,7 +159,7 @@ class Committer:
             if now:
                 replayed |= now  # committed meanwhile by an attempt that adopted them
                 continue
-            if expected_version is not None and current["version"] != expected_version:
+            if expected_version is not None and current[VERSION] != expected_version:
                 await self._release(session_id, [*ids, *extra], token, also, wrote)
                 return False, None
         raise StorageError(f"could not append to session {session_id!r}: it kept changing")
@@ -165,27 +179,27 @@ class Committer:
         added = len(fresh)
         doc: Doc = {
             **fields,
-            "version": 1,
-            "seq": added * GAP,
-            "tail": [p.entry for p in fresh],
-            "tn": added,
+            VERSION: 1,
+            SEQ: added * GAP,
+            TAIL: [p.entry for p in fresh],
+            TAIL_SIZE: added,
         }
         if any(p.event.archived for p in fresh):
-            doc["ar"] = True
-        with storage_errors(f"create session {fields['_id']!r}"):
+            doc[ANY_ARCHIVED] = True
+        with storage_errors(f"create session {fields[ID]!r}"):
             try:
                 await self._store.sessions.insert_one(doc)
             except DuplicateKeyError:
                 return None  # created meanwhile: the append goes on as for any failed commit
-        self._hints.note(fields["_id"], added, False)
+        self._hints.note(fields[ID], added, False)
         return doc
 
     async def _read_checked(self, session_id: str, user_id: str | None) -> Doc:
         with storage_errors(f"read session {session_id!r}"):
-            doc = await self._store.sessions.find_one({"_id": session_id})
+            doc = await self._store.sessions.find_one({ID: session_id})
         if doc is None:
             raise SessionNotFound(session_id)
-        if user_id is not None and doc["user_id"] != user_id:
+        if user_id is not None and doc[USER_ID] != user_id:
             raise AccessDenied(session_id, user_id)
         return doc
 
@@ -210,22 +224,22 @@ class Committer:
         """
         ids = [p.event.id for p in fresh]
         guard: Doc = {
-            "_id": session_id,
-            "tail._id": {"$nin": ids},
-            "pending.inserts._id": {"$nin": ids},
-            "fences": {"$nin": [token, *also]},
+            ID: session_id,
+            f"{TAIL}.{ID}": {"$nin": ids},
+            f"{PENDING}.{INSERTS}.{ID}": {"$nin": ids},
+            FENCES: {"$nin": [token, *also]},
         }
         if expected_version is not None:
-            guard["version"] = expected_version
+            guard[VERSION] = expected_version
         if user_id is not None:
-            guard["user_id"] = user_id
+            guard[USER_ID] = user_id
         added = len(fresh)
         update: Doc = {
-            "$push": {"tail": {"$each": [p.entry for p in fresh]}},
-            "$inc": {"version": batches, "seq": added * GAP, "tn": added},
+            "$push": {TAIL: {"$each": [p.entry for p in fresh]}},
+            "$inc": {VERSION: batches, SEQ: added * GAP, TAIL_SIZE: added},
         }
         if any(p.event.archived for p in fresh):
-            update["$set"] = {"ar": True}  # reads of every event then ask for both values
+            update["$set"] = {ANY_ARCHIVED: True}  # reads of every event then ask for both values
         sessions = self._store.sessions
         trim = self._hints.take_trim(session_id)
         if trim is not None:
@@ -237,7 +251,7 @@ class Committer:
                 return None  # most likely a conflict: the caller finds out why
         if not whole and self._hints.room(session_id, added):
             # No post-image needed: the guard makes sure there is nothing to roll forward.
-            roomy = {**guard, "tn": {"$lt": K_MAX - added}, "pending": None}
+            roomy = {**guard, TAIL_SIZE: {"$lt": K_MAX - added}, PENDING: None}
             with storage_errors(f"append to session {session_id!r}"):
                 matched = await self.updates.update_one(roomy, update)
             if matched:
@@ -249,7 +263,7 @@ class Committer:
         crosses = self._hints.crosses(session_id, added)
         if whole and window is not None and crosses:
             window = None  # this commit rolls forward, which then needs the oldest entries
-        projection = window if whole else {"version": 1, "tn": 1, "pending.cv": 1}
+        projection = window if whole else {VERSION: 1, TAIL_SIZE: 1, f"{PENDING}.{COMPACTIONS}": 1}
         if crosses and not whole:
             projection = prefix_projection(K_MAX)
         with storage_errors(f"append to session {session_id!r}"):
@@ -257,7 +271,7 @@ class Committer:
                 guard, update, projection=projection, return_document=ReturnDocument.AFTER
             )
         if doc is not None:
-            self._hints.note(session_id, int(doc["tn"]), bool(doc.get("pending")))
+            self._hints.note(session_id, int(doc[TAIL_SIZE]), bool(doc.get(PENDING)))
             if crosses and not whole:
                 doc[PREFIX] = True
         return doc
@@ -273,14 +287,14 @@ class Committer:
     ) -> Doc | None:
         """The commit of ``update`` that also cuts the entries a roll-forward copied, guarded
         by the document being as the roll-forward left it (plus ``guard``); ``None`` if not."""
-        added = int(update["$inc"]["tn"])
-        after = int(trim.guard["tn"]) - len(trim.ids) + added
+        added = int(update["$inc"][TAIL_SIZE])
+        after = int(trim.guard[TAIL_SIZE]) - len(trim.ids) + added
         cut: Doc = {
-            "$push": {"tail": {**update["$push"]["tail"], "$slice": -after}},
-            "$inc": {**update["$inc"], **trim.changes["$inc"], "tn": added - len(trim.ids)},
+            "$push": {TAIL: {**update["$push"][TAIL], "$slice": -after}},
+            "$inc": {**update["$inc"], **trim.changes["$inc"], TAIL_SIZE: added - len(trim.ids)},
             "$set": {**update.get("$set", {}), **trim.changes["$set"]},
         }
-        guarded = {**guard, **trim.guard, "pending": None}
+        guarded = {**guard, **trim.guard, PENDING: None}
         sessions = self._store.sessions
         with storage_errors(f"append to session {session_id!r}"):
             if not whole:
@@ -293,5 +307,5 @@ class Committer:
                 guarded, cut, projection=window, return_document=ReturnDocument.AFTER
             )
         if doc is not None:
-            self._hints.note(session_id, int(doc["tn"]), bool(doc.get("pending")))
+            self._hints.note(session_id, int(doc[TAIL_SIZE]), bool(doc.get(PENDING)))
         return doc

@@ -22,13 +22,39 @@ from .._compaction_key import compaction_key
 from ._codec import MESSAGE_TYPE_NAMES, Doc, new_token
 from ._hints import K_MAX, TailHints
 from ._ids import MAX_ROUNDS, IdRegistry
+from ._layout import (
+    ANY_ARCHIVED,
+    ARCHIVE,
+    ARCHIVE_SEQ,
+    ARCHIVED,
+    ARCHIVED_PREFIX,
+    COMPACTED,
+    COMPACTION_KEY,
+    COMPACTIONS,
+    FENCES,
+    ID,
+    INCARNATION,
+    INSERTS,
+    LAST_USER,
+    LIVE,
+    MINOR,
+    PENDING,
+    ROLLED,
+    SEQ,
+    SESSION_ID,
+    TAIL,
+    TAIL_SIZE,
+    TURN,
+    TYPE,
+    VERSION,
+)
 from ._positions import GAP, Position, place_between
 from ._prepare import Prepared
 from ._rollforward import RollForward
 from ._state import Entry, LogState, decode_state
 from ._store import IN_CHUNK, Store, find_by_event_ids, find_by_position, session_version
 
-__all__ = ["Compactor"]
+__all__ = ["CompactionWriter"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -46,11 +72,11 @@ def _new_entry(prepared: Prepared, seq: int, minor: str, turn: int) -> Entry:
 
 def _tail_doc(entry: Entry) -> Doc:
     doc = entry.to_doc()
-    doc.pop("turn", None)
+    doc.pop(TURN, None)
     return doc
 
 
-class Compactor:
+class CompactionWriter:
     """Applies compaction plans to the logs of a `Store`."""
 
     def __init__(
@@ -77,7 +103,7 @@ class Compactor:
         reserved = False
         for _ in range(MAX_ROUNDS):
             with storage_errors(f"read session {session_id!r}"):
-                doc = await self._store.sessions.find_one({"_id": session_id})
+                doc = await self._store.sessions.find_one({ID: session_id})
             if doc is None:
                 if reserved:
                     await ids.release(session_id, inserted, token)
@@ -86,11 +112,11 @@ class Compactor:
             if state.version != expected_version:
                 if reserved:
                     await ids.release(session_id, inserted, token)
-                return doc.get("ck") == key  # this very call committed before: applied
+                return doc.get(COMPACTION_KEY) == key  # this very call committed before: applied
             if state.pending is not None:
                 await self._roller.roll_pending(session_id)
                 continue
-            if token in doc.get("fences", ()):
+            if token in doc.get(FENCES, ()):
                 token, reserved = new_token(), False
             try:
                 located = await self._locate(state, plan)
@@ -113,21 +139,21 @@ class Compactor:
                     await ids.prewrite(session_id, big, token, registered.fenced)
             update, has_pending = await self._plan_update(key, state, plan, located, prepared)
             guard = {
-                "_id": session_id,
-                "version": expected_version,
-                "inc": state.inc,
-                "rolled": state.rolled,
-                "cv": state.cv,
-                "pending": None,
-                "fences": {"$ne": token},
+                ID: session_id,
+                VERSION: expected_version,
+                INCARNATION: state.inc,
+                ROLLED: state.rolled,
+                COMPACTIONS: state.cv,
+                PENDING: None,
+                FENCES: {"$ne": token},
             }
             with storage_errors(f"compact session {session_id!r}"):
                 done = await self._store.sessions.find_one_and_update(
-                    guard, update, projection={"tn": 1}, return_document=ReturnDocument.AFTER
+                    guard, update, projection={TAIL_SIZE: 1}, return_document=ReturnDocument.AFTER
                 )
             if done is None:
                 continue  # re-read: a stale version returns False, anything else retries
-            size = int(done["tn"])
+            size = int(done[TAIL_SIZE])
             self._hints.note(session_id, size, has_pending)
             await self._roller.housekeep(
                 session_id, None, pending=has_pending, roll=size if size >= K_MAX else None
@@ -153,7 +179,7 @@ class Compactor:
         if missing and state.rolled >= 0:
             # Index-shaped: the session and a range of positions; the incarnation is checked here.
             below: Doc = {"$lte": state.rolled}
-            fields = {"seq": 1, "minor": 1, "archived": 1, "type": 1, "turn": 1, "inc": 1}
+            fields = {SEQ: 1, MINOR: 1, ARCHIVED: 1, TYPE: 1, TURN: 1, INCARNATION: 1}
             events = self._store.events
             with storage_errors(f"read session {session_id!r}"):
                 if len(missing) > IN_CHUNK:  # one range scan beats many long $in lists
@@ -163,19 +189,19 @@ class Compactor:
                         for doc in await find_by_position(
                             events, session_id, below, fields, state.archived_below
                         )
-                        if doc["_id"] in wanted_below
+                        if doc[ID] in wanted_below
                     ]
                 else:
-                    query: Doc = {"session_id": session_id, "seq": below}
+                    query: Doc = {SESSION_ID: session_id, SEQ: below}
                     docs = await find_by_event_ids(events, missing, query, fields)
             for doc in docs:
-                if doc.get("inc") != state.inc:
+                if doc.get(INCARNATION) != state.inc:
                     continue
-                located[doc["_id"]] = _Located(
-                    position=(int(doc["seq"]), doc.get("minor", "")),
-                    archived=bool(doc.get("archived")),
-                    type=doc["type"],
-                    turn=int(doc.get("turn", -1)),
+                located[doc[ID]] = _Located(
+                    position=(int(doc[SEQ]), doc.get(MINOR, "")),
+                    archived=bool(doc.get(ARCHIVED)),
+                    type=doc[TYPE],
+                    turn=int(doc.get(TURN, -1)),
                     in_tail=False,
                 )
         unknown = wanted - located.keys()
@@ -192,13 +218,13 @@ class Compactor:
                 self._store.events,
                 session_id,
                 {"$gte": max(0, position[0] - GAP), "$lte": position[0]},
-                {"seq": 1, "minor": 1, "turn": 1, "inc": 1},
+                {SEQ: 1, MINOR: 1, TURN: 1, INCARNATION: 1},
                 state.archived_below,
             )
         before: list[tuple[Position, int]] = [
-            ((int(doc["seq"]), doc.get("minor", "")), int(doc.get("turn", -1)))
+            ((int(doc[SEQ]), doc.get(MINOR, "")), int(doc.get(TURN, -1)))
             for doc in docs
-            if doc.get("inc") == state.inc
+            if doc.get(INCARNATION) == state.inc
         ]
         before = [item for item in before if item[0] < position]
         return max(before) if before else ((0, ""), -1)
@@ -267,21 +293,21 @@ class Compactor:
         pending: Doc | None = None
         if archive_below or below:
             pending = {
-                "cv": state.cv + 1,
-                "archive": archive_below,
-                "archive_seq": [located[i].position[0] for i in archive_below],
-                "inserts": [e.to_doc() for e in below],
+                COMPACTIONS: state.cv + 1,
+                ARCHIVE: archive_below,
+                ARCHIVE_SEQ: [located[i].position[0] for i in archive_below],
+                INSERTS: [e.to_doc() for e in below],
             }
         changes: Doc = {
-            "tail": [_tail_doc(e) for e in tail],
-            "tn": len(tail),
-            "ta": next((i for i, e in enumerate(tail) if not e.archived), len(tail)),
-            "seq": counter,
-            "live": live,
-            "compacted": counter,
-            "ar": True,
-            "last_user": max([state.last_user, *users]),
-            "pending": pending,
-            "ck": key,  # the newest compaction's key, for its retries
+            TAIL: [_tail_doc(e) for e in tail],
+            TAIL_SIZE: len(tail),
+            ARCHIVED_PREFIX: next((i for i, e in enumerate(tail) if not e.archived), len(tail)),
+            SEQ: counter,
+            LIVE: live,
+            COMPACTED: counter,
+            ANY_ARCHIVED: True,
+            LAST_USER: max([state.last_user, *users]),
+            PENDING: pending,
+            COMPACTION_KEY: key,  # the newest compaction's key, for its retries
         }
-        return {"$set": changes, "$inc": {"version": 1, "cv": 1}}, pending is not None
+        return {"$set": changes, "$inc": {VERSION: 1, COMPACTIONS: 1}}, pending is not None

@@ -23,6 +23,7 @@ from typing import Final
 
 from ..._pymongo_errors import storage_errors
 from ..._shield import shielded
+from ._layout import EXPIRES_AT, ID, SESSION_ID
 from ._store import Store
 
 __all__ = ["GONE", "delete_expired", "delete_session"]
@@ -33,16 +34,16 @@ GONE: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 async def _finish(store: Store, session_id: str) -> None:
     """Steps 2 and 3: the children, then the session document."""
-    await store.events.delete_many({"session_id": session_id})
-    await store.event_ids.delete_many({"session_id": session_id})
-    await store.sessions.delete_one({"_id": session_id})
+    await store.events.delete_many({SESSION_ID: session_id})
+    await store.event_ids.delete_many({SESSION_ID: session_id})
+    await store.sessions.delete_one({ID: session_id})
 
 
 async def delete_session(store: Store, session_id: str) -> None:
     """Remove the session, its events and its event ids (an unknown id is not an error, and
     still removes what a dead delete left)."""
     with storage_errors(f"delete session {session_id!r}"):
-        await store.sessions.update_one({"_id": session_id}, {"$set": {"expires_at": GONE}})
+        await store.sessions.update_one({ID: session_id}, {"$set": {EXPIRES_AT: GONE}})
         await _finish(store, session_id)
 
 
@@ -50,7 +51,7 @@ async def _sweep_one(store: Store, session_id: str, before: datetime) -> bool:
     """Remove the session if it still expired before ``before``; ``True`` if this call did."""
     with storage_errors(f"delete expired session {session_id!r}"):
         claimed = await store.sessions.update_one(
-            {"_id": session_id, "expires_at": {"$lt": before}}, {"$set": {"expires_at": GONE}}
+            {ID: session_id, EXPIRES_AT: {"$lt": before}}, {"$set": {EXPIRES_AT: GONE}}
         )
         if claimed.matched_count == 0:
             return False  # extended, or removed by someone else
@@ -65,10 +66,8 @@ async def delete_expired(store: Store, before: datetime) -> int:
     stops (the rest stay for the next sweep).
     """
     with storage_errors("find expired sessions"):
-        candidates = await store.sessions.find({"expires_at": {"$lt": before}}, {"_id": 1}).to_list(
-            None
-        )
+        candidates = await store.sessions.find({EXPIRES_AT: {"$lt": before}}, {ID: 1}).to_list(None)
     removed = 0
     for candidate in candidates:
-        removed += await shielded(_sweep_one(store, candidate["_id"], before))
+        removed += await shielded(_sweep_one(store, candidate[ID], before))
     return removed

@@ -21,6 +21,7 @@ from ._commit import Committer
 from ._drawn import is_drawn
 from ._hints import TailHints
 from ._ids import IdRegistry
+from ._layout import PACKED
 from ._prepare import BATCH_INLINE_BUDGET, Prepared
 from ._rollforward import RollForward
 from ._store import Store, session_version
@@ -55,7 +56,7 @@ class _Queue:
         inline = 0
         for job in list(self.jobs):
             job_ids = job.ids
-            size = sum(len(p.entry["e"]) for p in job.prepared)
+            size = sum(len(p.entry[PACKED]) for p in job.prepared)
             if group and (
                 ids.intersection(job_ids)
                 or events + len(job_ids) > _GROUP_EVENTS

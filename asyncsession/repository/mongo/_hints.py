@@ -1,56 +1,23 @@
-"""What one process remembers between writes: ids it registered ahead, and tail lengths.
+"""What one process remembers between writes about tails: their lengths, a half-done roll-forward.
 
-Both are hints kept in LRU maps bounded in bytes (see ``_cache``). A wrong or forgotten
+They are hints kept in LRU maps bounded in bytes (see ``_cache``). A wrong or forgotten
 hint costs a command, never a wrong commit: every commit is still guarded on the server.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from ._cache import DEFAULT_CACHE_BYTES, ENTRY_OVERHEAD, ByteLRU, hint_bytes
 
-__all__ = ["K_MAX", "K_MIN", "Reservations", "TailHints", "Trim"]
+__all__ = ["K_MAX", "K_MIN", "TailHints", "Trim"]
 
 K_MIN: Final = 32
 """A roll-forward leaves at least this many of the newest events in the session document."""
 K_MAX: Final = 96
 """The append that takes the tail to this many entries rolls the oldest ones forward."""
-
-
-class Reservations:
-    """Event ids this process registered ahead of their append (``start_turn``'s reply ids)."""
-
-    def __init__(self, max_bytes: int = hint_bytes(DEFAULT_CACHE_BYTES)) -> None:
-        self._tokens: ByteLRU[tuple[str, str], str] = ByteLRU(max_bytes)
-
-    def add(self, session_id: str, event_ids: Sequence[str], token: str) -> None:
-        """Remember that ``event_ids`` are registered for ``session_id`` under ``token``."""
-        for event_id in event_ids:
-            size = sys.getsizeof(session_id) + sys.getsizeof(event_id) + ENTRY_OVERHEAD
-            self._tokens.put((session_id, event_id), token, size)
-
-    def holds(self, session_id: str, event_ids: Sequence[str]) -> bool:
-        """Whether any of ``event_ids`` is registered ahead for ``session_id``."""
-        return any((session_id, event_id) in self._tokens for event_id in event_ids)
-
-    @property
-    def bytes(self) -> int:
-        """The estimated size of what is held."""
-        return self._tokens.bytes
-
-    def take(self, session_id: str, event_ids: Sequence[str]) -> dict[str, str]:
-        """The reserved ones among ``event_ids``, each with the token it is registered under
-        (forgotten here)."""
-        held: dict[str, str] = {}
-        for event_id in event_ids:
-            token = self._tokens.pop((session_id, event_id))
-            if token is not None:
-                held[event_id] = token
-        return held
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -29,6 +29,7 @@ from ..._pymongo_errors import storage_errors
 from ...exceptions import EventIdConflict, SessionNotFound, StorageError
 from ._codec import Doc
 from ._drawn import is_drawn, loaded_id, stored_id, stored_ids
+from ._layout import FENCES, ID, INSERTS, PENDING, SEQ, SESSION_ID, TAIL, TOKEN
 from ._prepare import Prepared
 from ._state import ids_in
 from ._store import Store, chunked, find_by_event_ids, find_by_ids, insert_new
@@ -59,8 +60,7 @@ class IdRegistry:
     async def register(self, session_id: str, ids: Sequence[str], token: str) -> list[str]:
         """Register ids; returns those that were taken."""
         docs: list[Doc] = [
-            {"_id": stored_id(event_id), "session_id": session_id, "token": token}
-            for event_id in ids
+            {ID: stored_id(event_id), SESSION_ID: session_id, TOKEN: token} for event_id in ids
         ]
         with storage_errors(f"reserve event ids for session {session_id!r}"):
             return await insert_new(self._store.event_ids, docs)
@@ -75,16 +75,16 @@ class IdRegistry:
         with storage_errors(f"release event ids of session {session_id!r}"):
             for chunk in chunked(ids):
                 await self._store.event_ids.delete_many(
-                    {"_id": {"$in": stored_ids(chunk)}, "session_id": session_id, "token": token}
+                    {ID: {"$in": stored_ids(chunk)}, SESSION_ID: session_id, TOKEN: token}
                 )
                 if not written:
                     continue
                 await self._store.events.delete_many(
                     {
-                        "_id": {"$in": stored_ids(chunk)},
-                        "session_id": session_id,
-                        "token": token,
-                        "seq": {"$exists": False},
+                        ID: {"$in": stored_ids(chunk)},
+                        SESSION_ID: session_id,
+                        TOKEN: token,
+                        SEQ: {"$exists": False},
                     }
                 )
 
@@ -95,9 +95,9 @@ class IdRegistry:
             return {}
         with storage_errors("look up stored events by id"):
             docs = await find_by_event_ids(
-                self._store.events, ids, {"seq": {"$exists": True}}, {"session_id": 1}
+                self._store.events, ids, {SEQ: {"$exists": True}}, {SESSION_ID: 1}
             )
-        return {doc["_id"]: doc["session_id"] for doc in docs}
+        return {doc[ID]: doc[SESSION_ID] for doc in docs}
 
     async def reserve(
         self,
@@ -130,7 +130,7 @@ class IdRegistry:
                 return result
             with storage_errors(f"look up event ids for session {session_id!r}"):
                 owners = {
-                    doc["_id"]: doc
+                    doc[ID]: doc
                     for doc in await find_by_event_ids(self._store.event_ids, taken, {})
                 }
             retry: list[str] = []
@@ -140,10 +140,10 @@ class IdRegistry:
                 owner = owners.get(event_id)
                 if owner is None:
                     retry.append(event_id)  # released in between: register again
-                elif owner["session_id"] != session_id:
+                elif owner[SESSION_ID] != session_id:
                     foreign[event_id] = owner
-                elif owner["token"] != token:
-                    theirs[event_id] = owner["token"]
+                elif owner[TOKEN] != token:
+                    theirs[event_id] = owner[TOKEN]
             if foreign:
                 # A drawn id let go of and stored in this session may be registered for a
                 # moment by another session's attempt (whose own lookup then refuses it): a
@@ -194,7 +194,7 @@ class IdRegistry:
             with storage_errors(f"reclaim event ids for session {session_id!r}"):
                 for event_id, owner in foreign.items():
                     await self._store.events.delete_many(
-                        {"_id": stored_id(event_id), "session_id": owner}
+                        {ID: stored_id(event_id), SESSION_ID: owner}
                     )
         if mine:
             result.replayed.update(mine)
@@ -203,8 +203,8 @@ class IdRegistry:
     async def _alive(self, session_id: str, owners: Iterable[str]) -> set[str]:
         """Which of the sessions ``owners`` exist (looked up for ``session_id``'s append)."""
         with storage_errors(f"look up sessions for session {session_id!r}"):
-            docs = await find_by_ids(self._store.sessions, sorted(set(owners)), {}, {"_id": 1})
-        return {doc["_id"] for doc in docs}
+            docs = await find_by_ids(self._store.sessions, sorted(set(owners)), {}, {ID: 1})
+        return {doc[ID] for doc in docs}
 
     async def _settle_foreign(
         self,
@@ -215,27 +215,27 @@ class IdRegistry:
         creating: bool,
     ) -> list[str]:
         """Raise for ids of live sessions; reclaim ids left behind by deleted ones."""
-        owners = [doc["session_id"] for doc in foreign.values()]
+        owners = [doc[SESSION_ID] for doc in foreign.values()]
         alive = await self._alive(session_id, [*owners, session_id])
         if session_id not in alive and not creating:
             await self.release(session_id, ids, token, written=False)
             raise SessionNotFound(session_id)
         for event_id in ids:
             owner = foreign.get(event_id)
-            if owner is not None and owner["session_id"] in alive:
+            if owner is not None and owner[SESSION_ID] in alive:
                 await self.release(session_id, ids, token, written=False)
-                raise EventIdConflict(event_id, session_id, owner["session_id"])
+                raise EventIdConflict(event_id, session_id, owner[SESSION_ID])
         with storage_errors(f"reclaim event ids for session {session_id!r}"):
             for event_id, owner in foreign.items():
                 await self._store.event_ids.delete_one(
                     {
-                        "_id": stored_id(event_id),
-                        "session_id": owner["session_id"],
-                        "token": owner["token"],
+                        ID: stored_id(event_id),
+                        SESSION_ID: owner[SESSION_ID],
+                        TOKEN: owner[TOKEN],
                     }
                 )
                 await self._store.events.delete_many(
-                    {"_id": stored_id(event_id), "session_id": owner["session_id"]}
+                    {ID: stored_id(event_id), SESSION_ID: owner[SESSION_ID]}
                 )
         return list(foreign)
 
@@ -248,10 +248,10 @@ class IdRegistry:
                 docs = await find_by_event_ids(
                     self._store.events,
                     rest,
-                    {"session_id": session_id, "seq": {"$exists": True}},
-                    {"_id": 1},
+                    {SESSION_ID: session_id, SEQ: {"$exists": True}},
+                    {ID: 1},
                 )
-            committed |= {doc["_id"] for doc in docs}
+            committed |= {doc[ID] for doc in docs}
         return committed
 
     async def _adopt(
@@ -268,9 +268,9 @@ class IdRegistry:
         tokens.
         """
         sessions = self._store.sessions
-        held = {"tail._id": 1, "pending.inserts._id": 1}
+        held = {f"{TAIL}.{ID}": 1, f"{PENDING}.{INSERTS}.{ID}": 1}
         with storage_errors(f"read session {session_id!r}"):
-            doc = await sessions.find_one({"_id": session_id}, held)
+            doc = await sessions.find_one({ID: session_id}, held)
         if doc is None and creating:
             # No session, so nothing is committed; whichever attempt inserts the session
             # document first decides what it holds, and the other finds its ids there.
@@ -287,8 +287,8 @@ class IdRegistry:
         tokens = sorted({theirs[i] for i in rest})
         with storage_errors(f"fence writers of session {session_id!r}"):
             doc = await sessions.find_one_and_update(
-                {"_id": session_id},
-                {"$push": {"fences": {"$each": tokens, "$slice": -_MAX_FENCES}}},
+                {ID: session_id},
+                {"$push": {FENCES: {"$each": tokens, "$slice": -_MAX_FENCES}}},
                 projection=held,
                 return_document=ReturnDocument.AFTER,
             )
@@ -308,13 +308,13 @@ class IdRegistry:
             for old in sorted({theirs[i] for i in ids}):
                 for chunk in chunked([i for i in ids if theirs[i] == old]):
                     await self._store.event_ids.update_many(
-                        {"_id": {"$in": stored_ids(chunk)}, "session_id": session_id, "token": old},
-                        {"$set": {"token": token}},
+                        {ID: {"$in": stored_ids(chunk)}, SESSION_ID: session_id, TOKEN: old},
+                        {"$set": {TOKEN: token}},
                     )
             docs = await find_by_event_ids(
-                self._store.event_ids, ids, {"session_id": session_id, "token": token}, {"_id": 1}
+                self._store.event_ids, ids, {SESSION_ID: session_id, TOKEN: token}, {ID: 1}
             )
-        return {doc["_id"] for doc in docs}
+        return {doc[ID] for doc in docs}
 
     async def prewrite(
         self, session_id: str, big: Sequence[Prepared], token: str, fenced: set[str]
@@ -323,17 +323,17 @@ class IdRegistry:
 
         A document an adopted attempt (one of ``fenced``) wrote ahead is replaced by this one.
         """
-        docs: list[Doc] = [{**p.document, "token": token} for p in big if p.document is not None]
+        docs: list[Doc] = [{**p.document, TOKEN: token} for p in big if p.document is not None]
         with storage_errors(f"write events of session {session_id!r}"):
             taken = await insert_new(self._store.events, docs)
-            by_id = {loaded_id(doc["_id"]): doc for doc in docs}
+            by_id = {loaded_id(doc[ID]): doc for doc in docs}
             for event_id in taken:
                 await self._store.events.replace_one(
                     {
-                        "_id": stored_id(event_id),
-                        "session_id": session_id,
-                        "seq": {"$exists": False},
-                        "token": {"$in": sorted(fenced | {token})},
+                        ID: stored_id(event_id),
+                        SESSION_ID: session_id,
+                        SEQ: {"$exists": False},
+                        TOKEN: {"$in": sorted(fenced | {token})},
                     },
                     by_id[event_id],
                 )

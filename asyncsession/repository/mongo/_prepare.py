@@ -10,6 +10,20 @@ from ...events import SessionEvent
 from ...exceptions import EventTooLarge
 from ._codec import INLINE_LIMIT, Doc, body_of, bson_size, pack_entry
 from ._drawn import stored_id
+from ._layout import (
+    ARCHIVED,
+    COMPACTIONS,
+    DATA,
+    ID,
+    INCARNATION,
+    SEQ,
+    SESSION_ID,
+    SYNTHETIC,
+    TIMESTAMP,
+    TOKEN,
+    TURN,
+    TYPE,
+)
 
 __all__ = ["BATCH_INLINE_BUDGET", "Prepared", "prepare"]
 
@@ -40,18 +54,18 @@ def prepare(session_id: str, events: Sequence[SessionEvent], max_size: int) -> l
     for event in events:
         data = body_of(event)
         document: Doc = {
-            "_id": stored_id(event.id),
-            "session_id": session_id,
-            "inc": "0" * 12,
-            "seq": 0,
-            "ts": event.timestamp,
-            "type": event.type.name,
-            "synthetic": event.is_synthetic,
-            "archived": event.archived,
-            "turn": 0,
-            "cv": 0,
-            "token": "0" * 12,
-            "data": data,
+            ID: stored_id(event.id),
+            SESSION_ID: session_id,
+            INCARNATION: "0" * 12,
+            SEQ: 0,
+            TIMESTAMP: event.timestamp,
+            TYPE: event.type.name,
+            SYNTHETIC: event.is_synthetic,
+            ARCHIVED: event.archived,
+            TURN: 0,
+            COMPACTIONS: 0,
+            TOKEN: "0" * 12,
+            DATA: data,
         }
         size = bson_size(document)
         if size > max_size:
@@ -59,9 +73,9 @@ def prepare(session_id: str, events: Sequence[SessionEvent], max_size: int) -> l
         body = len(data.encode())
         fields = (event.type.name, event.timestamp, event.is_synthetic, event.archived)
         if body > INLINE_LIMIT or inline_bytes + body > BATCH_INLINE_BUDGET:
-            del document["inc"], document["seq"], document["turn"], document["cv"]
+            del document[INCARNATION], document[SEQ], document[TURN], document[COMPACTIONS]
             if not event.is_synthetic:
-                del document["synthetic"]  # stored only when true, as in `_event_document`
+                del document[SYNTHETIC]  # stored only when true, as in `_event_document`
             entry = pack_entry(event.id, *fields, None)
             prepared.append(Prepared(event=event, entry=entry, document=document))
         else:

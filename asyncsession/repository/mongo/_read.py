@@ -31,6 +31,19 @@ from ...filters import EventFilter, MatchMode
 from ._cache import own
 from ._codec import MESSAGE_TYPE_NAMES, Doc, as_utc, keyword_regex
 from ._drawn import loaded_id
+from ._layout import (
+    ARCHIVED,
+    DATA,
+    ID,
+    INCARNATION,
+    MINOR,
+    SEQ,
+    SESSION_ID,
+    SYNTHETIC,
+    TIMESTAMP,
+    TURN,
+    TYPE,
+)
 from ._positions import GAP, Position
 from ._state import Entry, LogState
 from ._store import Store, aggregate, by_position, find_by_event_ids
@@ -66,33 +79,33 @@ def criteria(filter: EventFilter, compacted: int) -> Doc | None:
     query: Doc = {}
     conjuncts: list[Doc] = []
     if filter.exclude_synthetic:
-        query["synthetic"] = {"$ne": True}  # stored only when true
+        query[SYNTHETIC] = {"$ne": True}  # stored only when true
     if filter.exclude_archived or filter.active_view:
-        query["archived"] = False
+        query[ARCHIVED] = False
     allowed = allowed_types(filter)
     if allowed is not None:
         if not allowed:
             return None
         customs = sorted(allowed - MESSAGE_TYPE_NAMES)
         if filter.active_view and customs:
-            clauses: list[Doc] = [{"type": {"$in": customs}, "seq": {"$gt": compacted}}]
+            clauses: list[Doc] = [{TYPE: {"$in": customs}, SEQ: {"$gt": compacted}}]
             messages = sorted(allowed & MESSAGE_TYPE_NAMES)
             if messages:
-                clauses.append({"type": {"$in": messages}})
+                clauses.append({TYPE: {"$in": messages}})
             conjuncts.append({"$or": clauses})
         else:
-            query["type"] = {"$in": sorted(allowed)}
+            query[TYPE] = {"$in": sorted(allowed)}
     if filter.from_ is not None or filter.to is not None:
         span: Doc = {}
         if filter.from_ is not None:
             span["$gte"] = filter.from_
         if filter.to is not None:
             span["$lte"] = filter.to
-        query["ts"] = span
+        query[TIMESTAMP] = span
     if filter.keyword is not None:
-        conjuncts.append({"data": {"$regex": keyword_regex(filter.keyword)}})
+        conjuncts.append({DATA: {"$regex": keyword_regex(filter.keyword)}})
     if filter.keywords is not None:
-        terms = [{"data": {"$regex": keyword_regex(term)}} for term in filter.keywords]
+        terms = [{DATA: {"$regex": keyword_regex(term)}} for term in filter.keywords]
         if filter.match_mode is MatchMode.ALL:
             conjuncts.extend(terms)
         else:
@@ -113,8 +126,8 @@ def _pipelines(
         seq["$gte"] = low
     leaves_out = filter.exclude_archived or filter.active_view
     archived = False if leaves_out else state.archived_below
-    rest = {"inc": state.inc, **query_criteria}
-    rest.pop("archived", None)
+    rest = {INCARNATION: state.inc, **query_criteria}
+    rest.pop(ARCHIVED, None)
     return [
         [{"$match": first}, {"$match": rest}]
         for first in by_position(state.session.id, seq, archived)
@@ -154,10 +167,10 @@ class LogReader:
                 docs = await find_by_event_ids(
                     self._store.events,
                     [e.id for e in entries],
-                    {"session_id": session_id},
-                    {"data": 1},
+                    {SESSION_ID: session_id},
+                    {DATA: 1},
                 )
-            bodies = {doc["_id"]: doc["data"] for doc in docs}
+            bodies = {doc[ID]: doc[DATA] for doc in docs}
             for entry in entries:
                 entry.data = bodies.get(entry.id)
                 if entry.data is None:  # pragma: no cover - a reference always has its document
@@ -202,16 +215,16 @@ class LogReader:
         pending_ids: set[str] = set() if pending is None else {e.id for e in pending.inserts}
         hits: list[Hit] = []
         for doc in docs:
-            event_id = loaded_id(doc["_id"])
+            event_id = loaded_id(doc[ID])
             if event_id in exclude or event_id in pending_ids:
                 continue
-            archived = bool(doc.get("archived")) or (
+            archived = bool(doc.get(ARCHIVED)) or (
                 pending is not None and event_id in pending.archive
             )
             event = self._store.cache.event(
-                session_id, event_id, doc["data"], archived, as_utc(doc["ts"]), doc["type"]
+                session_id, event_id, doc[DATA], archived, as_utc(doc[TIMESTAMP]), doc[TYPE]
             )
-            hit: Hit = ((int(doc["seq"]), doc.get("minor", "")), event, int(doc.get("turn", -1)))
+            hit: Hit = ((int(doc[SEQ]), doc.get(MINOR, "")), event, int(doc.get(TURN, -1)))
             if _accept(filter, state.compacted, hit):
                 hits.append(hit)
         if pending is not None:
@@ -377,9 +390,9 @@ class LogReader:
             if query_criteria is not None and state.rolled >= 0:
                 clauses.append(
                     {
-                        "session_id": state.session.id,
-                        "inc": state.inc,
-                        "seq": {"$lte": state.rolled},
+                        SESSION_ID: state.session.id,
+                        INCARNATION: state.inc,
+                        SEQ: {"$lte": state.rolled},
                         **query_criteria,
                     }
                 )
@@ -402,12 +415,12 @@ class LogReader:
         clauses: list[Doc],
     ) -> dict[str, list[Doc]]:
         """The matching events below the tails of the sessions, by session."""
-        sessions = sorted({clause["session_id"] for clause in clauses})
+        sessions = sorted({clause[SESSION_ID] for clause in clauses})
         pipeline: list[Doc] = [
-            {"$match": {"session_id": {"$in": sessions}}},
+            {"$match": {SESSION_ID: {"$in": sessions}}},
             {"$match": {"$or": clauses} if len(clauses) > 1 else clauses[0]},
         ]
-        order = {"ts": 1, "session_id": 1, "seq": 1, "minor": 1}
+        order = {TIMESTAMP: 1, SESSION_ID: 1, SEQ: 1, MINOR: 1}
         # Keyword criteria are a prefilter (see `keyword_regex`): no limit before the check.
         exact = (
             filter.pattern is None
@@ -425,5 +438,5 @@ class LogReader:
             docs = await aggregate(self._store.events, pipeline)
         by_session: dict[str, list[Doc]] = {}
         for doc in docs:
-            by_session.setdefault(doc["session_id"], []).append(doc)
+            by_session.setdefault(doc[SESSION_ID], []).append(doc)
         return by_session

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
 from enum import Enum
 from types import TracebackType
 from typing import Any, Final, Self
@@ -17,6 +17,8 @@ from ...compaction_protocols import CompactionPlan
 from ...events import Session, SessionEvent
 from ...exceptions import SessionNotFound, UsageError
 from ...filters import EventFilter
+from .._metadata_index import DEFAULT_LIMIT, check_lookup
+from .._metadata_index import indexed_keys as _indexed_keys
 from .._protocol import SessionSnapshot, check_batch, check_session
 from .._turn import check_creation
 from ._batch import FindBatcher
@@ -30,6 +32,9 @@ from ._codec import (
 )
 from ._delete import delete_expired, delete_session
 from ._indexes import create_indexes
+from ._layout import EVENT_IDS, EVENTS, FENCES, ID, SESSIONS, TAIL, USER_ID
+from ._leases import acquire_lease, release_lease
+from ._metadata import find_by_metadata, with_index_entries
 from ._prepare import prepare
 from ._read import LogReader
 from ._sessions import insert_session, save_session
@@ -61,7 +66,7 @@ def _window_projection(filter: EventFilter, added: int = 0) -> Doc | None:
         return None
     # Excluding ``fences`` (which reads never need) makes it an exclusion projection on every
     # server and on mongomock, which takes a lone ``$slice`` for an inclusion.
-    return {"tail": {"$slice": -(n + max(_WINDOW_SLACK, n // 4) + added)}, "fences": 0}
+    return {TAIL: {"$slice": -(n + max(_WINDOW_SLACK, n // 4) + added)}, FENCES: 0}
 
 
 def _complete(state: LogState, filter: EventFilter) -> bool:
@@ -92,6 +97,11 @@ class MongoSessionRepository:
         cache_bytes: the process memory (estimated) the cache of decoded events may hold, 32 MiB
             by default (``0``: none); the tail hints and id reservations get a sixteenth each.
             Bodies over 16 KiB are never cached; every read returns events of its own.
+        indexed_metadata_keys: the metadata keys, besides the well-known
+            [`SessionAttributes`][asyncsession.events.SessionAttributes], that
+            [`find_by_metadata`][asyncsession.repository.MongoSessionRepository.find_by_metadata]
+            looks sessions up by (string values only). A session saved before a key was declared
+            is found by it once it is saved again.
 
     Call [`ensure_indexes`][asyncsession.repository.MongoSessionRepository.ensure_indexes]
     once (it is idempotent) before serving traffic.
@@ -101,13 +111,16 @@ class MongoSessionRepository:
         self,
         database: AsyncDatabase[Any],
         *,
-        sessions_collection: str = "sessions",
-        events_collection: str = "session_events",
-        event_ids_collection: str = "session_event_ids",
+        sessions_collection: str = SESSIONS,
+        events_collection: str = EVENTS,
+        event_ids_collection: str = EVENT_IDS,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        indexed_metadata_keys: Iterable[str] = (),
     ) -> None:
         names = (sessions_collection, events_collection, event_ids_collection)
-        self._setup(database, None, *names, cache_bytes=cache_bytes)
+        self._setup(
+            database, None, *names, cache_bytes=cache_bytes, indexed_keys=indexed_metadata_keys
+        )
         identify(getattr(database, "client", None))
 
     def _setup(
@@ -119,7 +132,9 @@ class MongoSessionRepository:
         event_ids_collection: str,
         *,
         cache_bytes: int,
+        indexed_keys: Iterable[str] = (),
     ) -> None:
+        keys = _indexed_keys(indexed_keys)
         if cache_bytes < 0:
             raise UsageError(f"cache_bytes must be >= 0, not {cache_bytes}")
         self._database = database
@@ -131,6 +146,7 @@ class MongoSessionRepository:
             event_ids=database.get_collection(event_ids_collection, write_concern=_WRITE_CONCERN),
             cache=EventCache(cache_bytes),
             cache_bytes=cache_bytes,
+            indexed_keys=keys,
         )
         self._reader = LogReader(self._store)
         self._writer = LogWriter(self._store)
@@ -142,10 +158,11 @@ class MongoSessionRepository:
         uri: str,
         db_name: str,
         *,
-        sessions_collection: str = "sessions",
-        events_collection: str = "session_events",
-        event_ids_collection: str = "session_event_ids",
+        sessions_collection: str = SESSIONS,
+        events_collection: str = EVENTS,
+        event_ids_collection: str = EVENT_IDS,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        indexed_metadata_keys: Iterable[str] = (),
         **client_options: Any,
     ) -> Self:
         """A repository with a client of its own, which
@@ -155,13 +172,20 @@ class MongoSessionRepository:
         client's timeouts suit a web request: ``serverSelectionTimeoutMS=5000``,
         ``connectTimeoutMS=5000`` and ``socketTimeoutMS=10000`` unless ``client_options`` or the
         URI set them, so an unreachable server raises `StorageUnavailable` within about five
-        seconds instead of PyMongo's thirty. ``cache_bytes`` is as for the constructor.
+        seconds instead of PyMongo's thirty. ``cache_bytes`` and ``indexed_metadata_keys`` are as
+        for the constructor.
         """
         options: dict[str, Any] = {"tz_aware": True, **with_web_timeouts(uri, client_options)}
         client: AsyncMongoClient[Any] = AsyncMongoClient(uri, driver=driver_info(), **options)
         repository = cls.__new__(cls)
         names = (sessions_collection, events_collection, event_ids_collection)
-        repository._setup(client[db_name], client, *names, cache_bytes=cache_bytes)
+        repository._setup(
+            client[db_name],
+            client,
+            *names,
+            cache_bytes=cache_bytes,
+            indexed_keys=indexed_metadata_keys,
+        )
         return repository
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -184,7 +208,7 @@ class MongoSessionRepository:
         if self._state is _State.CLOSED:
             return
         self._state = _State.CLOSED
-        await shielded(self._writer.roller.let_go(every=True))
+        await shielded(self._writer.let_go())
         if self._client is not None:
             await self._client.close()
 
@@ -214,22 +238,44 @@ class MongoSessionRepository:
         check_session(session)
         return await shielded(insert_session(self._store, session))
 
+    async def acquire_turn_lease(
+        self, session_id: str, request_id: str, holder: str, ttl: timedelta
+    ) -> bool:
+        """Lease the request to ``holder`` unless another holder's lease runs (see
+        `asyncsession.repository.TurnLeaseRepository`): one conditional update."""
+        self._check_open()
+        return await shielded(acquire_lease(self._store, session_id, request_id, holder, ttl))
+
+    async def release_turn_lease(self, session_id: str, request_id: str, holder: str) -> None:
+        """Give the lease up if ``holder`` still holds it."""
+        self._check_open()
+        await shielded(release_lease(self._store, session_id, request_id, holder))
+
     async def find_by_id(self, session_id: str) -> Session | None:
         """The session, or ``None``."""
         self._check_open()
         with storage_errors(f"read session {session_id!r}"):
-            doc = await self._store.sessions.find_one({"_id": session_id}, SESSION_PROJECTION)
+            doc = await self._store.sessions.find_one({ID: session_id}, SESSION_PROJECTION)
         return None if doc is None else session_from_doc(doc)
 
     async def find_by_user_id(self, user_id: str) -> list[Session]:
         """Every session of the user, oldest first."""
         self._check_open()
         with storage_errors(f"read sessions of user {user_id!r}"):
-            docs = await self._store.sessions.find(
-                {"user_id": user_id}, SESSION_PROJECTION
-            ).to_list(None)
+            docs = await self._store.sessions.find({USER_ID: user_id}, SESSION_PROJECTION).to_list(
+                None
+            )
         sessions = [session_from_doc(doc) for doc in docs]
         return sorted(sessions, key=lambda s: (s.created_at, s.id))
+
+    async def find_by_metadata(
+        self, name: str, value: str, *, limit: int = DEFAULT_LIMIT
+    ) -> list[Session]:
+        """The sessions whose metadata holds ``value`` under the indexed key ``name``, oldest
+        first, at most ``limit``: one ``find`` on an index (the principal's is ``user_id``'s)."""
+        self._check_open()
+        check_lookup(name, value, limit, self._store.indexed_keys)
+        return await find_by_metadata(self._store, name, value, limit)
 
     async def delete(self, session_id: str) -> None:
         """Remove the session, its events and its event ids; an unknown id is not an error.
@@ -278,23 +324,12 @@ class MongoSessionRepository:
                 raise SessionNotFound(session_id)
             return expected_version is None or version == expected_version
         prepared = prepare(session_id, _unique(events), self._store.max_document_size)
-        writer = self._writer
-        ids = [e.id for e in events]
-        refill = writer.pool.refill_for(session_id, ids)
-        grouped = not refill and all(p.document is None for p in prepared)
-        if grouped and not writer.reservations.holds(session_id, ids):
-            return await shielded(writer.append_grouped(session_id, prepared, expected_version))
-        unseen = writer.pool.minted(session_id, ids, refill)
-        append = writer.append(session_id, prepared, expected_version, refill, unseen=unseen)
-        done, _ = await shielded(append)
-        if done and refill:
-            writer.pool.refilled(session_id, refill)
-        return done
+        return await shielded(self._writer.append_batch(session_id, prepared, expected_version))
 
     async def draw_event_id(self, session_id: str) -> str:
         """A new random event id for ``session_id``, registered ahead when it can be."""
         self._check_open()
-        return self._writer.pool.draw(session_id)
+        return self._writer.draw(session_id)
 
     async def start_turn(
         self,
@@ -316,27 +351,23 @@ class MongoSessionRepository:
         check_creation(session_id, user_id, create)
         if create is not None:
             check_session(create)
-        new = None if create is None else new_session_doc(create)
+        new = (
+            None
+            if create is None
+            else with_index_entries(new_session_doc(create), create, self._store.indexed_keys)
+        )
         unique = _unique(events)
         prepared = prepare(session_id, unique, self._store.max_document_size)
-        ids = [e.id for e in unique]
-        refill = self._writer.pool.refill_for(session_id, ids)
-        _, doc = await shielded(
-            self._writer.append(
+        doc = await shielded(
+            self._writer.start_turn(
                 session_id,
                 prepared,
-                None,
                 user_id=user_id,
-                whole=True,
-                reserve_ids=[*reserve_event_ids, *refill],
-                unseen=self._writer.pool.minted(session_id, ids, refill),
+                reserve_ids=reserve_event_ids,
                 create=new,
                 window=_window_projection(filter, len(unique)),
             )
         )
-        assert doc is not None
-        if refill:
-            self._writer.pool.refilled(session_id, refill)
         state = decode_state(doc)
         exclude = frozenset(event.id for event in unique)
         if state.partial and not _complete(state, filter):
@@ -366,7 +397,7 @@ class MongoSessionRepository:
     def _decode(self, doc: Doc) -> LogState:
         """Decode a whole session document, noting its tail for the next commit."""
         state = decode_state(doc)
-        self._writer.hints.note(state.session.id, state.size, state.pending is not None)
+        self._writer.note(state)
         return state
 
     async def _log(self, session_id: str, projection: Doc | None = None) -> Doc | None:

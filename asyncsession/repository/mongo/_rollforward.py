@@ -35,6 +35,31 @@ from ._cache import ENTRY_OVERHEAD, ByteLRU
 from ._codec import Doc
 from ._drawn import is_drawn, stored_id, stored_ids
 from ._hints import K_MAX, K_MIN, TailHints, Trim
+from ._layout import (
+    ARCHIVE,
+    ARCHIVE_SEQ,
+    ARCHIVED,
+    ARCHIVED_PREFIX,
+    COMPACTIONS,
+    DATA,
+    ID,
+    INCARNATION,
+    INSERTS,
+    LAST_USER,
+    LIVE,
+    MINOR,
+    PENDING,
+    ROLLED,
+    SEQ,
+    SESSION_ID,
+    SYNTHETIC,
+    TAIL,
+    TAIL_SIZE,
+    TIMESTAMP,
+    TURN,
+    TYPE,
+    VERSION,
+)
 from ._state import Entry, decode_entries
 from ._store import IN_CHUNK, Store, find_by_event_ids, insert_new
 
@@ -61,16 +86,16 @@ def prefix_projection(size: int) -> Doc:
     """A projection of what rolling a tail of about ``size`` entries forward reads: the
     counters and the oldest entries it would move."""
     return {
-        "tail": {"$slice": max(size - K_MIN, 1) + 8},
-        "tn": 1,
-        "seq": 1,
-        "rolled": 1,
-        "cv": 1,
-        "inc": 1,
-        "last_user": 1,
-        "ta": 1,
-        "version": 1,
-        "pending.cv": 1,
+        TAIL: {"$slice": max(size - K_MIN, 1) + 8},
+        TAIL_SIZE: 1,
+        SEQ: 1,
+        ROLLED: 1,
+        COMPACTIONS: 1,
+        INCARNATION: 1,
+        LAST_USER: 1,
+        ARCHIVED_PREFIX: 1,
+        VERSION: 1,
+        f"{PENDING}.{COMPACTIONS}": 1,
     }
 
 
@@ -86,15 +111,15 @@ def moved(entries: Sequence[Entry], archived_prefix: int) -> Doc:
     """The counters that change when ``entries`` (a prefix of the tail) leave the tail, whose
     oldest ``archived_prefix`` entries are archived."""
     changes: Doc = {
-        "$set": {"rolled": entries[-1].seq, "ta": max(0, archived_prefix - len(entries))},
+        "$set": {ROLLED: entries[-1].seq, ARCHIVED_PREFIX: max(0, archived_prefix - len(entries))},
         "$inc": {
-            "tn": -len(entries),
-            "live": sum(1 for e in entries if e.is_message and not e.archived),
+            TAIL_SIZE: -len(entries),
+            LIVE: sum(1 for e in entries if e.is_message and not e.archived),
         },
     }
     users = [e.seq for e in entries if e.type == "USER"]
     if users:
-        changes["$set"]["last_user"] = max(users)
+        changes["$set"][LAST_USER] = max(users)
     return changes
 
 
@@ -121,7 +146,7 @@ class RollForward:
             try:
                 with storage_errors(f"let go of event ids of session {session_id!r}"):
                     await self._store.event_ids.delete_many(
-                        {"_id": {"$in": stored_ids(ids)}, "session_id": session_id}
+                        {ID: {"$in": stored_ids(ids)}, SESSION_ID: session_id}
                     )
             except StorageError as exc:
                 _log.warning("letting go of event ids of session %r failed: %s", session_id, exc)
@@ -159,16 +184,16 @@ class RollForward:
         ``registered``: it registered ids, a command more too."""
         before_paid = self._paid.pop(session_id) is not None
         extra = paid or registered
-        if "tn" not in doc:
+        if TAIL_SIZE not in doc:
             room = self._hints.room(session_id, _TURN)
             await self._let_go_or_note(session_id, extra, before_paid, room)
             return
-        size = int(doc["tn"])
+        size = int(doc[TAIL_SIZE])
         before = size - added
         step = K_MAX - K_MIN
         boundary = K_MAX if before < K_MAX else K_MAX + ((before - K_MAX) // step + 1) * step
         due = boundary <= size
-        pending = bool(doc.get("pending"))
+        pending = bool(doc.get(PENDING))
         small = size < K_MAX + step  # a cut left undone grows the tail one step at most
         if due and paid and small and not pending:
             self._hints.owe_roll(session_id)
@@ -228,23 +253,23 @@ class RollForward:
     def _event_document(session_id: str, inc: str, cv: int, entry: Entry) -> Doc:
         assert entry.data is not None
         doc: Doc = {
-            "_id": stored_id(entry.id),
-            "session_id": session_id,
-            "inc": inc,
-            "seq": entry.seq,
-            "ts": entry.ts,
-            "type": entry.type,
-            "archived": entry.archived,
-            "turn": entry.turn,
-            "data": entry.data,
+            ID: stored_id(entry.id),
+            SESSION_ID: session_id,
+            INCARNATION: inc,
+            SEQ: entry.seq,
+            TIMESTAMP: entry.ts,
+            TYPE: entry.type,
+            ARCHIVED: entry.archived,
+            TURN: entry.turn,
+            DATA: entry.data,
         }
         # Fields at their usual value are left out (readers and queries take absent for it).
         if entry.synthetic:
-            doc["synthetic"] = True
+            doc[SYNTHETIC] = True
         if cv:
-            doc["cv"] = cv
+            doc[COMPACTIONS] = cv
         if entry.minor:
-            doc["minor"] = entry.minor
+            doc[MINOR] = entry.minor
         return doc
 
     async def write_events(
@@ -271,27 +296,29 @@ class RollForward:
             if not existing:
                 return
             found = await find_by_event_ids(
-                events, existing, {"session_id": session_id}, {"inc": 1, "cv": 1, "seq": 1}
+                events, existing, {SESSION_ID: session_id}, {INCARNATION: 1, COMPACTIONS: 1, SEQ: 1}
             )
             for doc in found:
-                if doc.get("inc") == inc and "seq" in doc and doc.get("cv", 0) >= cv:
+                if doc.get(INCARNATION) == inc and SEQ in doc and doc.get(COMPACTIONS, 0) >= cv:
                     continue  # as new as this copy, or newer
                 absent = {"$exists": False}
-                guard: Doc = {"_id": stored_id(doc["_id"]), "session_id": session_id}
-                guard |= {field: doc.get(field, absent) for field in ("inc", "cv", "seq")}
-                entry = big.get(doc["_id"])
+                guard: Doc = {ID: stored_id(doc[ID]), SESSION_ID: session_id}
+                guard |= {
+                    field: doc.get(field, absent) for field in (INCARNATION, COMPACTIONS, SEQ)
+                }
+                entry = big.get(doc[ID])
                 if entry is None:
-                    await events.replace_one(guard, docs[doc["_id"]])
+                    await events.replace_one(guard, docs[doc[ID]])
                     continue
                 fields: Doc = {
-                    "inc": inc,
-                    "seq": entry.seq,
-                    "archived": entry.archived,
-                    "turn": entry.turn,
-                    "cv": cv,
+                    INCARNATION: inc,
+                    SEQ: entry.seq,
+                    ARCHIVED: entry.archived,
+                    TURN: entry.turn,
+                    COMPACTIONS: cv,
                 }
                 if entry.minor:
-                    fields["minor"] = entry.minor
+                    fields[MINOR] = entry.minor
                 await events.update_one(guard, {"$set": fields})
 
     async def roll_forward(
@@ -314,20 +341,16 @@ class RollForward:
         long, so that racing roll-forwards do not leave the tail long until the next boundary.
         """
         self._hints.forget(session_id)
-        whole = doc is not None and len(doc.get("tail", ())) >= int(doc["tn"])
+        whole = doc is not None and len(doc.get(TAIL, ())) >= int(doc[TAIL_SIZE])
         if doc is None or not (whole or doc.get(PREFIX)):  # none, or the newest entries
             with storage_errors(f"read session {session_id!r}"):
-                doc = await self._store.sessions.find_one(
-                    {"_id": session_id}, prefix_projection(size)
-                )
+                doc = await self._store.sessions.find_one({ID: session_id}, prefix_projection(size))
             if doc is None:
                 return
-        size = int(doc["tn"])
+        size = int(doc[TAIL_SIZE])
         if size <= K_MIN or (retry and size < K_MAX):
             return
-        entries = decode_entries(
-            doc["tail"], int(doc["seq"]), int(doc.get("last_user", -1)), size=size
-        )
+        entries = decode_entries(doc[TAIL], int(doc[SEQ]), int(doc.get(LAST_USER, -1)), size=size)
         cut = min(size - K_MIN, len(entries))
         while cut < len(entries) and entries[cut].seq == entries[cut - 1].seq:
             cut += 1
@@ -338,33 +361,33 @@ class RollForward:
         if cut <= 0:
             return
         moving = entries[:cut]
-        inc, cv = doc["inc"], int(doc["cv"])
+        inc, cv = doc[INCARNATION], int(doc[COMPACTIONS])
         await self.write_events(session_id, inc, cv, moving)
-        guard = {"_id": session_id, "rolled": doc["rolled"], "cv": cv, "inc": inc}
-        archived_prefix = int(doc.get("ta", 0))
+        guard = {ID: session_id, ROLLED: doc[ROLLED], COMPACTIONS: cv, INCARNATION: inc}
+        archived_prefix = int(doc.get(ARCHIVED_PREFIX, 0))
         if defer:
             changes = moved(moving, archived_prefix)
             ids = tuple(e.id for e in moving)
-            trim = Trim(guard={**guard, "tn": size}, ids=ids, changes=changes)
+            trim = Trim(guard={**guard, TAIL_SIZE: size}, ids=ids, changes=changes)
             self._hints.defer_trim(session_id, trim)
             return
         sessions = self._store.sessions
         with storage_errors(f"roll session {session_id!r} forward"):
             # Nothing appended since the read: cut the prefix by length, which costs the server
             # O(tail) where pulling by id costs O(tail * moving).
-            prefix: Doc = {"$push": {"tail": {"$each": [], "$slice": len(moving) - size}}}
+            prefix: Doc = {"$push": {TAIL: {"$each": [], "$slice": len(moving) - size}}}
             done = await sessions.update_one(
-                {**guard, "tn": size}, {**moved(moving, archived_prefix), **prefix}
+                {**guard, TAIL_SIZE: size}, {**moved(moving, archived_prefix), **prefix}
             )
             if done.matched_count:
                 return
             # Appends came in meanwhile: pull by id, a short prefix at a time.
-            rolled = doc["rolled"]
+            rolled = doc[ROLLED]
             for start in range(0, len(moving), _PULL_BY_ID):
                 part = moving[start : start + _PULL_BY_ID]
-                pull: Doc = {"$pull": {"tail": {"_id": {"$in": [e.id for e in part]}}}}
+                pull: Doc = {"$pull": {TAIL: {ID: {"$in": [e.id for e in part]}}}}
                 done = await sessions.update_one(
-                    {**guard, "rolled": rolled}, {**moved(part, archived_prefix), **pull}
+                    {**guard, ROLLED: rolled}, {**moved(part, archived_prefix), **pull}
                 )
                 if not done.matched_count:
                     break
@@ -378,8 +401,8 @@ class RollForward:
     async def cut(self, session_id: str, trim: Trim) -> None:
         """Cut a deferred roll-forward's copied entries from the tail by id, appends having
         come in since (so a cut by length would miss); nothing if the tail moved otherwise."""
-        guard = {k: v for k, v in trim.guard.items() if k != "tn"}
-        pull: Doc = {"$pull": {"tail": {"_id": {"$in": list(trim.ids)}}}}
+        guard = {k: v for k, v in trim.guard.items() if k != TAIL_SIZE}
+        pull: Doc = {"$pull": {TAIL: {ID: {"$in": list(trim.ids)}}}}
         try:
             with storage_errors(f"roll session {session_id!r} forward"):
                 await self._store.sessions.update_one(guard, {**trim.changes, **pull})
@@ -389,31 +412,33 @@ class RollForward:
     async def roll_pending(self, session_id: str) -> None:
         """Apply a committed compaction's changes below the tail, then clear ``pending``."""
         with storage_errors(f"read session {session_id!r}"):
-            doc = await self._store.sessions.find_one({"_id": session_id}, {"pending": 1, "inc": 1})
-        if doc is None or not doc.get("pending"):
+            doc = await self._store.sessions.find_one(
+                {ID: session_id}, {PENDING: 1, INCARNATION: 1}
+            )
+        if doc is None or not doc.get(PENDING):
             return
-        pending: Doc = doc["pending"]
-        inc, cv = doc["inc"], int(pending["cv"])
-        archive: list[str] = list(pending.get("archive", ()))
-        seqs: list[int] = list(pending.get("archive_seq", ()))
+        pending: Doc = doc[PENDING]
+        inc, cv = doc[INCARNATION], int(pending[COMPACTIONS])
+        archive: list[str] = list(pending.get(ARCHIVE, ()))
+        seqs: list[int] = list(pending.get(ARCHIVE_SEQ, ()))
         with storage_errors(f"roll session {session_id!r} forward"):
             for start in range(0, len(archive), IN_CHUNK):
                 chunk = archive[start : start + IN_CHUNK]
                 query: Doc = {
-                    "_id": {"$in": stored_ids(chunk)},
-                    "session_id": session_id,
-                    "inc": inc,
+                    ID: {"$in": stored_ids(chunk)},
+                    SESSION_ID: session_id,
+                    INCARNATION: inc,
                 }
                 if len(seqs) == len(archive):  # ids in log order: bound the chunk's range
                     span = seqs[start : start + IN_CHUNK]
-                    query["seq"] = {"$gte": min(span), "$lte": max(span)}
+                    query[SEQ] = {"$gte": min(span), "$lte": max(span)}
                 await self._store.events.update_many(
-                    query, {"$set": {"archived": True}, "$max": {"cv": cv}}
+                    query, {"$set": {ARCHIVED: True}, "$max": {COMPACTIONS: cv}}
                 )
-        inserts = [Entry.from_doc(entry, 0) for entry in pending.get("inserts", ())]
+        inserts = [Entry.from_doc(entry, 0) for entry in pending.get(INSERTS, ())]
         if inserts:
             await self.write_events(session_id, inc, cv, inserts)
         with storage_errors(f"roll session {session_id!r} forward"):
             await self._store.sessions.update_one(
-                {"_id": session_id, "pending.cv": cv}, {"$set": {"pending": None}}
+                {ID: session_id, f"{PENDING}.{COMPACTIONS}": cv}, {"$set": {PENDING: None}}
             )

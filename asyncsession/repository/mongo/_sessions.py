@@ -16,6 +16,8 @@ from ._codec import (
     session_from_doc,
     session_to_doc,
 )
+from ._layout import CREATED_AT, ID
+from ._metadata import with_index_entries
 from ._store import Store
 
 __all__ = ["insert_session", "save_session"]
@@ -23,16 +25,16 @@ __all__ = ["insert_session", "save_session"]
 
 async def save_session(store: Store, session: Session) -> Session:
     """Upsert the session: its owner, expiry and metadata; a new one gets an empty log."""
-    fields = session_to_doc(session)
-    created = fields.pop("created_at")
-    update = {"$set": fields, "$setOnInsert": {"created_at": created, **new_log_fields()}}
+    fields = with_index_entries(session_to_doc(session), session, store.indexed_keys)
+    created = fields.pop(CREATED_AT)
+    update = {"$set": fields, "$setOnInsert": {CREATED_AT: created, **new_log_fields()}}
     sessions = store.sessions
     doc: Doc | None = None
     with storage_errors(f"save session {session.id!r}"):
         for _ in range(3):
             try:
                 doc = await sessions.find_one_and_update(
-                    {"_id": session.id},
+                    {ID: session.id},
                     update,
                     projection=SESSION_PROJECTION,
                     upsert=True,
@@ -41,7 +43,7 @@ async def save_session(store: Store, session: Session) -> Session:
             except DuplicateKeyError:  # a racing upsert inserted it: update it now
                 continue
             if doc is None:  # some servers return nothing for a racing upsert
-                doc = await sessions.find_one({"_id": session.id}, SESSION_PROJECTION)
+                doc = await sessions.find_one({ID: session.id}, SESSION_PROJECTION)
             if doc is not None:
                 break
     if doc is None:
@@ -51,7 +53,7 @@ async def save_session(store: Store, session: Session) -> Session:
 
 async def insert_session(store: Store, session: Session) -> bool:
     """Insert the session with an empty log unless its id exists; ``True`` if inserted."""
-    doc = new_session_doc(session)
+    doc = with_index_entries(new_session_doc(session), session, store.indexed_keys)
     with storage_errors(f"insert session {session.id!r}"):
         try:
             await store.sessions.insert_one(doc)

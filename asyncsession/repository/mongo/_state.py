@@ -15,6 +15,26 @@ from datetime import datetime
 
 from ...events import Session
 from ._codec import MESSAGE_TYPE_NAMES, Doc, pack_entry, session_from_doc, unpack_entry
+from ._layout import (
+    ANY_ARCHIVED,
+    ARCHIVE,
+    ARCHIVED_PREFIX,
+    COMPACTED,
+    COMPACTIONS,
+    ID,
+    INCARNATION,
+    INSERTS,
+    LAST_USER,
+    LIVE,
+    MINOR,
+    PENDING,
+    ROLLED,
+    SEQ,
+    TAIL,
+    TAIL_SIZE,
+    TURN,
+    VERSION,
+)
 from ._positions import GAP, Position
 
 __all__ = ["Entry", "LogState", "Pending", "decode_entries", "decode_state", "ids_in"]
@@ -49,11 +69,11 @@ class Entry:
     def to_doc(self) -> Doc:
         """The entry with an explicit position, as compaction writes it."""
         doc = pack_entry(self.id, self.type, self.ts, self.synthetic, self.archived, self.data)
-        doc["seq"] = self.seq
+        doc[SEQ] = self.seq
         if self.minor:
-            doc["minor"] = self.minor
+            doc[MINOR] = self.minor
         if self.turn >= 0:
-            doc["turn"] = self.turn
+            doc[TURN] = self.turn
         return doc
 
     @classmethod
@@ -61,15 +81,15 @@ class Entry:
         """An entry from its document; ``seq`` is used when the document has none."""
         type, ts, synthetic, archived, data = unpack_entry(doc)
         return cls(
-            id=doc["_id"],
-            seq=int(doc.get("seq", seq)),
-            minor=doc.get("minor", ""),
+            id=doc[ID],
+            seq=int(doc.get(SEQ, seq)),
+            minor=doc.get(MINOR, ""),
             type=type,
             ts=ts,
             synthetic=synthetic,
             archived=archived,
             data=data,
-            turn=int(doc.get("turn", -1)),
+            turn=int(doc.get(TURN, -1)),
         )
 
 
@@ -149,12 +169,12 @@ def decode_entries(
     given. Entries with explicit positions always come first, so a prefix that holds an implicit
     entry holds them all.
     """
-    explicit = sum(1 for doc in raw if "seq" in doc)
+    explicit = sum(1 for doc in raw if SEQ in doc)
     implicit = (len(raw) if size is None else size) - explicit
     entries: list[Entry] = []
     j = 0
     for doc in raw:
-        if "seq" in doc:
+        if SEQ in doc:
             entries.append(Entry.from_doc(doc, 0))
         else:
             entries.append(Entry.from_doc(doc, counter - (implicit - 1 - j) * GAP))
@@ -171,38 +191,40 @@ def decode_entries(
 def _pending(raw: Doc | None) -> Pending | None:
     if not raw:
         return None
-    inserts = [Entry.from_doc(doc, 0) for doc in raw.get("inserts", ())]
+    inserts = [Entry.from_doc(doc, 0) for doc in raw.get(INSERTS, ())]
     inserts.sort(key=lambda e: e.position)
-    return Pending(cv=int(raw["cv"]), archive=frozenset(raw.get("archive", ())), inserts=inserts)
+    return Pending(
+        cv=int(raw[COMPACTIONS]), archive=frozenset(raw.get(ARCHIVE, ())), inserts=inserts
+    )
 
 
 def decode_state(doc: Doc) -> LogState:
     """Decode a whole session document."""
-    counter = int(doc["seq"])
-    last_user = int(doc.get("last_user", -1))
-    tail = decode_entries(doc.get("tail", ()), counter, last_user)
+    counter = int(doc[SEQ])
+    last_user = int(doc.get(LAST_USER, -1))
+    tail = decode_entries(doc.get(TAIL, ()), counter, last_user)
     return LogState(
         session=session_from_doc(doc),
-        inc=doc["inc"],
-        version=int(doc["version"]),
+        inc=doc[INCARNATION],
+        version=int(doc[VERSION]),
         counter=counter,
-        rolled=int(doc["rolled"]),
-        live=int(doc.get("live", 0)),
-        cv=int(doc.get("cv", 0)),
-        compacted=int(doc.get("compacted", -1)),
+        rolled=int(doc[ROLLED]),
+        live=int(doc.get(LIVE, 0)),
+        cv=int(doc.get(COMPACTIONS, 0)),
+        compacted=int(doc.get(COMPACTED, -1)),
         last_user=last_user,
         tail=tail,
-        pending=_pending(doc.get("pending")),
-        size=int(doc.get("tn", len(tail))),
-        archived_prefix=int(doc.get("ta", 0)),
-        any_archived=bool(doc.get("ar", True)),
+        pending=_pending(doc.get(PENDING)),
+        size=int(doc.get(TAIL_SIZE, len(tail))),
+        archived_prefix=int(doc.get(ARCHIVED_PREFIX, 0)),
+        any_archived=bool(doc.get(ANY_ARCHIVED, True)),
     )
 
 
 def ids_in(doc: Doc, ids: Iterable[str]) -> set[str]:
     """Which of ``ids`` a (projected) session document holds in its tail or pending inserts."""
-    held: set[str] = {entry["_id"] for entry in doc.get("tail", ())}
-    pending: Doc = doc.get("pending") or {}
-    inserts: list[Doc] = pending.get("inserts", [])
-    held.update(entry["_id"] for entry in inserts)
+    held: set[str] = {entry[ID] for entry in doc.get(TAIL, ())}
+    pending: Doc = doc.get(PENDING) or {}
+    inserts: list[Doc] = pending.get(INSERTS, [])
+    held.update(entry[ID] for entry in inserts)
     return held.intersection(ids)

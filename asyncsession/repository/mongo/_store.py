@@ -12,9 +12,11 @@ from pymongo.errors import BulkWriteError
 
 from ..._pymongo_compat import aggregate
 from ..._pymongo_errors import storage_errors
+from .._metadata_index import indexed_keys
 from ._cache import DEFAULT_CACHE_BYTES, EventCache
 from ._codec import DEFAULT_MAX_DOCUMENT_SIZE, Doc
 from ._drawn import loaded_id, loaded_ids, stored_ids
+from ._layout import ARCHIVED, ID, SEQ, SESSION_ID, VERSION
 
 _T = TypeVar("_T")
 
@@ -58,6 +60,8 @@ class Store:
     ids are unique across sessions even on a sharded cluster (shard it by ``_id``)."""
     cache: EventCache = field(default_factory=EventCache)
     cache_bytes: int = DEFAULT_CACHE_BYTES
+    indexed_keys: frozenset[str] = field(default_factory=lambda: indexed_keys(()))
+    """The metadata keys whose string values a session document lists in ``indexed``."""
     """The budget the event cache was made with (the hints get a share, see `hint_bytes`)."""
     max_document_size: int = DEFAULT_MAX_DOCUMENT_SIZE
 
@@ -65,8 +69,8 @@ class Store:
 async def session_version(store: Store, session_id: str) -> int | None:
     """The session's version, read alone; ``None`` if the session does not exist."""
     with storage_errors(f"read session {session_id!r}"):
-        doc = await store.sessions.find_one({"_id": session_id}, {"version": 1})
-    return None if doc is None else int(doc["version"])
+        doc = await store.sessions.find_one({ID: session_id}, {VERSION: 1})
+    return None if doc is None else int(doc[VERSION])
 
 
 def chunked(values: Sequence[_T], size: int = IN_CHUNK) -> Iterator[list[_T]]:
@@ -81,7 +85,7 @@ async def find_by_ids(
     """The documents with these ``_id`` values that also match ``query``, chunk by chunk."""
     found: list[Doc] = []
     for chunk in chunked(ids):
-        found += await collection.find({"_id": {"$in": chunk}, **query}, projection).to_list(None)
+        found += await collection.find({ID: {"$in": chunk}, **query}, projection).to_list(None)
     return found
 
 
@@ -106,7 +110,7 @@ def by_position(session_id: str, seq: Doc, archived: bool | None = None) -> list
     ``$in``, ``$or`` or a range, scans the whole collection.
     """
     values = (False, True) if archived is None else (archived,)
-    return [{"session_id": session_id, "archived": value, "seq": seq} for value in values]
+    return [{SESSION_ID: session_id, ARCHIVED: value, SEQ: seq} for value in values]
 
 
 async def find_by_position(
@@ -136,5 +140,5 @@ async def insert_new(collection: Collection, docs: Sequence[Doc]) -> list[str]:
         errors: list[Doc] = exc.details.get("writeErrors", [])
         if not errors or any(error.get("code") != _DUPLICATE_KEY for error in errors):
             raise
-        return [loaded_id(docs[int(error["index"])]["_id"]) for error in errors]
+        return [loaded_id(docs[int(error["index"])][ID]) for error in errors]
     return []

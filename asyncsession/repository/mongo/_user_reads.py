@@ -20,13 +20,14 @@ from ..._pymongo_errors import storage_errors
 from ...events import SessionEvent
 from ...filters import EventFilter
 from ._codec import Doc
+from ._layout import FENCES, INDEXED, METADATA, USER_ID
 from ._read import LogReader
 from ._state import LogState, decode_state
 from ._store import IN_CHUNK, Store
 
 __all__ = ["USER_SESSION_PROJECTION", "read_user_events"]
 
-USER_SESSION_PROJECTION: Final[Doc] = {"metadata": 0, "fences": 0}
+USER_SESSION_PROJECTION: Final[Doc] = {METADATA: 0, FENCES: 0, INDEXED: 0}
 """What a user-wide read leaves out of each session document."""
 
 
@@ -72,7 +73,7 @@ async def read_user_events(
 
     with storage_errors(f"read sessions of user {user_id!r}"):
         cursor = store.sessions.find(
-            {"user_id": user_id}, USER_SESSION_PROJECTION, batch_size=IN_CHUNK
+            {USER_ID: user_id}, USER_SESSION_PROJECTION, batch_size=IN_CHUNK
         )
         async for doc in cursor:
             batch.append(decode_state(doc))

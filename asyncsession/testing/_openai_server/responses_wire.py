@@ -1,8 +1,9 @@
 """Responses API wire shapes: the ``response`` JSON, its SSE events, and input checks.
 
 The shapes follow the ``openai`` SDK's types (``Response``, ``ResponseStreamEvent``): a reply is
-a ``reasoning`` item (when scripted), the scripted output items as given (hosted tools'
-items), a ``message`` item with one ``output_text`` part (when it has text) and one
+a ``compaction`` item (when ``context_management`` compacts the input, see
+``compaction_wire``), a ``reasoning`` item (when scripted), the scripted output items as given
+(hosted tools' items), a ``message`` item with one ``output_text`` part (when it has text) and one
 ``function_call`` item per call, in that order. Streamed, each item is
 opened (``response.output_item.added``), filled with deltas and closed
 (``response.output_item.done``) between ``response.created`` / ``response.in_progress`` and the
@@ -23,6 +24,7 @@ import time
 from typing import Any
 
 from .chat_wire import split_text
+from .compaction_wire import compaction_item, compacts
 from .script import DEFAULT_MODEL, RecordedRequest, ScriptedReply, estimate_tokens
 
 __all__ = ["input_problem", "response_body", "response_events"]
@@ -61,6 +63,8 @@ class _Reply:
         self.created_at = int(time.time())
         self.model = request.model or DEFAULT_MODEL
         self.items: list[dict[str, Any]] = []
+        if compacts(request):
+            self.items.append(compaction_item(request.input))
         if reply.reasoning is not None:
             secret = base64.b64encode(f"scripted:{reply.reasoning}".encode()).decode()
             self.items.append(
@@ -140,6 +144,8 @@ def _opened(item: dict[str, Any]) -> dict[str, Any]:
         return {**item, "status": "in_progress", "content": []}
     if item["type"] == "function_call":
         return {**item, "status": "in_progress", "arguments": ""}
+    if item["type"] == "compaction":
+        return {**item, "encrypted_content": ""}
     return {**item, "status": "in_progress"}
 
 
@@ -184,6 +190,8 @@ def _item_events(index: int, item: dict[str, Any], size: int) -> list[dict[str, 
             {"type": "response.output_text.done", **part, "text": full["text"], "logprobs": []}
         )
         events.append({"type": "response.content_part.done", **part, "part": full})
+    elif item["type"] == "compaction":
+        events.append({"type": "response.compaction.compacting", **where})
     elif item["type"] == "function_call":
         events += [
             {"type": "response.function_call_arguments.delta", **where, "delta": piece}

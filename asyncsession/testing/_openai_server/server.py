@@ -12,6 +12,7 @@ from typing import Any, Self, cast
 from asyncsession.exceptions import UsageError
 
 from .chat_wire import chat_completion, chat_stream_events, error_body
+from .compaction_wire import COMPACT_PATHS, compacted_body
 from .http import (
     BadRequest,
     Connection,
@@ -35,15 +36,17 @@ from .script import (
 
 __all__ = ["ScriptedOpenAIServer"]
 
-_PATHS = CHAT_COMPLETIONS_PATHS | RESPONSES_PATHS
+_PATHS = CHAT_COMPLETIONS_PATHS | RESPONSES_PATHS | COMPACT_PATHS
+_CHECKED_INPUT = RESPONSES_PATHS | COMPACT_PATHS
 
 
 class ScriptedOpenAIServer:
     """An OpenAI-compatible server on ``127.0.0.1`` that follows a script.
 
     It serves Chat Completions (``POST /v1/chat/completions``) and the Responses API
-    (``POST /v1/responses``, JSON or SSE events); one script serves both. Each request takes the
-    next reply from the queue
+    (``POST /v1/responses``, JSON or SSE events, with ``context_management`` compaction) and its
+    ``POST /v1/responses/compact`` (see ``asyncsession.testing._openai_server.compaction_wire``);
+    one script serves them all. Each request takes the next reply from the queue
     ([`enqueue`][asyncsession.testing._openai_server.server.ScriptedOpenAIServer.enqueue]); when the
     queue is empty the ``responder``, if any, decides. With neither, the request fails with HTTP 500
     ("unexpected request: script exhausted") and the failure is recorded, so
@@ -244,7 +247,7 @@ class ScriptedOpenAIServer:
         if not recorded.body:
             self._failures.append(f"{where}: the body is empty or not a JSON object")
             return ScriptedReply.error(400, "The request body must be a JSON object.")
-        problem = input_problem(recorded) if recorded.path in RESPONSES_PATHS else None
+        problem = input_problem(recorded) if recorded.path in _CHECKED_INPUT else None
         if problem is not None:
             self._failures.append(f"{where}: the API would reject the input: {problem}")
             return ScriptedReply.error(400, problem)
@@ -302,6 +305,9 @@ class ScriptedOpenAIServer:
                 head_only=raw.method == "HEAD",
                 extra=reply.headers,
             )
+        elif recorded.path in COMPACT_PATHS:
+            body = compacted_body(recorded)
+            response = json_response(200, body, keep_alive=keep_alive, extra=reply.headers)
         elif recorded.path in RESPONSES_PATHS:
             response = self._responses_reply(raw, recorded, reply)
         elif recorded.is_stream:

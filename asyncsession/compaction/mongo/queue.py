@@ -1,0 +1,420 @@
+"""``MongoCompactionQueue``: a durable compaction queue shared by every process.
+
+Web processes submit sessions after their turns; worker processes
+([`MongoCompactionWorker`][asyncsession.compaction.MongoCompactionWorker], or the
+``asyncsession worker`` command) claim them. A crash or a deploy loses nothing queued, and
+submits from every process coalesce::
+
+    queue = MongoCompactionQueue(db, trigger=TurnCountTrigger(20))
+    await queue.ensure_indexes()
+    advisor = SessionTurnAdvisor(service, worker=queue)   # enqueue after each complete turn
+
+**Storage.** One document per session in one collection (``compaction_jobs`` by default), its
+``_id`` the session id. A submit is one upsert, so a session is queued once however many
+processes submit it; a submit while the session is being compacted makes it run once more
+afterwards. Finished jobs stay visible as ``done`` for ``retention`` (a TTL index removes them);
+jobs that ran out of attempts stay as ``failed`` with their last error until the next submit.
+
+**Leases.** A worker claims a job with one atomic ``find_one_and_update`` that gives it a lease
+(a random token and an expiry); it renews the lease while it works and ends the run with a write
+guarded by the token. A worker that dies stops renewing, its lease expires, and the job is
+claimed again by another worker (one more attempt). So at most one worker holds a session's
+lease at a time; the compare-and-swap on the session's version stays the safety net for a
+worker that hung past its lease.
+
+**Durability.** The collection writes with ``w="majority", j=True`` whatever the client's
+default, as the session store does.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import Enum
+from types import TracebackType
+from typing import Any, ClassVar, Final, Self, cast
+
+from pydantic import BaseModel, ConfigDict
+from pymongo import AsyncMongoClient, ReturnDocument, WriteConcern
+from pymongo.asynchronous.change_stream import AsyncChangeStream
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.errors import OperationFailure
+
+from ..._pymongo_errors import storage_errors
+from ...exceptions import UsageError
+from ..triggers import TriggerLike
+from ._leases import (
+    JobDoc,
+    JobState,
+    claim_filter,
+    claim_update,
+    complete_update,
+    fail_update,
+    release_update,
+    submit_update,
+)
+
+__all__ = ["CompactionJob", "CompactionLease", "JobState", "MongoCompactionQueue"]
+
+DEFAULT_COLLECTION: Final = "compaction_jobs"
+DEFAULT_RETENTION: Final = timedelta(days=1)
+_WRITE_CONCERN: Final = WriteConcern("majority", j=True)
+_WATCH_AWAIT_MS: Final = 1000
+_NO_CHANGE_STREAMS: Final = frozenset({20, 115, 40573})
+"""IllegalOperation, CommandNotSupported, and "$changeStream is only supported on replica sets"."""
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _as_utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class CompactionJob(BaseModel):
+    """A session's compaction job as the queue holds it (for inspection)."""
+
+    model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: str
+    """The session to compact."""
+    state: JobState
+    """``queued``, ``running`` (leased by a worker), ``done`` or ``failed``."""
+    attempts: int
+    """Runs started since the job was last queued afresh (a run whose worker died counts)."""
+    submits: int
+    """How many submits the job has coalesced, over its whole life."""
+    rerun: bool
+    """Whether it was submitted while running, so it runs once more afterwards."""
+    enqueued_at: datetime | None
+    """When it was last queued afresh."""
+    due_at: datetime | None
+    """When it may be claimed next: now, a retry's backoff, or the end of the current lease."""
+    updated_at: datetime | None
+    """The last change."""
+    lease_owner: str | None
+    """The worker holding the lease while it runs."""
+    last_error: str | None
+    """Why the last failed run failed."""
+    finished_at: datetime | None
+    """When it last finished (``done`` or ``failed``)."""
+    applied: bool | None
+    """Whether the last finished run changed the session (``False`` when the trigger was quiet,
+    the session was gone, or another writer won the compare-and-swap)."""
+
+    @classmethod
+    def from_doc(cls, doc: JobDoc) -> CompactionJob:
+        """The job of a stored document."""
+
+        def when(key: str) -> datetime | None:
+            value: Any = doc.get(key)
+            return _as_utc(value) if isinstance(value, datetime) else None
+
+        return cls(
+            session_id=doc["_id"],
+            state=doc.get("state", "queued"),
+            attempts=doc.get("attempts", 0),
+            submits=doc.get("submits", 0),
+            rerun=doc.get("dirty", False),
+            enqueued_at=when("enqueued_at"),
+            due_at=when("due_at"),
+            updated_at=when("updated_at"),
+            lease_owner=doc.get("lease_owner"),
+            last_error=doc.get("last_error"),
+            finished_at=when("finished_at"),
+            applied=doc.get("applied"),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionLease:
+    """One worker's claim on one job: only its holder may end the run."""
+
+    session_id: str
+    """The session to compact."""
+    owner: str
+    """The worker holding it."""
+    token: str
+    """Names this claim; every write that ends the run must show it."""
+    attempt: int
+    """Which attempt this run is (1 for the first)."""
+    expires_at: datetime
+    """Until when it holds unless renewed."""
+
+
+class _State(Enum):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class MongoCompactionQueue:
+    """Compaction jobs in a MongoDB collection, shared by every process of a deployment.
+
+    Args:
+        database: a PyMongo ``AsyncDatabase``; borrowed, `aclose` never closes its client.
+        collection: the name of the jobs collection.
+        trigger: the trigger a submitter may ask first to skip a pointless submit (the turn
+            advisor does); the workers decide with their own.
+        retention: how long a ``done`` job stays visible.
+        clock: the time source (UTC-aware); tests pass a fake one.
+    """
+
+    def __init__(
+        self,
+        database: Any,
+        *,
+        collection: str = DEFAULT_COLLECTION,
+        trigger: TriggerLike | None = None,
+        retention: timedelta = DEFAULT_RETENTION,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        if retention <= timedelta(0):
+            raise UsageError(f"retention must be positive, not {retention!r}")
+        self._trigger = trigger
+        self.retention = retention
+        """How long a ``done`` job stays visible."""
+        self.clock: Callable[[], datetime] = clock or _utc_now
+        """The time source."""
+        self._jobs: AsyncCollection[JobDoc] = database.get_collection(
+            collection, write_concern=_WRITE_CONCERN
+        )
+        self._client: AsyncMongoClient[Any] | None = None
+        self._state = _State.OPEN
+
+    @classmethod
+    def from_uri(cls, uri: str, db_name: str, **options: Any) -> Self:
+        """A queue with a client of its own, which `aclose` closes.
+
+        ``options`` are this class's keyword arguments; the rest go to ``AsyncMongoClient``
+        (``tz_aware`` defaults to ``True``).
+        """
+        names = ("collection", "trigger", "retention", "clock")
+        own: dict[str, Any] = {name: options.pop(name) for name in names if name in options}
+        client_options: dict[str, Any] = {"tz_aware": True, **options}
+        client: AsyncMongoClient[Any] = AsyncMongoClient(uri, **client_options)
+        queue = cls(client[db_name], **own)
+        queue._client = client
+        return queue
+
+    @property
+    def trigger(self) -> TriggerLike | None:
+        """The trigger a submitter may ask first (``None``: always submit)."""
+        return self._trigger
+
+    @property
+    def collection_name(self) -> str:
+        """The name of the jobs collection."""
+        return self._jobs.name
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._state is _State.CLOSED:
+            raise UsageError("This MongoCompactionQueue is closed")
+
+    async def ensure_indexes(self) -> None:
+        """Create the indexes the queue needs; safe to call any number of times."""
+        self._check_open()
+        with storage_errors("create the compaction queue's indexes"):
+            await self._jobs.create_index([("state", 1), ("due_at", 1)])
+            await self._jobs.create_index([("purge_at", 1)], expireAfterSeconds=0)
+
+    async def aclose(self) -> None:
+        """Stop using the queue; closes the client only if `from_uri` made it."""
+        if self._state is _State.CLOSED:
+            return
+        self._state = _State.CLOSED
+        if self._client is not None:
+            await self._client.close()
+
+    async def __aenter__(self) -> Self:
+        self._check_open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # --- submitting and inspecting -----------------------------------------------------------
+
+    async def submit(self, session_id: str) -> None:
+        """Queue ``session_id`` for compaction: one upsert, coalesced across every process.
+
+        A queued session stays queued once (a retry that is backing off keeps its time); a
+        session being compacted is compacted once more afterwards; a ``done`` or ``failed`` one
+        is queued afresh with its attempts reset.
+
+        Raises:
+            UsageError: the id is empty, or the queue is closed.
+            StorageError: the database failed.
+        """
+        self._check_open()
+        if not _is_id(session_id):
+            raise UsageError("session_id must be a non-empty string")
+        with storage_errors(f"queue session {session_id!r} for compaction"):
+            await self._jobs.update_one(
+                {"_id": session_id}, submit_update(self.clock()), upsert=True
+            )
+
+    async def get_job(self, session_id: str) -> CompactionJob | None:
+        """The job of ``session_id``, or ``None`` if it has none (never queued, or purged)."""
+        self._check_open()
+        with storage_errors(f"read the compaction job of {session_id!r}"):
+            doc = await self._jobs.find_one({"_id": session_id})
+        return None if doc is None else CompactionJob.from_doc(doc)
+
+    async def list_jobs(
+        self, state: JobState | None = None, *, limit: int = 100
+    ) -> list[CompactionJob]:
+        """Up to ``limit`` jobs (of one ``state``, or all), the soonest due first."""
+        self._check_open()
+        query: dict[str, Any] = {} if state is None else {"state": state}
+        with storage_errors("list compaction jobs"):
+            cursor = self._jobs.find(query).sort([("due_at", 1), ("_id", 1)]).limit(limit)
+            docs = await cursor.to_list()
+        return [CompactionJob.from_doc(doc) for doc in docs]
+
+    async def count_jobs(self) -> dict[JobState, int]:
+        """How many jobs are in each state."""
+        self._check_open()
+        counts: dict[JobState, int] = {"queued": 0, "running": 0, "done": 0, "failed": 0}
+        with storage_errors("count compaction jobs"):
+            rows: Sequence[object] = await (
+                await self._jobs.aggregate([{"$group": {"_id": "$state", "n": {"$sum": 1}}}])
+            ).to_list()
+        for row in rows:
+            group = cast("Mapping[str, Any]", row)  # a $group row, not a job document
+            if group["_id"] in counts:
+                counts[group["_id"]] = int(group["n"])
+        return counts
+
+    async def next_due(self) -> datetime | None:
+        """When the soonest queued or running job becomes claimable; ``None`` if there is none."""
+        self._check_open()
+        with storage_errors("read the next compaction job"):
+            doc = await self._jobs.find_one(
+                {"state": {"$in": ["queued", "running"]}},
+                projection={"due_at": 1},
+                sort=[("due_at", 1)],
+            )
+        value: Any = None if doc is None else doc.get("due_at")
+        return _as_utc(value) if isinstance(value, datetime) else None
+
+    # --- the worker's side -------------------------------------------------------------------
+
+    async def watch(self) -> AsyncChangeStream[JobDoc] | None:
+        """A change stream of jobs becoming claimable, or ``None`` where the server has none.
+
+        It reports inserts and changes into ``queued`` (a submit, a retry, a released or re-run
+        job); a lease that expires is no change, so a worker also wakes at the soonest due time
+        (`next_due`). Standalone
+        servers refuse change streams: then this returns ``None`` and workers poll.
+
+        Raises:
+            StorageError: the database failed otherwise.
+        """
+        self._check_open()
+        pipeline = [
+            {
+                "$match": {
+                    "$or": [
+                        {"operationType": {"$in": ["insert", "replace"]}},
+                        {"updateDescription.updatedFields.state": "queued"},
+                    ]
+                }
+            }
+        ]
+        with storage_errors("watch the compaction queue"):
+            try:
+                return await self._jobs.watch(pipeline, max_await_time_ms=_WATCH_AWAIT_MS)
+            except OperationFailure as exc:
+                if exc.code in _NO_CHANGE_STREAMS:
+                    return None
+                raise
+
+    async def claim(self, owner: str, lease: timedelta) -> CompactionLease | None:
+        """Lease the soonest due job to ``owner``; ``None`` when nothing is due.
+
+        A job whose previous lease expired (its worker died) is claimed like a queued one.
+        """
+        self._check_open()
+        now = self.clock()
+        token = secrets.token_hex(12)
+        with storage_errors("claim a compaction job"):
+            doc = await self._jobs.find_one_and_update(
+                claim_filter(now),
+                claim_update(now, lease, owner, token),
+                sort=[("due_at", 1)],
+                return_document=ReturnDocument.AFTER,
+            )
+        if doc is None:
+            return None
+        return CompactionLease(
+            session_id=doc["_id"],
+            owner=owner,
+            token=token,
+            attempt=doc.get("attempts", 1),
+            expires_at=now + lease,
+        )
+
+    async def renew(self, lease: CompactionLease, length: timedelta) -> CompactionLease | None:
+        """Extend ``lease`` to ``now + length``; ``None`` if it was lost to another worker."""
+        now = self.clock()
+        with storage_errors(f"renew the compaction lease of {lease.session_id!r}"):
+            result = await self._jobs.update_one(
+                self._held(lease), {"$set": {"due_at": now + length, "updated_at": now}}
+            )
+        if result.matched_count == 0:
+            return None
+        return CompactionLease(
+            session_id=lease.session_id,
+            owner=lease.owner,
+            token=lease.token,
+            attempt=lease.attempt,
+            expires_at=now + length,
+        )
+
+    async def complete(self, lease: CompactionLease, *, applied: bool) -> bool:
+        """End the run as done (or queued again if it was submitted meanwhile).
+
+        Returns whether the lease was still held (if not, nothing was written).
+        """
+        update = complete_update(self.clock(), applied=applied, retention=self.retention)
+        return await self._end(lease, update, "complete")
+
+    async def fail(self, lease: CompactionLease, error: str, *, retry_at: datetime | None) -> bool:
+        """End a failed run: due again at ``retry_at``, or ``failed`` for good when ``None``.
+
+        Returns whether the lease was still held.
+        """
+        return await self._end(lease, fail_update(self.clock(), error, retry_at), "fail")
+
+    async def release(self, lease: CompactionLease) -> bool:
+        """Give the job back unfinished, due at once, this attempt not counted.
+
+        Returns whether the lease was still held.
+        """
+        return await self._end(lease, release_update(self.clock()), "release")
+
+    def _held(self, lease: CompactionLease) -> dict[str, Any]:
+        return {"_id": lease.session_id, "state": "running", "lease_token": lease.token}
+
+    async def _end(self, lease: CompactionLease, update: Any, verb: str) -> bool:
+        with storage_errors(f"{verb} the compaction job of {lease.session_id!r}"):
+            result = await self._jobs.update_one(self._held(lease), update)
+        return result.matched_count == 1
+
+    def __repr__(self) -> str:
+        return f"<MongoCompactionQueue {self._state.value} collection={self._jobs.name!r}>"
+
+
+def _is_id(value: object) -> bool:
+    """Whether ``value`` is a non-empty string (callers may pass anything at run time)."""
+    return isinstance(value, str) and bool(value.strip())

@@ -1,0 +1,65 @@
+"""One web process answering one request: run by ``test_turn_lease_processes.py``.
+
+``python lease_worker.py <mongo uri> <database> <openai base url> <session id> <request id>
+<lease seconds> <wait seconds>`` prints ``started``, then the reply text as JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from datetime import timedelta
+from typing import Any
+
+import openai
+from pymongo import AsyncMongoClient
+
+from asyncsession import DefaultSessionService, MongoSessionRepository
+from asyncsession.advisors import (
+    REQUEST_ID_CONTEXT_KEY,
+    SESSION_ID_CONTEXT_KEY,
+    USER_ID_CONTEXT_KEY,
+    IdempotentTurnAdvisor,
+    RequestIdEventIdGenerator,
+    SessionMemoryAdvisor,
+    SessionTurnAdvisor,
+)
+from asyncsession.openai import ChatClient
+
+
+async def main(argv: list[str]) -> None:
+    uri, database, base_url, session_id, request_id, lease, wait = argv
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri, tz_aware=True)
+    repository = MongoSessionRepository(client[database])
+    service = DefaultSessionService(repository)
+    async with openai.AsyncOpenAI(base_url=base_url, api_key="t", max_retries=0) as sdk:
+        chat = ChatClient(
+            sdk,
+            model="gpt-test",
+            advisors=[
+                IdempotentTurnAdvisor(
+                    service,
+                    leases=repository,
+                    lease_ttl=timedelta(seconds=float(lease)),
+                    wait=float(wait),
+                ),
+                SessionTurnAdvisor(service),
+                SessionMemoryAdvisor(
+                    service, request_event_id_generator=RequestIdEventIdGenerator()
+                ),
+            ],
+        )
+        context = {
+            SESSION_ID_CONTEXT_KEY: session_id,
+            USER_ID_CONTEXT_KEY: "alice",
+            REQUEST_ID_CONTEXT_KEY: request_id,
+        }
+        print("started", flush=True)
+        reply = await chat.call("question?", context=context)
+    await client.close()
+    print(json.dumps(reply.message.text), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1:]))

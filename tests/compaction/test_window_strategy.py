@@ -1,0 +1,109 @@
+"""``WindowCompactionStrategy``: Spring AI 2.1's window, by turns or by events, on both stores.
+
+The first test is the 2.1 compaction page's example: compact when there are over 20 turns,
+keeping the newest ten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from pymongo.asynchronous.database import AsyncDatabase
+
+from asyncsession import (
+    AssistantMessage,
+    CreateSessionRequest,
+    DefaultSessionService,
+    EventFilter,
+    InMemorySessionRepository,
+    MongoSessionRepository,
+    SystemMessage,
+    UsageError,
+    UserMessage,
+)
+from asyncsession.compaction import (
+    SlidingWindowCompactionStrategy,
+    TurnCountTrigger,
+    TurnWindowCompactionStrategy,
+    WindowCompactionStrategy,
+)
+
+
+@pytest.fixture(params=["memory", "mongo"])
+async def service(
+    request: pytest.FixtureRequest, mongo_db: AsyncDatabase[dict[str, Any]]
+) -> AsyncIterator[DefaultSessionService]:
+    if request.param == "memory":
+        yield DefaultSessionService(InMemorySessionRepository(), allow_system_messages=True)
+        return
+    repo = MongoSessionRepository(mongo_db)
+    await repo.ensure_indexes()
+    yield DefaultSessionService(repo, allow_system_messages=True)
+    await repo.aclose()
+
+
+async def _conversation(service: DefaultSessionService, turns: int) -> str:
+    session = await service.create(CreateSessionRequest(user_id="alice"))
+    await service.append_message(session.id, SystemMessage(text="You are a support agent."))
+    for n in range(turns):
+        await service.append_message(session.id, UserMessage(text=f"question {n}"))
+        await service.append_message(session.id, AssistantMessage(text=f"answer {n}"))
+    return session.id
+
+
+async def test_the_newest_turns_stay_and_the_system_message_is_pinned(
+    service: DefaultSessionService,
+) -> None:
+    session_id = await _conversation(service, 25)
+    result = await service.compact(
+        session_id, TurnCountTrigger(20), WindowCompactionStrategy(last_turns=10)
+    )
+    assert result.applied
+    assert [e.text for e in result.archived_events] == [
+        text for n in range(15) for text in (f"question {n}", f"answer {n}")
+    ]
+    active = [e.text for e in await service.get_events(session_id, EventFilter.active())]
+    assert active == [
+        "You are a support agent.",
+        *(text for n in range(15, 25) for text in (f"question {n}", f"answer {n}")),
+    ]
+    log = await service.get_events(session_id)
+    assert len(log) == 51  # the log keeps every event
+    again = await service.compact(
+        session_id, TurnCountTrigger(20), WindowCompactionStrategy(last_turns=10)
+    )
+    assert not again.applied  # ten turns: the trigger stays quiet
+
+
+async def test_a_window_by_events_keeps_whole_turns(service: DefaultSessionService) -> None:
+    session_id = await _conversation(service, 6)
+    result = await service.compact(
+        session_id, TurnCountTrigger(1), WindowCompactionStrategy(last_events=5)
+    )
+    assert result.applied
+    active = [e.text for e in await service.get_events(session_id, EventFilter.active())]
+    assert active == [
+        "You are a support agent.",
+        "question 4",
+        "answer 4",
+        "question 5",
+        "answer 5",
+    ]
+
+
+def test_it_is_one_of_the_two_windows() -> None:
+    assert repr(WindowCompactionStrategy()) == "WindowCompactionStrategy(last_turns=10)"
+    assert WindowCompactionStrategy(last_events=7).last_events == 7
+    assert WindowCompactionStrategy(last_events=7).last_turns is None
+    with pytest.raises(UsageError):
+        WindowCompactionStrategy(last_turns=2, last_events=2)
+    with pytest.raises(UsageError):
+        WindowCompactionStrategy(last_turns=0)
+    assert repr(WindowCompactionStrategy(last_turns=3)) == repr(
+        TurnWindowCompactionStrategy(3)
+    ).replace("TurnWindowCompactionStrategy(max_turns", "WindowCompactionStrategy(last_turns")
+    assert repr(WindowCompactionStrategy(last_events=4)) == repr(
+        SlidingWindowCompactionStrategy(4)
+    ).replace("SlidingWindowCompactionStrategy(max_events", "WindowCompactionStrategy(last_events")
