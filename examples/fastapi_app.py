@@ -1,22 +1,37 @@
 """A FastAPI chat service: durable sessions, a tool, server-sent events and idempotent retries.
 
-Run it against OpenAI (``OPENAI_API_KEY`` set), on the Chat Completions API or, with
-``--api responses``, on the Responses API (the same advisors, the same session log)::
+It starts offline, on a built-in scripted OpenAI-compatible model and an in-memory store, in any
+of the usual ways (from a clone, after ``pip install '.[example]'``)::
 
-    pip install asyncsession 'fastapi>=0.135' uvicorn
-    python examples/fastapi_app.py [--api responses]   # then:
+    uvicorn examples.fastapi_app:app
+    uvicorn --factory examples.fastapi_app:create_app
+    fastapi run examples/fastapi_app.py
+    python examples/fastapi_app.py [--api responses] [--port 8000]
+
     curl -N -X POST localhost:8000/sessions/s1/stream \\
          -H 'content-type: application/json' -H 'x-user-id: alice' \\
          -H 'idempotency-key: 7f3c' -d '{"message": "What time is it in Tokyo?"}'
 
+Environment:
+
+- ``ASYNCSESSION_EXAMPLE_MODEL``: a real model's name (for example ``gpt-4.1-mini``), called
+  through ``openai.AsyncOpenAI()`` (so ``OPENAI_API_KEY`` and optionally ``OPENAI_BASE_URL``).
+  Unset: the scripted model on loopback, no network.
+- ``ASYNCSESSION_EXAMPLE_API``: ``chat`` (Chat Completions, the default) or ``responses``.
+- ``MONGODB_URI`` (and ``ASYNCSESSION_EXAMPLE_DB``, default ``asyncsession_example``): sessions
+  in MongoDB. Unset: in memory.
+- ``ASYNCSESSION_EXAMPLE_PING_SECONDS``: the keep-alive interval of the stream (default 15).
+
+The app's lifespan opens what it owns (the model client, the scripted server, the MongoDB
+client) and closes it at shutdown; a client or service passed to `create_app` is borrowed.
+
 Endpoints:
 
-- ``POST /sessions/{session_id}/stream``: the reply as server-sent events, with FastAPI's own
-  SSE support (``EventSourceResponse``: ``Cache-Control: no-cache``, ``X-Accel-Buffering: no``
-  for nginx, and a ``: ping`` comment every 15 s while the model is silent, so proxies keep the
-  connection open). Every event has an ``id`` and JSON ``data`` (so a newline in the text never
-  breaks the framing): ``delta`` events with text, ``tool_call`` events when the model calls a
-  tool, then ``done`` with the whole reply and the ids of the stored events, or ``error``.
+- ``POST /sessions/{session_id}/stream``: the reply as server-sent events. The response starts
+  at once with a ``: ping`` comment and pings while the model thinks, so proxies with short idle
+  timeouts keep it open. Every event has an ``id`` and JSON ``data``: ``delta`` events with
+  text, ``tool_call`` events when the model calls a tool, then ``done`` with the whole reply and
+  the ids of the stored events, or ``error`` with a problem document (below).
 - ``POST /sessions/{session_id}/messages``: the same, as one JSON response.
 - ``GET /sessions/{session_id}/messages``: the conversation so far.
 
@@ -26,36 +41,54 @@ may retry sends an ``Idempotency-Key`` header: a retry of a request that complet
 stored reply (streamed again on the stream endpoint) without a model call; a retry of one that
 failed runs the turn again and stores the user message once.
 
-Errors map to HTTP statuses (see `error_status`): a foreign user's session is 403, a malformed
-request 422, a model failure 502, and a database that cannot be reached 503 with
-``Retry-After`` (the store fails within its client timeouts, see
-``MongoSessionRepository.from_uri``). Errors before the first chunk of a stream are real HTTP
-errors, because the endpoint reads the first chunk before the response starts; later ones are an
-``error`` event. A client that disconnects mid-stream abandons the stream: the model's HTTP
-stream is closed, the user's message stays stored and no partial reply is.
+Every error is an RFC 9457 problem document (``application/problem+json`` with ``type``,
+``title``, ``status``, ``detail`` and ``instance``; ``errors`` with field locations for bad
+input, never the input itself). Bad input is 422, a body over `BODY_LIMIT` bytes 413, a foreign
+user's session 403, a model failure 502, a database that cannot be reached 503 with
+``Retry-After`` and no driver details; our typed errors map to statuses in `ERROR_STATUSES`.
+A foreign user's session and an unreachable database are found before a stream starts, so they
+are HTTP statuses there too; a model failure on the stream is an ``error`` event. A client that
+disconnects mid-stream abandons the stream: the model's HTTP stream is closed, the user's
+message stays stored and no partial reply is.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the endpoints' annotations at runtime,
 # and a dependency defined inside `create_app` cannot be found from a string.
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+import asyncio
+import contextlib
+import logging
+import os
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from http import HTTPStatus
 from typing import Annotated, Any
 from zoneinfo import ZoneInfo
 
 import openai
-from fastapi import Depends, FastAPI, Header, HTTPException, Request
+import pydantic
+from fastapi import Depends, FastAPI, Header, HTTPException, Path, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Message as ASGIMessage
 
 from asyncsession import (
     AccessDenied,
     AsyncSessionError,
     ChatError,
+    ChatTimeout,
     DefaultSessionService,
+    EventIdConflict,
     EventTooLarge,
     InMemorySessionRepository,
+    MongoSessionRepository,
+    SessionExists,
+    SessionNotFound,
     SessionService,
     StorageUnavailable,
     SystemMessage,
@@ -76,11 +109,29 @@ from asyncsession.advisors import (
     tool,
 )
 from asyncsession.chat import ChatChunk, ChatResponse
-from asyncsession.messages import Message
-from asyncsession.openai import BaseChatClient, ChatClient, ChatStream, ResponsesClient
+from asyncsession.messages import Message, messages_to_openai
+from asyncsession.openai import (
+    BaseChatClient,
+    ChatClient,
+    ResponsesClient,
+    items_to_messages,
+)
+from asyncsession.testing import RecordedRequest, ScriptedOpenAIServer, ScriptedReply
 
 RETRY_AFTER_SECONDS = 5
 """What a 503 asks the client to wait before retrying."""
+BODY_LIMIT = 64 * 1024
+"""The largest request body read, in bytes; a larger one is refused with 413 unread."""
+PING_SECONDS = 15.0
+"""The default keep-alive interval of the stream."""
+OFFLINE_MODEL = "scripted-example-model"
+"""The model name of the built-in scripted model."""
+PROBLEM_JSON = "application/problem+json"
+_MAX_INSTANCE = 256
+"""A longer request path is not echoed as a problem's ``instance``: a fresh URN is."""
+
+_log = logging.getLogger("uvicorn.error")
+"""Where the app says what it serves with and logs unexpected errors: uvicorn's log."""
 
 
 @tool
@@ -96,7 +147,9 @@ def current_time(timezone: str) -> str:
 class ChatIn(BaseModel):
     """The body of a chat request."""
 
-    message: str = Field(min_length=1, max_length=100_000)
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    message: str = Field(min_length=1, max_length=32_000)
 
 
 class ChatOut(BaseModel):
@@ -107,7 +160,9 @@ class ChatOut(BaseModel):
     response_event_ids: list[str]
 
 
-UserId = Annotated[str, Header(alias="x-user-id", pattern=r"\S")]
+SessionId = Annotated[str, Path(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:@-]+$")]
+"""A session id in the path: 1 to 128 letters, digits and ``._:@-``; anything else is 422."""
+UserId = Annotated[str, Header(alias="x-user-id", pattern=r"\S", max_length=128)]
 """The caller's user id: a stand-in for real authentication; blank is refused (422)."""
 IdempotencyKey = Annotated[str | None, Header(alias="idempotency-key", max_length=200)]
 """The client's id of a request it may retry."""
@@ -147,24 +202,139 @@ CHAT_APIS: dict[str, ChatFactory] = {"chat": chat_completions, "responses": resp
 """The ``--api`` choices."""
 
 
+ERROR_STATUSES: tuple[tuple[type[AsyncSessionError], int], ...] = (
+    (AccessDenied, 403),
+    (SessionNotFound, 404),
+    (SessionExists, 409),
+    (EventIdConflict, 409),
+    (EventTooLarge, 422),
+    (UsageError, 422),
+    (StorageUnavailable, 503),
+    (ChatTimeout, 504),
+    (ChatError, 502),
+)
+"""Our typed errors and their HTTP statuses, the first match wins; anything else is 500."""
+
+_HIDDEN_DETAIL: Mapping[int, str] = {
+    500: "The server failed to handle the request.",
+    502: "The model failed to answer; see upstream_status when it answered with one.",
+    503: "The session store cannot be reached right now; retry later.",
+    504: "The model did not answer in time.",
+}
+"""Statuses whose detail is ours, never the error's text (which may quote the model's error
+body or name hosts and ports)."""
+
+
 def error_status(exc: AsyncSessionError) -> int:
     """The HTTP status of one of our errors."""
-    if isinstance(exc, AccessDenied):
-        return 403
-    if isinstance(exc, StorageUnavailable):
-        return 503
-    if isinstance(exc, ChatError):
-        return 502
-    if isinstance(exc, UsageError | EventTooLarge):
-        return 422
+    for error_type, status in ERROR_STATUSES:
+        if isinstance(exc, error_type):
+            return status
     return 500
 
 
-def _error_body(exc: AsyncSessionError) -> dict[str, Any]:
-    body: dict[str, Any] = {"error": type(exc).__name__, "detail": str(exc)}
-    if isinstance(exc, ChatError):
-        body["status"] = exc.status_code
-    return body
+def problem(
+    status: int,
+    detail: str,
+    instance: str,
+    *,
+    problem_type: str = "about:blank",
+    **extra: Any,
+) -> dict[str, Any]:
+    """An RFC 9457 problem document."""
+    return {
+        "type": problem_type,
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "instance": instance if len(instance) <= _MAX_INSTANCE else f"urn:uuid:{uuid.uuid4()}",
+        **extra,
+    }
+
+
+def error_problem(exc: AsyncSessionError, instance: str) -> dict[str, Any]:
+    """The problem document of one of our errors: no driver details in it."""
+    status = error_status(exc)
+    extra: dict[str, Any] = {}
+    if isinstance(exc, ChatError) and exc.status_code is not None:
+        extra["upstream_status"] = exc.status_code
+    return problem(
+        status,
+        _HIDDEN_DETAIL.get(status, str(exc)),
+        instance,
+        problem_type=f"urn:asyncsession:error:{type(exc).__name__}",
+        **extra,
+    )
+
+
+def problem_response(
+    body: Mapping[str, Any], headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    status = int(body["status"])
+    all_headers = dict(headers or {})
+    if status == 503:
+        all_headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return JSONResponse(
+        dict(body), status_code=status, headers=all_headers, media_type=PROBLEM_JSON
+    )
+
+
+def _field_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:
+    """Where and why the input was refused, without the input; each once (a path parameter
+    two dependencies read is checked twice)."""
+    unique: dict[str, dict[str, Any]] = {}
+    for error in errors:
+        entry = {
+            "loc": list(error.get("loc", ())),
+            "type": error.get("type"),
+            "msg": error.get("msg"),
+        }
+        unique.setdefault(repr(entry), entry)
+    return list(unique.values())
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over ``limit`` bytes is answered 413 without reading it
+    whole (a declared ``Content-Length`` is refused before any byte is read; a chunked body
+    when it passes the limit)."""
+
+    def __init__(self, app: ASGIApp, limit: int = BODY_LIMIT) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            # Answered before any byte is read; the server discards the body as it arrives,
+            # so a client that sends it whole still reads the answer.
+            await self._refuse(scope, receive, send, close=False)
+            return
+        received: list[ASGIMessage] = []
+        size = 0
+        while True:
+            message = await receive()
+            received.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if size > self.limit:  # of unknown length: close rather than read the rest
+                await self._refuse(scope, receive, send, close=True)
+                return
+            if not message.get("more_body", False):
+                break
+
+        async def replay() -> ASGIMessage:
+            return received.pop(0) if received else await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, *, close: bool) -> None:
+        body = problem(413, f"The request body is over {self.limit} bytes.", scope.get("path", ""))
+        headers = {"Connection": "close"} if close else {}
+        await problem_response(body, headers)(scope, receive, send)
 
 
 def _done(response: ChatResponse) -> dict[str, Any]:
@@ -196,41 +366,178 @@ def _chunk_events(ids: _EventIds, chunk: ChatChunk) -> list[ServerSentEvent]:
     return events
 
 
-@dataclass(slots=True)
-class _OpenedStream:
-    """A chat stream whose first chunk was read before the response started."""
+def _scripted(request: RecordedRequest) -> ScriptedReply:
+    """The offline model: says it is one and repeats the question."""
+    messages = request.messages
+    if request.path.endswith("/responses"):
+        messages = messages_to_openai(items_to_messages(request.input))
+    asked = next((str(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+    return ScriptedReply.text(
+        f"You said: {asked!r}. I am the example's offline scripted model; set "
+        "ASYNCSESSION_EXAMPLE_MODEL and OPENAI_API_KEY for a real one.",
+        chunk_size=8,
+    )
 
-    reply: ChatStream
-    first: ChatChunk | None
+
+@contextlib.asynccontextmanager
+async def offline_model() -> AsyncGenerator[openai.AsyncOpenAI]:
+    """The built-in scripted model on a loopback port, and a client for it."""
+    async with ScriptedOpenAIServer(responder=_scripted) as server:
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="offline", max_retries=0)
+        async with client:
+            yield client
+
+
+@dataclass(slots=True)
+class _TurnEvents:
+    """The events of one streamed turn, from the task that runs it to the response.
+
+    The queue is small, so a slow client slows the model's stream instead of filling memory;
+    ``None`` ends it, after a ``done`` or an ``error`` event."""
+
+    queue: asyncio.Queue[ServerSentEvent | None] = field(
+        default_factory=lambda: asyncio.Queue[ServerSentEvent | None](maxsize=16)
+    )
+
+    async def produce(
+        self, chat: BaseChatClient, message: str, values: Mapping[str, str], instance: str
+    ) -> None:
+        ids = _EventIds()
+        try:
+            async with chat.stream(message, context=dict(values)) as reply:
+                async for chunk in reply:
+                    for event in _chunk_events(ids, chunk):
+                        await self.queue.put(event)
+                last = ids.event("done", _done(reply.response))
+        except AsyncSessionError as exc:  # the status is already sent: an error event
+            last = ids.event("error", error_problem(exc, instance))
+        except Exception:  # a bug: the same shape as a 500, its text only in the log
+            _log.exception("the turn failed")
+            last = ids.event("error", problem(500, _HIDDEN_DETAIL[500], instance))
+        await self.queue.put(last)
+        await self.queue.put(None)
+
+
+@dataclass(slots=True)
+class _Runtime:
+    """What the endpoints use, set when the app is created or when its lifespan starts."""
+
+    sessions: SessionService | None = None
+    chat: BaseChatClient | None = None
+    description: list[str] = field(default_factory=list[str])
+
+    def ready(self) -> tuple[SessionService, BaseChatClient]:
+        if self.sessions is None or self.chat is None:
+            raise RuntimeError("the app's lifespan has not started")
+        return self.sessions, self.chat
 
 
 def create_app(
-    openai_client: openai.AsyncOpenAI,
+    openai_client: openai.AsyncOpenAI | None = None,
     *,
-    model: str = "gpt-4.1-mini",
+    model: str | None = None,
     service: SessionService | None = None,
-    chat_factory: ChatFactory = chat_completions,
+    chat_factory: ChatFactory | None = None,
+    ping_seconds: float | None = None,
+    body_limit: int = BODY_LIMIT,
 ) -> FastAPI:
-    """The app, over a borrowed OpenAI client and a session service (in memory by default)."""
-    sessions = service or DefaultSessionService(InMemorySessionRepository())
-    chat = chat_factory(
-        openai_client,
-        model=model,
-        advisors=[
-            IdempotentTurnAdvisor(sessions),
-            SessionTurnAdvisor(sessions),
-            ToolCallingAdvisor([current_time]),
-            SessionMemoryAdvisor(sessions, request_event_id_generator=RequestIdEventIdGenerator()),
-        ],
-        default_messages=[SystemMessage(text="You are a concise, helpful assistant.")],
+    """The app.
+
+    With an ``openai_client`` the app borrows it (and ``service``, in memory by default) and is
+    ready at once. Without one, its lifespan opens the model and the store the environment
+    names (see the module's docstring) and closes them at shutdown.
+    """
+    env = os.environ
+    factory = chat_factory or CHAT_APIS[env.get("ASYNCSESSION_EXAMPLE_API", "chat")]
+    ping = (
+        ping_seconds
+        if ping_seconds is not None
+        else float(env.get("ASYNCSESSION_EXAMPLE_PING_SECONDS", PING_SECONDS))
     )
-    app = FastAPI(title="asyncsession chat")
+    runtime = _Runtime()
+
+    def build_chat(
+        client: openai.AsyncOpenAI, sessions: SessionService, name: str
+    ) -> BaseChatClient:
+        return factory(
+            client,
+            model=name,
+            advisors=[
+                IdempotentTurnAdvisor(sessions),
+                SessionTurnAdvisor(sessions),
+                ToolCallingAdvisor([current_time]),
+                SessionMemoryAdvisor(
+                    sessions, request_event_id_generator=RequestIdEventIdGenerator()
+                ),
+            ],
+            default_messages=[SystemMessage(text="You are a concise, helpful assistant.")],
+        )
+
+    if openai_client is not None:
+        runtime.sessions = service or DefaultSessionService(InMemorySessionRepository())
+        runtime.chat = build_chat(openai_client, runtime.sessions, model or "gpt-4.1-mini")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncGenerator[None]:
+        if openai_client is not None:
+            yield
+            return
+        async with contextlib.AsyncExitStack() as stack:
+            real_model = model or env.get("ASYNCSESSION_EXAMPLE_MODEL")
+            if real_model:
+                client = await stack.enter_async_context(openai.AsyncOpenAI())
+                runtime.description.append(f"model {real_model} via {client.base_url}")
+            else:
+                client = await stack.enter_async_context(offline_model())
+                real_model = OFFLINE_MODEL
+                runtime.description.append(f"the offline scripted model at {client.base_url}")
+            sessions = service
+            uri = env.get("MONGODB_URI")
+            if sessions is None and uri:
+                repository = await stack.enter_async_context(
+                    MongoSessionRepository.from_uri(
+                        uri, env.get("ASYNCSESSION_EXAMPLE_DB", "asyncsession_example")
+                    )
+                )
+                await repository.ensure_indexes()
+                sessions = DefaultSessionService(repository)
+                runtime.description.append("sessions in MongoDB")
+            elif sessions is None:
+                sessions = DefaultSessionService(InMemorySessionRepository())
+                runtime.description.append("sessions in memory")
+            runtime.sessions, runtime.chat = sessions, build_chat(client, sessions, real_model)
+            _log.info("asyncsession example: %s", "; ".join(runtime.description))
+            try:
+                yield
+            finally:
+                runtime.sessions = runtime.chat = None
+
+    app = FastAPI(title="asyncsession chat", lifespan=lifespan)
+    app.add_middleware(BodyLimit, limit=body_limit)
+    app.state.runtime = runtime
 
     @app.exception_handler(AsyncSessionError)
     async def our_error(request: Request, exc: AsyncSessionError) -> JSONResponse:  # pyright: ignore[reportUnusedFunction]
-        status = error_status(exc)
-        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
-        return JSONResponse(_error_body(exc), status_code=status, headers=headers)
+        return problem_response(error_problem(exc, request.url.path))
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:  # pyright: ignore[reportUnusedFunction]
+        body = problem(
+            422,
+            "The request is not valid; see errors.",
+            request.url.path,
+            errors=_field_errors(exc.errors()),
+        )
+        return problem_response(body)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:  # pyright: ignore[reportUnusedFunction]
+        body = problem(exc.status_code, str(exc.detail), request.url.path)
+        return problem_response(body, exc.headers)
+
+    @app.exception_handler(Exception)
+    async def server_error(request: Request, exc: Exception) -> JSONResponse:  # pyright: ignore[reportUnusedFunction]
+        return problem_response(problem(500, _HIDDEN_DETAIL[500], request.url.path))
 
     def context(session_id: str, user_id: str, idempotency_key: str | None) -> dict[str, str]:
         values = {SESSION_ID_CONTEXT_KEY: session_id, USER_ID_CONTEXT_KEY: user_id}
@@ -238,45 +545,67 @@ def create_app(
             values[REQUEST_ID_CONTEXT_KEY] = idempotency_key
         return values
 
-    async def opened_stream(
-        session_id: str,
+    async def owned_by_caller(session_id: SessionId, user_id: UserId) -> None:
+        """Refuse a foreign user's session (403) and an unreachable store (503) before a
+        stream starts; the turn advisor checks again inside the turn."""
+        sessions, _ = runtime.ready()
+        session = await sessions.find_by_id(session_id)
+        if session is not None and session.user_id != user_id:
+            raise AccessDenied(session_id, user_id)
+
+    async def turn_events(
+        request: Request,
+        session_id: SessionId,
         body: ChatIn,
         user_id: UserId,
         idempotency_key: IdempotencyKey = None,
-    ) -> AsyncIterator[_OpenedStream]:
-        """Open the stream and read its first chunk: errors up to here are HTTP errors. The
-        stream closes when the response has ended, however it ended."""
-        async with chat.stream(
-            body.message, context=context(session_id, user_id, idempotency_key)
-        ) as reply:
-            first = await anext(reply, None)
-            yield _OpenedStream(reply, first)
-
-    @app.post("/sessions/{session_id}/stream", response_class=EventSourceResponse)
-    async def stream(  # pyright: ignore[reportUnusedFunction]
-        opened: Annotated[_OpenedStream, Depends(opened_stream)],
-    ) -> AsyncIterator[ServerSentEvent]:
-        """Stream the reply as server-sent events."""
-        ids = _EventIds()
+    ) -> AsyncIterator[_TurnEvents]:
+        """Run the turn in a task of its own, which owns the model's stream from start to end,
+        and hand its events over a queue; the task is cancelled and awaited when the response
+        has ended, however it ended."""
+        _, chat = runtime.ready()
+        events = _TurnEvents()
+        values = context(session_id, user_id, idempotency_key)
+        task = asyncio.create_task(events.produce(chat, body.message, values, request.url.path))
         try:
-            if opened.first is not None:
-                for event in _chunk_events(ids, opened.first):
-                    yield event
-                async for chunk in opened.reply:
-                    for event in _chunk_events(ids, chunk):
-                        yield event
-            yield ids.event("done", _done(opened.reply.response))
-        except AsyncSessionError as exc:  # after the first chunk: the status is already sent
-            yield ids.event("error", {**_error_body(exc), "http_status": error_status(exc)})
+            yield events
+        finally:
+            task.cancel()
+            await asyncio.wait({task})
+            if not task.cancelled() and task.exception() is not None:
+                raise RuntimeError("the turn's task failed") from task.exception()
+
+    @app.post(
+        "/sessions/{session_id}/stream",
+        response_class=EventSourceResponse,
+        dependencies=[Depends(owned_by_caller)],
+    )
+    async def stream(  # pyright: ignore[reportUnusedFunction]
+        events: Annotated[_TurnEvents, Depends(turn_events)],
+    ) -> AsyncIterator[ServerSentEvent]:
+        """Stream the reply as server-sent events: a ping at once, pings while the model is
+        silent, then the reply's events."""
+        yield ServerSentEvent(comment="ping")
+        while True:
+            try:
+                async with asyncio.timeout(ping):
+                    event = await events.queue.get()
+            except TimeoutError:
+                yield ServerSentEvent(comment="ping")
+                continue
+            if event is None:
+                return
+            yield event
 
     @app.post("/sessions/{session_id}/messages")
     async def send(  # pyright: ignore[reportUnusedFunction]
-        session_id: str,
+        session_id: SessionId,
         body: ChatIn,
         user_id: UserId,
         idempotency_key: IdempotencyKey = None,
     ) -> ChatOut:
         """Send a message and wait for the whole reply."""
+        _, chat = runtime.ready()
         response = await chat.call(
             body.message, context=context(session_id, user_id, idempotency_key)
         )
@@ -284,12 +613,13 @@ def create_app(
 
     @app.get("/sessions/{session_id}/messages")
     async def history(  # pyright: ignore[reportUnusedFunction]
-        session_id: str, user_id: UserId
+        session_id: SessionId, user_id: UserId
     ) -> list[dict[str, Any]]:
         """The session's active conversation, as OpenAI message dicts."""
+        sessions, _ = runtime.ready()
         session = await sessions.find_by_id(session_id)
         if session is None:
-            raise HTTPException(status_code=404, detail="no such session")
+            raise HTTPException(status_code=404, detail="No such session.")
         if session.user_id != user_id:
             raise AccessDenied(session_id, user_id)
         return [
@@ -301,16 +631,30 @@ def create_app(
     return app
 
 
-if __name__ == "__main__":  # pragma: no cover - manual run
+app = create_app()
+"""The app for ``uvicorn examples.fastapi_app:app`` and ``fastapi run``: offline by default."""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python examples/fastapi_app.py``: serve the app with uvicorn."""
     import argparse
 
     import uvicorn
 
-    parser = argparse.ArgumentParser(description="The asyncsession FastAPI example.")
-    parser.add_argument("--api", choices=sorted(CHAT_APIS), default="chat")
-    parser.add_argument("--model", default="gpt-4.1-mini")
-    arguments = parser.parse_args()
-    app = create_app(
-        openai.AsyncOpenAI(), model=arguments.model, chat_factory=CHAT_APIS[arguments.api]
+    parser = argparse.ArgumentParser(
+        description="The asyncsession FastAPI example.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    uvicorn.run(app, host="127.0.0.1", port=8000)
+    parser.add_argument("--api", choices=sorted(CHAT_APIS), default="chat", help="the OpenAI API")
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on")
+    parser.add_argument("--port", type=int, default=8000, help="the port (0: any free one)")
+    arguments = parser.parse_args(argv)
+    uvicorn.run(
+        create_app(chat_factory=CHAT_APIS[arguments.api]),
+        host=arguments.host,
+        port=arguments.port,
+    )
+
+
+if __name__ == "__main__":
+    main()

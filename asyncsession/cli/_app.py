@@ -13,12 +13,15 @@ from typing import Any, NoReturn, TextIO
 from .._version import __version__
 from ..repository import MongoSessionRepository
 from ._command import Command, Context, Options
+from ._completion import SHELLS, completion_script
 from ._errors import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, Failure, failure_of, report
 from ._registry import commands
 from ._types import positive_float
 
 __all__ = ["DEFAULT_TIMEOUT", "main", "run"]
 
+COMPLETION = "completion"
+"""The command that prints a completion script; it needs no server."""
 DEFAULT_TIMEOUT = 2.0
 """Seconds to find and connect to the server: an operator should not wait 30 s for "down"."""
 
@@ -47,12 +50,34 @@ class _VersionAction(argparse.Action):
         raise _ShowVersion
 
 
+class _DefaultsFormatter(argparse.HelpFormatter):
+    """Help that shows each option's default, unless its help already says it or it has none
+    worth saying (a flag that is off, an option that is unset)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            "default" in text
+            or not action.option_strings
+            or default is None
+            or default is False
+            or default == argparse.SUPPRESS
+            or default == []
+        ):
+            return text
+        return f"{text} (default: %(default)s)" if text else "default: %(default)s"
+
+
 class _Parser(argparse.ArgumentParser):
-    """Raises instead of exiting and writes help to the stream it was given."""
+    """Raises instead of exiting, writes help to the stream it was given, shows defaults."""
 
     def __init__(self, *args: Any, out: TextIO, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _DefaultsFormatter)
         super().__init__(*args, **kwargs)
         self._out = out
+        self.commands: dict[str, argparse.ArgumentParser] = {}
+        """The parsers of the commands, by name (for the completion scripts)."""
 
     def _print_message(self, message: str, file: Any = None) -> None:
         if message:
@@ -100,7 +125,7 @@ def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
 
 
-def _parser(out: TextIO, registered: Sequence[Command]) -> argparse.ArgumentParser:
+def _parser(out: TextIO, registered: Sequence[Command]) -> _Parser:
     parser = _Parser(
         prog="asyncsession",
         description="Inspect and manage asyncsession sessions on MongoDB.",
@@ -115,6 +140,15 @@ def _parser(out: TextIO, registered: Sequence[Command]) -> argparse.ArgumentPars
         _global_options(sub, top=False)
         command.configure(sub)
         sub.set_defaults(_command=command)
+        parser.commands[command.name] = sub
+    completion = subparsers.add_parser(
+        COMPLETION,
+        help="print a shell completion script",
+        description='print a shell completion script, e.g. eval "$(asyncsession completion bash)"',
+        out=out,
+    )
+    completion.add_argument("shell", choices=sorted(SHELLS))
+    parser.commands[COMPLETION] = completion
     return parser
 
 
@@ -137,8 +171,9 @@ async def run(
     stderr: TextIO = err or sys.stderr
     arguments = list(sys.argv[1:] if argv is None else argv)
     wants_json = "--json" in arguments
+    parser = _parser(stdout, commands())
     try:
-        args = _parser(stdout, commands()).parse_args(arguments)
+        args = parser.parse_args(arguments)
     except _ShowVersion:
         text = json.dumps({"version": __version__}) if wants_json else f"asyncsession {__version__}"
         print(text, file=stdout)
@@ -148,6 +183,9 @@ async def run(
             return EXIT_OK
         failure = Failure(EXIT_USAGE, "usage", exit_.message.strip())
         return report(failure, is_json=wants_json, err=stderr)
+    if args.command == COMPLETION:
+        stdout.write(completion_script(args.shell, parser, parser.commands))
+        return EXIT_OK
     options = Options(uri=args.uri, db=args.db, is_json=args.json, timeout=args.timeout)
     command: Command = args._command
     try:

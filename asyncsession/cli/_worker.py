@@ -45,7 +45,9 @@ HELP = "run a compaction queue worker until SIGTERM/SIGINT"
 
 def configure(worker: argparse.ArgumentParser) -> None:
     """Add the ``worker`` command's own arguments to its parser."""
-    worker.add_argument("--strategy", choices=["sliding", "turns", "tokens"], default="turns")
+    worker.add_argument(
+        "--strategy", choices=["sliding", "turns", "tokens"], default="turns", help="what to keep"
+    )
     worker.add_argument("--max-events", type=int, default=20, help="sliding: events to keep")
     worker.add_argument("--max-turns", type=int, default=10, help="turns: turns to keep")
     worker.add_argument("--max-tokens", type=int, default=4000, help="tokens: tokens to keep")

@@ -3,65 +3,29 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
 from typing import Any
 
-import fastapi.routing
 import httpx
 import openai
 import pytest
-import uvicorn
 from chat_support import assert_no_leaks, stored
-from fastapi import FastAPI
+from example_support import ALICE, assert_problem, read_sse, serving
 from fastapi_app import CHAT_APIS, create_app
-from httpx_sse import ServerSentEvent, aconnect_sse
 
 from asyncsession import DefaultSessionService, MongoSessionRepository
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 from asyncsession.testing._mongo_server import LocalMongoServer
-
-ALICE = {"x-user-id": "alice"}
 
 
 @pytest.fixture
 async def http(
     openai_client: openai.AsyncOpenAI, service: DefaultSessionService
 ) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(openai_client, model="gpt-test", service=service)
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+    """The example under uvicorn on a loopback port, on the scripted server, and a client."""
+    async with serving(create_app(openai_client, model="gpt-test", service=service)) as client:
         yield client
-
-
-@asynccontextmanager
-async def serving(app: FastAPI) -> AsyncGenerator[httpx.AsyncClient, None]:
-    """The app on a real loopback socket under uvicorn, and a client for it."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    port = listener.getsockname()[1]
-    web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    task = asyncio.create_task(web.serve(sockets=[listener]))
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
-            yield client
-    finally:
-        web.should_exit = True
-        await task
-        listener.close()
-
-
-async def read_sse(
-    client: httpx.AsyncClient, path: str, message: str, headers: dict[str, str] = ALICE
-) -> tuple[httpx.Response, list[ServerSentEvent]]:
-    """POST and read the stream with an SSE client, as a browser's EventSource parses it."""
-    async with aconnect_sse(
-        client, "POST", path, json={"message": message}, headers=headers
-    ) as source:
-        return source.response, [event async for event in source.aiter_sse()]
 
 
 async def test_the_stream_endpoint_sends_deltas_then_the_stored_reply(
@@ -153,7 +117,7 @@ async def test_another_users_session_is_forbidden_before_streaming(
     )
 
     assert response.status_code == 403
-    assert response.json()["error"] == "AccessDenied"
+    assert_problem(response, 403, "AccessDenied")
     assert len(server.requests) == 1
     peek = await http.get("/sessions/s1/messages", headers={"x-user-id": "mallory"})
     assert peek.status_code == 403
@@ -163,20 +127,37 @@ async def test_another_users_session_is_forbidden_before_streaming(
     assert send.status_code == 403
 
 
-@pytest.mark.parametrize("path", ["/sessions/s1/stream", "/sessions/s1/messages"])
-async def test_a_model_error_before_the_first_chunk_is_a_bad_gateway(
-    path: str,
-    server: ScriptedOpenAIServer,
-    http: httpx.AsyncClient,
-    service: DefaultSessionService,
+async def test_a_model_error_is_a_bad_gateway(
+    server: ScriptedOpenAIServer, http: httpx.AsyncClient, service: DefaultSessionService
 ) -> None:
-    """The model's HTTP error becomes a 502 with its status; the user message stays stored."""
+    """The model's HTTP error becomes a 502 problem with its status; the user message stays
+    stored."""
     server.enqueue(ScriptedReply.error(429, "slow down"))
 
-    response = await http.post(path, json={"message": "Hi"}, headers=ALICE)
+    response = await http.post("/sessions/s1/messages", json={"message": "Hi"}, headers=ALICE)
 
-    assert response.status_code == 502
-    assert response.json()["status"] == 429
+    body = assert_problem(response, 502, "ChatError")
+    assert body["upstream_status"] == 429
+    assert await stored(service, "s1") == ["U:Hi"]
+
+
+async def test_a_model_error_on_the_stream_is_an_error_event_with_the_problem(
+    server: ScriptedOpenAIServer, http: httpx.AsyncClient, service: DefaultSessionService
+) -> None:
+    """The stream has started (a ping at once), so the model's 429 is an ``error`` event
+    carrying the same problem document as the JSON endpoint's 502."""
+    server.enqueue(ScriptedReply.error(429, "slow down"))
+
+    response, sent = await read_sse(http, "/sessions/s1/stream", "Hi")
+
+    assert response.status_code == 200
+    assert [event.event for event in sent] == ["error"]
+    error = sent[0].json()
+    assert error["status"] == 502
+    assert error["type"] == "urn:asyncsession:error:ChatError"
+    assert error["upstream_status"] == 429
+    assert error["instance"] == "/sessions/s1/stream"
+    assert set(error) >= {"type", "title", "status", "detail", "instance"}
     assert await stored(service, "s1") == ["U:Hi"]
 
 
@@ -186,7 +167,7 @@ async def test_a_model_error_before_the_first_chunk_is_a_bad_gateway(
         pytest.param({"message": ""}, ALICE, id="empty-message"),
         pytest.param({"text": "Hi"}, ALICE, id="wrong-field"),
         pytest.param({"message": "Hi"}, {}, id="no-user"),
-        pytest.param({"message": "Hi"}, {"x-user-id": " "}, id="blank-user"),
+        pytest.param({"message": "Hi"}, {"x-user-id": ""}, id="blank-user"),
     ],
 )
 @pytest.mark.parametrize("path", ["/sessions/s1/stream", "/sessions/s1/messages"])
@@ -217,36 +198,39 @@ async def test_a_failure_mid_stream_is_an_error_event(
     assert [e.event for e in sent][-1] == "error"
     assert "delta" in [e.event for e in sent]
     error = sent[-1].json()
-    assert error["error"] == "StreamInterrupted"
-    assert error["http_status"] == 502
+    assert error["type"] == "urn:asyncsession:error:StreamInterrupted"
+    assert error["status"] == 502
     assert await stored(service, "s1") == ["U:Hi"]
 
 
 async def test_a_silent_model_gets_keep_alive_pings(
-    monkeypatch: pytest.MonkeyPatch,
     server: ScriptedOpenAIServer,
     openai_client: openai.AsyncOpenAI,
     service: DefaultSessionService,
 ) -> None:
     """While the model pauses mid-stream, the response carries ``: ping`` comments (ignored by
-    SSE clients), then the rest of the reply."""
-    monkeypatch.setattr(fastapi.routing, "_PING_INTERVAL", 0.05)
+    SSE clients) at the app's interval, then the rest of the reply."""
     gate = asyncio.Event()
     server.enqueue(ScriptedReply.text("Slow but sure", chunk_size=4, pause_after=2, gate=gate))
+    app = create_app(openai_client, model="gpt-test", service=service, ping_seconds=0.05)
     lines: list[str] = []
     async with (
-        serving(create_app(openai_client, model="gpt-test", service=service)) as client,
+        serving(app) as client,
         client.stream(
             "POST", "/sessions/s1/stream", json={"message": "Hi"}, headers=ALICE
         ) as response,
     ):
         async for line in response.aiter_lines():
             lines.append(line)
-            if line == ": ping":
+            pings_after_delta = (
+                lines[lines.index("event: delta") :] if "event: delta" in lines else []
+            )
+            if pings_after_delta.count(": ping") == 3:
                 gate.set()
 
-    assert ": ping" in lines
-    assert lines.index(": ping") < lines.index("event: done")
+    first_delta = lines.index("event: delta")
+    assert lines[first_delta:].count(": ping") >= 3
+    assert lines.index("event: done") > max(i for i, line in enumerate(lines) if line == ": ping")
     assert await stored(service, "s1") == ["U:Hi", "A:Slow but sure"]
 
 
@@ -313,9 +297,7 @@ async def test_a_client_that_disconnects_abandons_the_stream(
         ScriptedReply.text("A long, slow answer", chunk_size=2, pause_after=3, gate=gate)
     )
     try:
-        async with (
-            serving(create_app(openai_client, model="gpt-test", service=service)) as client,
-        ):
+        async with serving(create_app(openai_client, model="gpt-test", service=service)) as client:
             async with client.stream(
                 "POST", "/sessions/s1/stream", json={"message": "Tell me"}, headers=ALICE
             ) as response:
@@ -362,7 +344,10 @@ async def test_a_killed_database_is_a_fast_503_with_retry_after_then_recovers(
                 assert time.monotonic() - started < 1.0 + 2.0
                 assert response.status_code == 503, response.text
                 assert response.headers["retry-after"] == "5"
-                assert response.json()["error"] == "StorageUnavailable"
+                body = assert_problem(response, 503, "StorageUnavailable")
+                assert "127.0.0.1" not in response.text
+                assert str(database.port) not in response.text
+                assert "Topology" not in response.text
             assert len(server.requests) == 1
 
             database.start()
@@ -382,8 +367,7 @@ async def responses_http(
     app = create_app(
         openai_client, model="gpt-test", service=service, chat_factory=CHAT_APIS["responses"]
     )
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+    async with serving(app) as client:
         yield client
 
 
