@@ -17,11 +17,11 @@ class TestMyStore(SessionRepositoryContract):
 ```
 
 Every test uses fresh random ids, so the fixture may hand out one shared store. The kit needs
-`pytest` and `pytest-asyncio` (`pip install 'asyncsession[testing]'`); it is the only part of
-asyncsession that imports pytest. The tests live in one mixin per area (sessions, metadata
-lookups, recall searches, appends and versions, filters and windows, compaction, expiry,
-concurrency, turns, text) under `asyncsession.testing._contract`; subclass the combined class,
-not the mixins.
+`pytest` and `pytest-asyncio` (the ``[testing]`` extra: ``pip install '.[testing]'`` from a clone);
+it is the only part of asyncsession that imports pytest. The tests live in one mixin per area
+(sessions, metadata lookups, recall searches, appends and versions, filters and windows, compaction,
+expiry, concurrency, turns, text) under `asyncsession.testing._contract`; subclass the combined
+class, not the mixins.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - exercised in an environment without pytest
     raise ImportError(
         "asyncsession.testing.contract needs pytest and pytest-asyncio: "
-        "pip install 'asyncsession[testing]'"
+        "install the [testing] extra (from a clone: pip install '.[testing]')"
     ) from _exc
 
 from ._contract._support import (
