@@ -9,7 +9,10 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-HINT = re.compile(r"pip install '?asyncsession\[([^\]]+)\]")
+HINT = re.compile(
+    r"pip install '?(?:asyncsession|\.)\[([^\]]+)\]"  # a command, from the index or a clone
+    r"|the `{0,2}\[([^\]]+)\]`{0,2} extra"  # or the extra by name
+)
 SOURCES = [
     *sorted((ROOT / "asyncsession").rglob("*.py")),
     ROOT / "README.md",
@@ -27,7 +30,7 @@ def _hints() -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     for source in SOURCES:
         for match in HINT.finditer(source.read_text(encoding="utf-8")):
-            for extra in match.group(1).split(","):
+            for extra in (match.group(1) or match.group(2)).split(","):
                 found.append((str(source.relative_to(ROOT)), extra.strip()))
     return found
 
@@ -67,4 +70,4 @@ def test_the_contract_kit_without_pytest_names_the_testing_extra() -> None:
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
-    assert "pip install 'asyncsession[testing]'" in done.stdout
+    assert "install the [testing] extra (from a clone: pip install '.[testing]')" in done.stdout

@@ -1,6 +1,6 @@
 """``AgentsSession``: the OpenAI Agents SDK's ``Session`` protocol on a ``SessionService``.
 
-Needs the SDK: ``pip install 'asyncsession[agents]'``. ::
+Needs the SDK: the ``[agents]`` extra (``pip install '.[agents]'`` from a clone). ::
 
     service = DefaultSessionService(MongoSessionRepository(db))
     session = AgentsSession("conversation-42", service, user_id="alice")
@@ -52,7 +52,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "asyncsession.integrations.openai_agents needs the OpenAI Agents SDK: "
-        "pip install 'asyncsession[agents]'"
+        "install the [agents] extra (from a clone: pip install '.[agents]')"
     ) from _exc
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 # the adapter reads and converts it, and builds none.)
 """``PydanticAIHistory``: Pydantic AI message histories on a ``SessionService``.
 
-Needs Pydantic AI: ``pip install 'asyncsession[pydantic-ai]'``. ::
+Needs Pydantic AI: the ``[pydantic-ai]`` extra (``pip install '.[pydantic-ai]'`` from a clone). ::
 
     history = PydanticAIHistory("conversation-42", service, user_id="alice")
     result = await agent.run("Hello", message_history=await history.load())
@@ -64,7 +64,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "asyncsession.integrations.pydantic_ai needs Pydantic AI: "
-        "pip install 'asyncsession[pydantic-ai]'"
+        "install the [pydantic-ai] extra (from a clone: pip install '.[pydantic-ai]')"
     ) from _exc
 
 __all__ = [

@@ -10,7 +10,7 @@ import importlib.util as _importlib_util
 
 if _importlib_util.find_spec("openai") is None:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "asyncsession.openai needs the OpenAI SDK, a core dependency: pip install asyncsession"
+        "asyncsession.openai needs the OpenAI SDK, a core dependency: pip install openai"
     )
 
 from ._chat_client import BaseChatClient, ChatClient, MessagesLike

@@ -1,7 +1,8 @@
 """OpenTelemetry traces of chat turns, model calls, tool calls, compactions and store operations.
 
-Install the extra (``pip install 'asyncsession[otel]'``) and configure a tracer provider in your
-application; without ``opentelemetry-api`` every piece here is a no-op. Compose what you need:
+Install the ``[otel]`` extra (``pip install '.[otel]'`` from a clone) and configure a tracer
+provider in your application; without ``opentelemetry-api`` every piece here is a no-op.
+Compose what you need:
 
 - `TracingAdvisor` and `ModelCallTracingAdvisor` (both from `tracing_advisors`): a ``chat_turn``
   span per call, with what the turn cost, and a GenAI ``chat {model}`` span per model call;

@@ -19,7 +19,7 @@ class TestMyStore(SessionRepositoryContract):
 Every test uses fresh random ids; the lifecycle tests close the store they are given, so
 the fixture hands out a fresh store per test (closing is idempotent, so its teardown may close
 it again). The kit needs
-`pytest` and `pytest-asyncio` (`pip install 'asyncsession[testing]'`); it is the only part of
+`pytest` and `pytest-asyncio` (the `[testing]` extra (`pip install '.[testing]'` from a clone)); it is the only part of
 asyncsession that imports pytest. The tests live in one mixin per area (sessions, metadata
 lookups, recall searches, appends and versions, filters and windows, compaction, expiry,
 concurrency, turns, text, lifecycle) under `asyncsession.testing._contract`; subclass the
@@ -33,7 +33,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - exercised in an environment without pytest
     raise ImportError(
         "asyncsession.testing.contract needs pytest and pytest-asyncio: "
-        "pip install 'asyncsession[testing]'"
+        "install the [testing] extra (from a clone: pip install '.[testing]')"
     ) from _exc
 
 from ._contract._support import (
