@@ -11,7 +11,7 @@ from typing import Any
 
 from ._counting import excluded
 from ._stats import median
-from .adapters import MODEL_CALLING, OURS
+from .adapters import ADAPTERS, MODEL_CALLING, OURS
 from .scenarios import BenchConfig, Measurement
 
 __all__ = ["render_markdown", "write_results"]
@@ -115,7 +115,12 @@ def merge_repeats(rows: Sequence[Measurement]) -> list[Measurement]:
         if m.system not in OURS or m.status != "ok":
             continue
         peers = [
-            p for p in merged if p.case == m.case and p.system not in OURS and p.status == "ok"
+            p
+            for p in merged
+            if p.case == m.case
+            and p.system not in OURS
+            and p.system not in ADAPTERS
+            and p.status == "ok"
         ]
         best = [p.extra["turns_per_s"] for p in peers if p.system not in MODEL_CALLING]
         if best:

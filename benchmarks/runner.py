@@ -25,6 +25,7 @@ from pymongo import AsyncMongoClient
 from asyncsession.testing._mongo_server import LocalMongoServer
 
 from .adapters import (
+    ADAPTERS,
     OURS,
     PEERS,
     SHAPES_ONLY,
@@ -48,7 +49,7 @@ from .scenarios import (
 
 __all__ = ["ALL_SYSTEMS", "DEFAULT_URI_OPTIONS", "ServerPool", "run"]
 
-ALL_SYSTEMS = (*OURS, *PEERS)
+ALL_SYSTEMS = (*OURS, *ADAPTERS, *PEERS)
 """Every system, in report order."""
 
 SHAPE_SCENARIOS = frozenset({"turn", "throughput", "storage"})

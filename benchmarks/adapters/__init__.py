@@ -21,6 +21,7 @@ from ._base import (
 )
 
 __all__ = [
+    "ADAPTERS",
     "DISTRIBUTIONS",
     "MODEL_CALLING",
     "OURS",
@@ -41,6 +42,8 @@ SYSTEMS: dict[str, str] = {
     "asyncsession": "asyncsession_store:AsyncSessionStore",
     "asyncsession-after-reply": "asyncsession_store:AsyncSessionAfterReplyStore",
     "asyncsession-advisors": "asyncsession_store:AsyncSessionAdvisorStore",
+    "asyncsession-langchain": "asyncsession_frameworks:AsyncSessionLangChainStore",
+    "asyncsession-adk": "asyncsession_frameworks:AsyncSessionAdkStore",
     "openai-agents": "openai_agents_store:OpenAIAgentsStore",
     "google-adk": "google_adk_store:GoogleAdkStore",
     "langchain": "langchain_store:LangChainStore",
@@ -52,6 +55,8 @@ DISTRIBUTIONS: dict[str, str] = {
     "asyncsession": "asyncsession",
     "asyncsession-after-reply": "asyncsession",
     "asyncsession-advisors": "asyncsession",
+    "asyncsession-langchain": "asyncsession",
+    "asyncsession-adk": "asyncsession",
     "openai-agents": "openai-agents",
     "google-adk": "google-adk",
     "langchain": "langchain-mongodb",
@@ -65,6 +70,9 @@ PEERS = ("openai-agents", "google-adk", "langchain", "langchain-model")
 OURS = ("asyncsession", "asyncsession-after-reply", "asyncsession-advisors")
 """Our turn shapes: the plain API (question stored before the model call, then the reply), the
 plain API storing the whole turn after the reply, and the advisor chain."""
+
+ADAPTERS = ("asyncsession-langchain", "asyncsession-adk")
+"""Our framework adapters, each measured beside the framework's own MongoDB store."""
 
 MODEL_CALLING = frozenset({"asyncsession-advisors", "langchain-model"})
 """The systems whose turn includes the model call (through the in-process stub model)."""
@@ -85,14 +93,14 @@ def store_class(system: str) -> Any:
 
 
 def make_store(system: str, target: Target | None, **options: Any) -> SessionStore:
-    """A new, unstarted store of ``system`` on ``target`` (only asyncsession runs without one).
+    """A new, unstarted store of ``system`` on ``target`` (only ours run without one).
 
     Raises:
         StoreUnavailable: the system's package is not installed (or, for asyncsession on a
             server, its Mongo repository is not there yet).
     """
     cls = store_class(system)
-    if system in OURS:
+    if system in OURS or system in ADAPTERS:
         store: SessionStore = cls(target, **options)
         return store
     if target is None:

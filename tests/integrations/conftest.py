@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,10 +12,16 @@ import pytest
 from agents import set_tracing_disabled
 from agents.memory import Session, SQLiteSession
 from agents_support import SessionFactory
+from google.adk.features import FeatureName, override_feature_enabled
+from google.adk.sessions import BaseSessionService, InMemorySessionService
+from langchain_core.chat_history import InMemoryChatMessageHistory
+from langchain_support import ChatHistoryFactory
 from pydantic_ai_support import HistoryFactory, ListHistory
 from pymongo.asynchronous.database import AsyncDatabase
 
 from asyncsession import DefaultSessionService, InMemorySessionRepository, MongoSessionRepository
+from asyncsession.integrations.google_adk import AdkSessionService
+from asyncsession.integrations.langchain import LangChainHistory
 from asyncsession.integrations.openai_agents import AgentsSession
 from asyncsession.integrations.pydantic_ai import PydanticAIHistory
 from asyncsession.service import SessionService
@@ -97,3 +104,47 @@ def any_history(request: pytest.FixtureRequest) -> HistoryFactory:
         return lambda session_id: lists.setdefault(session_id, ListHistory())
     service: SessionService = request.getfixturevalue(f"{request.param}_service")
     return lambda session_id: PydanticAIHistory(session_id, service)
+
+
+@pytest.fixture
+async def running_loop() -> asyncio.AbstractEventLoop:
+    """The test's event loop."""
+    return asyncio.get_running_loop()
+
+
+@pytest.fixture(
+    params=["control", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)],
+)
+def any_chat_history(
+    request: pytest.FixtureRequest, running_loop: asyncio.AbstractEventLoop
+) -> ChatHistoryFactory:
+    """LangChain's ``InMemoryChatMessageHistory`` (the reference) or ``LangChainHistory`` on
+    each store; ours run their sync methods on the test's loop from worker threads."""
+    if request.param == "control":
+        histories: dict[str, InMemoryChatMessageHistory] = {}
+        return lambda session_id: histories.setdefault(session_id, InMemoryChatMessageHistory())
+    service: SessionService = request.getfixturevalue(f"{request.param}_service")
+    return lambda session_id: LangChainHistory(session_id, service, loop=running_loop)
+
+
+@pytest.fixture(
+    params=[
+        "control",
+        pytest.param(  # ADK warns that the feature is a work in progress
+            "control-light-copy", marks=pytest.mark.filterwarnings("ignore:.WIP. feature")
+        ),
+        "memory",
+        pytest.param("mongo", marks=pytest.mark.mongodb),
+    ],
+)
+def adk_service(request: pytest.FixtureRequest) -> Iterator[BaseSessionService]:
+    """ADK's ``InMemorySessionService`` (the reference, also with ADK's light-copy feature on,
+    as ADK's own tests run it) or ``AdkSessionService`` on each store."""
+    if request.param == "control":
+        yield InMemorySessionService()
+    elif request.param == "control-light-copy":
+        override_feature_enabled(FeatureName.IN_MEMORY_SESSION_SERVICE_LIGHT_COPY, True)
+        yield InMemorySessionService()
+        override_feature_enabled(FeatureName.IN_MEMORY_SESSION_SERVICE_LIGHT_COPY, False)
+    else:
+        yield AdkSessionService(request.getfixturevalue(f"{request.param}_service"))

@@ -1,0 +1,497 @@
+"""``AdkSessionService``: Google ADK's ``BaseSessionService`` on a ``SessionService``.
+
+Needs Google ADK: ``pip install 'asyncsession[google-adk]'``. ::
+
+    runner = Runner(agent=agent, app_name="travel", session_service=AdkSessionService(service))
+
+An ADK session is one of our sessions, owned by the ADK user, its app and ADK id in the
+session's metadata (under ``"google_adk"``). Every ADK event is one of our events: one with
+content is a real message event (a user's text a user message, the model's text and function
+calls an assistant message, function responses a tool message), so compaction, recall search,
+the memory tools, the CLI and our own clients read the same log; one without content (a state
+change, a transfer) is an ``ADK.EVENT`` event. The conversion is lossless: each event also
+keeps the whole ADK event, as its JSON, in its metadata under ``"google_adk"``, and the service
+reads exactly that back.
+
+**State.** Each stored event also carries the session's state after it, so a read needs only the
+newest events. ``append_event`` computes that state from the newest stored one and appends with
+the session's version as the expected version (compare-and-swap), retrying when another writer
+came first: concurrent appends, from any number of tasks or processes, never lose a state
+update. App state (``app:`` keys) and user state (``user:`` keys) live the same way in one
+session per app and one per app and user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final, cast
+from urllib.parse import quote
+
+from pydantic import JsonValue
+from pydantic_core import to_jsonable_python
+
+from .._shield import shielded
+from ..events import CreateSessionRequest, EventType, SessionEvent
+from ..exceptions import SessionExists, SessionNotFound, UsageError
+from ..filters import EventFilter
+from ..messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    UserMessage,
+)
+from ..service import SessionService
+
+try:
+    from google.adk.errors.already_exists_error import AlreadyExistsError
+    from google.adk.errors.session_not_found_error import SessionNotFoundError
+    from google.adk.events.event import Event
+    from google.adk.sessions.base_session_service import (
+        BaseSessionService,
+        GetSessionConfig,
+        ListSessionsResponse,
+    )
+    from google.adk.sessions.session import Session as AdkSession
+    from google.adk.sessions.state import State
+    from google.genai import types
+except ImportError as _exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "asyncsession.integrations.google_adk needs Google ADK: "
+        "pip install 'asyncsession[google-adk]'"
+    ) from _exc
+
+__all__ = ["ADK_EVENT", "METADATA_KEY", "AdkSessionService", "from_event", "to_message"]
+
+METADATA_KEY: Final = "google_adk"
+"""The metadata key of the whole ADK event (on events) and of the ADK scope (on sessions)."""
+ADK_EVENT: Final = EventType.of("ADK.EVENT")
+"""The type of the events that store ADK events without content."""
+_STATE_KEY: Final = "google_adk_state"
+_SCOPE_STATE: Final = EventType.of("ADK.STATE")
+_SCOPE_SESSION: Final = EventType.of("ADK.SESSION")
+_NAMESPACE: Final = uuid.UUID("0b7f6f5e-2a55-4f4b-8a41-3d6f1c9e2b07")
+_MAX_ATTEMPTS: Final = 1000
+
+
+def _json(value: object) -> JsonValue:
+    return cast("JsonValue", to_jsonable_python(value))
+
+
+def _dump(event: Event) -> dict[str, JsonValue]:
+    return cast("dict[str, JsonValue]", json.loads(event.model_dump_json()))
+
+
+def _arguments(args: Mapping[str, Any] | None) -> str:
+    return json.dumps(_json(args or {}), separators=(",", ":"), ensure_ascii=False)
+
+
+def to_message(content: types.Content) -> Message:
+    """The API-neutral view of an ADK event's content (lossy on its own: the event's metadata
+    keeps the whole event)."""
+    parts = content.parts or []
+    text = "".join(p.text for p in parts if p.text and not p.thought)
+    answers = [p.function_response for p in parts if p.function_response is not None]
+    if answers:
+        return ToolResponseMessage(
+            responses=[
+                ToolResponse(id=a.id or "", name=a.name or "", data=_arguments(a.response))
+                for a in answers
+            ]
+        )
+    if content.role == "model":
+        calls = [
+            ToolCall(id=c.id or "", name=c.name or "", arguments=_arguments(c.args))
+            for p in parts
+            if (c := p.function_call) is not None
+        ]
+        return AssistantMessage(text=text or None, tool_calls=calls)
+    return UserMessage(text=text)
+
+
+def _from_message(message: Message) -> types.Content:
+    if isinstance(message, AssistantMessage):
+        parts = [types.Part(text=message.text)] if message.text else []
+        parts += [
+            types.Part(
+                function_call=types.FunctionCall(
+                    id=c.id, name=c.name, args=json.loads(c.arguments or "{}")
+                )
+            )
+            for c in message.tool_calls
+        ]
+        return types.Content(role="model", parts=parts)
+    if isinstance(message, ToolResponseMessage):
+        return types.Content(
+            role="user",
+            parts=[
+                types.Part(
+                    function_response=types.FunctionResponse(
+                        id=r.id, name=r.name, response={"result": r.data}
+                    )
+                )
+                for r in message.responses
+            ],
+        )
+    return types.Content(role="user", parts=[types.Part(text=getattr(message, "text", ""))])
+
+
+def from_event(event: SessionEvent) -> Event:
+    """The ADK event one of our events holds: the stored one when it has it, else one
+    converted from its message (a summary, a message another client wrote).
+
+    Raises:
+        UsageError: the event holds neither.
+    """
+    stored = event.metadata.get(METADATA_KEY)
+    if isinstance(stored, dict):
+        return Event.model_validate_json(json.dumps(stored))
+    if event.message is None:
+        raise UsageError(f"event {event.id!r} holds no ADK event and no message")
+    content = _from_message(event.message)
+    return Event(
+        id=event.id,
+        author="user" if content.role == "user" else "model",
+        content=content,
+        timestamp=event.timestamp.timestamp(),
+    )
+
+
+def _split(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """``state`` as (app, user, session) deltas, prefixes removed; temp keys dropped."""
+    app: dict[str, Any] = {}
+    user: dict[str, Any] = {}
+    session: dict[str, Any] = {}
+    for key, value in state.items():
+        if key.startswith(State.APP_PREFIX):
+            app[key.removeprefix(State.APP_PREFIX)] = value
+        elif key.startswith(State.USER_PREFIX):
+            user[key.removeprefix(State.USER_PREFIX)] = value
+        elif not key.startswith(State.TEMP_PREFIX):
+            session[key] = value
+    return app, user, session
+
+
+def _part(value: str) -> str:
+    return quote(value, safe="")
+
+
+class AdkSessionService(BaseSessionService):
+    """Google ADK's ``BaseSessionService`` on a ``SessionService`` (see the module docs).
+
+    Any service works: ``DefaultSessionService`` over the in-memory or the MongoDB repository,
+    or a store of your own. The service is safe to share between concurrent tasks, and several
+    services (in several processes) may share one store.
+
+    **Scoping.** ADK scopes a session id by app and user; our session ids are global, so the
+    ADK session ``(app, user, id)`` is our session ``adk/<app>/<user>/<id>`` (each part
+    percent-encoded), owned by ``user``, with ``{"app", "user_id", "session_id"}`` in its
+    metadata. ``prefix`` changes the ``adk`` part.
+
+    **Idempotency.** An event's stored id derives from the session and the ADK event's id, so
+    appending an event again (a retry after a lost acknowledgement) is a replay: nothing is
+    stored twice and no state delta is applied twice.
+
+    **Stale session objects.** ADK's database service rejects an append through a session
+    object that another writer has overtaken; this one appends (as ADK's in-memory service
+    does) and computes the state from the stored one, so no update is lost.
+
+    System messages are never written: ADK has none (its instructions are not events).
+
+    Args:
+        service: where the sessions live.
+        prefix: the first part of our session ids.
+
+    Raises:
+        UsageError: a blank or ``/``-containing prefix.
+    """
+
+    def __init__(self, service: SessionService, *, prefix: str = "adk") -> None:
+        if not prefix.strip() or "/" in prefix:
+            raise UsageError("prefix must be a non-empty string without '/'")
+        super().__init__()
+        self.service = service
+        """The service the sessions live in."""
+        self.prefix = prefix
+        """The first part of our session ids."""
+
+    def __repr__(self) -> str:
+        return f"AdkSessionService(prefix={self.prefix!r})"
+
+    def session_key(self, app_name: str, user_id: str, session_id: str) -> str:
+        """Our session id of the ADK session ``(app_name, user_id, session_id)``."""
+        return "/".join([self.prefix, _part(app_name), _part(user_id), _part(session_id)])
+
+    def _app_key(self, app_name: str) -> str:
+        return f"{self.prefix}~app/{_part(app_name)}"
+
+    def _user_key(self, app_name: str, user_id: str) -> str:
+        return f"{self.prefix}~user/{_part(app_name)}/{_part(user_id)}"
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> AdkSession:
+        """Create a session; ``app:`` and ``user:`` keys of ``state`` update those scopes.
+
+        Raises:
+            AlreadyExistsError: the app and user have a session with this id.
+        """
+        session_id = (session_id or "").strip() or str(uuid.uuid4())
+        key = self.session_key(app_name, user_id, session_id)
+        app_delta, user_delta, session_state = _split(state or {})
+        created = datetime.now(UTC).timestamp()
+        scope: dict[str, JsonValue] = {
+            "app": app_name,
+            "user_id": user_id,
+            "session_id": session_id,
+            "created": created,
+            "state": _json(session_state),
+        }
+        request = CreateSessionRequest(id=key, user_id=user_id, metadata={METADATA_KEY: scope})
+        try:
+            await shielded(self.service.create(request))
+        except SessionExists as exc:
+            raise AlreadyExistsError(f"Session with id {session_id} already exists.") from exc
+        stamp = str(uuid.uuid4())
+        if app_delta:
+            await self._update_scope(self._app_key(app_name), app_delta, stamp)
+        if user_delta:
+            await self._update_scope(self._user_key(app_name, user_id), user_delta, stamp)
+        await self._register(app_name, {"session": key, "user_id": user_id, "deleted": False})
+        return AdkSession(
+            id=session_id,
+            app_name=app_name,
+            user_id=user_id,
+            state=await self._merged(app_name, user_id, dict(session_state)),
+            last_update_time=created,
+        )
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> AdkSession | None:
+        """The session with its events (all, or those ``config`` selects), or ``None``."""
+        key = self.session_key(app_name, user_id, session_id.strip())
+        recent = config.num_recent_events if config is not None else None
+        after = config.after_timestamp if config is not None else None
+        if recent is not None and after is None:
+            read = EventFilter(exclude_archived=True, last_n=max(recent, 1))
+        else:
+            read = EventFilter(exclude_archived=True)
+        snapshot = await self.service.get_snapshot(key, read)
+        if snapshot is None:
+            return None
+        events = [from_event(event) for event in snapshot.events]
+        state, updated = await self._session_state(key, snapshot.session.metadata, snapshot.events)
+        if recent is not None:
+            events = events[-recent:] if recent else []
+        if after is not None:
+            events = [event for event in events if event.timestamp >= after]
+        return AdkSession(
+            id=session_id.strip(),
+            app_name=app_name,
+            user_id=user_id,
+            state=await self._merged(app_name, user_id, state),
+            events=events,
+            last_update_time=updated,
+        )
+
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
+        """The app's sessions (of ``user_id``, or of every user), without events, oldest
+        update first."""
+        registry = await self.service.get_events(
+            self._app_key(app_name), EventFilter(event_types=frozenset({_SCOPE_SESSION}))
+        )
+        live: dict[str, str] = {}
+        for entry in registry:
+            payload = entry.payload or {}
+            session_key, owner = str(payload.get("session")), str(payload.get("user_id"))
+            if payload.get("deleted"):
+                live.pop(session_key, None)
+            elif user_id is None or owner == user_id:
+                live[session_key] = owner
+        sessions: list[AdkSession] = []
+        for session_key, owner in live.items():
+            snapshot = await self.service.get_snapshot(
+                session_key, EventFilter(exclude_archived=True, last_n=1)
+            )
+            if snapshot is None:
+                continue
+            state, updated = await self._session_state(
+                session_key, snapshot.session.metadata, snapshot.events
+            )
+            scope = cast("dict[str, Any]", snapshot.session.metadata[METADATA_KEY])
+            sessions.append(
+                AdkSession(
+                    id=str(scope["session_id"]),
+                    app_name=app_name,
+                    user_id=owner,
+                    state=await self._merged(app_name, owner, state),
+                    last_update_time=updated,
+                )
+            )
+        sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
+        return ListSessionsResponse(sessions=sessions)
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        """Delete the session and its events; nothing happens for an unknown one."""
+        key = self.session_key(app_name, user_id, session_id.strip())
+        await shielded(self.service.delete(key))
+        await self._register(app_name, {"session": key, "user_id": user_id, "deleted": True})
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        """The user's state in the app, keys without the ``user:`` prefix."""
+        return await self._scope_state(self._user_key(app_name, user_id))
+
+    async def append_event(self, session: AdkSession, event: Event) -> Event:
+        """Store ``event`` in ``session`` and apply its state delta, with compare-and-swap.
+
+        A partial event is returned unstored. ``temp:`` keys update only the ``session``
+        object. The write runs to its end if the caller is cancelled.
+
+        Raises:
+            SessionNotFoundError: the session does not exist.
+        """
+        if event.partial:
+            return event
+        self._apply_temp_state(session, event)
+        event = self._trim_temp_delta_state(event)
+        app_delta, user_delta, session_delta = _split(event.actions.state_delta or {})
+        key = self.session_key(session.app_name, session.user_id, session.id)
+        await shielded(self._store(key, session, event, (app_delta, user_delta, session_delta)))
+        self._commit_event_to_session(session, event)
+        session.last_update_time = event.timestamp
+        return event
+
+    async def _store(
+        self,
+        key: str,
+        session: AdkSession,
+        event: Event,
+        deltas: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
+    ) -> None:
+        app_delta, user_delta, session_delta = deltas
+        if app_delta:
+            await self._update_scope(self._app_key(session.app_name), app_delta, event.id)
+        if user_delta:
+            await self._update_scope(
+                self._user_key(session.app_name, session.user_id), user_delta, event.id
+            )
+        event_id = str(uuid.uuid5(_NAMESPACE, f"{key}\x00{event.id}"))
+        read = EventFilter(exclude_archived=False, last_n=1)
+        for _ in range(_MAX_ATTEMPTS):
+            snapshot = await self.service.get_snapshot(key, read)
+            if snapshot is None:
+                raise SessionNotFoundError(f"Session {session.id} not found.")
+            state, _ = await self._session_state(key, snapshot.session.metadata, snapshot.events)
+            state.update(session_delta)
+            stored = SessionEvent(
+                id=event_id,
+                session_id=key,
+                timestamp=datetime.fromtimestamp(event.timestamp, UTC),
+                **self._body(event),
+                metadata={METADATA_KEY: _dump(event), _STATE_KEY: _json(state)},
+            )
+            try:
+                if await self.service.append_events(key, [stored], snapshot.version):
+                    return
+            except SessionNotFound as exc:
+                raise SessionNotFoundError(f"Session {session.id} not found.") from exc
+        raise UsageError(f"{_MAX_ATTEMPTS} writers in a row came first")  # pragma: no cover
+
+    @staticmethod
+    def _body(event: Event) -> dict[str, Any]:
+        if event.content is not None and event.content.parts:
+            return {"message": to_message(event.content)}
+        return {"type": ADK_EVENT, "payload": {"author": event.author}}
+
+    async def _session_state(
+        self, key: str, metadata: Mapping[str, JsonValue], events: Sequence[SessionEvent]
+    ) -> tuple[dict[str, Any], float]:
+        """The session-scoped state after the newest stored event, and its update time."""
+        scope = cast("dict[str, Any]", metadata.get(METADATA_KEY) or {})
+        for event in reversed(events):
+            state = event.metadata.get(_STATE_KEY)
+            if isinstance(state, dict):
+                return dict(state), from_event(event).timestamp
+        if events:  # the newest events hold no state (written by others): read back further
+            everything = await self.service.get_events(key, EventFilter(exclude_archived=False))
+            for event in reversed(everything):
+                state = event.metadata.get(_STATE_KEY)
+                if isinstance(state, dict):
+                    return dict(state), events[-1].timestamp.timestamp()
+            return dict(scope.get("state") or {}), events[-1].timestamp.timestamp()
+        return dict(scope.get("state") or {}), float(scope.get("created") or 0.0)
+
+    async def _merged(self, app_name: str, user_id: str, state: dict[str, Any]) -> dict[str, Any]:
+        for name, value in (await self._scope_state(self._app_key(app_name))).items():
+            state[State.APP_PREFIX + name] = value
+        user = await self._scope_state(self._user_key(app_name, user_id))
+        for name, value in user.items():
+            state[State.USER_PREFIX + name] = value
+        return state
+
+    async def _scope_state(self, scope_key: str) -> dict[str, Any]:
+        newest = await self.service.get_events(
+            scope_key, EventFilter(event_types=frozenset({_SCOPE_STATE}), last_n=1)
+        )
+        if not newest:
+            return {}
+        return dict(cast("dict[str, Any]", newest[-1].metadata[_STATE_KEY]))
+
+    async def _ensure(self, scope_key: str) -> None:
+        with contextlib.suppress(SessionExists):
+            await self.service.create(CreateSessionRequest(id=scope_key, user_id=scope_key))
+
+    async def _update_scope(self, scope_key: str, delta: Mapping[str, Any], stamp: str) -> None:
+        """Apply ``delta`` to a scope's state with compare-and-swap (a replay of ``stamp``
+        applies nothing)."""
+        event_id = str(uuid.uuid5(_NAMESPACE, f"{scope_key}\x00{stamp}"))
+        for _ in range(_MAX_ATTEMPTS):
+            snapshot = await self.service.get_snapshot(
+                scope_key, EventFilter(event_types=frozenset({_SCOPE_STATE}), last_n=1)
+            )
+            if snapshot is None:
+                await self._ensure(scope_key)
+                continue
+            state: dict[str, Any] = (
+                dict(cast("dict[str, Any]", snapshot.events[-1].metadata[_STATE_KEY]))
+                if snapshot.events
+                else {}
+            )
+            state.update(delta)
+            stored = SessionEvent(
+                id=event_id,
+                session_id=scope_key,
+                type=_SCOPE_STATE,
+                payload={"delta": _json(delta)},
+                metadata={_STATE_KEY: _json(state)},
+            )
+            if await self.service.append_events(scope_key, [stored], snapshot.version):
+                return
+        raise UsageError(f"{_MAX_ATTEMPTS} writers in a row came first")  # pragma: no cover
+
+    async def _register(self, app_name: str, entry: dict[str, JsonValue]) -> None:
+        scope_key = self._app_key(app_name)
+        record = SessionEvent(session_id=scope_key, type=_SCOPE_SESSION, payload=entry)
+        try:
+            await self.service.append_events(scope_key, [record])
+        except SessionNotFound:
+            await self._ensure(scope_key)
+            await self.service.append_events(scope_key, [record])
