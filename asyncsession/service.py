@@ -6,8 +6,14 @@ delegates to a [`SessionRepository`][asyncsession.repository.SessionRepository].
 [`DelegatingSessionService`][asyncsession.service.DelegatingSessionService] forwards every call to
 another service, so a decorator (authorization, metrics) overrides only what it needs.
 
+A service may also declare two optional capabilities, each an explicit protocol with a type
+guard: [`EventIdDrawingService`][asyncsession.service.EventIdDrawingService] (it hands out
+event ids, see [`new_event_id`][asyncsession.service.new_event_id]) and
+[`SystemMessagePolicy`][asyncsession.service.SystemMessagePolicy] (it says whether it stores
+system messages). Both services here declare both.
+
 Over 500 lines: the protocol, its default and its delegating decorator spell out the same
-nineteen operations three times, side by side so a reader can check that the three agree.
+twenty operations three times, side by side so a reader can check that the three agree.
 """
 
 from __future__ import annotations
@@ -54,6 +60,9 @@ __all__ = [
     "SessionService",
     "DefaultSessionService",
     "DelegatingSessionService",
+    "EventIdDrawingService",
+    "SystemMessagePolicy",
+    "allows_system_messages",
     "new_event_id",
 ]
 
@@ -453,7 +462,7 @@ class DefaultSessionService:
         """A new event id for an append to ``session_id``: drawn from the repository when it
         hands out ids (``MongoSessionRepository`` registers them ahead, so their appends cost
         a command less), else a random UUID. Use it for ``session_id`` only (see
-        `asyncsession.repository.DrawsEventIds`); ``append_message`` without an ``event_id``
+        `asyncsession.repository.EventIdDrawingService`); ``append_message`` without an ``event_id``
         draws one this way."""
         return await draw_event_id(self.repository, _require(session_id, "session_id"))
 
@@ -560,7 +569,7 @@ class DelegatingSessionService:
     @property
     def allow_system_messages(self) -> bool:
         """Forwarded: whether the delegate stores system messages (``True`` if it does not say)."""
-        return bool(getattr(self.delegate, "allow_system_messages", True))
+        return allows_system_messages(self.delegate)
 
     async def create(self, request: CreateSessionRequest) -> Session:
         """Forwarded."""
@@ -695,8 +704,30 @@ class DelegatingSessionService:
 
 
 @runtime_checkable
-class _DrawsEventIds(Protocol):
-    async def draw_event_id(self, session_id: str) -> str: ...
+class EventIdDrawingService(Protocol):
+    """An optional service capability: it hands out the ids of events it will append."""
+
+    async def draw_event_id(self, session_id: str) -> str:
+        """A new event id for an append to ``session_id``."""
+        ...
+
+
+@runtime_checkable
+class SystemMessagePolicy(Protocol):
+    """An optional service capability: it says whether it stores system messages."""
+
+    @property
+    def allow_system_messages(self) -> bool:
+        """Whether system messages may be stored."""
+        ...
+
+
+def allows_system_messages(service: object) -> bool:
+    """Whether ``service`` may store system messages: what it declares
+    (`SystemMessagePolicy`), else ``True`` (a service that does not say may)."""
+    if isinstance(service, SystemMessagePolicy):
+        return bool(service.allow_system_messages)
+    return True
 
 
 async def new_event_id(service: SessionService, session_id: str) -> str:
@@ -707,6 +738,6 @@ async def new_event_id(service: SessionService, session_id: str) -> str:
     For callers that must know an event's id before its append (to retry the append with it):
     the ids the MongoDB store draws were registered ahead, so the append is one command.
     """
-    if isinstance(service, _DrawsEventIds):
+    if isinstance(service, EventIdDrawingService):
         return await service.draw_event_id(session_id)
     return str(uuid.uuid4())

@@ -19,7 +19,11 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 MAX_LINES = 500
 
 # Lower layers never import higher ones; a module may import its own layer and any below.
-# The longest matching prefix wins, so a subpackage can sit apart from its parent.
+# Every entry names a module or package that exists; a package's entry covers its submodules and
+# the longest matching entry wins, so a subpackage can sit apart from its parent. The facade
+# (``asyncsession`` itself) covers only its own ``__init__``: a new top-level module or package
+# has no layer until it is given one here, and the test that every module has a layer fails.
+FACADE_LAYER = 9
 LAYERS: dict[str, int] = {
     "asyncsession._version": 0,
     "asyncsession._shield": 0,
@@ -43,13 +47,13 @@ LAYERS: dict[str, int] = {
     "asyncsession.chat": 6,
     "asyncsession.advisors": 6,
     "asyncsession.tools": 6,
-    "asyncsession.memory.tools": 6,  # the memory tools a model calls
+    "asyncsession.telemetry": 7,  # spans around the service, the store and the advisors
     "asyncsession.openai": 7,
+    "asyncsession.integrations": 8,  # adapters to other agent frameworks, over the OpenAI code
     "asyncsession.cli": 8,
     "asyncsession.testing": 8,
     "asyncsession._demo": 8,
     "asyncsession.__main__": 8,
-    "asyncsession": 8,  # the facade re-exports everything
 }
 
 
@@ -206,6 +210,8 @@ def _shortest_cycle(edges: dict[str, frozenset[str]], component: list[str]) -> l
 
 
 def _declared_layer(module: str) -> int | None:
+    if module == PACKAGE:
+        return FACADE_LAYER  # the facade re-exports everything, and covers nothing else
     matching = [prefix for prefix in LAYERS if _covers(prefix, module)]
     return LAYERS[max(matching, key=len)] if matching else None
 
@@ -281,6 +287,28 @@ def test_every_module_has_a_layer() -> None:
     """Each module of the package is placed in the declared layer map."""
     missing = [name for name in _modules() if _layer(name) is None]
     assert not missing, f"declare a layer in LAYERS for: {missing}"
+
+
+def test_every_layer_entry_names_a_module() -> None:
+    """No entry of the layer map outlives the module or package it names."""
+    stale = [prefix for prefix in LAYERS if prefix not in _modules()]
+    assert not stale, f"LAYERS names modules that do not exist: {stale}"
+
+
+def test_the_facade_covers_no_other_module() -> None:
+    """A module nobody declared has no layer: the facade's entry is not a catch-all."""
+    assert _declared_layer(PACKAGE) == FACADE_LAYER
+    assert PACKAGE not in LAYERS
+    assert _declared_layer("asyncsession.undeclared_module") is None
+    assert _declared_layer("asyncsession.undeclared_package.module") is None
+    assert _declared_layer("asyncsession.advisors.new_module") == LAYERS["asyncsession.advisors"]
+
+
+def test_every_top_level_module_is_declared_itself() -> None:
+    """Each top-level module and package has its own entry, not one inherited from elsewhere."""
+    top = {name.split(".")[1] for name in _modules() if name != PACKAGE}
+    undeclared = sorted(f"{PACKAGE}.{part}" for part in top if f"{PACKAGE}.{part}" not in LAYERS)
+    assert not undeclared, f"give these their own entry in LAYERS: {undeclared}"
 
 
 def test_imports_only_go_down() -> None:

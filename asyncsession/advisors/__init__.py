@@ -2,15 +2,18 @@
 
 - `Advisor`, `BaseAdvisor`, `CallContext`: the protocol, a base with ``before``/``after``
   hooks, and the per-call context.
-- `SessionTurnAdvisor` (order ``HIGHEST_PRECEDENCE + 200``): once per call; resolves the
-  session, compacts after a complete turn.
-- `ToolCallingAdvisor` (``+ 300``): the tool loop over [`Tool`][asyncsession.tools.Tool]s
-  (`Tool` and `tool` are re-exported here from [`asyncsession.tools`][asyncsession.tools]).
-- `SessionMemoryAdvisor` (``+ 1000``): once per round; loads, guards and stores history.
-- `AutoMemoryToolsAdvisor` (``+ 200``): long-term memory tools and prompt, per user.
-- `SessionRecallAdvisor` (``+ 250``): ``conversation_search`` over the whole log.
-- `IdempotentTurnAdvisor` (``+ 100``): a retried request (``REQUEST_ID_CONTEXT_KEY``) gets
-  the reply its first attempt stored, without a model call.
+- `SessionAdvisors`: the turn advisor and the memory advisor of one service, in one call.
+- `SessionTurnAdvisor` (order ``SESSION_TURN_ORDER``): once per call; resolves the session,
+  compacts after a complete turn.
+- `ToolCallingAdvisor` (``TOOL_LOOP_ORDER``): the tool loop over
+  [`Tool`][asyncsession.tools.Tool]s (`Tool` and `tool` are re-exported here from
+  [`asyncsession.tools`][asyncsession.tools]).
+- `SessionMemoryAdvisor` (``SESSION_MEMORY_ORDER``): once per round; loads, guards and
+  stores history.
+- `AutoMemoryToolsAdvisor` (``AUTO_MEMORY_ORDER``): long-term memory tools and prompt, per user.
+- `SessionRecallAdvisor` (``RECALL_ORDER``): ``conversation_search`` over the whole log.
+- `IdempotentTurnAdvisor` (``IDEMPOTENCY_ORDER``): a retried request
+  (``REQUEST_ID_CONTEXT_KEY``) gets the reply its first attempt stored, without a model call.
 - `MessageFilter`, the event id generators, and `SessionContexts` with the context keys.
 """
 
@@ -18,8 +21,14 @@ from ..tools import Tool, tool
 from ._session import CompactionSubmitter
 from .auto_memory import AutoMemoryToolsAdvisor, ConsolidationTrigger
 from .base import (
+    AUTO_MEMORY_ORDER,
     HIGHEST_PRECEDENCE,
+    IDEMPOTENCY_ORDER,
     LOWEST_PRECEDENCE,
+    RECALL_ORDER,
+    SESSION_MEMORY_ORDER,
+    SESSION_TURN_ORDER,
+    TOOL_LOOP_ORDER,
     Advisor,
     BaseAdvisor,
     CallContext,
@@ -50,19 +59,26 @@ from .ids import (
 )
 from .memory import SessionMemoryAdvisor
 from .recall import SessionRecallAdvisor
+from .session_advisors import SessionAdvisors
 from .tool_calling import ToolCallingAdvisor
 from .turn import SessionTurnAdvisor
 
 __all__ = [
+    "AUTO_MEMORY_ORDER",
     "DEFAULT_USER_ID",
     "EVENT_FILTER_CONTEXT_KEY",
     "HIGHEST_PRECEDENCE",
+    "IDEMPOTENCY_ORDER",
     "LOWEST_PRECEDENCE",
+    "RECALL_ORDER",
     "REQUEST_EVENT_IDS_CONTEXT_KEY",
     "REQUEST_ID_CONTEXT_KEY",
     "RESPONSE_EVENT_IDS_CONTEXT_KEY",
     "SESSION_ID_CONTEXT_KEY",
+    "SESSION_MEMORY_ORDER",
     "SESSION_METADATA_CONTEXT_KEY",
+    "SESSION_TURN_ORDER",
+    "TOOL_LOOP_ORDER",
     "USER_ID_CONTEXT_KEY",
     "Advisor",
     "AutoMemoryToolsAdvisor",
@@ -79,6 +95,7 @@ __all__ = [
     "MessageFilter",
     "RandomEventIdGenerator",
     "RequestIdEventIdGenerator",
+    "SessionAdvisors",
     "SessionContexts",
     "SessionMemoryAdvisor",
     "SessionRecallAdvisor",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -29,6 +29,7 @@ from .contexts import CALL_SESSION, SessionContexts
 
 __all__ = [
     "TURN_STATE",
+    "CompactionOptions",
     "CompactionSubmitter",
     "HistoryReader",
     "Resolved",
@@ -37,7 +38,6 @@ __all__ = [
     "check_service",
     "compact_after_turn",
     "open_turn",
-    "resolve_pending_turn",
     "resolve_session",
 ]
 
@@ -54,6 +54,75 @@ class CompactionSubmitter(Protocol):
     def submit(self, session_id: str) -> object:
         """Queue ``session_id`` for compaction."""
         ...
+
+
+@runtime_checkable
+class TriggeredSubmitter(CompactionSubmitter, Protocol):
+    """A declared capability: a background compactor that says when it compacts (its trigger).
+
+    ``CompactionWorker`` is one: the turn advisor asks the trigger first when the call already
+    knows the whole active view, and a quiet trigger skips the submit.
+    """
+
+    @property
+    def trigger(self) -> TriggerLike | None:
+        """When this compactor compacts; ``None`` if it does not say."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionOptions:
+    """When and how a turn compacts once it is complete: the one place the options live.
+
+    Either ``trigger`` and ``strategy`` together (compact inline), or a ``worker`` (hand the
+    session to it, asking ``trigger`` or the worker's own trigger first).
+    """
+
+    trigger: TriggerLike | None = None
+    """When to compact."""
+    strategy: CompactionStrategy | None = None
+    """How to compact (inline)."""
+    worker: CompactionSubmitter | None = None
+    """The background compactor, if any."""
+
+    @classmethod
+    def of(
+        cls,
+        trigger: TriggerLike | None,
+        strategy: CompactionStrategy | None,
+        worker: CompactionSubmitter | None = None,
+    ) -> CompactionOptions | None:
+        """The options, or ``None`` when nothing compacts.
+
+        Raises:
+            UsageError: only one of ``trigger`` and ``strategy`` is set.
+        """
+        check_compaction_pair(trigger, strategy)
+        if trigger is None and worker is None:
+            return None
+        return cls(trigger=trigger, strategy=strategy, worker=worker)
+
+    def first_trigger(self) -> TriggerLike | None:
+        """The trigger asked before compacting: this one, else the worker's own."""
+        if self.trigger is None and isinstance(self.worker, TriggeredSubmitter):
+            return self.worker.trigger
+        return self.trigger
+
+    async def after_turn(
+        self,
+        service: SessionService,
+        session: Session,
+        known_events: Sequence[SessionEvent] | None,
+    ) -> None:
+        """Compact (or hand to the worker) once a turn is complete; failures are logged."""
+        await compact_after_turn(
+            service,
+            session,
+            trigger=self.first_trigger(),
+            strategy=self.strategy,
+            worker=self.worker,
+            known_events=known_events,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -173,13 +242,16 @@ class HistoryReader(Protocol):
 
 @dataclass(slots=True, kw_only=True)
 class TurnState:
-    """The call's session, resolved lazily by the first advisor that needs it.
+    """The call's session, resolved once by the first advisor that needs it, and who compacts.
 
-    The turn advisor leaves it pending. The memory advisor fulfils it in the step that stores the
-    user's message and reads the window (``start_turn``: the 3-command turn); any other advisor
-    that needs the session first resolves it through `SessionContexts.session`; if nobody
-    did, the chain resolves it right before the model is called, so the owner is always checked
-    and the session always exists before the model runs, whatever sits in between.
+    The turn advisor creates it pending and owns it: it resolves the session, by default with
+    a read of its own, or with the step of the first advisor that needs the session and passes
+    one (the memory advisor stores the user's message and reads its window in that step); if
+    nobody did, a before-model hook resolves it right before the model is called, so the owner
+    is always checked and the session always exists before the model runs, whatever sits in
+    between. The turn also owns compaction: ``compaction`` holds the options it compacts with
+    once the turn is complete; a memory advisor with options of its own hands them over when
+    the turn has none.
     """
 
     service: SessionService
@@ -193,8 +265,8 @@ class TurnState:
     read_filter: EventFilter | None
     """The window read along with the session when resolved here (the history filter of a
     memory advisor on the same service), or ``None`` to read the session alone."""
-    compacts: bool
-    """Whether the turn advisor compacts at the end of the turn (so the memory advisor won't)."""
+    compaction: CompactionOptions | None
+    """How the turn compacts once it is complete; ``None``: it does not."""
     resolved: Resolved | None = None
     """The session and the window read with it; ``None`` while the turn is pending."""
     appended: list[SessionEvent] = field(default_factory=list[SessionEvent])
@@ -206,51 +278,48 @@ class TurnState:
         """Whether nobody has resolved the session yet."""
         return self.resolved is None
 
-    async def resolve(self) -> Resolved:
+    async def resolve(self, step: Callable[[], Awaitable[Resolved]] | None = None) -> Resolved:
         """Resolve the session once (find or create, check the owner), with its window.
+
+        Args:
+            step: the caller's own step that resolves the session, run instead of this turn's
+                read if the session is still pending (not run otherwise).
 
         Raises:
             AccessDenied: the context's user does not own the session.
         """
         async with self._lock:
             if self.resolved is None:
-                self.resolved = await resolve_session(
-                    self.service,
-                    self.context,
-                    self.session_id,
-                    read_filter=self.read_filter,
-                    default_user_id=self.default_user_id,
-                )
+                if step is not None:
+                    self.resolved = await step()
+                else:
+                    self.resolved = await resolve_session(
+                        self.service,
+                        self.context,
+                        self.session_id,
+                        read_filter=self.read_filter,
+                        default_user_id=self.default_user_id,
+                    )
             return self.resolved
 
     async def session(self) -> Session:
         """The call's session, resolved on first use (see `resolve`)."""
         return (await self.resolve()).session
 
-    def fulfil(self, resolved: Resolved) -> None:
-        """Record a resolve another advisor did in a step of its own (the memory advisor's)."""
+    async def _resolve_before_model(self) -> None:
         if self.resolved is None:
-            self.resolved = resolved
+            await self.resolve()
 
     def install(self, ctx: CallContext) -> None:
-        """Share this turn with the call's advisors (and with `SessionContexts.session`)."""
+        """Share this turn with the call's advisors (and with `SessionContexts.session`), and
+        resolve it before the model is called if nobody did."""
         ctx.state[TURN_STATE] = self
         ctx.state[CALL_SESSION] = self
+        ctx.before_model_call(self._resolve_before_model)
 
 
 TURN_STATE: StateKey[TurnState] = StateKey("asyncsession.advisors.turn")
 """Where the turn advisor leaves its `TurnState`."""
-
-
-async def resolve_pending_turn(ctx: CallContext) -> None:
-    """Resolve the call's turn if no advisor did: the model never runs for an unchecked owner.
-
-    Raises:
-        AccessDenied: the context's user does not own the session.
-    """
-    turn = ctx.state.get(TURN_STATE)
-    if turn is not None and turn.is_pending:
-        await turn.resolve()
 
 
 def check_compaction_pair(trigger: TriggerLike | None, strategy: CompactionStrategy | None) -> None:

@@ -7,7 +7,7 @@ curates it with the six memory tools (``MemoryView``, ``MemoryCreate``, ``Memory
 [`AutoMemoryTools`][asyncsession.tools.AutoMemoryTools]) over a
 [`MemoryStore`][asyncsession.memory.MemoryStore], keeping an index in ``MEMORY.md``.
 
-On every call (order ``HIGHEST_PRECEDENCE + 200``, outside the tool loop so the loop sees the
+On every call (order ``AUTO_MEMORY_ORDER``, outside the tool loop so the loop sees the
 tools) the advisor:
 
 - picks the store of the call's user (``store.with_scope(user_id)``): memories are per user and
@@ -35,9 +35,8 @@ from ..exceptions import UsageError
 from ..memory import CONSOLIDATION_REMINDER, MEMORY_SYSTEM_PROMPT, MemoryStore
 from ..messages import Message, SystemMessage
 from ..tools import AutoMemoryTools
-from .base import HIGHEST_PRECEDENCE, BaseAdvisor, CallContext
+from .base import AUTO_MEMORY_ORDER, BaseAdvisor, CallContext, runs_tool_calls
 from .contexts import SessionContexts
-from .tool_calling import ToolCallingAdvisor
 
 __all__ = ["AutoMemoryToolsAdvisor", "ConsolidationTrigger"]
 
@@ -69,8 +68,8 @@ class AutoMemoryToolsAdvisor(BaseAdvisor):
         UsageError: the prompt lacks the placeholder, or an argument is ``None``.
     """
 
-    DEFAULT_ORDER: Final = HIGHEST_PRECEDENCE + 200
-    """Outside the tool loop (+300), so the loop sees the memory tools."""
+    DEFAULT_ORDER: Final = AUTO_MEMORY_ORDER
+    """Outside the tool loop, so the loop sees the memory tools."""
 
     def __init__(
         self,
@@ -116,7 +115,7 @@ class AutoMemoryToolsAdvisor(BaseAdvisor):
     def _can_use_tools(self, ctx: CallContext, request: ChatRequest) -> bool:
         if request.options.tool_choice == "none":
             return False
-        return any(isinstance(advisor, ToolCallingAdvisor) for advisor in ctx.advisors)
+        return any(runs_tool_calls(advisor) for advisor in ctx.advisors)
 
     async def _reminder_due(self, request: ChatRequest) -> bool:
         outcome = self.consolidation_trigger(request, self._clock())

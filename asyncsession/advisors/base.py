@@ -29,8 +29,15 @@ from ..chat import ChatChunk, ChatRequest, ChatResponse, ToolCallDelta
 from ..exceptions import UsageError
 
 __all__ = [
+    "AUTO_MEMORY_ORDER",
     "HIGHEST_PRECEDENCE",
+    "IDEMPOTENCY_ORDER",
     "LOWEST_PRECEDENCE",
+    "RECALL_ORDER",
+    "SESSION_MEMORY_ORDER",
+    "SESSION_TURN_ORDER",
+    "TELEMETRY_ORDER",
+    "TOOL_LOOP_ORDER",
     "Advisor",
     "BaseAdvisor",
     "CallContext",
@@ -39,12 +46,31 @@ __all__ = [
     "ChunkStream",
     "StateKey",
     "StreamNext",
+    "ToolLoop",
+    "runs_tool_calls",
 ]
 
 HIGHEST_PRECEDENCE: Final = -(2**31)
 """The lowest possible order: an advisor with it runs outermost."""
 LOWEST_PRECEDENCE: Final = 2**31 - 1
 """The highest possible order: an advisor with it runs innermost, next to the model."""
+
+# The default orders of the library's advisors, outermost first; no two are equal, so the chain
+# does not depend on the order advisors are registered in.
+TELEMETRY_ORDER: Final = HIGHEST_PRECEDENCE + 10
+"""``TelemetryAdvisor``: outermost, so its span covers the whole call."""
+IDEMPOTENCY_ORDER: Final = HIGHEST_PRECEDENCE + 100
+"""``IdempotentTurnAdvisor``: outside the turn, so a replayed request never starts one."""
+SESSION_TURN_ORDER: Final = HIGHEST_PRECEDENCE + 200
+"""``SessionTurnAdvisor``: outside the tool loop, so it runs once per call."""
+AUTO_MEMORY_ORDER: Final = HIGHEST_PRECEDENCE + 220
+"""``AutoMemoryToolsAdvisor``: outside the tool loop, so the loop sees the memory tools."""
+RECALL_ORDER: Final = HIGHEST_PRECEDENCE + 250
+"""``SessionRecallAdvisor``: outside the tool loop, so the loop sees the recall tools."""
+TOOL_LOOP_ORDER: Final = HIGHEST_PRECEDENCE + 300
+"""``ToolCallingAdvisor``: the tool loop; what sits inside it runs once per round."""
+SESSION_MEMORY_ORDER: Final = HIGHEST_PRECEDENCE + 1000
+"""``SessionMemoryAdvisor``: inside the tool loop, so it runs once per round."""
 
 T = TypeVar("T")
 
@@ -104,6 +130,48 @@ class CallContext:
     streaming: bool = False
     """Whether this is a stream call."""
     _streams: list[ChunkStream] = field(default_factory=list["ChunkStream"], repr=False)
+    _before_model: list[Callable[[], Awaitable[None]]] = field(
+        default_factory=list[Callable[[], Awaitable[None]]], repr=False
+    )
+
+    def before_model_call(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Run ``hook`` right before each model call of this call, in the order registered.
+
+        An advisor uses it for work that must be done before the model runs whatever sits
+        between it and the model (the turn advisor resolves a session nobody needed yet).
+        An error the hook raises is the call's error; the model is not called.
+        """
+        self._before_model.append(hook)
+
+    @property
+    def has_before_model_hooks(self) -> bool:
+        """Whether any advisor registered a hook with `before_model_call`."""
+        return bool(self._before_model)
+
+    async def run_before_model_hooks(self) -> None:
+        """Run the hooks registered with `before_model_call` (the chain runner calls this)."""
+        for hook in self._before_model:
+            await hook()
+
+
+@runtime_checkable
+class ToolLoop(Protocol):
+    """A declared capability: an advisor that runs the tool calls the model asks for.
+
+    Advisors that add tools to a request (``AutoMemoryToolsAdvisor``) add them only when the
+    call's chain has such an advisor; any advisor can declare it with
+    ``runs_tool_calls = True``.
+    """
+
+    @property
+    def runs_tool_calls(self) -> bool:
+        """Whether this advisor runs the model's tool calls and calls the model again."""
+        ...
+
+
+def runs_tool_calls(advisor: object) -> bool:
+    """Whether ``advisor`` declares that it runs the model's tool calls (see `ToolLoop`)."""
+    return isinstance(advisor, ToolLoop) and advisor.runs_tool_calls
 
 
 class ChunkStream(ABC):

@@ -4,9 +4,10 @@ The clients (`ChatClient`, `ResponsesClient`) run every call and stream through 
 functions; a client for another model API does the same: `sort_advisors` once, then
 `run_call` with its own innermost model call, or `start_stream` with its own stream opener.
 
-Right before the model is called, a session turn that no advisor needed yet is resolved
-(`resolve_pending_turn`): the owner check and the session's creation never depend on what
-sits between the turn advisor and the model.
+Right before the model is called, the chain runs the hooks advisors registered with
+`CallContext.before_model_call`: work that must be done before the model runs, whatever sits
+between the advisor that registered it and the model. The chain knows nothing else about what
+the advisors do.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 
 from ..chat import ChatChunk, ChatRequest, ChatResponse, StreamAggregator
-from ._session import TURN_STATE, resolve_pending_turn
 from .base import Advisor, CallContext, CallNext, ChunkStream, StreamNext
 
 __all__ = ["close_streams", "run_call", "sort_advisors", "start_stream"]
@@ -33,7 +33,7 @@ async def run_call(
     """Run ``ctx.advisors`` around ``model`` on the call path."""
 
     async def model_step(ctx: CallContext, request: ChatRequest) -> ChatResponse:
-        await resolve_pending_turn(ctx)
+        await ctx.run_before_model_hooks()
         return await model(ctx, request)
 
     call_next: CallNext = model_step
@@ -66,11 +66,8 @@ def _stream_step(
     def step(ctx: CallContext, request: ChatRequest) -> ChunkStream:
         stream: ChunkStream
         if index == len(advisors):
-            turn = ctx.state.get(TURN_STATE)
-            if turn is not None and turn.is_pending:
-                stream = _ResolveTurnFirst(ctx, request, model)
-            else:
-                stream = model(ctx, request)
+            hooks_first = ctx.has_before_model_hooks
+            stream = _HooksFirst(ctx, request, model) if hooks_first else model(ctx, request)
         else:
             level = _AdvisorStream()
             inner_step = _stream_step(advisors, index + 1, model)
@@ -88,8 +85,8 @@ def _stream_step(
     return step
 
 
-class _ResolveTurnFirst(ChunkStream):
-    """The model's stream, opened only once the pending session turn is resolved."""
+class _HooksFirst(ChunkStream):
+    """The model's stream, opened only once the before-model hooks have run."""
 
     __slots__ = ("_ctx", "_done", "_inner", "_model", "_request")
 
@@ -108,7 +105,7 @@ class _ResolveTurnFirst(ChunkStream):
 
     async def __anext__(self) -> ChatChunk:
         if self._inner is None:
-            await resolve_pending_turn(self._ctx)
+            await self._ctx.run_before_model_hooks()
             self._inner = self._model(self._ctx, self._request)
         try:
             return await self._inner.__anext__()

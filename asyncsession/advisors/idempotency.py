@@ -46,13 +46,13 @@ from ..filters import EventFilter
 from ..messages import AssistantMessage, UserMessage
 from ..repository import TurnLeaseRepository
 from ..service import SessionService
-from .base import HIGHEST_PRECEDENCE, CallContext, CallNext, ChunkStream, StreamNext
+from .base import IDEMPOTENCY_ORDER, CallContext, CallNext, ChunkStream, StreamNext
 from .contexts import (
     REQUEST_EVENT_IDS_CONTEXT_KEY,
     RESPONSE_EVENT_IDS_CONTEXT_KEY,
     SessionContexts,
 )
-from .ids import REQUEST_ID_CONTEXT_KEY, RequestIdEventIdGenerator
+from .ids import REQUEST_ID_CONTEXT_KEY, RequestIdEventIdGenerator, StoresRequestMessages
 
 __all__ = ["IdempotentTurnAdvisor"]
 
@@ -113,7 +113,7 @@ class IdempotentTurnAdvisor:
             second).
     """
 
-    DEFAULT_ORDER: Final = HIGHEST_PRECEDENCE + 100
+    DEFAULT_ORDER: Final = IDEMPOTENCY_ORDER
     """The default order: outside ``SessionTurnAdvisor`` (``+ 200``), so a replay resolves
     nothing and calls no tool."""
 
@@ -261,7 +261,9 @@ class IdempotentTurnAdvisor:
         if user is None:
             return None
         for advisor in ctx.advisors:
-            generator = getattr(advisor, "request_event_id_generator", None)
+            if not isinstance(advisor, StoresRequestMessages):
+                continue
+            generator = advisor.request_event_id_generator
             if isinstance(generator, RequestIdEventIdGenerator):
                 return generator.generate(ctx.context, user)
         raise UsageError(

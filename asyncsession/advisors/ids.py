@@ -26,6 +26,7 @@ __all__ = [
     "IdempotentSessionEventIdGenerator",
     "RandomEventIdGenerator",
     "RequestIdEventIdGenerator",
+    "StoresRequestMessages",
 ]
 
 REQUEST_ID_CONTEXT_KEY: Final = "asyncsession_request_id"
@@ -39,6 +40,17 @@ class EventIdGenerator(Protocol):
 
     def generate(self, context: Mapping[str, Any], message: Message) -> str:
         """The event id for ``message``, stored during a call with this advisor context."""
+        ...
+
+
+@runtime_checkable
+class StoresRequestMessages(Protocol):
+    """A declared capability: an advisor that stores the call's request messages with the ids
+    of a generator (``SessionMemoryAdvisor``); ``IdempotentTurnAdvisor`` finds it by this."""
+
+    @property
+    def request_event_id_generator(self) -> EventIdGenerator:
+        """Chooses the ids of stored user messages and tool results."""
         ...
 
 

@@ -43,7 +43,7 @@ from ..compaction import CompactionStrategy, TriggerLike, usage_metadata
 from ..events import Session, SessionEvent
 from ..filters import EventFilter
 from ..messages import Message, SystemMessage, ToolResponseMessage, UserMessage
-from ..service import SessionService
+from ..service import SessionService, allows_system_messages
 from ._history import (
     LATEST_SYSTEM_FILTER,
     can_tell_newest,
@@ -57,15 +57,15 @@ from ._history import (
 )
 from ._session import (
     TURN_STATE,
+    CompactionOptions,
+    Resolved,
     TurnState,
-    check_compaction_pair,
     check_service,
-    compact_after_turn,
     known_active_view,
     open_turn,
     resolve_session,
 )
-from .base import HIGHEST_PRECEDENCE, BaseAdvisor, CallContext, StateKey
+from .base import SESSION_MEMORY_ORDER, BaseAdvisor, CallContext, StateKey
 from .contexts import (
     DEFAULT_USER_ID,
     EVENT_FILTER_CONTEXT_KEY,
@@ -116,8 +116,9 @@ class SessionMemoryAdvisor(BaseAdvisor):
         event_filter: which stored events make the history (merged with the call's
             ``EVENT_FILTER_CONTEXT_KEY`` filter and always with ``EventFilter.active()``).
         message_filter: which messages are stored (default: all but empty assistant frames).
-        request_event_id_generator: the ids of stored user messages and tool results.
-        response_event_id_generator: the ids of stored replies.
+        request_event_id_generator: the ids of stored user messages and tool results;
+            ``None`` (the default): the store chooses them (random ids).
+        response_event_id_generator: the ids of stored replies; ``None``: the store chooses.
         compaction_trigger: when to compact after a complete turn (with a strategy).
         compaction_strategy: how to compact (with a trigger).
         order: the position in the chain; the default runs once per round of the tool loop.
@@ -128,7 +129,7 @@ class SessionMemoryAdvisor(BaseAdvisor):
         UsageError: only one of ``compaction_trigger`` and ``compaction_strategy`` is set.
     """
 
-    DEFAULT_ORDER: Final = HIGHEST_PRECEDENCE + 1000
+    DEFAULT_ORDER: Final = SESSION_MEMORY_ORDER
     """The default order: inside the tool loop, so it runs once per round."""
 
     # The context keys, where the reference documents them (the same strings as the module
@@ -159,7 +160,7 @@ class SessionMemoryAdvisor(BaseAdvisor):
         compaction_strategy: CompactionStrategy | None = None,
         order: int = DEFAULT_ORDER,
     ) -> None:
-        check_compaction_pair(compaction_trigger, compaction_strategy)
+        compaction = CompactionOptions.of(compaction_trigger, compaction_strategy)
         self.service: SessionService = check_service(service, "SessionMemoryAdvisor")
         """The session service."""
         self.default_user_id = default_user_id
@@ -182,12 +183,16 @@ class SessionMemoryAdvisor(BaseAdvisor):
         """How to compact."""
         self.order = order
         """The position in the chain."""
+        self._compaction = compaction
+        # No generator given: the store chooses the ids (it may have registered them ahead).
+        self._request_ids_by_store = request_event_id_generator is None
+        self._response_ids_by_store = response_event_id_generator is None
         self._key: StateKey[_MemoryCall] = StateKey(f"SessionMemoryAdvisor@{id(self):x}")
 
     def _may_store_system_messages(self) -> bool:
         """False only when the service says it refuses to store system messages, so none can
         exist to look up (a service that does not say is asked every time)."""
-        return bool(getattr(self.service, "allow_system_messages", True))
+        return allows_system_messages(self.service)
 
     def history_filter(self, context: Mapping[str, Any]) -> EventFilter:
         """The filter the history is read with for a call with this advisor context."""
@@ -223,37 +228,44 @@ class SessionMemoryAdvisor(BaseAdvisor):
         turn = ctx.state.get(TURN_STATE)
         if turn is not None and (turn.service is not self.service or turn.session_id != session_id):
             turn = None
-        opened: SessionEvent | None = None
-        if turn is not None and turn.resolved is not None:
-            session = turn.resolved.session
-            if turn.resolved.read_filter == read_filter and turn.resolved.events is not None:
-                events = turn.resolved.events  # the turn advisor's resolve was this read
-            else:
-                events = tuple(await self.service.get_events(session_id, read_filter))
-        else:
+        opened: list[SessionEvent] = []
+
+        async def step() -> Resolved:
+            """Resolve, check the owner and read the window; store the user's message with it."""
             target = last_request_message(prompt)
             if isinstance(target, UserMessage) and self.message_filter.should_persist(target):
-                # One step: resolve, check the owner, store the message, read the window.
-                resolved, opened = await open_turn(
+                resolved, event = await open_turn(
                     self.service,
                     ctx.context,
                     session_id,
                     target,
                     read_filter=read_filter,
-                    event_id=_event_id(self.request_event_id_generator, ctx, target),
+                    event_id=self._request_event_id(ctx, target),
                     default_user_id=self.default_user_id,
                 )
-            else:
-                resolved = await resolve_session(
-                    self.service,
-                    ctx.context,
-                    session_id,
-                    read_filter=read_filter,
-                    default_user_id=self.default_user_id,
-                )
-            if turn is not None:  # the first to need the session: the turn is this step
-                turn.fulfil(resolved)
-            session, events = resolved.session, resolved.events or ()
+                opened.append(event)
+                return resolved
+            return await resolve_session(
+                self.service,
+                ctx.context,
+                session_id,
+                read_filter=read_filter,
+                default_user_id=self.default_user_id,
+            )
+
+        if turn is None:
+            resolved = await step()
+        else:
+            # The turn owns the resolve and the compaction; this advisor's options go to it
+            # when it has none of its own.
+            if turn.compaction is None:
+                turn.compaction = self._compaction
+            resolved = await turn.resolve(step)
+        session = resolved.session
+        if opened or (resolved.read_filter == read_filter and resolved.events is not None):
+            events = resolved.events or ()  # this advisor's read, or the turn's was the same
+        else:
+            events = tuple(await self.service.get_events(session_id, read_filter))
         looked_up: SessionEvent | None = None
         if needs_system_lookup(events, read_filter) and self._may_store_system_messages():
             found = await self.service.get_events(session_id, LATEST_SYSTEM_FILTER)
@@ -275,9 +287,9 @@ class SessionMemoryAdvisor(BaseAdvisor):
             history=history,
             turn=turn,
         )
-        if opened is not None:
-            _track(memory, opened)
-            self._record_request(ctx, memory, opened, last_request_message(prompt))
+        for event in opened:
+            _track(memory, event)
+            self._record_request(ctx, memory, event, last_request_message(prompt))
         return memory
 
     async def _store_request(
@@ -292,7 +304,7 @@ class SessionMemoryAdvisor(BaseAdvisor):
             store = self._write_guard(memory, target)
         if not store:
             return
-        event = await self._append(ctx, memory, target, self.request_event_id_generator)
+        event = await self._append(ctx, memory, target, self._request_event_id(ctx, target))
         self._record_request(ctx, memory, event, target)
 
     def _record_request(
@@ -338,36 +350,44 @@ class SessionMemoryAdvisor(BaseAdvisor):
                 ctx,
                 memory,
                 response.message,
-                self.response_event_id_generator,
+                self._response_event_id(ctx, response.message),
                 metadata=None
                 if usage is None
                 else usage_metadata(usage.prompt_tokens, usage.completion_tokens),
             )
             memory.response_ids.append(event.id)
             ctx.context[RESPONSE_EVENT_IDS_CONTEXT_KEY] = list(memory.response_ids)
-        turn_compacts = memory.turn is not None and memory.turn.compacts
         complete = not response.has_tool_calls
-        if complete and self.compaction_trigger is not None and not turn_compacts:
-            await compact_after_turn(
+        if complete and memory.turn is None and self._compaction is not None:
+            # Without a turn advisor this advisor compacts; with one, the turn does.
+            await self._compaction.after_turn(
                 self.service,
                 memory.session,
-                trigger=self.compaction_trigger,
-                strategy=self.compaction_strategy,
-                worker=None,
-                known_events=known_active_view(memory.read_filter, memory.events, memory.appended),
+                known_active_view(memory.read_filter, memory.events, memory.appended),
             )
         return response
+
+    def _request_event_id(self, ctx: CallContext, message: Message) -> str | None:
+        """The id to store a request message with; ``None``: the store chooses."""
+        if self._request_ids_by_store:
+            return None
+        return self.request_event_id_generator.generate(ctx.context, message)
+
+    def _response_event_id(self, ctx: CallContext, message: Message) -> str | None:
+        """The id to store a reply with; ``None``: the store chooses."""
+        if self._response_ids_by_store:
+            return None
+        return self.response_event_id_generator.generate(ctx.context, message)
 
     async def _append(
         self,
         ctx: CallContext,
         memory: _MemoryCall,
         message: Message,
-        generator: EventIdGenerator,
+        event_id: str | None,
         *,
         metadata: dict[str, JsonValue] | None = None,
     ) -> SessionEvent:
-        event_id = _event_id(generator, ctx, message)
         event = await shielded(
             self.service.append_message(
                 memory.session.id, message, event_id=event_id, metadata=metadata
@@ -375,14 +395,6 @@ class SessionMemoryAdvisor(BaseAdvisor):
         )
         _track(memory, event)
         return event
-
-
-def _event_id(generator: EventIdGenerator, ctx: CallContext, message: Message) -> str | None:
-    """The id of an event to store, or ``None`` for the default random generator: the service
-    then draws the id from the store, which may have registered it ahead (one command less)."""
-    if type(generator) is RandomEventIdGenerator:
-        return None
-    return generator.generate(ctx.context, message)
 
 
 def _track(memory: _MemoryCall, event: SessionEvent) -> None:

@@ -15,7 +15,7 @@ from typing import Final
 from ..chat import ChatRequest
 from ..service import SessionService
 from ..tools.recall import conversation_search, cross_session_search
-from .base import HIGHEST_PRECEDENCE, BaseAdvisor, CallContext
+from .base import RECALL_ORDER, BaseAdvisor, CallContext
 from .contexts import SessionContexts
 
 __all__ = ["SessionRecallAdvisor"]
@@ -35,7 +35,7 @@ class SessionRecallAdvisor(BaseAdvisor):
         ValueError: `page_size` is not positive.
     """
 
-    DEFAULT_ORDER: Final = HIGHEST_PRECEDENCE + 250
+    DEFAULT_ORDER: Final = RECALL_ORDER
 
     def __init__(
         self,

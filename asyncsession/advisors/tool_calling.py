@@ -22,7 +22,7 @@ from ..chat import ChatChunk, ChatRequest, ChatResponse, Usage
 from ..exceptions import ToolLoopLimitExceeded, UsageError
 from ..messages import ToolCall, ToolResponse, ToolResponseMessage
 from ..tools import Tool
-from .base import HIGHEST_PRECEDENCE, CallContext, CallNext, StreamNext
+from .base import TOOL_LOOP_ORDER, CallContext, CallNext, StreamNext
 
 __all__ = ["ToolCallingAdvisor"]
 
@@ -58,8 +58,11 @@ class ToolCallingAdvisor:
         UsageError: two tools share a name, or ``max_rounds`` is below 1.
     """
 
-    DEFAULT_ORDER: Final = HIGHEST_PRECEDENCE + 300
+    DEFAULT_ORDER: Final = TOOL_LOOP_ORDER
     """The default order: inside the turn advisor, around the memory advisor."""
+
+    runs_tool_calls: Final = True
+    """Declares the `ToolLoop` capability: advisors that add tools add them to this chain."""
 
     def __init__(
         self,

@@ -3,12 +3,15 @@
 Before the turn it shares the call's session, resolved lazily: the first advisor that needs it
 finds or creates it (with the context's user id and session metadata) and checks its owner when
 the context names a user. The ``SessionMemoryAdvisor`` does it in the step that stores the user's
-message and reads its window (the 3-command turn); an advisor of your own in between that needs
+message and reads its window (one step); an advisor of your own in between that needs
 the session asks `SessionContexts.session` (which reads the memory advisor's window too, for it
-to reuse); and if nobody asked, the chain resolves it right before the model is called. So the
+to reuse); and if nobody asked, a before-model hook resolves it right before the model is called
+(`CallContext.before_model_call`). So the
 owner is checked before the model runs, whatever sits in between, and an advisor that does not
 touch the session costs nothing. After the turn, when the final reply asks for no tools, it
-compacts the session inline, or hands it to a background worker.
+compacts the session inline, or hands it to a background worker: the turn owns compaction, and a
+``SessionMemoryAdvisor`` with compaction options of its own hands them to the turn when the turn
+has none.
 """
 
 from __future__ import annotations
@@ -21,15 +24,14 @@ from ..filters import EventFilter
 from ..service import SessionService
 from ._session import (
     TURN_STATE,
+    CompactionOptions,
     CompactionSubmitter,
     HistoryReader,
     TurnState,
-    check_compaction_pair,
     check_service,
-    compact_after_turn,
     known_active_view,
 )
-from .base import HIGHEST_PRECEDENCE, BaseAdvisor, CallContext
+from .base import SESSION_TURN_ORDER, BaseAdvisor, CallContext
 from .contexts import DEFAULT_USER_ID, SessionContexts
 
 __all__ = ["CompactionSubmitter", "SessionTurnAdvisor"]
@@ -46,14 +48,15 @@ class SessionTurnAdvisor(BaseAdvisor):
         worker: compacts in the background instead (a ``CompactionWorker``, or anything with a
             ``submit(session_id)``): after a complete turn the session id is handed to it. When
             the call already knows the whole active view, the trigger (this advisor's, else the
-            worker's ``trigger`` attribute) is asked first and a quiet one skips the submit.
+            worker's own ``trigger``, when it declares one) is asked first and a quiet one skips
+            the submit.
         order: the position in the chain.
 
     Raises:
         UsageError: only one of ``compaction_trigger`` and ``compaction_strategy`` is set.
     """
 
-    DEFAULT_ORDER: Final = HIGHEST_PRECEDENCE + 200
+    DEFAULT_ORDER: Final = SESSION_TURN_ORDER
     """The default order: outside the tool loop, so it runs once per call."""
 
     def __init__(
@@ -66,24 +69,38 @@ class SessionTurnAdvisor(BaseAdvisor):
         worker: CompactionSubmitter | None = None,
         order: int = DEFAULT_ORDER,
     ) -> None:
-        check_compaction_pair(compaction_trigger, compaction_strategy)
+        self._compaction = CompactionOptions.of(compaction_trigger, compaction_strategy, worker)
         self.service: SessionService = check_service(service, "SessionTurnAdvisor")
         """The session service."""
         self.default_user_id = default_user_id
         """The owner of sessions created without a user id."""
-        self.compaction_trigger = compaction_trigger
-        """When to compact."""
-        self.compaction_strategy = compaction_strategy
-        """How to compact."""
-        self.worker = worker
-        """The background compactor, if any."""
         self.order = order
         """The position in the chain."""
 
     @property
+    def compaction(self) -> CompactionOptions | None:
+        """When and how this advisor compacts after a complete turn; ``None``: it does not."""
+        return self._compaction
+
+    @property
+    def compaction_trigger(self) -> TriggerLike | None:
+        """When to compact."""
+        return None if self._compaction is None else self._compaction.trigger
+
+    @property
+    def compaction_strategy(self) -> CompactionStrategy | None:
+        """How to compact."""
+        return None if self._compaction is None else self._compaction.strategy
+
+    @property
+    def worker(self) -> CompactionSubmitter | None:
+        """The background compactor, if any."""
+        return None if self._compaction is None else self._compaction.worker
+
+    @property
     def compacts(self) -> bool:
         """Whether this advisor compacts (or hands off) after a complete turn."""
-        return self.compaction_trigger is not None or self.worker is not None
+        return self._compaction is not None
 
     def _read_filter(self, ctx: CallContext) -> EventFilter | None:
         """The history filter of the first history reader on this service inside this advisor,
@@ -106,7 +123,7 @@ class SessionTurnAdvisor(BaseAdvisor):
             context=ctx.context,
             default_user_id=self.default_user_id,
             read_filter=self._read_filter(ctx),
-            compacts=self.compacts,
+            compaction=self._compaction,
         ).install(ctx)
         return request
 
@@ -118,18 +135,11 @@ class SessionTurnAdvisor(BaseAdvisor):
         # Already resolved, unless an advisor in between answered without calling the model:
         # the session then still exists, and its owner is checked, after every call.
         resolved = await turn.resolve()
-        if response.has_tool_calls or not self.compacts:
+        if response.has_tool_calls or turn.compaction is None:
             return response
-        trigger = self.compaction_trigger
-        if trigger is None and self.worker is not None:
-            # Ask the worker's own trigger first, when it exposes one, to skip a pointless submit.
-            trigger = getattr(self.worker, "trigger", None)
-        await compact_after_turn(
+        await turn.compaction.after_turn(
             self.service,
             resolved.session,
-            trigger=trigger,
-            strategy=self.compaction_strategy,
-            worker=self.worker,
-            known_events=known_active_view(resolved.read_filter, resolved.events, turn.appended),
+            known_active_view(resolved.read_filter, resolved.events, turn.appended),
         )
         return response

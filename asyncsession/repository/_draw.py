@@ -40,7 +40,14 @@ async def draw_event_id(repository: SessionRepository, session_id: str) -> str:
     return str(uuid.uuid4())
 
 
+@runtime_checkable
+class _Draws(Protocol):
+    """The one method that tells a `DrawsEventIds` store from a plain one (a cheap check)."""
+
+    async def draw_event_id(self, session_id: str) -> str: ...
+
+
 def supports_drawing(repository: SessionRepository) -> TypeGuard[DrawsEventIds]:
-    """Whether ``repository`` hands out event ids (also through a wrapper that passes its
-    optional capabilities through)."""
-    return callable(getattr(repository, "draw_event_id", None))
+    """Whether ``repository`` declares the `DrawsEventIds` capability (also through a wrapper
+    that passes its optional capabilities through)."""
+    return isinstance(repository, _Draws)

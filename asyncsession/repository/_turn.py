@@ -45,9 +45,26 @@ class TurnRepository(SessionRepository, Protocol):
         ...
 
 
+@runtime_checkable
+class _StartsTurns(Protocol):
+    """The one method that tells a `TurnRepository` from a plain one (a cheap runtime check)."""
+
+    async def start_turn(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        filter: EventFilter,
+        *,
+        user_id: str | None = None,
+        reserve_event_ids: Sequence[str] = (),
+        create: Session | None = None,
+    ) -> SessionSnapshot: ...
+
+
 def supports_turns(repository: SessionRepository) -> TypeGuard[TurnRepository]:
-    """Whether ``repository`` starts turns natively."""
-    return callable(getattr(repository, "start_turn", None))
+    """Whether ``repository`` declares the `TurnRepository` capability (also through a wrapper
+    that passes its optional capabilities through)."""
+    return isinstance(repository, _StartsTurns)
 
 
 def check_creation(session_id: str, user_id: str | None, create: Session | None) -> None:

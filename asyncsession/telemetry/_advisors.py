@@ -11,8 +11,8 @@ import httpx
 
 from .._telemetry import AttributeValue, Span, TurnStats, current_turn, start_span, turn_stats
 from ..advisors.base import (
-    HIGHEST_PRECEDENCE,
     LOWEST_PRECEDENCE,
+    TELEMETRY_ORDER,
     CallContext,
     CallNext,
     ChunkStream,
@@ -111,7 +111,7 @@ class TracingAdvisor:
         order: the position in the chain; the default is outside every advisor of ours.
     """
 
-    DEFAULT_ORDER: Final = HIGHEST_PRECEDENCE + 10
+    DEFAULT_ORDER: Final = TELEMETRY_ORDER
     """The default order: outermost, outside ``IdempotentTurnAdvisor`` (``+ 100``)."""
 
     def __init__(self, *, order: int = DEFAULT_ORDER) -> None:
