@@ -51,6 +51,7 @@ from ._contract.concurrency import ConcurrencyContract
 from ._contract.expiry import ExpiryContract
 from ._contract.filters import FiltersContract
 from ._contract.metadata import MetadataContract
+from ._contract.records import CompactionRecordContract
 from ._contract.search import SearchContract
 from ._contract.sessions import SessionsContract
 from ._contract.text import TextContract
@@ -78,6 +79,7 @@ class SessionRepositoryContract(
     FiltersContract,
     TurnsContract,
     CompactionContract,
+    CompactionRecordContract,
     ExpiryContract,
     ConcurrencyContract,
     TextContract,
