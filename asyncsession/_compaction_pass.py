@@ -8,21 +8,27 @@ strategies themselves.
 from __future__ import annotations
 
 import dataclasses
+import uuid
+from collections.abc import Callable, Sequence
+from typing import cast
 
 from ._shield import shielded
 from .compaction_protocols import (
     CompactionPlan,
+    CompactionRecord,
     CompactionRequest,
     CompactionResult,
     CompactionStrategy,
+    Insert,
     TriggerLike,
     should_compact,
 )
+from .events import COMPACTION_ID, EventType, SessionEvent
 from .exceptions import SessionNotFound
 from .filters import EventFilter
 from .repository import SessionRepository
 
-__all__ = ["run_compaction"]
+__all__ = ["run_compaction", "with_record"]
 
 
 async def run_compaction(
@@ -55,7 +61,67 @@ async def run_compaction(
     plan = CompactionPlan.of(session_id, events, result)
     if plan.is_empty:
         return dataclasses.replace(result, applied=False)
+    plan = with_record(session_id, events, result, plan, trigger, strategy)
     applied = await shielded(repository.apply_compaction(session_id, plan, snapshot.version))
     if not applied:
         return dataclasses.replace(CompactionResult.unchanged(events), error=result.error)
     return dataclasses.replace(result, applied=True)
+
+
+def _estimator(strategy: object) -> Callable[[str], int]:
+    estimate: object = getattr(getattr(strategy, "estimator", None), "estimate", None)
+    if callable(estimate):
+        counted = cast(Callable[[str], object], estimate)
+        return lambda text: int(cast(int, counted(text)))
+    return lambda text: (len(text) + 3) // 4
+
+
+def _tokens(events: Sequence[SessionEvent], estimate: Callable[[str], int]) -> int:
+    return sum(estimate(e.text) for e in events if e.is_message and e.text)
+
+
+def with_record(
+    session_id: str,
+    active: Sequence[SessionEvent],
+    result: CompactionResult,
+    plan: CompactionPlan,
+    trigger: object,
+    strategy: object,
+) -> CompactionPlan:
+    """``plan`` with its ``COMPACTION`` event appended, its new events tagged with the event's id.
+
+    The plan keeps its ``plan_id``, so a store still recognises a retry of it.
+    """
+    record_id = str(uuid.uuid4())
+    estimate = _estimator(strategy)
+    inserts = tuple(
+        dataclasses.replace(
+            group,
+            events=tuple(
+                e.model_copy(update={"metadata": {**e.metadata, COMPACTION_ID: record_id}})
+                for e in group.events
+            ),
+        )
+        for group in plan.inserts
+    )
+    existing = {e.id for e in active}
+    record = CompactionRecord(
+        covered=tuple(e.id for e in active if e.id in plan.archive_ids),
+        kept=tuple(e.id for e in result.compacted_events if e.id in existing),
+        summaries=tuple(e.id for group in inserts for e in group.events),
+        trigger=_name(trigger),
+        strategy=_name(strategy),
+        tokens_before=_tokens(active, estimate),
+        tokens_after=_tokens(result.compacted_events, estimate),
+    )
+    event = SessionEvent(
+        id=record_id,
+        session_id=session_id,
+        type=EventType.COMPACTION,
+        payload=record.to_payload(),
+    )
+    return dataclasses.replace(plan, inserts=(*inserts, Insert.at_end([event])))
+
+
+def _name(role: object) -> str:
+    return getattr(role, "__name__", None) or type(role).__name__

@@ -24,11 +24,14 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias, cast, runtime_checkable
 
-from .events import Session, SessionEvent
+from pydantic import JsonValue
+
+from .events import EventType, Session, SessionEvent
 from .exceptions import InvalidCompactionPlan, UsageError
 
 __all__ = [
     "CompactionPlan",
+    "CompactionRecord",
     "CompactionRequest",
     "CompactionResult",
     "CompactionStrategy",
@@ -172,6 +175,82 @@ class CompactionResult:
     def unchanged(cls, events: Sequence[SessionEvent]) -> CompactionResult:
         """A result that keeps every event and archives nothing."""
         return cls(compacted_events=tuple(events), applied=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionRecord:
+    """What the ``COMPACTION`` event of an applied compaction says: the typed view of its payload.
+
+    Every compaction the service applies appends one event of type
+    [`EventType.COMPACTION`][asyncsession.events.EventType] at the end of the log, in the same
+    compare-and-swap as its summaries. Read one back with
+    [`from_event`][asyncsession.compaction_protocols.CompactionRecord.from_event].
+    """
+
+    covered: tuple[str, ...]
+    """Ids of the events the compaction archived, in log order."""
+    kept: tuple[str, ...]
+    """Ids of the existing events that stayed in the active window, in log order."""
+    summaries: tuple[str, ...] = ()
+    """Ids of the events the compaction wrote (they carry this record's id under
+    [`COMPACTION_ID`][asyncsession.events.COMPACTION_ID])."""
+    trigger: str = ""
+    """The class name of the trigger that fired."""
+    strategy: str = ""
+    """The class name of the strategy that ran."""
+    tokens_before: int = 0
+    """Estimated prompt tokens of the active window before the compaction."""
+    tokens_after: int = 0
+    """Estimated prompt tokens of the active window after it."""
+
+    def to_payload(self) -> dict[str, JsonValue]:
+        """The event payload that stores this record."""
+        return {
+            "covered": list(self.covered),
+            "kept": list(self.kept),
+            "summaries": list(self.summaries),
+            "trigger": self.trigger,
+            "strategy": self.strategy,
+            "tokensBefore": self.tokens_before,
+            "tokensAfter": self.tokens_after,
+        }
+
+    @classmethod
+    def from_event(cls, event: SessionEvent) -> CompactionRecord:
+        """The record a ``COMPACTION`` event holds.
+
+        Raises:
+            UsageError: ``event`` is not a ``COMPACTION`` event, or its payload is not a record.
+        """
+        payload = event.payload
+        if event.type != EventType.COMPACTION or not isinstance(payload, dict):
+            raise UsageError(f"event {event.id!r} is not a COMPACTION event")
+        try:
+            return cls(
+                covered=_ids(payload.get("covered")),
+                kept=_ids(payload.get("kept")),
+                summaries=_ids(payload.get("summaries", [])),
+                trigger=str(payload.get("trigger", "")),
+                strategy=str(payload.get("strategy", "")),
+                tokens_before=_count(payload.get("tokensBefore", 0)),
+                tokens_after=_count(payload.get("tokensAfter", 0)),
+            )
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"event {event.id!r} does not hold a compaction record") from exc
+
+
+def _ids(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(i, str) for i in cast(list[object], value)
+    ):
+        raise ValueError(f"expected a list of ids, not {value!r}")
+    return tuple(cast(list[str], value))
+
+
+def _count(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected a count, not {value!r}")
+    return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

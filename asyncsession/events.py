@@ -38,6 +38,7 @@ from .messages import AssistantMessage, Message, MessageType
 __all__ = [
     "SYNTHETIC",
     "COMPACTION_SOURCE",
+    "COMPACTION_ID",
     "DEFAULT_TIME_TO_LIVE",
     "MAX_ID_LENGTH",
     "EventType",
@@ -52,6 +53,9 @@ SYNTHETIC: Final = "synthetic"
 """Metadata key: ``True`` on events that compaction wrote (the summary turn)."""
 COMPACTION_SOURCE: Final = "compactionSource"
 """Metadata key: which compaction strategy wrote a synthetic event."""
+COMPACTION_ID: Final = "compactionId"
+"""Metadata key: on a synthetic event, the id of the ``COMPACTION`` event of the compaction that
+wrote it."""
 DEFAULT_TIME_TO_LIVE: Final = timedelta(days=60)
 """How long a session lives when nobody says otherwise."""
 MAX_ID_LENGTH: Final = 255
@@ -95,6 +99,10 @@ class EventType:
     ASSISTANT: ClassVar[EventType]
     TOOL: ClassVar[EventType]
     SYSTEM: ClassVar[EventType]
+    COMPACTION: ClassVar[EventType]
+    """The record every applied compaction appends to the log: a custom type (never sent to the
+    model, never in the active view) whose payload reads back as a
+    [`CompactionRecord`][asyncsession.compaction_protocols.CompactionRecord]."""
 
     name: str
 
@@ -177,6 +185,7 @@ EventType.USER = EventType("USER")
 EventType.ASSISTANT = EventType("ASSISTANT")
 EventType.TOOL = EventType("TOOL")
 EventType.SYSTEM = EventType("SYSTEM")
+EventType.COMPACTION = EventType("COMPACTION")
 
 
 class _Frozen(BaseModel):

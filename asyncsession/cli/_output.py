@@ -6,7 +6,9 @@ import json
 from collections.abc import Sequence
 from typing import TextIO
 
-from ..events import SessionEvent
+from ..compaction_protocols import CompactionRecord
+from ..events import EventType, SessionEvent
+from ..exceptions import UsageError
 from ..messages import AssistantMessage, ToolResponseMessage
 
 __all__ = ["CELL_WIDTH", "cell", "describe", "table"]
@@ -24,8 +26,14 @@ def cell(text: str) -> str:
 
 
 def describe(event: SessionEvent) -> str:
-    """The event's content on one line: text, tool calls, tool results or the payload."""
+    """The event's content on one line: text, tool calls, tool results, what a compaction did,
+    or the payload."""
     message = event.message
+    if event.type == EventType.COMPACTION:
+        try:
+            return _compaction(CompactionRecord.from_event(event))
+        except UsageError:
+            pass  # not a record this release reads: show the payload as it is
     if message is None:
         return json.dumps(event.payload, ensure_ascii=False)
     if isinstance(message, AssistantMessage) and message.tool_calls:
@@ -34,6 +42,14 @@ def describe(event: SessionEvent) -> str:
     if isinstance(message, ToolResponseMessage):
         return ", ".join(f"{r.name or r.id} = {r.data}" for r in message.responses)
     return message.text or ""
+
+
+def _compaction(record: CompactionRecord) -> str:
+    return (
+        f"{record.strategy} (trigger {record.trigger}): {len(record.covered)} covered, "
+        f"{len(record.kept)} kept, {len(record.summaries)} written, "
+        f"~{record.tokens_before} -> ~{record.tokens_after} tokens"
+    )
 
 
 def table(rows: Sequence[Sequence[str]], out: TextIO) -> None:

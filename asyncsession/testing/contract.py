@@ -54,6 +54,7 @@ from ._contract.expiry import ExpiryContract
 from ._contract.filters import FiltersContract
 from ._contract.lifecycle import LifecycleContract
 from ._contract.metadata import MetadataContract
+from ._contract.records import CompactionRecordContract
 from ._contract.search import SearchContract
 from ._contract.sessions import SessionsContract
 from ._contract.text import TextContract
@@ -81,6 +82,7 @@ class SessionRepositoryContract(
     FiltersContract,
     TurnsContract,
     CompactionContract,
+    CompactionRecordContract,
     ExpiryContract,
     ConcurrencyContract,
     TextContract,

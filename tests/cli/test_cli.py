@@ -12,6 +12,7 @@ from pathlib import Path
 from cli_support import cli
 
 from asyncsession import SessionEvent
+from asyncsession.compaction_protocols import CompactionRecord
 
 
 async def test_sessions_lists_a_users_sessions(seeded: tuple[str, str]) -> None:
@@ -104,6 +105,27 @@ async def test_compact_archives_old_turns(seeded: tuple[str, str]) -> None:
     code, out, _ = await cli("--uri", uri, "--db", db, "compact", "long", "--strategy", "sliding")
     assert code == 0
     assert "nothing to do" in out
+
+
+async def test_show_and_export_carry_the_compaction_record(seeded: tuple[str, str]) -> None:
+    """After a compaction, ``show`` describes its record in words and ``export`` keeps it typed;
+    ``--active`` leaves it out."""
+    uri, db = seeded
+    args = ("compact", "long", "--strategy", "turns", "--max-turns", "2")
+    code, _, _ = await cli("--uri", uri, "--db", db, *args)
+    assert code == 0
+    code, out, _ = await cli("--uri", uri, "--db", db, "show", "long", "--last", "1")
+    assert code == 0
+    (row,) = [line for line in out.splitlines() if "COMPACTION" in line]
+    assert "TurnWindowCompactionStrategy" in row
+    assert "8 covered, 4 kept, 0 written" in row
+    code, out, _ = await cli("--uri", uri, "--db", db, "export", "long")
+    assert code == 0
+    last = SessionEvent.model_validate_json(out.splitlines()[-1])
+    record = CompactionRecord.from_event(last)
+    assert (len(record.covered), len(record.kept)) == (8, 4)
+    _, out, _ = await cli("--uri", uri, "--db", db, "--json", "show", "long", "--active")
+    assert all(e["type"] != "COMPACTION" for e in json.loads(out)["events"])
 
 
 async def test_sweep_and_ensure_indexes(seeded: tuple[str, str]) -> None:

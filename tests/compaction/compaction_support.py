@@ -148,6 +148,8 @@ def legacy_summary(text: str, sid: str = SID) -> SessionEvent:
 
 def lbl(event: SessionEvent) -> str:
     """A short label: the text, ``Σ?``/``Σ:<text>`` for synthetic events, the type otherwise."""
+    if event.type == EventType.COMPACTION:
+        return "COMPACTION"
     if event.is_synthetic:
         return "Σ?" if event.type == EventType.USER else f"Σ:{event.text}"
     if event.message is None:

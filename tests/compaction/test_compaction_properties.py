@@ -93,11 +93,16 @@ async def test_repeated_compaction_through_the_service_keeps_the_log(
     service = DefaultSessionService(InMemorySessionRepository(), allow_system_messages=True)
     session = await service.create(CreateSessionRequest(id=SID, user_id="alice"))
     appended: list[str] = []
+    applied = 0
     for batch in batches:
         await service.append_events(session.id, batch)
         appended += [e.id for e in batch]
-        await service.compact(session.id, lambda r: True, strategy)
-        log = await service.get_events(session.id)
+        applied += (await service.compact(session.id, lambda r: True, strategy)).applied
+        everything = await service.get_events(session.id)
+        records = [e for e in everything if e.type == EventType.COMPACTION]
+        assert len(records) == applied  # one record per applied compaction, never archived
+        assert not any(e.archived for e in records)
+        log = [e for e in everything if e.type != EventType.COMPACTION]
         originals = [e.id for e in log if not e.is_synthetic or e.id in appended]
         assert originals == appended
         assert len({e.id for e in log}) == len(log)

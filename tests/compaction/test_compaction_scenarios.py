@@ -11,7 +11,13 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import pytest
-from compaction_support import ScriptedSummarizer, WordCountEstimator, lbls, unanswered_calls
+from compaction_support import (
+    ScriptedSummarizer,
+    WordCountEstimator,
+    lbl,
+    lbls,
+    unanswered_calls,
+)
 from pymongo.asynchronous.database import AsyncDatabase
 
 from asyncsession import (
@@ -35,7 +41,8 @@ from asyncsession.compaction import (
     TokenCountTrigger,
     TurnCountTrigger,
 )
-from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, EventType
+from asyncsession.compaction_protocols import CompactionRecord
+from asyncsession.events import COMPACTION_ID, COMPACTION_SOURCE, SYNTHETIC, EventType
 from asyncsession.messages import Message
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.testing.contract import SHADOW_PROMPT
@@ -182,6 +189,7 @@ class CompactionScenarios:
             "Σ:summary 1",
             "u3",
             "a3",
+            "COMPACTION",
             "u4",
             "a4",
             "u5",
@@ -191,6 +199,7 @@ class CompactionScenarios:
             "Σ:summary 2",
             "u6",
             "a6",
+            "COMPACTION",
             "u7",
             "a7",
             "Σ?",
@@ -200,11 +209,19 @@ class CompactionScenarios:
             "u9",
             "sys-3",
             "a9",
+            "COMPACTION",
         ]
         active = ["Σ?", "Σ:summary 3", "u8", "a8", "u9", "sys-3", "a9"]
         assert await self.active(service, sid) == active
         log = await service.get_events(sid)
-        assert [lbls([e])[0] for e in log if not e.archived] == active
+        assert [lbl(e) for e in log if not e.archived and e.is_message] == active
+        stored = [e for e in log if e.type == EventType.COMPACTION]
+        records = [CompactionRecord.from_event(e) for e in stored]
+        assert [r.strategy for r in records] == ["RecursiveSummarizationCompactionStrategy"] * 3
+        for event, record in zip(stored, records, strict=True):
+            assert len(record.summaries) == 2
+            by_id = {e.id: e for e in log}
+            assert all(by_id[i].metadata[COMPACTION_ID] == event.id for i in record.summaries)
         assert await service.get_event_version(sid) == 6
 
         prompts = summarizer.prompts
@@ -263,8 +280,19 @@ class CompactionScenarios:
         )
         assert (await service.compact(sid, always, strategy)).applied
         log = await service.get_events(sid)
-        assert lbls(log) == ["U1", "custom:C1", "A1", "U2", "A2", "Σ?", "Σ:sum", "U3", "A3"]
-        assert [e.archived for e in log if e.message is None] == [False]
+        assert lbls(log) == [
+            "U1",
+            "custom:C1",
+            "A1",
+            "U2",
+            "A2",
+            "Σ?",
+            "Σ:sum",
+            "U3",
+            "A3",
+            "COMPACTION",
+        ]
+        assert [e.archived for e in log if e.message is None] == [False, False]
         assert await self.active(service, sid) == ["Σ?", "Σ:sum", "U3", "A3"]
 
     async def test_token_trigger_and_strategy_end_to_end(

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "advisors"))
 
 from chat_support import MODEL, PATHS, ask, context, openai_client, server
 
-from asyncsession import DefaultSessionService, SessionEvent
+from asyncsession import DefaultSessionService, EventType, SessionEvent
 from asyncsession.advisors import SessionMemoryAdvisor
 from asyncsession.compaction import (
     USAGE_METADATA_KEY,
@@ -156,7 +156,8 @@ async def test_the_memory_advisor_stores_usage_and_the_trigger_compacts_inline(
 
     assert first[-1].metadata[USAGE_METADATA_KEY] == {"input_tokens": 100, "output_tokens": 5}
     assert not any(e.archived for e in first)
-    assert [e.archived for e in second] == [True, True, False, False]
+    assert [e.archived for e in second if e.is_message] == [True, True, False, False]
+    assert [e.type for e in second if not e.is_message] == [EventType.COMPACTION]
 
 
 async def test_a_worker_compacts_on_the_stored_usage() -> None:
@@ -174,4 +175,6 @@ async def test_a_worker_compacts_on_the_stored_usage() -> None:
         outcome = await worker.submit(created.id).result()
 
     assert outcome.applied
-    assert [e.archived for e in await service.get_events("w")] == [True, True, False, False]
+    log = await service.get_events("w")
+    assert [e.archived for e in log if e.is_message] == [True, True, False, False]
+    assert [e.type for e in log if not e.is_message] == [EventType.COMPACTION]

@@ -17,6 +17,7 @@ from asyncsession import (
     CreateSessionRequest,
     DefaultSessionService,
     EventFilter,
+    EventType,
     InMemorySessionRepository,
     MongoSessionRepository,
     SystemMessage,
@@ -70,7 +71,8 @@ async def test_the_newest_turns_stay_and_the_system_message_is_pinned(
         *(text for n in range(15, 25) for text in (f"question {n}", f"answer {n}")),
     ]
     log = await service.get_events(session_id)
-    assert len(log) == 51  # the log keeps every event
+    assert len([e for e in log if e.is_message]) == 51  # the log keeps every event
+    assert [e.type for e in log if not e.is_message] == [EventType.COMPACTION]  # and its record
     again = await service.compact(
         session_id, TurnCountTrigger(20), WindowCompactionStrategy(last_turns=10)
     )

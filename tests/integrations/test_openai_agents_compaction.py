@@ -7,7 +7,7 @@ from typing import Any
 from agents import Agent, Runner
 from agents.testing import ScriptedModel, assistant_message
 
-from asyncsession import EventFilter
+from asyncsession import EventFilter, EventType
 from asyncsession.compaction import (
     CompactionResult,
     CompactionTicket,
@@ -45,8 +45,11 @@ async def test_inline_compaction_keeps_the_history_bounded(service: SessionServi
     # The trigger fires above three turns, after the run that made the fourth.
     assert max(len(user_texts(call.input)) for call in model.calls) == 4
     everything = await service.get_events("inline")
-    assert len(everything) == 16
+    assert len([event for event in everything if event.is_message]) == 16
     assert sum(event.archived for event in everything) == 12
+    records = [event for event in everything if not event.is_message]
+    assert records
+    assert all(event.type == EventType.COMPACTION for event in records)
 
 
 async def test_without_compaction_nothing_is_archived(service: SessionService) -> None:

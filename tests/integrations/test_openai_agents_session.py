@@ -20,6 +20,7 @@ from asyncsession import (
     SessionEvent,
 )
 from asyncsession.compaction import TurnCountTrigger
+from asyncsession.compaction_protocols import CompactionRecord
 from asyncsession.exceptions import StorageError, UsageError
 from asyncsession.integrations.openai_agents import AgentsSession
 from asyncsession.messages import AssistantMessage, ToolResponseMessage
@@ -137,13 +138,22 @@ async def test_session_is_created_on_first_write(service: SessionService) -> Non
 
 
 async def test_pop_archives_and_never_deletes(service: SessionService) -> None:
-    """A popped item's event stays in the log, archived."""
+    """A popped item's event stays in the log, archived; the pop leaves a compaction record,
+    which a later pop never pops."""
     session = AgentsSession("pop-archive", service)
     await session.add_items(cast(Items, [{"role": "user", "content": "keep"}]))
     await session.add_items(cast(Items, [{"role": "user", "content": "oops"}]))
     assert await session.pop_item() == {"role": "user", "content": "oops"}
     events = await service.get_events("pop-archive")
-    assert [(event.text, event.archived) for event in events] == [("keep", False), ("oops", True)]
+    messages = [event for event in events if event.is_message]
+    assert [(event.text, event.archived) for event in messages] == [("keep", False), ("oops", True)]
+    (record,) = [event for event in events if not event.is_message]
+    assert CompactionRecord.from_event(record).covered == (messages[1].id,)
+    assert await session.pop_item() == {"role": "user", "content": "keep"}
+    assert await session.pop_item() is None
+    events = await service.get_events("pop-archive")
+    assert [e.type for e in events if not e.is_message] == [EventType.COMPACTION] * 2
+    assert not any(e.archived for e in events if not e.is_message)
 
 
 async def test_clear_archives_everything(service: SessionService) -> None:
@@ -152,8 +162,11 @@ async def test_clear_archives_everything(service: SessionService) -> None:
     await session.add_items(TOOL_ROUND)
     await session.clear_session()
     events = await service.get_events("clear-archive")
-    assert len(events) == 4
-    assert all(event.archived for event in events)
+    messages = [event for event in events if event.is_message]
+    assert len(messages) == 4
+    assert all(event.archived for event in messages)
+    (record,) = [event for event in events if not event.is_message]
+    assert CompactionRecord.from_event(record).covered == tuple(e.id for e in messages)
     assert await session.get_items() == []
 
 

@@ -260,7 +260,7 @@ async def test_compaction_racing_many_concurrent_appends_never_loses_one(
 
     assert len(outcomes) == 5  # racing passes may lose; the quiet pass after them compacts
     events = await service.get_events(session_id)
-    real_active = [e for e in events if not e.archived and not e.is_synthetic]
+    real_active = [e for e in events if e.is_message and not e.archived and not e.is_synthetic]
     assert len(real_active) <= 4
     stored = {e.text for e in events if e.text is not None and e.text.startswith("w")}
     assert stored == {f"w{w} {n}" for w in range(8) for n in range(10)}
