@@ -16,14 +16,13 @@ class TestMyStore(SessionRepositoryContract):
         await store.aclose()
 ```
 
-Every test uses fresh random ids; the lifecycle tests close the store they are given, so
-the fixture hands out a fresh store per test (closing is idempotent, so its teardown may close
-it again). The kit needs
-`pytest` and `pytest-asyncio` (the `[testing]` extra: `pip install '.[testing]'` from a clone);
-it is the only part of asyncsession that imports pytest. The tests live in one mixin per area (sessions, metadata
-lookups, recall searches, appends and versions, filters and windows, compaction, expiry,
-concurrency, turns, text, lifecycle) under `asyncsession.testing._contract`; subclass the
-combined class, not the mixins.
+Every test uses fresh random ids; the lifecycle tests close the store they are given, so the
+fixture hands out a fresh store per test (closing is idempotent, so its teardown may close it
+again). The kit needs `pytest` and `pytest-asyncio` (the `[testing]` extra: `pip install
+'.[testing]'` from a clone); it is the only part of asyncsession that imports pytest. The tests
+live in one mixin per area (sessions, metadata lookups, recall searches, appends and versions,
+filters and windows, compaction, expiry, concurrency, turns, text, lifecycle) under
+`asyncsession.testing._contract`; subclass the combined class, not the mixins.
 """
 
 from __future__ import annotations
