@@ -65,7 +65,45 @@ async def run_compaction(
     applied = await shielded(repository.apply_compaction(session_id, plan, snapshot.version))
     if not applied:
         return dataclasses.replace(CompactionResult.unchanged(events), error=result.error)
-    return dataclasses.replace(result, applied=True)
+    return described(events, result, plan)
+
+
+def described(
+    active: Sequence[SessionEvent], result: CompactionResult, plan: CompactionPlan
+) -> CompactionResult:
+    """``result`` as applied by ``plan``: its pinned and summary events and its record, with the
+    events the plan wrote as they are stored (tagged with the record's id)."""
+    *written, record_event = plan.inserted_events
+    record = CompactionRecord.from_event(record_event)
+    existing = {e.id for e in active}
+    stored = {e.id: e for e in written}
+    compacted = tuple(stored.get(e.id, e) for e in result.compacted_events)
+    return dataclasses.replace(
+        result,
+        compacted_events=compacted,
+        applied=True,
+        pinned_events=tuple(e for e in _pinned(active) if e.id in set(record.kept)),
+        summary_events=tuple(e for e in compacted if e.id in stored and e.id not in existing),
+        record=record,
+    )
+
+
+def _pinned(active: Sequence[SessionEvent]) -> list[SessionEvent]:
+    """The events a window keeps first: the latest stored system message, a preamble (the
+    messages before the first user message) and the summaries already there."""
+    stored_system = [
+        e for e in active if e.is_message and e.type == EventType.SYSTEM and not e.is_synthetic
+    ]
+    first_turn = next((i for i, e in enumerate(active) if e.is_turn_start), len(active))
+    latest = stored_system[-1].id if stored_system else None
+    return [
+        e
+        for index, e in enumerate(active)
+        if e.is_message
+        and (
+            e.id == latest or e.is_synthetic or (index < first_turn and e.type != EventType.SYSTEM)
+        )
+    ]
 
 
 def _estimator(strategy: object) -> Callable[[str], int]:

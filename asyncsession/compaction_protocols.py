@@ -165,6 +165,34 @@ class CompactionResult:
     error: str | None = field(default=None, compare=False)
     """Why the strategy could not do its work, when it fell back to changing (almost) nothing:
     for example a summarizer that failed or returned an empty summary. ``None`` otherwise."""
+    pinned_events: tuple[SessionEvent, ...] = field(default=(), compare=False)
+    """The existing events kept first in the window whatever the budget: the latest stored
+    system message, a preamble before the first user message, a previous summary that stays.
+    Filled in by the service when it applies the result."""
+    summary_events: tuple[SessionEvent, ...] = field(default=(), compare=False)
+    """The events the compaction wrote (the summary turn); empty for a plain window. Filled in
+    by the service when it applies the result."""
+    record: CompactionRecord | None = field(default=None, compare=False)
+    """The ``COMPACTION`` event's payload, when the service applied the result; ``None``
+    otherwise."""
+
+    @property
+    def covered_events(self) -> tuple[SessionEvent, ...]:
+        """The events that left the window (the same as ``archived_events``); they stay in the
+        log."""
+        return self.archived_events
+
+    @property
+    def preserved_events(self) -> tuple[SessionEvent, ...]:
+        """The events of the new window kept verbatim: neither pinned nor written by this
+        compaction."""
+        skip = {e.id for e in (*self.pinned_events, *self.summary_events)}
+        return tuple(e for e in self.compacted_events if e.id not in skip)
+
+    @property
+    def is_unchanged(self) -> bool:
+        """Whether nothing left the window and nothing was written."""
+        return not self.archived_events and not self.summary_events
 
     @property
     def archived_event_count(self) -> int:
