@@ -62,6 +62,7 @@ EXEMPT: dict[str, str] = {
 NOT_YET_CHECKED = frozenset(
     {
         "asyncsession.advisors.auto_memory.AutoMemoryToolsAdvisor",
+        "asyncsession.advisors.base.runs_tool_calls",
         "asyncsession.advisors.idempotency.IdempotentTurnAdvisor",
         "asyncsession.advisors.recall.SessionRecallAdvisor",
         "asyncsession.compaction._pipeline.format_event",
@@ -71,6 +72,14 @@ NOT_YET_CHECKED = frozenset(
         "asyncsession.compaction.mongo.worker.MongoCompactionWorker",
         "asyncsession.compaction.triggers.usage_metadata",
         "asyncsession.compaction.worker.CompactionWorker",
+        "asyncsession.integrations.google_adk.AdkSessionService",
+        "asyncsession.integrations.google_adk.from_event",
+        "asyncsession.integrations.google_adk.to_message",
+        "asyncsession.integrations.langchain.LangChainHistory",
+        "asyncsession.integrations.langchain.from_event",
+        "asyncsession.integrations.langchain.to_event",
+        "asyncsession.integrations.langchain.to_message",
+        "asyncsession.integrations.langchain.whole_turns",
         "asyncsession.integrations.pydantic_ai.PydanticAIHistory",
         "asyncsession.integrations.pydantic_ai.from_event",
         "asyncsession.integrations.pydantic_ai.to_event",
@@ -86,6 +95,7 @@ NOT_YET_CHECKED = frozenset(
         "asyncsession.repository._protocol.snapshot_by_parts",
         "asyncsession.repository._turn.start_turn",
         "asyncsession.repository._turn.supports_turns",
+        "asyncsession.service.allows_system_messages",
     }
 )
 
