@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
+from asyncsession import CreateSessionRequest, DefaultSessionService
 from asyncsession.compaction import (
     CompactionPlan,
     CompactionRequest,
@@ -461,3 +462,17 @@ async def let_the_loop_run(rounds: int = 50) -> None:
     """
     for _ in range(rounds):
         await asyncio.sleep(0)
+
+
+async def conversation(
+    service: DefaultSessionService, turns: int, *, preamble: bool = False
+) -> str:
+    """A new session: the stored system prompt, an optional assistant preamble, then turns."""
+    session = await service.create(CreateSessionRequest(user_id="alice"))
+    await service.append_message(session.id, SystemMessage(text="You are a support agent."))
+    if preamble:
+        await service.append_message(session.id, AssistantMessage(text="Hello, how can I help?"))
+    for n in range(turns):
+        await service.append_message(session.id, UserMessage(text=f"question {n}"))
+        await service.append_message(session.id, AssistantMessage(text=f"answer {n}"))
+    return session.id

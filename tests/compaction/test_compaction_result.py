@@ -4,21 +4,14 @@ whether anything changed, the tokens saved and the record it left (Spring AI 2.1
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
 import pytest
-from compaction_support import ScriptedSummarizer
-from pymongo.asynchronous.database import AsyncDatabase
+from compaction_support import ScriptedSummarizer, conversation
 
 from asyncsession import (
     AssistantMessage,
-    CreateSessionRequest,
     DefaultSessionService,
     EventFilter,
     EventType,
-    InMemorySessionRepository,
-    MongoSessionRepository,
     SystemMessage,
     UserMessage,
 )
@@ -34,36 +27,10 @@ from asyncsession.compaction_protocols import CompactionResult, CompactionStrate
 from asyncsession.events import COMPACTION_ID
 
 
-@pytest.fixture(params=["memory", "mongo"])
-async def service(
-    request: pytest.FixtureRequest, mongo_db: AsyncDatabase[dict[str, Any]]
-) -> AsyncIterator[DefaultSessionService]:
-    if request.param == "memory":
-        yield DefaultSessionService(InMemorySessionRepository(), allow_system_messages=True)
-        return
-    repo = MongoSessionRepository(mongo_db)
-    await repo.ensure_indexes()
-    yield DefaultSessionService(repo, allow_system_messages=True)
-    await repo.aclose()
-
-
-async def _conversation(
-    service: DefaultSessionService, turns: int, *, preamble: bool = False
-) -> str:
-    session = await service.create(CreateSessionRequest(user_id="alice"))
-    await service.append_message(session.id, SystemMessage(text="You are a support agent."))
-    if preamble:
-        await service.append_message(session.id, AssistantMessage(text="Hello, how can I help?"))
-    for n in range(turns):
-        await service.append_message(session.id, UserMessage(text=f"question {n}"))
-        await service.append_message(session.id, AssistantMessage(text=f"answer {n}"))
-    return session.id
-
-
 async def test_the_window_example_of_the_reference(service: DefaultSessionService) -> None:
     """``compact(id, TurnCountTrigger(20), WindowCompactionStrategy.lastTurns(10))``: what left,
     what is pinned, what is kept verbatim, no summary, tokens saved, and the record."""
-    session_id = await _conversation(service, 25)
+    session_id = await conversation(service, 25)
     result = await service.compact(
         session_id, TurnCountTrigger(20), WindowCompactionStrategy(last_turns=10)
     )
@@ -88,7 +55,7 @@ async def test_the_window_example_of_the_reference(service: DefaultSessionServic
 
 async def test_a_summary_is_reported_as_stored(service: DefaultSessionService) -> None:
     """The summary turn a strategy wrote comes back as stored: tagged with the record's id."""
-    session_id = await _conversation(service, 6, preamble=True)
+    session_id = await conversation(service, 6, preamble=True)
     strategy = RecursiveSummarizationCompactionStrategy(
         ScriptedSummarizer(["the summary"]), max_events_to_keep=2, overlap_size=0
     )
@@ -108,7 +75,7 @@ async def test_a_summary_is_reported_as_stored(service: DefaultSessionService) -
 
 async def test_a_quiet_trigger_or_a_lost_race_is_unchanged(service: DefaultSessionService) -> None:
     """Nothing left and nothing written: ``is_unchanged``, no record."""
-    session_id = await _conversation(service, 3)
+    session_id = await conversation(service, 3)
     result = await service.compact(session_id, TurnCountTrigger(20), WindowCompactionStrategy())
     assert result.is_unchanged
     assert result.record is None
@@ -135,7 +102,7 @@ async def test_every_strategy_pins_the_latest_stored_system_message(
 ) -> None:
     """An older system message leaves; the latest stays in the window and is reported pinned."""
     strategy = _strategies()[index]
-    session_id = await _conversation(service, 3)
+    session_id = await conversation(service, 3)
     await service.append_message(session_id, SystemMessage(text="Now answer in French."))
     for n in range(3, 6):
         await service.append_message(session_id, UserMessage(text=f"question {n}"))

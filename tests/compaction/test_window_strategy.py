@@ -6,23 +6,14 @@ keeping the newest ten.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
 import pytest
-from pymongo.asynchronous.database import AsyncDatabase
+from compaction_support import conversation
 
 from asyncsession import (
-    AssistantMessage,
-    CreateSessionRequest,
     DefaultSessionService,
     EventFilter,
     EventType,
-    InMemorySessionRepository,
-    MongoSessionRepository,
-    SystemMessage,
     UsageError,
-    UserMessage,
 )
 from asyncsession.compaction import (
     SlidingWindowCompactionStrategy,
@@ -32,32 +23,10 @@ from asyncsession.compaction import (
 )
 
 
-@pytest.fixture(params=["memory", "mongo"])
-async def service(
-    request: pytest.FixtureRequest, mongo_db: AsyncDatabase[dict[str, Any]]
-) -> AsyncIterator[DefaultSessionService]:
-    if request.param == "memory":
-        yield DefaultSessionService(InMemorySessionRepository(), allow_system_messages=True)
-        return
-    repo = MongoSessionRepository(mongo_db)
-    await repo.ensure_indexes()
-    yield DefaultSessionService(repo, allow_system_messages=True)
-    await repo.aclose()
-
-
-async def _conversation(service: DefaultSessionService, turns: int) -> str:
-    session = await service.create(CreateSessionRequest(user_id="alice"))
-    await service.append_message(session.id, SystemMessage(text="You are a support agent."))
-    for n in range(turns):
-        await service.append_message(session.id, UserMessage(text=f"question {n}"))
-        await service.append_message(session.id, AssistantMessage(text=f"answer {n}"))
-    return session.id
-
-
 async def test_the_newest_turns_stay_and_the_system_message_is_pinned(
     service: DefaultSessionService,
 ) -> None:
-    session_id = await _conversation(service, 25)
+    session_id = await conversation(service, 25)
     result = await service.compact(
         session_id, TurnCountTrigger(20), WindowCompactionStrategy(last_turns=10)
     )
@@ -80,7 +49,7 @@ async def test_the_newest_turns_stay_and_the_system_message_is_pinned(
 
 
 async def test_a_window_by_events_keeps_whole_turns(service: DefaultSessionService) -> None:
-    session_id = await _conversation(service, 6)
+    session_id = await conversation(service, 6)
     result = await service.compact(
         session_id, TurnCountTrigger(1), WindowCompactionStrategy(last_events=5)
     )

@@ -5,8 +5,8 @@ a lost acknowledgement that store nothing twice."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncGenerator
+from typing import Any
 
 import pytest
 from google.adk.agents import LlmAgent
@@ -18,14 +18,13 @@ from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
 from google.adk.sessions import Session
 from google.genai import types
+from losing_service import LosingService
 
-from asyncsession import DefaultSessionService, EventType, InMemorySessionRepository, SessionEvent
+from asyncsession import DefaultSessionService, EventType, InMemorySessionRepository
 from asyncsession.exceptions import StorageError, UsageError
 from asyncsession.integrations.google_adk import ADK_EVENT, METADATA_KEY, AdkSessionService
 from asyncsession.messages import AssistantMessage, ToolResponseMessage, UserMessage
-from asyncsession.service import DelegatingSessionService, SessionService
-
-_T = TypeVar("_T")
+from asyncsession.service import SessionService
 
 EVERY_PART = [
     Event(
@@ -79,29 +78,6 @@ EVERY_PART = [
         timestamp=4.5,
     ),
 ]
-
-
-class LosingService(DelegatingSessionService):
-    """Fails the next ``fail`` appends after writing them: a lost acknowledgement."""
-
-    def __init__(self, delegate: SessionService, *, fail: int) -> None:
-        super().__init__(delegate)
-        self.fail = fail
-
-    async def append_events(
-        self,
-        session_id: str,
-        events: Sequence[SessionEvent],
-        expected_version: int | None = None,
-    ) -> bool:
-        return await self._lose(super().append_events(session_id, events, expected_version))
-
-    async def _lose(self, write: Coroutine[Any, Any, _T]) -> _T:
-        result = await write
-        if self.fail:
-            self.fail -= 1
-            raise StorageError("injected: the acknowledgement was lost")
-        return result
 
 
 class EchoLlm(BaseLlm):

@@ -5,8 +5,8 @@ windows that never split a turn, sync methods that never block the loop, compact
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from langchain_core.language_models import FakeListChatModel, GenericFakeChatModel
@@ -24,6 +24,7 @@ from langchain_core.messages import (
 )
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables.history import RunnableWithMessageHistory
+from losing_service import LosingService
 
 from asyncsession import DefaultSessionService, EventType, InMemorySessionRepository, SessionEvent
 from asyncsession.compaction import SlidingWindowCompactionStrategy, TurnCountTrigger
@@ -43,9 +44,7 @@ from asyncsession.messages import (
 from asyncsession.messages import (
     SystemMessage as OurSystemMessage,
 )
-from asyncsession.service import DelegatingSessionService, SessionService
-
-_T = TypeVar("_T")
+from asyncsession.service import SessionService
 
 EVERY_KIND: list[BaseMessage] = [
     SystemMessage(content="Be brief.", id="sys-1"),
@@ -88,34 +87,6 @@ EVERY_KIND: list[BaseMessage] = [
 def reference(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """LangChain's own dict round trip: the definition of "reads back equal"."""
     return messages_from_dict(messages_to_dict(messages))
-
-
-class LosingService(DelegatingSessionService):
-    """Fails the next ``fail`` appends: after writing them (a lost acknowledgement) or before."""
-
-    def __init__(self, delegate: SessionService, *, fail: int, after_write: bool) -> None:
-        super().__init__(delegate)
-        self.fail = fail
-        self.after_write = after_write
-
-    async def append_events(
-        self,
-        session_id: str,
-        events: Sequence[SessionEvent],
-        expected_version: int | None = None,
-    ) -> bool:
-        return await self._fail_around(super().append_events(session_id, events, expected_version))
-
-    async def _fail_around(self, write: Coroutine[Any, Any, _T]) -> _T:
-        if self.fail and not self.after_write:
-            self.fail -= 1
-            write.close()
-            raise StorageError("injected: connection reset before the write")
-        result = await write
-        if self.fail:
-            self.fail -= 1
-            raise StorageError("injected: the acknowledgement was lost")
-        return result
 
 
 def tool_round(n: int) -> list[BaseMessage]:

@@ -4,11 +4,12 @@ clears, retries that store nothing twice, concurrency, cancellation, turn-aware 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Sequence
-from typing import Any, TypeVar, cast
+from collections.abc import Sequence
+from typing import Any, cast
 
 import pytest
 from agents import TResponseInputItem
+from losing_service import LosingTurnService
 from pymongo.asynchronous.database import AsyncDatabase
 
 from asyncsession import (
@@ -28,7 +29,6 @@ from asyncsession.repository.mongo._drawn import is_drawn, loaded_id
 from asyncsession.service import DelegatingSessionService, SessionService
 
 Items = list[TResponseInputItem]
-_T = TypeVar("_T")
 
 TOOL_ROUND: Any = [
     {"role": "user", "content": "Weather in Paris and Rome?"},
@@ -210,37 +210,6 @@ def test_bad_options_are_refused(options: dict[str, Any]) -> None:
         AgentsSession(service=DefaultSessionService(InMemorySessionRepository()), **values)
 
 
-class LosingService(DelegatingSessionService):
-    """Fails the next ``fail`` appends: after writing them (a lost acknowledgement) or before."""
-
-    def __init__(self, delegate: SessionService, *, fail: int, after_write: bool) -> None:
-        super().__init__(delegate)
-        self.fail = fail
-        self.after_write = after_write
-
-    async def append_events(
-        self,
-        session_id: str,
-        events: Sequence[SessionEvent],
-        expected_version: int | None = None,
-    ) -> bool:
-        return await self._fail_around(super().append_events(session_id, events, expected_version))
-
-    async def start_turn(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._fail_around(super().start_turn(*args, **kwargs))
-
-    async def _fail_around(self, write: Coroutine[Any, Any, _T]) -> _T:
-        if self.fail and not self.after_write:
-            self.fail -= 1
-            write.close()
-            raise StorageError("injected: connection reset before the write")
-        result = await write
-        if self.fail:
-            self.fail -= 1
-            raise StorageError("injected: the acknowledgement was lost")
-        return result
-
-
 @pytest.mark.parametrize("after_write", [True, False], ids=["ack-lost", "not-written"])
 @pytest.mark.parametrize(
     "batch",
@@ -255,7 +224,7 @@ async def test_retry_after_a_failed_write_stores_once(
 ) -> None:
     """Retrying a batch whose write failed stores it exactly once, written or not, whichever
     way it was written (a turn start, a plain append, a reply with an id registered ahead)."""
-    losing = LosingService(service, fail=0, after_write=after_write)
+    losing = LosingTurnService(service, fail=0, after_write=after_write)
     session = AgentsSession("retry", losing)
     await session.add_items(TOOL_ROUND[:1])
     losing.fail = 2
@@ -364,7 +333,7 @@ async def test_on_mongodb_items_below_the_tail_keep_no_id_registration(
     a failed write's retry still stores its batch once."""
     repository = MongoSessionRepository(mongo_db)
     await repository.ensure_indexes()
-    losing = LosingService(DefaultSessionService(repository), fail=0, after_write=True)
+    losing = LosingTurnService(DefaultSessionService(repository), fail=0, after_write=True)
     session = AgentsSession("long", losing)
     for turn in range(60):  # 120 events: the tail rolls forward past 96 entries
         await session.add_items([{"role": "user", "content": f"q{turn}"}])

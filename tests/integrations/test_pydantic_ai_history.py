@@ -5,13 +5,14 @@ that never split a tool call from its return, compaction on the same log."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from losing_service import LosingService
 from pydantic_ai import (
     Agent,
     BinaryContent,
@@ -46,9 +47,8 @@ from asyncsession.integrations.pydantic_ai import (
     whole_turns_window,
 )
 from asyncsession.messages import AssistantMessage, ToolResponseMessage, UserMessage
-from asyncsession.service import DelegatingSessionService, SessionService
+from asyncsession.service import SessionService
 
-_T = TypeVar("_T")
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 
 EVERY_PART: list[ModelMessage] = [
@@ -116,34 +116,6 @@ def reference(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
     return ModelMessagesTypeAdapter.validate_json(
         ModelMessagesTypeAdapter.dump_json(list(messages))
     )
-
-
-class LosingService(DelegatingSessionService):
-    """Fails the next ``fail`` appends: after writing them (a lost acknowledgement) or before."""
-
-    def __init__(self, delegate: SessionService, *, fail: int, after_write: bool) -> None:
-        super().__init__(delegate)
-        self.fail = fail
-        self.after_write = after_write
-
-    async def append_events(
-        self,
-        session_id: str,
-        events: Sequence[SessionEvent],
-        expected_version: int | None = None,
-    ) -> bool:
-        return await self._fail_around(super().append_events(session_id, events, expected_version))
-
-    async def _fail_around(self, write: Coroutine[Any, Any, _T]) -> _T:
-        if self.fail and not self.after_write:
-            self.fail -= 1
-            write.close()
-            raise StorageError("injected: connection reset before the write")
-        result = await write
-        if self.fail:
-            self.fail -= 1
-            raise StorageError("injected: the acknowledgement was lost")
-        return result
 
 
 def tool_agent() -> Agent[None, str]:
