@@ -38,7 +38,6 @@ from .advisors import (
 )
 from .compaction import (
     CompactionWorker,
-    OpenAISummarizer,
     RecursiveSummarizationCompactionStrategy,
     TurnCountTrigger,
 )
@@ -46,7 +45,7 @@ from .events import SessionEvent
 from .filters import EventFilter
 from .memory import DirectoryMemoryStore, MemoryStore, MongoMemoryStore
 from .messages import AssistantMessage, SystemMessage, ToolResponseMessage, messages_to_openai
-from .openai import ChatClient, ResponsesClient, items_to_messages
+from .openai import ChatClient, OpenAISummarizer, ResponsesClient, items_to_messages
 from .repository import InMemorySessionRepository, MongoSessionRepository, SessionRepository
 from .service import DefaultSessionService
 from .testing import RecordedRequest, ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall

@@ -57,6 +57,19 @@ LAYERS: dict[str, int] = {
 }
 
 
+# A deprecated alias reaches its name's new home, which may sit higher: each such import is
+# listed here as (importer, imported module), made inside a function (so importing the old
+# module never runs it), and left out of the graph. Remove the entry with the alias.
+DEPRECATED_ALIAS_IMPORTS: frozenset[tuple[str, str]] = frozenset(
+    {("asyncsession.compaction._moved", "asyncsession.openai")}
+)
+
+# Packages that must not reach an outside system: each outside system has one boundary.
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "asyncsession.compaction": ("openai", "asyncsession.openai"),  # the model calls live there
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Import:
     """One imported module, and the name taken from it (``None`` for ``import x``)."""
@@ -104,13 +117,38 @@ def _imports_of(name: str, source: str, *, is_package: bool = False) -> list[Imp
 
 @cache
 def _all_imports() -> tuple[Import, ...]:
+    """Every import of the package's own modules, but the deprecated aliases' listed ones."""
     return tuple(
         imp
         for name, path in _modules().items()
         for imp in _imports_of(
             name, path.read_text(encoding="utf-8"), is_package=_module_name(path)[1]
         )
+        if (imp.importer, imp.module) not in DEPRECATED_ALIAS_IMPORTS
     )
+
+
+def _every_import_of(path: Path) -> list[tuple[str, int, bool]]:
+    """Each module ``path`` imports, outside packages included: (name, line, inside a function)."""
+    return _every_import_of_source(path, path.read_text(encoding="utf-8"))
+
+
+def _every_import_of_source(path: Path, source: str) -> list[tuple[str, int, bool]]:
+    tree = ast.parse(source)
+    deferred = {
+        id(node)
+        for function in ast.walk(tree)
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+        for node in ast.walk(function)
+    }
+    name, is_package = _module_name(path)
+    found: list[tuple[str, int, bool]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, node.lineno, id(node) in deferred) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            found.append((_absolute(name, is_package, node), node.lineno, id(node) in deferred))
+    return sorted(found, key=lambda imported: imported[1])
 
 
 def _target(imp: Import) -> str:
@@ -364,6 +402,51 @@ def test_a_private_module_is_imported_only_inside_its_package() -> None:
     assert not offenders, "private modules imported from outside their package:\n" + "\n".join(
         offenders
     )
+
+
+def test_each_deprecated_alias_import_exists_and_is_deferred() -> None:
+    """Every listed alias import is still made, and only inside a function."""
+    for importer, module in sorted(DEPRECATED_ALIAS_IMPORTS):
+        made = [
+            deferred
+            for name, _, deferred in _every_import_of(_modules()[importer])
+            if name == module
+        ]
+        assert made, f"{importer} no longer imports {module}: remove it from the list"
+        assert all(made), f"{importer} imports {module} at module level"
+
+
+def test_no_package_reaches_a_system_it_must_not() -> None:
+    """``compaction`` imports neither the OpenAI SDK nor ``asyncsession.openai`` (under
+    ``TYPE_CHECKING`` or in a function neither), but for the listed deprecated aliases."""
+    offenders: list[str] = []
+    for package, systems in FORBIDDEN.items():
+        for name, path in _modules().items():
+            if not _covers(package, name):
+                continue
+            for module, line, _ in _every_import_of(path):
+                if (name, module) in DEPRECATED_ALIAS_IMPORTS:
+                    continue
+                if any(_covers(system, module) for system in systems):
+                    offenders.append(f"{name} imports {module} (line {line})")
+    assert not offenders, "imports across a system's boundary:\n" + "\n".join(offenders)
+
+
+def test_the_boundary_check_sees_every_kind_of_import() -> None:
+    """A type-only, a deferred and a plain SDK import are all found."""
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from openai import AsyncOpenAI\n"
+        "def f():\n    import openai.types\n"
+        "from ..openai import ChatClient\n"
+    )
+    path = ROOT / "compaction" / "probe.py"
+    found = _every_import_of_source(path, source)
+    assert [(m, d) for m, _, d in found if m != "typing"] == [
+        ("openai", False),
+        ("openai.types", True),
+        ("asyncsession.openai", False),
+    ]
 
 
 def _docstring(path: Path) -> str:

@@ -24,7 +24,7 @@ version::
   [`WindowCompactionStrategy`][asyncsession.compaction.WindowCompactionStrategy] (by turns or
   by events).
 - Models and tokens: [`Summarizer`][asyncsession.compaction.Summarizer]
-  ([`OpenAISummarizer`][asyncsession.compaction.OpenAISummarizer]) and
+  ([`OpenAISummarizer`][asyncsession.openai.OpenAISummarizer] in `asyncsession.openai`) and
   [`TokenCountEstimator`][asyncsession.compaction.TokenCountEstimator]
   ([`HeuristicTokenCountEstimator`][asyncsession.compaction.HeuristicTokenCountEstimator]).
 - Memory flush before archiving: `MemoryFlush`, `MemoryFlushingCompactionStrategy`.
@@ -36,7 +36,10 @@ version::
   one interface, `CompactionQueue`.
 """
 
+from typing import Any
+
 from ..compaction_protocols import CompactionPlan, CompactionRequest, CompactionResult, Insert
+from ._moved import moved_summarizer
 from ._pipeline import EventFormatter, format_event
 from .compactor import CompactionQueue, Compactor
 from .flush import MemoryFlush, MemoryFlushingCompactionStrategy, run_memory_flush
@@ -58,7 +61,7 @@ from .strategies import (
     TokenCountCompactionStrategy,
     TurnWindowCompactionStrategy,
 )
-from .summarizer import DEFAULT_SUMMARIZER_SYSTEM_PROMPT, OpenAISummarizer, Summarizer
+from .summarizer import DEFAULT_SUMMARIZER_SYSTEM_PROMPT, Summarizer
 from .tokens import HeuristicTokenCountEstimator, TokenCountEstimator
 from .triggers import (
     USAGE_METADATA_KEY,
@@ -102,7 +105,6 @@ __all__ = [
     "MongoCompactionQueue",
     "MongoCompactionWorker",
     "OnSummarizationFailure",
-    "OpenAISummarizer",
     "RecursiveSummarizationCompactionStrategy",
     "SlidingWindowCompactionStrategy",
     "Summarizer",
@@ -121,3 +123,8 @@ __all__ = [
     "should_compact",
     "usage_metadata",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``OpenAISummarizer`` moved to `asyncsession.openai`: the old path warns for a release."""
+    return moved_summarizer(__name__, name)

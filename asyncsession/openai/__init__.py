@@ -1,7 +1,8 @@
 """OpenAI calls and streams through the advisor pipeline.
 
 ``ChatClient`` speaks Chat Completions, ``ResponsesClient`` the Responses API; both take the same
-advisors. ``items_to_messages`` / ``messages_to_items`` convert Responses API items.
+advisors. ``OpenAISummarizer`` writes the summaries of recursive summarization.
+``items_to_messages`` / ``messages_to_items`` convert Responses API items.
 
 Uses the `openai` package, a core dependency of asyncsession (no extra to install).
 """
@@ -22,6 +23,7 @@ from ._responses_compaction import (
     ResponsesCompactionStrategy,
 )
 from ._responses_items import ItemLike, items_to_messages, messages_to_items
+from ._summarizer import OpenAISummarizer
 from .streaming import ChatStream
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "ItemLike",
     "MessagesLike",
     "ModelMemoryFlush",
+    "OpenAISummarizer",
     "ResponsesClient",
     "ResponsesCompactionStrategy",
     "items_to_messages",

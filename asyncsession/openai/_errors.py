@@ -1,4 +1,9 @@
-"""The one boundary where OpenAI SDK errors become ours, chained to the original."""
+"""The one boundary where OpenAI SDK errors become ours, chained to the original.
+
+A chat call's errors become `ChatError` and its subclasses (`map_openai_errors`); a
+summarizer's become `CompactionError` (`map_summarizer_errors`), which a summarizing strategy
+reports without touching the log.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,9 @@ from typing import cast
 
 import openai
 
-from ..exceptions import ChatError, ChatTimeout, StreamInterrupted
+from ..exceptions import ChatError, ChatTimeout, CompactionError, StreamInterrupted
 
-__all__ = ["map_openai_errors"]
+__all__ = ["map_openai_errors", "map_summarizer_errors"]
 
 
 @contextmanager
@@ -38,6 +43,20 @@ def map_openai_errors(*, streaming: bool = False) -> Generator[None]:
         raise ChatError(f"Could not reach the model: {exc.message}") from exc
     except openai.OpenAIError as exc:
         raise ChatError(f"The model call failed: {exc}") from exc
+
+
+@contextmanager
+def map_summarizer_errors(model: str) -> Generator[None]:
+    """Translate SDK errors raised inside the block into `CompactionError`, naming ``model``
+    and the HTTP status when there is one."""
+    try:
+        yield
+    except openai.OpenAIError as exc:
+        status = getattr(exc, "status_code", None)
+        where = f" (HTTP {status})" if isinstance(status, int) else ""
+        raise CompactionError(
+            f"the summarizer's call to model {model!r} failed{where}: {exc}"
+        ) from exc
 
 
 def _detail(exc: openai.APIStatusError) -> str:

@@ -17,12 +17,12 @@ from asyncsession import (
 )
 from asyncsession.compaction import (
     DEFAULT_SUMMARIZER_SYSTEM_PROMPT,
-    OpenAISummarizer,
     RecursiveSummarizationCompactionStrategy,
     Summarizer,
     TurnCountTrigger,
 )
 from asyncsession.exceptions import CompactionError, UsageError
+from asyncsession.openai import OpenAISummarizer
 from asyncsession.testing.openai_server import ScriptedOpenAIServer, ScriptedReply
 
 

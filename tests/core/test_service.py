@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import cast
+from typing import Any, cast
 
 import pytest
 
@@ -20,6 +20,7 @@ from asyncsession import (
     SessionExists,
     SessionNotFound,
     SessionService,
+    SessionSnapshot,
     SystemMessage,
     UsageError,
     UserMessage,
@@ -370,3 +371,32 @@ async def test_new_event_id_of_a_service_that_does_not_draw_is_a_random_uuid() -
 
     event_id = await new_event_id(cast(SessionService, Bare()), "s")
     assert uuid.UUID(event_id).version == 4
+
+
+class _RecordingRepository(InMemorySessionRepository):
+    """An in-memory store that records the ids each turn was asked to reserve."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reserved: list[tuple[str, ...]] = []
+
+    async def start_turn(self, *args: Any, **kwargs: Any) -> SessionSnapshot:
+        self.reserved.append(tuple(kwargs.get("reserve_event_ids", ())))
+        return await super().start_turn(*args, **kwargs)
+
+
+async def test_reserve_event_ids_is_deprecated_but_still_reaches_the_store() -> None:
+    """Passing ``reserve_event_ids`` warns (once, also through a delegating service) and the
+    turn still starts, handing the ids to the store; without it nothing warns."""
+    repository = _RecordingRepository()
+    service = DelegatingSessionService(DefaultSessionService(repository))
+    session = await service.create(CreateSessionRequest(user_id="alice"))
+    with pytest.warns(DeprecationWarning, match="reserve_event_ids is deprecated") as caught:
+        event, snapshot = await service.start_turn(
+            session.id, UserMessage(text="hi"), EventFilter.active(), reserve_event_ids=["reply"]
+        )
+    assert len(caught) == 1
+    assert snapshot.events == ()
+    assert await service.get_events(session.id) == [event]
+    await service.start_turn(session.id, UserMessage(text="again"), EventFilter.active())
+    assert repository.reserved == [("reply",), ()]

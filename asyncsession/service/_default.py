@@ -1,49 +1,36 @@
-"""``SessionService``: the front door applications and advisors call.
+"""`DefaultSessionService`: the standard service, over a `SessionRepository`.
 
-[`DefaultSessionService`][asyncsession.service.DefaultSessionService] validates arguments, applies
-the service's policies (the default time to live, whether system messages may be stored) and
-delegates to a [`SessionRepository`][asyncsession.repository.SessionRepository].
-[`DelegatingSessionService`][asyncsession.service.DelegatingSessionService] forwards every call to
-another service, so a decorator (authorization, metrics) overrides only what it needs.
-
-A service may also declare two optional capabilities, each an explicit protocol with a type
-guard: [`EventIdDrawingService`][asyncsession.service.EventIdDrawingService] (it hands out
-event ids, see [`new_event_id`][asyncsession.service.new_event_id]) and
-[`SystemMessagePolicy`][asyncsession.service.SystemMessagePolicy] (it says whether it stores
-system messages). Both services here declare both.
-
-Over 500 lines: the protocol, its default and its delegating decorator spell out the same
-twenty operations three times, side by side so a reader can check that the three agree.
+It validates arguments, applies the service's policies (the default time to live, whether
+system messages may be stored) and delegates to the repository.
 """
 
 from __future__ import annotations
 
-import uuid
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Any, cast
 
 from pydantic import JsonValue
 
-from ._checks import (
+from .._checks import (
     REPOSITORY_METHODS,
-    SERVICE_METHODS,
     require_event,
     require_message,
     require_object,
     require_type,
     user_input,
 )
-from ._compaction_pass import run_compaction
-from ._text import check_event_text, check_session_text
-from .compaction_protocols import (
+from .._compaction_pass import run_compaction
+from .._text import check_event_text, check_session_text
+from ..compaction_protocols import (
     CompactionResult,
     CompactionStrategy,
     TriggerLike,
     check_strategy,
     check_trigger,
 )
-from .events import (
+from ..events import (
     DEFAULT_TIME_TO_LIVE,
     CreateSessionRequest,
     EventType,
@@ -51,20 +38,12 @@ from .events import (
     SessionEvent,
     utc_now,
 )
-from .exceptions import SessionExists, UsageError
-from .filters import EventFilter, EventQuery
-from .messages import Message
-from .repository import SessionRepository, SessionSnapshot, draw_event_id, start_turn
+from ..exceptions import SessionExists, UsageError
+from ..filters import EventFilter, EventQuery
+from ..messages import Message
+from ..repository import SessionRepository, SessionSnapshot, draw_event_id, start_turn
 
-__all__ = [
-    "SessionService",
-    "DefaultSessionService",
-    "DelegatingSessionService",
-    "EventIdDrawingService",
-    "SystemMessagePolicy",
-    "allows_system_messages",
-    "new_event_id",
-]
+__all__ = ["DefaultSessionService"]
 
 _SYSTEM_MESSAGES_DISABLED = (
     "Storing a system message in session {session_id!r} is disabled. System prompts are "
@@ -79,128 +58,6 @@ def _require(value: str, what: str) -> str:
     if not isinstance(given, str) or not value.strip():
         raise UsageError(f"{what} must be a non-empty string")
     return value
-
-
-@runtime_checkable
-class SessionService(Protocol):
-    """The session operations applications and advisors use."""
-
-    async def create(self, request: CreateSessionRequest) -> Session:
-        """Create a session; raises ``SessionExists`` if its id is taken."""
-        ...
-
-    async def find_or_create(self, request: CreateSessionRequest) -> Session:
-        """The session with ``request.id``, created from the request if it does not exist."""
-        ...
-
-    async def find_by_id(self, session_id: str) -> Session | None:
-        """The session, or ``None``."""
-        ...
-
-    async def find_by_user_id(self, user_id: str) -> list[Session]:
-        """Every session of the user."""
-        ...
-
-    async def find_by_metadata(self, name: str, value: str, *, limit: int = 100) -> list[Session]:
-        """At most ``limit`` sessions whose metadata holds ``value`` under the indexed key
-        ``name``, oldest first; raises ``UsageError`` for a key the store does not index."""
-        ...
-
-    async def delete(self, session_id: str) -> None:
-        """Remove the session and all its events."""
-        ...
-
-    async def delete_expired_sessions(self, before: datetime | None = None) -> int:
-        """Remove the sessions that expired before ``before`` (default: now); returns the count."""
-        ...
-
-    async def append_event(self, event: SessionEvent) -> None:
-        """Append one event; a replay of its id is a no-op."""
-        ...
-
-    async def append_events(
-        self,
-        session_id: str,
-        events: Sequence[SessionEvent],
-        expected_version: int | None = None,
-    ) -> bool:
-        """Append a batch as one version; with ``expected_version``, only if nothing changed."""
-        ...
-
-    async def append_message(
-        self,
-        session_id: str,
-        message: Message,
-        *,
-        event_id: str | None = None,
-        metadata: Mapping[str, JsonValue] | None = None,
-    ) -> SessionEvent:
-        """Wrap a message in a new event, append it, and return the event."""
-        ...
-
-    async def append_messages(
-        self,
-        session_id: str,
-        messages: Sequence[Message],
-        *,
-        event_ids: Sequence[str] | None = None,
-        metadata: Mapping[str, JsonValue] | None = None,
-    ) -> list[SessionEvent]:
-        """Wrap each message in a new event and append them all as one version."""
-        ...
-
-    async def get_events(
-        self, session_id: str, filter: EventFilter | None = None
-    ) -> list[SessionEvent]:
-        """The session's events that match ``filter`` (default: all, archived included)."""
-        ...
-
-    async def search_events(self, session_id: str, query: EventQuery) -> list[SessionEvent]:
-        """One page of the session's message events that match ``query``, oldest first."""
-        ...
-
-    async def get_messages(self, session_id: str) -> list[Message]:
-        """Every message of the log, archived ones included."""
-        ...
-
-    async def get_active_messages(self, session_id: str) -> list[Message]:
-        """The messages of the active view: what the model is sent."""
-        ...
-
-    async def get_event_version(self, session_id: str) -> int:
-        """The session's event-log version."""
-        ...
-
-    async def get_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
-        """The session, its version and its matching events in one read."""
-        ...
-
-    async def start_turn(
-        self,
-        session_id: str,
-        message: Message,
-        filter: EventFilter,
-        *,
-        event_id: str | None = None,
-        user_id: str | None = None,
-        reserve_event_ids: Sequence[str] = (),
-        create: CreateSessionRequest | None = None,
-    ) -> tuple[SessionEvent, SessionSnapshot]:
-        """Start a chat turn: check the owner (creating the session from ``create`` if it does
-        not exist), append ``message``, read the window before it."""
-        ...
-
-    async def find_events_by_user_id(
-        self, user_id: str, filter: EventFilter | None = None
-    ) -> list[SessionEvent]:
-        """Matching events across all the user's sessions, by timestamp."""
-        ...
-
-    async def compact(
-        self, session_id: str, trigger: TriggerLike, strategy: CompactionStrategy
-    ) -> CompactionResult:
-        """Compact the session if the trigger fires; a lost compare-and-swap is a no-op."""
-        ...
 
 
 class DefaultSessionService:
@@ -348,7 +205,7 @@ class DefaultSessionService:
     ) -> SessionEvent:
         """Wrap a message in a new event (now, a random id unless given), append it, return it."""
         require_message(message, "message")
-        if event_id is None:  # a store may hand out ids it appends more cheaply
+        if event_id is None:  # drawn from the store, as draw_event_id does
             event_id = await draw_event_id(self.repository, _require(session_id, "session_id"))
         event = self._new_event(session_id, message, event_id, metadata)
         await self.append_event(event)
@@ -364,8 +221,8 @@ class DefaultSessionService:
     ) -> list[SessionEvent]:
         """Wrap each message in a new event and append them all as one version; return them.
 
-        The turn stored after the reply: the question and the answer in one write (one commit
-        on the MongoDB store), where two ``append_message`` calls are two. The question is then
+        The turn stored after the reply: the question and the answer in one write, where two
+        ``append_message`` calls are two. The question is then
         stored only once the reply is there, so a model call that fails leaves nothing behind;
         append the question first when it must survive such a failure.
 
@@ -384,7 +241,7 @@ class DefaultSessionService:
             raise UsageError("messages must be a sequence of messages, not a string")
         for message in messages:
             require_message(message, "messages[]")
-        if event_ids is None:  # a store may hand out ids it appends more cheaply
+        if event_ids is None:  # drawn from the store, as draw_event_id does
             ids = [await draw_event_id(self.repository, session_id) for _ in messages]
         else:
             ids = [_require(event_id, "event_ids[]") for event_id in event_ids]
@@ -460,10 +317,8 @@ class DefaultSessionService:
 
     async def draw_event_id(self, session_id: str) -> str:
         """A new event id for an append to ``session_id``: drawn from the repository when it
-        hands out ids (``MongoSessionRepository`` registers them ahead, so their appends cost
-        a command less), else a random UUID. Use it for ``session_id`` only (see
-        `asyncsession.repository.EventIdDrawingService`); ``append_message`` without an ``event_id``
-        draws one this way."""
+        hands out ids (see `asyncsession.repository.DrawsEventIds`), else a random UUID. Use it
+        for ``session_id`` only; ``append_message`` without an ``event_id`` draws one this way."""
         return await draw_event_id(self.repository, _require(session_id, "session_id"))
 
     async def start_turn(
@@ -477,20 +332,21 @@ class DefaultSessionService:
         reserve_event_ids: Sequence[str] = (),
         create: CreateSessionRequest | None = None,
     ) -> tuple[SessionEvent, SessionSnapshot]:
-        """Start a chat turn in as few round trips as the store allows.
+        """Start a chat turn: check the owner, append the user's message, read the window.
 
         Checks that ``user_id`` (when given) owns the session, appends ``message`` as a new
         event (idempotently: a replayed ``event_id`` is a no-op) and returns the event with a
         snapshot whose events are the window ``filter`` selects *before* it, and whose version
         is the one right after the append. ``create`` makes a session that does not exist yet
         (its ``id`` must be ``session_id`` or ``None``) and starts the turn on it: the first turn
-        of a conversation needs no separate create. A store with a native turn
-        (``MongoSessionRepository``: one command with an id drawn from the store, one more to
-        register an id of the caller's, one more on a new session;
-        ``InMemorySessionRepository``) does it at once; any other store reads, then appends
-        (see `asyncsession.repository.start_turn`). ``reserve_event_ids`` are ids the
-        caller will append next (the reply): a store may register them now to make that
-        append cheaper.
+        of a conversation needs no separate create. A store with a native turn does it in one
+        step; any other store reads, then appends (see `asyncsession.repository.start_turn`).
+        Without ``event_id`` the id is drawn from the store, as `draw_event_id` does.
+
+        ``reserve_event_ids`` is deprecated and will be removed: the store registers the ids it
+        hands out itself, so draw the reply's id with `draw_event_id` (or
+        `asyncsession.service.new_event_id`) instead. Passing ids still hands them to the store,
+        with a `DeprecationWarning`.
 
         Raises:
             SessionNotFound: the session does not exist and ``create`` is ``None``; nothing was
@@ -498,6 +354,13 @@ class DefaultSessionService:
             AccessDenied: the session belongs to another user; nothing was written.
             UsageError: ``create`` names another session, or another user than ``user_id``.
         """
+        if reserve_event_ids:
+            warnings.warn(
+                "start_turn's reserve_event_ids is deprecated: the store registers the ids it "
+                "hands out itself; draw the reply's id with draw_event_id instead",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         if event_id is None:
             event_id = await draw_event_id(self.repository, _require(session_id, "session_id"))
         event = self._new_event(session_id, message, event_id)
@@ -546,198 +409,3 @@ class DefaultSessionService:
             check_trigger(trigger),
             check_strategy(strategy),
         )
-
-
-class DelegatingSessionService:
-    """A ``SessionService`` that forwards every call to ``delegate``.
-
-    Subclass it and override only what your decorator changes (authorization, metrics,
-    logging); everything else passes through.
-    """
-
-    def __init__(self, delegate: SessionService) -> None:
-        if cast(object, delegate) is None:
-            raise UsageError("DelegatingSessionService needs a SessionService, not None")
-        require_object(
-            delegate,
-            "DelegatingSessionService's delegate",
-            "a SessionService",
-            methods=SERVICE_METHODS,
-        )
-        self.delegate = delegate
-
-    @property
-    def allow_system_messages(self) -> bool:
-        """Forwarded: whether the delegate stores system messages (``True`` if it does not say)."""
-        return allows_system_messages(self.delegate)
-
-    async def create(self, request: CreateSessionRequest) -> Session:
-        """Forwarded."""
-        return await self.delegate.create(request)
-
-    async def find_or_create(self, request: CreateSessionRequest) -> Session:
-        """Forwarded."""
-        return await self.delegate.find_or_create(request)
-
-    async def find_by_id(self, session_id: str) -> Session | None:
-        """Forwarded."""
-        return await self.delegate.find_by_id(session_id)
-
-    async def find_by_user_id(self, user_id: str) -> list[Session]:
-        """Forwarded."""
-        return await self.delegate.find_by_user_id(user_id)
-
-    async def find_by_metadata(self, name: str, value: str, *, limit: int = 100) -> list[Session]:
-        """Forwarded."""
-        return await self.delegate.find_by_metadata(name, value, limit=limit)
-
-    async def delete(self, session_id: str) -> None:
-        """Forwarded."""
-        await self.delegate.delete(session_id)
-
-    async def delete_expired_sessions(self, before: datetime | None = None) -> int:
-        """Forwarded."""
-        return await self.delegate.delete_expired_sessions(before)
-
-    async def append_event(self, event: SessionEvent) -> None:
-        """Forwarded."""
-        await self.delegate.append_event(event)
-
-    async def append_events(
-        self,
-        session_id: str,
-        events: Sequence[SessionEvent],
-        expected_version: int | None = None,
-    ) -> bool:
-        """Forwarded."""
-        return await self.delegate.append_events(session_id, events, expected_version)
-
-    async def append_message(
-        self,
-        session_id: str,
-        message: Message,
-        *,
-        event_id: str | None = None,
-        metadata: Mapping[str, JsonValue] | None = None,
-    ) -> SessionEvent:
-        """Forwarded."""
-        return await self.delegate.append_message(
-            session_id, message, event_id=event_id, metadata=metadata
-        )
-
-    async def append_messages(
-        self,
-        session_id: str,
-        messages: Sequence[Message],
-        *,
-        event_ids: Sequence[str] | None = None,
-        metadata: Mapping[str, JsonValue] | None = None,
-    ) -> list[SessionEvent]:
-        """Forwarded."""
-        return await self.delegate.append_messages(
-            session_id, messages, event_ids=event_ids, metadata=metadata
-        )
-
-    async def get_events(
-        self, session_id: str, filter: EventFilter | None = None
-    ) -> list[SessionEvent]:
-        """Forwarded."""
-        return await self.delegate.get_events(session_id, filter)
-
-    async def search_events(self, session_id: str, query: EventQuery) -> list[SessionEvent]:
-        """Forwarded."""
-        return await self.delegate.search_events(session_id, query)
-
-    async def get_messages(self, session_id: str) -> list[Message]:
-        """Forwarded."""
-        return await self.delegate.get_messages(session_id)
-
-    async def get_active_messages(self, session_id: str) -> list[Message]:
-        """Forwarded."""
-        return await self.delegate.get_active_messages(session_id)
-
-    async def get_event_version(self, session_id: str) -> int:
-        """Forwarded."""
-        return await self.delegate.get_event_version(session_id)
-
-    async def get_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
-        """Forwarded."""
-        return await self.delegate.get_snapshot(session_id, filter)
-
-    async def draw_event_id(self, session_id: str) -> str:
-        """Forwarded when the delegate draws ids (see `new_event_id`), else a random UUID."""
-        return await new_event_id(self.delegate, session_id)
-
-    async def start_turn(
-        self,
-        session_id: str,
-        message: Message,
-        filter: EventFilter,
-        *,
-        event_id: str | None = None,
-        user_id: str | None = None,
-        reserve_event_ids: Sequence[str] = (),
-        create: CreateSessionRequest | None = None,
-    ) -> tuple[SessionEvent, SessionSnapshot]:
-        """Forwarded."""
-        return await self.delegate.start_turn(
-            session_id,
-            message,
-            filter,
-            event_id=event_id,
-            user_id=user_id,
-            reserve_event_ids=reserve_event_ids,
-            create=create,
-        )
-
-    async def find_events_by_user_id(
-        self, user_id: str, filter: EventFilter | None = None
-    ) -> list[SessionEvent]:
-        """Forwarded."""
-        return await self.delegate.find_events_by_user_id(user_id, filter)
-
-    async def compact(
-        self, session_id: str, trigger: TriggerLike, strategy: CompactionStrategy
-    ) -> CompactionResult:
-        """Forwarded."""
-        return await self.delegate.compact(session_id, trigger, strategy)
-
-
-@runtime_checkable
-class EventIdDrawingService(Protocol):
-    """An optional service capability: it hands out the ids of events it will append."""
-
-    async def draw_event_id(self, session_id: str) -> str:
-        """A new event id for an append to ``session_id``."""
-        ...
-
-
-@runtime_checkable
-class SystemMessagePolicy(Protocol):
-    """An optional service capability: it says whether it stores system messages."""
-
-    @property
-    def allow_system_messages(self) -> bool:
-        """Whether system messages may be stored."""
-        ...
-
-
-def allows_system_messages(service: object) -> bool:
-    """Whether ``service`` may store system messages: what it declares
-    (`SystemMessagePolicy`), else ``True`` (a service that does not say may)."""
-    if isinstance(service, SystemMessagePolicy):
-        return bool(service.allow_system_messages)
-    return True
-
-
-async def new_event_id(service: SessionService, session_id: str) -> str:
-    """A new event id for an append to ``session_id`` through ``service``: drawn by the
-    service when it can (`DefaultSessionService.draw_event_id`, and a
-    `DelegatingSessionService` around one), else a random UUID, as `SessionEvent` would pick.
-
-    For callers that must know an event's id before its append (to retry the append with it):
-    the ids the MongoDB store draws were registered ahead, so the append is one command.
-    """
-    if isinstance(service, EventIdDrawingService):
-        return await service.draw_event_id(session_id)
-    return str(uuid.uuid4())
