@@ -724,7 +724,12 @@ class SystemMessagePolicy(Protocol):
 
 def allows_system_messages(service: object) -> bool:
     """Whether ``service`` may store system messages: what it declares
-    (`SystemMessagePolicy`), else ``True`` (a service that does not say may)."""
+    (`SystemMessagePolicy`), else ``True`` (a service that does not say may).
+
+    Raises:
+        UsageError: ``service`` is ``None`` or a plain value (a string, a number).
+    """
+    require_object(service, "service", "a SessionService", methods=())
     if isinstance(service, SystemMessagePolicy):
         return bool(service.allow_system_messages)
     return True
