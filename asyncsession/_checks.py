@@ -6,11 +6,12 @@ answered where it is made, not as an ``AttributeError`` or a pydantic error far 
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterable, Mapping
 from contextlib import contextmanager
 from typing import TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from pymongo.database import Database
 
 from .events import SessionEvent
 from .exceptions import UsageError
@@ -39,12 +40,41 @@ def require_text(value: _T, name: str) -> _T:
     return require_type(value, str, name, "a string")
 
 
+def require_nonblank(value: str, name: str) -> str:
+    """``value`` if it is a string with more than whitespace in it."""
+    if not require_text(value, name).strip():
+        raise UsageError(f"{name} must be a non-empty string")
+    return value
+
+
+def require_int(value: _T, name: str) -> _T:
+    """``value`` if it is an ``int`` (a ``bool`` is not one here)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(f"{name} must be an int, not {_kind(value)}")
+    return value
+
+
+def require_many(value: _T, name: str, expected: str) -> _T:
+    """``value`` if it is a collection of items: not text, a mapping or one model on its own.
+
+    Only the container is checked, so the check costs the same for any number of items.
+    """
+    probe: object = value  # narrowed by the checks; ``value`` keeps its type
+    if isinstance(probe, (str, bytes, Mapping, BaseModel)) or not isinstance(probe, Iterable):
+        single = isinstance(value, (Mapping, BaseModel))
+        hint = " (put a single one in a list)" if single else ""
+        raise UsageError(f"{name} must be {expected}, not {_kind(value)}{hint}")
+    return value
+
+
 _MESSAGES = (UserMessage, AssistantMessage, SystemMessage, ToolResponseMessage)
 
 REPOSITORY_METHODS = ("find_by_id", "save_if_absent", "append_event", "find_events")
 """What a session repository must have, checked where one is passed."""
 SERVICE_METHODS = ("create", "find_by_id", "append_event", "get_events")
 """What a session service must have, checked where one is passed."""
+MEMORY_STORE_METHODS = ("stat", "read", "write")
+"""What a memory store must have, checked where one is passed."""
 
 
 def require_message(value: _T, name: str) -> _T:
@@ -58,21 +88,82 @@ def require_event(value: _T, name: str) -> _T:
     return require_type(value, SessionEvent, name, "a SessionEvent")
 
 
-def require_object(value: _T, name: str, expected: str, *, methods: tuple[str, ...]) -> _T:
+_WRAP_REPOSITORY = "wrap a repository in DefaultSessionService(repository)"
+
+
+def _has(value: object, methods: tuple[str, ...]) -> bool:
+    return all(callable(getattr(value, method, None)) for method in methods)
+
+
+def require_object(
+    value: _T, name: str, expected: str, *, methods: tuple[str, ...], hint: str = ""
+) -> _T:
     """``value`` if it has the ``methods`` of the protocol ``expected`` names.
 
     Refuses ``None`` and plain values (a string, a number), which users pass by mistake for a
     repository, a service or a client: they would otherwise fail later with an
-    ``AttributeError``.
+    ``AttributeError``. ``hint`` says what to do instead when the methods are missing.
     """
     if isinstance(value, (str, bytes, int, float)) or value is None:
         raise UsageError(f"{name} must be {expected}, not {_kind(value)}")
     missing = [method for method in methods if not callable(getattr(value, method, None))]
     if missing:
+        advice = f"; {hint}" if hint else ""
         raise UsageError(
-            f"{name} must be {expected}, not {_kind(value)} (it has no {', '.join(missing)})"
+            f"{name} must be {expected}, not {_kind(value)} "
+            f"(it has no {', '.join(missing)}{advice})"
         )
     return value
+
+
+def require_service(value: _T, name: str) -> _T:
+    """``value`` if it has a session service's methods; a repository is told how to wrap it."""
+    hint = _WRAP_REPOSITORY if _has(value, REPOSITORY_METHODS) else ""
+    return require_object(value, name, "a SessionService", methods=SERVICE_METHODS, hint=hint)
+
+
+def require_compactor(value: _T, name: str) -> _T:
+    """``value`` if it has ``compact`` (a service, a `Compactor`); a repository is told how to
+    wrap it."""
+    hint = _WRAP_REPOSITORY if _has(value, REPOSITORY_METHODS) else ""
+    return require_object(
+        value, name, "a SessionService or a Compactor", methods=("compact",), hint=hint
+    )
+
+
+def require_repository(value: _T, name: str) -> _T:
+    """``value`` if it has a session repository's methods; a service is told where its is."""
+    hint = "a service's repository is its .repository" if _has(value, SERVICE_METHODS) else ""
+    return require_object(value, name, "a SessionRepository", methods=REPOSITORY_METHODS, hint=hint)
+
+
+def require_memory_store(value: _T, name: str) -> _T:
+    """``value`` if it has a memory store's methods; a path is told which store takes one."""
+    if isinstance(value, str):
+        raise UsageError(
+            f"{name} must be a MemoryStore, not {_kind(value)} "
+            "(for a directory use DirectoryMemoryStore(path))"
+        )
+    return require_object(value, name, "a MemoryStore", methods=MEMORY_STORE_METHODS)
+
+
+def require_database(value: _T, name: str, owner: str) -> _T:
+    """``value`` if it is an async MongoDB database (PyMongo's or Motor's).
+
+    A URI string is told to use ``owner.from_uri``, a sync PyMongo database to use
+    ``AsyncMongoClient``.
+    """
+    if isinstance(value, str):
+        raise UsageError(
+            f"{name} must be a PyMongo AsyncDatabase, not a string; for a URI use "
+            f"{owner}.from_uri(uri, db_name)"
+        )
+    if isinstance(value, Database):
+        raise UsageError(
+            f"{name} must be a PyMongo AsyncDatabase, not the sync pymongo Database: "
+            "take it from an AsyncMongoClient (client[db_name])"
+        )
+    return require_object(value, name, "a PyMongo AsyncDatabase", methods=("get_collection",))
 
 
 @contextmanager

@@ -124,28 +124,28 @@ class CompactionStrategy(Protocol):
         ...
 
 
-def check_trigger(trigger: TriggerLike) -> TriggerLike:
+def check_trigger(trigger: TriggerLike, name: str = "trigger") -> TriggerLike:
     """``trigger`` if it is a trigger or a function of the request.
 
     Raises:
-        UsageError: it is neither (for example ``None``).
+        UsageError: it is neither (for example ``None``), naming the argument ``name``.
     """
     given = cast(object, trigger)  # callers outside the type checker may pass anything
     if not (isinstance(given, CompactionTrigger) or callable(given)):
         raise UsageError(
-            f"expected a compaction trigger or a function of the request, not {given!r}"
+            f"{name} must be a compaction trigger or a function of the request, not {given!r}"
         )
     return trigger
 
 
-def check_strategy(strategy: CompactionStrategy) -> CompactionStrategy:
+def check_strategy(strategy: CompactionStrategy, name: str = "strategy") -> CompactionStrategy:
     """``strategy`` if it has an ``async compact(request)``.
 
     Raises:
-        UsageError: it has not (for example ``None``).
+        UsageError: it has not (for example ``None``), naming the argument ``name``.
     """
     if not isinstance(cast(object, strategy), CompactionStrategy):
-        raise UsageError(f"expected a compaction strategy, not {strategy!r}")
+        raise UsageError(f"{name} must be a compaction strategy, not {strategy!r}")
     return strategy
 
 

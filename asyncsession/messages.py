@@ -21,7 +21,7 @@ dict per response. For the same reason every ``to_openai()`` returns a list.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal, TypeAlias, TypeVar, cast
 
@@ -307,6 +307,23 @@ def _content(raw: Any) -> tuple[str, tuple[dict[str, JsonValue], ...] | None]:
     raise UsageError(f"message content must be a string or a list of parts, not {raw!r}")
 
 
+def _require_openai(value: object, name: str) -> None:
+    """Refuse what is not an OpenAI message dict (``_checks`` sits above this module)."""
+    if not isinstance(value, Mapping):
+        hint = " (it is one of our messages already)" if isinstance(value, BaseModel) else ""
+        shown = f"{type(value).__name__} {value!r}"[:80]
+        raise UsageError(f"{name} must be an OpenAI message dict, not {shown}{hint}")
+
+
+def _require_list(value: object, name: str, expected: str) -> None:
+    probe = value  # narrowed by the checks; ``value`` stays an object
+    if isinstance(probe, (str, bytes, Mapping, BaseModel)) or not isinstance(probe, Iterable):
+        shown = f"{type(value).__name__} {value!r}"[:80]
+        single = isinstance(value, (Mapping, BaseModel))
+        hint = " (put a single one in a list)" if single else ""
+        raise UsageError(f"{name} must be {expected}, not {shown}{hint}")
+
+
 def message_from_openai(message: OpenAIMessage) -> Message:
     """Convert one OpenAI Chat Completions message dict into a message.
 
@@ -316,8 +333,9 @@ def message_from_openai(message: OpenAIMessage) -> Message:
     the calls and groups consecutive tool dicts into one message.
 
     Raises:
-        UsageError: the dict is not a chat message we know.
+        UsageError: it is not a dict, or not a chat message we know.
     """
+    _require_openai(message, "message")
     role = message.get("role")
     if role == "user":
         text, parts = _content(message.get("content"))
@@ -351,10 +369,15 @@ def messages_from_openai(messages: Sequence[OpenAIMessage]) -> list[Message]:
     """Convert a list of OpenAI message dicts, grouping each run of tool results into one message.
 
     Tool responses get the name of the call they answer.
+
+    Raises:
+        UsageError: ``messages`` is not a list of chat message dicts we know.
     """
+    _require_list(messages, "messages", "a list of OpenAI message dicts")
     result: list[Message] = []
     names: dict[str, str] = {}
     for raw in messages:
+        _require_openai(raw, "messages[]")
         message = message_from_openai(raw)
         if isinstance(message, AssistantMessage):
             names.update({call.id: call.name for call in message.tool_calls})
@@ -373,5 +396,10 @@ def messages_from_openai(messages: Sequence[OpenAIMessage]) -> list[Message]:
 
 
 def messages_to_openai(messages: Sequence[Message]) -> list[OpenAIMessage]:
-    """Convert messages into the list of OpenAI message dicts a Chat Completions call takes."""
+    """Convert messages into the list of OpenAI message dicts a Chat Completions call takes.
+
+    Raises:
+        UsageError: ``messages`` is not a list (of messages).
+    """
+    _require_list(messages, "messages", "a list of messages")
     return [raw for message in messages for raw in message.to_openai()]

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
 
-from .._checks import SERVICE_METHODS, require_object
+from .._checks import require_service
 from .._shield import shielded
 from ..compaction_protocols import (
     CompactionRequest,
@@ -330,8 +330,8 @@ def check_compaction_pair(trigger: TriggerLike | None, strategy: CompactionStrat
             "compaction_trigger and compaction_strategy must be set together (or neither)"
         )
     if trigger is not None and strategy is not None:
-        check_trigger(trigger)
-        check_strategy(strategy)
+        check_trigger(trigger, "compaction_trigger")
+        check_strategy(strategy, "compaction_strategy")
 
 
 def check_service(service: SessionService, advisor: str) -> SessionService:
@@ -342,9 +342,7 @@ def check_service(service: SessionService, advisor: str) -> SessionService:
     """
     if cast(object, service) is None:
         raise UsageError(f"{advisor} needs a SessionService, not None")
-    return require_object(
-        service, f"{advisor}'s service", "a SessionService", methods=SERVICE_METHODS
-    )
+    return require_service(service, f"{advisor}'s service")
 
 
 def known_active_view(

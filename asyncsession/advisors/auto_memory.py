@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Final, TypeAlias
 
+from .._checks import require_memory_store
 from ..chat import ChatRequest
 from ..events import utc_now
 from ..exceptions import UsageError
@@ -65,7 +66,8 @@ class AutoMemoryToolsAdvisor(BaseAdvisor):
         order: the position in the chain.
 
     Raises:
-        UsageError: the prompt lacks the placeholder, or an argument is ``None``.
+        UsageError: ``store`` is not a memory store, the prompt lacks the placeholder, or an
+            argument is ``None``.
     """
 
     DEFAULT_ORDER: Final = AUTO_MEMORY_ORDER
@@ -84,6 +86,7 @@ class AutoMemoryToolsAdvisor(BaseAdvisor):
     ) -> None:
         if store is None:  # pyright: ignore[reportUnnecessaryComparison] - checked at run time
             raise UsageError("AutoMemoryToolsAdvisor needs a memory store")
+        require_memory_store(store, "store")
         if memory_system_prompt is None or _PLACEHOLDER not in memory_system_prompt:  # pyright: ignore[reportUnnecessaryComparison]
             raise UsageError(
                 f"memory_system_prompt must contain the {_PLACEHOLDER} placeholder, which is "

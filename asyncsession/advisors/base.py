@@ -25,6 +25,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Protocol, TypeVar, runtime_checkable
 
+from .._checks import require_object
 from ..chat import ChatChunk, ChatRequest, ChatResponse, ToolCallDelta
 from ..exceptions import UsageError
 
@@ -170,7 +171,12 @@ class ToolLoop(Protocol):
 
 
 def runs_tool_calls(advisor: object) -> bool:
-    """Whether ``advisor`` declares that it runs the model's tool calls (see `ToolLoop`)."""
+    """Whether ``advisor`` declares that it runs the model's tool calls (see `ToolLoop`).
+
+    Raises:
+        UsageError: ``advisor`` is ``None`` or a plain value (a string, a number).
+    """
+    require_object(advisor, "advisor", "an advisor", methods=())
     return isinstance(advisor, ToolLoop) and advisor.runs_tool_calls
 
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final
 
+from .._checks import require_int
 from ..chat import ChatChunk, ChatRequest, ChatResponse
 from ..events import SessionEvent
 from ..exceptions import AccessDenied, SessionNotFound, TurnInProgress, UsageError
@@ -46,6 +47,7 @@ from ..filters import EventFilter
 from ..messages import AssistantMessage, UserMessage
 from ..repository import TurnLeaseRepository
 from ..service import SessionService
+from ._session import check_service
 from .base import IDEMPOTENCY_ORDER, CallContext, CallNext, ChunkStream, StreamNext
 from .contexts import (
     REQUEST_EVENT_IDS_CONTEXT_KEY,
@@ -111,6 +113,10 @@ class IdempotentTurnAdvisor:
         wait: how long an overlapping attempt waits for the holder's reply, in seconds.
         poll: the first pause between two looks at the log while waiting (it doubles up to one
             second).
+
+    Raises:
+        UsageError: ``service`` or ``leases`` is not one, or a duration is out of range.
+        ValueError: ``lookback`` is not positive.
     """
 
     DEFAULT_ORDER: Final = IDEMPOTENCY_ORDER
@@ -128,7 +134,8 @@ class IdempotentTurnAdvisor:
         wait: float = 30.0,
         poll: float = 0.05,
     ) -> None:
-        if lookback <= 0:
+        check_service(service, "IdempotentTurnAdvisor")
+        if require_int(lookback, "lookback") <= 0:
             raise ValueError(f"lookback must be positive, got {lookback!r}")
         if leases is not None and not isinstance(leases, TurnLeaseRepository):
             raise UsageError(f"leases must be a TurnLeaseRepository, not {leases!r}")

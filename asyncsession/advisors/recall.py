@@ -12,9 +12,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Final
 
+from .._checks import require_int
 from ..chat import ChatRequest
 from ..service import SessionService
 from ..tools.recall import conversation_search, cross_session_search
+from ._session import check_service
 from .base import RECALL_ORDER, BaseAdvisor, CallContext
 from .contexts import SessionContexts
 
@@ -32,6 +34,7 @@ class SessionRecallAdvisor(BaseAdvisor):
         order: the position in the chain (outside the tool loop, which runs the tools).
 
     Raises:
+        UsageError: ``service`` is not a session service, or ``page_size`` not an int.
         ValueError: `page_size` is not positive.
     """
 
@@ -45,7 +48,8 @@ class SessionRecallAdvisor(BaseAdvisor):
         page_size: int = 10,
         order: int = DEFAULT_ORDER,
     ) -> None:
-        if page_size <= 0:
+        check_service(service, "SessionRecallAdvisor")
+        if require_int(page_size, "page_size") <= 0:
             raise ValueError("page_size must be greater than 0")
         self.service = service
         self.cross_session = cross_session

@@ -26,7 +26,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias, cast
 
-from ..compaction_protocols import CompactionRequest, CompactionResult
+from .._checks import require_compactor, require_event
+from ..compaction_protocols import (
+    CompactionRequest,
+    CompactionResult,
+    CompactionStrategy,
+    TriggerLike,
+    check_strategy,
+    check_trigger,
+)
 from ..events import EventType, SessionEvent
 from ..exceptions import UsageError
 from ..messages import AssistantMessage, ToolResponseMessage
@@ -36,6 +44,7 @@ __all__ = [
     "EventFormatter",
     "EventSplit",
     "archiving",
+    "check_worker_parts",
     "events_of",
     "format_event",
     "positive_int",
@@ -57,6 +66,17 @@ def positive_int(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise UsageError(f"{name} must be a positive int, not {value!r}")
     return value
+
+
+def check_worker_parts(service: object, trigger: TriggerLike, strategy: CompactionStrategy) -> None:
+    """Refuse a worker's service, trigger or strategy that is not one, naming the argument.
+
+    Raises:
+        UsageError: one of them is not what it should be.
+    """
+    require_compactor(service, "service")
+    check_trigger(trigger, "trigger")
+    check_strategy(strategy, "strategy")
 
 
 def events_of(request: CompactionRequest, where: str) -> tuple[SessionEvent, ...]:
@@ -86,7 +106,7 @@ def format_event(event: SessionEvent) -> str:
     without text reads ``[no text content]``. An event of a custom type reads
     ``<TYPE>: <payload as JSON>``.
     """
-    message = event.message
+    message = require_event(event, "event").message
     if message is None:
         return f"{event.type}: {json.dumps(event.payload, ensure_ascii=False, sort_keys=True)}"
     if isinstance(message, ToolResponseMessage):

@@ -20,7 +20,13 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from ..compaction_protocols import CompactionRequest, CompactionResult, CompactionStrategy
+from .._checks import require_many, require_type
+from ..compaction_protocols import (
+    CompactionRequest,
+    CompactionResult,
+    CompactionStrategy,
+    check_strategy,
+)
 from ..events import SessionEvent
 
 __all__ = ["MemoryFlush", "MemoryFlushingCompactionStrategy", "run_memory_flush"]
@@ -37,6 +43,16 @@ class MemoryFlush(Protocol):
         ...
 
 
+def _check_flush(flush: MemoryFlush) -> None:
+    require_type(
+        flush,
+        MemoryFlush,
+        "flush",
+        "a MemoryFlush (with an async flush(request, events))",
+        hint=" (for a model that saves to memory: ModelMemoryFlush(client, store))",
+    )
+
+
 async def run_memory_flush(
     flush: MemoryFlush | None,
     request: CompactionRequest,
@@ -48,7 +64,14 @@ async def run_memory_flush(
 
     Nothing runs when there is no flush or no such event. A flush that raises or overruns
     ``seconds`` is logged and reported as ``False``; only cancellation propagates.
+
+    Raises:
+        UsageError: an argument is not of its type.
     """
+    if flush is not None:
+        _check_flush(flush)
+    require_type(request, CompactionRequest, "request", "a CompactionRequest")
+    require_many(events, "events", "a list of events")
     real = [e for e in events if e.is_message and not e.is_synthetic]
     if flush is None or not real:
         return False
@@ -77,6 +100,9 @@ class MemoryFlushingCompactionStrategy:
         strategy: the strategy that decides what to archive.
         flush: what saves durable facts, e.g. ``asyncsession.openai.ModelMemoryFlush``.
         timeout: seconds the flush may take; ``None`` leaves the bound to the flush itself.
+
+    Raises:
+        UsageError: ``strategy`` or ``flush`` is not one.
     """
 
     __slots__ = ("flush", "strategy", "timeout")
@@ -84,6 +110,8 @@ class MemoryFlushingCompactionStrategy:
     def __init__(
         self, strategy: CompactionStrategy, flush: MemoryFlush, *, timeout: float | None = 60.0
     ) -> None:
+        check_strategy(strategy, "strategy")
+        _check_flush(flush)
         self.strategy: CompactionStrategy = strategy
         self.flush: MemoryFlush = flush
         self.timeout: float | None = timeout

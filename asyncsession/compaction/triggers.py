@@ -24,6 +24,7 @@ from typing import Final
 
 from pydantic import JsonValue
 
+from .._checks import require_int
 from ..compaction_protocols import CompactionRequest, CompactionTrigger, TriggerLike, should_compact
 from ..events import SessionEvent
 from ..exceptions import UsageError
@@ -49,7 +50,13 @@ reported them for the call that produced it (the memory advisor stores it)."""
 
 
 def usage_metadata(input_tokens: int, output_tokens: int) -> dict[str, JsonValue]:
-    """The event metadata that records a model call's reported usage."""
+    """The event metadata that records a model call's reported usage.
+
+    Raises:
+        UsageError: a count is not an int.
+    """
+    require_int(input_tokens, "input_tokens")
+    require_int(output_tokens, "output_tokens")
     return {USAGE_METADATA_KEY: {"input_tokens": input_tokens, "output_tokens": output_tokens}}
 
 

@@ -52,7 +52,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ..compaction_protocols import CompactionResult
 from ..exceptions import CompactionError, UsageError
-from ._pipeline import positive_int
+from ._pipeline import check_worker_parts, positive_int
 from .compactor import Compactor
 from .strategies import CompactionStrategy
 from .triggers import TriggerLike
@@ -153,7 +153,8 @@ class CompactionWorker:
             work); it must not block. Its exceptions are logged and ignored.
 
     Raises:
-        UsageError: ``max_concurrency`` is not a positive int.
+        UsageError: ``service``, ``trigger`` or ``strategy`` is not one, or ``max_concurrency``
+            is not a positive int.
     """
 
     def __init__(
@@ -165,6 +166,7 @@ class CompactionWorker:
         max_concurrency: int = 4,
         on_outcome: Callable[[CompactionOutcome], object] | None = None,
     ) -> None:
+        check_worker_parts(service, trigger, strategy)
         positive_int(max_concurrency, "max_concurrency")
         self.service = service
         """What runs each compaction."""

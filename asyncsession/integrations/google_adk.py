@@ -34,6 +34,7 @@ from urllib.parse import quote
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
+from .._checks import require_event, require_service, require_text, require_type
 from .._shield import shielded
 from ..events import CreateSessionRequest, EventType, SessionEvent
 from ..exceptions import SessionExists, SessionNotFound, UsageError
@@ -93,7 +94,8 @@ def _arguments(args: Mapping[str, Any] | None) -> str:
 
 def to_message(content: types.Content) -> Message:
     """The API-neutral view of an ADK event's content (lossy on its own: the event's metadata
-    keeps the whole event)."""
+    keeps the whole event); ``UsageError`` if it is not a ``google.genai`` ``types.Content``."""
+    require_type(content, types.Content, "content", "a google.genai types.Content")
     parts = content.parts or []
     text = "".join(p.text for p in parts if p.text and not p.thought)
     answers = [p.function_response for p in parts if p.function_response is not None]
@@ -146,9 +148,9 @@ def from_event(event: SessionEvent) -> Event:
     converted from its message (a summary, a message another client wrote).
 
     Raises:
-        UsageError: the event holds neither.
+        UsageError: ``event`` is not a `SessionEvent`, or it holds neither.
     """
-    stored = event.metadata.get(METADATA_KEY)
+    stored = require_event(event, "event").metadata.get(METADATA_KEY)
     if isinstance(stored, dict):
         return Event.model_validate_json(json.dumps(stored))
     if event.message is None:
@@ -208,14 +210,14 @@ class AdkSessionService(BaseSessionService):
         prefix: the first part of our session ids.
 
     Raises:
-        UsageError: a blank or ``/``-containing prefix.
+        UsageError: ``service`` is not a service, or a blank or ``/``-containing prefix.
     """
 
     def __init__(self, service: SessionService, *, prefix: str = "adk") -> None:
-        if not prefix.strip() or "/" in prefix:
+        if not require_text(prefix, "prefix").strip() or "/" in prefix:
             raise UsageError("prefix must be a non-empty string without '/'")
         super().__init__()
-        self.service = service
+        self.service = require_service(service, "service")
         """The service the sessions live in."""
         self.prefix = prefix
         """The first part of our session ids."""

@@ -35,6 +35,15 @@ from typing import Any, Final, TypeVar, cast
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
+from .._checks import (
+    require_event,
+    require_int,
+    require_many,
+    require_nonblank,
+    require_service,
+    require_text,
+    require_type,
+)
 from .._shield import shielded
 from ..compaction import CompactionResult, CompactionStrategy, TriggerLike
 from ..events import CreateSessionRequest, SessionEvent
@@ -98,12 +107,21 @@ def _arguments(args: Mapping[str, Any]) -> str:
     return json.dumps(to_jsonable_python(args), separators=(",", ":"), ensure_ascii=False)
 
 
+def _require_lc(value: object, name: str) -> None:
+    hint = " (wrap text in HumanMessage(content=...))" if isinstance(value, str) else ""
+    require_type(value, lc.BaseMessage, name, "a LangChain message such as HumanMessage", hint=hint)
+
+
 def to_message(message: lc.BaseMessage) -> Message:
     """The API-neutral view of ``message``: what our clients, compaction and recall read.
 
     Lossy on its own (the event's metadata keeps the rest, see
     [`to_event`][asyncsession.integrations.langchain.to_event]).
+
+    Raises:
+        UsageError: ``message`` is not a LangChain message.
     """
+    _require_lc(message, "message")
     text = _text(message.content)
     if isinstance(message, lc.AIMessage):
         calls = [
@@ -131,7 +149,15 @@ def to_message(message: lc.BaseMessage) -> Message:
 
 
 def to_event(message: lc.BaseMessage, session_id: str, event_id: str | None = None) -> SessionEvent:
-    """The message event that stores ``message`` losslessly (the whole message in metadata)."""
+    """The message event that stores ``message`` losslessly (the whole message in metadata).
+
+    Raises:
+        UsageError: ``message`` is not a LangChain message, or an id is not text.
+    """
+    _require_lc(message, "message")
+    require_text(session_id, "session_id")
+    if event_id is not None:
+        require_text(event_id, "event_id")
     fields: dict[str, Any] = {
         "session_id": session_id,
         "message": to_message(message),
@@ -163,9 +189,9 @@ def from_event(event: SessionEvent) -> list[lc.BaseMessage]:
     message of several results is one ``ToolMessage`` per result).
 
     Raises:
-        UsageError: the event holds no message.
+        UsageError: ``event`` is not a `SessionEvent`, or it holds no message.
     """
-    stored = event.metadata.get(METADATA_KEY)
+    stored = require_event(event, "event").metadata.get(METADATA_KEY)
     if isinstance(stored, dict):
         return lc.messages_from_dict([stored])
     if event.message is None:
@@ -188,8 +214,13 @@ def _starts_turn(message: lc.BaseMessage) -> bool:
 def whole_turns(messages: Sequence[lc.BaseMessage], keep: int) -> list[lc.BaseMessage]:
     """About the newest ``keep`` of ``messages``, extended back to the start of the turn the
     cut lands in, so a reply is never separated from its question nor a tool call from its
-    result; empty for ``keep`` below 1."""
-    if keep <= 0:
+    result; empty for ``keep`` below 1.
+
+    Raises:
+        UsageError: ``messages`` is not a list, or ``keep`` not an int.
+    """
+    require_many(messages, "messages", "a list of LangChain messages")
+    if require_int(keep, "keep") <= 0:
         return []
     cut = max(len(messages) - keep, 0)
     while cut > 0 and not _starts_turn(messages[cut]):
@@ -251,8 +282,8 @@ class LangChainHistory(BaseChatMessageHistory):
         loop: the event loop the sync methods run their calls on from other threads.
 
     Raises:
-        UsageError: a blank id, a ``history_size`` below 1, or only one of ``trigger`` and
-            ``strategy``.
+        UsageError: a blank id, ``service`` not a session service, a ``history_size`` below
+            1, or only one of ``trigger`` and ``strategy``.
     """
 
     session_id: str
@@ -270,9 +301,9 @@ class LangChainHistory(BaseChatMessageHistory):
         strategy: CompactionStrategy | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
-        if not session_id.strip():
-            raise UsageError("session_id must be a non-empty string")
-        if history_size is not None and history_size < 1:
+        require_nonblank(session_id, "session_id")
+        require_service(service, "service")
+        if history_size is not None and require_int(history_size, "history_size") < 1:
             raise UsageError("history_size must be at least 1")
         if (trigger is None) != (strategy is None):
             raise UsageError("compaction needs both a trigger and a strategy")

@@ -31,6 +31,14 @@ from typing import Any, Final, cast
 
 from pydantic import JsonValue
 
+from .._checks import (
+    require_event,
+    require_int,
+    require_nonblank,
+    require_service,
+    require_text,
+    require_type,
+)
 from .._shield import shielded
 from ..compaction import CompactionResult, CompactionStrategy, TriggerLike
 from ..events import CreateSessionRequest, SessionEvent
@@ -110,12 +118,23 @@ def _tool_response(part: ToolReturnPart | RetryPromptPart) -> ToolResponse:
     return ToolResponse(id=part.tool_call_id, name=part.tool_name or "", data=data)
 
 
+def _require_model_message(value: object, name: str) -> None:
+    hint = " (wrap text in ModelRequest.user_text_prompt(...))" if isinstance(value, str) else ""
+    require_type(
+        value, (ModelRequest, ModelResponse), name, "a ModelRequest or ModelResponse", hint=hint
+    )
+
+
 def to_message(message: ModelMessage) -> Message:
     """The API-neutral view of ``message``: what our clients, compaction and recall read.
 
     Lossy on its own (the event's metadata keeps the rest, see
     [`to_event`][asyncsession.integrations.pydantic_ai.to_event]).
+
+    Raises:
+        UsageError: ``message`` is not a Pydantic AI message.
     """
+    _require_model_message(message, "message")
     if isinstance(message, ModelResponse):
         texts = [part.content for part in message.parts if isinstance(part, TextPart)]
         calls = [
@@ -136,7 +155,15 @@ def to_message(message: ModelMessage) -> Message:
 
 
 def to_event(message: ModelMessage, session_id: str, event_id: str | None = None) -> SessionEvent:
-    """The message event that stores ``message`` losslessly (the whole message in metadata)."""
+    """The message event that stores ``message`` losslessly (the whole message in metadata).
+
+    Raises:
+        UsageError: ``message`` is not a Pydantic AI message, or an id is not text.
+    """
+    _require_model_message(message, "message")
+    require_text(session_id, "session_id")
+    if event_id is not None:
+        require_text(event_id, "event_id")
     fields: dict[str, Any] = {
         "session_id": session_id,
         "message": to_message(message),
@@ -174,9 +201,9 @@ def from_event(event: SessionEvent) -> ModelMessage:
     converted from the event's message (a summary, a message another client wrote).
 
     Raises:
-        UsageError: the event holds no message.
+        UsageError: ``event`` is not a `SessionEvent`, or it holds no message.
     """
-    stored = event.metadata.get(METADATA_KEY)
+    stored = require_event(event, "event").metadata.get(METADATA_KEY)
     if isinstance(stored, dict):
         return ModelMessagesTypeAdapter.validate_python([stored])[0]
     if event.message is None:
@@ -204,9 +231,9 @@ def whole_turns_window(keep: int) -> Callable[[list[ModelMessage]], list[ModelMe
     when it has to be, so a tool call is never split from its return.
 
     Raises:
-        UsageError: ``keep`` is below 1.
+        UsageError: ``keep`` is not an int, or is below 1.
     """
-    if keep < 1:
+    if require_int(keep, "keep") < 1:
         raise UsageError("keep must be at least 1")
 
     def window(messages: list[ModelMessage]) -> list[ModelMessage]:
@@ -258,7 +285,8 @@ class PydanticAIHistory:
         strategy: what compaction does (needs ``trigger``).
 
     Raises:
-        UsageError: a blank id, or only one of ``trigger`` and ``strategy``.
+        UsageError: a blank id, ``service`` not a session service, or only one of ``trigger``
+            and ``strategy``.
     """
 
     session_id: str
@@ -274,8 +302,8 @@ class PydanticAIHistory:
         trigger: TriggerLike | None = None,
         strategy: CompactionStrategy | None = None,
     ) -> None:
-        if not session_id.strip():
-            raise UsageError("session_id must be a non-empty string")
+        require_nonblank(session_id, "session_id")
+        require_service(service, "service")
         if (trigger is None) != (strategy is None):
             raise UsageError("compaction needs both a trigger and a strategy")
         self.session_id = session_id

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from openai import AsyncOpenAI, OpenAI
+
+from .._checks import require_int, require_memory_store, require_type
 from ..advisors.tool_calling import ToolCallingAdvisor
 from ..chat import ChatOptions
 from ..compaction import CompactionRequest, EventFormatter, format_event
@@ -27,6 +30,10 @@ DEFAULT_MEMORY_FLUSH_PROMPT: Final = (
     "answer with one word: done."
 )
 """The flush model's instructions."""
+
+
+def _is_sdk(client: object) -> bool:
+    return isinstance(client, (AsyncOpenAI, OpenAI))
 
 
 class ModelMemoryFlush:
@@ -77,6 +84,9 @@ class ModelMemoryFlush:
         estimator: TokenCountEstimator | None = None,
         event_formatter: EventFormatter = format_event,
     ) -> None:
+        wraps = " (wrap it: ChatClient(openai_client, model=...))" if _is_sdk(client) else ""
+        require_type(client, BaseChatClient, "client", "a ChatClient", hint=wraps)
+        require_memory_store(store, "store")
         if client.advisors:
             raise UsageError("ModelMemoryFlush needs a client without advisors of its own")
         for name, value in (
@@ -84,7 +94,7 @@ class ModelMemoryFlush:
             ("max_input_tokens", max_input_tokens),
             ("max_output_tokens", max_output_tokens),
         ):
-            if isinstance(value, bool) or value < 1:
+            if require_int(value, name) < 1:
                 raise UsageError(f"{name} must be a positive int, not {value!r}")
         self.client: BaseChatClient = client
         self.store: MemoryStore = store

@@ -28,10 +28,12 @@ for Chat Completions) is written from its fields, its reasoning and unknown item
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, JsonValue
 
+from .._checks import require_many
+from ..exceptions import UsageError
 from ..messages import (
     AssistantMessage,
     Message,
@@ -68,8 +70,11 @@ def _plain(value: Any) -> JsonValue:
 def _as_dict(item: ItemLike) -> dict[str, JsonValue]:
     if isinstance(item, BaseModel):
         raw: Any = item.model_dump(mode="json", exclude_unset=True, by_alias=True)
-    else:
+    elif isinstance(cast(object, item), Mapping):
         raw = item
+    else:
+        shown = f"{type(item).__name__} {item!r}"[:80]
+        raise UsageError(f"items[] must be a Responses item (a dict or an SDK model), not {shown}")
     plain = _plain(raw)
     if not isinstance(plain, dict):  # pragma: no cover - a mapping is always a dict here
         raise TypeError("a Responses item must be a mapping")
@@ -157,7 +162,12 @@ def _tool_response(item: dict[str, JsonValue], names: Mapping[str, str]) -> Tool
 
 
 def items_to_messages(items: Iterable[ItemLike]) -> list[Message]:
-    """Convert Responses API items (input or output) into messages; see the module docs."""
+    """Convert Responses API items (input or output) into messages; see the module docs.
+
+    Raises:
+        UsageError: ``items`` is not a list of Responses items.
+    """
+    require_many(items, "items", "a list of Responses items")
     result: list[Message] = []
     produced: list[dict[str, JsonValue]] = []
     names: dict[str, str] = {}
@@ -274,5 +284,10 @@ def _message_items(message: Message) -> list[dict[str, JsonValue]]:
 
 
 def messages_to_items(messages: Iterable[Message]) -> list[dict[str, Any]]:
-    """Convert messages into the input items of a ``responses.create`` call."""
+    """Convert messages into the input items of a ``responses.create`` call.
+
+    Raises:
+        UsageError: ``messages`` is not a list (of messages).
+    """
+    require_many(messages, "messages", "a list of messages")
     return [item for message in messages for item in _message_items(message)]

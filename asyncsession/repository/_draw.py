@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Protocol, TypeGuard, runtime_checkable
 
+from .._checks import require_object, require_text
 from ._protocol import SessionRepository
 
 __all__ = ["DrawsEventIds", "draw_event_id", "supports_drawing"]
@@ -34,7 +35,13 @@ class DrawsEventIds(SessionRepository, Protocol):
 
 async def draw_event_id(repository: SessionRepository, session_id: str) -> str:
     """A new event id for an append to ``session_id``: drawn from the store when it can, else a
-    random UUID."""
+    random UUID.
+
+    Raises:
+        UsageError: ``repository`` is ``None`` or a plain value, or ``session_id`` is not text.
+    """
+    require_object(repository, "repository", "a SessionRepository", methods=())
+    require_text(session_id, "session_id")
     if supports_drawing(repository):
         return await repository.draw_event_id(session_id)
     return str(uuid.uuid4())

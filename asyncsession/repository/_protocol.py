@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from .._checks import require_repository, require_text, require_type
 from .._text import check_event_text, check_session_text
 from ..compaction_protocols import CompactionPlan
 from ..events import Session, SessionEvent
@@ -170,7 +171,14 @@ class SessionRepository(Protocol):
 async def snapshot_by_parts(
     repository: SessionRepository, session_id: str, filter: EventFilter
 ) -> SessionSnapshot | None:
-    """A snapshot made of three reads: the session, then the version, then the events."""
+    """A snapshot made of three reads: the session, then the version, then the events.
+
+    Raises:
+        UsageError: an argument is not of its type.
+    """
+    require_repository(repository, "repository")
+    require_text(session_id, "session_id")
+    require_type(filter, EventFilter, "filter", "an EventFilter")
     session = await repository.find_by_id(session_id)
     if session is None:
         return None

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, TypeGuard, runtime_checkable
 
+from .._checks import require_many, require_object, require_repository, require_text, require_type
 from ..events import Session, SessionEvent
 from ..exceptions import AccessDenied, SessionNotFound, UsageError
 from ..filters import EventFilter
@@ -63,7 +64,12 @@ class _StartsTurns(Protocol):
 
 def supports_turns(repository: SessionRepository) -> TypeGuard[TurnRepository]:
     """Whether ``repository`` declares the `TurnRepository` capability (also through a wrapper
-    that passes its optional capabilities through)."""
+    that passes its optional capabilities through).
+
+    Raises:
+        UsageError: ``repository`` is ``None`` or a plain value (a string, a number).
+    """
+    require_object(repository, "repository", "a SessionRepository", methods=())
     return isinstance(repository, _StartsTurns)
 
 
@@ -109,8 +115,11 @@ async def start_turn(
             was written.
         EventIdConflict: an event id belongs to another session; nothing was written.
         UsageError: ``create`` has another id than ``session_id``, or another owner than
-            ``user_id``.
+            ``user_id``; or an argument is not of its type.
     """
+    require_text(session_id, "session_id")
+    require_many(events, "events", "a list of events")
+    require_type(filter, EventFilter, "filter", "an EventFilter")
     if supports_turns(repository):
         return await repository.start_turn(
             session_id,
@@ -120,6 +129,7 @@ async def start_turn(
             reserve_event_ids=reserve_event_ids,
             create=create,
         )
+    require_repository(repository, "repository")
     check_creation(session_id, user_id, create)
     snapshot = await repository.read_snapshot(session_id, filter)
     if snapshot is None and create is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Protocol, runtime_checkable
 
+from .._checks import require_object
 from ._protocol import SessionService
 
 __all__ = [
@@ -41,7 +42,12 @@ class SystemMessagePolicy(Protocol):
 
 def allows_system_messages(service: object) -> bool:
     """Whether ``service`` may store system messages: what it declares
-    (`SystemMessagePolicy`), else ``True`` (a service that does not say may)."""
+    (`SystemMessagePolicy`), else ``True`` (a service that does not say may).
+
+    Raises:
+        UsageError: ``service`` is ``None`` or a plain value (a string, a number).
+    """
+    require_object(service, "service", "a SessionService", methods=())
     if isinstance(service, SystemMessagePolicy):
         return bool(service.allow_system_messages)
     return True

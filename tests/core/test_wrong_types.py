@@ -3,8 +3,8 @@
 The walk takes every public class and function of every public module's ``__all__`` (as
 ``tests/test_public_api.py`` enumerates them) and calls it with a wrong type for each required
 parameter: a string where the signature wants anything but text, a number where it wants text.
-What is exempt is listed below with its reason; what is not checked yet is listed too, and the
-list must shrink, never silently grow.
+What is exempt is listed below with its reason; every other entry point must answer
+``UsageError``.
 """
 
 from __future__ import annotations
@@ -21,10 +21,34 @@ from typing import Any
 
 import pydantic
 import pytest
+from langchain_core.messages import HumanMessage
 
 import asyncsession
 from asyncsession import DefaultSessionService, InMemorySessionRepository, UsageError
-from asyncsession.openai import ChatClient
+from asyncsession.advisors import (
+    AutoMemoryToolsAdvisor,
+    IdempotentTurnAdvisor,
+    SessionRecallAdvisor,
+)
+from asyncsession.compaction import (
+    CompactionWorker,
+    MemoryFlushingCompactionStrategy,
+    MongoCompactionQueue,
+    MongoCompactionWorker,
+    SlidingWindowCompactionStrategy,
+    TurnCountTrigger,
+)
+from asyncsession.compaction import TurnWindowCompactionStrategy as TurnWindowStrategy
+from asyncsession.integrations import google_adk as adk
+from asyncsession.integrations import langchain as lc
+from asyncsession.integrations import pydantic_ai as pai
+from asyncsession.integrations.google_adk import AdkSessionService
+from asyncsession.integrations.langchain import LangChainHistory
+from asyncsession.integrations.pydantic_ai import PydanticAIHistory
+from asyncsession.memory import DirectoryMemoryStore
+from asyncsession.messages import message_from_openai, messages_to_openai
+from asyncsession.openai import ChatClient, ModelMemoryFlush
+from asyncsession.repository import start_turn
 
 TEXT: Any = "hello"  # passed where the types forbid it, as an untyped caller would
 NUMBER: Any = 123
@@ -56,48 +80,6 @@ EXEMPT: dict[str, str] = {
     "asyncsession.compaction.worker.CompactionTicket": "built by the worker, not by users",
     "asyncsession.openai.streaming.ChatStream": "built by ChatClient.stream, not by users",
 }
-
-# Entry points not yet checked: each answers a wrong type with some other error. Fixing one
-# removes it here (the test below fails until it is removed).
-NOT_YET_CHECKED = frozenset(
-    {
-        "asyncsession.advisors.auto_memory.AutoMemoryToolsAdvisor",
-        "asyncsession.advisors.base.runs_tool_calls",
-        "asyncsession.advisors.idempotency.IdempotentTurnAdvisor",
-        "asyncsession.advisors.recall.SessionRecallAdvisor",
-        "asyncsession.compaction._pipeline.format_event",
-        "asyncsession.compaction.flush.MemoryFlushingCompactionStrategy",
-        "asyncsession.compaction.flush.run_memory_flush",
-        "asyncsession.compaction.mongo.queue.MongoCompactionQueue",
-        "asyncsession.compaction.mongo.worker.MongoCompactionWorker",
-        "asyncsession.compaction.triggers.usage_metadata",
-        "asyncsession.compaction.worker.CompactionWorker",
-        "asyncsession.integrations.google_adk.AdkSessionService",
-        "asyncsession.integrations.google_adk.from_event",
-        "asyncsession.integrations.google_adk.to_message",
-        "asyncsession.integrations.langchain.LangChainHistory",
-        "asyncsession.integrations.langchain.from_event",
-        "asyncsession.integrations.langchain.to_event",
-        "asyncsession.integrations.langchain.to_message",
-        "asyncsession.integrations.langchain.whole_turns",
-        "asyncsession.integrations.pydantic_ai.PydanticAIHistory",
-        "asyncsession.integrations.pydantic_ai.from_event",
-        "asyncsession.integrations.pydantic_ai.to_event",
-        "asyncsession.integrations.pydantic_ai.to_message",
-        "asyncsession.integrations.pydantic_ai.whole_turns_window",
-        "asyncsession.messages.message_from_openai",
-        "asyncsession.messages.messages_from_openai",
-        "asyncsession.messages.messages_to_openai",
-        "asyncsession.openai._memory_flush.ModelMemoryFlush",
-        "asyncsession.openai._responses_items.items_to_messages",
-        "asyncsession.openai._responses_items.messages_to_items",
-        "asyncsession.repository._draw.draw_event_id",
-        "asyncsession.repository._protocol.snapshot_by_parts",
-        "asyncsession.repository._turn.start_turn",
-        "asyncsession.repository._turn.supports_turns",
-        "asyncsession.service.allows_system_messages",
-    }
-)
 
 
 def _public_modules() -> list[str]:
@@ -200,21 +182,27 @@ def _walk() -> dict[str, str]:
 
 
 def test_every_checked_entry_point_answers_a_wrong_type_with_usage_error() -> None:
-    """Outside the exemptions and the listed gaps, a wrong type is a UsageError at the call."""
+    """Outside the exemptions, a wrong type is a UsageError at the call."""
     answers = _walk()
     wrong = {
         name: answer
         for name, answer in answers.items()
         if answer not in ("UsageError", "exempt", "no argument")
     }
-    assert set(wrong) - NOT_YET_CHECKED == set(), wrong
-    assert NOT_YET_CHECKED - set(wrong) == set(), "checked now: remove from NOT_YET_CHECKED"
+    assert wrong == {}
     reached = [answer for answer in answers.values() if answer not in ("exempt", "no argument")]
-    assert reached.count("UsageError") >= 28  # the figure when the walk was written
+    assert reached.count("UsageError") >= 65  # the figure when every entry point was checked
 
 
 def _service() -> DefaultSessionService:
     return DefaultSessionService(InMemorySessionRepository())
+
+
+URI: Any = "mongodb://localhost:27017/app"
+USER: Any = asyncsession.UserMessage(text="hi")
+WRAP = r"service.*wrap a repository in DefaultSessionService\(repository\)"
+ACTIVE = asyncsession.EventFilter.active()
+HUMAN: Any = HumanMessage(content="hi")
 
 
 # The mistakes users make, one by one, each answered in our words.
@@ -226,7 +214,66 @@ _MISTAKES: list[Any] = [
     pytest.param(lambda: DefaultSessionService(TEXT), "repository", id="text-repository"),
     pytest.param(lambda: ChatClient(TEXT, model="m"), "openai_client", id="text-client"),
     pytest.param(lambda: ChatClient(_async_openai(), model=NUMBER), "model", id="number-model"),
+    pytest.param(lambda: messages_to_openai(USER), "single one in a list", id="one-message"),
+    pytest.param(lambda: message_from_openai(USER), "ours|our messages", id="ours-as-dict"),
+    pytest.param(lambda: LangChainHistory("s", _repository()), WRAP, id="langchain-repository"),
+    pytest.param(lambda: LangChainHistory(NUMBER, _service()), "session_id", id="langchain-id"),
+    pytest.param(lambda: lc.to_message(TEXT), r"message.*HumanMessage", id="langchain-text"),
+    pytest.param(lambda: lc.to_message(USER), "LangChain message", id="langchain-ours"),
+    pytest.param(lambda: lc.from_event(HUMAN), "event must be a SessionEvent", id="lc-event"),
+    pytest.param(lambda: lc.whole_turns([HUMAN], TEXT), "keep", id="langchain-keep"),
+    pytest.param(lambda: PydanticAIHistory("s", _repository()), WRAP, id="pydantic-ai-repository"),
+    pytest.param(lambda: pai.to_message(TEXT), "ModelRequest", id="pydantic-ai-text"),
+    pytest.param(lambda: pai.whole_turns_window(TEXT), "keep", id="pydantic-ai-keep"),
+    pytest.param(lambda: AdkSessionService(_repository()), WRAP, id="adk-repository"),
+    pytest.param(lambda: adk.to_message(TEXT), "content.*Content", id="adk-text"),
+    pytest.param(lambda: SessionRecallAdvisor(_repository()), WRAP, id="recall-repository"),
+    pytest.param(lambda: IdempotentTurnAdvisor(_repository()), WRAP, id="idempotency-repository"),
+    pytest.param(
+        lambda: AutoMemoryToolsAdvisor(TEXT), "store.*DirectoryMemoryStore", id="memory-path"
+    ),
+    pytest.param(
+        lambda: ModelMemoryFlush(_async_openai(), _memory()),
+        r"client.*ChatClient\(openai_client",
+        id="flush-sdk-client",
+    ),
+    pytest.param(
+        lambda: MemoryFlushingCompactionStrategy(
+            SlidingWindowCompactionStrategy(), ChatClient(_async_openai(), model="m")
+        ),
+        "flush.*ModelMemoryFlush",
+        id="flush-a-client",
+    ),
+    pytest.param(
+        lambda: CompactionWorker(_repository(), TurnCountTrigger(3), TurnWindowStrategy()),
+        WRAP,
+        id="worker-repository",
+    ),
+    pytest.param(
+        lambda: CompactionWorker(_service(), TurnWindowStrategy(), TurnCountTrigger(3)),
+        "trigger must be",
+        id="worker-swapped",
+    ),
+    pytest.param(
+        lambda: MongoCompactionWorker(
+            _service(), TurnCountTrigger(3), TurnWindowStrategy(), queue=URI
+        ),
+        "queue must be a MongoCompactionQueue",
+        id="mongo-worker-uri-queue",
+    ),
+    pytest.param(lambda: MongoCompactionQueue(URI), "from_uri", id="mongo-queue-uri"),
+    pytest.param(
+        lambda: start_turn(_repository(), "s", TEXT, ACTIVE), "events", id="turn-text-events"
+    ),
 ]
+
+
+def _repository() -> Any:
+    return InMemorySessionRepository()
+
+
+def _memory() -> DirectoryMemoryStore:
+    return DirectoryMemoryStore("unused", scope="x")
 
 
 def _async_openai() -> Any:
@@ -271,6 +318,21 @@ def test_a_uri_for_a_database_points_to_from_uri() -> None:
     with pytest.raises(UsageError, match=r"from_uri"):
         uri: Any = "mongodb://localhost:27017/app"
         MongoSessionRepository(uri)
+
+
+def test_a_sync_pymongo_database_is_refused_with_what_to_use() -> None:
+    """A sync ``pymongo`` database would fail later, deep in the first operation."""
+    from pymongo import MongoClient
+
+    from asyncsession.repository import MongoSessionRepository
+
+    client: MongoClient[Any] = MongoClient("mongodb://127.0.0.1:9", connect=False)
+    try:
+        for build in (MongoSessionRepository, MongoCompactionQueue):
+            with pytest.raises(UsageError, match=r"database.*AsyncMongoClient"):
+                build(client["app"])
+    finally:
+        client.close()
 
 
 async def test_a_pydantic_verdict_on_user_input_is_chained() -> None:

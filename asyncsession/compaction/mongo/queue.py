@@ -42,7 +42,9 @@ from pymongo.asynchronous.change_stream import AsyncChangeStream
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure
 
+from ..._checks import require_database, require_text, require_type
 from ..._pymongo_errors import storage_errors
+from ...compaction_protocols import check_trigger
 from ...exceptions import UsageError
 from ..triggers import TriggerLike
 from ._leases import (
@@ -160,6 +162,10 @@ class MongoCompactionQueue:
             advisor does); the workers decide with their own.
         retention: how long a ``done`` job stays visible.
         clock: the time source (UTC-aware); tests pass a fake one.
+
+    Raises:
+        UsageError: ``database`` is not an async database (a URI string: use `from_uri`),
+            another argument is not of its type, or ``retention`` is not positive.
     """
 
     def __init__(
@@ -171,6 +177,11 @@ class MongoCompactionQueue:
         retention: timedelta = DEFAULT_RETENTION,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
+        require_database(database, "database", "MongoCompactionQueue")
+        require_text(collection, "collection")
+        if trigger is not None:
+            check_trigger(trigger, "trigger")
+        require_type(retention, timedelta, "retention", "a timedelta")
         if retention <= timedelta(0):
             raise UsageError(f"retention must be positive, not {retention!r}")
         self._trigger = trigger

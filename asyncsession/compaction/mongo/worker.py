@@ -41,10 +41,11 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any, Final, Literal, Self
 
+from ..._checks import require_type
 from ..._shield import shielded
 from ...compaction_protocols import CompactionResult
 from ...exceptions import CompactionError, SessionNotFound, StorageError, UsageError
-from .._pipeline import positive_int
+from .._pipeline import check_worker_parts, positive_int
 from ..compactor import Compactor
 from ..strategies import CompactionStrategy
 from ..triggers import TriggerLike
@@ -107,7 +108,8 @@ class MongoCompactionWorker:
         owner: this worker's name in the leases (default: host, pid and a random tag).
 
     Raises:
-        UsageError: a number is not positive, or ``wake`` is unknown.
+        UsageError: ``service``, ``trigger``, ``strategy`` or ``queue`` is not one, a number is
+            not positive, or ``wake`` is unknown.
     """
 
     def __init__(
@@ -127,6 +129,8 @@ class MongoCompactionWorker:
         on_outcome: Callable[[CompactionOutcome], object] | None = None,
         owner: str | None = None,
     ) -> None:
+        check_worker_parts(service, trigger, strategy)
+        require_type(queue, MongoCompactionQueue, "queue", "a MongoCompactionQueue")
         positive_int(max_concurrency, "max_concurrency")
         positive_int(max_attempts, "max_attempts")
         if wake not in ("auto", "change_stream", "poll"):

@@ -6,12 +6,12 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from enum import Enum
 from types import TracebackType
-from typing import Any, Final, Self, cast
+from typing import Any, Final, Self
 
 from pymongo import AsyncMongoClient, WriteConcern
 from pymongo.asynchronous.database import AsyncDatabase
 
-from ..._checks import require_object
+from ..._checks import require_database
 from ..._pymongo_errors import storage_errors
 from ..._shield import shielded
 from ...compaction_protocols import CompactionPlan
@@ -118,12 +118,7 @@ class MongoSessionRepository:
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         indexed_metadata_keys: Iterable[str] = (),
     ) -> None:
-        if isinstance(cast(object, database), str):
-            raise UsageError(
-                "MongoSessionRepository needs a PyMongo AsyncDatabase, not a string; for a URI "
-                "use MongoSessionRepository.from_uri(uri, db_name)"
-            )
-        require_object(database, "database", "a PyMongo AsyncDatabase", methods=("get_collection",))
+        require_database(database, "database", "MongoSessionRepository")
         names = (sessions_collection, events_collection, event_ids_collection)
         self._setup(
             database, None, *names, cache_bytes=cache_bytes, indexed_keys=indexed_metadata_keys
