@@ -1,6 +1,6 @@
 """``AdkSessionService``: Google ADK's ``BaseSessionService`` on a ``SessionService``.
 
-Needs Google ADK: ``pip install 'asyncsession[google-adk]'``. ::
+Needs Google ADK: the ``[google-adk]`` extra (``pip install '.[google-adk]'`` from a clone). ::
 
     runner = Runner(agent=agent, app_name="travel", session_service=AdkSessionService(service))
 
@@ -64,7 +64,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "asyncsession.integrations.google_adk needs Google ADK: "
-        "pip install 'asyncsession[google-adk]'"
+        "install the [google-adk] extra (from a clone: pip install '.[google-adk]')"
     ) from _exc
 
 __all__ = ["ADK_EVENT", "METADATA_KEY", "AdkSessionService", "from_event", "to_message"]

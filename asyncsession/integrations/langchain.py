@@ -1,6 +1,6 @@
 """``LangChainHistory``: a LangChain chat message history on a ``SessionService``.
 
-Needs LangChain: ``pip install 'asyncsession[langchain]'``. ::
+Needs LangChain: the ``[langchain]`` extra (``pip install '.[langchain]'`` from a clone). ::
 
     def get_session_history(session_id: str) -> LangChainHistory:
         return LangChainHistory(session_id, service, history_size=40)
@@ -65,7 +65,8 @@ try:
     from langchain_core.chat_history import BaseChatMessageHistory
 except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "asyncsession.integrations.langchain needs LangChain: pip install 'asyncsession[langchain]'"
+        "asyncsession.integrations.langchain needs LangChain: "
+        "install the [langchain] extra (from a clone: pip install '.[langchain]')"
     ) from _exc
 
 __all__ = [

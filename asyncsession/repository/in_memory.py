@@ -74,7 +74,7 @@ class InMemorySessionRepository:
     Args:
         indexed_metadata_keys: the metadata keys, besides the well-known
             [`SessionAttributes`][asyncsession.events.SessionAttributes], that
-            [`find_by_metadata`][asyncsession.repository.InMemorySessionRepository.find_by_metadata]
+            [`find_by_metadata`][asyncsession.repository.in_memory.InMemorySessionRepository.find_by_metadata]
             looks sessions up by.
     """
 

@@ -100,11 +100,11 @@ class MongoSessionRepository:
             Bodies over 16 KiB are never cached; every read returns events of its own.
         indexed_metadata_keys: the metadata keys, besides the well-known
             [`SessionAttributes`][asyncsession.events.SessionAttributes], that
-            [`find_by_metadata`][asyncsession.repository.MongoSessionRepository.find_by_metadata]
+            [`find_by_metadata`][asyncsession.repository.mongo.MongoSessionRepository.find_by_metadata]
             looks sessions up by (string values only). A session saved before a key was declared
             is found by it once it is saved again.
 
-    Call [`ensure_indexes`][asyncsession.repository.MongoSessionRepository.ensure_indexes]
+    Call [`ensure_indexes`][asyncsession.repository.mongo.MongoSessionRepository.ensure_indexes]
     once (it is idempotent) before serving traffic.
     """
 
@@ -168,7 +168,7 @@ class MongoSessionRepository:
         **client_options: Any,
     ) -> Self:
         """A repository with a client of its own, which
-        [`aclose`][asyncsession.repository.MongoSessionRepository.aclose] closes.
+        [`aclose`][asyncsession.repository.mongo.MongoSessionRepository.aclose] closes.
 
         ``client_options`` go to ``AsyncMongoClient``; ``tz_aware`` defaults to ``True``. The
         client's timeouts suit a web request: ``serverSelectionTimeoutMS=5000``,
@@ -207,7 +207,7 @@ class MongoSessionRepository:
     async def aclose(self) -> None:
         """Stop using the store (first letting go of the registrations of ids this process
         moved below the tail, see ``_rollforward``); closes the client only if
-        [`from_uri`][asyncsession.repository.MongoSessionRepository.from_uri] made it."""
+        [`from_uri`][asyncsession.repository.mongo.MongoSessionRepository.from_uri] made it."""
         if self._state is _State.CLOSED:
             return
         self._state = _State.CLOSED
