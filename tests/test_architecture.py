@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
     "asyncsession.memory": 3,  # the memory stores: storage, beside the session stores
     "asyncsession.service": 4,
     "asyncsession._compaction_pass": 4,
+    "asyncsession._server_compaction": 4,  # a reply the server compacted during, stored
     "asyncsession.compaction": 5,
     "asyncsession.chat": 6,
     "asyncsession.advisors": 6,

@@ -19,7 +19,9 @@ Per model call (per round of a tool loop, at its default order) the advisor:
    write guard), whatever the filter says;
 7. after the model answers, stores the reply through the ``MessageFilter``, with the usage
    the model reported in its metadata (``USAGE_METADATA_KEY``, read by
-   ``ContextWindowTrigger``);
+   ``ContextWindowTrigger``); a reply the server compacted during (a Responses API
+   ``compaction`` item before its output) also archives the events its request was built from,
+   in the same compare-and-swap;
 8. once the turn is complete (the reply asks for no tools), compacts if configured and no
    ``SessionTurnAdvisor`` compacts for the call.
 
@@ -30,6 +32,7 @@ knows what it stored itself, so a round costs no read.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
@@ -37,6 +40,7 @@ from typing import Any, Final
 
 from pydantic import JsonValue
 
+from .._server_compaction import commit_compacted_reply, compacted_during, covered_by_reply
 from .._shield import shielded
 from ..chat import ChatRequest, ChatResponse
 from ..compaction import CompactionStrategy, TriggerLike, usage_metadata
@@ -354,6 +358,7 @@ class SessionMemoryAdvisor(BaseAdvisor):
                 metadata=None
                 if usage is None
                 else usage_metadata(usage.prompt_tokens, usage.completion_tokens),
+                compacted=compacted_during(response.message),
             )
             memory.response_ids.append(event.id)
             ctx.context[RESPONSE_EVENT_IDS_CONTEXT_KEY] = list(memory.response_ids)
@@ -387,12 +392,25 @@ class SessionMemoryAdvisor(BaseAdvisor):
         event_id: str | None,
         *,
         metadata: dict[str, JsonValue] | None = None,
+        compacted: bool = False,
     ) -> SessionEvent:
-        event = await shielded(
-            self.service.append_message(
-                memory.session.id, message, event_id=event_id, metadata=metadata
+        """Store ``message``; a reply the server ``compacted`` during archives what it covers
+        (the events this call's request was built from) in the same write."""
+        if compacted:
+            reply = SessionEvent(
+                id=event_id or str(uuid.uuid4()),
+                session_id=memory.session.id,
+                message=message,
+                metadata=metadata or {},
             )
-        )
+            covered = covered_by_reply((*memory.events, *memory.appended))
+            event = await shielded(commit_compacted_reply(self.service, reply, covered))
+        else:
+            event = await shielded(
+                self.service.append_message(
+                    memory.session.id, message, event_id=event_id, metadata=metadata
+                )
+            )
         _track(memory, event)
         return event
 

@@ -14,6 +14,7 @@ if _importlib_util.find_spec("openai") is None:  # pragma: no cover - depends on
         "asyncsession.openai needs the OpenAI SDK, a core dependency: pip install openai"
     )
 
+from .._server_compaction import SERVER_COMPACTION_STRATEGY, SERVER_COMPACTION_TRIGGER
 from ._chat_client import BaseChatClient, ChatClient, MessagesLike
 from ._memory_flush import DEFAULT_MEMORY_FLUSH_PROMPT, ModelMemoryFlush
 from ._responses_client import ResponsesClient
@@ -30,6 +31,8 @@ __all__ = [
     "COMPACTION_USAGE_KEY",
     "DEFAULT_MEMORY_FLUSH_PROMPT",
     "RESPONSES_COMPACT_SOURCE",
+    "SERVER_COMPACTION_STRATEGY",
+    "SERVER_COMPACTION_TRIGGER",
     "BaseChatClient",
     "ChatClient",
     "ChatStream",

@@ -46,9 +46,11 @@ class ResponsesClient(BaseChatClient):
         include: the ``include`` list of every request.
         context_management: the ``context_management`` of every request, e.g.
             ``[{"type": "compaction", "compact_threshold": 200_000}]``: the server then compacts
-            during a response that reaches the threshold. A stored reply that carries a
-            ``compaction`` item is where later requests start: the messages before it (system
-            messages aside) are not sent again, the item stands for them.
+            during a response that reaches the threshold. The memory advisor stores a reply
+            that carries a ``compaction`` item with the archive of the events the request sent
+            (system messages aside), in one compare-and-swap, so later requests start at the
+            item; within a call, and for a history passed in, the messages before the newest
+            such reply (system messages aside) are not sent either, the item stands for them.
     """
 
     def __init__(

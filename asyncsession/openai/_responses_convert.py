@@ -7,9 +7,10 @@ from typing import Any, cast
 
 from openai.types.responses import Response, ResponseStreamEvent, ResponseUsage
 
+from .._server_compaction import compacted_during
 from ..chat import ChatChunk, ChatRequest, ChatResponse, ToolCallDelta, Usage
 from ..exceptions import ChatError, UsageError
-from ..messages import AssistantMessage, Message, SystemMessage
+from ..messages import Message, SystemMessage
 from ..tools import Tool
 from ._responses_items import assistant_from_output, messages_to_items
 
@@ -59,20 +60,11 @@ def _text_format(response_format: Mapping[str, Any]) -> dict[str, Any]:
     return shape
 
 
-def _compacted_reply(message: Message) -> bool:
-    """Whether ``message`` is a reply the server compacted during: a ``compaction`` item with
-    the reply's output after it (a ``responses.compact`` item stands alone)."""
-    if not isinstance(message, AssistantMessage):
-        return False
-    kinds = [item.get("type") for item in message.items]
-    return "compaction" in kinds and kinds.index("compaction") < len(kinds) - 1
-
-
 def from_latest_compaction(messages: Sequence[Message]) -> list[Message]:
     """The messages a request sends: from the newest reply the server compacted during on
     (the system messages before it kept), since its ``compaction`` item stands for the rest."""
     latest = next(
-        (i for i in range(len(messages) - 1, -1, -1) if _compacted_reply(messages[i])), None
+        (i for i in range(len(messages) - 1, -1, -1) if compacted_during(messages[i])), None
     )
     if latest is None:
         return list(messages)

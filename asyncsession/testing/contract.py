@@ -23,6 +23,11 @@ again). The kit needs `pytest` and `pytest-asyncio` (the `[testing]` extra: `pip
 live in one mixin per area (sessions, metadata lookups, recall searches, appends and versions,
 filters and windows, compaction, expiry, concurrency, turns, text, lifecycle) under
 `asyncsession.testing._contract`; subclass the combined class, not the mixins.
+
+A store that also leases turns (`asyncsession.repository.TurnLeaseRepository`, what
+`IdempotentTurnAdvisor(leases=...)` needs across processes) runs
+[`TurnLeaseRepositoryContract`][asyncsession.testing.contract.TurnLeaseRepositoryContract] too,
+with the same kind of fixture.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from ._contract.compaction import CompactionContract
 from ._contract.concurrency import ConcurrencyContract
 from ._contract.expiry import ExpiryContract
 from ._contract.filters import FiltersContract
+from ._contract.leases import TurnLeaseContract
 from ._contract.lifecycle import LifecycleContract
 from ._contract.metadata import MetadataContract
 from ._contract.records import CompactionRecordContract
@@ -62,6 +68,7 @@ from ._contract.turns import TurnsContract
 __all__ = [
     "SHADOW_PROMPT",
     "SessionRepositoryContract",
+    "TurnLeaseRepositoryContract",
     "assistant",
     "event",
     "label",
@@ -88,5 +95,13 @@ class SessionRepositoryContract(
     LifecycleContract,
 ):
     """The contract tests. Subclass with a `repository` fixture returning your store."""
+
+    pytestmark = pytest.mark.asyncio
+
+
+class TurnLeaseRepositoryContract(TurnLeaseContract):
+    """The contract of the optional `TurnLeaseRepository` capability (take, renew, expire,
+    release, concurrent takers). Subclass with a `repository` fixture returning your store, beside
+    your `SessionRepositoryContract` subclass."""
 
     pytestmark = pytest.mark.asyncio

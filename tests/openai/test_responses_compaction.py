@@ -300,8 +300,9 @@ async def test_server_side_compaction_makes_the_next_request_start_from_its_item
     server: ScriptedOpenAIServer,
     client: openai.AsyncOpenAI,
 ) -> None:
-    """``context_management`` is sent; the compacted reply is stored; the next input starts at
-    its compaction item (the system message kept); the compacting event is its own chunk."""
+    """``context_management`` is sent; the compacted reply is stored with the archive of what it
+    covers; the next input starts at its compaction item (the system message kept); the
+    compacting event is its own chunk."""
     session_id = await _session(service, 3)
     management = [{"type": "compaction", "compact_threshold": 10}]
     chat = ResponsesClient(
@@ -329,7 +330,9 @@ async def test_server_side_compaction_makes_the_next_request_start_from_its_item
     assert second[0].get("role") == "system"
     assert second[1].get("type") == "compaction"
     assert [_text(i) for i in second if i.get("role") == "user"] == ["question 4"]
-    stored_reply = (await service.get_active_messages(session_id))[-3]
+    # Both replies compacted: each archived what its item covers; the newest alone is active.
+    [stored_reply] = await service.get_active_messages(session_id)
     assert isinstance(stored_reply, AssistantMessage)
+    assert stored_reply.text == "answer 4"
     assert [item["type"] for item in stored_reply.items] == ["compaction", "message"]
     server.assert_done()

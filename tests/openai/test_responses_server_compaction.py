@@ -1,0 +1,267 @@
+"""A reply the server compacted during (``context_management``) archives what its item covers,
+in the reply's own compare-and-swap, on both stores."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import openai
+import pytest
+
+from asyncsession import (
+    AssistantMessage,
+    CreateSessionRequest,
+    DefaultSessionService,
+    EventType,
+    InMemorySessionRepository,
+    MongoSessionRepository,
+    SessionEvent,
+    SystemMessage,
+    UserMessage,
+)
+from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, SessionMemoryAdvisor
+from asyncsession.compaction_protocols import CompactionPlan, CompactionRecord
+from asyncsession.events import COMPACTION_ID
+from asyncsession.filters import EventFilter
+from asyncsession.openai import (
+    SERVER_COMPACTION_STRATEGY,
+    SERVER_COMPACTION_TRIGGER,
+    ResponsesClient,
+    messages_to_items,
+)
+from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
+
+MODEL = "gpt-test"
+COMPACTING = [{"type": "compaction", "compact_threshold": 10}]
+"""A threshold every request of these tests reaches: the server compacts each one."""
+
+
+@pytest.fixture(params=["memory", "mongo"])
+def repository(request: pytest.FixtureRequest) -> Any:
+    """The repository of each store (the MongoDB one on a fresh test database)."""
+    if request.param == "memory":
+        return InMemorySessionRepository()
+    return MongoSessionRepository(request.getfixturevalue("mongo_db"))
+
+
+@pytest.fixture
+async def service(repository: Any) -> DefaultSessionService:
+    if isinstance(repository, MongoSessionRepository):
+        await repository.ensure_indexes()
+    return DefaultSessionService(repository)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ScriptedOpenAIServer]:
+    async with ScriptedOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def client(server: ScriptedOpenAIServer) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with openai.AsyncOpenAI(base_url=server.base_url, api_key="t", max_retries=0) as client:
+        yield client
+
+
+async def _session(service: DefaultSessionService, turns: int) -> str:
+    session = await service.create(CreateSessionRequest(user_id="alice"))
+    for n in range(turns):
+        await service.append_message(session.id, UserMessage(text=f"question {n}"))
+        await service.append_message(session.id, AssistantMessage(text=f"answer {n}"))
+    return session.id
+
+
+def _chat(
+    service: DefaultSessionService, client: openai.AsyncOpenAI, *, compacting: bool = True
+) -> ResponsesClient:
+    return ResponsesClient(
+        client,
+        model=MODEL,
+        advisors=[SessionMemoryAdvisor(service)],
+        default_messages=[SystemMessage(text="Be brief.")],
+        context_management=COMPACTING if compacting else (),
+    )
+
+
+async def _ask(chat: ResponsesClient, text: str, session_id: str, *, streaming: bool) -> None:
+    context = {SESSION_ID_CONTEXT_KEY: session_id}
+    if streaming:
+        async with chat.stream(text, context=context) as stream:
+            async for _ in stream:
+                pass
+    else:
+        await chat.call(text, context=context)
+
+
+def _records(events: list[SessionEvent]) -> list[CompactionRecord]:
+    return [CompactionRecord.from_event(e) for e in events if e.type == EventType.COMPACTION]
+
+
+def _race(
+    repository: Any, monkeypatch: pytest.MonkeyPatch, write: Callable[[int], Awaitable[None]]
+) -> list[int]:
+    """Run ``write(n)`` right before the store's ``n``-th compare-and-swap (from 0) of a plan;
+    returns the list that counts them."""
+    calls: list[int] = []
+    apply = repository.apply_compaction
+
+    async def racing(session_id: str, plan: CompactionPlan, expected_version: int) -> bool:
+        calls.append(len(calls))
+        await write(calls[-1])
+        applied: bool = await apply(session_id, plan, expected_version)
+        return applied
+
+    monkeypatch.setattr(repository, "apply_compaction", racing)
+    return calls
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["call", "stream"])
+async def test_a_compacted_reply_archives_what_its_item_covers_in_one_write(
+    streaming: bool,
+    service: DefaultSessionService,
+    server: ScriptedOpenAIServer,
+    client: openai.AsyncOpenAI,
+) -> None:
+    """The covered events leave the active view with the reply's write (one version); the
+    record names the server; the next request is the active view, starting at the item."""
+    session_id = await _session(service, 3)
+    server.enqueue(ScriptedReply.text("answer 3"), ScriptedReply.text("answer 4"))
+
+    await _ask(_chat(service, client), "question 3", session_id, streaming=streaming)
+
+    assert await service.get_event_version(session_id) == 8  # 6 turns, the question, the reply
+    active = await service.get_events(session_id, EventFilter.active())
+    assert [e.type for e in active] == [EventType.ASSISTANT]
+    reply = active[0]
+    assert isinstance(reply.message, AssistantMessage)
+    assert [item["type"] for item in reply.message.items] == ["compaction", "message"]
+    assert reply.text == "answer 3"
+    log = await service.get_events(session_id)
+    covered = [e for e in log if e.is_message and e.id != reply.id]
+    assert [e.text for e in covered] == [
+        *(f"{kind} {n}" for n in range(3) for kind in ("question", "answer")),
+        "question 3",
+    ]
+    assert all(e.archived for e in covered)
+    [record] = _records(log)
+    assert record.covered == tuple(e.id for e in covered)
+    assert record.summaries == (reply.id,)
+    assert (record.trigger, record.strategy) == (
+        SERVER_COMPACTION_TRIGGER,
+        SERVER_COMPACTION_STRATEGY,
+    )
+    assert reply.metadata[COMPACTION_ID] == next(
+        e.id for e in log if e.type == EventType.COMPACTION
+    )
+
+    await _ask(_chat(service, client, compacting=False), "question 4", session_id, streaming=False)
+
+    sent = server.requests[1].input
+    assert sent == messages_to_items(
+        [SystemMessage(text="Be brief."), reply.message, UserMessage(text="question 4")]
+    )
+    server.assert_done()
+
+
+async def test_a_write_racing_the_reply_makes_it_read_again_and_stays_active(
+    repository: Any,
+    service: DefaultSessionService,
+    server: ScriptedOpenAIServer,
+    client: openai.AsyncOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A message stored between the read and the compare-and-swap loses the reply's first
+    attempt; the second archives only what the item covers, and nothing is lost or doubled."""
+    session_id = await _session(service, 2)
+
+    async def write(n: int) -> None:
+        if n == 0:
+            await service.append_message(session_id, UserMessage(text="racing"))
+
+    calls = _race(repository, monkeypatch, write)
+    server.enqueue(ScriptedReply.text("answer 2"))
+
+    await _ask(_chat(service, client), "question 2", session_id, streaming=False)
+
+    assert calls == [0, 1]
+    active = await service.get_events(session_id, EventFilter.active())
+    assert [e.text for e in active] == ["racing", "answer 2"]
+    log = await service.get_events(session_id)
+    texts = [e.text for e in log if e.is_message]
+    assert sorted(t for t in texts if t) == sorted(
+        ["question 0", "answer 0", "question 1", "answer 1", "question 2", "racing", "answer 2"]
+    )
+    assert len(_records(log)) == 1
+    server.assert_done()
+
+
+async def test_a_reply_that_keeps_losing_is_appended_and_archives_nothing(
+    repository: Any,
+    service: DefaultSessionService,
+    server: ScriptedOpenAIServer,
+    client: openai.AsyncOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A write before every compare-and-swap: after the last attempt the reply is appended as
+    any reply is, once, and nothing is archived or half-written."""
+    session_id = await _session(service, 1)
+
+    async def write(n: int) -> None:
+        await service.append_message(session_id, UserMessage(text=f"racing {n}"))
+
+    calls = _race(repository, monkeypatch, write)
+    server.enqueue(ScriptedReply.text("answer 1"))
+
+    await _ask(_chat(service, client), "question 1", session_id, streaming=True)
+
+    assert len(calls) == 3
+    log = await service.get_events(session_id)
+    assert not any(e.archived for e in log)
+    assert _records(log) == []
+    assert [e.text for e in log] == [
+        "question 0",
+        "answer 0",
+        "question 1",
+        "racing 0",
+        "racing 1",
+        "racing 2",
+        "answer 1",
+    ]
+    server.assert_done()
+
+
+async def test_many_writes_during_the_model_call_all_stay_active(
+    service: DefaultSessionService, server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """Twenty tasks store messages while the model answers and while the reply is written:
+    every one stays active, the reply is stored once, the covered events are archived whole
+    or not at all."""
+    session_id = await _session(service, 2)
+    hold = asyncio.Event()
+    server.enqueue(ScriptedReply.text("answer 2", hold=hold))
+    chat = _chat(service, client)
+    turn = asyncio.create_task(_ask(chat, "question 2", session_id, streaming=False))
+    await server.wait_for_request(0)
+
+    async def write(n: int) -> None:
+        await service.append_message(session_id, UserMessage(text=f"racing {n}"))
+
+    early = [asyncio.create_task(write(n)) for n in range(10)]
+    await asyncio.gather(*early)
+    hold.set()
+    await asyncio.gather(turn, *(write(n) for n in range(10, 20)))
+
+    active = await service.get_events(session_id, EventFilter.active())
+    racing = sorted(e.text or "" for e in active if (e.text or "").startswith("racing"))
+    assert racing == sorted(f"racing {n}" for n in range(20))
+    log = await service.get_events(session_id)
+    assert [e.text for e in log].count("answer 2") == 1
+    covered = [e for e in log if e.text in {"question 0", "answer 0", "question 1", "answer 1"}]
+    assert len(covered) == 4
+    # Whole or nothing: archived with one record, or (every attempt lost) the reply appended.
+    archived = {e.archived for e in covered}
+    assert archived in ({True}, {False})
+    assert len(_records(log)) == (1 if archived == {True} else 0)
+    server.assert_done()
