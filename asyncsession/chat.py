@@ -8,7 +8,8 @@ advisor (and its tests) never touches SDK types.
 - [`ChatRequest`][asyncsession.chat.ChatRequest]: the prompt, the options and the tools offered to
   the model.
 - [`ChatResponse`][asyncsession.chat.ChatResponse]: the model's reply (one assistant message) with
-  its finish reason and usage, plus the advisor context once the call is over.
+  its finish reason and usage, plus the advisor context once the call is over; when return-direct
+  tools answered the reply, their results.
 - [`ChatChunk`][asyncsession.chat.ChatChunk]: one streamed delta: text, tool-call fragments, finish
   reason or usage.
 - [`StreamAggregator`][asyncsession.chat.StreamAggregator]: folds chunks into the
@@ -22,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .messages import AssistantMessage, Message, ToolCall
+from .messages import AssistantMessage, Message, ToolCall, ToolResponse, ToolResponseMessage
 
 if TYPE_CHECKING:
     from .tools import Tool
@@ -138,21 +139,29 @@ class ChatResponse:
     context: Mapping[str, Any] = field(default_factory=dict[str, Any])
     """The advisor context when the call ended (``ChatClient`` fills it in): the keys you
     passed plus what advisors added, such as the ids of the events the memory advisor stored."""
+    tool_results: ToolResponseMessage | None = None
+    """The results of return-direct tools, when the tool loop ended on them without another
+    model call; ``None`` otherwise. ``message`` is then the model's message that asked for
+    them, ``finish_reason`` is ``"return_direct"`` and ``text`` is the results' text."""
 
     @property
     def text(self) -> str:
-        """The reply text; empty when the model sent none."""
+        """The reply text; empty when the model sent none. After return-direct tools: their
+        results' data in call order, one per line."""
+        if self.tool_results is not None:
+            return "\n".join(response.data for response in self.tool_results.responses)
         return self.message.text or ""
 
     @property
     def tool_calls(self) -> Sequence[ToolCall]:
-        """The tool calls the model asks for."""
+        """The tool calls the model asks for (already answered when ``tool_results`` is set)."""
         return self.message.tool_calls
 
     @property
     def has_tool_calls(self) -> bool:
-        """Whether the reply asks for tool calls, i.e. the turn is not complete yet."""
-        return bool(self.message.tool_calls)
+        """Whether the reply asks for tool calls still to run, i.e. the turn is not complete
+        yet; ``False`` once return-direct tools answered them (``tool_results``)."""
+        return bool(self.message.tool_calls) and self.tool_results is None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -187,6 +196,11 @@ class ChatChunk:
     """The model that answers."""
     reasoning: str = ""
     """The next piece of the reasoning summary (Responses API reasoning models)."""
+    tool_result: ToolResponse | None = None
+    """Set on the chunks that end a tool loop on return-direct tools, one per result in call
+    order, after the chunks of the model's round that asked for them; ``text`` is then the
+    result's data (after a line break from the second result on), and the last of them has
+    the finish reason ``"return_direct"``."""
     raw: object = None
     """The provider's event this chunk was made from, for what the chunk does not type (on the
     Responses API the SDK's ``ResponseStreamEvent``); ``None`` when there is none. Opaque to

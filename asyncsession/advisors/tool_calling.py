@@ -6,6 +6,12 @@ The tools are [`Tool`][asyncsession.tools.Tool]s; arguments that do not validate
 raises, and a call of a tool nobody offers all become an ``"Error: ..."`` result the model can
 react to. Nothing is raised to the caller but
 [`ToolLoopLimitExceeded`][asyncsession.exceptions.ToolLoopLimitExceeded].
+
+When every tool the model calls in a round is return-direct
+([`Tool.return_direct`][asyncsession.tools.Tool.return_direct]), the loop runs them and ends
+without another model call: the response carries their results in ``tool_results`` (and as its
+``text``), and a stream ends with one chunk per result. A round that also calls any other tool
+(or a tool nobody offers) sends every result to the model as usual.
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ __all__ = ["ToolCallingAdvisor"]
 
 logger: logging.Logger = logging.getLogger("asyncsession.advisors")
 
+_RETURN_DIRECT: Final = "return_direct"
+"""The finish reason of a response (and of the last chunk) answered by return-direct tools."""
+
 
 def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
     return item if isinstance(item, Tool) else Tool.from_function(item)
@@ -39,6 +48,37 @@ def _add_usage(total: Usage | None, usage: Usage | None) -> Usage | None:
     return usage if total is None else total + usage
 
 
+def _returns_direct(calls: Sequence[ToolCall], registry: Mapping[str, Tool]) -> bool:
+    """Whether every call of the round is of a return-direct tool (Spring AI's rule)."""
+    return all(
+        (found := registry.get(call.name)) is not None and found.return_direct for call in calls
+    )
+
+
+def _returned(
+    response: ChatResponse, results: ToolResponseMessage, usage: Usage | None
+) -> ChatResponse:
+    """The loop's response when return-direct tools answered ``response``."""
+    return dataclasses.replace(
+        response, usage=usage, finish_reason=_RETURN_DIRECT, tool_results=results
+    )
+
+
+def _result_chunks(response: ChatResponse, results: ToolResponseMessage) -> list[ChatChunk]:
+    """One chunk per return-direct result; their texts add up to the returned ``text``."""
+    last = len(results.responses) - 1
+    return [
+        ChatChunk(
+            text=result.data if index == 0 else "\n" + result.data,
+            tool_result=result,
+            finish_reason=_RETURN_DIRECT if index == last else None,
+            id=response.id,
+            model=response.model,
+        )
+        for index, result in enumerate(results.responses)
+    ]
+
+
 class ToolCallingAdvisor:
     """The tool loop: run the tools the model asks for, call the model again, until it answers.
 
@@ -47,10 +87,18 @@ class ToolCallingAdvisor:
     (on a name clash the request's tool wins). The final response carries the usage of every
     round added up.
 
+    When every tool called in a round is return-direct, the loop ends after running them: the
+    response is the model's message that asked for them, with the results in ``tool_results``,
+    ``finish_reason`` ``"return_direct"`` and the results' data as ``text``; a stream passes on
+    the round's chunks, then one chunk per result (``ChatChunk.tool_result``). A result is
+    returned as the tool gave it, an ``"Error: ..."`` text included. A
+    ``SessionTurnAdvisor`` stores the results after the stored tool call, so the next prompt
+    holds both.
+
     Args:
         tools: the tools, or typed functions to make tools of (`Tool.from_function`).
         max_rounds: the most model calls per turn; if the reply of the last one still asks
-            for tools, the loop raises
+            for tools that are not all return-direct, the loop raises
             [`ToolLoopLimitExceeded`][asyncsession.exceptions.ToolLoopLimitExceeded].
         order: the position in the chain.
 
@@ -101,9 +149,12 @@ class ToolCallingAdvisor:
             usage = _add_usage(usage, response.usage)
             if not response.has_tool_calls:
                 return dataclasses.replace(response, usage=usage)
-            if round_number == self.max_rounds:
+            direct = _returns_direct(response.tool_calls, registry)
+            if round_number == self.max_rounds and not direct:
                 break
             results = await self._run_tools(response.tool_calls, registry)
+            if direct:
+                return _returned(response, results, usage)
             request = request.with_messages([*request.messages, response.message, results])
         raise ToolLoopLimitExceeded(self.max_rounds)
 
@@ -123,9 +174,15 @@ class ToolCallingAdvisor:
             if not response.has_tool_calls:
                 chunks.response = dataclasses.replace(response, usage=usage)
                 return
-            if round_number == self.max_rounds:
+            direct = _returns_direct(response.tool_calls, registry)
+            if round_number == self.max_rounds and not direct:
                 break
             results = await self._run_tools(response.tool_calls, registry)
+            if direct:
+                chunks.response = _returned(response, results, usage)
+                for chunk in _result_chunks(response, results):
+                    yield chunk
+                return
             request = request.with_messages([*request.messages, response.message, results])
         raise ToolLoopLimitExceeded(self.max_rounds)
 

@@ -22,6 +22,7 @@ from ..chat import ChatRequest, ChatResponse
 from ..compaction import CompactionStrategy, TriggerLike
 from ..filters import EventFilter
 from ..service import SessionService
+from ._return_direct import store_returned_results
 from ._session import (
     TURN_STATE,
     CompactionOptions,
@@ -128,13 +129,16 @@ class SessionTurnAdvisor(BaseAdvisor):
         return request
 
     async def after(self, ctx: CallContext, response: ChatResponse) -> ChatResponse:
-        """Compact once the turn is complete; a failed compaction is logged, not raised."""
+        """Store the results of return-direct tools that ended the turn, after their stored
+        tool call; compact once the turn is complete (a failed compaction is logged, not
+        raised)."""
         turn = ctx.state.get(TURN_STATE)
         if turn is None:
             return response
         # Already resolved, unless an advisor in between answered without calling the model:
         # the session then still exists, and its owner is checked, after every call.
         resolved = await turn.resolve()
+        await store_returned_results(ctx, turn, response)
         if response.has_tool_calls or turn.compaction is None:
             return response
         await turn.compaction.after_turn(

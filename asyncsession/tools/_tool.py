@@ -1,8 +1,8 @@
 """`Tool`: a function the model can call, and the one place its arguments are checked.
 
-A tool is API-neutral: a name, a description, the JSON schema of its arguments, `strict`, and
-`invoke(arguments_json) -> str`. The OpenAI edge turns it into a Chat Completions or Responses
-function tool; nothing here knows an SDK type.
+A tool is API-neutral: a name, a description, the JSON schema of its arguments, `strict`,
+`return_direct`, and `invoke(arguments_json) -> str`. The OpenAI edge turns it into a Chat
+Completions or Responses function tool; nothing here knows an SDK type.
 
 Schemas are never written by hand. `Tool.from_function` builds a pydantic model from a typed
 signature (parameter descriptions from the docstring, Google, NumPy or Sphinx style);
@@ -61,6 +61,10 @@ class Tool:
     the result text. It may raise `ToolError` to send the model an error text."""
     strict: bool = False
     """Ask the model for arguments that follow the schema exactly (OpenAI structured outputs)."""
+    return_direct: bool = False
+    """Return the result to the caller instead of sending it to the model: when every tool
+    the model calls in a round is return-direct, the tool loop ends there, without another
+    model call (see [`ToolCallingAdvisor`][asyncsession.advisors.ToolCallingAdvisor])."""
 
     def __post_init__(self) -> None:
         if not _TOOL_NAME.fullmatch(self.name):
@@ -90,6 +94,7 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         strict: bool = False,
+        return_direct: bool = False,
     ) -> Tool:
         """A tool from a typed Python function or bound method, sync or async.
 
@@ -138,6 +143,7 @@ class Tool:
             parameters=_schema(arguments_model),
             function=run,
             strict=strict,
+            return_direct=return_direct,
         )
 
     @classmethod
@@ -149,6 +155,7 @@ class Tool:
         function: Callable[..., Awaitable[Any]],
         *,
         strict: bool = False,
+        return_direct: bool = False,
     ) -> Tool:
         """A tool whose arguments are a pydantic model; `function` gets its fields as keywords.
 
@@ -168,6 +175,7 @@ class Tool:
             parameters=_schema(arguments),
             function=run,
             strict=strict,
+            return_direct=return_direct,
         )
 
 
@@ -209,7 +217,11 @@ def _as_text(result: object) -> str:
 def tool(function: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, strict: bool = False
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    strict: bool = False,
+    return_direct: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     function: Callable[..., Any] | None = None,
@@ -218,15 +230,23 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     strict: bool = False,
+    return_direct: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a [`Tool`][asyncsession.tools.Tool] of a typed function: ``@tool``, ``@tool(...)``.
 
-    See `Tool.from_function` for how the schema and the description are found.
+    See `Tool.from_function` for how the schema and the description are found;
+    ``return_direct=True`` makes a [return-direct][asyncsession.tools.Tool.return_direct] tool.
     """
     if function is not None:
         return Tool.from_function(function)
 
     def decorate(function: Callable[..., Any]) -> Tool:
-        return Tool.from_function(function, name=name, description=description, strict=strict)
+        return Tool.from_function(
+            function,
+            name=name,
+            description=description,
+            strict=strict,
+            return_direct=return_direct,
+        )
 
     return decorate
