@@ -1,4 +1,5 @@
-"""What the session advisors share: resolving the session, shielded writes, compaction."""
+"""What the session advisors share: resolving the session, shielded writes, compaction, and
+the turn's deferred writes (``store_question="with_reply"``)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Any, Final, Literal, Protocol, cast, get_args, runtime_checkable
+
+from pydantic import JsonValue
 
 from .._checks import require_service
 from .._shield import shielded
+from .._text import check_event_text
 from ..compaction_protocols import (
     CompactionRequest,
     CompactionStrategy,
@@ -23,7 +27,7 @@ from ..events import Session, SessionEvent
 from ..exceptions import AccessDenied, SessionExists, SessionNotFound, UsageError
 from ..filters import EventFilter
 from ..messages import Message
-from ..service import SessionService
+from ..service import SessionService, new_event_id
 from .base import CallContext, StateKey
 from .contexts import CALL_SESSION, SessionContexts
 
@@ -32,16 +36,38 @@ __all__ = [
     "CompactionOptions",
     "CompactionSubmitter",
     "HistoryReader",
+    "STORE_QUESTION_DEFAULT",
     "Resolved",
+    "StoreQuestion",
     "TurnState",
     "check_compaction_pair",
     "check_service",
+    "check_store_question",
     "compact_after_turn",
     "open_turn",
     "resolve_session",
 ]
 
 logger = logging.getLogger("asyncsession.advisors")
+
+StoreQuestion = Literal["first", "with_reply"]
+"""When a turn stores the user's message: ``"first"``, before the model call (with the window
+read, so it survives a failed call), or ``"with_reply"``, together with the reply in one
+write once the turn is complete (nothing is stored for a turn that fails)."""
+STORE_QUESTION_DEFAULT: Final[StoreQuestion] = "first"
+"""The default: the question is stored before the model is called."""
+
+
+def check_store_question(value: object) -> StoreQuestion:
+    """``value``, if it is one of the `StoreQuestion` choices.
+
+    Raises:
+        UsageError: any other value.
+    """
+    choices = get_args(StoreQuestion)
+    if not isinstance(value, str) or value not in choices:
+        raise UsageError(f"store_question must be one of {choices!r}, not {value!r}")
+    return cast(StoreQuestion, value)
 
 
 @runtime_checkable
@@ -252,6 +278,12 @@ class TurnState:
     between. The turn also owns compaction: ``compaction`` holds the options it compacts with
     once the turn is complete; a memory advisor with options of its own hands them over when
     the turn has none.
+
+    With ``store_question="with_reply"`` the memory advisor stores nothing during the call: it
+    hands every message it would store (the question, the tool calls and results of a tool
+    loop, the replies) to `defer`, and the turn advisor writes them all in one append with
+    `commit` once the call is complete. A call that fails or is cancelled before then stores
+    nothing.
     """
 
     service: SessionService
@@ -269,14 +301,57 @@ class TurnState:
     """How the turn compacts once it is complete; ``None``: it does not."""
     resolved: Resolved | None = None
     """The session and the window read with it; ``None`` while the turn is pending."""
+    store_question: StoreQuestion = STORE_QUESTION_DEFAULT
+    """When the user's message is stored: before the model call, or with the reply."""
     appended: list[SessionEvent] = field(default_factory=list[SessionEvent])
-    """The events memory advisors appended during the call, in order."""
+    """The events memory advisors appended during the call, in order (deferred ones too)."""
+    deferred: list[SessionEvent] = field(default_factory=list[SessionEvent])
+    """The events waiting for `commit` (``store_question="with_reply"``), in order."""
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
     @property
     def is_pending(self) -> bool:
         """Whether nobody has resolved the session yet."""
         return self.resolved is None
+
+    @property
+    def stores_with_reply(self) -> bool:
+        """Whether the call's messages are stored together once the call is complete."""
+        return self.store_question == "with_reply"
+
+    async def defer(
+        self,
+        message: Message,
+        event_id: str | None,
+        metadata: Mapping[str, JsonValue] | None = None,
+    ) -> SessionEvent:
+        """The event ``message`` will be stored as, queued for `commit`.
+
+        The id is ``event_id``, else one drawn from the service, as ``append_message`` draws
+        it; a text the store would refuse is refused now, before the model is called.
+
+        Raises:
+            InvalidText: the message holds a string that does not encode as UTF-8.
+        """
+        if event_id is None:
+            event_id = await new_event_id(self.service, self.session_id)
+        event = SessionEvent(
+            id=event_id, session_id=self.session_id, message=message, metadata=dict(metadata or {})
+        )
+        check_event_text(event)
+        self.deferred.append(event)
+        return event
+
+    async def commit(self) -> None:
+        """Store the deferred events in one append (one version); nothing if none wait.
+
+        Ids the session already has are replays, skipped by the store, so a retried request
+        whose ids are fixed stores nothing twice.
+        """
+        if not self.deferred:
+            return
+        events, self.deferred = self.deferred, []
+        await shielded(self.service.append_events(self.session_id, events))
 
     async def resolve(self, step: Callable[[], Awaitable[Resolved]] | None = None) -> Resolved:
         """Resolve the session once (find or create, check the owner), with its window.

@@ -25,6 +25,11 @@ Per model call (per round of a tool loop, at its default order) the advisor:
 8. once the turn is complete (the reply asks for no tools), compacts if configured and no
    ``SessionTurnAdvisor`` compacts for the call.
 
+Under a ``SessionTurnAdvisor(store_question="with_reply")`` steps 6 and 7 store nothing yet:
+the session is resolved with a read of the window (the question is in the prompt, so the model
+sees it all the same), and every message the advisor would store is handed to the turn, which
+stores them all in one write once the call is complete.
+
 The history is read once per call: from round 2 of a tool loop on, the advisor reuses it and
 knows what it stored itself, so a round costs no read.
 """
@@ -211,7 +216,7 @@ class SessionMemoryAdvisor(BaseAdvisor):
         [`after`][asyncsession.advisors.memory.SessionMemoryAdvisor.after] once the stream was read
         to the
         end: a stream abandoned before its end stores no reply (the request message stays
-        stored) and runs no compaction.
+        stored, unless the turn stores it with the reply) and runs no compaction.
         """
         session_id = SessionContexts.session_id(ctx.context)
         memory = ctx.state.get(self._key)
@@ -237,7 +242,12 @@ class SessionMemoryAdvisor(BaseAdvisor):
         async def step() -> Resolved:
             """Resolve, check the owner and read the window; store the user's message with it."""
             target = last_request_message(prompt)
-            if isinstance(target, UserMessage) and self.message_filter.should_persist(target):
+            stores_now = turn is None or not turn.stores_with_reply
+            if (
+                stores_now
+                and isinstance(target, UserMessage)
+                and self.message_filter.should_persist(target)
+            ):
                 resolved, event = await open_turn(
                     self.service,
                     ctx.context,
@@ -396,7 +406,9 @@ class SessionMemoryAdvisor(BaseAdvisor):
     ) -> SessionEvent:
         """Store ``message``; a reply the server ``compacted`` during archives what it covers
         (the events this call's request was built from) in the same write."""
-        if compacted:
+        if memory.turn is not None and memory.turn.stores_with_reply:
+            event = await memory.turn.defer(message, event_id, metadata)  # stored with the reply
+        elif compacted:
             reply = SessionEvent(
                 id=event_id or str(uuid.uuid4()),
                 session_id=memory.session.id,

@@ -16,7 +16,7 @@ from ..compaction import CompactionStrategy, TriggerLike
 from ..exceptions import UsageError
 from ..filters import EventFilter
 from ..service import SessionService
-from ._session import CompactionSubmitter
+from ._session import STORE_QUESTION_DEFAULT, CompactionSubmitter, StoreQuestion
 from .base import Advisor
 from .contexts import DEFAULT_USER_ID
 from .filters import MessageFilter
@@ -45,10 +45,13 @@ class SessionAdvisors:
         request_event_id_generator: the ids of stored user messages and tool results;
             ``None``: the store chooses.
         response_event_id_generator: the ids of stored replies; ``None``: the store chooses.
+        store_question: ``"first"`` (the default) stores the user's message before the model
+            call; ``"with_reply"`` stores it with the reply in one write once the call is
+            complete (see ``SessionTurnAdvisor``).
 
     Raises:
-        UsageError: both ``compaction`` and ``worker`` are given, or ``compaction`` is not a
-            ``(trigger, strategy)`` pair.
+        UsageError: both ``compaction`` and ``worker`` are given, ``compaction`` is not a
+            ``(trigger, strategy)`` pair, or ``store_question`` is not one of its choices.
     """
 
     __slots__ = ("memory", "turn")
@@ -64,6 +67,7 @@ class SessionAdvisors:
         message_filter: MessageFilter | None = None,
         request_event_id_generator: EventIdGenerator | None = None,
         response_event_id_generator: EventIdGenerator | None = None,
+        store_question: StoreQuestion = STORE_QUESTION_DEFAULT,
     ) -> None:
         trigger: TriggerLike | None = None
         strategy: CompactionStrategy | None = None
@@ -80,6 +84,7 @@ class SessionAdvisors:
             compaction_trigger=trigger,
             compaction_strategy=strategy,
             worker=worker,
+            store_question=store_question,
         )
         """The turn advisor: resolves the session once per call, compacts after the turn."""
         self.memory: SessionMemoryAdvisor = SessionMemoryAdvisor(

@@ -12,6 +12,12 @@ touch the session costs nothing. After the turn, when the final reply asks for n
 compacts the session inline, or hands it to a background worker: the turn owns compaction, and a
 ``SessionMemoryAdvisor`` with compaction options of its own hands them to the turn when the turn
 has none.
+
+By default the memory advisor stores the user's message before the model call, so it survives
+a call that fails. With ``store_question="with_reply"`` it stores nothing during the call, and
+the turn advisor stores the whole turn (the question, any tool calls and tool results, the
+reply) in one write once the call is complete: a write less per turn, and a call that fails,
+is cancelled, or whose stream is abandoned stores nothing, the question included.
 """
 
 from __future__ import annotations
@@ -24,12 +30,15 @@ from ..filters import EventFilter
 from ..service import SessionService
 from ._return_direct import store_returned_results
 from ._session import (
+    STORE_QUESTION_DEFAULT,
     TURN_STATE,
     CompactionOptions,
     CompactionSubmitter,
     HistoryReader,
+    StoreQuestion,
     TurnState,
     check_service,
+    check_store_question,
     known_active_view,
 )
 from .base import SESSION_TURN_ORDER, BaseAdvisor, CallContext
@@ -68,9 +77,12 @@ class SessionTurnAdvisor(BaseAdvisor):
         compaction_trigger: TriggerLike | None = None,
         compaction_strategy: CompactionStrategy | None = None,
         worker: CompactionSubmitter | None = None,
+        store_question: StoreQuestion = STORE_QUESTION_DEFAULT,
         order: int = DEFAULT_ORDER,
     ) -> None:
         self._compaction = CompactionOptions.of(compaction_trigger, compaction_strategy, worker)
+        self.store_question: StoreQuestion = check_store_question(store_question)
+        """When the user's message is stored: ``"first"`` or ``"with_reply"``."""
         self.service: SessionService = check_service(service, "SessionTurnAdvisor")
         """The session service."""
         self.default_user_id = default_user_id
@@ -125,19 +137,21 @@ class SessionTurnAdvisor(BaseAdvisor):
             default_user_id=self.default_user_id,
             read_filter=self._read_filter(ctx),
             compaction=self._compaction,
+            store_question=self.store_question,
         ).install(ctx)
         return request
 
     async def after(self, ctx: CallContext, response: ChatResponse) -> ChatResponse:
-        """Store the results of return-direct tools that ended the turn, after their stored
-        tool call; compact once the turn is complete (a failed compaction is logged, not
-        raised)."""
+        """Store the turn when it is stored with the reply, then the results of return-direct
+        tools that ended the turn, after their stored tool call; compact once the turn is
+        complete (a failed compaction is logged, not raised)."""
         turn = ctx.state.get(TURN_STATE)
         if turn is None:
             return response
         # Already resolved, unless an advisor in between answered without calling the model:
         # the session then still exists, and its owner is checked, after every call.
         resolved = await turn.resolve()
+        await turn.commit()
         await store_returned_results(ctx, turn, response)
         if response.has_tool_calls or turn.compaction is None:
             return response

@@ -42,6 +42,7 @@ SYSTEMS: dict[str, str] = {
     "asyncsession": "asyncsession_store:AsyncSessionStore",
     "asyncsession-after-reply": "asyncsession_store:AsyncSessionAfterReplyStore",
     "asyncsession-advisors": "asyncsession_store:AsyncSessionAdvisorStore",
+    "asyncsession-advisors-after-reply": "asyncsession_store:AsyncSessionAdvisorAfterReplyStore",
     "asyncsession-langchain": "asyncsession_frameworks:AsyncSessionLangChainStore",
     "asyncsession-adk": "asyncsession_frameworks:AsyncSessionAdkStore",
     "openai-agents": "openai_agents_store:OpenAIAgentsStore",
@@ -55,6 +56,7 @@ DISTRIBUTIONS: dict[str, str] = {
     "asyncsession": "asyncsession",
     "asyncsession-after-reply": "asyncsession",
     "asyncsession-advisors": "asyncsession",
+    "asyncsession-advisors-after-reply": "asyncsession",
     "asyncsession-langchain": "asyncsession",
     "asyncsession-adk": "asyncsession",
     "openai-agents": "openai-agents",
@@ -67,17 +69,32 @@ DISTRIBUTIONS: dict[str, str] = {
 PEERS = ("openai-agents", "google-adk", "langchain", "langchain-model")
 """The peer systems, in report order after asyncsession."""
 
-OURS = ("asyncsession", "asyncsession-after-reply", "asyncsession-advisors")
+OURS = (
+    "asyncsession",
+    "asyncsession-after-reply",
+    "asyncsession-advisors",
+    "asyncsession-advisors-after-reply",
+)
 """Our turn shapes: the plain API (question stored before the model call, then the reply), the
-plain API storing the whole turn after the reply, and the advisor chain."""
+plain API storing the whole turn after the reply, the advisor chain, and the advisor chain
+storing the whole turn after the reply (``store_question="with_reply"``)."""
 
 ADAPTERS = ("asyncsession-langchain", "asyncsession-adk")
 """Our framework adapters, each measured beside the framework's own MongoDB store."""
 
-MODEL_CALLING = frozenset({"asyncsession-advisors", "langchain-model"})
+MODEL_CALLING = frozenset(
+    {"asyncsession-advisors", "asyncsession-advisors-after-reply", "langchain-model"}
+)
 """The systems whose turn includes the model call (through the in-process stub model)."""
 
-SHAPES_ONLY = frozenset({"asyncsession-after-reply", "asyncsession-advisors", "langchain-model"})
+SHAPES_ONLY = frozenset(
+    {
+        "asyncsession-after-reply",
+        "asyncsession-advisors",
+        "asyncsession-advisors-after-reply",
+        "langchain-model",
+    }
+)
 """Turn shapes of a system measured under another name: they run only the scenarios whose work
 depends on the turn shape (their reads, contended appends and retries are the base system's)."""
 

@@ -12,6 +12,9 @@
   real ``openai.AsyncOpenAI`` client whose HTTP transport is an in-process stub model
   (``httpx.MockTransport``) answering with the turn's reply: no server, no network, the
   SDK's request building and response parsing included.
+- ``asyncsession-advisors-after-reply``: the same ``ChatClient.call`` with
+  ``SessionTurnAdvisor(store_question="with_reply")``: a window read before the model call, then
+  one append of the question and the reply after it (the peers' order, on the advisor path).
 
 The other scenarios (contention, lost acknowledgements, compaction) use versioned appends with
 stable event ids: the compare-and-swap and the idempotency key they are about.
@@ -52,12 +55,17 @@ from .._workload import Message, Turn
 from ._base import AppendOutcome, MongoStoreBase, StorageStats, StoreUnavailable, Target
 from ._stub_model import STUB_MODEL, StubModel
 
-__all__ = ["AsyncSessionAdvisorStore", "AsyncSessionAfterReplyStore", "AsyncSessionStore"]
+__all__ = [
+    "AsyncSessionAdvisorAfterReplyStore",
+    "AsyncSessionAdvisorStore",
+    "AsyncSessionAfterReplyStore",
+    "AsyncSessionStore",
+]
 
 USER_ID = "bench-user"
 MAX_RETRIES = 10_000
 
-Mode = Literal["plain", "advisors", "after-reply"]
+Mode = Literal["plain", "advisors", "after-reply", "advisors-after-reply"]
 
 
 def window_filter(size: int) -> EventFilter:
@@ -123,7 +131,12 @@ class AsyncSessionStore:
                 self._model.client,
                 model=STUB_MODEL,
                 advisors=[
-                    SessionTurnAdvisor(self.service),
+                    SessionTurnAdvisor(
+                        self.service,
+                        store_question="with_reply"
+                        if self.mode == "advisors-after-reply"
+                        else "first",
+                    ),
                     SessionMemoryAdvisor(self.service, event_filter=window_filter(window)),
                 ],
             )
@@ -161,7 +174,7 @@ class AsyncSessionStore:
 
     async def chat_turn(self, session_id: str, turn: Turn, window: int) -> int:
         """The plain API turn: read the window, append the question, append the reply."""
-        if self.mode == "advisors":
+        if self.mode in ("advisors", "advisors-after-reply"):
             return await self._advisor_turn(session_id, turn, window)
         history = await self.service.get_events(session_id, window_filter(window))
         assert len(history) <= window, session_id
@@ -260,6 +273,9 @@ class AsyncSessionStore:
             "turn": (
                 "ChatClient.call (SessionTurnAdvisor + SessionMemoryAdvisor, stub model)"
                 if self.mode == "advisors"
+                else "ChatClient.call (SessionTurnAdvisor(store_question='with_reply') + "
+                "SessionMemoryAdvisor, stub model)"
+                if self.mode == "advisors-after-reply"
                 else "get_events(last_n=window) + 2 x append_message"
             ),
         }
@@ -276,6 +292,13 @@ class AsyncSessionAdvisorStore(AsyncSessionStore):
         an advisor turn's CPU that any application calling the model pays, with or without a
         session library."""
         return None if self._model is None else await self._model.call_cpu_ms(calls)
+
+
+class AsyncSessionAdvisorAfterReplyStore(AsyncSessionAdvisorStore):
+    """The advisor chain storing the turn after the reply (see the module)."""
+
+    name: ClassVar[str] = "asyncsession-advisors-after-reply"
+    mode: ClassVar[Mode] = "advisors-after-reply"
 
 
 class AsyncSessionAfterReplyStore(AsyncSessionStore):

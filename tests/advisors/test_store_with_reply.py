@@ -1,0 +1,259 @@
+"""``store_question="with_reply"``: the whole turn stored in one write once the call is complete."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import openai
+import pytest
+from chat_support import MODEL, PATHS, ask, context, stored
+from command_counting import counted_repository
+
+from asyncsession import (
+    AssistantMessage,
+    ChatError,
+    CreateSessionRequest,
+    DefaultSessionService,
+    EventFilter,
+    InMemorySessionRepository,
+    MongoSessionRepository,
+    UsageError,
+    UserMessage,
+)
+from asyncsession.advisors import (
+    REQUEST_EVENT_IDS_CONTEXT_KEY,
+    REQUEST_ID_CONTEXT_KEY,
+    RESPONSE_EVENT_IDS_CONTEXT_KEY,
+    IdempotentTurnAdvisor,
+    RequestIdEventIdGenerator,
+    SessionAdvisors,
+    SessionTurnAdvisor,
+    ToolCallingAdvisor,
+    tool,
+)
+from asyncsession.openai import ChatClient
+from asyncsession.testing import (
+    RecordedRequest,
+    ScriptedOpenAIServer,
+    ScriptedReply,
+    ScriptedToolCall,
+)
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"
+
+
+@pytest.fixture(params=["memory", "mongo"])
+def repository_of_each_store(request: pytest.FixtureRequest) -> Any:
+    """The repository of each store (the MongoDB one on a fresh test database)."""
+    if request.param == "memory":
+        return InMemorySessionRepository()
+    return MongoSessionRepository(request.getfixturevalue("mongo_db"))
+
+
+@pytest.fixture
+async def store(repository_of_each_store: Any) -> DefaultSessionService:
+    """A session service on each store."""
+    if isinstance(repository_of_each_store, MongoSessionRepository):
+        await repository_of_each_store.ensure_indexes()
+    return DefaultSessionService(repository_of_each_store)
+
+
+def chat(
+    openai_client: openai.AsyncOpenAI, service: DefaultSessionService, *, idempotent: bool = False
+) -> ChatClient:
+    advisors: list[Any] = [
+        *SessionAdvisors(
+            service,
+            store_question="with_reply",
+            request_event_id_generator=RequestIdEventIdGenerator() if idempotent else None,
+        ),
+        ToolCallingAdvisor([lookup]),
+    ]
+    if idempotent:
+        leases: Any = service.repository
+        advisors.append(IdempotentTurnAdvisor(service, leases=leases, poll=0.01))
+    return ChatClient(openai_client, model=MODEL, advisors=advisors)
+
+
+async def with_history(service: DefaultSessionService) -> None:
+    await service.create(CreateSessionRequest(id="s", user_id="alice"))
+    await service.append_messages(
+        "s", [UserMessage(text="earlier"), AssistantMessage(text="noted")]
+    )
+
+
+def test_store_question_is_validated() -> None:
+    """Anything but the two choices is a usage error naming the argument, on both builders."""
+    service = DefaultSessionService(InMemorySessionRepository())
+    assert SessionTurnAdvisor(service).store_question == "first"
+    for bad in ("after", None, 1):
+        with pytest.raises(UsageError, match="store_question"):
+            SessionTurnAdvisor(service, store_question=bad)  # type: ignore[arg-type]
+        with pytest.raises(UsageError, match="store_question"):
+            SessionAdvisors(service, store_question=bad)  # type: ignore[arg-type]
+    assert SessionAdvisors(service, store_question="with_reply").turn.store_question == (
+        "with_reply"
+    )
+
+
+@pytest.mark.parametrize("streaming", PATHS)
+async def test_the_turn_is_one_write_and_the_model_sees_the_question(
+    streaming: bool,
+    store: DefaultSessionService,
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+) -> None:
+    await with_history(store)
+    version = await store.get_event_version("s")
+    server.enqueue(ScriptedReply.text("hello"))
+
+    reply = await ask(chat(openai_client, store), "hi", streaming=streaming, context=context("s"))
+
+    assert [m["content"] for m in server.requests[-1].messages] == ["earlier", "noted", "hi"]
+    assert await stored(store, "s") == ["U:earlier", "A:noted", "U:hi", "A:hello"]
+    assert await store.get_event_version("s") == version + 1
+    events = await store.get_events("s", EventFilter.all())
+    assert reply.context[REQUEST_EVENT_IDS_CONTEXT_KEY] == [events[2].id]
+    assert reply.context[RESPONSE_EVENT_IDS_CONTEXT_KEY] == [events[3].id]
+
+
+@pytest.mark.parametrize("streaming", PATHS)
+async def test_a_failed_model_call_stores_nothing(
+    streaming: bool,
+    store: DefaultSessionService,
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+) -> None:
+    await with_history(store)
+    version = await store.get_event_version("s")
+    server.enqueue(ScriptedReply.error(500, "boom"))
+
+    with pytest.raises(ChatError):
+        await ask(chat(openai_client, store), "hi", streaming=streaming, context=context("s"))
+
+    assert await stored(store, "s") == ["U:earlier", "A:noted"]
+    assert await store.get_event_version("s") == version
+
+
+async def test_a_cancelled_call_stores_nothing(
+    store: DefaultSessionService, server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
+) -> None:
+    await with_history(store)
+    server.enqueue(ScriptedReply.text("never", hold=asyncio.Event()))
+    task = asyncio.create_task(chat(openai_client, store).call("hi", context=context("s")))
+    await asyncio.wait_for(server.wait_for_request(0), 10)
+
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    assert await stored(store, "s") == ["U:earlier", "A:noted"]
+
+
+@pytest.mark.parametrize("streaming", PATHS)
+async def test_a_tool_loop_is_stored_in_the_final_write(
+    streaming: bool,
+    store: DefaultSessionService,
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+) -> None:
+    await with_history(store)
+    version = await store.get_event_version("s")
+    server.enqueue(
+        ScriptedReply.tool_calls([ScriptedToolCall("lookup", {"key": "k"})]),
+        ScriptedReply.text("done"),
+    )
+
+    await ask(chat(openai_client, store), "go", streaming=streaming, context=context("s"))
+
+    assert await stored(store, "s") == [
+        "U:earlier",
+        "A:noted",
+        "U:go",
+        "A[lookup]",
+        "T[lookup->value of k]",
+        "A:done",
+    ]
+    assert await store.get_event_version("s") == version + 1
+    assert [m["role"] for m in server.requests[1].messages][-3:] == ["user", "assistant", "tool"]
+
+
+async def test_on_mongodb_the_turn_is_a_read_and_one_commit(
+    mongo_uri: str, server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
+) -> None:
+    """Before the model call one read (no write); after it one update holding the turn, plus
+    an insert on the turns that register the next ids of the store's pool."""
+    async with counted_repository(mongo_uri) as (repository, counter):
+        service = DefaultSessionService(repository)
+        await with_history(service)
+        client = chat(openai_client, service)
+        server.enqueue(*(ScriptedReply.text(f"r{i}") for i in range(6)))
+        for i in range(6):
+            counter.clear()
+            await client.call(f"q{i}", context=context("s"))
+            names = [n for n in counter.names if n != "insert"]
+            assert names == ["find", "update"], counter.names
+        texts = [e.text for e in await service.get_events("s", EventFilter.all())]
+        assert texts[2:] == [t for i in range(6) for t in (f"q{i}", f"r{i}")]
+
+
+@pytest.mark.parametrize("streaming", PATHS)
+async def test_idempotent_retries_store_nothing_twice(
+    streaming: bool,
+    store: DefaultSessionService,
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+) -> None:
+    """A failed attempt stores nothing; its retry stores the turn; a retry of the completed
+    request replays it without the model; four overlapping attempts call the model once."""
+    server.enqueue(ScriptedReply.error(500, "boom"), ScriptedReply.text("answer"))
+    retry = context("s", "alice", **{REQUEST_ID_CONTEXT_KEY: "r1"})
+    client = chat(openai_client, store, idempotent=True)
+    with pytest.raises(ChatError):
+        await ask(client, "q", streaming=streaming, context=retry)
+    assert await stored(store, "s") == []
+    first = await ask(client, "q", streaming=streaming, context=retry)
+    again = await ask(client, "q", streaming=streaming, context=retry)
+    assert first.text == again.text == "answer"
+    assert len(server.requests) == 2
+    assert await stored(store, "s") == ["U:q", "A:answer"]
+
+    hold = asyncio.Event()
+    server.enqueue(ScriptedReply.text("once", hold=hold))
+    other = context("s", "alice", **{REQUEST_ID_CONTEXT_KEY: "r2"})
+    clients = [chat(openai_client, store, idempotent=True) for _ in range(4)]  # "processes"
+    tasks = [asyncio.create_task(ask(c, "q2", streaming=streaming, context=other)) for c in clients]
+    await asyncio.wait_for(server.wait_for_request(2), 10)
+    hold.set()
+    assert [r.text for r in await asyncio.gather(*tasks)] == ["once"] * 4
+    assert len(server.requests) == 3
+    assert await stored(store, "s") == ["U:q", "A:answer", "U:q2", "A:once"]
+
+
+async def test_concurrent_turns_on_one_session_lose_nothing(
+    store: DefaultSessionService, openai_client: openai.AsyncOpenAI
+) -> None:
+    """Thirty turns at once: every question is stored, right before its own reply."""
+
+    def answer(request: RecordedRequest) -> ScriptedReply:
+        return ScriptedReply.text(f"re {request.messages[-1]['content']}")
+
+    async with (
+        ScriptedOpenAIServer(responder=answer) as server,
+        openai.AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0) as client,
+    ):
+        await store.create(CreateSessionRequest(id="s", user_id="alice"))
+        chat_client = chat(client, store)
+        questions = [f"q{i}" for i in range(30)]
+        await asyncio.gather(
+            *(chat_client.call(q, context=context("s", "alice")) for q in questions)
+        )
+    labels = await stored(store, "s")
+    assert len(labels) == 60
+    pairs = list(zip(labels[::2], labels[1::2], strict=True))
+    assert sorted(pairs) == sorted((f"U:{q}", f"A:re {q}") for q in questions)
