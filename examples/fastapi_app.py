@@ -57,6 +57,7 @@ message stays stored and no partial reply is.
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
@@ -92,6 +93,7 @@ from asyncsession import (
     SessionService,
     StorageUnavailable,
     SystemMessage,
+    TurnInProgress,
     UsageError,
 )
 from asyncsession.advisors import (
@@ -206,6 +208,7 @@ ERROR_STATUSES: tuple[tuple[type[AsyncSessionError], int], ...] = (
     (AccessDenied, 403),
     (SessionNotFound, 404),
     (SessionExists, 409),
+    (TurnInProgress, 409),
     (EventIdConflict, 409),
     (EventTooLarge, 422),
     (UsageError, 422),
@@ -258,6 +261,8 @@ def error_problem(exc: AsyncSessionError, instance: str) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if isinstance(exc, ChatError) and exc.status_code is not None:
         extra["upstream_status"] = exc.status_code
+    if isinstance(exc, TurnInProgress):
+        extra["retry_after"] = math.ceil(exc.retry_after)  # the holder's lease, at most
     return problem(
         status,
         _HIDDEN_DETAIL.get(status, str(exc)),
@@ -274,6 +279,8 @@ def problem_response(
     all_headers = dict(headers or {})
     if status == 503:
         all_headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    if "retry_after" in body:
+        all_headers["Retry-After"] = str(body["retry_after"])
     return JSONResponse(
         dict(body), status_code=status, headers=all_headers, media_type=PROBLEM_JSON
     )

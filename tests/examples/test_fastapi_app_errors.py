@@ -14,7 +14,7 @@ from chat_support import stored
 from example_support import ALICE, assert_problem, read_sse, serving
 from fastapi_app import BODY_LIMIT, create_app
 
-from asyncsession import DefaultSessionService, InMemorySessionRepository
+from asyncsession import DefaultSessionService, InMemorySessionRepository, TurnInProgress
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
 
 TEN_MB = 10 * 1024 * 1024
@@ -265,3 +265,32 @@ async def test_an_error_after_the_stream_opened_is_an_error_event_problem(
         k: v for k, v in expected.items() if k != "instance"
     }
     assert streamed["instance"] == "/sessions/s1/stream"
+
+
+class _BusyRepository(InMemorySessionRepository):
+    """Every read finds another attempt of the same request holding its turn."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__()
+        self.retry_after = retry_after
+
+    async def find_by_id(self, session_id: str) -> Any:
+        raise TurnInProgress(session_id, "req-1", self.retry_after)
+
+
+@pytest.mark.parametrize(("retry_after", "header"), [(1.0, "1"), (2.2, "3"), (29.9, "30")])
+async def test_a_turn_in_progress_is_a_409_problem_with_retry_after(
+    retry_after: float,
+    header: str,
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+) -> None:
+    """Another attempt holding the turn answers 409 with ``Retry-After``: the holder's lease
+    in whole seconds, rounded up, so a retry comes no earlier than the stored reply."""
+    service = DefaultSessionService(_BusyRepository(retry_after))
+    async with serving(create_app(openai_client, model="gpt-test", service=service)) as client:
+        response = await client.get("/sessions/s1/messages", headers=ALICE)
+
+    body = assert_problem(response, 409, "TurnInProgress")
+    assert response.headers["Retry-After"] == header
+    assert body["retry_after"] == int(header)
