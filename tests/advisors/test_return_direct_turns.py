@@ -162,6 +162,106 @@ def assert_returned(response: ChatResponse) -> None:
     assert response.text == "ticket 7: open\nticket 7: alice"
 
 
+# --- Idempotent retries of a turn that ended on return-direct tools --------------------------
+
+
+@pytest.mark.parametrize("retry_streaming", PATHS)
+@pytest.mark.parametrize("first_streaming", PATHS)
+@pytest.mark.parametrize("store_question", STORE_QUESTION)
+@pytest.mark.parametrize("kind", CLIENTS)
+async def test_a_retry_of_a_return_direct_turn_replays_it_without_the_model_or_the_tools(
+    kind: type[ChatClient] | type[ResponsesClient],
+    store_question: str,
+    first_streaming: bool,
+    retry_streaming: bool,
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+    store: DefaultSessionService,
+) -> None:
+    """The retry gets the same tool call, results, finish reason and event ids (a stream the
+    same result chunks); the model and the tools ran once, and the retry stores nothing."""
+    server.enqueue(ticket_calls())
+    desk = Desk()
+    client = client_of(
+        kind, openai_client, store, desk, store_question=store_question, idempotent=True
+    )
+
+    first, first_chunks = await ask(
+        client, "Ticket 7?", streaming=first_streaming, ctx=retry_of("r1")
+    )
+    version = await store.get_event_version("s")
+    again, chunks = await ask(client, "Ticket 7?", streaming=retry_streaming, ctx=retry_of("r1"))
+
+    assert_returned(first)
+    assert_returned(again)
+    assert again.tool_results == first.tool_results
+    assert again.message.tool_calls == first.message.tool_calls
+    for key in (REQUEST_EVENT_IDS_CONTEXT_KEY, RESPONSE_EVENT_IDS_CONTEXT_KEY):
+        assert again.context[key] == first.context[key]
+    assert len(server.requests) == 1
+    assert desk.runs == ["ticket 7", "owner 7"]
+    assert await stored(store) == TURN
+    assert await store.get_event_version("s") == version
+    if first_streaming:
+        assert result_chunks(first_chunks) == EXPECTED_CHUNKS
+    if retry_streaming:
+        assert result_chunks(chunks) == EXPECTED_CHUNKS
+        round_chunk = chunks[0]
+        assert [d.id for d in round_chunk.tool_calls] == ["c1", "c2"]
+        assert round_chunk.finish_reason == "tool_calls"
+        assert [c.tool_result is not None for c in chunks] == [False, True, True]
+    server.assert_done()
+
+
+@pytest.mark.parametrize("store_question", STORE_QUESTION)
+async def test_many_concurrent_attempts_of_a_return_direct_request_run_the_tools_once(
+    store_question: str,
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+    store: DefaultSessionService,
+) -> None:
+    """Twenty overlapping attempts of one new request, calls and streams, on four clients that
+    share only the store (like four processes): the model is called once, each tool runs once,
+    the turn is stored once and every attempt gets its results; then twenty concurrent retries
+    of the completed request call nothing and store nothing."""
+    hold = asyncio.Event()
+    server.enqueue(ticket_calls(hold=hold))
+    desks = [Desk() for _ in range(4)]
+    clients = [
+        client_of(
+            ChatClient, openai_client, store, d, store_question=store_question, idempotent=True
+        )
+        for d in desks
+    ]
+
+    async def attempts() -> list[tuple[ChatResponse, list[ChatChunk]]]:
+        tasks = [
+            asyncio.create_task(
+                ask(clients[i % 4], "Ticket 7?", streaming=i % 3 == 0, ctx=retry_of("r1"))
+            )
+            for i in range(20)
+        ]
+        return await asyncio.gather(*tasks)
+
+    first_wave = asyncio.create_task(attempts())
+    await asyncio.wait_for(server.wait_for_request(0), 10)
+    hold.set()
+    answers = await first_wave
+    version = await store.get_event_version("s")
+    retries = await attempts()
+
+    for response, chunks in [*answers, *retries]:
+        assert_returned(response)
+        if chunks:
+            assert result_chunks(chunks) == EXPECTED_CHUNKS
+    assert len(server.requests) == 1
+    assert sorted(run for d in desks for run in d.runs) == ["owner 7", "ticket 7"]
+    assert await stored(store) == TURN
+    assert await store.get_event_version("s") == version
+    ids = {tuple(r.context[REQUEST_EVENT_IDS_CONTEXT_KEY]) for r, _ in [*answers, *retries]}
+    assert len(ids) == 1
+
+
 # --- store_question="with_reply" with return-direct tools -------------------------------------
 
 
