@@ -27,6 +27,8 @@ from asyncsession.advisors import (
     IdempotentTurnAdvisor,
     RequestIdEventIdGenerator,
     SessionAdvisors,
+    SessionMemoryAdvisor,
+    SessionTurnAdvisor,
     ToolCallingAdvisor,
 )
 from asyncsession.chat import ChatChunk, ChatResponse
@@ -373,3 +375,43 @@ async def test_with_reply_results_the_store_refuses_store_nothing_of_the_turn(
     assert desk.runs == ["ticket 7", "owner 7"]
     assert await stored(store) == ["U:earlier", "A:noted"]
     assert await store.get_event_version("s") == version
+
+
+@pytest.mark.parametrize("streaming", PATHS)
+@pytest.mark.parametrize("store_question", STORE_QUESTION)
+async def test_a_memory_advisor_around_the_loop_stores_and_replays_the_same_turn(
+    store_question: Any,
+    streaming: bool,
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+    store: DefaultSessionService,
+) -> None:
+    """With the memory advisor outside the tool loop (it stores the call as the final reply),
+    the turn stores the results after it, and a retry replays the turn without the model."""
+    server.enqueue(ticket_calls())
+    desk = Desk()
+    client = ChatClient(
+        openai_client,
+        model=MODEL,
+        advisors=[
+            IdempotentTurnAdvisor(store),
+            SessionTurnAdvisor(store, store_question=store_question),
+            SessionMemoryAdvisor(
+                store,
+                request_event_id_generator=RequestIdEventIdGenerator(),
+                order=ToolCallingAdvisor.DEFAULT_ORDER - 1,
+            ),
+            ToolCallingAdvisor(desk.tools()),
+        ],
+    )
+
+    first, _ = await ask(client, "Ticket 7?", streaming=streaming, ctx=retry_of("r1"))
+    again, chunks = await ask(client, "Ticket 7?", streaming=streaming, ctx=retry_of("r1"))
+
+    assert_returned(first)
+    assert_returned(again)
+    if streaming:
+        assert result_chunks(chunks) == EXPECTED_CHUNKS
+    assert len(server.requests) == 1
+    assert desk.runs == ["ticket 7", "owner 7"]
+    assert await stored(store) == TURN
