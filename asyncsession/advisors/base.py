@@ -20,6 +20,7 @@ what they have read).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from typing import Any, Final, Generic, Protocol, TypeVar, runtime_checkable
 from .._checks import require_object
 from ..chat import ChatChunk, ChatRequest, ChatResponse, ToolCallDelta
 from ..exceptions import UsageError
+from ._returned import result_chunks
 
 __all__ = [
     "AUTO_MEMORY_ORDER",
@@ -233,6 +235,10 @@ class ChunkStream(ABC):
 
 
 class _ReplayStream(ChunkStream):
+    """A finished response as chunks: one for the model's message; after return-direct tools,
+    that message's round (its tool calls) and then one chunk per result, as the tool loop
+    streamed them."""
+
     __slots__ = ("_chunks", "_final")
 
     def __init__(self, response: ChatResponse) -> None:
@@ -241,21 +247,28 @@ class _ReplayStream(ChunkStream):
             ToolCallDelta(index=index, id=call.id, name=call.name, arguments=call.arguments)
             for index, call in enumerate(response.message.tool_calls)
         )
+        results = response.tool_results
+        if results is None:
+            text = response.text
+            finish = response.finish_reason or ("tool_calls" if deltas else "stop")
+        else:  # the model's round that asked for the return-direct tools
+            text, finish = response.message.text or "", "tool_calls"
         chunk = ChatChunk(
-            text=response.text,
+            text=text,
             tool_calls=deltas,
-            finish_reason=response.finish_reason or ("tool_calls" if deltas else "stop"),
+            finish_reason=finish,
             usage=response.usage,
             id=response.id,
             model=response.model,
         )
-        self._chunks = [chunk]
+        chunks = [chunk] if results is None else [chunk, *result_chunks(response, results)]
+        self._chunks = deque(chunks)
         self._final = response
 
     async def __anext__(self) -> ChatChunk:
         if not self._chunks:
             raise StopAsyncIteration
-        return self._chunks.pop()
+        return self._chunks.popleft()
 
     def _produced(self) -> ChatResponse | None:
         return None if self._chunks else self._final

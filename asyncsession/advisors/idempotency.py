@@ -9,6 +9,11 @@ recent log:
 - found, and followed by a final reply (an assistant message asking for no tools) before the
   next user message: the attempt completed, so the stored reply is returned (replayed as chunks
   on the stream path) and the model is not called;
+- found, and followed by the results of return-direct tools that answer the stored tool call
+  before them (the turn advisor marks them): the attempt completed on those tools, so the
+  response is their tool call with the stored results (``tool_results``, finish reason
+  ``"return_direct"``; on the stream path the round's chunk, then one chunk per result), and
+  neither the model nor the tools run;
 - found without a final reply (the attempt failed or is still running), or not found: the turn
   runs; the user message is stored once, because its id is taken.
 
@@ -44,9 +49,11 @@ from ..chat import ChatChunk, ChatRequest, ChatResponse
 from ..events import SessionEvent
 from ..exceptions import AccessDenied, SessionNotFound, TurnInProgress, UsageError
 from ..filters import EventFilter
-from ..messages import AssistantMessage, UserMessage
+from ..messages import AssistantMessage, ToolResponseMessage, UserMessage
 from ..repository import TurnLeaseRepository
 from ..service import SessionService
+from ._return_direct import returned_results
+from ._returned import RETURN_DIRECT
 from ._session import check_service
 from .base import IDEMPOTENCY_ORDER, CallContext, CallNext, ChunkStream, StreamNext
 from .contexts import (
@@ -61,9 +68,11 @@ __all__ = ["IdempotentTurnAdvisor"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Stored:
-    """A completed attempt: its reply and the ids of the events it stored."""
+    """A completed attempt: its reply (with the results of return-direct tools, if they
+    ended it) and the ids of the events it stored."""
 
     reply: AssistantMessage
+    results: ToolResponseMessage | None = None
     request_ids: list[str]
     response_ids: list[str]
 
@@ -300,6 +309,7 @@ def _completed(events: Sequence[SessionEvent], event_id: str) -> _Stored | None:
         return None
     request_ids: list[str] = [event_id]
     response_ids: list[str] = []
+    call: AssistantMessage | None = None  # the newest tool call of the attempt
     for event in events[start + 1 :]:
         message = event.message
         if message is None:
@@ -310,14 +320,27 @@ def _completed(events: Sequence[SessionEvent], event_id: str) -> _Stored | None:
             response_ids.append(event.id)
             if not message.tool_calls:
                 return _Stored(reply=message, request_ids=request_ids, response_ids=response_ids)
+            call = message
         else:
             request_ids.append(event.id)
+            results = None if call is None else returned_results(event, call)
+            if call is not None and results is not None:
+                return _Stored(
+                    reply=call, results=results, request_ids=request_ids, response_ids=response_ids
+                )
     return None
 
 
 def _replay(ctx: CallContext, stored: _Stored) -> ChatResponse:
     ctx.context[REQUEST_EVENT_IDS_CONTEXT_KEY] = list(stored.request_ids)
     ctx.context[RESPONSE_EVENT_IDS_CONTEXT_KEY] = list(stored.response_ids)
+    if stored.results is not None:
+        return ChatResponse(
+            message=stored.reply,
+            finish_reason=RETURN_DIRECT,
+            tool_results=stored.results,
+            context=dict(ctx.context),
+        )
     return ChatResponse(message=stored.reply, finish_reason="stop", context=dict(ctx.context))
 
 

@@ -28,14 +28,12 @@ from ..chat import ChatChunk, ChatRequest, ChatResponse, Usage
 from ..exceptions import ToolLoopLimitExceeded, UsageError
 from ..messages import ToolCall, ToolResponse, ToolResponseMessage
 from ..tools import Tool
+from ._returned import RETURN_DIRECT, result_chunks
 from .base import TOOL_LOOP_ORDER, CallContext, CallNext, StreamNext
 
 __all__ = ["ToolCallingAdvisor"]
 
 logger: logging.Logger = logging.getLogger("asyncsession.advisors")
-
-_RETURN_DIRECT: Final = "return_direct"
-"""The finish reason of a response (and of the last chunk) answered by return-direct tools."""
 
 
 def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
@@ -60,23 +58,8 @@ def _returned(
 ) -> ChatResponse:
     """The loop's response when return-direct tools answered ``response``."""
     return dataclasses.replace(
-        response, usage=usage, finish_reason=_RETURN_DIRECT, tool_results=results
+        response, usage=usage, finish_reason=RETURN_DIRECT, tool_results=results
     )
-
-
-def _result_chunks(response: ChatResponse, results: ToolResponseMessage) -> list[ChatChunk]:
-    """One chunk per return-direct result; their texts add up to the returned ``text``."""
-    last = len(results.responses) - 1
-    return [
-        ChatChunk(
-            text=result.data if index == 0 else "\n" + result.data,
-            tool_result=result,
-            finish_reason=_RETURN_DIRECT if index == last else None,
-            id=response.id,
-            model=response.model,
-        )
-        for index, result in enumerate(results.responses)
-    ]
 
 
 class ToolCallingAdvisor:
@@ -180,7 +163,7 @@ class ToolCallingAdvisor:
             results = await self._run_tools(response.tool_calls, registry)
             if direct:
                 chunks.response = _returned(response, results, usage)
-                for chunk in _result_chunks(response, results):
+                for chunk in result_chunks(response, results):
                     yield chunk
                 return
             request = request.with_messages([*request.messages, response.message, results])

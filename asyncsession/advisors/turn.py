@@ -142,17 +142,18 @@ class SessionTurnAdvisor(BaseAdvisor):
         return request
 
     async def after(self, ctx: CallContext, response: ChatResponse) -> ChatResponse:
-        """Store the turn when it is stored with the reply, then the results of return-direct
-        tools that ended the turn, after their stored tool call; compact once the turn is
-        complete (a failed compaction is logged, not raised)."""
+        """Store the results of return-direct tools that ended the turn, after their stored
+        tool call (with the rest of the turn, in its one append, when it is stored with the
+        reply); compact once the turn is complete (a failed compaction is logged, not
+        raised)."""
         turn = ctx.state.get(TURN_STATE)
         if turn is None:
             return response
         # Already resolved, unless an advisor in between answered without calling the model:
         # the session then still exists, and its owner is checked, after every call.
         resolved = await turn.resolve()
-        await turn.commit()
         await store_returned_results(ctx, turn, response)
+        await turn.commit()
         if response.has_tool_calls or turn.compaction is None:
             return response
         await turn.compaction.after_turn(
