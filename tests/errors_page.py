@@ -1,8 +1,9 @@
 """The error reference, docs/errors.md, generated from `asyncsession.exceptions` itself.
 
 The part between ``<!-- generated:start -->`` and ``<!-- generated:end -->`` is the tree of
-every public error class (multiple bases shown), each class's one-line docstring, the exit code
-the `asyncsession` command line gives it (computed by the CLI's own mapping,
+every public error class (multiple bases shown), each class's one-line docstring, the HTTP
+status the FastAPI example answers it with (its own table, `ERROR_STATUSES`), the exit code the
+`asyncsession` command line gives it (computed by the CLI's own mapping,
 `asyncsession.cli._errors.failure_of`) and what a user should do (`ADVICE` below). Errors of
 private classes that users meet under public names (the MongoDB memory store's outage error is
 both a `MemoryBackendError` and a `StorageUnavailable`) are shown as what users catch.
@@ -14,12 +15,15 @@ fails while the page is out of date.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import pkgutil
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from types import ModuleType
 
 from pymongo.errors import OperationFailure, ServerSelectionTimeoutError
 
@@ -33,6 +37,7 @@ from test_public_api import DEPRECATED_ALIASES
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "errors.md"
+EXAMPLE = ROOT / "examples" / "fastapi_app.py"
 START = "<!-- generated:start: run python tests/errors_page.py to update -->\n"
 END = "<!-- generated:end -->\n"
 BASE = exceptions.AsyncSessionError
@@ -183,6 +188,24 @@ def _translated(driver_error: Exception) -> BaseException:
     raise AssertionError("storage_errors translated nothing")  # pragma: no cover
 
 
+@cache
+def _example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("_errors_page_example", EXAMPLE)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def http_status(cls: type[BaseException]) -> int:
+    """The HTTP status the FastAPI example answers an error of ``cls`` with: the first match
+    in its `ERROR_STATUSES`, else 500."""
+    statuses: tuple[tuple[type[BaseException], int], ...] = _example().ERROR_STATUSES
+    error = sample(cls)
+    return next((status for kind, status in statuses if isinstance(error, kind)), 500)
+
+
 def exit_code(cls: type[BaseException]) -> int | None:
     """The exit code the command line gives an error of ``cls``, by the CLI's own mapping."""
     failure = failure_of(sample(cls), uri=CLI_URI, timeout=2)
@@ -229,14 +252,16 @@ def render_block() -> str:
     """The generated part of the page, markers included."""
     out = [START, "\n", "```text\n", *(f"{line}\n" for line in _tree()), "```\n", "\n"]
     out += [
-        "| Error | Bases | What it means | CLI exit | What to do |\n",
-        "|---|---|---|---|---|\n",
+        "| Error | Bases | What it means | HTTP | CLI exit | What to do |\n",
+        "|---|---|---|---|---|---|\n",
     ]
     for cls in public_errors():
         bases = ", ".join(f"`{b.__name__}`" for b in cls.__bases__ if b is not Exception)
         code = exit_code(cls)
         shown = "—" if code is None else f"`{code}`"
-        row = [f"`{cls.__name__}`", bases or "—", _summary(cls), shown, ADVICE[cls.__name__]]
+        status = f"`{http_status(cls)}`"
+        advice = ADVICE[cls.__name__]
+        row = [f"`{cls.__name__}`", bases or "—", _summary(cls), status, shown, advice]
         out.append("| " + " | ".join(_cell(cell) for cell in row) + " |\n")
     hidden = hidden_errors()
     if hidden:

@@ -12,6 +12,7 @@ from errors_page import (
     exit_code,
     generated_part,
     hidden_errors,
+    http_status,
     public_errors,
     render_block,
 )
@@ -89,6 +90,17 @@ def test_the_exit_codes_are_the_clis_own() -> None:
     assert "| `SessionNotFound` | `RepositoryError`, `LookupError` |" in block
     row = next(line for line in block.splitlines() if line.startswith("| `StorageUnavailable`"))
     assert "| `4` |" in row
+
+
+def test_the_http_statuses_are_the_examples_own() -> None:
+    """The statuses come from the example's ERROR_STATUSES, first match first, else 500."""
+    assert http_status(exceptions.AccessDenied) == 403
+    assert http_status(exceptions.ChatTimeout) == 504  # before its base ChatError's 502
+    assert http_status(exceptions.StreamInterrupted) == 502
+    assert http_status(exceptions.MissingSessionId) == 422  # a UsageError
+    assert http_status(exceptions.CompactionError) == 500
+    row = next(line for line in render_block().splitlines() if line.startswith("| `ChatTimeout`"))
+    assert "| `504` | `1` |" in row
 
 
 def test_the_page_is_in_the_nav_and_linked_from_the_guides() -> None:
