@@ -265,7 +265,7 @@ def render_block() -> str:
         out.append("| " + " | ".join(_cell(cell) for cell in row) + " |\n")
     hidden = hidden_errors()
     if hidden:
-        out += ["\n", "Raised under more than one public type, caught as any of them:\n", "\n"]
+        out += ["\n", "Errors of private classes, and the public types to catch them as:\n", "\n"]
         for found in hidden:
             names = " or ".join(f"`{b.__name__}`" for b in found.public)
             where = f"`{found.cls.__module__}`"
