@@ -315,6 +315,21 @@ def _require_openai(value: object, name: str) -> None:
         raise UsageError(f"{name} must be an OpenAI message dict, not {shown}{hint}")
 
 
+def _require_messages(messages: Sequence[object], name: str) -> None:
+    """Refuse an item of ``messages`` that is not one of our messages, naming its index."""
+    for index, item in enumerate(messages):
+        if not isinstance(item, _MessageBase):
+            shown = f"{type(item).__name__} {item!r}"[:80]
+            hint = ""
+            if isinstance(item, str):
+                hint = " (wrap text in a message: UserMessage(text=...))"
+            elif isinstance(item, Mapping):
+                hint = " (an OpenAI message dict: convert it with messages_from_openai)"
+            raise UsageError(
+                f"{name}[{index}] must be a message such as UserMessage, not {shown}{hint}"
+            )
+
+
 def _require_list(value: object, name: str, expected: str) -> None:
     probe = value  # narrowed by the checks; ``value`` stays an object
     if isinstance(probe, (str, bytes, Mapping, BaseModel)) or not isinstance(probe, Iterable):
@@ -376,8 +391,8 @@ def messages_from_openai(messages: Sequence[OpenAIMessage]) -> list[Message]:
     _require_list(messages, "messages", "a list of OpenAI message dicts")
     result: list[Message] = []
     names: dict[str, str] = {}
-    for raw in messages:
-        _require_openai(raw, "messages[]")
+    for index, raw in enumerate(messages):
+        _require_openai(raw, f"messages[{index}]")
         message = message_from_openai(raw)
         if isinstance(message, AssistantMessage):
             names.update({call.id: call.name for call in message.tool_calls})
@@ -399,7 +414,9 @@ def messages_to_openai(messages: Sequence[Message]) -> list[OpenAIMessage]:
     """Convert messages into the list of OpenAI message dicts a Chat Completions call takes.
 
     Raises:
-        UsageError: ``messages`` is not a list (of messages).
+        UsageError: ``messages`` is not a list of messages; the error names the index of the
+            first item that is not one.
     """
     _require_list(messages, "messages", "a list of messages")
+    _require_messages(messages, "messages")
     return [raw for message in messages for raw in message.to_openai()]

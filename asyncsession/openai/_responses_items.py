@@ -32,7 +32,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel, JsonValue
 
-from .._checks import require_many
+from .._checks import require_many, require_message
 from ..exceptions import UsageError
 from ..messages import (
     AssistantMessage,
@@ -67,14 +67,14 @@ def _plain(value: Any) -> JsonValue:
     raise TypeError(f"a Responses item holds a {type(value).__name__}, not a JSON value")
 
 
-def _as_dict(item: ItemLike) -> dict[str, JsonValue]:
+def _as_dict(item: ItemLike, name: str = "items[]") -> dict[str, JsonValue]:
     if isinstance(item, BaseModel):
         raw: Any = item.model_dump(mode="json", exclude_unset=True, by_alias=True)
     elif isinstance(cast(object, item), Mapping):
         raw = item
     else:
         shown = f"{type(item).__name__} {item!r}"[:80]
-        raise UsageError(f"items[] must be a Responses item (a dict or an SDK model), not {shown}")
+        raise UsageError(f"{name} must be a Responses item (a dict or an SDK model), not {shown}")
     plain = _plain(raw)
     if not isinstance(plain, dict):  # pragma: no cover - a mapping is always a dict here
         raise TypeError("a Responses item must be a mapping")
@@ -141,7 +141,7 @@ def _reply_view(
 
 def assistant_from_output(items: Iterable[ItemLike]) -> AssistantMessage:
     """One assistant message made of a response's output items (all of them, in order)."""
-    kept = tuple(_as_dict(item) for item in items)
+    kept = tuple(_as_dict(item, f"items[{i}]") for i, item in enumerate(items))
     text, calls, refusal = _reply_view(kept)
     extra: dict[str, JsonValue] = {"refusal": refusal} if refusal is not None else {}
     return AssistantMessage(text=text, tool_calls=calls, items=kept, extra=extra)
@@ -177,8 +177,8 @@ def items_to_messages(items: Iterable[ItemLike]) -> list[Message]:
             result.append(assistant_from_output(produced))
             produced.clear()
 
-    for raw in items:
-        item = _as_dict(raw)
+    for index, raw in enumerate(items):
+        item = _as_dict(raw, f"items[{index}]")
         kind = _kind(item)
         if kind == "message" and item.get("role") in _INPUT_ROLES:
             flush()
@@ -287,7 +287,9 @@ def messages_to_items(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Convert messages into the input items of a ``responses.create`` call.
 
     Raises:
-        UsageError: ``messages`` is not a list (of messages).
+        UsageError: ``messages`` is not a list of messages; the error names the index of the
+            first item that is not one.
     """
     require_many(messages, "messages", "a list of messages")
-    return [item for message in messages for item in _message_items(message)]
+    checked = [require_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
+    return [item for message in checked for item in _message_items(message)]
