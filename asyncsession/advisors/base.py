@@ -61,7 +61,7 @@ LOWEST_PRECEDENCE: Final = 2**31 - 1
 # The default orders of the library's advisors, outermost first; no two are equal, so the chain
 # does not depend on the order advisors are registered in.
 TELEMETRY_ORDER: Final = HIGHEST_PRECEDENCE + 10
-"""``TelemetryAdvisor``: outermost, so its span covers the whole call."""
+"""``TracingAdvisor``: outermost, so its span covers the whole call."""
 IDEMPOTENCY_ORDER: Final = HIGHEST_PRECEDENCE + 100
 """``IdempotentTurnAdvisor``: outside the turn, so a replayed request never starts one."""
 SESSION_TURN_ORDER: Final = HIGHEST_PRECEDENCE + 200
