@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Callable, Sequence
-from typing import cast
+from typing import Protocol, TypeGuard, runtime_checkable
 
 from ._shield import shielded
 from .compaction_protocols import (
@@ -28,7 +28,34 @@ from .exceptions import SessionNotFound
 from .filters import EventFilter
 from .repository import SessionRepository
 
-__all__ = ["run_compaction", "with_record"]
+__all__ = ["TokenCountingStrategy", "counts_tokens", "run_compaction", "with_record"]
+
+
+@runtime_checkable
+class _Estimates(Protocol):
+    def estimate(self, text: str) -> int: ...
+
+
+@runtime_checkable
+class TokenCountingStrategy(Protocol):
+    """An optional strategy capability: the token estimator it counts with.
+
+    Every built-in strategy declares one (``estimator``); the record of a compaction it runs
+    counts the window's tokens before and after with that same estimator. A strategy without
+    one gets the record counted at four characters a token.
+    """
+
+    @property
+    def estimator(self) -> _Estimates:
+        """What estimates the tokens of a text (``estimate(text) -> int``)."""
+        ...
+
+
+def counts_tokens(strategy: object) -> TypeGuard[TokenCountingStrategy]:
+    """Whether ``strategy`` declares `TokenCountingStrategy`, with an estimator that estimates."""
+    return isinstance(strategy, TokenCountingStrategy) and isinstance(
+        strategy.estimator, _Estimates
+    )
 
 
 async def run_compaction(
@@ -107,10 +134,9 @@ def _pinned(active: Sequence[SessionEvent]) -> list[SessionEvent]:
 
 
 def _estimator(strategy: object) -> Callable[[str], int]:
-    estimate: object = getattr(getattr(strategy, "estimator", None), "estimate", None)
-    if callable(estimate):
-        counted = cast(Callable[[str], object], estimate)
-        return lambda text: int(cast(int, counted(text)))
+    if counts_tokens(strategy):
+        estimator = strategy.estimator
+        return lambda text: int(estimator.estimate(text))
     return lambda text: (len(text) + 3) // 4
 
 

@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "asyncsession._pymongo_errors": 0,
     "asyncsession._pymongo_compat": 0,  # PyMongo and Motor differences; imports only pymongo
     "asyncsession._telemetry": 0,  # spans, a no-op without OpenTelemetry; imports only _version
+    "asyncsession._lifecycle": 0,  # closing once, and the event loop a call runs on
     "asyncsession.messages": 1,
     "asyncsession.events": 1,
     "asyncsession.filters": 1,

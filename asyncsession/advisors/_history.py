@@ -56,8 +56,8 @@ def same_content(a: Message, b: Message) -> bool:
     """
     if _content_key(a) != _content_key(b):
         return False
-    a_parts = getattr(a, "parts", None)
-    b_parts = getattr(b, "parts", None)
+    a_parts = None if isinstance(a, ToolResponseMessage) else a.parts
+    b_parts = None if isinstance(b, ToolResponseMessage) else b.parts
     return a_parts is None or b_parts is None or a_parts == b_parts
 
 

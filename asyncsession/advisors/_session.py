@@ -212,10 +212,10 @@ async def open_turn(
 ) -> tuple[Resolved, SessionEvent]:
     """Check the owner, store the user's message and read the window before it, in one step.
 
-    On a store with native turns this is the whole database work before the model call (one
-    commit on MongoDB when the service draws the id, ``event_id=None``; one command more to
-    register an id of the caller's); a missing session is created in the same step (one command
-    more).
+    On a store with native turns (`asyncsession.repository.TurnRepository`) this is the whole
+    database work before the model call; a turn refused for its owner stores nothing. A missing
+    session is created in the same step, owned by the context's user (or ``default_user_id``).
+    With ``event_id=None`` the service draws the message's id from the store.
 
     Raises:
         AccessDenied: the context names a user who does not own the session.
@@ -448,7 +448,7 @@ async def compact_after_turn(
     """Compact (or hand to the worker) once a turn is complete; failures are logged, not raised.
 
     When the call already knows the whole active view, the trigger is asked about it first, so
-    a quiet trigger costs no database command. The service asks it again on what it reads,
+    a quiet trigger reads and writes nothing. The service asks it again on what it reads,
     so a trigger that fires here but not on the fresh read is harmless.
     """
     try:

@@ -43,8 +43,10 @@ async def run_call(
 
 
 def _call_step(advisor: Advisor, call_next: CallNext) -> CallNext:
-    async def step(ctx: CallContext, request: ChatRequest) -> ChatResponse:
-        return await advisor.call(ctx, request, call_next)
+    # A plain function that hands back the advisor's awaitable: no frame of its own stays on
+    # the stack while the advisor runs.
+    def step(ctx: CallContext, request: ChatRequest) -> Awaitable[ChatResponse]:
+        return advisor.call(ctx, request, call_next)
 
     return step
 

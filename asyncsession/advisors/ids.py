@@ -153,7 +153,7 @@ class RequestIdEventIdGenerator:
     with `RandomEventIdGenerator`.
 
     Give it to ``SessionMemoryAdvisor(request_event_id_generator=...)``; keep the default for the
-    replies, which the store registers ahead of time to save a command.
+    replies, whose ids the store then chooses (see `asyncsession.service.new_event_id`).
     """
 
     __slots__ = ()

@@ -40,15 +40,17 @@ class WindowCompactionStrategy:
         if last_turns is not None and last_events is not None:
             raise UsageError("give WindowCompactionStrategy last_turns or last_events, not both")
         self._window: TurnWindowCompactionStrategy | SlidingWindowCompactionStrategy
+        self.last_turns: int | None = None
+        """The turns kept, or ``None`` for a window by events."""
+        self.last_events: int | None = None
+        """The events kept, or ``None`` for a window by turns."""
         if last_events is not None:
-            self._window = SlidingWindowCompactionStrategy(last_events, estimator=estimator)
+            by_events = SlidingWindowCompactionStrategy(last_events, estimator=estimator)
+            self._window, self.last_events = by_events, by_events.max_events
         else:
             turns = 10 if last_turns is None else last_turns
-            self._window = TurnWindowCompactionStrategy(turns, estimator=estimator)
-        self.last_turns: int | None = getattr(self._window, "max_turns", None)
-        """The turns kept, or ``None`` for a window by events."""
-        self.last_events: int | None = getattr(self._window, "max_events", None)
-        """The events kept, or ``None`` for a window by turns."""
+            by_turns = TurnWindowCompactionStrategy(turns, estimator=estimator)
+            self._window, self.last_turns = by_turns, by_turns.max_turns
 
     async def compact(self, request: CompactionRequest) -> CompactionResult:
         """Archive the oldest whole turns beyond the window."""

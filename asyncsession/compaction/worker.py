@@ -39,13 +39,10 @@ Design notes:
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Self
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -53,6 +50,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ..compaction_protocols import CompactionResult
 from ..exceptions import CompactionError, UsageError
 from ._pipeline import check_worker_parts, positive_int
+from ._worker_lifecycle import WorkerLifecycle, WorkerState, report_outcome
 from .compactor import Compactor
 from .strategies import CompactionStrategy
 from .triggers import TriggerLike
@@ -127,14 +125,7 @@ class CompactionTicket:
         return f"<CompactionTicket session_id={self.session_id!r} {state}>"
 
 
-class _State(enum.Enum):
-    UNOPENED = "not started"
-    OPEN = "open"
-    CLOSING = "closing"
-    CLOSED = "closed"
-
-
-class CompactionWorker:
+class CompactionWorker(WorkerLifecycle):
     """Compacts submitted sessions in background tasks, a bounded number at a time.
 
     Use it as an async context manager; it owns its tasks, and leaving the block waits for them.
@@ -168,6 +159,7 @@ class CompactionWorker:
     ) -> None:
         check_worker_parts(service, trigger, strategy)
         positive_int(max_concurrency, "max_concurrency")
+        super().__init__()
         self.service = service
         """What runs each compaction."""
         self.trigger = trigger
@@ -178,50 +170,26 @@ class CompactionWorker:
         """How many compactions may run at once."""
         self.on_outcome = on_outcome
         """Called with every finished run's outcome."""
-        self._state = _State.UNOPENED
         self._cancelling = False
         self._queued: dict[str, CompactionTicket] = {}
         self._running: dict[str, CompactionTicket] = {}
         self._rerun: dict[str, CompactionTicket] = {}
         self._idle = asyncio.Event()
         self._idle.set()
-        self._closed = asyncio.Event()
-        self._task_group: asyncio.TaskGroup | None = None
         self._consumers: list[asyncio.Task[None]] = []
         self._send: MemoryObjectSendStream[str] | None = None
         self._receive: MemoryObjectReceiveStream[str] | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
-        if self._state is not _State.UNOPENED:
-            raise UsageError(
-                f"This CompactionWorker is {self._state.value}; a worker can be started only once"
-            )
+    async def _prepare(self) -> None:
         self._send, self._receive = anyio.create_memory_object_stream[str](math.inf)
-        self._task_group = asyncio.TaskGroup()
-        await self._task_group.__aenter__()
+
+    def _launch(self, group: asyncio.TaskGroup) -> None:
         self._consumers = [
-            self._task_group.create_task(self._consume(), name=f"compaction-worker-{index}")
+            group.create_task(self._consume(), name=f"compaction-worker-{index}")
             for index in range(self.max_concurrency)
         ]
-        self._state = _State.OPEN
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        assert self._task_group is not None
-        try:
-            await self.aclose(drain=exc_type is None)
-        finally:
-            # The consumers are done (or cancelled and being awaited); the task group only makes
-            # sure none is left behind. The body's exception is not passed in, so it propagates
-            # as it is instead of wrapped in an ExceptionGroup.
-            await self._task_group.__aexit__(None, None, None)
 
     async def aclose(self, *, drain: bool = True) -> None:
         """Stop accepting work, then finish it (``drain=True``) or drop and cancel it.
@@ -231,21 +199,12 @@ class CompactionWorker:
         Cancelled compactions end before their write or after it, never half-way. Calling it
         again waits for the first call to finish.
         """
-        if self._state is _State.UNOPENED:
-            self._state = _State.CLOSED
-            self._closed.set()
-            return
-        if self._state is not _State.OPEN:
-            await self._closed.wait()
-            return
-        self._state = _State.CLOSING
-        drained = False
-        try:
-            if drain:
-                await self.join()
-                drained = True
-        finally:
-            await self._stop(cancel=not drained)
+        await self._shut_down(drain=drain)
+
+    async def _drain(self, drain: bool) -> bool:
+        if drain:
+            await self.join()
+        return drain
 
     async def _stop(self, *, cancel: bool) -> None:
         assert self._send is not None
@@ -266,8 +225,6 @@ class CompactionWorker:
                 await asyncio.wait(self._consumers)
         finally:
             self._receive.close()
-            self._state = _State.CLOSED
-            self._closed.set()
 
     # --- work --------------------------------------------------------------------------------
 
@@ -282,7 +239,7 @@ class CompactionWorker:
             UsageError: the worker is not open (not started, closing or closed), or the id is
                 empty.
         """
-        if self._state is not _State.OPEN:
+        if self._state is not WorkerState.OPEN:
             raise UsageError(f"This CompactionWorker is {self._state.value}; it takes no work")
         if not _is_id(session_id):
             raise UsageError("session_id must be a non-empty string")
@@ -345,11 +302,7 @@ class CompactionWorker:
     ) -> None:
         outcome = CompactionOutcome(session_id=ticket.session_id, result=result, error=error)
         ticket._resolve(outcome)  # pyright: ignore[reportPrivateUsage]  # the worker owns it
-        if self.on_outcome is not None:
-            try:
-                self.on_outcome(outcome)
-            except Exception:
-                logger.exception("on_outcome callback of the compaction worker raised")
+        report_outcome(self.on_outcome, outcome, logger)
 
     def _update_idle(self) -> None:
         if not (self._queued or self._running or self._rerun):

@@ -140,7 +140,7 @@ def _from_message(message: Message) -> types.Content:
                 for r in message.responses
             ],
         )
-    return types.Content(role="user", parts=[types.Part(text=getattr(message, "text", ""))])
+    return types.Content(role="user", parts=[types.Part(text=message.text)])
 
 
 def from_event(event: SessionEvent) -> Event:

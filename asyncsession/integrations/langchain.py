@@ -44,6 +44,7 @@ from .._checks import (
     require_text,
     require_type,
 )
+from .._lifecycle import running_loop
 from .._shield import shielded
 from ..compaction import CompactionResult, CompactionStrategy, TriggerLike
 from ..events import CreateSessionRequest, SessionEvent
@@ -319,10 +320,7 @@ class LangChainHistory(BaseChatMessageHistory):
         """Metadata of a session this object creates."""
         self._trigger = trigger
         self._strategy = strategy
-        if loop is None:
-            with contextlib.suppress(RuntimeError):
-                loop = asyncio.get_running_loop()
-        self._loop = loop
+        self._loop = loop if loop is not None else running_loop()
         self._exists: bool | None = None
         self._pending: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 
@@ -414,11 +412,7 @@ class LangChainHistory(BaseChatMessageHistory):
             return None
 
     def _run(self, call: Coroutine[Any, Any, _T]) -> _T:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass
-        else:
+        if running_loop() is not None:
             call.close()
             raise UsageError(
                 "a sync method of LangChainHistory would block the running event loop: "

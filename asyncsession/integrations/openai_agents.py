@@ -21,12 +21,12 @@ import contextlib
 import hashlib
 from collections import OrderedDict
 from collections.abc import Generator, Mapping, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from pydantic import JsonValue
 
 from .._checks import SERVICE_METHODS, require_object, require_text
+from .._lifecycle import Closable, bound_to_its_loop
 from .._shield import shielded
 from ..compaction import (
     CompactionRequest,
@@ -70,17 +70,6 @@ _OTHER_LOOP: Final = (
     "asyncio.run do: give each event loop its own AsyncMongoClient, repository, service and "
     "AgentsSession, or run every Runner call on one loop"
 )
-
-
-@contextlib.contextmanager
-def _on_its_loop(session_id: str) -> Generator[None]:
-    """Turn PyMongo's refusal to serve another event loop into a `UsageError` saying what to do."""
-    try:
-        yield
-    except RuntimeError as exc:
-        if "different event loop" not in str(exc):
-            raise
-        raise UsageError(f"AgentsSession {session_id!r} cannot run here: {_OTHER_LOOP}") from exc
 
 
 def _always(request: CompactionRequest) -> bool:
@@ -144,7 +133,7 @@ class _ArchiveAll:
         return CompactionResult(compacted_events=(), archived_events=request.events)
 
 
-class AgentsSession:
+class AgentsSession(Closable):
     """An OpenAI Agents SDK ``Session`` whose history is a session of a ``SessionService``.
 
     Pass it to ``Runner.run``, ``Runner.run_streamed`` or ``Runner.run_sync`` as ``session=``.
@@ -155,11 +144,9 @@ class AgentsSession:
     **Storage.** Each ``add_items`` call converts its batch into messages and appends them as one
     batch of events (one version). A lone user item (the Runner's input) starts a turn
     (``SessionService.start_turn``), which creates the session on the first write, owned by
-    ``user_id``. Event ids are drawn from the service (`asyncsession.service.new_event_id`):
-    ``MongoSessionRepository`` registers them ahead, so a steady Runner turn is three commands
-    there (3.2 on average, with the batches of ids registered ahead). ``get_items`` reads the
-    active view: what compaction archived is left out, a summary turn it wrote is included (as
-    a user and an assistant item).
+    ``user_id``. Event ids are drawn from the service (`asyncsession.service.new_event_id`), so
+    the store chooses them. ``get_items`` reads the active view: what compaction archived is
+    left out, a summary turn it wrote is included (as a user and an assistant item).
 
     **Append-only.** Nothing is ever deleted. ``pop_item`` archives the newest event and returns
     its last item; when that event held more items (an assistant reply with reasoning and
@@ -263,7 +250,6 @@ class AgentsSession:
         self._worker = worker
         self._exists: bool | None = None
         self._pending: OrderedDict[str, tuple[str, ...]] = OrderedDict()
-        self._closed = False
 
     def __repr__(self) -> str:
         return f"AgentsSession(session_id={self.session_id!r})"
@@ -272,33 +258,22 @@ class AgentsSession:
 
     async def close(self) -> None:
         """End this session object; closing again does nothing. The service stays open."""
-        self._closed = True
+        await self.aclose()
+
+    async def _release(self) -> None:
         self._pending.clear()
 
-    async def __aenter__(self) -> Self:
-        self._check_open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise UsageError(
-                f"AgentsSession {self.session_id!r} is closed; create a new one to keep using "
-                "the session"
-            )
+    def _closed_error(self) -> UsageError:
+        return UsageError(
+            f"AgentsSession {self.session_id!r} is closed; create a new one to keep using "
+            "the session"
+        )
 
     @contextlib.contextmanager
     def _guard(self) -> Generator[None]:
         """Refuse a closed session; name the cause when the call runs on another event loop."""
         self._check_open()
-        with _on_its_loop(self.session_id):
+        with bound_to_its_loop(f"AgentsSession {self.session_id!r} cannot run here: {_OTHER_LOOP}"):
             yield
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
@@ -347,7 +322,7 @@ class AgentsSession:
             turn = retried is None and len(messages) == 1 and isinstance(messages[0], UserMessage)
             if retried is not None:
                 ids = retried
-            else:  # drawn from the store, which registered them ahead: one command less each
+            else:  # new ids, drawn from the store (see new_event_id)
                 ids = tuple([await new_event_id(self.service, self.session_id) for _ in messages])
             events = [
                 SessionEvent(id=event_id, session_id=self.session_id, message=message)

@@ -353,7 +353,7 @@ class PydanticAIHistory:
             return
         key = _fingerprint(messages)
         ids = self._pending.pop(key, None)
-        if ids is None:  # drawn from the store, which registered them ahead: one command less
+        if ids is None:  # new ids, drawn from the store (see new_event_id)
             ids = tuple([await new_event_id(self.service, self.session_id) for _ in messages])
         events = [
             to_event(message, self.session_id, event_id)

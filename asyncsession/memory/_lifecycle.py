@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import Self
+from typing import ClassVar
 
-from ..exceptions import UsageError
+from .._lifecycle import Closable
 from .store import normalize_memory_path
 
 __all__ = ["StoreLifecycle"]
 
 
-class StoreLifecycle:
+class StoreLifecycle(Closable):
     """One lifecycle for every store.
 
     `aclose` (idempotent) ends the store, ``async with`` closes it on exit, and a call after
@@ -19,29 +18,11 @@ class StoreLifecycle:
     database and a directory store's files stay as they are.
     """
 
-    _closed: bool = False
+    _keep_using: ClassVar[str] = "the store"
 
     async def aclose(self) -> None:
         """Stop using the store; closing again does nothing."""
-        self._closed = True
-
-    async def __aenter__(self) -> Self:
-        self._check_open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise UsageError(
-                f"This {type(self).__name__} is closed; create a new one to keep using the store"
-            )
+        await super().aclose()
 
     def _open_path(self, path: str) -> str:
         """``path`` normalised, once the store is known to be open."""

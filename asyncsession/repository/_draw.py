@@ -1,11 +1,10 @@
-"""Drawing new event ids from the store: an optional capability that makes appends cheaper.
+"""Drawing new event ids from the store: an optional capability.
 
 `DefaultSessionService.append_message` (and ``start_turn``) without an ``event_id`` needs a new
-random id. A store that implements `DrawsEventIds` hands out ids it can commit more cheaply:
-``MongoSessionRepository`` registers a few ids for the session ahead, in the same command as an
-append's own registration, so the next appends that use them need no registration of their own
-(a plain API turn: one read and two single-command appends). Any other store gets a random
-UUID, as `SessionEvent` would pick.
+random id. A store that implements `DrawsEventIds` hands out ids it has prepared for the
+session: ``MongoSessionRepository`` registers a few ids for the session ahead, together with an
+append's own registration, so the next appends that use them need no registration of their
+own. Any other store gets a random UUID, as `SessionEvent` would pick.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
-"""Starting a chat turn in as few round trips as the store allows: an optional capability.
+"""Starting a chat turn in one step where the store can: an optional capability.
 
 A chat turn, as the session-memory advisor performs it, resolves the session (creating it on
 the first turn), reads the window the model sees, appends the user's message and, after the
 model call, appends the reply. `start_turn` does all but the last in one call: a store
-that implements `TurnRepository` does them at once (``MongoSessionRepository``: one commit that
-returns the session document, after one id registration unless the id was drawn from the store
-and registered ahead; a new session costs one more command, its insert;
-``InMemorySessionRepository``: one atomic step); any other store gets the
-same result from the plain protocol. Ids passed as ``reserve_event_ids`` (the reply's id) are
-registered ahead, so the reply's later ``append_event`` is a single commit.
+that implements `TurnRepository` does them together (``MongoSessionRepository`` in the commit
+that appends the events, which also returns the session; ``InMemorySessionRepository`` in one
+atomic step); any other store gets the same result from the plain protocol, in separate reads
+and writes. A store may register the ids passed as ``reserve_event_ids`` (the reply's id) ahead,
+so the reply's later ``append_event`` needs no registration of its own. What each of these
+costs on MongoDB is on the maintainers' MongoDB page.
 """
 
 from __future__ import annotations
@@ -103,10 +103,11 @@ async def start_turn(
     ``events`` (as if read just before the append); its ``version`` is the version right after
     the append, so an ``expected_version`` append of the reply succeeds only if nobody else wrote
     in between. ``reserve_event_ids`` are ids of events this process will append next (the
-    reply): a store may register them now to make that append cheaper; an id reserved and never
-    appended is harmless. ``create`` is the session to create when ``session_id`` does not exist
-    (its id must be ``session_id``): the turn's events are then its first, and the window is
-    empty. A session that exists is used as it is, whatever ``create`` says.
+    reply): a store may register them now, so that append needs no registration of its own; an
+    id reserved and never appended is harmless. ``create`` is the session to create when
+    ``session_id`` does not exist (its id must be ``session_id``): the turn's events are then its
+    first, and the window is empty. A session that exists is used as it is, whatever ``create``
+    says.
 
     Raises:
         SessionNotFound: the session does not exist (and ``create`` is ``None``); nothing was

@@ -15,9 +15,10 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Self
 
+from .._lifecycle import closed_error
 from ..compaction_protocols import CompactionPlan
 from ..events import Session, SessionAttributes, SessionEvent
-from ..exceptions import AccessDenied, EventIdConflict, SessionNotFound, UsageError
+from ..exceptions import AccessDenied, EventIdConflict, SessionNotFound
 from ..filters import EventFilter
 from ._compaction_key import compaction_key
 from ._metadata_index import DEFAULT_LIMIT, check_lookup, index_entries, index_entry, indexed_keys
@@ -52,9 +53,7 @@ class _OpenLock:
 
     def check_open(self) -> None:
         if self.closed:
-            raise UsageError(
-                "This InMemorySessionRepository is closed; create a new one to keep using a store"
-            )
+            raise closed_error("InMemorySessionRepository", "the store")
 
     def __enter__(self) -> None:
         self.check_open()

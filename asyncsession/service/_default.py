@@ -221,8 +221,8 @@ class DefaultSessionService:
     ) -> list[SessionEvent]:
         """Wrap each message in a new event and append them all as one version; return them.
 
-        The turn stored after the reply: the question and the answer in one write, where two
-        ``append_message`` calls are two. The question is then
+        The turn stored after the reply: the question and the answer as one version, both or
+        neither, where two ``append_message`` calls are two versions. The question is then
         stored only once the reply is there, so a model call that fails leaves nothing behind;
         append the question first when it must survive such a failure.
 

@@ -32,8 +32,6 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from enum import Enum
-from types import TracebackType
 from typing import Any, ClassVar, Final, Self, cast
 
 from pydantic import BaseModel, ConfigDict
@@ -43,6 +41,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure
 
 from ..._checks import require_database, require_text, require_type
+from ..._lifecycle import Closable
 from ..._pymongo_errors import storage_errors
 from ...compaction_protocols import check_trigger
 from ...exceptions import UsageError
@@ -147,12 +146,7 @@ class CompactionLease:
     """Until when it holds unless renewed."""
 
 
-class _State(Enum):
-    OPEN = "open"
-    CLOSED = "closed"
-
-
-class MongoCompactionQueue:
+class MongoCompactionQueue(Closable):
     """Compaction jobs in a MongoDB collection, shared by every process of a deployment.
 
     Args:
@@ -167,6 +161,8 @@ class MongoCompactionQueue:
         UsageError: ``database`` is not an async database (a URI string: use `from_uri`),
             another argument is not of its type, or ``retention`` is not positive.
     """
+
+    _keep_using: ClassVar[str] = "the queue"
 
     def __init__(
         self,
@@ -193,7 +189,6 @@ class MongoCompactionQueue:
             collection, write_concern=_WRITE_CONCERN
         )
         self._client: AsyncMongoClient[Any] | None = None
-        self._state = _State.OPEN
 
     @classmethod
     def from_uri(cls, uri: str, db_name: str, **options: Any) -> Self:
@@ -222,10 +217,6 @@ class MongoCompactionQueue:
 
     # --- lifecycle ---------------------------------------------------------------------------
 
-    def _check_open(self) -> None:
-        if self._state is _State.CLOSED:
-            raise UsageError("This MongoCompactionQueue is closed")
-
     async def ensure_indexes(self) -> None:
         """Create the indexes the queue needs; safe to call any number of times."""
         self._check_open()
@@ -235,23 +226,11 @@ class MongoCompactionQueue:
 
     async def aclose(self) -> None:
         """Stop using the queue; closes the client only if `from_uri` made it."""
-        if self._state is _State.CLOSED:
-            return
-        self._state = _State.CLOSED
+        await super().aclose()
+
+    async def _release(self) -> None:
         if self._client is not None:
             await self._client.close()
-
-    async def __aenter__(self) -> Self:
-        self._check_open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     # --- submitting and inspecting -----------------------------------------------------------
 
@@ -423,7 +402,8 @@ class MongoCompactionQueue:
         return result.matched_count == 1
 
     def __repr__(self) -> str:
-        return f"<MongoCompactionQueue {self._state.value} collection={self._jobs.name!r}>"
+        state = "closed" if self._closed else "open"
+        return f"<MongoCompactionQueue {state} collection={self._jobs.name!r}>"
 
 
 def _is_id(value: object) -> bool:

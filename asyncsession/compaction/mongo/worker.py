@@ -30,7 +30,6 @@ Design notes:
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import os
 import secrets
@@ -38,14 +37,14 @@ import socket
 from collections.abc import Callable
 from contextlib import suppress
 from datetime import timedelta
-from types import TracebackType
-from typing import Any, Final, Literal, Self
+from typing import Any, Final, Literal
 
 from ..._checks import require_type
 from ..._shield import shielded
 from ...compaction_protocols import CompactionResult
 from ...exceptions import CompactionError, SessionNotFound, StorageError, UsageError
 from .._pipeline import check_worker_parts, positive_int
+from .._worker_lifecycle import WorkerLifecycle, report_outcome
 from ..compactor import Compactor
 from ..strategies import CompactionStrategy
 from ..triggers import TriggerLike
@@ -64,13 +63,6 @@ _WATCH_SAFETY_INTERVAL: Final = 60.0
 """With a change stream, look for due work at least this often anyway (seconds)."""
 
 
-class _State(enum.Enum):
-    UNOPENED = "not started"
-    OPEN = "open"
-    CLOSING = "closing"
-    CLOSED = "closed"
-
-
 def _positive_seconds(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise UsageError(f"{name} must be a positive number of seconds, not {value!r}")
@@ -82,7 +74,7 @@ def _default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
-class MongoCompactionWorker:
+class MongoCompactionWorker(WorkerLifecycle):
     """Claims jobs from a [`MongoCompactionQueue`][asyncsession.compaction.MongoCompactionQueue]
     and compacts them, a bounded number at a time.
 
@@ -135,6 +127,7 @@ class MongoCompactionWorker:
         positive_int(max_attempts, "max_attempts")
         if wake not in ("auto", "change_stream", "poll"):
             raise UsageError(f"wake must be 'auto', 'change_stream' or 'poll', not {wake!r}")
+        super().__init__()
         self.service = service
         """What runs each compaction."""
         self.trigger = trigger
@@ -161,12 +154,10 @@ class MongoCompactionWorker:
         """Called with every finished run's outcome."""
         self.owner: str = owner or _default_owner()
         """This worker's name in the leases."""
-        self._state = _State.UNOPENED
         self._stopping = False
         self._wake = asyncio.Event()
-        self._closed = asyncio.Event()
         self._wake_mode: Literal["change_stream", "poll"] | None = None
-        self._task_group: asyncio.TaskGroup | None = None
+        self._stream: Any = None
         self._loop_task: asyncio.Task[None] | None = None
         self._watch_task: asyncio.Task[None] | None = None
         self._running: dict[str, asyncio.Task[None]] = {}
@@ -196,36 +187,18 @@ class MongoCompactionWorker:
 
     # --- lifecycle ---------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
-        if self._state is not _State.UNOPENED:
-            raise UsageError(
-                f"This MongoCompactionWorker is {self._state.value}; a worker can be started once"
-            )
+    async def _prepare(self) -> None:
         stream = None if self.wake == "poll" else await self.queue.watch()
         if stream is None and self.wake == "change_stream":
             raise UsageError("wake='change_stream', but the server does not support them")
         self._wake_mode = "poll" if stream is None else "change_stream"
-        self._task_group = asyncio.TaskGroup()
-        await self._task_group.__aenter__()
-        if stream is not None:
-            self._watch_task = self._task_group.create_task(
-                self._watch(stream), name="compaction-queue-watch"
-            )
-        self._loop_task = self._task_group.create_task(self._loop(), name="compaction-queue-loop")
-        self._state = _State.OPEN
-        return self
+        self._stream = stream
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        assert self._task_group is not None
-        try:
-            await self.aclose(drain=exc_type is None)
-        finally:
-            await self._task_group.__aexit__(None, None, None)
+    def _launch(self, group: asyncio.TaskGroup) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            self._watch_task = group.create_task(self._watch(stream), name="compaction-queue-watch")
+        self._loop_task = group.create_task(self._loop(), name="compaction-queue-loop")
 
     async def aclose(self, *, drain: bool = True) -> None:
         """Stop claiming; finish the running jobs (``drain=True``) or give them back.
@@ -233,42 +206,32 @@ class MongoCompactionWorker:
         If the caller is cancelled while draining, the rest is given back as with
         ``drain=False``. Calling it again waits for the first call to finish.
         """
-        if self._state is _State.UNOPENED:
-            self._state = _State.CLOSED
-            self._closed.set()
-            return
-        if self._state is not _State.OPEN:
-            await self._closed.wait()
-            return
-        self._state = _State.CLOSING
+        await self._shut_down(drain=drain)
+
+    async def _drain(self, drain: bool) -> bool:
         self._stopping = True
         self._wake.set()
-        drained = False
-        try:
-            if self._loop_task is not None:
-                await asyncio.wait({self._loop_task})
-            if drain and self._running:
-                await asyncio.wait(set(self._running.values()))
-            drained = drain
-        finally:
-            tasks = list(self._running.values())
-            if not drained:
-                for task in tasks:
-                    task.cancel()
-            if self._loop_task is not None and not self._loop_task.done():
-                # Cancelled while the loop was still claiming: a claim whose reply is lost
-                # leaves a lease that expires, and another worker takes the job then.
-                self._loop_task.cancel()
-                tasks.append(self._loop_task)
-            if self._watch_task is not None:
-                self._watch_task.cancel()
-                tasks.append(self._watch_task)
-            try:
-                if tasks:
-                    await asyncio.wait(tasks)
-            finally:
-                self._state = _State.CLOSED
-                self._closed.set()
+        if self._loop_task is not None:
+            await asyncio.wait({self._loop_task})
+        if drain and self._running:
+            await asyncio.wait(set(self._running.values()))
+        return drain
+
+    async def _stop(self, *, cancel: bool) -> None:
+        tasks = list(self._running.values())
+        if cancel:
+            for task in tasks:
+                task.cancel()
+        if self._loop_task is not None and not self._loop_task.done():
+            # Cancelled while the loop was still claiming: a claim whose reply is lost
+            # leaves a lease that expires, and another worker takes the job then.
+            self._loop_task.cancel()
+            tasks.append(self._loop_task)
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            tasks.append(self._watch_task)
+        if tasks:
+            await asyncio.wait(tasks)
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -430,12 +393,9 @@ class MongoCompactionWorker:
         result: CompactionResult | None = None,
         error: BaseException | None = None,
     ) -> None:
-        if self.on_outcome is None:
-            return
-        try:
-            self.on_outcome(CompactionOutcome(session_id=session_id, result=result, error=error))
-        except Exception:
-            logger.exception("on_outcome callback of the compaction worker raised")
+        if self.on_outcome is not None:
+            outcome = CompactionOutcome(session_id=session_id, result=result, error=error)
+            report_outcome(self.on_outcome, outcome, logger)
 
     def __repr__(self) -> str:
         return (

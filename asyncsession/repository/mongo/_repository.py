@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from enum import Enum
-from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, ClassVar, Final, Self
 
 from pymongo import AsyncMongoClient, WriteConcern
 from pymongo.asynchronous.database import AsyncDatabase
 
 from ..._checks import require_database
+from ..._lifecycle import Closable
 from ..._pymongo_errors import storage_errors
 from ..._shield import shielded
 from ...compaction_protocols import CompactionPlan
@@ -53,11 +52,6 @@ _WINDOW_SLACK: Final = 4
 its turn's start, or skips a few archived or custom events, still needs one read."""
 
 
-class _State(Enum):
-    OPEN = "open"
-    CLOSED = "closed"
-
-
 def _window_projection(filter: EventFilter, added: int = 0) -> Doc | None:
     """For a ``last_n`` window: a projection of the session document that returns only the
     newest tail entries the window is likely to need (``added`` more for the events a commit
@@ -86,7 +80,7 @@ def _unique(events: Sequence[SessionEvent]) -> list[SessionEvent]:
     return unique
 
 
-class MongoSessionRepository:
+class MongoSessionRepository(Closable):
     """Sessions and their event logs in MongoDB; see the module docs for the design.
 
     Args:
@@ -107,6 +101,8 @@ class MongoSessionRepository:
     Call [`ensure_indexes`][asyncsession.repository.mongo.MongoSessionRepository.ensure_indexes]
     once (it is idempotent) before serving traffic.
     """
+
+    _keep_using: ClassVar[str] = "the store"
 
     def __init__(
         self,
@@ -141,7 +137,6 @@ class MongoSessionRepository:
             raise UsageError(f"cache_bytes must be >= 0, not {cache_bytes}")
         self._database = database
         self._client = client
-        self._state = _State.OPEN
         self._store = Store(
             sessions=database.get_collection(sessions_collection, write_concern=_WRITE_CONCERN),
             events=database.get_collection(events_collection, write_concern=_WRITE_CONCERN),
@@ -193,12 +188,6 @@ class MongoSessionRepository:
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    def _check_open(self) -> None:
-        if self._state is _State.CLOSED:
-            raise UsageError(
-                "This MongoSessionRepository is closed; create a new one to keep using the store"
-            )
-
     async def ensure_indexes(self) -> None:
         """Create the indexes the store needs; safe to call any number of times."""
         self._check_open()
@@ -208,24 +197,12 @@ class MongoSessionRepository:
         """Stop using the store (first letting go of the registrations of ids this process
         moved below the tail, see ``_rollforward``); closes the client only if
         [`from_uri`][asyncsession.repository.mongo.MongoSessionRepository.from_uri] made it."""
-        if self._state is _State.CLOSED:
-            return
-        self._state = _State.CLOSED
+        await super().aclose()
+
+    async def _release(self) -> None:
         await shielded(self._writer.let_go())
         if self._client is not None:
             await self._client.close()
-
-    async def __aenter__(self) -> Self:
-        self._check_open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     # --- sessions --------------------------------------------------------------------------------
 
