@@ -1,5 +1,6 @@
 """A reply the server compacted during (``context_management``) archives what its item covers,
-in the reply's own compare-and-swap, on both stores."""
+in the reply's own compare-and-swap, on both stores; with ``store_question="with_reply"`` in the
+compare-and-swap that stores the whole turn."""
 
 from __future__ import annotations
 
@@ -21,7 +22,13 @@ from asyncsession import (
     SystemMessage,
     UserMessage,
 )
-from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, SessionMemoryAdvisor
+from asyncsession.advisors import (
+    SESSION_ID_CONTEXT_KEY,
+    SessionAdvisors,
+    SessionMemoryAdvisor,
+    ToolCallingAdvisor,
+    tool,
+)
 from asyncsession.compaction_protocols import CompactionPlan, CompactionRecord
 from asyncsession.events import COMPACTION_ID
 from asyncsession.filters import EventFilter
@@ -31,7 +38,7 @@ from asyncsession.openai import (
     ResponsesClient,
     messages_to_items,
 )
-from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
+from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
 MODEL = "gpt-test"
 COMPACTING = [{"type": "compaction", "compact_threshold": 10}]
@@ -51,6 +58,13 @@ async def service(repository: Any) -> DefaultSessionService:
     if isinstance(repository, MongoSessionRepository):
         await repository.ensure_indexes()
     return DefaultSessionService(repository)
+
+
+@pytest.fixture(params=["first", "with_reply"])
+def store_question(request: pytest.FixtureRequest) -> str:
+    """When the turn stores the question: before the model call, or with the reply."""
+    param: str = request.param
+    return param
 
 
 @pytest.fixture
@@ -73,13 +87,31 @@ async def _session(service: DefaultSessionService, turns: int) -> str:
     return session.id
 
 
+@tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"
+
+
 def _chat(
-    service: DefaultSessionService, client: openai.AsyncOpenAI, *, compacting: bool = True
+    service: DefaultSessionService,
+    client: openai.AsyncOpenAI,
+    *,
+    compacting: bool = True,
+    store_question: str = "first",
 ) -> ResponsesClient:
+    """A client whose memory advisor stores the question first (alone, as before turns), or a
+    turn that stores it with the reply (``store_question="with_reply"``), with a tool loop."""
+    advisors: list[Any] = [SessionMemoryAdvisor(service)]
+    if store_question == "with_reply":
+        advisors = [
+            *SessionAdvisors(service, store_question="with_reply"),
+            ToolCallingAdvisor([lookup]),
+        ]
     return ResponsesClient(
         client,
         model=MODEL,
-        advisors=[SessionMemoryAdvisor(service)],
+        advisors=advisors,
         default_messages=[SystemMessage(text="Be brief.")],
         context_management=COMPACTING if compacting else (),
     )
@@ -120,18 +152,22 @@ def _race(
 @pytest.mark.parametrize("streaming", [False, True], ids=["call", "stream"])
 async def test_a_compacted_reply_archives_what_its_item_covers_in_one_write(
     streaming: bool,
+    store_question: str,
     service: DefaultSessionService,
     server: ScriptedOpenAIServer,
     client: openai.AsyncOpenAI,
 ) -> None:
     """The covered events leave the active view with the reply's write (one version); the
-    record names the server; the next request is the active view, starting at the item."""
+    record names the server; the next request is the active view, starting at the item. A turn
+    stored with its reply writes its question archived in that same write."""
     session_id = await _session(service, 3)
     server.enqueue(ScriptedReply.text("answer 3"), ScriptedReply.text("answer 4"))
+    chat = _chat(service, client, store_question=store_question)
 
-    await _ask(_chat(service, client), "question 3", session_id, streaming=streaming)
+    await _ask(chat, "question 3", session_id, streaming=streaming)
 
-    assert await service.get_event_version(session_id) == 8  # 6 turns, the question, the reply
+    # 6 for the earlier turns, then the question and the reply, or the turn in one write
+    assert await service.get_event_version(session_id) == (8 if store_question == "first" else 7)
     active = await service.get_events(session_id, EventFilter.active())
     assert [e.type for e in active] == [EventType.ASSISTANT]
     reply = active[0]
@@ -166,6 +202,7 @@ async def test_a_compacted_reply_archives_what_its_item_covers_in_one_write(
 
 
 async def test_a_write_racing_the_reply_makes_it_read_again_and_stays_active(
+    store_question: str,
     repository: Any,
     service: DefaultSessionService,
     server: ScriptedOpenAIServer,
@@ -182,8 +219,9 @@ async def test_a_write_racing_the_reply_makes_it_read_again_and_stays_active(
 
     calls = _race(repository, monkeypatch, write)
     server.enqueue(ScriptedReply.text("answer 2"))
+    chat = _chat(service, client, store_question=store_question)
 
-    await _ask(_chat(service, client), "question 2", session_id, streaming=False)
+    await _ask(chat, "question 2", session_id, streaming=False)
 
     assert calls == [0, 1]
     active = await service.get_events(session_id, EventFilter.active())
@@ -193,11 +231,21 @@ async def test_a_write_racing_the_reply_makes_it_read_again_and_stays_active(
     assert sorted(t for t in texts if t) == sorted(
         ["question 0", "answer 0", "question 1", "answer 1", "question 2", "racing", "answer 2"]
     )
-    assert len(_records(log)) == 1
+    [record] = _records(log)
+    archived = [e.id for e in log if e.archived]
+    assert [e.text for e in log if e.archived] == [
+        "question 0",
+        "answer 0",
+        "question 1",
+        "answer 1",
+        "question 2",
+    ]
+    assert record.covered == tuple(archived)
     server.assert_done()
 
 
 async def test_a_reply_that_keeps_losing_is_appended_and_archives_nothing(
+    store_question: str,
     repository: Any,
     service: DefaultSessionService,
     server: ScriptedOpenAIServer,
@@ -214,26 +262,29 @@ async def test_a_reply_that_keeps_losing_is_appended_and_archives_nothing(
     calls = _race(repository, monkeypatch, write)
     server.enqueue(ScriptedReply.text("answer 1"))
 
-    await _ask(_chat(service, client), "question 1", session_id, streaming=True)
+    chat = _chat(service, client, store_question=store_question)
+
+    await _ask(chat, "question 1", session_id, streaming=True)
 
     assert len(calls) == 3
     log = await service.get_events(session_id)
     assert not any(e.archived for e in log)
     assert _records(log) == []
-    assert [e.text for e in log] == [
-        "question 0",
-        "answer 0",
-        "question 1",
-        "racing 0",
-        "racing 1",
-        "racing 2",
-        "answer 1",
-    ]
+    racing = ["racing 0", "racing 1", "racing 2"]
+    turn = (
+        ["question 1", *racing, "answer 1"]
+        if store_question == "first"
+        else [*racing, "question 1", "answer 1"]  # the turn is appended after the last loss
+    )
+    assert [e.text for e in log] == ["question 0", "answer 0", *turn]
     server.assert_done()
 
 
 async def test_many_writes_during_the_model_call_all_stay_active(
-    service: DefaultSessionService, server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+    store_question: str,
+    service: DefaultSessionService,
+    server: ScriptedOpenAIServer,
+    client: openai.AsyncOpenAI,
 ) -> None:
     """Twenty tasks store messages while the model answers and while the reply is written:
     every one stays active, the reply is stored once, the covered events are archived whole
@@ -241,7 +292,7 @@ async def test_many_writes_during_the_model_call_all_stay_active(
     session_id = await _session(service, 2)
     hold = asyncio.Event()
     server.enqueue(ScriptedReply.text("answer 2", hold=hold))
-    chat = _chat(service, client)
+    chat = _chat(service, client, store_question=store_question)
     turn = asyncio.create_task(_ask(chat, "question 2", session_id, streaming=False))
     await server.wait_for_request(0)
 
@@ -258,10 +309,55 @@ async def test_many_writes_during_the_model_call_all_stay_active(
     assert racing == sorted(f"racing {n}" for n in range(20))
     log = await service.get_events(session_id)
     assert [e.text for e in log].count("answer 2") == 1
-    covered = [e for e in log if e.text in {"question 0", "answer 0", "question 1", "answer 1"}]
-    assert len(covered) == 4
+    covered = [
+        e
+        for e in log
+        if e.text in {"question 0", "answer 0", "question 1", "answer 1", "question 2"}
+    ]
+    assert len(covered) == 5
     # Whole or nothing: archived with one record, or (every attempt lost) the reply appended.
     archived = {e.archived for e in covered}
     assert archived in ({True}, {False})
     assert len(_records(log)) == (1 if archived == {True} else 0)
+    server.assert_done()
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["call", "stream"])
+async def test_a_tool_loop_stored_with_its_reply_archives_what_the_last_item_covers(
+    streaming: bool,
+    service: DefaultSessionService,
+    server: ScriptedOpenAIServer,
+    client: openai.AsyncOpenAI,
+) -> None:
+    """Both rounds of a tool loop are compacted by the server: the one write of the turn keeps
+    only the final reply active, writes the question, the tool call and its result archived,
+    and one record covers them with the history."""
+    session_id = await _session(service, 1)
+    version = await service.get_event_version(session_id)
+    server.enqueue(
+        ScriptedReply.tool_calls([ScriptedToolCall(name="lookup", arguments={"key": "k"})]),
+        ScriptedReply.text("found it"),
+    )
+
+    chat = _chat(service, client, store_question="with_reply")
+    await _ask(chat, "look k up", session_id, streaming=streaming)
+
+    assert await service.get_event_version(session_id) == version + 1
+    active = await service.get_events(session_id, EventFilter.active())
+    assert [e.text for e in active] == ["found it"]
+    log = await service.get_events(session_id)
+    messages = [e for e in log if e.is_message]
+    assert [e.type for e in messages] == [
+        EventType.USER,
+        EventType.ASSISTANT,
+        EventType.USER,
+        EventType.ASSISTANT,
+        EventType.TOOL,
+        EventType.ASSISTANT,
+    ]
+    assert [e.archived for e in messages] == [True] * 5 + [False]
+    [record] = _records(log)
+    assert record.covered == tuple(e.id for e in messages[:5])
+    assert record.summaries == (messages[5].id,)
+    assert COMPACTION_ID not in messages[2].metadata
     server.assert_done()
