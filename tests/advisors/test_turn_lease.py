@@ -19,7 +19,6 @@ from asyncsession import (
     ChatError,
     DefaultSessionService,
     InMemorySessionRepository,
-    MongoSessionRepository,
     TurnInProgress,
     UsageError,
 )
@@ -36,20 +35,6 @@ from asyncsession.chat import ChatResponse
 from asyncsession.openai import BaseChatClient, ChatClient, ResponsesClient
 from asyncsession.repository import TurnLeaseRepository
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
-
-
-@pytest.fixture(params=["memory", "mongo"])
-def repository(request: pytest.FixtureRequest) -> Any:
-    if request.param == "memory":
-        return InMemorySessionRepository()
-    return MongoSessionRepository(request.getfixturevalue("mongo_db"))
-
-
-@pytest.fixture
-async def store(repository: Any) -> DefaultSessionService:
-    if isinstance(repository, MongoSessionRepository):
-        await repository.ensure_indexes()
-    return DefaultSessionService(repository)
 
 
 def chain(

@@ -5,19 +5,17 @@ compare-and-swap that stores the whole turn."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import openai
 import pytest
+from chat_support import session_with_turns
 
 from asyncsession import (
     AssistantMessage,
-    CreateSessionRequest,
     DefaultSessionService,
     EventType,
-    InMemorySessionRepository,
-    MongoSessionRepository,
     SessionEvent,
     SystemMessage,
     UserMessage,
@@ -45,46 +43,11 @@ COMPACTING = [{"type": "compaction", "compact_threshold": 10}]
 """A threshold every request of these tests reaches: the server compacts each one."""
 
 
-@pytest.fixture(params=["memory", "mongo"])
-def repository(request: pytest.FixtureRequest) -> Any:
-    """The repository of each store (the MongoDB one on a fresh test database)."""
-    if request.param == "memory":
-        return InMemorySessionRepository()
-    return MongoSessionRepository(request.getfixturevalue("mongo_db"))
-
-
-@pytest.fixture
-async def service(repository: Any) -> DefaultSessionService:
-    if isinstance(repository, MongoSessionRepository):
-        await repository.ensure_indexes()
-    return DefaultSessionService(repository)
-
-
 @pytest.fixture(params=["first", "with_reply"])
 def store_question(request: pytest.FixtureRequest) -> str:
     """When the turn stores the question: before the model call, or with the reply."""
     param: str = request.param
     return param
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ScriptedOpenAIServer]:
-    async with ScriptedOpenAIServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def client(server: ScriptedOpenAIServer) -> AsyncIterator[openai.AsyncOpenAI]:
-    async with openai.AsyncOpenAI(base_url=server.base_url, api_key="t", max_retries=0) as client:
-        yield client
-
-
-async def _session(service: DefaultSessionService, turns: int) -> str:
-    session = await service.create(CreateSessionRequest(user_id="alice"))
-    for n in range(turns):
-        await service.append_message(session.id, UserMessage(text=f"question {n}"))
-        await service.append_message(session.id, AssistantMessage(text=f"answer {n}"))
-    return session.id
 
 
 @tool
@@ -94,22 +57,22 @@ def lookup(key: str) -> str:
 
 
 def _chat(
-    service: DefaultSessionService,
-    client: openai.AsyncOpenAI,
+    store: DefaultSessionService,
+    openai_client: openai.AsyncOpenAI,
     *,
     compacting: bool = True,
     store_question: str = "first",
 ) -> ResponsesClient:
     """A client whose memory advisor stores the question first (alone, as before turns), or a
     turn that stores it with the reply (``store_question="with_reply"``), with a tool loop."""
-    advisors: list[Any] = [SessionMemoryAdvisor(service)]
+    advisors: list[Any] = [SessionMemoryAdvisor(store)]
     if store_question == "with_reply":
         advisors = [
-            *SessionAdvisors(service, store_question="with_reply"),
+            *SessionAdvisors(store, store_question="with_reply"),
             ToolCallingAdvisor([lookup]),
         ]
     return ResponsesClient(
-        client,
+        openai_client,
         model=MODEL,
         advisors=advisors,
         default_messages=[SystemMessage(text="Be brief.")],
@@ -132,12 +95,12 @@ def _records(events: list[SessionEvent]) -> list[CompactionRecord]:
 
 
 def _race(
-    repository: Any, monkeypatch: pytest.MonkeyPatch, write: Callable[[int], Awaitable[None]]
+    store_repository: Any, monkeypatch: pytest.MonkeyPatch, write: Callable[[int], Awaitable[None]]
 ) -> list[int]:
     """Run ``write(n)`` right before the store's ``n``-th compare-and-swap (from 0) of a plan;
     returns the list that counts them."""
     calls: list[int] = []
-    apply = repository.apply_compaction
+    apply = store_repository.apply_compaction
 
     async def racing(session_id: str, plan: CompactionPlan, expected_version: int) -> bool:
         calls.append(len(calls))
@@ -145,7 +108,7 @@ def _race(
         applied: bool = await apply(session_id, plan, expected_version)
         return applied
 
-    monkeypatch.setattr(repository, "apply_compaction", racing)
+    monkeypatch.setattr(store_repository, "apply_compaction", racing)
     return calls
 
 
@@ -153,28 +116,28 @@ def _race(
 async def test_a_compacted_reply_archives_what_its_item_covers_in_one_write(
     streaming: bool,
     store_question: str,
-    service: DefaultSessionService,
+    store: DefaultSessionService,
     server: ScriptedOpenAIServer,
-    client: openai.AsyncOpenAI,
+    openai_client: openai.AsyncOpenAI,
 ) -> None:
     """The covered events leave the active view with the reply's write (one version); the
     record names the server; the next request is the active view, starting at the item. A turn
     stored with its reply writes its question archived in that same write."""
-    session_id = await _session(service, 3)
+    session_id = await session_with_turns(store, 3)
     server.enqueue(ScriptedReply.text("answer 3"), ScriptedReply.text("answer 4"))
-    chat = _chat(service, client, store_question=store_question)
+    chat = _chat(store, openai_client, store_question=store_question)
 
     await _ask(chat, "question 3", session_id, streaming=streaming)
 
     # 6 for the earlier turns, then the question and the reply, or the turn in one write
-    assert await service.get_event_version(session_id) == (8 if store_question == "first" else 7)
-    active = await service.get_events(session_id, EventFilter.active())
+    assert await store.get_event_version(session_id) == (8 if store_question == "first" else 7)
+    active = await store.get_events(session_id, EventFilter.active())
     assert [e.type for e in active] == [EventType.ASSISTANT]
     reply = active[0]
     assert isinstance(reply.message, AssistantMessage)
     assert [item["type"] for item in reply.message.items] == ["compaction", "message"]
     assert reply.text == "answer 3"
-    log = await service.get_events(session_id)
+    log = await store.get_events(session_id)
     covered = [e for e in log if e.is_message and e.id != reply.id]
     assert [e.text for e in covered] == [
         *(f"{kind} {n}" for n in range(3) for kind in ("question", "answer")),
@@ -192,7 +155,9 @@ async def test_a_compacted_reply_archives_what_its_item_covers_in_one_write(
         e.id for e in log if e.type == EventType.COMPACTION
     )
 
-    await _ask(_chat(service, client, compacting=False), "question 4", session_id, streaming=False)
+    await _ask(
+        _chat(store, openai_client, compacting=False), "question 4", session_id, streaming=False
+    )
 
     sent = server.requests[1].input
     assert sent == messages_to_items(
@@ -203,30 +168,30 @@ async def test_a_compacted_reply_archives_what_its_item_covers_in_one_write(
 
 async def test_a_write_racing_the_reply_makes_it_read_again_and_stays_active(
     store_question: str,
-    repository: Any,
-    service: DefaultSessionService,
+    store_repository: Any,
+    store: DefaultSessionService,
     server: ScriptedOpenAIServer,
-    client: openai.AsyncOpenAI,
+    openai_client: openai.AsyncOpenAI,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A message stored between the read and the compare-and-swap loses the reply's first
     attempt; the second archives only what the item covers, and nothing is lost or doubled."""
-    session_id = await _session(service, 2)
+    session_id = await session_with_turns(store, 2)
 
     async def write(n: int) -> None:
         if n == 0:
-            await service.append_message(session_id, UserMessage(text="racing"))
+            await store.append_message(session_id, UserMessage(text="racing"))
 
-    calls = _race(repository, monkeypatch, write)
+    calls = _race(store_repository, monkeypatch, write)
     server.enqueue(ScriptedReply.text("answer 2"))
-    chat = _chat(service, client, store_question=store_question)
+    chat = _chat(store, openai_client, store_question=store_question)
 
     await _ask(chat, "question 2", session_id, streaming=False)
 
     assert calls == [0, 1]
-    active = await service.get_events(session_id, EventFilter.active())
+    active = await store.get_events(session_id, EventFilter.active())
     assert [e.text for e in active] == ["racing", "answer 2"]
-    log = await service.get_events(session_id)
+    log = await store.get_events(session_id)
     texts = [e.text for e in log if e.is_message]
     assert sorted(t for t in texts if t) == sorted(
         ["question 0", "answer 0", "question 1", "answer 1", "question 2", "racing", "answer 2"]
@@ -246,28 +211,28 @@ async def test_a_write_racing_the_reply_makes_it_read_again_and_stays_active(
 
 async def test_a_reply_that_keeps_losing_is_appended_and_archives_nothing(
     store_question: str,
-    repository: Any,
-    service: DefaultSessionService,
+    store_repository: Any,
+    store: DefaultSessionService,
     server: ScriptedOpenAIServer,
-    client: openai.AsyncOpenAI,
+    openai_client: openai.AsyncOpenAI,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A write before every compare-and-swap: after the last attempt the reply is appended as
     any reply is, once, and nothing is archived or half-written."""
-    session_id = await _session(service, 1)
+    session_id = await session_with_turns(store, 1)
 
     async def write(n: int) -> None:
-        await service.append_message(session_id, UserMessage(text=f"racing {n}"))
+        await store.append_message(session_id, UserMessage(text=f"racing {n}"))
 
-    calls = _race(repository, monkeypatch, write)
+    calls = _race(store_repository, monkeypatch, write)
     server.enqueue(ScriptedReply.text("answer 1"))
 
-    chat = _chat(service, client, store_question=store_question)
+    chat = _chat(store, openai_client, store_question=store_question)
 
     await _ask(chat, "question 1", session_id, streaming=True)
 
     assert len(calls) == 3
-    log = await service.get_events(session_id)
+    log = await store.get_events(session_id)
     assert not any(e.archived for e in log)
     assert _records(log) == []
     racing = ["racing 0", "racing 1", "racing 2"]
@@ -282,32 +247,32 @@ async def test_a_reply_that_keeps_losing_is_appended_and_archives_nothing(
 
 async def test_many_writes_during_the_model_call_all_stay_active(
     store_question: str,
-    service: DefaultSessionService,
+    store: DefaultSessionService,
     server: ScriptedOpenAIServer,
-    client: openai.AsyncOpenAI,
+    openai_client: openai.AsyncOpenAI,
 ) -> None:
     """Twenty tasks store messages while the model answers and while the reply is written:
     every one stays active, the reply is stored once, the covered events are archived whole
     or not at all."""
-    session_id = await _session(service, 2)
+    session_id = await session_with_turns(store, 2)
     hold = asyncio.Event()
     server.enqueue(ScriptedReply.text("answer 2", hold=hold))
-    chat = _chat(service, client, store_question=store_question)
+    chat = _chat(store, openai_client, store_question=store_question)
     turn = asyncio.create_task(_ask(chat, "question 2", session_id, streaming=False))
     await server.wait_for_request(0)
 
     async def write(n: int) -> None:
-        await service.append_message(session_id, UserMessage(text=f"racing {n}"))
+        await store.append_message(session_id, UserMessage(text=f"racing {n}"))
 
     early = [asyncio.create_task(write(n)) for n in range(10)]
     await asyncio.gather(*early)
     hold.set()
     await asyncio.gather(turn, *(write(n) for n in range(10, 20)))
 
-    active = await service.get_events(session_id, EventFilter.active())
+    active = await store.get_events(session_id, EventFilter.active())
     racing = sorted(e.text or "" for e in active if (e.text or "").startswith("racing"))
     assert racing == sorted(f"racing {n}" for n in range(20))
-    log = await service.get_events(session_id)
+    log = await store.get_events(session_id)
     assert [e.text for e in log].count("answer 2") == 1
     covered = [
         e
@@ -325,27 +290,27 @@ async def test_many_writes_during_the_model_call_all_stay_active(
 @pytest.mark.parametrize("streaming", [False, True], ids=["call", "stream"])
 async def test_a_tool_loop_stored_with_its_reply_archives_what_the_last_item_covers(
     streaming: bool,
-    service: DefaultSessionService,
+    store: DefaultSessionService,
     server: ScriptedOpenAIServer,
-    client: openai.AsyncOpenAI,
+    openai_client: openai.AsyncOpenAI,
 ) -> None:
     """Both rounds of a tool loop are compacted by the server: the one write of the turn keeps
     only the final reply active, writes the question, the tool call and its result archived,
     and one record covers them with the history."""
-    session_id = await _session(service, 1)
-    version = await service.get_event_version(session_id)
+    session_id = await session_with_turns(store, 1)
+    version = await store.get_event_version(session_id)
     server.enqueue(
         ScriptedReply.tool_calls([ScriptedToolCall(name="lookup", arguments={"key": "k"})]),
         ScriptedReply.text("found it"),
     )
 
-    chat = _chat(service, client, store_question="with_reply")
+    chat = _chat(store, openai_client, store_question="with_reply")
     await _ask(chat, "look k up", session_id, streaming=streaming)
 
-    assert await service.get_event_version(session_id) == version + 1
-    active = await service.get_events(session_id, EventFilter.active())
+    assert await store.get_event_version(session_id) == version + 1
+    active = await store.get_events(session_id, EventFilter.active())
     assert [e.text for e in active] == ["found it"]
-    log = await service.get_events(session_id)
+    log = await store.get_events(session_id)
     messages = [e for e in log if e.is_message]
     assert [e.type for e in messages] == [
         EventType.USER,
