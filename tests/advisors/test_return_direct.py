@@ -8,11 +8,10 @@ import openai
 import pytest
 from chat_support import MODEL, PATHS, ask, context, label
 
-from asyncsession import DefaultSessionService, MongoSessionRepository
+from asyncsession import DefaultSessionService
 from asyncsession.advisors import SessionAdvisors, SessionMemoryAdvisor, ToolCallingAdvisor, tool
 from asyncsession.chat import ChatChunk
 from asyncsession.openai import ChatClient, ResponsesClient
-from asyncsession.repository import InMemorySessionRepository
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
 
@@ -32,29 +31,6 @@ def owner(number: int) -> str:
 def lookup(key: str) -> str:
     """Look a key up."""
     return f"value of {key}"
-
-
-@pytest.fixture(
-    params=[
-        pytest.param("memory", id="memory"),
-        pytest.param("mongo", id="mongo", marks=pytest.mark.mongodb),
-    ]
-)
-def backend(request: pytest.FixtureRequest) -> InMemorySessionRepository | MongoSessionRepository:
-    """Each store in turn: in memory, and MongoDB on the test server."""
-    if request.param == "memory":
-        return InMemorySessionRepository()
-    return MongoSessionRepository(request.getfixturevalue("mongo_db"))
-
-
-@pytest.fixture
-async def store(
-    backend: InMemorySessionRepository | MongoSessionRepository,
-) -> DefaultSessionService:
-    """The session service over the current store."""
-    if isinstance(backend, MongoSessionRepository):
-        await backend.ensure_indexes()
-    return DefaultSessionService(backend)
 
 
 CLIENTS = [pytest.param(ChatClient, id="chat"), pytest.param(ResponsesClient, id="responses")]
