@@ -21,7 +21,10 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.advisors import (
+    REQUEST_ID_CONTEXT_KEY,
     SESSION_ID_CONTEXT_KEY,
+    IdempotentTurnAdvisor,
+    RequestIdEventIdGenerator,
     SessionAdvisors,
     SessionMemoryAdvisor,
     ToolCallingAdvisor,
@@ -325,4 +328,43 @@ async def test_a_tool_loop_stored_with_its_reply_archives_what_the_last_item_cov
     assert record.covered == tuple(e.id for e in messages[:5])
     assert record.summaries == (messages[5].id,)
     assert COMPACTION_ID not in messages[2].metadata
+    server.assert_done()
+
+
+async def test_a_retry_of_a_compacted_turn_stored_with_its_reply_replays_it(
+    store: DefaultSessionService, server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
+) -> None:
+    """The turn's question is stored archived: a retry of the request (same request id, on
+    the stream path) still finds it with its reply and replays that, calling no model."""
+    session_id = await session_with_turns(store, 1)
+    server.enqueue(ScriptedReply.text("answer 1"))
+    leases: Any = store.repository
+    chat = ResponsesClient(
+        openai_client,
+        model=MODEL,
+        advisors=[
+            IdempotentTurnAdvisor(store, leases=leases),
+            *SessionAdvisors(
+                store,
+                store_question="with_reply",
+                request_event_id_generator=RequestIdEventIdGenerator(),
+            ),
+        ],
+        context_management=COMPACTING,
+    )
+    context = {SESSION_ID_CONTEXT_KEY: session_id, REQUEST_ID_CONTEXT_KEY: "r1"}
+
+    first = await chat.call("question 1", context=context)
+    async with chat.stream("question 1", context=context) as stream:
+        streamed = "".join([chunk.text async for chunk in stream])
+
+    assert (first.text, streamed, stream.response.text) == ("answer 1",) * 3
+    assert len(server.requests) == 1
+    log = await store.get_events(session_id)
+    assert [(e.text, e.archived) for e in log if e.is_message] == [
+        ("question 0", True),
+        ("answer 0", True),
+        ("question 1", True),
+        ("answer 1", False),
+    ]
     server.assert_done()
