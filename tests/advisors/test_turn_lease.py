@@ -197,27 +197,35 @@ async def test_a_waiting_stream_takes_over_when_the_holder_abandons_its_stream(
     gate.set()
 
 
+@pytest.mark.parametrize("streaming", PATHS)
 async def test_an_attempt_waits_no_longer_than_asked_and_raises_turn_in_progress(
+    streaming: bool,
     store: DefaultSessionService,
     server: ScriptedOpenAIServer,
     openai_client: openai.AsyncOpenAI,
 ) -> None:
-    """While the holder waits for the model, an impatient retry gets ``TurnInProgress``."""
+    """While the holder waits for the model, an impatient retry (a call, or a stream at its
+    first chunk) gets ``TurnInProgress``; once the reply is stored, a retry replays it."""
     hold = asyncio.Event()
     server.enqueue(ScriptedReply.text("slow", hold=hold))
     first = asyncio.create_task(chain(openai_client, store).call("q", context=attempt("r1")))
     await asyncio.wait_for(server.wait_for_request(0), 10)
 
     with pytest.raises(TurnInProgress) as raised:
-        await chain(openai_client, store, wait=0).call("q", context=attempt("r1"))
+        await ask(
+            chain(openai_client, store, wait=0), "q", streaming=streaming, context=attempt("r1")
+        )
 
     assert raised.value.request_id == "r1"
     assert raised.value.retry_after >= 1
     hold.set()
     assert (await first).message.text == "slow"
-    retry = await chain(openai_client, store, wait=0).call("q", context=attempt("r1"))
+    retry = await ask(
+        chain(openai_client, store, wait=0), "q", streaming=streaming, context=attempt("r1")
+    )
     assert retry.message.text == "slow"
     assert model_calls(server) == 1
+    assert await stored(store, "s1") == ["U:q", "A:slow"]
 
 
 async def test_a_failed_holder_lets_the_waiting_retry_call_the_model(
