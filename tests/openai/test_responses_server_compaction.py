@@ -11,6 +11,7 @@ from typing import Any
 import openai
 import pytest
 from chat_support import session_with_turns
+from command_counting import counted_repository
 
 from asyncsession import (
     AssistantMessage,
@@ -368,3 +369,39 @@ async def test_a_retry_of_a_compacted_turn_stored_with_its_reply_replays_it(
         ("answer 1", False),
     ]
     server.assert_done()
+
+
+@pytest.mark.parametrize(
+    ("store_question", "commands"),
+    [
+        # the question stored with the window read; then the compaction's read, the session
+        # read of its write, the registration of the new ids and the commit
+        ("first", ["findAndModify", "find", "find", "insert", "findAndModify"]),
+        # the window read; then the same compaction, which stores the question too, its id
+        # (drawn from the store's pool) registered ahead
+        ("with_reply", ["find", "find", "find", "insert", "findAndModify"]),
+    ],
+)
+async def test_the_database_commands_of_a_compacted_turn_on_mongodb(
+    store_question: str,
+    commands: list[str],
+    mongo_uri: str,
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+) -> None:
+    """A turn the server compacted costs the same commands whether its question is stored
+    first or with the reply."""
+    async with counted_repository(mongo_uri) as (repository, counter):
+        service = DefaultSessionService(repository)
+        session_id = await session_with_turns(service, 5)
+        server.enqueue(ScriptedReply.text("answer 5"))
+        chat = _chat(service, openai_client, store_question=store_question)
+
+        counter.clear()
+        await _ask(chat, "question 5", session_id, streaming=False)
+        sent = counter.names
+
+        active = await service.get_events(session_id, EventFilter.active())
+        assert [e.text for e in active] == ["answer 5"]
+        assert len(_records(await service.get_events(session_id))) == 1
+    assert sent == commands
