@@ -30,6 +30,7 @@ from asyncsession import (
 from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, USER_ID_CONTEXT_KEY
 from asyncsession.compaction import CompactionPlan
 from asyncsession.messages import Message
+from asyncsession.openai import ChatClient, ResponsesClient
 from asyncsession.testing import ScriptedOpenAIServer
 
 MODEL = "gpt-test"
@@ -257,3 +258,6 @@ async def ask(client: Any, user: str, *, streaming: bool, **kwargs: Any) -> Any:
 
 PATHS = [pytest.param(False, id="call"), pytest.param(True, id="stream")]
 """Parametrize a test over both shapes of a chat call: ``streaming`` is False, then True."""
+
+CLIENTS = [pytest.param(ChatClient, id="chat"), pytest.param(ResponsesClient, id="responses")]
+"""Parametrize a test over both OpenAI clients: Chat Completions, then the Responses API."""

@@ -6,7 +6,7 @@ from typing import Any
 
 import openai
 import pytest
-from chat_support import MODEL, PATHS, ask, context, label
+from chat_support import CLIENTS, MODEL, PATHS, ask, context, stored
 
 from asyncsession import DefaultSessionService
 from asyncsession.advisors import SessionAdvisors, SessionMemoryAdvisor, ToolCallingAdvisor, tool
@@ -33,9 +33,6 @@ def lookup(key: str) -> str:
     return f"value of {key}"
 
 
-CLIENTS = [pytest.param(ChatClient, id="chat"), pytest.param(ResponsesClient, id="responses")]
-
-
 def client_of(
     kind: type[ChatClient] | type[ResponsesClient],
     openai_client: openai.AsyncOpenAI,
@@ -46,11 +43,6 @@ def client_of(
         model=MODEL,
         advisors=[*SessionAdvisors(service), ToolCallingAdvisor([ticket, owner, lookup])],
     )
-
-
-async def stored(service: DefaultSessionService, session_id: str) -> list[str]:
-    events = await service.get_events(session_id)
-    return [label(e.message) for e in events if e.message is not None]
 
 
 async def ask_collecting(client: Any, user: str, *, streaming: bool) -> tuple[Any, list[ChatChunk]]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import openai
 import pytest
-from chat_support import MODEL, PATHS, ask, context, stored
+from chat_support import CLIENTS, MODEL, PATHS, ask, context, stored
 
 from asyncsession import (
     ChatError,
@@ -32,7 +32,7 @@ from asyncsession.advisors import (
     SessionTurnAdvisor,
 )
 from asyncsession.chat import ChatResponse
-from asyncsession.openai import BaseChatClient, ChatClient, ResponsesClient
+from asyncsession.openai import BaseChatClient, ChatClient
 from asyncsession.repository import TurnLeaseRepository
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
 
@@ -129,7 +129,7 @@ async def test_eight_overlapping_first_attempts_on_a_new_session_call_the_model_
     server.assert_done()
 
 
-@pytest.mark.parametrize("api", [ChatClient, ResponsesClient], ids=["chat", "responses"])
+@pytest.mark.parametrize("api", CLIENTS)
 async def test_streams_that_wait_for_the_holder_replay_its_stored_reply(
     api: type[BaseChatClient],
     store: DefaultSessionService,
