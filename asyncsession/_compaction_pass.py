@@ -104,7 +104,7 @@ def described(
     record = CompactionRecord.from_event(record_event)
     existing = {e.id for e in active}
     stored = {e.id: e for e in written}
-    compacted = tuple(stored.get(e.id, e) for e in result.compacted_events)
+    compacted = tuple(stored.get(e.id, e) for e in result.compacted_events if not e.archived)
     return dataclasses.replace(
         result,
         compacted_events=compacted,
@@ -154,6 +154,9 @@ def with_record(
 ) -> CompactionPlan:
     """``plan`` with its ``COMPACTION`` event appended, its new events tagged with the event's id.
 
+    A new event the plan writes archived already (a message the compaction covers as soon as
+    it is stored, such as the question of a turn stored with its compacted reply) is counted
+    among the covered events, after the existing ones, and is neither tagged nor a summary.
     The plan keeps its ``plan_id``, so a store still recognises a retry of it.
     """
     record_id = str(uuid.uuid4())
@@ -162,21 +165,27 @@ def with_record(
         dataclasses.replace(
             group,
             events=tuple(
-                e.model_copy(update={"metadata": {**e.metadata, COMPACTION_ID: record_id}})
+                e
+                if e.archived
+                else e.model_copy(update={"metadata": {**e.metadata, COMPACTION_ID: record_id}})
                 for e in group.events
             ),
         )
         for group in plan.inserts
     )
+    written = [e for group in inserts for e in group.events]
     existing = {e.id for e in active}
     record = CompactionRecord(
-        covered=tuple(e.id for e in active if e.id in plan.archive_ids),
+        covered=(
+            *(e.id for e in active if e.id in plan.archive_ids),
+            *(e.id for e in written if e.archived),
+        ),
         kept=tuple(e.id for e in result.compacted_events if e.id in existing),
-        summaries=tuple(e.id for group in inserts for e in group.events),
+        summaries=tuple(e.id for e in written if not e.archived),
         trigger=_name(trigger),
         strategy=_name(strategy),
         tokens_before=_tokens(active, estimate),
-        tokens_after=_tokens(result.compacted_events, estimate),
+        tokens_after=_tokens([e for e in result.compacted_events if not e.archived], estimate),
     )
     event = SessionEvent(
         id=record_id,

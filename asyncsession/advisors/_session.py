@@ -13,6 +13,7 @@ from typing import Any, Final, Literal, Protocol, cast, get_args, runtime_checka
 from pydantic import JsonValue
 
 from .._checks import require_service
+from .._server_compaction import commit_compacted_turn
 from .._shield import shielded
 from .._text import check_event_text
 from ..compaction_protocols import (
@@ -307,6 +308,9 @@ class TurnState:
     """The events memory advisors appended during the call, in order (deferred ones too)."""
     deferred: list[SessionEvent] = field(default_factory=list[SessionEvent])
     """The events waiting for `commit` (``store_question="with_reply"``), in order."""
+    covered: frozenset[str] | None = None
+    """The ids a deferred reply the server compacted during covers (the events its request
+    was built from, deferred ones included); ``None`` while no deferred reply was compacted."""
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
     @property
@@ -324,11 +328,15 @@ class TurnState:
         message: Message,
         event_id: str | None,
         metadata: Mapping[str, JsonValue] | None = None,
+        *,
+        covers: frozenset[str] | None = None,
     ) -> SessionEvent:
         """The event ``message`` will be stored as, queued for `commit`.
 
         The id is ``event_id``, else one drawn from the service, as ``append_message`` draws
-        it; a text the store would refuse is refused now, before the model is called.
+        it; a text the store would refuse is refused now, before the model is called. A reply
+        the server compacted during names the ids its compaction item ``covers``: the commit
+        then archives them (see `commit`).
 
         Raises:
             InvalidText: the message holds a string that does not encode as UTF-8.
@@ -340,18 +348,28 @@ class TurnState:
         )
         check_event_text(event)
         self.deferred.append(event)
+        if covers is not None:
+            self.covered = covers | (self.covered or frozenset())
         return event
 
     async def commit(self) -> None:
         """Store the deferred events in one append (one version); nothing if none wait.
 
         Ids the session already has are replays, skipped by the store, so a retried request
-        whose ids are fixed stores nothing twice.
+        whose ids are fixed stores nothing twice. When a deferred reply was compacted by the
+        server, the append is the compare-and-swap that also archives what its item covers and
+        writes the ``COMPACTION`` record (the deferred events it covers are written archived);
+        a lost compare-and-swap is retried on a fresh read, and after the last attempt the
+        events are appended plainly, nothing archived.
         """
         if not self.deferred:
             return
         events, self.deferred = self.deferred, []
-        await shielded(self.service.append_events(self.session_id, events))
+        covered, self.covered = self.covered, None
+        if covered is None:
+            await shielded(self.service.append_events(self.session_id, events))
+        else:
+            await shielded(commit_compacted_turn(self.service, events, covered))
 
     async def resolve(self, step: Callable[[], Awaitable[Resolved]] | None = None) -> Resolved:
         """Resolve the session once (find or create, check the owner), with its window.

@@ -28,7 +28,9 @@ Per model call (per round of a tool loop, at its default order) the advisor:
 Under a ``SessionTurnAdvisor(store_question="with_reply")`` steps 6 and 7 store nothing yet:
 the session is resolved with a read of the window (the question is in the prompt, so the model
 sees it all the same), and every message the advisor would store is handed to the turn, which
-stores them all in one write once the call is complete.
+stores them all in one write once the call is complete. A reply the server compacted during
+makes that write the compare-and-swap that also archives what its item covers (the question
+and any earlier round of the call are written archived) and writes the ``COMPACTION`` record.
 
 The history is read once per call: from round 2 of a tool loop on, the advisor reuses it and
 knows what it stored itself, so a round costs no read.
@@ -406,16 +408,17 @@ class SessionMemoryAdvisor(BaseAdvisor):
     ) -> SessionEvent:
         """Store ``message``; a reply the server ``compacted`` during archives what it covers
         (the events this call's request was built from) in the same write."""
+        covered = covered_by_reply((*memory.events, *memory.appended)) if compacted else None
         if memory.turn is not None and memory.turn.stores_with_reply:
-            event = await memory.turn.defer(message, event_id, metadata)  # stored with the reply
-        elif compacted:
+            # Stored with the reply; a compacted one archives what it covers in that write.
+            event = await memory.turn.defer(message, event_id, metadata, covers=covered)
+        elif covered is not None:
             reply = SessionEvent(
                 id=event_id or str(uuid.uuid4()),
                 session_id=memory.session.id,
                 message=message,
                 metadata=metadata or {},
             )
-            covered = covered_by_reply((*memory.events, *memory.appended))
             event = await shielded(commit_compacted_reply(self.service, reply, covered))
         else:
             event = await shielded(

@@ -1,4 +1,5 @@
-"""Helpers for the advisor, ChatClient and example tests: a counting store, labels, leak checks."""
+"""Helpers for the advisor, ChatClient and example tests: the scripted server and a real OpenAI
+client on it, a counting store, each store in turn, labels, leak checks."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ import pytest
 
 from asyncsession import (
     AssistantMessage,
+    CreateSessionRequest,
     DefaultSessionService,
     EventFilter,
     InMemorySessionRepository,
+    MongoSessionRepository,
     Session,
     SessionEvent,
     SessionSnapshot,
@@ -27,6 +30,7 @@ from asyncsession import (
 from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, USER_ID_CONTEXT_KEY
 from asyncsession.compaction import CompactionPlan
 from asyncsession.messages import Message
+from asyncsession.openai import ChatClient, ResponsesClient
 from asyncsession.testing import ScriptedOpenAIServer
 
 MODEL = "gpt-test"
@@ -138,6 +142,40 @@ def service(repository: CountingRepository) -> DefaultSessionService:
     return DefaultSessionService(repository, allow_system_messages=True)
 
 
+@pytest.fixture(
+    params=[
+        pytest.param("memory", id="memory"),
+        pytest.param("mongo", id="mongo", marks=pytest.mark.mongodb),
+    ]
+)
+def store_repository(
+    request: pytest.FixtureRequest,
+) -> InMemorySessionRepository | MongoSessionRepository:
+    """The repository of each store in turn: in memory, then MongoDB on a fresh test database."""
+    if request.param == "memory":
+        return InMemorySessionRepository()
+    return MongoSessionRepository(request.getfixturevalue("mongo_db"))
+
+
+@pytest.fixture
+async def store(
+    store_repository: InMemorySessionRepository | MongoSessionRepository,
+) -> DefaultSessionService:
+    """A session service on each store in turn (the MongoDB store with its indexes)."""
+    if isinstance(store_repository, MongoSessionRepository):
+        await store_repository.ensure_indexes()
+    return DefaultSessionService(store_repository)
+
+
+async def session_with_turns(service: DefaultSessionService, turns: int) -> str:
+    """A new session of ``alice`` holding ``question n`` / ``answer n`` for each of ``turns``."""
+    session = await service.create(CreateSessionRequest(user_id="alice"))
+    for n in range(turns):
+        await service.append_message(session.id, UserMessage(text=f"question {n}"))
+        await service.append_message(session.id, AssistantMessage(text=f"answer {n}"))
+    return session.id
+
+
 def context(session_id: str, user_id: str | None = None, **extra: Any) -> dict[str, Any]:
     """An advisor context routing a call to ``session_id``."""
     values: dict[str, Any] = {SESSION_ID_CONTEXT_KEY: session_id, **extra}
@@ -220,3 +258,6 @@ async def ask(client: Any, user: str, *, streaming: bool, **kwargs: Any) -> Any:
 
 PATHS = [pytest.param(False, id="call"), pytest.param(True, id="stream")]
 """Parametrize a test over both shapes of a chat call: ``streaming`` is False, then True."""
+
+CLIENTS = [pytest.param(ChatClient, id="chat"), pytest.param(ResponsesClient, id="responses")]
+"""Parametrize a test over both OpenAI clients: Chat Completions, then the Responses API."""

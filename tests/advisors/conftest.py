@@ -1,5 +1,6 @@
-"""Fixtures of the advisor tests: the scripted server, a real OpenAI client, a counting store."""
+"""Fixtures of the advisor tests: the scripted server, a real OpenAI client, a counting store, and
+each store in turn (``store_repository``, ``store``)."""
 
-from chat_support import openai_client, repository, server, service
+from chat_support import openai_client, repository, server, service, store, store_repository
 
-__all__ = ["openai_client", "repository", "server", "service"]
+__all__ = ["openai_client", "repository", "server", "service", "store", "store_repository"]

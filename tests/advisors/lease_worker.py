@@ -1,7 +1,9 @@
 """One web process answering one request: run by ``test_turn_lease_processes.py``.
 
 ``python lease_worker.py <mongo uri> <database> <openai base url> <session id> <request id>
-<lease seconds> <wait seconds>`` prints ``started``, then the reply text as JSON.
+<lease seconds> <wait seconds> [call|stream]`` prints ``started``; ``refused`` the first time
+the lease is refused to it (another attempt holds the request, so it waits); then, as JSON, the
+reply text and (on the stream path) the text its chunks carried.
 """
 
 from __future__ import annotations
@@ -28,10 +30,26 @@ from asyncsession.advisors import (
 from asyncsession.openai import ChatClient
 
 
+class ObservedRepository(MongoSessionRepository):
+    """The store, saying when it first refuses this process the lease."""
+
+    refused = False
+
+    async def acquire_turn_lease(
+        self, session_id: str, request_id: str, holder: str, ttl: timedelta
+    ) -> bool:
+        taken = await super().acquire_turn_lease(session_id, request_id, holder, ttl)
+        if not taken and not self.refused:
+            self.refused = True
+            print("refused", flush=True)
+        return taken
+
+
 async def main(argv: list[str]) -> None:
-    uri, database, base_url, session_id, request_id, lease, wait = argv
+    uri, database, base_url, session_id, request_id, lease, wait, *rest = argv
+    mode = rest[0] if rest else "call"
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri, tz_aware=True)
-    repository = MongoSessionRepository(client[database])
+    repository = ObservedRepository(client[database])
     service = DefaultSessionService(repository)
     async with openai.AsyncOpenAI(base_url=base_url, api_key="t", max_retries=0) as sdk:
         chat = ChatClient(
@@ -56,9 +74,15 @@ async def main(argv: list[str]) -> None:
             REQUEST_ID_CONTEXT_KEY: request_id,
         }
         print("started", flush=True)
-        reply = await chat.call("question?", context=context)
+        streamed: str | None = None
+        if mode == "stream":
+            async with chat.stream("question?", context=context) as stream:
+                streamed = "".join([chunk.text async for chunk in stream])
+            reply = stream.response
+        else:
+            reply = await chat.call("question?", context=context)
     await client.close()
-    print(json.dumps(reply.message.text), flush=True)
+    print(json.dumps({"reply": reply.message.text, "streamed": streamed}), flush=True)
 
 
 if __name__ == "__main__":

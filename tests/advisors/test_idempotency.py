@@ -39,22 +39,6 @@ def lookup(key: str) -> str:
     return f"value of {key}"
 
 
-@pytest.fixture(params=["memory", "mongo"])
-def store_kind(request: pytest.FixtureRequest) -> Any:
-    """The repository of each store (the MongoDB one on a fresh test database)."""
-    if request.param == "memory":
-        return InMemorySessionRepository()
-    return MongoSessionRepository(request.getfixturevalue("mongo_db"))
-
-
-@pytest.fixture
-async def store(store_kind: Any) -> DefaultSessionService:
-    """A session service on each store."""
-    if isinstance(store_kind, MongoSessionRepository):
-        await store_kind.ensure_indexes()
-    return DefaultSessionService(store_kind)
-
-
 def chat(openai_client: openai.AsyncOpenAI, service: DefaultSessionService) -> ChatClient:
     return ChatClient(
         openai_client,

@@ -6,13 +6,12 @@ from typing import Any
 
 import openai
 import pytest
-from chat_support import MODEL, PATHS, ask, context, label
+from chat_support import CLIENTS, MODEL, PATHS, ask, context, stored
 
-from asyncsession import DefaultSessionService, MongoSessionRepository
+from asyncsession import DefaultSessionService
 from asyncsession.advisors import SessionAdvisors, SessionMemoryAdvisor, ToolCallingAdvisor, tool
 from asyncsession.chat import ChatChunk
 from asyncsession.openai import ChatClient, ResponsesClient
-from asyncsession.repository import InMemorySessionRepository
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
 
@@ -34,32 +33,6 @@ def lookup(key: str) -> str:
     return f"value of {key}"
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("memory", id="memory"),
-        pytest.param("mongo", id="mongo", marks=pytest.mark.mongodb),
-    ]
-)
-def backend(request: pytest.FixtureRequest) -> InMemorySessionRepository | MongoSessionRepository:
-    """Each store in turn: in memory, and MongoDB on the test server."""
-    if request.param == "memory":
-        return InMemorySessionRepository()
-    return MongoSessionRepository(request.getfixturevalue("mongo_db"))
-
-
-@pytest.fixture
-async def store(
-    backend: InMemorySessionRepository | MongoSessionRepository,
-) -> DefaultSessionService:
-    """The session service over the current store."""
-    if isinstance(backend, MongoSessionRepository):
-        await backend.ensure_indexes()
-    return DefaultSessionService(backend)
-
-
-CLIENTS = [pytest.param(ChatClient, id="chat"), pytest.param(ResponsesClient, id="responses")]
-
-
 def client_of(
     kind: type[ChatClient] | type[ResponsesClient],
     openai_client: openai.AsyncOpenAI,
@@ -70,11 +43,6 @@ def client_of(
         model=MODEL,
         advisors=[*SessionAdvisors(service), ToolCallingAdvisor([ticket, owner, lookup])],
     )
-
-
-async def stored(service: DefaultSessionService, session_id: str) -> list[str]:
-    events = await service.get_events(session_id)
-    return [label(e.message) for e in events if e.message is not None]
 
 
 async def ask_collecting(client: Any, user: str, *, streaming: bool) -> tuple[Any, list[ChatChunk]]:

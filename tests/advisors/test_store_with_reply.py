@@ -17,7 +17,6 @@ from asyncsession import (
     DefaultSessionService,
     EventFilter,
     InMemorySessionRepository,
-    MongoSessionRepository,
     UsageError,
     UserMessage,
 )
@@ -45,22 +44,6 @@ from asyncsession.testing import (
 def lookup(key: str) -> str:
     """Look a key up."""
     return f"value of {key}"
-
-
-@pytest.fixture(params=["memory", "mongo"])
-def repository_of_each_store(request: pytest.FixtureRequest) -> Any:
-    """The repository of each store (the MongoDB one on a fresh test database)."""
-    if request.param == "memory":
-        return InMemorySessionRepository()
-    return MongoSessionRepository(request.getfixturevalue("mongo_db"))
-
-
-@pytest.fixture
-async def store(repository_of_each_store: Any) -> DefaultSessionService:
-    """A session service on each store."""
-    if isinstance(repository_of_each_store, MongoSessionRepository):
-        await repository_of_each_store.ensure_indexes()
-    return DefaultSessionService(repository_of_each_store)
 
 
 def chat(

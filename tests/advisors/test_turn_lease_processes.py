@@ -29,9 +29,14 @@ WORKER = Path(__file__).with_name("lease_worker.py")
 
 
 async def start(
-    uri: str, db: AsyncDatabase[dict[str, Any]], server: ScriptedOpenAIServer, lease: float = 60
+    uri: str,
+    db: AsyncDatabase[dict[str, Any]],
+    server: ScriptedOpenAIServer,
+    lease: float = 60,
+    mode: str = "call",
 ) -> asyncio.subprocess.Process:
-    """A worker process that has printed ``started`` (it is about to make its call)."""
+    """A worker process that has printed ``started`` (it is about to make its call, or its
+    stream with ``mode="stream"``)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         str(WORKER),
@@ -42,6 +47,7 @@ async def start(
         "request-1",
         str(lease),
         "60",
+        mode,
         stdout=asyncio.subprocess.PIPE,
     )
     assert process.stdout is not None
@@ -49,10 +55,19 @@ async def start(
     return process
 
 
-async def reply_of(process: asyncio.subprocess.Process) -> str:
+async def output_of(process: asyncio.subprocess.Process, read: bytes = b"") -> dict[str, Any]:
+    """What the worker printed after ``started`` (with ``read``, the lines read already): its
+    last line's JSON, and ``refused``: whether it waited for another attempt's lease."""
     out, _ = await asyncio.wait_for(process.communicate(), 90)
     assert process.returncode == 0
-    text: str = json.loads(out.decode().strip().splitlines()[-1])
+    lines = (read + out).decode().strip().splitlines()
+    result: dict[str, Any] = json.loads(lines[-1])
+    result["refused"] = "refused" in lines[:-1]
+    return result
+
+
+async def reply_of(process: asyncio.subprocess.Process) -> str:
+    text: str = (await output_of(process))["reply"]
     return text
 
 
@@ -87,6 +102,37 @@ async def test_four_processes_with_one_request_id_call_the_model_once(
         server.assert_done()
     earlier = [] if new_session else ["earlier", "before"]
     assert await texts(mongo_db) == [*earlier, "question?", "the answer"]
+
+
+async def test_four_streaming_processes_with_one_request_id_call_the_model_once(
+    mongo_uri: str, mongo_db: AsyncDatabase[dict[str, Any]]
+) -> None:
+    """Four streams of one request on a new session, in four processes: the three that find
+    the request leased wait, then stream the holder's stored reply; one model call."""
+    hold = asyncio.Event()
+    answer = "the streamed answer"
+    script = [ScriptedReply.text(answer, hold=hold, chunk_size=3)]
+    async with ScriptedOpenAIServer(script) as server:
+        processes = [await start(mongo_uri, mongo_db, server, mode="stream") for _ in range(4)]
+        await asyncio.wait_for(server.wait_for_request(0), 60)
+        lines = [asyncio.create_task(p.stdout.readline()) for p in processes if p.stdout]
+        assert len(lines) == 4
+        pending = set(lines)
+        async with asyncio.timeout(60):
+            while len(pending) > 1:  # the holder prints nothing more until the model answered
+                _, pending = await asyncio.wait(pending, return_when="FIRST_COMPLETED")
+        assert sorted(line.result() for line in lines if line.done()) == [b"refused\n"] * 3
+        hold.set()
+        await asyncio.wait_for(asyncio.gather(*lines), 60)
+        pairs = zip(processes, lines, strict=True)
+        outputs = [await output_of(process, line.result()) for process, line in pairs]
+
+        assert sorted(o["refused"] for o in outputs) == [False, True, True, True]
+        assert [o["streamed"] for o in outputs] == [answer] * 4
+        assert [o["reply"] for o in outputs] == [answer] * 4
+        assert model_calls(server) == 1
+        server.assert_done()
+    assert await texts(mongo_db) == ["question?", answer]
 
 
 async def test_a_holder_killed_mid_turn_is_replaced_after_its_lease_expires(

@@ -12,6 +12,7 @@ from asyncsession import (
     DefaultSessionService,
     EventFilter,
     EventType,
+    SessionEvent,
     SystemMessage,
     UserMessage,
 )
@@ -23,7 +24,11 @@ from asyncsession.compaction import (
     TurnWindowCompactionStrategy,
     WindowCompactionStrategy,
 )
-from asyncsession.compaction_protocols import CompactionResult, CompactionStrategy
+from asyncsession.compaction_protocols import (
+    CompactionRequest,
+    CompactionResult,
+    CompactionStrategy,
+)
 from asyncsession.events import COMPACTION_ID
 
 
@@ -114,3 +119,46 @@ async def test_every_strategy_pins_the_latest_stored_system_message(
     active = [e.text for e in await service.get_events(session_id, EventFilter.active())]
     assert "Now answer in French." in active
     assert "You are a support agent." not in active
+
+
+class _WritesArchived:
+    """Archives every message but the system prompt and writes a question already archived
+    (it is covered as soon as it is stored), then an answer that stays active."""
+
+    async def compact(self, request: CompactionRequest) -> CompactionResult:
+        session_id = request.session.id
+        question = SessionEvent(session_id=session_id, message=UserMessage(text="new question"))
+        answer = SessionEvent(session_id=session_id, message=AssistantMessage(text="new answer"))
+        kept = [e for e in request.events if e.type == EventType.SYSTEM]
+        archived = tuple(e for e in request.events if e.type != EventType.SYSTEM)
+        return CompactionResult(
+            compacted_events=(*kept, question.as_archived(), answer), archived_events=archived
+        )
+
+
+async def test_a_new_event_written_archived_is_covered_not_a_summary(
+    service: DefaultSessionService,
+) -> None:
+    """The record counts a new event the plan writes archived among the covered events (after
+    the existing ones) and not among its summaries; it carries no record id and is not in the
+    new window."""
+    session_id = await conversation(service, 2)
+    result = await service.compact(session_id, TurnCountTrigger(1), _WritesArchived())
+
+    assert result.applied
+    assert result.record is not None
+    log = await service.get_events(session_id)
+    by_text = {e.text: e for e in log if e.is_message}
+    question, answer = by_text["new question"], by_text["new answer"]
+    assert (question.archived, answer.archived) == (True, False)
+    assert result.record.covered == (
+        *(by_text[t].id for t in ("question 0", "answer 0", "question 1", "answer 1")),
+        question.id,
+    )
+    assert result.record.summaries == (answer.id,)
+    assert COMPACTION_ID not in question.metadata
+    assert answer.metadata[COMPACTION_ID] == log[-1].id
+    assert [e.text for e in result.summary_events] == ["new answer"]
+    assert [e.text for e in result.compacted_events] == ["You are a support agent.", "new answer"]
+    active = await service.get_events(session_id, EventFilter.active())
+    assert [e.text for e in active] == ["You are a support agent.", "new answer"]

@@ -10,7 +10,7 @@ import pytest
 from chat_support import MODEL, PATHS, ask, assert_no_leaks, context, stored
 from pydantic import BaseModel
 
-from asyncsession import DefaultSessionService, MongoSessionRepository
+from asyncsession import DefaultSessionService
 from asyncsession.advisors import (
     SessionMemoryAdvisor,
     SessionTurnAdvisor,
@@ -22,7 +22,6 @@ from asyncsession.compaction import CompactionRequest, SlidingWindowCompactionSt
 from asyncsession.exceptions import ChatError, StreamInterrupted, UsageError
 from asyncsession.messages import AssistantMessage
 from asyncsession.openai import ResponsesClient
-from asyncsession.repository import InMemorySessionRepository
 from asyncsession.testing import (
     ScriptedOpenAIServer,
     ScriptedReply,
@@ -37,29 +36,6 @@ WAIT = 5  # seconds: a bound on waits for events that must happen, never a synch
 def lookup(key: str) -> str:
     """Look a key up."""
     return f"value of {key}"
-
-
-@pytest.fixture(
-    params=[
-        pytest.param("memory", id="memory"),
-        pytest.param("mongo", id="mongo", marks=pytest.mark.mongodb),
-    ]
-)
-def backend(request: pytest.FixtureRequest) -> InMemorySessionRepository | MongoSessionRepository:
-    """Each store in turn: in memory, and MongoDB on the test server."""
-    if request.param == "memory":
-        return InMemorySessionRepository()
-    return MongoSessionRepository(request.getfixturevalue("mongo_db"))
-
-
-@pytest.fixture
-async def store(
-    backend: InMemorySessionRepository | MongoSessionRepository,
-) -> DefaultSessionService:
-    """The session service over the current store."""
-    if isinstance(backend, MongoSessionRepository):
-        await backend.ensure_indexes()
-    return DefaultSessionService(backend)
 
 
 def always(request: CompactionRequest) -> bool:

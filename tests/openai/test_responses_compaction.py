@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import openai
 import pytest
+from chat_support import session_with_turns
 from openai.types.responses import ResponseCompactionCompactingEvent
 
 from asyncsession import (
     AssistantMessage,
-    CreateSessionRequest,
     DefaultSessionService,
-    InMemorySessionRepository,
-    MongoSessionRepository,
     SystemMessage,
     UserMessage,
 )
@@ -38,42 +35,6 @@ COMPACT = ScriptedReply.text("")
 """A compact request takes a scripted reply for its timing and errors; its text is ignored."""
 
 
-@pytest.fixture(params=["memory", "mongo"])
-def repository(request: pytest.FixtureRequest) -> Any:
-    """The repository of each store (the MongoDB one on a fresh test database)."""
-    if request.param == "memory":
-        return InMemorySessionRepository()
-    return MongoSessionRepository(request.getfixturevalue("mongo_db"))
-
-
-@pytest.fixture
-async def service(repository: Any) -> DefaultSessionService:
-    """A session service on each store."""
-    if isinstance(repository, MongoSessionRepository):
-        await repository.ensure_indexes()
-    return DefaultSessionService(repository)
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ScriptedOpenAIServer]:
-    async with ScriptedOpenAIServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def client(server: ScriptedOpenAIServer) -> AsyncIterator[openai.AsyncOpenAI]:
-    async with openai.AsyncOpenAI(base_url=server.base_url, api_key="t", max_retries=0) as client:
-        yield client
-
-
-async def _session(service: DefaultSessionService, turns: int) -> str:
-    session = await service.create(CreateSessionRequest(user_id="alice"))
-    for n in range(turns):
-        await service.append_message(session.id, UserMessage(text=f"question {n}"))
-        await service.append_message(session.id, AssistantMessage(text=f"answer {n}"))
-    return session.id
-
-
 def _texts(messages: list[Any]) -> list[str | None]:
     return [m.text for m in messages]
 
@@ -87,7 +48,7 @@ def _text(item: dict[str, Any]) -> str:
 
 
 async def test_the_scripted_server_answers_compact_with_user_messages_and_one_compaction_item(
-    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+    server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
 ) -> None:
     """``CompactedResponse``: every user message in order, then one opaque compaction item."""
     server.enqueue(COMPACT)
@@ -95,7 +56,7 @@ async def test_the_scripted_server_answers_compact_with_user_messages_and_one_co
         [UserMessage(text="a"), AssistantMessage(text="b"), UserMessage(text="c")]
     )
 
-    compacted = await client.responses.compact(model=MODEL, input=given)  # type: ignore[arg-type]
+    compacted = await openai_client.responses.compact(model=MODEL, input=given)  # type: ignore[arg-type]
 
     assert compacted.object == "response.compaction"
     *users, item = compacted.output
@@ -110,14 +71,14 @@ async def test_the_scripted_server_answers_compact_with_user_messages_and_one_co
 
 
 async def test_compaction_replaces_old_turns_and_the_next_request_starts_from_the_item(
-    service: DefaultSessionService, server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+    store: DefaultSessionService, server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
 ) -> None:
     """The old turns are archived; the Responses API gets the item in place of what it covers."""
-    session_id = await _session(service, 6)
-    strategy = ResponsesCompactionStrategy(client, model=MODEL, max_events_to_keep=4)
+    session_id = await session_with_turns(store, 6)
+    strategy = ResponsesCompactionStrategy(openai_client, model=MODEL, max_events_to_keep=4)
     server.enqueue(COMPACT)
 
-    result = await service.compact(session_id, TurnCountTrigger(1), strategy)
+    result = await store.compact(session_id, TurnCountTrigger(1), strategy)
 
     assert result.applied
     assert result.error is None
@@ -126,7 +87,7 @@ async def test_compaction_replaces_old_turns_and_the_next_request_starts_from_th
     assert [_text(i) for i in sent] == [
         f"{kind} {n}" for n in range(4) for kind in ("question", "answer")
     ]
-    active = await service.get_active_messages(session_id)
+    active = await store.get_active_messages(session_id)
     assert _texts(active) == [
         *(f"question {n}" for n in range(4)),
         None,
@@ -138,7 +99,7 @@ async def test_compaction_replaces_old_turns_and_the_next_request_starts_from_th
     compaction = active[4]
     assert isinstance(compaction, AssistantMessage)
     assert [item["type"] for item in compaction.items] == ["compaction"]
-    events = await service.get_events(session_id)
+    events = await store.get_events(session_id)
     synthetic = [e for e in events if e.is_synthetic and not e.archived]
     assert {str(e.metadata[COMPACTION_SOURCE]) for e in synthetic} == {RESPONSES_COMPACT_SOURCE}
     usage = synthetic[-1].metadata[COMPACTION_USAGE_KEY]
@@ -146,7 +107,7 @@ async def test_compaction_replaces_old_turns_and_the_next_request_starts_from_th
     assert isinstance(usage["input_tokens"], int)
     assert usage["input_tokens"] > 0
 
-    chat = ResponsesClient(client, model=MODEL, advisors=[SessionMemoryAdvisor(service)])
+    chat = ResponsesClient(openai_client, model=MODEL, advisors=[SessionMemoryAdvisor(store)])
     server.enqueue(ScriptedReply.text("answer 6"))
     await chat.call("question 6", context={SESSION_ID_CONTEXT_KEY: session_id})
 
@@ -162,104 +123,104 @@ async def test_compaction_replaces_old_turns_and_the_next_request_starts_from_th
 
 
 async def test_a_second_pass_folds_the_previous_compaction_item_in(
-    service: DefaultSessionService, server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+    store: DefaultSessionService, server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
 ) -> None:
     """The next pass sends the previous compaction turn first and archives it."""
-    session_id = await _session(service, 6)
-    strategy = ResponsesCompactionStrategy(client, model=MODEL, max_events_to_keep=4)
+    session_id = await session_with_turns(store, 6)
+    strategy = ResponsesCompactionStrategy(openai_client, model=MODEL, max_events_to_keep=4)
     server.enqueue(COMPACT, COMPACT)
-    await service.compact(session_id, TurnCountTrigger(1), strategy)
+    await store.compact(session_id, TurnCountTrigger(1), strategy)
     for n in range(6, 8):
-        await service.append_message(session_id, UserMessage(text=f"question {n}"))
-        await service.append_message(session_id, AssistantMessage(text=f"answer {n}"))
+        await store.append_message(session_id, UserMessage(text=f"question {n}"))
+        await store.append_message(session_id, AssistantMessage(text=f"answer {n}"))
 
-    result = await service.compact(session_id, TurnCountTrigger(1), strategy)
+    result = await store.compact(session_id, TurnCountTrigger(1), strategy)
 
     assert result.applied
     sent = server.requests[1].input
     assert [i.get("type") for i in sent].count("compaction") == 1
-    active = await service.get_active_messages(session_id)
+    active = await store.get_active_messages(session_id)
     items = [i for m in active if isinstance(m, AssistantMessage) for i in m.items]
     assert [i["type"] for i in items] == ["compaction"]
     assert _texts(active)[-4:] == ["question 6", "answer 6", "question 7", "answer 7"]
 
 
 async def test_a_failed_compact_call_changes_nothing_and_says_why(
-    service: DefaultSessionService, server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+    store: DefaultSessionService, server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
 ) -> None:
     """An API error leaves the log as it was; the result carries the error."""
-    session_id = await _session(service, 6)
-    strategy = ResponsesCompactionStrategy(client, model=MODEL, max_events_to_keep=4)
+    session_id = await session_with_turns(store, 6)
+    strategy = ResponsesCompactionStrategy(openai_client, model=MODEL, max_events_to_keep=4)
     server.enqueue(ScriptedReply.error(500, "boom"))
-    before = await service.get_active_messages(session_id)
+    before = await store.get_active_messages(session_id)
 
-    result = await service.compact(session_id, TurnCountTrigger(1), strategy)
+    result = await store.compact(session_id, TurnCountTrigger(1), strategy)
 
     assert result.error is not None
     assert "responses.compact failed" in result.error
-    assert await service.get_active_messages(session_id) == before
+    assert await store.get_active_messages(session_id) == before
 
 
 async def test_appends_during_the_compact_call_make_the_plan_lose_and_are_all_kept(
-    service: DefaultSessionService, server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+    store: DefaultSessionService, server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
 ) -> None:
     """Forty appends land while ``responses.compact`` is held: the plan loses, no write is lost."""
-    session_id = await _session(service, 6)
-    strategy = ResponsesCompactionStrategy(client, model=MODEL, max_events_to_keep=4)
+    session_id = await session_with_turns(store, 6)
+    strategy = ResponsesCompactionStrategy(openai_client, model=MODEL, max_events_to_keep=4)
     hold = asyncio.Event()
     server.enqueue(ScriptedReply.text("", hold=hold))
-    compaction = asyncio.create_task(service.compact(session_id, TurnCountTrigger(1), strategy))
+    compaction = asyncio.create_task(store.compact(session_id, TurnCountTrigger(1), strategy))
     await asyncio.wait_for(server.wait_for_request(0), 10)
 
     await asyncio.gather(
-        *(service.append_message(session_id, UserMessage(text=f"late {n}")) for n in range(40))
+        *(store.append_message(session_id, UserMessage(text=f"late {n}")) for n in range(40))
     )
     hold.set()
     result = await compaction
 
     assert not result.applied
-    texts = _texts(await service.get_active_messages(session_id))
+    texts = _texts(await store.get_active_messages(session_id))
     assert sorted(t for t in texts if t and t.startswith("late")) == sorted(
         f"late {n}" for n in range(40)
     )
     assert len(texts) == 12 + 40
 
     server.enqueue(COMPACT)
-    again = await service.compact(session_id, TurnCountTrigger(1), strategy)
+    again = await store.compact(session_id, TurnCountTrigger(1), strategy)
 
     assert again.applied
-    active = _texts(await service.get_active_messages(session_id))
+    active = _texts(await store.get_active_messages(session_id))
     assert sum(1 for t in active if t and t.startswith("late")) == 40
 
 
 async def test_compaction_racing_many_concurrent_appends_never_loses_one(
-    service: DefaultSessionService, server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+    store: DefaultSessionService, server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
 ) -> None:
     """Passes race eighty appends: every append stays, active or covered by the active item."""
-    session_id = await _session(service, 6)
-    strategy = ResponsesCompactionStrategy(client, model=MODEL, max_events_to_keep=4)
+    session_id = await session_with_turns(store, 6)
+    strategy = ResponsesCompactionStrategy(openai_client, model=MODEL, max_events_to_keep=4)
     server.enqueue(*(COMPACT for _ in range(6)))
 
     async def appends(worker: int) -> None:
         for n in range(10):
-            await service.append_message(
+            await store.append_message(
                 session_id, UserMessage(text=f"w{worker} {n}"), metadata={"w": worker}
             )
 
     async def passes() -> list[bool]:
         outcomes: list[bool] = []
         for _ in range(5):
-            result = await service.compact(session_id, TurnCountTrigger(1), strategy)
+            result = await store.compact(session_id, TurnCountTrigger(1), strategy)
             outcomes.append(result.applied)
         return outcomes
 
     racing = asyncio.create_task(passes())
     await asyncio.gather(*(appends(w) for w in range(8)))
     outcomes = await racing
-    await service.compact(session_id, TurnCountTrigger(1), strategy)
+    await store.compact(session_id, TurnCountTrigger(1), strategy)
 
     assert len(outcomes) == 5  # racing passes may lose; the quiet pass after them compacts
-    events = await service.get_events(session_id)
+    events = await store.get_events(session_id)
     real_active = [e for e in events if e.is_message and not e.archived and not e.is_synthetic]
     assert len(real_active) <= 4
     stored = {e.text for e in events if e.text is not None and e.text.startswith("w")}
@@ -278,14 +239,14 @@ async def test_compaction_racing_many_concurrent_appends_never_loses_one(
 
 
 async def test_nothing_to_compact_calls_no_model(
-    service: DefaultSessionService, server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+    store: DefaultSessionService, server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
 ) -> None:
     """Within ``max_events_to_keep`` the strategy returns the window unchanged, no request."""
-    session_id = await _session(service, 2)
-    strategy = ResponsesCompactionStrategy(client, model=MODEL, max_events_to_keep=4)
-    session = await service.find_by_id(session_id)
+    session_id = await session_with_turns(store, 2)
+    strategy = ResponsesCompactionStrategy(openai_client, model=MODEL, max_events_to_keep=4)
+    session = await store.find_by_id(session_id)
     assert session is not None
-    events = await service.get_events(session_id)
+    events = await store.get_events(session_id)
 
     result = await strategy.compact(CompactionRequest.of(session, events))
 
@@ -296,19 +257,19 @@ async def test_nothing_to_compact_calls_no_model(
 @pytest.mark.parametrize("streaming", [False, True], ids=["call", "stream"])
 async def test_server_side_compaction_makes_the_next_request_start_from_its_item(
     streaming: bool,
-    service: DefaultSessionService,
+    store: DefaultSessionService,
     server: ScriptedOpenAIServer,
-    client: openai.AsyncOpenAI,
+    openai_client: openai.AsyncOpenAI,
 ) -> None:
     """``context_management`` is sent; the compacted reply is stored with the archive of what it
     covers; the next input starts at its compaction item (the system message kept); the
     compacting event is its own chunk."""
-    session_id = await _session(service, 3)
+    session_id = await session_with_turns(store, 3)
     management = [{"type": "compaction", "compact_threshold": 10}]
     chat = ResponsesClient(
-        client,
+        openai_client,
         model=MODEL,
-        advisors=[SessionMemoryAdvisor(service)],
+        advisors=[SessionMemoryAdvisor(store)],
         default_messages=[SystemMessage(text="Be brief.")],
         context_management=management,
     )
@@ -331,7 +292,7 @@ async def test_server_side_compaction_makes_the_next_request_start_from_its_item
     assert second[1].get("type") == "compaction"
     assert [_text(i) for i in second if i.get("role") == "user"] == ["question 4"]
     # Both replies compacted: each archived what its item covers; the newest alone is active.
-    [stored_reply] = await service.get_active_messages(session_id)
+    [stored_reply] = await store.get_active_messages(session_id)
     assert isinstance(stored_reply, AssistantMessage)
     assert stored_reply.text == "answer 4"
     assert [item["type"] for item in stored_reply.items] == ["compaction", "message"]

@@ -1,27 +1,36 @@
 """A reply the server compacted during (``context_management``) archives what its item covers,
-in the reply's own compare-and-swap, on both stores."""
+in the reply's own compare-and-swap, on both stores; with ``store_question="with_reply"`` in the
+compare-and-swap that stores the whole turn."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import openai
 import pytest
+from chat_support import session_with_turns
+from command_counting import counted_repository
 
 from asyncsession import (
     AssistantMessage,
-    CreateSessionRequest,
     DefaultSessionService,
     EventType,
-    InMemorySessionRepository,
-    MongoSessionRepository,
     SessionEvent,
     SystemMessage,
     UserMessage,
 )
-from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, SessionMemoryAdvisor
+from asyncsession.advisors import (
+    REQUEST_ID_CONTEXT_KEY,
+    SESSION_ID_CONTEXT_KEY,
+    IdempotentTurnAdvisor,
+    RequestIdEventIdGenerator,
+    SessionAdvisors,
+    SessionMemoryAdvisor,
+    ToolCallingAdvisor,
+    tool,
+)
 from asyncsession.compaction_protocols import CompactionPlan, CompactionRecord
 from asyncsession.events import COMPACTION_ID
 from asyncsession.filters import EventFilter
@@ -31,55 +40,45 @@ from asyncsession.openai import (
     ResponsesClient,
     messages_to_items,
 )
-from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
+from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
 MODEL = "gpt-test"
 COMPACTING = [{"type": "compaction", "compact_threshold": 10}]
 """A threshold every request of these tests reaches: the server compacts each one."""
 
 
-@pytest.fixture(params=["memory", "mongo"])
-def repository(request: pytest.FixtureRequest) -> Any:
-    """The repository of each store (the MongoDB one on a fresh test database)."""
-    if request.param == "memory":
-        return InMemorySessionRepository()
-    return MongoSessionRepository(request.getfixturevalue("mongo_db"))
+@pytest.fixture(params=["first", "with_reply"])
+def store_question(request: pytest.FixtureRequest) -> str:
+    """When the turn stores the question: before the model call, or with the reply."""
+    param: str = request.param
+    return param
 
 
-@pytest.fixture
-async def service(repository: Any) -> DefaultSessionService:
-    if isinstance(repository, MongoSessionRepository):
-        await repository.ensure_indexes()
-    return DefaultSessionService(repository)
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ScriptedOpenAIServer]:
-    async with ScriptedOpenAIServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def client(server: ScriptedOpenAIServer) -> AsyncIterator[openai.AsyncOpenAI]:
-    async with openai.AsyncOpenAI(base_url=server.base_url, api_key="t", max_retries=0) as client:
-        yield client
-
-
-async def _session(service: DefaultSessionService, turns: int) -> str:
-    session = await service.create(CreateSessionRequest(user_id="alice"))
-    for n in range(turns):
-        await service.append_message(session.id, UserMessage(text=f"question {n}"))
-        await service.append_message(session.id, AssistantMessage(text=f"answer {n}"))
-    return session.id
+@tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"
 
 
 def _chat(
-    service: DefaultSessionService, client: openai.AsyncOpenAI, *, compacting: bool = True
+    store: DefaultSessionService,
+    openai_client: openai.AsyncOpenAI,
+    *,
+    compacting: bool = True,
+    store_question: str = "first",
 ) -> ResponsesClient:
+    """A client whose memory advisor stores the question first (alone, as before turns), or a
+    turn that stores it with the reply (``store_question="with_reply"``), with a tool loop."""
+    advisors: list[Any] = [SessionMemoryAdvisor(store)]
+    if store_question == "with_reply":
+        advisors = [
+            *SessionAdvisors(store, store_question="with_reply"),
+            ToolCallingAdvisor([lookup]),
+        ]
     return ResponsesClient(
-        client,
+        openai_client,
         model=MODEL,
-        advisors=[SessionMemoryAdvisor(service)],
+        advisors=advisors,
         default_messages=[SystemMessage(text="Be brief.")],
         context_management=COMPACTING if compacting else (),
     )
@@ -100,12 +99,12 @@ def _records(events: list[SessionEvent]) -> list[CompactionRecord]:
 
 
 def _race(
-    repository: Any, monkeypatch: pytest.MonkeyPatch, write: Callable[[int], Awaitable[None]]
+    store_repository: Any, monkeypatch: pytest.MonkeyPatch, write: Callable[[int], Awaitable[None]]
 ) -> list[int]:
     """Run ``write(n)`` right before the store's ``n``-th compare-and-swap (from 0) of a plan;
     returns the list that counts them."""
     calls: list[int] = []
-    apply = repository.apply_compaction
+    apply = store_repository.apply_compaction
 
     async def racing(session_id: str, plan: CompactionPlan, expected_version: int) -> bool:
         calls.append(len(calls))
@@ -113,32 +112,36 @@ def _race(
         applied: bool = await apply(session_id, plan, expected_version)
         return applied
 
-    monkeypatch.setattr(repository, "apply_compaction", racing)
+    monkeypatch.setattr(store_repository, "apply_compaction", racing)
     return calls
 
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["call", "stream"])
 async def test_a_compacted_reply_archives_what_its_item_covers_in_one_write(
     streaming: bool,
-    service: DefaultSessionService,
+    store_question: str,
+    store: DefaultSessionService,
     server: ScriptedOpenAIServer,
-    client: openai.AsyncOpenAI,
+    openai_client: openai.AsyncOpenAI,
 ) -> None:
     """The covered events leave the active view with the reply's write (one version); the
-    record names the server; the next request is the active view, starting at the item."""
-    session_id = await _session(service, 3)
+    record names the server; the next request is the active view, starting at the item. A turn
+    stored with its reply writes its question archived in that same write."""
+    session_id = await session_with_turns(store, 3)
     server.enqueue(ScriptedReply.text("answer 3"), ScriptedReply.text("answer 4"))
+    chat = _chat(store, openai_client, store_question=store_question)
 
-    await _ask(_chat(service, client), "question 3", session_id, streaming=streaming)
+    await _ask(chat, "question 3", session_id, streaming=streaming)
 
-    assert await service.get_event_version(session_id) == 8  # 6 turns, the question, the reply
-    active = await service.get_events(session_id, EventFilter.active())
+    # 6 for the earlier turns, then the question and the reply, or the turn in one write
+    assert await store.get_event_version(session_id) == (8 if store_question == "first" else 7)
+    active = await store.get_events(session_id, EventFilter.active())
     assert [e.type for e in active] == [EventType.ASSISTANT]
     reply = active[0]
     assert isinstance(reply.message, AssistantMessage)
     assert [item["type"] for item in reply.message.items] == ["compaction", "message"]
     assert reply.text == "answer 3"
-    log = await service.get_events(session_id)
+    log = await store.get_events(session_id)
     covered = [e for e in log if e.is_message and e.id != reply.id]
     assert [e.text for e in covered] == [
         *(f"{kind} {n}" for n in range(3) for kind in ("question", "answer")),
@@ -156,7 +159,9 @@ async def test_a_compacted_reply_archives_what_its_item_covers_in_one_write(
         e.id for e in log if e.type == EventType.COMPACTION
     )
 
-    await _ask(_chat(service, client, compacting=False), "question 4", session_id, streaming=False)
+    await _ask(
+        _chat(store, openai_client, compacting=False), "question 4", session_id, streaming=False
+    )
 
     sent = server.requests[1].input
     assert sent == messages_to_items(
@@ -166,102 +171,237 @@ async def test_a_compacted_reply_archives_what_its_item_covers_in_one_write(
 
 
 async def test_a_write_racing_the_reply_makes_it_read_again_and_stays_active(
-    repository: Any,
-    service: DefaultSessionService,
+    store_question: str,
+    store_repository: Any,
+    store: DefaultSessionService,
     server: ScriptedOpenAIServer,
-    client: openai.AsyncOpenAI,
+    openai_client: openai.AsyncOpenAI,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A message stored between the read and the compare-and-swap loses the reply's first
     attempt; the second archives only what the item covers, and nothing is lost or doubled."""
-    session_id = await _session(service, 2)
+    session_id = await session_with_turns(store, 2)
 
     async def write(n: int) -> None:
         if n == 0:
-            await service.append_message(session_id, UserMessage(text="racing"))
+            await store.append_message(session_id, UserMessage(text="racing"))
 
-    calls = _race(repository, monkeypatch, write)
+    calls = _race(store_repository, monkeypatch, write)
     server.enqueue(ScriptedReply.text("answer 2"))
+    chat = _chat(store, openai_client, store_question=store_question)
 
-    await _ask(_chat(service, client), "question 2", session_id, streaming=False)
+    await _ask(chat, "question 2", session_id, streaming=False)
 
     assert calls == [0, 1]
-    active = await service.get_events(session_id, EventFilter.active())
+    active = await store.get_events(session_id, EventFilter.active())
     assert [e.text for e in active] == ["racing", "answer 2"]
-    log = await service.get_events(session_id)
+    log = await store.get_events(session_id)
     texts = [e.text for e in log if e.is_message]
     assert sorted(t for t in texts if t) == sorted(
         ["question 0", "answer 0", "question 1", "answer 1", "question 2", "racing", "answer 2"]
     )
-    assert len(_records(log)) == 1
+    [record] = _records(log)
+    archived = [e.id for e in log if e.archived]
+    assert [e.text for e in log if e.archived] == [
+        "question 0",
+        "answer 0",
+        "question 1",
+        "answer 1",
+        "question 2",
+    ]
+    assert record.covered == tuple(archived)
     server.assert_done()
 
 
 async def test_a_reply_that_keeps_losing_is_appended_and_archives_nothing(
-    repository: Any,
-    service: DefaultSessionService,
+    store_question: str,
+    store_repository: Any,
+    store: DefaultSessionService,
     server: ScriptedOpenAIServer,
-    client: openai.AsyncOpenAI,
+    openai_client: openai.AsyncOpenAI,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A write before every compare-and-swap: after the last attempt the reply is appended as
     any reply is, once, and nothing is archived or half-written."""
-    session_id = await _session(service, 1)
+    session_id = await session_with_turns(store, 1)
 
     async def write(n: int) -> None:
-        await service.append_message(session_id, UserMessage(text=f"racing {n}"))
+        await store.append_message(session_id, UserMessage(text=f"racing {n}"))
 
-    calls = _race(repository, monkeypatch, write)
+    calls = _race(store_repository, monkeypatch, write)
     server.enqueue(ScriptedReply.text("answer 1"))
 
-    await _ask(_chat(service, client), "question 1", session_id, streaming=True)
+    chat = _chat(store, openai_client, store_question=store_question)
+
+    await _ask(chat, "question 1", session_id, streaming=True)
 
     assert len(calls) == 3
-    log = await service.get_events(session_id)
+    log = await store.get_events(session_id)
     assert not any(e.archived for e in log)
     assert _records(log) == []
-    assert [e.text for e in log] == [
-        "question 0",
-        "answer 0",
-        "question 1",
-        "racing 0",
-        "racing 1",
-        "racing 2",
-        "answer 1",
-    ]
+    racing = ["racing 0", "racing 1", "racing 2"]
+    turn = (
+        ["question 1", *racing, "answer 1"]
+        if store_question == "first"
+        else [*racing, "question 1", "answer 1"]  # the turn is appended after the last loss
+    )
+    assert [e.text for e in log] == ["question 0", "answer 0", *turn]
     server.assert_done()
 
 
 async def test_many_writes_during_the_model_call_all_stay_active(
-    service: DefaultSessionService, server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+    store_question: str,
+    store: DefaultSessionService,
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
 ) -> None:
     """Twenty tasks store messages while the model answers and while the reply is written:
     every one stays active, the reply is stored once, the covered events are archived whole
     or not at all."""
-    session_id = await _session(service, 2)
+    session_id = await session_with_turns(store, 2)
     hold = asyncio.Event()
     server.enqueue(ScriptedReply.text("answer 2", hold=hold))
-    chat = _chat(service, client)
+    chat = _chat(store, openai_client, store_question=store_question)
     turn = asyncio.create_task(_ask(chat, "question 2", session_id, streaming=False))
     await server.wait_for_request(0)
 
     async def write(n: int) -> None:
-        await service.append_message(session_id, UserMessage(text=f"racing {n}"))
+        await store.append_message(session_id, UserMessage(text=f"racing {n}"))
 
     early = [asyncio.create_task(write(n)) for n in range(10)]
     await asyncio.gather(*early)
     hold.set()
     await asyncio.gather(turn, *(write(n) for n in range(10, 20)))
 
-    active = await service.get_events(session_id, EventFilter.active())
+    active = await store.get_events(session_id, EventFilter.active())
     racing = sorted(e.text or "" for e in active if (e.text or "").startswith("racing"))
     assert racing == sorted(f"racing {n}" for n in range(20))
-    log = await service.get_events(session_id)
+    log = await store.get_events(session_id)
     assert [e.text for e in log].count("answer 2") == 1
-    covered = [e for e in log if e.text in {"question 0", "answer 0", "question 1", "answer 1"}]
-    assert len(covered) == 4
+    covered = [
+        e
+        for e in log
+        if e.text in {"question 0", "answer 0", "question 1", "answer 1", "question 2"}
+    ]
+    assert len(covered) == 5
     # Whole or nothing: archived with one record, or (every attempt lost) the reply appended.
     archived = {e.archived for e in covered}
     assert archived in ({True}, {False})
     assert len(_records(log)) == (1 if archived == {True} else 0)
     server.assert_done()
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["call", "stream"])
+async def test_a_tool_loop_stored_with_its_reply_archives_what_the_last_item_covers(
+    streaming: bool,
+    store: DefaultSessionService,
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+) -> None:
+    """Both rounds of a tool loop are compacted by the server: the one write of the turn keeps
+    only the final reply active, writes the question, the tool call and its result archived,
+    and one record covers them with the history."""
+    session_id = await session_with_turns(store, 1)
+    version = await store.get_event_version(session_id)
+    server.enqueue(
+        ScriptedReply.tool_calls([ScriptedToolCall(name="lookup", arguments={"key": "k"})]),
+        ScriptedReply.text("found it"),
+    )
+
+    chat = _chat(store, openai_client, store_question="with_reply")
+    await _ask(chat, "look k up", session_id, streaming=streaming)
+
+    assert await store.get_event_version(session_id) == version + 1
+    active = await store.get_events(session_id, EventFilter.active())
+    assert [e.text for e in active] == ["found it"]
+    log = await store.get_events(session_id)
+    messages = [e for e in log if e.is_message]
+    assert [e.type for e in messages] == [
+        EventType.USER,
+        EventType.ASSISTANT,
+        EventType.USER,
+        EventType.ASSISTANT,
+        EventType.TOOL,
+        EventType.ASSISTANT,
+    ]
+    assert [e.archived for e in messages] == [True] * 5 + [False]
+    [record] = _records(log)
+    assert record.covered == tuple(e.id for e in messages[:5])
+    assert record.summaries == (messages[5].id,)
+    assert COMPACTION_ID not in messages[2].metadata
+    server.assert_done()
+
+
+async def test_a_retry_of_a_compacted_turn_stored_with_its_reply_replays_it(
+    store: DefaultSessionService, server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
+) -> None:
+    """The turn's question is stored archived: a retry of the request (same request id, on
+    the stream path) still finds it with its reply and replays that, calling no model."""
+    session_id = await session_with_turns(store, 1)
+    server.enqueue(ScriptedReply.text("answer 1"))
+    leases: Any = store.repository
+    chat = ResponsesClient(
+        openai_client,
+        model=MODEL,
+        advisors=[
+            IdempotentTurnAdvisor(store, leases=leases),
+            *SessionAdvisors(
+                store,
+                store_question="with_reply",
+                request_event_id_generator=RequestIdEventIdGenerator(),
+            ),
+        ],
+        context_management=COMPACTING,
+    )
+    context = {SESSION_ID_CONTEXT_KEY: session_id, REQUEST_ID_CONTEXT_KEY: "r1"}
+
+    first = await chat.call("question 1", context=context)
+    async with chat.stream("question 1", context=context) as stream:
+        streamed = "".join([chunk.text async for chunk in stream])
+
+    assert (first.text, streamed, stream.response.text) == ("answer 1",) * 3
+    assert len(server.requests) == 1
+    log = await store.get_events(session_id)
+    assert [(e.text, e.archived) for e in log if e.is_message] == [
+        ("question 0", True),
+        ("answer 0", True),
+        ("question 1", True),
+        ("answer 1", False),
+    ]
+    server.assert_done()
+
+
+@pytest.mark.parametrize(
+    ("store_question", "commands"),
+    [
+        # the question stored with the window read; then the compaction's read, the session
+        # read of its write, the registration of the new ids and the commit
+        ("first", ["findAndModify", "find", "find", "insert", "findAndModify"]),
+        # the window read; then the same compaction, which stores the question too, its id
+        # (drawn from the store's pool) registered ahead
+        ("with_reply", ["find", "find", "find", "insert", "findAndModify"]),
+    ],
+)
+async def test_the_database_commands_of_a_compacted_turn_on_mongodb(
+    store_question: str,
+    commands: list[str],
+    mongo_uri: str,
+    server: ScriptedOpenAIServer,
+    openai_client: openai.AsyncOpenAI,
+) -> None:
+    """A turn the server compacted costs the same commands whether its question is stored
+    first or with the reply."""
+    async with counted_repository(mongo_uri) as (repository, counter):
+        service = DefaultSessionService(repository)
+        session_id = await session_with_turns(service, 5)
+        server.enqueue(ScriptedReply.text("answer 5"))
+        chat = _chat(service, openai_client, store_question=store_question)
+
+        counter.clear()
+        await _ask(chat, "question 5", session_id, streaming=False)
+        sent = counter.names
+
+        active = await service.get_events(session_id, EventFilter.active())
+        assert [e.text for e in active] == ["answer 5"]
+        assert len(_records(await service.get_events(session_id))) == 1
+    assert sent == commands

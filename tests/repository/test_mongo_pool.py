@@ -18,10 +18,12 @@ from pymongo import AsyncMongoClient
 
 from asyncsession import (
     AssistantMessage,
+    CompactionPlan,
     CreateSessionRequest,
     DefaultSessionService,
     EventFilter,
     EventIdConflict,
+    Insert,
     MongoSessionRepository,
     SessionEvent,
     SessionNotFound,
@@ -300,3 +302,109 @@ async def test_a_batch_held_under_two_tokens_does_not_commit_once_either_is_fenc
     log = await repo.find_events(s, EventFilter.all())
     assert [e.id for e in log] == [x, y]
     assert await repo.get_event_version(s) == 1
+
+
+async def _pooled_turn(
+    repo: MongoSessionRepository,
+) -> tuple[DefaultSessionService, str, list[SessionEvent]]:
+    """A session with one message, and a question and reply of two ids drawn from its pool
+    (registered ahead by that message's append), not stored yet."""
+    service = DefaultSessionService(repo)
+    s = (await service.create(CreateSessionRequest(user_id="u"))).id
+    await service.append_message(s, UserMessage(text="earlier"))  # a fresh id, and 2 ahead
+    q, a = await draw_event_id(repo, s), await draw_event_id(repo, s)
+    turn = [
+        SessionEvent(id=q, session_id=s, message=UserMessage(text="q")),
+        SessionEvent(id=a, session_id=s, message=AssistantMessage(text="a")),
+    ]
+    return service, s, turn
+
+
+def _archiving(log: list[SessionEvent], turn: list[SessionEvent]) -> CompactionPlan:
+    """A plan that archives ``log`` and appends ``turn``, its question already archived (as a
+    turn stored with a reply the server compacted is)."""
+    return CompactionPlan(
+        archive_ids=frozenset(e.id for e in log),
+        inserts=(Insert.at_end([turn[0].as_archived(), *turn[1:]]),),
+    )
+
+
+async def test_a_compaction_writing_pooled_ids_registers_none_of_them_again(
+    counted: tuple[MongoSessionRepository, CommandCounter],
+) -> None:
+    """Ids registered ahead keep their registrations in a compaction too: its write is the
+    session read and the commit, with no command on the id registry."""
+    repo, counter = counted
+    service, s, turn = await _pooled_turn(repo)
+    log = await service.get_events(s)
+    version = await service.get_event_version(s)
+    counter.take()
+
+    assert await repo.apply_compaction(s, _archiving(log, turn), version)
+
+    assert counter.take() == [("find", "sessions"), ("findAndModify", "sessions")]
+    stored = await service.get_events(s, EventFilter.all())
+    assert [(e.text, e.archived) for e in stored] == [("earlier", True), ("q", True), ("a", False)]
+    assert {e.id for e in turn} <= await registered(repo, s)
+    session = await repo._store.sessions.find_one({"_id": s})
+    assert session is not None
+    assert session["fences"] == []
+
+
+async def test_a_compaction_that_loses_keeps_the_pooled_ids_for_the_append(
+    counted: tuple[MongoSessionRepository, CommandCounter],
+) -> None:
+    """A stale version: the compaction writes nothing and lets the ids go back to the pool's
+    registrations, so appending the turn plainly still registers nothing."""
+    repo, counter = counted
+    service, s, turn = await _pooled_turn(repo)
+    log = await service.get_events(s)
+    version = await service.get_event_version(s)
+    await service.append_message(s, UserMessage(text="racing"), event_id="racing-id")
+    counter.take()
+
+    assert not await repo.apply_compaction(s, _archiving(log, turn), version)
+    assert await repo.append_events(s, turn)
+
+    assert all(target != "session_event_ids" for _, target in counter.take())
+    stored = await service.get_events(s, EventFilter.all())
+    assert [(e.text, e.archived) for e in stored] == [
+        ("earlier", False),
+        ("racing", False),
+        ("q", False),
+        ("a", False),
+    ]
+
+
+async def test_a_compaction_held_under_a_fenced_token_registers_its_ids_again(
+    counted: tuple[MongoSessionRepository, CommandCounter],
+) -> None:
+    """Ids registered ahead under two tokens, one of them fenced by an attempt that took its
+    id over: the compaction does not commit on the stale registration but registers again,
+    adopting the id back, and commits once."""
+    repo, _ = counted
+    service = DefaultSessionService(repo)
+    s = (await service.create(CreateSessionRequest(user_id="u"))).id
+    await service.append_message(s, UserMessage(text="earlier"), event_id="earlier-id")
+    writer = repo._writer
+    x, y = "x-" + uuid.uuid4().hex, "y-" + uuid.uuid4().hex
+    assert await writer.ids.register(s, [x], "a" * 24) == []
+    assert await writer.ids.register(s, [y], "b" * 24) == []
+    writer.reservations.add(s, [x], "a" * 24)
+    writer.reservations.add(s, [y], "b" * 24)
+    await repo._store.sessions.update_one({"_id": s}, {"$push": {"fences": "b" * 24}})
+    await repo._store.event_ids.update_one({"_id": y}, {"$set": {"token": "c" * 24}})
+    turn = [
+        SessionEvent(id=x, session_id=s, message=UserMessage(text="q")),
+        SessionEvent(id=y, session_id=s, message=AssistantMessage(text="a")),
+    ]
+    log = await service.get_events(s)
+
+    assert await repo.apply_compaction(s, _archiving(log, turn), 1)
+
+    session = await repo._store.sessions.find_one({"_id": s})
+    assert session is not None
+    assert "c" * 24 in session["fences"]  # y was adopted back
+    stored = await repo.find_events(s, EventFilter.all())
+    assert [(e.id, e.archived) for e in stored] == [("earlier-id", True), (x, True), (y, False)]
+    assert await repo.get_event_version(s) == 2

@@ -20,8 +20,9 @@ from ...events import SessionEvent
 from ...exceptions import EventIdConflict, InvalidCompactionPlan, SessionNotFound, StorageError
 from .._compaction_key import compaction_key
 from ._codec import MESSAGE_TYPE_NAMES, Doc, new_token
+from ._drawn import Reservations
 from ._hints import K_MAX, TailHints
-from ._ids import MAX_ROUNDS, IdRegistry
+from ._ids import MAX_ROUNDS, IdRegistry, Registered
 from ._layout import (
     ANY_ARCHIVED,
     ARCHIVE,
@@ -80,12 +81,18 @@ class CompactionWriter:
     """Applies compaction plans to the logs of a `Store`."""
 
     def __init__(
-        self, store: Store, ids: IdRegistry, roller: RollForward, hints: TailHints
+        self,
+        store: Store,
+        ids: IdRegistry,
+        roller: RollForward,
+        hints: TailHints,
+        reservations: Reservations,
     ) -> None:
         self._store = store
         self._ids = ids
         self._roller = roller
         self._hints = hints
+        self._reservations = reservations
 
     async def compact(
         self,
@@ -99,37 +106,40 @@ class CompactionWriter:
         inserted = [event.id for event in plan.inserted_events]
         key = compaction_key(plan, expected_version)
         ids = self._ids
-        token = new_token()
+        # Ids registered ahead (drawn from the pool, as a turn stored with its reply draws
+        # them) keep their registrations, as on an append: only the others are registered,
+        # under one of their tokens, and the commit is guarded against a fence on any of them.
+        held = self._reservations.take(session_id, inserted)
+        tokens = sorted(set(held.values())) or [new_token()]
+        token, also = tokens[0], tokens[1:]
         reserved = False
         for _ in range(MAX_ROUNDS):
             with storage_errors(f"read session {session_id!r}"):
                 doc = await self._store.sessions.find_one({ID: session_id})
             if doc is None:
-                if reserved:
-                    await ids.release(session_id, inserted, token)
+                await self._let_go(session_id, inserted, held, token, also, reserved)
                 raise SessionNotFound(session_id)
             state = decode_state(doc)
             if state.version != expected_version:
-                if reserved:
-                    await ids.release(session_id, inserted, token)
+                await self._let_go(session_id, inserted, held, token, also, reserved)
                 return doc.get(COMPACTION_KEY) == key  # this very call committed before: applied
             if state.pending is not None:
                 await self._roller.roll_pending(session_id)
                 continue
-            if token in doc.get(FENCES, ()):
-                token, reserved = new_token(), False
+            if {token, *also} & set(doc.get(FENCES, ())):  # our registrations were adopted
+                token, also, held, reserved = new_token(), [], {}, False
             try:
                 located = await self._locate(state, plan)
             except InvalidCompactionPlan:
-                if reserved:
-                    await ids.release(session_id, inserted, token)
+                await self._let_go(session_id, inserted, held, token, also, reserved)
                 raise
             if inserted and not reserved:
-                registered = await ids.reserve(session_id, inserted, token)
+                todo = [i for i in inserted if i not in held]
+                registered = await ids.reserve(session_id, todo, token) if todo else Registered()
                 reserved = True
                 if registered.replayed:
-                    await ids.release(session_id, inserted, token)
-                    reserved = False
+                    await self._let_go(session_id, inserted, held, token, also, reserved)
+                    token, also, held, reserved = new_token(), [], {}, False
                     if await session_version(self._store, session_id) != expected_version:
                         continue  # an equal plan committed them first: re-read, and lose
                     replayed = next(i for i in inserted if i in registered.replayed)
@@ -145,7 +155,7 @@ class CompactionWriter:
                 ROLLED: state.rolled,
                 COMPACTIONS: state.cv,
                 PENDING: None,
-                FENCES: {"$ne": token},
+                FENCES: {"$nin": [token, *also]},
             }
             with storage_errors(f"compact session {session_id!r}"):
                 done = await self._store.sessions.find_one_and_update(
@@ -160,6 +170,27 @@ class CompactionWriter:
             )
             return True
         raise StorageError(f"could not compact session {session_id!r}: it kept changing")
+
+    async def _let_go(
+        self,
+        session_id: str,
+        inserted: list[str],
+        held: dict[str, str],
+        token: str,
+        also: list[str],
+        reserved: bool,
+    ) -> None:
+        """Undo what an attempt that will not commit did to the plan's ids: drop the
+        registrations it holds (under every token, the documents written ahead only under
+        ``token``), or, when it registered nothing, keep the ones registered ahead for a
+        later append."""
+        if not reserved:
+            for event_id, held_token in held.items():
+                self._reservations.add(session_id, [event_id], held_token)
+            return
+        await self._ids.release(session_id, inserted, token)
+        for other in also:
+            await self._ids.release(session_id, inserted, other, written=False)
 
     async def _locate(self, state: LogState, plan: CompactionPlan) -> dict[str, _Located]:
         """Where the plan's archive and anchor ids are.

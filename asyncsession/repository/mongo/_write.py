@@ -59,7 +59,9 @@ class LogWriter:
         """The one-by-one commit path."""
         self.group = GroupCommit(store, self.ids, self.committer, self.roller, self.hints)
         """The shared commit path for concurrent plain batches."""
-        self.compactor = CompactionWriter(store, self.ids, self.roller, self.hints)
+        self.compactor = CompactionWriter(
+            store, self.ids, self.roller, self.hints, self.reservations
+        )
         """Compaction apply."""
 
     def draw(self, session_id: str) -> str:
