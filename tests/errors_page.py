@@ -6,7 +6,9 @@ status the FastAPI example answers it with (its own table, `ERROR_STATUSES`), th
 `asyncsession` command line gives it (computed by the CLI's own mapping,
 `asyncsession.cli._errors.failure_of`) and what a user should do (`ADVICE` below). Errors of
 private classes that users meet under public names (the MongoDB memory store's outage error is
-both a `MemoryBackendError` and a `StorageUnavailable`) are shown as what users catch.
+both a `MemoryBackendError` and a `StorageUnavailable`) are shown by what they are (`HIDDEN`
+below) and what users catch them as, never by their private names. An error that never reaches
+the caller (`NEVER_RAISED`) shows "—" as its HTTP status and exit code.
 
 Run `python tests/errors_page.py` after changing an error class; `tests/test_docs_errors.py`
 fails while the page is out of date.
@@ -66,8 +68,8 @@ ADVICE: dict[str, str] = {
     "reference); `.size` and `.limit` are in bytes.",
     "StorageError": "Log it with its cause (the driver's error); retry if the operation may "
     "be repeated.",
-    "StorageUnavailable": "Answer 503 and retry later: the store's writes are idempotent, "
-    "so a retry is safe.",
+    "StorageUnavailable": "Answer 503 and retry later; retry a write with the same event ids "
+    "(`event_id=`, `event_ids=`), so a write that did land is not stored twice.",
     "CompactionError": "Log it: the log is unchanged, and the next compaction tries again.",
     "ChatError": "Look at `.status_code`: retry 429 and 5xx with a backoff, fix the request "
     "for other 4xx.",
@@ -90,12 +92,26 @@ ADVICE: dict[str, str] = {
 }
 
 
+HIDDEN: dict[str, str] = {
+    "asyncsession.memory.mongo._MemoryStoreUnavailable": "the MongoDB memory store's outage error",
+}
+"""What each private error class is, in the reader's words, by its qualified name."""
+
+NEVER_RAISED: frozenset[str] = frozenset({"ToolError"})
+"""Public errors the library catches itself before they reach the caller."""
+
+
 @dataclass(frozen=True, slots=True)
 class Hidden:
     """A private error class users meet: what they catch it as."""
 
     cls: type[BaseException]
     public: tuple[type[BaseException], ...]  # its public error bases, in base order
+
+    @property
+    def what(self) -> str:
+        """What the class is, in the reader's words (`HIDDEN`)."""
+        return HIDDEN[f"{self.cls.__module__}.{self.cls.__qualname__}"]
 
 
 def public_errors() -> list[type[BaseException]]:
@@ -230,8 +246,7 @@ def _tree() -> list[str]:
         for found in hidden:
             if cls in found.public:
                 also = [b.__name__ for b in found.public if b is not cls]
-                where = found.cls.__module__
-                text = f"· raised by {where}" + (f" (also a {', '.join(also)})" if also else "")
+                text = f"· {found.what}" + (f" (also a {', '.join(also)})" if also else "")
                 kids.append((text, None))
         for index, (text, kid) in enumerate(kids):
             last = index == len(kids) - 1
@@ -257,19 +272,19 @@ def render_block() -> str:
     ]
     for cls in public_errors():
         bases = ", ".join(f"`{b.__name__}`" for b in cls.__bases__ if b is not Exception)
-        code = exit_code(cls)
+        code = None if cls.__name__ in NEVER_RAISED else exit_code(cls)
         shown = "—" if code is None else f"`{code}`"
-        status = f"`{http_status(cls)}`"
+        status = "—" if cls.__name__ in NEVER_RAISED else f"`{http_status(cls)}`"
         advice = ADVICE[cls.__name__]
         row = [f"`{cls.__name__}`", bases or "—", _summary(cls), status, shown, advice]
         out.append("| " + " | ".join(_cell(cell) for cell in row) + " |\n")
     hidden = hidden_errors()
     if hidden:
-        out += ["\n", "Errors of private classes, and the public types to catch them as:\n", "\n"]
+        out += ["\n", "Errors you meet under more than one public name:\n", "\n"]
         for found in hidden:
-            names = " or ".join(f"`{b.__name__}`" for b in found.public)
-            where = f"`{found.cls.__module__}`"
-            out.append(f"- Raised by {where}: {_summary(found.cls)} Catch it as {names}.\n")
+            names = " and ".join(f"`{b.__name__}`" for b in found.public)
+            what = found.what[0].upper() + found.what[1:]
+            out.append(f"- {what} is both {names}: catch it as either.\n")
     out += ["\n", END]
     return "".join(out)
 

@@ -7,6 +7,8 @@ import re
 import pytest
 from errors_page import (
     ADVICE,
+    HIDDEN,
+    NEVER_RAISED,
     PAGE,
     ROOT,
     exit_code,
@@ -71,12 +73,31 @@ def test_the_memory_stores_outage_is_shown_as_what_users_catch() -> None:
         exceptions.StorageUnavailable,
     )
     block = render_block()
-    assert "raised by asyncsession.memory.mongo (also a MemoryBackendError)" in block
-    assert "raised by asyncsession.memory.mongo (also a StorageUnavailable)" in block
-    assert "Catch it as `MemoryBackendError` or `StorageUnavailable`." in block
+    assert "· the MongoDB memory store's outage error (also a MemoryBackendError)" in block
+    assert "· the MongoDB memory store's outage error (also a StorageUnavailable)" in block
+    assert "is both `MemoryBackendError` and `StorageUnavailable`: catch it as either." in block
+    assert "_MemoryStoreUnavailable" not in block  # users never see the private name
     error = _MemoryStoreUnavailable("down")
     assert isinstance(error, exceptions.MemoryBackendError)
     assert isinstance(error, exceptions.StorageUnavailable)
+
+
+def test_every_private_error_is_described_for_users() -> None:
+    """Each private error class has a reader's description, and no description is left for a
+    class that is gone."""
+    described = {f"{found.cls.__module__}.{found.cls.__qualname__}" for found in hidden_errors()}
+    assert described == set(HIDDEN)
+
+
+def test_an_error_that_never_reaches_the_caller_has_no_status() -> None:
+    """ToolError is caught by the tool loop: its row shows no HTTP status and no exit code,
+    while a neighbour's row keeps its own."""
+    block = render_block()
+    row = next(line for line in block.splitlines() if line.startswith("| `ToolError`"))
+    assert "| — | — |" in row
+    assert set(NEVER_RAISED) <= {cls.__name__ for cls in public_errors()}
+    row = next(line for line in block.splitlines() if line.startswith("| `CompactionError`"))
+    assert "| `500` | `1` |" in row
 
 
 def test_the_exit_codes_are_the_clis_own() -> None:
