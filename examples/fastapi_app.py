@@ -108,7 +108,6 @@ from asyncsession.advisors import (
     SessionMemoryAdvisor,
     SessionTurnAdvisor,
     ToolCallingAdvisor,
-    tool,
 )
 from asyncsession.chat import ChatChunk, ChatResponse
 from asyncsession.messages import Message, messages_to_openai
@@ -119,6 +118,7 @@ from asyncsession.openai import (
     items_to_messages,
 )
 from asyncsession.testing import RecordedRequest, ScriptedOpenAIServer, ScriptedReply
+from asyncsession.tools import tool
 
 RETRY_AFTER_SECONDS = 5
 """What a 503 asks the client to wait before retrying."""
