@@ -1,8 +1,8 @@
 """The systems under test, loaded by name so a peer package is imported only when it is used.
 
-The peers (``openai-agents``, ``google-adk[mongodb]``, ``langchain-mongodb``) are never
-dependencies of asyncsession: ``scripts/bench`` installs them into ``.venv-bench``. Loading a
-peer that is not installed raises :class:`StoreUnavailable`.
+The peers (``openai-agents``, ``google-adk[mongodb]``, ``langchain-mongodb``,
+``pydantic-ai-slim``) are never dependencies of asyncsession: ``scripts/bench`` installs them
+into ``.venv-bench``. Loading a peer that is not installed raises :class:`StoreUnavailable`.
 """
 
 from __future__ import annotations
@@ -45,10 +45,12 @@ SYSTEMS: dict[str, str] = {
     "asyncsession-advisors-after-reply": "asyncsession_store:AsyncSessionAdvisorAfterReplyStore",
     "asyncsession-langchain": "asyncsession_frameworks:AsyncSessionLangChainStore",
     "asyncsession-adk": "asyncsession_frameworks:AsyncSessionAdkStore",
+    "asyncsession-pydantic-ai": "asyncsession_frameworks:AsyncSessionPydanticAIStore",
     "openai-agents": "openai_agents_store:OpenAIAgentsStore",
     "google-adk": "google_adk_store:GoogleAdkStore",
     "langchain": "langchain_store:LangChainStore",
     "langchain-model": "langchain_store:LangChainModelStore",
+    "pydantic-ai": "pydantic_ai_store:PydanticAIStore",
 }
 """System name -> ``module:class`` inside this package."""
 
@@ -59,14 +61,16 @@ DISTRIBUTIONS: dict[str, str] = {
     "asyncsession-advisors-after-reply": "asyncsession",
     "asyncsession-langchain": "asyncsession",
     "asyncsession-adk": "asyncsession",
+    "asyncsession-pydantic-ai": "asyncsession",
     "openai-agents": "openai-agents",
     "google-adk": "google-adk",
     "langchain": "langchain-mongodb",
     "langchain-model": "langchain-mongodb",
+    "pydantic-ai": "pydantic-ai-slim",
 }
 """System name -> the distribution whose version the report states."""
 
-PEERS = ("openai-agents", "google-adk", "langchain", "langchain-model")
+PEERS = ("openai-agents", "google-adk", "langchain", "langchain-model", "pydantic-ai")
 """The peer systems, in report order after asyncsession."""
 
 OURS = (
@@ -79,7 +83,7 @@ OURS = (
 plain API storing the whole turn after the reply, the advisor chain, and the advisor chain
 storing the whole turn after the reply (``store_question="with_reply"``)."""
 
-ADAPTERS = ("asyncsession-langchain", "asyncsession-adk")
+ADAPTERS = ("asyncsession-langchain", "asyncsession-adk", "asyncsession-pydantic-ai")
 """Our framework adapters, each measured beside the framework's own MongoDB store."""
 
 MODEL_CALLING = frozenset(

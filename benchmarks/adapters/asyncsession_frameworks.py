@@ -6,6 +6,10 @@
 - ``asyncsession-adk``: ``AdkSessionService`` (``asyncsession.integrations.google_adk``), as
   ADK's ``Runner`` uses it: a turn is ``get_session`` with ``num_recent_events=window``, then
   ``append_event`` of the user's event and of the model's.
+- ``asyncsession-pydantic-ai``: ``PydanticAIHistory``
+  (``asyncsession.integrations.pydantic_ai``), as its guide shows it around an agent run: a
+  turn is ``load(limit=window)`` for ``message_history``, then one ``store`` of the run's
+  ``new_messages()`` (the user's request and the model's response).
 
 Seeding, contended writers and compaction are the base system's (``AsyncSessionStore``): the
 same store and log. The lost-acknowledgement turn goes through the adapter, its write losing
@@ -15,7 +19,10 @@ one acknowledgement (written, then reported failed), retried the way an app retr
 from __future__ import annotations
 
 import importlib.metadata
+import json
+import uuid
 from collections.abc import Coroutine, Sequence
+from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
 from asyncsession import Session, SessionEvent
@@ -31,12 +38,15 @@ try:
     from google.adk.sessions.base_session_service import GetSessionConfig
     from google.genai import types
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+    from pydantic_ai.messages import ModelMessage
 
-    from asyncsession.integrations import google_adk, langchain
+    from asyncsession.integrations import google_adk, langchain, pydantic_ai
+
+    from .pydantic_ai_store import message_text, to_model_message
 except ImportError as exc:  # the frameworks are extras: .venv-bench has them
     raise StoreUnavailable(f"a framework is not installed ({exc}); use scripts/bench") from exc
 
-__all__ = ["AsyncSessionAdkStore", "AsyncSessionLangChainStore"]
+__all__ = ["AsyncSessionAdkStore", "AsyncSessionLangChainStore", "AsyncSessionPydanticAIStore"]
 
 _T = TypeVar("_T")
 APP = "bench"
@@ -138,12 +148,34 @@ class AsyncSessionAdkStore(AsyncSessionStore):
         return Event(id=message.tag, author="user" if role == "user" else "agent", content=content)
 
     async def seed(self, session_id: str, messages: Sequence[Message]) -> None:
-        """The ADK session holding ``messages`` as the adapter stores them."""
+        """The ADK session holding ``messages`` as the adapter stores them.
+
+        ``create_session``, then the events ``append_event`` would store (the ADK event's
+        message, its whole JSON and the session state after it, here always empty), appended
+        ``seed_batch`` at a time: one ``append_event`` per message (a read and a versioned
+        append each) would make seeding a 1,000-message session take tens of seconds.
+        """
         adk = self._adk()
-        session = await adk.create_session(app_name=APP, user_id=USER_ID, session_id=session_id)
-        for message in messages:
-            await adk.append_event(session, self._event(message))
-            session.events.clear()  # keep the seeding process small
+        await adk.create_session(app_name=APP, user_id=USER_ID, session_id=session_id)
+        key = self._key(session_id)
+        events = [self._stored(key, self._event(m)) for m in messages]
+        for start in range(0, len(events), self.seed_batch):
+            await self.repository.append_events(key, events[start : start + self.seed_batch])
+
+    @staticmethod
+    def _stored(key: str, event: Event) -> SessionEvent:
+        """The event ``AdkSessionService.append_event`` stores for ``event`` (no state delta)."""
+        assert event.content is not None
+        return SessionEvent(
+            id=str(uuid.uuid5(google_adk._NAMESPACE, f"{key}\x00{event.id}")),
+            session_id=key,
+            timestamp=datetime.fromtimestamp(event.timestamp, UTC),
+            message=google_adk.to_message(event.content),
+            metadata={
+                google_adk.METADATA_KEY: json.loads(event.model_dump_json()),
+                google_adk._STATE_KEY: {},
+            },
+        )
 
     async def _get(self, session_id: str, size: int | None) -> Any:
         config = None if size is None else GetSessionConfig(num_recent_events=size)
@@ -203,3 +235,58 @@ class AsyncSessionAdkStore(AsyncSessionStore):
     def describe(self) -> dict[str, Any]:
         """Versions."""
         return {**super().describe(), "google-adk": importlib.metadata.version("google-adk")}
+
+
+class AsyncSessionPydanticAIStore(AsyncSessionStore):
+    """``PydanticAIHistory`` on our MongoDB store."""
+
+    name: ClassVar[str] = "asyncsession-pydantic-ai"
+
+    def _history(self, session_id: str, service: SessionService | None = None) -> Any:
+        return pydantic_ai.PydanticAIHistory(session_id, service or self.service, user_id=USER_ID)
+
+    async def seed(self, session_id: str, messages: Sequence[Message]) -> None:
+        """The session holding ``messages`` as the adapter stores them."""
+        await self.repository.save(Session(id=session_id, user_id=USER_ID))
+        events = [
+            pydantic_ai.to_event(to_model_message(m), session_id, f"{session_id}:{m.tag}")
+            for m in messages
+        ]
+        for start in range(0, len(events), self.seed_batch):
+            await self.repository.append_events(session_id, events[start : start + self.seed_batch])
+
+    @staticmethod
+    def _texts(messages: Sequence[ModelMessage]) -> list[str]:
+        return [message_text(m) for m in messages]
+
+    async def load_window(self, session_id: str, size: int) -> list[str]:
+        """``load(limit=size)``."""
+        return self._texts(await self._history(session_id).load(limit=size))
+
+    async def chat_turn(self, session_id: str, turn: Turn, window: int) -> int:
+        """Load the window for ``message_history``, then store the run's two new messages."""
+        history = self._history(session_id)
+        await history.load(limit=window)
+        await history.store([to_model_message(turn.user), to_model_message(turn.reply)])
+        return 0
+
+    async def read_all(self, session_id: str) -> list[str]:
+        """``load()`` without a limit."""
+        return self._texts(await self._history(session_id).load())
+
+    async def lost_ack_turn(self, session_id: str, turn: Turn) -> list[str]:
+        """Store the run's messages; the ack is lost; store them again on the same history."""
+        history = self._history(session_id, _LosingOnce(self.service))
+        new = [to_model_message(turn.user), to_model_message(turn.reply)]
+        try:
+            await history.store(new)
+        except StorageError:
+            await history.store(new)
+        return []
+
+    def describe(self) -> dict[str, Any]:
+        """Versions."""
+        return {
+            **super().describe(),
+            "pydantic-ai-slim": importlib.metadata.version("pydantic-ai-slim"),
+        }

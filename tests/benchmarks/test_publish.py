@@ -12,6 +12,7 @@ if str(ROOT) not in sys.path:  # `benchmarks` is a top-level folder, not an inst
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import publish  # noqa: E402
+from benchmarks._counting import CommandTally  # noqa: E402
 from benchmarks.adapters import OURS  # noqa: E402
 from benchmarks.report import write_results  # noqa: E402
 from benchmarks.runner import run  # noqa: E402
@@ -85,3 +86,39 @@ async def test_a_run_publishes_a_page_with_every_table_goals_and_charts(tmp_path
     assert publish.check(docs)
     (docs / "benchmarks.md").write_text(page.replace("0 lost", "1 lost"))
     assert not publish.check(docs)
+
+
+def _row(scenario: str, system: str, case: str, **fields: object) -> dict[str, object]:
+    m = Measurement(scenario=scenario, system=system, case=case, unit="op")
+    m.samples_ms = list(fields.pop("samples", [1.0]))  # type: ignore[call-overload]
+    commands = fields.pop("commands", None)
+    if commands is not None:
+        m.add(CommandTally({"find": int(commands)}), 1)  # type: ignore[call-overload]
+    m.extra = dict(fields)
+    return m.as_json()
+
+
+def test_the_page_holds_each_framework_pair_and_says_a_missed_goal() -> None:
+    """The integrations section: a table per framework with the adapter's figures beside the
+    framework store's, their ratio and the goal, computed from the run; a miss is said."""
+    rows = [
+        _row("turn", "asyncsession-pydantic-ai", "history=10", commands=3),
+        _row("turn", "pydantic-ai", "history=10", commands=2),
+        _row("window", "asyncsession-pydantic-ai", "messages=100", samples=[2.0]),
+        _row("window", "pydantic-ai", "messages=100", samples=[8.0]),
+        _row("lost-ack", "asyncsession-pydantic-ai", "5 turns", retried_writes=5, duplicated=0),
+        _row("lost-ack", "pydantic-ai", "5 turns", retried_writes=5, duplicated=10),
+        _row("window", "asyncsession-langchain", "messages=100", samples=[2.0]),
+    ]
+    raw = {"meta": {"command": "python -m benchmarks"}, "config": {}, "measurements": rows}
+    page = publish.render_page(publish.build_page_data(raw))
+    assert "#### Pydantic AI: `asyncsession-pydantic-ai` vs `pydantic-ai`" in page
+    assert "| commands per turn, history=10 | 3 | 2 | 1.50 | **no** |" in page
+    assert "| window read ms, messages=100 | 2.00 | 8.00 | 0.25 | yes |" in page
+    assert "| duplicates after lost acks (5 retried turns) | 0 | 10 | - | yes |" in page
+    assert "Missed in this run: 1 of 3 goals: commands per turn, history=10 (3 against 2)." in page
+    # a pair the run measured only one side of says so; a framework it never ran is left out
+    assert "#### LangChain: `asyncsession-langchain` vs `langchain`" in page
+    assert "| window read ms, messages=100 | 2.00 | - | - | not measured |" in page
+    assert "No goal measured: this run did not measure both sides." in page
+    assert "Google ADK" not in page

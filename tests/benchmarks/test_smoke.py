@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # `benchmarks` is a top-level folder, not an installed package
     sys.path.insert(0, str(ROOT))
 
+from benchmarks._workload import seed_messages  # noqa: E402
 from benchmarks.adapters import (  # noqa: E402
     ADAPTERS,
     OURS,
@@ -36,6 +38,7 @@ PEER_PACKAGES = {
     "google-adk": "google.adk",
     "langchain": "langchain_mongodb",
     "langchain-model": "langchain_mongodb",
+    "pydantic-ai": "pydantic_ai",
 }
 
 TINY = dataclasses.replace(
@@ -219,8 +222,9 @@ async def test_the_pipeline_script_runs_and_counts_the_chain_at_the_floor(
 
 
 async def test_framework_adapters_run_and_retry_without_duplicates() -> None:
-    """Our LangChain and ADK adapters, driven through their frameworks' interfaces, run the
-    turn, window and lost-acknowledgement scenarios; a retried write stores nothing twice."""
+    """Our LangChain, ADK and Pydantic AI adapters, driven through their frameworks' interfaces,
+    run the turn, window and lost-acknowledgement scenarios; a retried write stores nothing
+    twice."""
     results = await run(
         list(ADAPTERS), ("turn", "window", "lost-ack"), TINY, None, log=lambda _line: None
     )
@@ -232,3 +236,66 @@ async def test_framework_adapters_run_and_retry_without_duplicates() -> None:
     for m in lost_ack:
         assert m.extra["duplicated"] == m.extra["lost"] == 0, m.extra
         assert m.extra["errors"] == {}, m.extra
+
+
+async def test_the_documented_pydantic_ai_pattern_stores_a_retried_save_twice(
+    mongo_uri: str,
+) -> None:
+    """The ``pydantic-ai`` system (Pydantic AI's documented message storage, by hand on
+    PyMongo) reads back the window it was seeded with and runs a turn in two commands, and its
+    save retried after a lost acknowledgement stores both messages again; our adapter's retry,
+    on the same server, stores nothing twice."""
+    systems = ["pydantic-ai", "asyncsession-pydantic-ai"]
+    results = await run(
+        systems, ("turn", "window", "lost-ack"), TINY, ServerPool(uri=mongo_uri), log=lambda _: None
+    )
+    failed = [f"{m.scenario} {m.case} {m.system}: {m.status}" for m in results if m.status != "ok"]
+    assert not failed, failed
+    rows = {(m.scenario, m.case, m.system): m for m in results}
+    for case in ("history=4", "history=40"):
+        assert rows[("turn", case, "pydantic-ai")].per_op_commands == [2] * TINY.turn_repeats
+    assert rows[("window", "messages=30", "pydantic-ai")].extra["returned"] == TINY.window
+    peer = rows[("lost-ack", f"{TINY.lost_ack_turns} turns", "pydantic-ai")]
+    assert peer.extra["duplicated"] == 2 * TINY.lost_ack_turns, peer.extra
+    assert peer.extra["lost"] == 0, peer.extra
+    ours = rows[("lost-ack", f"{TINY.lost_ack_turns} turns", "asyncsession-pydantic-ai")]
+    assert ours.extra["duplicated"] == ours.extra["lost"] == 0, ours.extra
+
+
+async def test_the_adk_adapter_is_seeded_as_append_event_stores() -> None:
+    """The ADK adapter's seeding appends in batches the events ``append_event`` would store one
+    by one: the stored events (ids, messages, the ADK event, the state) and what ``get_session``
+    reads back are the same, timestamps aside."""
+    from asyncsession import EventFilter
+    from benchmarks.adapters.asyncsession_frameworks import APP, USER_ID, AsyncSessionAdkStore
+
+    seeds = seed_messages("h", 7, user_chars=40, reply_chars=60)
+    batched, one_by_one = AsyncSessionAdkStore(None, seed_batch=3), AsyncSessionAdkStore(None)
+    await batched.seed("s", seeds)
+    adk = one_by_one._adk()
+    session = await adk.create_session(app_name=APP, user_id=USER_ID, session_id="s")
+    for message in seeds:
+        await adk.append_event(session, one_by_one._event(message))
+
+    def stored(events: list[Any]) -> list[tuple[Any, ...]]:
+        return [
+            (
+                e.id,
+                e.type,
+                e.message,
+                {k: v for k, v in e.metadata["google_adk"].items() if k != "timestamp"},
+                e.metadata["google_adk_state"],
+            )
+            for e in events
+        ]
+
+    def read(found: Any) -> tuple[Any, ...]:
+        return ([e.model_dump(exclude={"timestamp"}) for e in found.events], found.state)
+
+    key = batched._key("s")
+    assert len(await batched.service.get_events(key, EventFilter.all())) == len(seeds)
+    assert stored(await batched.service.get_events(key, EventFilter.all())) == stored(
+        await one_by_one.service.get_events(key, EventFilter.all())
+    )
+    for size in (None, 4):
+        assert read(await batched._get("s", size)) == read(await one_by_one._get("s", size))
