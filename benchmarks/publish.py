@@ -160,6 +160,12 @@ SHAPES = """\
 - **The advisor turn pays for the model call.** Its client CPU includes the `openai` SDK
   building the request and parsing the reply; `langchain-model` makes the same call, so the
   fair comparison is against it.
+- **Concurrent sessions share commands.** Reads and commits of different sessions that are due
+  at the same moment go to the server in one command, so the throughput table's commands per
+  turn are lower than the single-turn table's, where one session turns alone.
+- **Event ids are drawn ahead.** The store registers ids for the appends that do not name
+  their own in batches (up to 16 at a time), so now and then an append carries one command
+  more: the `2-3` and `3-4` in the turn table.
 - **Retries are idempotent.** A write retried after its acknowledgement was lost stores
   nothing twice; a peer without idempotent appends stores the message again.
 - **Stored bytes** include what the guarantees need: positions that never change, archive
