@@ -67,16 +67,16 @@ class _ArchiveCovered:
     """The strategy of a server compaction: archive what the item covers, append the new
     events (those the item covers archived already)."""
 
-    __slots__ = ("__name__", "covered", "events")
+    __slots__ = ("__name__", "covered", "events", "ids")
 
     def __init__(self, events: Sequence[SessionEvent], covered: frozenset[str]) -> None:
         self.__name__ = SERVER_COMPACTION_STRATEGY  # the record's strategy
         self.events = tuple(events)
+        self.ids = frozenset(e.id for e in self.events)
         self.covered = covered
 
     async def compact(self, request: CompactionRequest) -> CompactionResult:
-        new = {e.id for e in self.events}
-        if any(e.id in new for e in request.events):  # stored already: a replay
+        if any(e.id in self.ids for e in request.events):  # stored already: a replay
             return CompactionResult.unchanged(request.events)
         archived = tuple(e for e in request.events if e.id in self.covered)
         kept = tuple(e for e in request.events if e.id not in self.covered)
@@ -91,12 +91,11 @@ async def _commit(
     write. The result: applied, or not applied when some of the events were stored already (a
     replay); ``None`` when every attempt lost its compare-and-swap."""
     strategy = _ArchiveCovered(events, covered)
-    new = {e.id for e in events}
     for _ in range(COMMIT_ATTEMPTS):
         result = await service.compact(events[0].session_id, context_management, strategy)
         if result.applied:
             return result
-        if result.error is None and any(e.id in new for e in result.compacted_events):
+        if result.error is None and any(e.id in strategy.ids for e in result.compacted_events):
             return result  # stored already
     return None
 

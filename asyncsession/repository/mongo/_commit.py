@@ -24,7 +24,7 @@ from ..._pymongo_errors import storage_errors
 from ...exceptions import AccessDenied, SessionNotFound, StorageError
 from ._batch import UpdateBatcher
 from ._codec import Doc, new_token
-from ._drawn import Reservations
+from ._drawn import Reservations, write_tokens
 from ._hints import K_MAX, TailHints, Trim
 from ._ids import MAX_ROUNDS, IdRegistry
 from ._layout import (
@@ -97,8 +97,7 @@ class Committer:
         # mixing ids of the pool (of one refill or of several) with fresh ones registers only
         # what is new, and never mistakes its own registrations for a dead attempt's.
         held = self._reservations.take(session_id, ids)
-        tokens = sorted(set(held.values())) or [new_token()]
-        token, also = tokens[0], tokens[1:]
+        token, also = write_tokens(held)
         todo = [*(i for i in ids if i not in held), *extra]
         register = registers = bool(todo)
         replayed: set[str] = set()
@@ -169,9 +168,7 @@ class Committer:
     ) -> None:
         """Drop the registrations of an append that will not commit, under every token its
         ids are held under (big-event documents were written only under ``token``)."""
-        await self._ids.release(session_id, ids, token, written=wrote)
-        for other in also:
-            await self._ids.release(session_id, ids, other, written=False)
+        await self._ids.release_held(session_id, ids, token, also, written=wrote)
 
     async def _create(self, fields: Doc, fresh: Sequence[Prepared]) -> Doc | None:
         """Insert a new session document holding ``fresh`` as its first version, positioned as

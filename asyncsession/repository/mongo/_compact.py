@@ -20,7 +20,7 @@ from ...events import SessionEvent
 from ...exceptions import EventIdConflict, InvalidCompactionPlan, SessionNotFound, StorageError
 from .._compaction_key import compaction_key
 from ._codec import MESSAGE_TYPE_NAMES, Doc, new_token
-from ._drawn import Reservations
+from ._drawn import Reservations, write_tokens
 from ._hints import K_MAX, TailHints
 from ._ids import MAX_ROUNDS, IdRegistry, Registered
 from ._layout import (
@@ -110,8 +110,7 @@ class CompactionWriter:
         # them) keep their registrations, as on an append: only the others are registered,
         # under one of their tokens, and the commit is guarded against a fence on any of them.
         held = self._reservations.take(session_id, inserted)
-        tokens = sorted(set(held.values())) or [new_token()]
-        token, also = tokens[0], tokens[1:]
+        token, also = write_tokens(held)
         reserved = False
         for _ in range(MAX_ROUNDS):
             with storage_errors(f"read session {session_id!r}"):
@@ -188,9 +187,7 @@ class CompactionWriter:
             for event_id, held_token in held.items():
                 self._reservations.add(session_id, [event_id], held_token)
             return
-        await self._ids.release(session_id, inserted, token)
-        for other in also:
-            await self._ids.release(session_id, inserted, other, written=False)
+        await self._ids.release_held(session_id, inserted, token, also)
 
     async def _locate(self, state: LogState, plan: CompactionPlan) -> dict[str, _Located]:
         """Where the plan's archive and anchor ids are.

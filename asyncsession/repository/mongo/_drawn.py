@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Iterable, MutableMapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from typing import Any, Final
 
 from bson.binary import UUID_SUBTYPE, Binary
 
 from ._cache import DEFAULT_CACHE_BYTES, ENTRY_OVERHEAD, ByteLRU, hint_bytes
+from ._codec import new_token
 from ._layout import ID
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "new_drawn_id",
     "stored_id",
     "stored_ids",
+    "write_tokens",
 ]
 
 _VERSION: Final = 8
@@ -217,3 +219,11 @@ class Reservations:
             if token is not None:
                 held[event_id] = token
         return held
+
+
+def write_tokens(held: Mapping[str, str]) -> tuple[str, list[str]]:
+    """The tokens of a write whose ``held`` ids (id -> token) were registered ahead: the one it
+    registers its other ids under (one of the held tokens, else a new one), and the other held
+    tokens, which its commit is guarded against a fence on too."""
+    tokens = sorted(set(held.values())) or [new_token()]
+    return tokens[0], tokens[1:]

@@ -65,6 +65,22 @@ class IdRegistry:
         with storage_errors(f"reserve event ids for session {session_id!r}"):
             return await insert_new(self._store.event_ids, docs)
 
+    async def release_held(
+        self,
+        session_id: str,
+        ids: Sequence[str],
+        token: str,
+        also: Sequence[str],
+        *,
+        written: bool = True,
+    ) -> None:
+        """`release` an attempt that will not commit under every token its ids are held under:
+        ``token`` (with the big-event documents it wrote ahead, unless ``written`` says there
+        are none) and each of ``also`` (registrations only)."""
+        await self.release(session_id, ids, token, written=written)
+        for other in also:
+            await self.release(session_id, ids, other, written=False)
+
     async def release(
         self, session_id: str, ids: Sequence[str], token: str, *, written: bool = True
     ) -> None:
