@@ -6,7 +6,7 @@ turns without losing them.
 """
 
 from ._version import __version__
-from .compaction_protocols import CompactionPlan, CompactionResult, Insert
+from .compaction_protocols import CompactionResult
 from .events import (
     COMPACTION_SOURCE,
     SYNTHETIC,
@@ -24,7 +24,6 @@ from .exceptions import (
     CompactionError,
     EventIdConflict,
     EventTooLarge,
-    InvalidCompactionPlan,
     InvalidFilter,
     InvalidText,
     MemoryBackendError,
@@ -79,7 +78,6 @@ __all__ = [
     "ChatError",
     "ChatTimeout",
     "CompactionError",
-    "CompactionPlan",
     "CompactionResult",
     "CreateSessionRequest",
     "DefaultSessionService",
@@ -90,8 +88,6 @@ __all__ = [
     "EventTooLarge",
     "EventType",
     "InMemorySessionRepository",
-    "Insert",
-    "InvalidCompactionPlan",
     "InvalidFilter",
     "InvalidText",
     "MatchMode",

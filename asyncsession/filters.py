@@ -12,26 +12,32 @@ of a turn is extended back to the user message that starts the turn, so a prompt
 never opens with a tool result or an assistant reply. Text searches and pages are never extended,
 and reads across sessions are plain.
 
-**The active view** (``active_view=True``, part of
-[`EventFilter.active`][asyncsession.filters.EventFilter.active]) is what the model sees: message
-events that are not archived. Events of custom types are left out of it unless ``event_types`` asks
-for them, and then only those appended after the newest compaction.
+**Archived and the active view are derived** from the log (Spring AI 2.1): a compaction appends
+its summaries and one ``COMPACTION`` event, the *boundary*, whose record names the active view
+from then on (``CompactionRecord.view``). Let B be the newest boundary: the active view
+(``active_view=True``, part of [`EventFilter.active`][asyncsession.filters.EventFilter.active]) is
+the events B names, in that order, then the message events after B, in log order; a message at
+or before B that B does not name reads back ``archived=True``, every other event
+``archived=False``. Events of custom types are left out of the active view unless
+``event_types`` asks for them, and then only those after B. An ``active_view`` read returns view
+order; every other read returns log order (so ``exclude_archived`` is a criterion on log order).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, ClassVar, Final, cast, overload
 
+from .compaction_protocols import CompactionRecord
 from .events import EventType, SessionEvent
 from .exceptions import InvalidFilter
 from .messages import MessageType
 
-__all__ = ["DEFAULT_PAGE_SIZE", "EventFilter", "EventQuery", "MatchMode"]
+__all__ = ["DEFAULT_PAGE_SIZE", "EventFilter", "EventQuery", "MatchMode", "ReadLog", "newest_boundary"]
 
 DEFAULT_PAGE_SIZE: Final = 10
 _MAX_KEYWORDS: Final = 20
@@ -381,21 +387,47 @@ class EventFilter:
                 return False
         return True
 
-    def apply(self, events: Sequence[SessionEvent], *, compacted_at: int = 0) -> list[SessionEvent]:
-        """Read one session's log held as a list, oldest first: the reference implementation.
+    def apply(self, log: Sequence[SessionEvent]) -> list[SessionEvent]:
+        """Read one session's whole log held as a list: the reference implementation.
 
-        Args:
-            events: the whole log in order.
-            compacted_at: how many events the log held right after its newest compaction; in
-                the active view, custom events before that index are left out.
+        ``archived`` on the given events is ignored: it is derived from the newest ``COMPACTION``
+        event (see the module docs), and an ``active_view`` read returns view order.
         """
-        matched = [
-            event
-            for index, event in enumerate(events)
-            if self.matches(event)
-            and not (self.active_view and not event.is_message and index < compacted_at)
-        ]
-        return self.apply_turn_aware_window(matched)
+        boundary, view = newest_boundary(log)
+        positions = {event.id: index for index, event in enumerate(log)}
+        return self.read_backwards(ReadLog(log, boundary, view, positions))
+
+    def read_backwards(self, log: ReadLog) -> list[SessionEvent]:
+        """What this filter selects from ``log``: walked from its newest event, so the cost of
+        a ``last_n`` read follows the window, not the log."""
+        return self.window_of_newest_first(
+            event for event in log.newest_first(active_view=self.active_view) if self.matches(event)
+        )
+
+    def window_of_newest_first(self, matched: Iterable[SessionEvent]) -> list[SessionEvent]:
+        """The window over one session's matched events given newest first, in read order: a
+        ``last_n`` stops taking once it holds ``n`` events and its oldest starts a turn (or
+        the filter searches text); every other window takes them all."""
+        n = self.last_n
+        if n is None:
+            events = list(matched)
+            events.reverse()
+            return self.apply_window(events)
+        window: list[SessionEvent] = []
+        newest_first = iter(matched)
+        for event in newest_first:
+            window.append(event)
+            if len(window) == n:
+                break
+        if len(window) == n and not self.has_text_criteria and not window[-1].is_turn_start:
+            extension: list[SessionEvent] = []
+            for event in newest_first:
+                extension.append(event)
+                if event.is_turn_start:
+                    window.extend(extension)
+                    break
+        window.reverse()
+        return window
 
     def apply_window(self, matched: Sequence[SessionEvent]) -> list[SessionEvent]:
         """The plain window over already matched events: the newest ``last_n``, or one page."""
@@ -494,3 +526,62 @@ class EventQuery:
             page=self.page,
             page_size=self.page_size,
         )
+
+
+def newest_boundary(log: Sequence[SessionEvent]) -> tuple[int, tuple[str, ...]]:
+    """The index of the newest ``COMPACTION`` event of a log held as a list (-1: none) and the
+    ids of the active view it names."""
+    for index in range(len(log) - 1, -1, -1):
+        if log[index].type == EventType.COMPACTION:
+            return index, CompactionRecord.from_event(log[index]).view
+    return -1, ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReadLog:
+    """A session's log held as a list, with what its newest boundary says: the derivation of
+    ``archived`` and of the active view (Spring AI 2.1), in one place.
+
+    Let B be the newest ``COMPACTION`` event, at ``boundary``. The active view is the events
+    B's record names (``view``), in that order, then every event after B but boundaries. A
+    message at or before B that the view does not name reads ``archived=True``; every other
+    event reads ``archived=False``. With no boundary, every event is in the view.
+    """
+
+    events: Sequence[SessionEvent]
+    """The whole log, in order."""
+    boundary: int
+    """The index of the newest boundary (the last event of its commit); -1 when none."""
+    view: Sequence[str]
+    """The ids of the active view the newest boundary names, in view order."""
+    positions: Mapping[str, int]
+    """Each event id's index in ``events``."""
+    named: frozenset[str] = field(init=False)
+    """``view`` as a set."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "named", frozenset(self.view))
+
+    def derived(self, index: int) -> SessionEvent:
+        """The event at ``index`` with ``archived`` as the newest boundary says."""
+        event = self.events[index]
+        archived = event.is_message and index <= self.boundary and event.id not in self.named
+        if event.archived == archived:
+            return event
+        return event.model_copy(update={"archived": archived})
+
+    def newest_first(self, *, active_view: bool) -> Iterator[SessionEvent]:
+        """The log from its newest event back (``archived`` derived), or the active view from
+        its end back."""
+        if not active_view:
+            for index in range(len(self.events) - 1, -1, -1):
+                yield self.derived(index)
+            return
+        for index in range(len(self.events) - 1, self.boundary, -1):
+            event = self.events[index]
+            if event.type != EventType.COMPACTION:
+                yield event if not event.archived else self.derived(index)
+        for event_id in reversed(self.view):
+            index = self.positions.get(event_id, len(self.events))
+            if index <= self.boundary:
+                yield self.derived(index)

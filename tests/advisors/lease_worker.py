@@ -18,6 +18,7 @@ import openai
 from pymongo import AsyncMongoClient
 
 from asyncsession import DefaultSessionService, MongoSessionRepository
+from asyncsession.repository import Lease
 from asyncsession.advisors import (
     REQUEST_ID_CONTEXT_KEY,
     SESSION_ID_CONTEXT_KEY,
@@ -35,10 +36,8 @@ class ObservedRepository(MongoSessionRepository):
 
     refused = False
 
-    async def acquire_turn_lease(
-        self, session_id: str, request_id: str, holder: str, ttl: timedelta
-    ) -> bool:
-        taken = await super().acquire_turn_lease(session_id, request_id, holder, ttl)
+    async def acquire_lease(self, session_id: str, version: int, lease: Lease) -> bool:
+        taken = await super().acquire_lease(session_id, version, lease)
         if not taken and not self.refused:
             self.refused = True
             print("refused", flush=True)
