@@ -421,9 +421,11 @@ async def _start_turn(
     snapshot = await repository.read_snapshot(session_id, filter)
     if snapshot is None and create is not None:
         if await repository.save_if_absent(create):
-            if not await repository.append_events(session_id, [event], 0):
+            if await repository.append_events(session_id, [event], 0):
+                version = 1  # the first commit of a session this call created
+            else:
                 await repository.append_events(session_id, [event])
-            version = await repository.get_event_version(session_id)
+                version = await repository.get_event_version(session_id)
             return SessionSnapshot(session=create, version=version, events=())
         snapshot = await repository.read_snapshot(session_id, filter)  # created concurrently
     if snapshot is None:

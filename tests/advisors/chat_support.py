@@ -18,6 +18,7 @@ from asyncsession import (
     CreateSessionRequest,
     DefaultSessionService,
     EventFilter,
+    EventType,
     InMemorySessionRepository,
     MongoSessionRepository,
     Session,
@@ -39,7 +40,9 @@ MODEL = "gpt-test"
 class CountingRepository(SessionRepository):
     """An in-memory repository that counts calls per method: the database work of a chat call.
 
-    The service starts turns the way it does on any store: read, append, read the version.
+    The service starts turns the way it does on any store: read, append, read the version. An
+    append that is a compaction (its last event the ``COMPACTION`` boundary) counts as
+    ``compaction``.
     """
 
     def __init__(self) -> None:
@@ -93,7 +96,8 @@ class CountingRepository(SessionRepository):
         *,
         lease: Lease | None = None,
     ) -> bool:
-        self.calls["append_events"] += 1
+        compaction = bool(events) and events[-1].type == EventType.COMPACTION
+        self.calls["compaction" if compaction else "append_events"] += 1
         return await self.inner.append_events(session_id, events, expected_version, lease=lease)
 
     async def find_events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:

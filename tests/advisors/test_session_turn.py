@@ -212,7 +212,7 @@ async def test_a_firing_trigger_compacts_once_the_turn_is_complete(
         turn_client(openai_client, service, turn), "u2", streaming=streaming, context=context("s")
     )
 
-    assert repository.calls["apply_compaction"] == 1
+    assert repository.calls["compaction"] == 1
     active = await service.get_events("s", EventFilter.active())
     assert [e.type.name for e in active] == ["USER", "ASSISTANT", "TOOL", "ASSISTANT"]
 
@@ -237,7 +237,7 @@ async def test_a_windowed_read_leaves_the_trigger_to_the_service(
     await turn_client(openai_client, service, turn, memory=memory).call("go", context=context("s"))
 
     assert repository.calls["read_snapshot"] == 2
-    assert "apply_compaction" not in repository.calls  # the service read it, the trigger kept quiet
+    assert "compaction" not in repository.calls  # the service read it, the trigger kept quiet
 
 
 @dataclass

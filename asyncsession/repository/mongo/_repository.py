@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Final, Self, TypeVar
@@ -53,7 +54,8 @@ class MongoSessionRepository(Closable, SessionRepository):
             is found by it once it is saved again.
 
     Call [`ensure_indexes`][asyncsession.repository.mongo.MongoSessionRepository.ensure_indexes]
-    once (it is idempotent) before serving traffic.
+    once (it is idempotent) before serving traffic. The unique indexes carry the log's
+    guarantees, so a store that was not told creates them before its first append.
     """
 
     _keep_using = "the store"
@@ -80,6 +82,7 @@ class MongoSessionRepository(Closable, SessionRepository):
     ) -> None:
         self._database = database
         self._client = client
+        self._indexed: asyncio.Task[None] | None = None
         self._timeout = client_timeout(database)
         self._store = Store(
             sessions=database.get_collection(sessions_collection, write_concern=_WRITE_CONCERN),
@@ -142,6 +145,7 @@ class MongoSessionRepository(Closable, SessionRepository):
         store = self._store
         with storage_errors("create indexes"):
             await create_indexes(store.sessions, store.commits, sharded=sharded)
+        self._sharded = sharded
         try:
             hello = await self._database.command("hello")
         except NotImplementedError:  # mongomock-motor, a test double
@@ -152,6 +156,21 @@ class MongoSessionRepository(Closable, SessionRepository):
         size = hello.get("maxBsonObjectSize")
         if isinstance(size, int) and size > 0:
             store.max_document_size = size
+
+    _sharded: bool | None = None
+    """How `ensure_indexes` last ran (``None``: not yet, in this object)."""
+
+    async def _indexes(self) -> None:
+        """Create the indexes once before the first append, unless `ensure_indexes` ran."""
+        if self._sharded is not None:
+            return
+        if self._indexed is None:
+            self._indexed = asyncio.ensure_future(self.ensure_indexes())
+        try:
+            await asyncio.shield(self._indexed)
+        except Exception:
+            self._indexed = None  # the next append tries again
+            raise
 
     async def _release(self) -> None:
         if self._client is not None:
@@ -227,6 +246,7 @@ class MongoSessionRepository(Closable, SessionRepository):
             if version == 0 and await self.find_by_id(session_id) is None:
                 raise SessionNotFound(session_id)
             return expected_version in (None, version)
+        await self._indexes()
         return await self._write(
             lambda: append(self._store, session_id, batch, expected_version, lease)
         )
