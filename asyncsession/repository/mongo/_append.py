@@ -12,6 +12,10 @@ look at what is there (the error path, never the common one):
 - otherwise the number is taken: a *version conflict*, ``False`` with an expected version, else
   the newest number is read and the insert tried one higher.
 
+Appends of one session in one process take turns (a lock per session, dropped when idle): racing
+one another they would each lose the number to the others and try again, so 64 tasks appending
+to one session cost dozens of refused inserts per commit; in turn, each is one insert.
+
 A commit is written with its session's incarnation. One that an append wrote while its session
 was deleted is read by nobody (reads take the commits of the session document's incarnation);
 when it stands in the way of the session created again with that id (its number, or one of its
@@ -19,6 +23,10 @@ ids), the refused insert finds it and removes it.
 """
 
 from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 import bson
 from bson import ObjectId
@@ -96,6 +104,36 @@ async def append(
     """Append ``events`` (never empty, no id twice) as one commit; see
     ``SessionRepository.append_events``."""
     docs = encoded(store, events)
+    async with _in_turn(store, session_id):
+        return await _append(store, session_id, events, docs, expected_version, lease)
+
+
+@contextlib.asynccontextmanager
+async def _in_turn(store: Store, session_id: str) -> AsyncIterator[None]:
+    """Hold the session's append lock of this process."""
+    lock, users = store.appending.get(session_id, (None, 0))
+    if lock is None:
+        lock = asyncio.Lock()
+    store.appending[session_id] = (lock, users + 1)
+    try:
+        async with lock:
+            yield
+    finally:
+        lock, users = store.appending[session_id]
+        if users == 1:
+            del store.appending[session_id]
+        else:
+            store.appending[session_id] = (lock, users - 1)
+
+
+async def _append(
+    store: Store,
+    session_id: str,
+    events: list[SessionEvent],
+    docs: list[Doc],
+    expected_version: int | None,
+    lease: Lease | None,
+) -> bool:
     with storage_errors(f"append to session {session_id!r}"):
         incarnation, newest = await _incarnation(store, session_id, expected_version or 0)
         if expected_version is not None and expected_version > newest:
@@ -126,8 +164,8 @@ async def append(
                 continue
             if expected_version is not None:
                 return False
-            store.newest.forget(session_id)
-            incarnation, newest = await _incarnation(store, session_id)
+            store.newest.note(session_id, incarnation, number)  # taken: read what is newer
+            incarnation, newest = await _incarnation(store, session_id, number + 1)
             number = newest + 1
 
 
@@ -137,23 +175,25 @@ async def _stored(
     """Why an insert was refused: the ids of the batch this session has (a replay, when not
     empty); an empty set when the commit number is taken (a version conflict); ``None`` when
     what was in the way is gone now (an orphan, removed; or this process's view of the session
-    was stale, forgotten): try again.
+    was stale, forgotten): try again. One find; more only when another session is involved.
 
     Raises:
         EventIdConflict: an id belongs to another session.
     """
-    if not await _alive(store, session_id, incarnation):
+    ids = {e.id for e in events}
+    query = {
+        "$or": [
+            {SESSION: session_id, COMMIT: number},
+            {f"{EVENTS}.{EVENT_ID}": {"$in": list(ids)}},
+        ]
+    }
+    fields = {SESSION: 1, COMMIT: 1, INCARNATION: 1, f"{EVENTS}.{EVENT_ID}": 1}
+    docs = await store.commits.find(query, fields).to_list(None)
+    ours = [d for d in docs if (d[SESSION], d.get(INCARNATION)) == (session_id, incarnation)]
+    others = [d for d in docs if d not in ours]
+    if others and not await _alive(store, session_id, incarnation):
         store.newest.forget(session_id)  # deleted, or created again since this process saw it
         return None
-    ids = set(e.id for e in events)
-    holders = await store.commits.find(
-        {f"{EVENTS}.{EVENT_ID}": {"$in": list(ids)}},
-        {SESSION: 1, INCARNATION: 1, f"{EVENTS}.{EVENT_ID}": 1},
-    ).to_list(None)
-    taken = await store.commits.find_one({SESSION: session_id, COMMIT: number}, {INCARNATION: 1})
-    others = [d for d in holders if (d[SESSION], d.get(INCARNATION)) != (session_id, incarnation)]
-    if taken is not None and taken.get(INCARNATION) != incarnation:
-        others.append({**taken, SESSION: session_id, EVENTS: []})
     for doc in others:
         if not await _alive(store, doc[SESSION], doc.get(INCARNATION)):
             await store.commits.delete_one({ID: doc[ID], INCARNATION: doc.get(INCARNATION)})
@@ -161,10 +201,10 @@ async def _stored(
         event_id = next((e[EVENT_ID] for e in doc[EVENTS] if e[EVENT_ID] in ids), None)
         if event_id is not None and doc[SESSION] != session_id:
             raise EventIdConflict(event_id, session_id, doc[SESSION])
-    stored = {e[EVENT_ID] for d in holders for e in d[EVENTS] if e[EVENT_ID] in ids}
+    stored = {e[EVENT_ID] for d in ours for e in d[EVENTS] if e[EVENT_ID] in ids}
     if stored:
         return stored
-    return set() if taken is not None else None
+    return set() if any(d[COMMIT] == number for d in ours) else None
 
 
 async def _alive(store: Store, session_id: str, incarnation: object) -> bool:

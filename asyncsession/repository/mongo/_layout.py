@@ -9,6 +9,7 @@ key with ``%``, ``.``, ``$`` and NUL percent-escaped.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,7 +35,10 @@ __all__ = [
     "ID",
     "INCARNATION",
     "LEASE",
+    "MESSAGE",
+    "METADATA",
     "OLDEST_FIRST",
+    "PAYLOAD",
     "SESSION",
     "SESSIONS",
     "TEXT",
@@ -48,6 +52,7 @@ __all__ = [
     "create_indexes",
     "event_from_doc",
     "event_to_doc",
+    "field_names",
     "lease_doc",
     "session_fields",
     "session_from_doc",
@@ -86,10 +91,12 @@ EVENTS: Final = "events"
 EVENT_ID: Final = "id"
 TYPE: Final = "type"
 TIMESTAMP: Final = "timestamp"
+MESSAGE: Final = "message"
+PAYLOAD: Final = "payload"
 BODY: Final = "body"
 """What the event says: ``message`` or ``payload``, and ``metadata``; one subdocument, so that it
 can later be replaced by one encrypted value."""
-TEXT: Final = f"{EVENTS}.{BODY}.message.text"
+TEXT: Final = f"{EVENTS}.{BODY}.{MESSAGE}.text"  # layout: text is the message model's field
 """The path of a message's text, which keyword searches prefilter on."""
 
 @dataclass(slots=True, kw_only=True)
@@ -100,6 +107,11 @@ class Store:
     commits: AsyncCollection[Doc]
     indexed_keys: frozenset[str]
     newest: Newest = field(default_factory=Newest)
+    appending: dict[str, tuple[asyncio.Lock, int]] = field(
+        default_factory=dict[str, tuple[asyncio.Lock, int]]
+    )
+    """Session id -> the lock its appends in this process take turns with, and how many hold
+    or wait for it (an entry goes when none does)."""
     double: bool = False
     """Whether the database is mongomock-motor, a test double that runs no ``$unionWith`` (two
     reads instead) and enforces no unique index over array elements (an append looks its ids
@@ -111,6 +123,15 @@ _MESSAGE_DEFAULTS: Final = (("extra", {}), ("tool_calls", []), ("role", "system"
 """Message fields left out of a body when they hold their default."""
 _ESCAPED: Final = "~"
 _ESCAPES: Final = {"%": "%25", ".": "%2E", "$": "%24", "\x00": "%00"}
+
+
+def field_names() -> frozenset[str]:
+    """Every stored key and collection name this module defines."""
+    return frozenset(
+        value
+        for name, value in globals().items()
+        if name.isupper() and isinstance(value, str) and not name.startswith("_") and "." not in value
+    )
 
 
 def as_utc(value: datetime) -> datetime:
@@ -183,9 +204,9 @@ def event_to_doc(event: SessionEvent) -> Doc:
         for key, default in _MESSAGE_DEFAULTS:
             if key in message and message[key] == default:
                 del message[key]
-        body["message"] = _out(message)
+        body[MESSAGE] = _out(message)
     else:
-        body["payload"] = _out(event.payload)
+        body[PAYLOAD] = _out(event.payload)
     if event.metadata:
         body[METADATA] = _out(event.metadata)
     return {EVENT_ID: event.id, TYPE: event.type.name, TIMESTAMP: event.timestamp, BODY: body}
