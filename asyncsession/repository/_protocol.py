@@ -268,7 +268,9 @@ def check_batch(session_id: str, events: Sequence[SessionEvent]) -> list[Session
             )
         if event.type == EventType.COMPACTION:
             if event is not events[-1]:
-                raise UsageError(f"the COMPACTION event {event.id!r} must be the last of its append")
+                raise UsageError(
+                    f"the COMPACTION event {event.id!r} must be the last of its append"
+                )
             CompactionRecord.from_event(event)
         check_event_text(event)
         batch.setdefault(event.id, event)
@@ -297,4 +299,3 @@ def check_version(version: int, name: str = "version") -> int:
     if isinstance(given, bool) or not isinstance(given, int) or given < 0:
         raise UsageError(f"{name} must be an int >= 0, not {given!r}")
     return version
-

@@ -18,6 +18,7 @@ __all__ = ["TracingSessionRepository"]
 
 T = TypeVar("T")
 
+
 class TracingSessionRepository(SessionRepository):
     """Wraps a repository: every operation runs in a ``session_store <operation>`` span.
 

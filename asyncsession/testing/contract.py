@@ -58,8 +58,8 @@ from ._contract.metadata import MetadataContract
 from ._contract.records import CompactionRecordContract
 from ._contract.search import SearchContract
 from ._contract.sessions import SessionsContract
-from ._contract.text import TextContract
 from ._contract.snapshots import SnapshotsContract
+from ._contract.text import TextContract
 
 __all__ = [
     "SHADOW_PROMPT",

@@ -30,8 +30,8 @@ from asyncsession import (
 )
 from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, USER_ID_CONTEXT_KEY
 from asyncsession.messages import Message
-from asyncsession.repository import Lease, SessionRepository
 from asyncsession.openai import ChatClient, ResponsesClient
+from asyncsession.repository import Lease, SessionRepository
 from asyncsession.testing import ScriptedOpenAIServer
 
 MODEL = "gpt-test"

@@ -18,7 +18,6 @@ import openai
 from pymongo import AsyncMongoClient
 
 from asyncsession import DefaultSessionService, MongoSessionRepository
-from asyncsession.repository import Lease
 from asyncsession.advisors import (
     REQUEST_ID_CONTEXT_KEY,
     SESSION_ID_CONTEXT_KEY,
@@ -29,6 +28,7 @@ from asyncsession.advisors import (
     SessionTurnAdvisor,
 )
 from asyncsession.openai import ChatClient
+from asyncsession.repository import Lease
 
 
 class ObservedRepository(MongoSessionRepository):

@@ -8,7 +8,6 @@ import openai
 from chat_support import MODEL, context
 
 from asyncsession import DefaultSessionService, EventFilter
-from asyncsession.testing.contract import boundary
 from asyncsession.advisors import (
     SessionMemoryAdvisor,
     SessionRecallAdvisor,
@@ -17,6 +16,7 @@ from asyncsession.advisors import (
 )
 from asyncsession.openai import ChatClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
+from asyncsession.testing.contract import boundary
 
 
 def _client(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from hypothesis import strategies as st
 
 from asyncsession import CreateSessionRequest, DefaultSessionService
+from asyncsession._compaction_pass import compaction_commit
 from asyncsession.compaction import (
     CompactionRequest,
     CompactionResult,
@@ -19,7 +20,6 @@ from asyncsession.compaction import (
     TurnWindowCompactionStrategy,
     format_event,
 )
-from asyncsession._compaction_pass import compaction_commit
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, EventType, Session, SessionEvent
 from asyncsession.filters import EventFilter
 from asyncsession.messages import (

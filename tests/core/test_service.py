@@ -6,7 +6,7 @@ import asyncio
 import uuid
 import warnings
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import cast
 
 import pytest
 
@@ -22,7 +22,6 @@ from asyncsession import (
     SessionExists,
     SessionNotFound,
     SessionService,
-    SessionSnapshot,
     SystemMessage,
     UsageError,
     UserMessage,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pickle
 from collections import Counter
 
+from asyncsession.repository.mongo._hints import K_MAX, K_MIN
 from process_support import PROCESSES, Writer, ask_all
 
 from asyncsession import (
@@ -23,7 +24,6 @@ from asyncsession import (
     SessionEvent,
 )
 from asyncsession.events import SYNTHETIC, EventType
-from asyncsession.repository.mongo._hints import K_MAX, K_MIN
 
 
 async def test_versioned_appends_have_exactly_one_winner_per_round(

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import bson
 from bson import ObjectId
@@ -34,7 +34,7 @@ from pymongo.errors import DuplicateKeyError
 
 from ..._pymongo_errors import storage_errors
 from ...events import SessionEvent
-from ...exceptions import EventIdConflict, EventTooLarge, SessionNotFound
+from ...exceptions import EventIdConflict, EventTooLarge, SessionNotFound, StorageError
 from .._protocol import Lease
 from ._layout import (
     COMMIT,
@@ -53,6 +53,8 @@ from ._read import first_read
 
 __all__ = ["append", "encoded"]
 
+_ATTEMPTS = 100
+"""How many commit numbers an append without a version tries before it gives up."""
 _COMMIT_OVERHEAD = 1024
 """Room a commit document needs beside its events (session id, number, lease, keys)."""
 
@@ -76,9 +78,7 @@ def encoded(store: Store, events: list[SessionEvent]) -> list[Doc]:
     return docs
 
 
-async def _incarnation(
-    store: Store, session_id: str, at_least: int = 0
-) -> tuple[ObjectId, int]:
+async def _incarnation(store: Store, session_id: str, at_least: int = 0) -> tuple[ObjectId, int]:
     """The session's incarnation and the newest commit number this process knows, read when
     it knows none, or an older one than ``at_least``.
 
@@ -109,7 +109,7 @@ async def append(
 
 
 @contextlib.asynccontextmanager
-async def _in_turn(store: Store, session_id: str) -> AsyncIterator[None]:
+async def _in_turn(store: Store, session_id: str) -> AsyncGenerator[None]:
     """Hold the session's append lock of this process."""
     lock, users = store.appending.get(session_id, (None, 0))
     if lock is None:
@@ -136,11 +136,14 @@ async def _append(
 ) -> bool:
     with storage_errors(f"append to session {session_id!r}"):
         incarnation, newest = await _incarnation(store, session_id, expected_version or 0)
-        if expected_version is not None and expected_version > newest:
-            return False  # a version the session has not reached: never leave a gap
+        if expected_version is not None and not 0 <= expected_version <= newest:
+            # A version the session never had: never write (it would leave a gap), but a batch
+            # of replays is still done.
+            stored = await _stored(store, session_id, incarnation, events, -1)
+            return stored is not None and len(stored) == len(events)
         number = newest + 1 if expected_version is None else expected_version + 1
         leased = None if lease is None else lease_doc(lease.holder, lease.expires_at)
-        while True:
+        for _ in range(_ATTEMPTS):
             doc = commit_doc(session_id, number, incarnation, docs, leased)
             try:
                 if store.double and await store.commits.find_one(
@@ -159,6 +162,7 @@ async def _append(
                 continue
             if stored:
                 docs = [d for d in docs if d[EVENT_ID] not in stored]
+                events = [e for e in events if e.id not in stored]
                 if not docs:
                     return True
                 continue
@@ -167,6 +171,10 @@ async def _append(
             store.newest.note(session_id, incarnation, number)  # taken: read what is newer
             incarnation, newest = await _incarnation(store, session_id, number + 1)
             number = newest + 1
+    raise StorageError(
+        f"could not append to session {session_id!r}: every one of {_ATTEMPTS} commit numbers "
+        "was taken by another writer first"
+    )
 
 
 async def _stored(

@@ -99,6 +99,7 @@ can later be replaced by one encrypted value."""
 TEXT: Final = f"{EVENTS}.{BODY}.{MESSAGE}.text"  # layout: text is the message model's field
 """The path of a message's text, which keyword searches prefilter on."""
 
+
 @dataclass(slots=True, kw_only=True)
 class Store:
     """The collections a store works on, and what this process knows of its sessions."""
@@ -119,7 +120,11 @@ class Store:
     max_document_size: int = 16 * 1024 * 1024
 
 
-_MESSAGE_DEFAULTS: Final = (("extra", {}), ("tool_calls", []), ("role", "system"))
+_MESSAGE_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
+    ("extra", {}),
+    ("tool_calls", []),
+    ("role", "system"),
+)
 """Message fields left out of a body when they hold their default."""
 _ESCAPED: Final = "~"
 _ESCAPES: Final = {"%": "%25", ".": "%2E", "$": "%24", "\x00": "%00"}
@@ -130,7 +135,10 @@ def field_names() -> frozenset[str]:
     return frozenset(
         value
         for name, value in globals().items()
-        if name.isupper() and isinstance(value, str) and not name.startswith("_") and "." not in value
+        if name.isupper()
+        and isinstance(value, str)
+        and not name.startswith("_")
+        and "." not in value
     )
 
 

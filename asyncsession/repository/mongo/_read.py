@@ -20,7 +20,7 @@ import inspect
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from bson import ObjectId
 from pymongo import DESCENDING
@@ -96,10 +96,11 @@ class Suffix:
 
 def lease_from_doc(doc: Doc | None) -> Lease | None:
     """The lease a document holds, or ``None``."""
-    lease = None if doc is None else doc.get(LEASE)
+    lease: object = None if doc is None else doc.get(LEASE)
     if not isinstance(lease, dict):
         return None
-    return Lease(holder=lease[HOLDER], expires_at=as_utc(lease[EXPIRES_AT]))
+    fields = cast(Doc, lease)
+    return Lease(holder=str(fields[HOLDER]), expires_at=as_utc(fields[EXPIRES_AT]))
 
 
 def _commit(doc: Doc, session_id: str) -> Commit:
@@ -229,6 +230,15 @@ async def _by_id(store: Store, suffix: Suffix, ids: Sequence[str]) -> list[Sessi
     return [e for d in docs for e in _commit(d, suffix.session.id).events if e.id in wanted]
 
 
+def _matched(log: ReadLog, filter: EventFilter, exhausted: list[bool]) -> Iterator[SessionEvent]:
+    """What ``filter`` matches in ``log``, newest first; notes in ``exhausted`` when it ran out
+    (the window wants older events than were read)."""
+    for event in log.newest_first(active_view=filter.active_view):
+        if filter.matches(event):
+            yield event
+    exhausted.append(True)
+
+
 async def select(store: Store, suffix: Suffix, filter: EventFilter) -> list[SessionEvent]:
     """The events of ``suffix``'s session that ``filter`` selects, reading older commits
     while the window needs them."""
@@ -246,23 +256,16 @@ async def select(store: Store, suffix: Suffix, filter: EventFilter) -> list[Sess
                 positions = {e.id: i for i, e in enumerate(events)}
         log = ReadLog(events, boundary, view, positions)
         exhausted: list[bool] = []
-
-        def matched(log: ReadLog = log) -> Iterator[SessionEvent]:
-            for event in log.newest_first(active_view=filter.active_view):
-                if filter.matches(event):
-                    yield event
-            exhausted.append(True)
-
-        window = filter.window_of_newest_first(matched())
+        window = filter.window_of_newest_first(_matched(log, filter, exhausted))
         if not exhausted or suffix.low <= 1 or (filter.active_view and boundary >= 0):
             return window
+        if filter.last_n is None:  # the whole view back to its boundary: the rest at once
+            step = suffix.low
         await _older(store, suffix, step)
         step *= 4
 
 
-async def snapshot_of(
-    store: Store, session_id: str, filter: EventFilter
-) -> SessionSnapshot | None:
+async def snapshot_of(store: Store, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
     """The session, its version, the events ``filter`` selects and the newest lease."""
     suffix = await first_read(store, session_id, span_for(store, session_id, filter))
     if suffix is None:
@@ -317,7 +320,9 @@ async def user_events(store: Store, user_id: str, filter: EventFilter) -> list[S
             for doc in docs:
                 by_session.setdefault((doc[SESSION], doc.get(INCARNATION)), []).append(doc)
             for session in chunk:
-                mine = sorted(by_session.get((session[ID], session[INCARNATION]), []), key=lambda d: d[COMMIT])
+                mine = sorted(
+                    by_session.get((session[ID], session[INCARNATION]), []), key=lambda d: d[COMMIT]
+                )
                 events = [e for d in mine for e in _commit(d, session[ID]).events]
                 boundary, view = newest_boundary(events)
                 positions = {e.id: i for i, e in enumerate(events)}

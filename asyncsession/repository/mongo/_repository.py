@@ -239,8 +239,6 @@ class MongoSessionRepository(Closable, SessionRepository):
         """
         self._check_open()
         batch = check_batch(session_id, events)
-        if expected_version is not None:
-            check_version(expected_version, "expected_version")
         if not batch:
             version = await self.get_event_version(session_id)
             if version == 0 and await self.find_by_id(session_id) is None:

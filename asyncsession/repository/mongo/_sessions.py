@@ -83,6 +83,7 @@ async def save_session(store: Store, session: Session) -> Session:
                 if attempt:
                     raise
                 continue
+            assert doc is not None  # an upsert returns the document it wrote
             store.newest.note(session.id, doc[INCARNATION], 0)
             return session_from_doc(doc)
     raise AssertionError("unreachable")  # pragma: no cover
@@ -200,6 +201,4 @@ async def release_lease(store: Store, session_id: str, version: int, holder: str
     query, on_session = _target(session_id, version)
     collection = store.sessions if on_session else store.commits
     with storage_errors(f"release a lease of session {session_id!r}"):
-        await collection.update_one(
-            {**query, f"{LEASE}.{HOLDER}": holder}, {"$unset": {LEASE: ""}}
-        )
+        await collection.update_one({**query, f"{LEASE}.{HOLDER}": holder}, {"$unset": {LEASE: ""}})

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 from urllib.parse import parse_qsl, urlsplit
 
 import pymongo
@@ -83,10 +83,10 @@ def driver_info() -> DriverInfo:
 
 
 def _driver_client(database: object) -> object:
-    client = getattr(database, "client", None)
-    if not isinstance(client, AsyncMongoClient):
-        client = getattr(client, "delegate", None)  # Motor wraps a PyMongo client
-    return client
+    client: object = getattr(database, "client", None)
+    if isinstance(client, AsyncMongoClient):
+        return cast(object, client)
+    return cast(object, getattr(client, "delegate", None))  # Motor wraps a PyMongo client
 
 
 def identify(database: object) -> None:

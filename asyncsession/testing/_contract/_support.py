@@ -86,7 +86,9 @@ def boundary(
     record = CompactionRecord(
         covered=tuple(e if isinstance(e, str) else e.id for e in covered), kept=ids, view=ids
     )
-    return SessionEvent(session_id=session_id, type=EventType.COMPACTION, payload=record.to_payload())
+    return SessionEvent(
+        session_id=session_id, type=EventType.COMPACTION, payload=record.to_payload()
+    )
 
 
 def label(e: SessionEvent) -> str:

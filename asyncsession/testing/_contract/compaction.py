@@ -64,8 +64,15 @@ class CompactionContract(ContractBase):
             ("None", False),
         ]
         assert log[-1].type == EventType.COMPACTION
-        assert await self.texts(repository, s, EventFilter.active()) == ["Σ?", "Σ:summary", "u2", "a2"]
-        assert await self.texts(repository, s, MESSAGES.merge(EventFilter(exclude_archived=True))) == [
+        assert await self.texts(repository, s, EventFilter.active()) == [
+            "Σ?",
+            "Σ:summary",
+            "u2",
+            "a2",
+        ]
+        assert await self.texts(
+            repository, s, MESSAGES.merge(EventFilter(exclude_archived=True))
+        ) == [
             "u2",
             "a2",
             "Σ?",
@@ -106,7 +113,9 @@ class CompactionContract(ContractBase):
         assert await self.texts(repository, s, EventFilter.active()) == ["u3", "u1"]
         log = await repository.find_events(s, MESSAGES)
         assert flagged(log) == [("u1", False), ("u2", True), ("u3", False)]
-        boundaries = await repository.find_events(s, EventFilter(event_types=[EventType.COMPACTION]))
+        boundaries = await repository.find_events(
+            s, EventFilter(event_types=[EventType.COMPACTION])
+        )
         assert len(boundaries) == 2
         assert not any(e.archived for e in boundaries)
 
@@ -159,7 +168,9 @@ class CompactionContract(ContractBase):
             "a3a",
             "a3b",
         ]
-        snapshot = await repository.read_snapshot(s, EventFilter.active().merge(EventFilter.last_n(2)))
+        snapshot = await repository.read_snapshot(
+            s, EventFilter.active().merge(EventFilter.last_n(2))
+        )
         assert snapshot is not None
         assert labels(snapshot.events) == ["u3", "a3a", "a3b"]
 
@@ -181,7 +192,11 @@ class CompactionContract(ContractBase):
         e = await add("u1", "sys-1", "a1", "u2", "a2", "u3", "a3")
         sum1 = summary_turn(s, "summary 1")
         await self.compact(
-            repository, s, drop=[e[k] for k in ("u1", "a1", "u2", "a2")], summaries=sum1, before=e["u3"]
+            repository,
+            s,
+            drop=[e[k] for k in ("u1", "a1", "u2", "a2")],
+            summaries=sum1,
+            before=e["u3"],
         )
         assert await self.texts(repository, s, EventFilter.active()) == [
             "sys-1",

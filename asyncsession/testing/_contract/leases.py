@@ -98,7 +98,7 @@ class LeasesContract(ContractBase):
         assert await repository.append_events(s, [user(s, "q")], 0, lease=crashed)
         lease = await self.lease_of(repository, s)
         assert lease == crashed
-        assert not lease.is_live()
+        assert not crashed.is_live()
         assert await repository.acquire_lease(s, 1, live("retry"))
         assert not await repository.acquire_lease(s, 1, live("crashed"))
         assert not await repository.acquire_lease(s, 1, live("third"))
