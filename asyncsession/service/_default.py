@@ -6,6 +6,7 @@ system messages may be stored) and delegates to the repository.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -52,6 +53,10 @@ _SYSTEM_MESSAGES_DISABLED = (
     "anyway (the latest one stays active, older ones are archived by compaction), build the "
     "service with allow_system_messages=True."
 )
+
+
+_TURN_ATTEMPTS = 20
+"""How many reads a turn start appends at before it appends without a version."""
 
 
 def _require(value: str, what: str) -> str:
@@ -409,8 +414,9 @@ async def _start_turn(
     user_id: str | None,
     create: Session | None,
 ) -> SessionSnapshot:
-    """Check the session, append ``event`` (idempotently) and return the window before it, with
-    the version right after the append."""
+    """Check the session, append ``event`` (idempotently) at the version of the window read,
+    and return that window (the log before the event) with the version right after the
+    append. A lost compare-and-swap reads again."""
     if create is not None:
         if create.id != session_id:
             raise UsageError(f"the session to create is {create.id!r}, not {session_id!r}")
@@ -418,23 +424,28 @@ async def _start_turn(
             raise UsageError(
                 f"the session to create belongs to {create.user_id!r}, not to {user_id!r}"
             )
-    snapshot = await repository.read_snapshot(session_id, filter)
-    if snapshot is None and create is not None:
-        if await repository.save_if_absent(create):
-            if await repository.append_events(session_id, [event], 0):
-                version = 1  # the first commit of a session this call created
+    for _ in range(_TURN_ATTEMPTS):
+        snapshot = await repository.read_snapshot(session_id, filter)
+        if snapshot is None and create is not None:
+            if await repository.save_if_absent(create):
+                snapshot = SessionSnapshot(session=create, version=0, events=())
             else:
-                await repository.append_events(session_id, [event])
-                version = await repository.get_event_version(session_id)
-            return SessionSnapshot(session=create, version=version, events=())
-        snapshot = await repository.read_snapshot(session_id, filter)  # created concurrently
+                continue  # created concurrently: read it
+        if snapshot is None:
+            raise SessionNotFound(session_id)
+        if user_id is not None and snapshot.session.user_id != user_id:
+            raise AccessDenied(session_id, user_id)
+        ids = [e.id for e in snapshot.events]
+        if event.id in ids:  # a replay of a turn started already
+            before = snapshot.events[: ids.index(event.id)]
+            return dataclasses.replace(snapshot, events=before)
+        if await repository.append_events(session_id, [event], snapshot.version):
+            return dataclasses.replace(snapshot, version=snapshot.version + 1)
+    await repository.append_events(session_id, [event])
+    version = await repository.get_event_version(session_id)
+    snapshot = await repository.read_snapshot(session_id, filter)
     if snapshot is None:
         raise SessionNotFound(session_id)
-    if user_id is not None and snapshot.session.user_id != user_id:
-        raise AccessDenied(session_id, user_id)
-    await repository.append_events(session_id, [event])
-    return SessionSnapshot(
-        session=snapshot.session,
-        version=await repository.get_event_version(session_id),
-        events=tuple(e for e in snapshot.events if e.id != event.id),
+    return dataclasses.replace(
+        snapshot, version=version, events=tuple(e for e in snapshot.events if e.id != event.id)
     )

@@ -79,7 +79,6 @@ async def test_a_plain_turn_is_one_read_and_two_appends(
     assert repository.calls == {
         "read_snapshot": 1,
         "append_events": 1,
-        "get_event_version": 1,
         "append_event": 1,
     }
 
@@ -122,7 +121,6 @@ async def test_a_tool_round_costs_appends_only(
     assert repository.calls == {
         "read_snapshot": 1,
         "append_events": 1,
-        "get_event_version": 1,
         "append_event": 3,
     }
 
@@ -141,16 +139,13 @@ async def counted_mongo(
 async def direct_cost(
     repository: MongoSessionRepository, counter: CommandCounter, session_id: str
 ) -> list[str]:
-    """The repository's own commands for resolve + read, two appends and the version read
-    between them (what the service's turn start reads), done directly."""
+    """The repository's own commands for resolve + read and two appends, done directly."""
     counter.clear()
     snapshot = await repository.read_snapshot(session_id, EventFilter.active())
     assert snapshot is not None
     for text in ("hi", "ok"):
         message = UserMessage(text=text) if text == "hi" else AssistantMessage(text=text)
         await repository.append_event(SessionEvent(session_id=session_id, message=message))
-        if text == "hi":
-            await repository.get_event_version(session_id)
     return list(counter.names)
 
 
@@ -182,8 +177,8 @@ async def test_on_mongodb_a_windowed_turn_costs_the_floor_of_two_commands(
     server: ScriptedOpenAIServer,
     openai_client: openai.AsyncOpenAI,
 ) -> None:
-    """Resolve + read a 20-event window, store the question, read the version, store the reply:
-    4 commands at every history length (a range of the newest commits each time)."""
+    """Resolve + read a 20-event window, store the question at the version read, then the
+    reply: 3 commands at every history length (a range of the newest commits each time)."""
     repository, counter = counted_mongo
     service = DefaultSessionService(repository)
     client = ChatClient(
@@ -207,7 +202,7 @@ async def test_on_mongodb_a_windowed_turn_costs_the_floor_of_two_commands(
         counter.clear()
         reply = await client.call(f"question {i}", context=context("s"))
         assert reply.text == f"r{i}"
-        assert counter.names == ["aggregate", "insert", "aggregate", "insert"], counter.names
+        assert counter.names == ["aggregate", "insert", "insert"], counter.names
     window = server.requests[-1].messages
     assert window[-1]["content"] == "question 11"
     stored_before = history + 2 + 11 * 2  # the history, the warm-up turn, 11 question turns
@@ -238,7 +233,7 @@ async def test_on_mongodb_the_first_turn_of_a_new_session_costs_one_command_more
     assert session.user_id == "dana"
     counter.clear()
     await chain(openai_client, service).call("and now?", context=context("fresh", "dana"))
-    assert len(counter.names) == 4, counter.names
+    assert len(counter.names) == 3, counter.names
     texts = [e.text for e in await service.get_events("fresh", EventFilter.all())]
     assert texts == ["hi", "hello", "and now?", "again"]
     assert [m["content"] for m in server.requests[-1].messages] == ["hi", "hello", "and now?"]

@@ -108,8 +108,8 @@ async def test_an_advisor_that_does_not_touch_the_session_keeps_the_two_command_
     openai_client: openai.AsyncOpenAI,
 ) -> None:
     """With a user's advisor in between, a steady turn costs what the service's turn costs: a
-    read, the question's insert, a read of the version, the reply's insert (4 on a new session:
-    the read, the session's insert and the two inserts)."""
+    read, the question's insert, the reply's insert (4 on a new session: the read, the
+    session's insert and the two inserts)."""
     repository, counter = counted_mongo
     service = DefaultSessionService(repository)
     client = client_with(openai_client, service, Tagger())
@@ -121,7 +121,7 @@ async def test_an_advisor_that_does_not_touch_the_session_keeps_the_two_command_
     for i in range(1, 4):
         counter.clear()
         await ask(client, f"q{i}", streaming=streaming, context=context("s", "alice"))
-        assert counter.names == ["aggregate", "insert", "aggregate", "insert"], counter.names
+        assert counter.names == ["aggregate", "insert", "insert"], counter.names
 
     assert await stored(service, "s") == [
         "U:first",

@@ -380,9 +380,8 @@ async def test_a_retry_of_a_compacted_turn_stored_with_its_reply_replays_it(
 @pytest.mark.parametrize(
     ("store_question", "commands"),
     [
-        # the window read, the question's commit and a read of the version; then the
-        # compaction's read and its commit
-        ("first", ["aggregate", "insert", "aggregate", "aggregate", "insert"]),
+        # the window read and the question's commit; then the compaction's read and its commit
+        ("first", ["aggregate", "insert", "aggregate", "insert"]),
         # the window read; then the compaction's read and its commit, which stores the
         # question too
         ("with_reply", ["aggregate", "aggregate", "insert"]),

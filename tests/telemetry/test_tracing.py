@@ -217,7 +217,7 @@ async def test_on_mongodb_the_turn_span_carries_the_turn_s_command_count(
     openai_client: openai.AsyncOpenAI,
     exporter: InMemorySpanExporter,
 ) -> None:
-    """The first turn of a new session costs 4 commands, a steady turn 4 (read, append, version,
+    """The first turn of a new session costs 4 commands, a steady turn 3 (read, question,
     reply), and the traced store changes neither."""
     service = DefaultSessionService(TracingSessionRepository(counted_mongo))
     server.enqueue(ScriptedReply.text("one"), ScriptedReply.text("two"))
@@ -227,7 +227,7 @@ async def test_on_mongodb_the_turn_span_carries_the_turn_s_command_count(
     await ask(client, "second", streaming=streaming, context=context("s1"))
 
     turns = named(exporter.get_finished_spans(), "chat_turn")
-    assert [t.attributes["asyncsession.turn.db_commands"] for t in turns] == [4, 4]  # type: ignore[index]
+    assert [t.attributes["asyncsession.turn.db_commands"] for t in turns] == [4, 3]  # type: ignore[index]
     stores = [s.name for s in named(exporter.get_finished_spans(), "session_store ")]
     assert "session_store read_snapshot" in stores
     assert "session_store save_if_absent" in stores

@@ -65,6 +65,9 @@ __all__ = [
 IN_CHUNK: Final = 256
 """How many sessions one read of a user's events asks for."""
 _BOUNDARY: Final = {f"{EVENTS}.{TYPE}": EventType.COMPACTION.name}
+_LEAST_SPAN: Final = 8
+"""Commits a window's first range reads at least (when it wants that many events): a session's
+recent commits may hold fewer events than the ones the estimate was made from."""
 _WHOLE_VIEW: Final = 64
 """Events a window-less read of the active view reads first (then it walks back)."""
 
@@ -179,8 +182,9 @@ async def first_read(
         low = 1 if len(others) < span else min(d[COMMIT] for d in others)
     commits = [_commit(d, session_id) for d in mine]
     density = None
-    if commits and prefilter is None:
-        density = sum(len(c.events) for c in commits) / len(commits)
+    if commits and prefilter is None:  # the median of the newest few: a bulk append is rare
+        counts = sorted(len(c.events) for c in commits[-8:])
+        density = float(counts[len(counts) // 2])
     store.newest.note(session_id, incarnation, version, density)
     return Suffix(
         session=session_from_doc(session_doc),
@@ -199,7 +203,7 @@ def span_for(store: Store, session_id: str, filter: EventFilter) -> int | None:
     known = store.newest.get(session_id)
     density = 1.0 if known is None else known.density
     wanted = _WHOLE_VIEW if filter.last_n is None else filter.last_n + 1
-    return math.ceil(wanted / density) + 1
+    return max(math.ceil(wanted / density) + 1, min(wanted, _LEAST_SPAN))
 
 
 async def _older(store: Store, suffix: Suffix, count: int) -> None:
