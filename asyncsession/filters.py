@@ -4,35 +4,30 @@ Every criterion that is set must hold (they are AND-ed). A filter also carries a
 retrieval window: the newest ``last_n`` events, or one page (``page``, ``page_size``).
 
 Stores push filters into their queries;
-[`EventFilter.apply`][asyncsession.filters.EventFilter.apply] is the reference implementation of the
-read contract for a log held as a list, and the in-memory repository uses it as is.
+[`EventFilter.apply`][asyncsession.filters.EventFilter.apply] is the reference read.
 
 **Windows keep turns whole.** A ``last_n`` window of one session that would start in the middle
-of a turn is extended back to the user message that starts the turn, so a prompt built from it
-never opens with a tool result or an assistant reply. Text searches and pages are never extended,
-and reads across sessions are plain.
+of a turn is extended back to the user message that starts it, so a prompt never opens with a
+tool result or a reply. Text searches, pages and reads across sessions are never extended.
 
-**Archived and the active view are derived** from the log (Spring AI 2.1): a compaction appends
-its summaries and one ``COMPACTION`` event, the *boundary*, whose record names the active view
-from then on (``CompactionRecord.view``). Let B be the newest boundary: the active view
-(``active_view=True``, part of [`EventFilter.active`][asyncsession.filters.EventFilter.active]) is
-the events B names, in that order, then the message events after B, in log order; a message at
-or before B that B does not name reads back ``archived=True``, every other event
-``archived=False``. Events of custom types are left out of the active view unless
-``event_types`` asks for them, and then only those after B. An ``active_view`` read returns view
-order; every other read returns log order (so ``exclude_archived`` is a criterion on log order).
+**Archived and the active view are derived** from the log (Spring AI 2.1): let B be the newest
+``COMPACTION`` event (a compaction's boundary). The active view (``active_view=True``) is the
+events B's record names (``CompactionRecord.view``), in that order, then the message events
+after B; a message at or before B that B does not name reads ``archived=True``. Custom events
+are in the active view only when ``event_types`` asks, and only those after B. An
+``active_view`` read returns view order, every other read log order.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, ClassVar, Final, cast, overload
 
-from .compaction_protocols import CompactionRecord
+from ._view import ReadLog
 from .events import EventType, SessionEvent
 from .exceptions import InvalidFilter
 from .messages import MessageType
@@ -356,8 +351,7 @@ class EventFilter:
     # --- the reference read ---------------------------------------------------------------------
 
     def matches(self, event: SessionEvent) -> bool:
-        """Whether ``event`` meets every criterion (the window and the active view's compaction
-        point aside)."""
+        """Whether ``event`` meets every criterion (the window and the view's boundary aside)."""
         if self.exclude_synthetic and event.is_synthetic:
             return False
         if (self.exclude_archived or self.active_view) and event.archived:
@@ -388,14 +382,9 @@ class EventFilter:
         return True
 
     def apply(self, log: Sequence[SessionEvent]) -> list[SessionEvent]:
-        """Read one session's whole log held as a list: the reference implementation.
-
-        ``archived`` on the given events is ignored: it is derived from the newest ``COMPACTION``
-        event (see the module docs), and an ``active_view`` read returns view order.
-        """
-        boundary, view = newest_boundary(log)
-        positions = {event.id: index for index, event in enumerate(log)}
-        return self.read_backwards(ReadLog(log, boundary, view, positions))
+        """The reference read of one session's whole log held as a list (``archived`` derived
+        from its newest boundary, whatever the events say; see the module docs)."""
+        return self.read_backwards(ReadLog.of(log))
 
     def read_backwards(self, log: ReadLog) -> list[SessionEvent]:
         """What this filter selects from ``log``: walked from its newest event, so the cost of
@@ -405,14 +394,15 @@ class EventFilter:
         )
 
     def window_of_newest_first(self, matched: Iterable[SessionEvent]) -> list[SessionEvent]:
-        """The window over one session's matched events given newest first, in read order: a
-        ``last_n`` stops taking once it holds ``n`` events and its oldest starts a turn (or
-        the filter searches text); every other window takes them all."""
+        """The window over one session's matched events given newest first, in read order.
+
+        A ``last_n`` window whose oldest event is not a user message reaches back to the nearest
+        matched user message before it, unless the filter searches text or there is none: it
+        can be longer than ``last_n`` by at most one turn. Other windows take every event.
+        """
         n = self.last_n
         if n is None:
-            events = list(matched)
-            events.reverse()
-            return self.apply_window(events)
+            return self.apply_window(list(matched)[::-1])
         window: list[SessionEvent] = []
         newest_first = iter(matched)
         for event in newest_first:
@@ -437,24 +427,6 @@ class EventFilter:
             start = (self.page or 0) * self.page_size
             return list(matched[start : start + self.page_size]) if start < len(matched) else []
         return list(matched)
-
-    def apply_turn_aware_window(self, matched: Sequence[SessionEvent]) -> list[SessionEvent]:
-        """The window over one session's matched events, a ``last_n`` extended to its turn start.
-
-        When the oldest event of a ``last_n`` window is not a user message, the window reaches
-        back to the nearest preceding matched user message, unless the filter searches text or
-        there is no such message. The result can be longer than ``last_n`` by at most one turn.
-        """
-        n = self.last_n
-        if n is None or self.has_text_criteria or len(matched) <= n:
-            return self.apply_window(matched)
-        start = len(matched) - n
-        if not matched[start].is_turn_start:
-            for index in range(start - 1, -1, -1):
-                if matched[index].is_turn_start:
-                    start = index
-                    break
-        return list(matched[start:])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -526,62 +498,3 @@ class EventQuery:
             page=self.page,
             page_size=self.page_size,
         )
-
-
-def newest_boundary(log: Sequence[SessionEvent]) -> tuple[int, tuple[str, ...]]:
-    """The index of the newest ``COMPACTION`` event of a log held as a list (-1: none) and the
-    ids of the active view it names."""
-    for index in range(len(log) - 1, -1, -1):
-        if log[index].type == EventType.COMPACTION:
-            return index, CompactionRecord.from_event(log[index]).view
-    return -1, ()
-
-
-@dataclass(frozen=True, slots=True)
-class ReadLog:
-    """A session's log held as a list, with what its newest boundary says: the derivation of
-    ``archived`` and of the active view (Spring AI 2.1), in one place.
-
-    Let B be the newest ``COMPACTION`` event, at ``boundary``. The active view is the events
-    B's record names (``view``), in that order, then every event after B but boundaries. A
-    message at or before B that the view does not name reads ``archived=True``; every other
-    event reads ``archived=False``. With no boundary, every event is in the view.
-    """
-
-    events: Sequence[SessionEvent]
-    """The whole log, in order."""
-    boundary: int
-    """The index of the newest boundary (the last event of its commit); -1 when none."""
-    view: Sequence[str]
-    """The ids of the active view the newest boundary names, in view order."""
-    positions: Mapping[str, int]
-    """Each event id's index in ``events``."""
-    named: frozenset[str] = field(init=False)
-    """``view`` as a set."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "named", frozenset(self.view))
-
-    def derived(self, index: int) -> SessionEvent:
-        """The event at ``index`` with ``archived`` as the newest boundary says."""
-        event = self.events[index]
-        archived = event.is_message and index <= self.boundary and event.id not in self.named
-        if event.archived == archived:
-            return event
-        return event.model_copy(update={"archived": archived})
-
-    def newest_first(self, *, active_view: bool) -> Iterator[SessionEvent]:
-        """The log from its newest event back (``archived`` derived), or the active view from
-        its end back."""
-        if not active_view:
-            for index in range(len(self.events) - 1, -1, -1):
-                yield self.derived(index)
-            return
-        for index in range(len(self.events) - 1, self.boundary, -1):
-            event = self.events[index]
-            if event.type != EventType.COMPACTION:
-                yield event if not event.archived else self.derived(index)
-        for event_id in reversed(self.view):
-            index = self.positions.get(event_id, len(self.events))
-            if index <= self.boundary:
-                yield self.derived(index)

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from .._lifecycle import closed_error
+from .._view import ReadLog
 from ..compaction_protocols import CompactionRecord
 from ..events import EventType, Session, SessionAttributes, SessionEvent
 from ..exceptions import EventIdConflict, SessionNotFound
-from ..filters import EventFilter, ReadLog
+from ..filters import EventFilter
 from ._metadata_index import DEFAULT_LIMIT, check_lookup, index_entries, index_entry, indexed_keys
 from ._protocol import (
     Lease,

@@ -27,8 +27,9 @@ from pymongo import DESCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 
 from ..._pymongo_errors import storage_errors
+from ..._view import ReadLog, newest_boundary
 from ...events import EventType, Session, SessionEvent
-from ...filters import EventFilter, ReadLog, newest_boundary
+from ...filters import EventFilter
 from .._protocol import Lease, SessionSnapshot
 from ._layout import (
     COMMIT,
@@ -328,9 +329,7 @@ async def user_events(store: Store, user_id: str, filter: EventFilter) -> list[S
                     by_session.get((session[ID], session[INCARNATION]), []), key=lambda d: d[COMMIT]
                 )
                 events = [e for d in mine for e in _commit(d, session[ID]).events]
-                boundary, view = newest_boundary(events)
-                positions = {e.id: i for i, e in enumerate(events)}
-                matched += unwindowed.read_backwards(ReadLog(events, boundary, view, positions))
+                matched += unwindowed.read_backwards(ReadLog.of(events))
     matched.sort(key=lambda e: e.timestamp)  # stable: ties keep session order, then log order
     return filter.apply_window(matched)
 

@@ -28,9 +28,19 @@ from .._protocol import (
     check_session,
     check_version,
 )
-from . import _read, _sessions
 from ._append import append
 from ._layout import COMMITS, SESSIONS, Store, create_indexes
+from ._read import find_events, first_read, snapshot_of, user_events
+from ._sessions import (
+    acquire_lease,
+    delete_expired,
+    delete_session,
+    find_by_id,
+    find_sessions,
+    insert_session,
+    release_lease,
+    save_session,
+)
 from ._timeouts import call_deadline, client_timeout, driver_info, identify, with_web_timeouts
 
 __all__ = ["MongoSessionRepository"]
@@ -172,6 +182,11 @@ class MongoSessionRepository(Closable, SessionRepository):
             self._indexed = None  # the next append tries again
             raise
 
+    async def aclose(self) -> None:
+        """Stop using the store; closes the client only if
+        [`from_uri`][asyncsession.repository.mongo.MongoSessionRepository.from_uri] made it."""
+        await super().aclose()
+
     async def _release(self) -> None:
         if self._client is not None:
             await self._client.close()
@@ -181,20 +196,20 @@ class MongoSessionRepository(Closable, SessionRepository):
     async def save(self, session: Session) -> Session:
         """Create the session, or update its owner, expiry and metadata; returns it as stored."""
         check_session(session)
-        return await self._write(lambda: _sessions.save_session(self._store, session))
+        return await self._write(lambda: save_session(self._store, session))
 
     async def save_if_absent(self, session: Session) -> bool:
         """Insert the session unless its id exists; ``True`` if this call inserted it."""
         check_session(session)
-        return await self._write(lambda: _sessions.insert_session(self._store, session))
+        return await self._write(lambda: insert_session(self._store, session))
 
     async def find_by_id(self, session_id: str) -> Session | None:
         """The session, or ``None``."""
-        return await self._call(lambda: _sessions.find_by_id(self._store, session_id))
+        return await self._call(lambda: find_by_id(self._store, session_id))
 
     async def find_by_user_id(self, user_id: str) -> list[Session]:
         """Every session of the user, oldest first (by ``created_at``, then id)."""
-        return await self._call(lambda: _sessions.find_sessions(self._store, None, user_id, None))
+        return await self._call(lambda: find_sessions(self._store, None, user_id, None))
 
     async def find_by_metadata(
         self, name: str, value: str, *, limit: int = DEFAULT_LIMIT
@@ -203,12 +218,12 @@ class MongoSessionRepository(Closable, SessionRepository):
         first, at most ``limit``: one ``find`` on an index (the principal's is ``user_id``'s)."""
         self._check_open()
         check_lookup(name, value, limit, self._store.indexed_keys)
-        return await self._call(lambda: _sessions.find_sessions(self._store, name, value, limit))
+        return await self._call(lambda: find_sessions(self._store, name, value, limit))
 
     async def delete(self, session_id: str) -> None:
         """Remove the session and its commits; an unknown id is not an error. A delete that
         dies halfway is finished by the next delete of the id or by any sweep."""
-        await self._write(lambda: _sessions.delete_session(self._store, session_id))
+        await self._write(lambda: delete_session(self._store, session_id))
 
     async def delete_expired_sessions(self, before: datetime) -> int:
         """Remove every session that expired strictly before ``before``, with its commits.
@@ -216,7 +231,7 @@ class MongoSessionRepository(Closable, SessionRepository):
         Each session is re-checked and claimed atomically, so a TTL extended meanwhile wins.
         Each is shielded on its own: a cancelled sweep stops after the session it is on.
         """
-        return await self._call(lambda: _sessions.delete_expired(self._store, before))
+        return await self._call(lambda: delete_expired(self._store, before))
 
     # --- the log ---------------------------------------------------------------------------------
 
@@ -251,22 +266,22 @@ class MongoSessionRepository(Closable, SessionRepository):
 
     async def find_events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
         """The session's matching events (see ``SessionRepository.find_events``)."""
-        return await self._call(lambda: _read.find_events(self._store, session_id, filter))
+        return await self._call(lambda: find_events(self._store, session_id, filter))
 
     async def read_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
         """The session, its version, its matching events and the newest lease: one command
         when the newest commits hold the window."""
-        return await self._call(lambda: _read.snapshot_of(self._store, session_id, filter))
+        return await self._call(lambda: snapshot_of(self._store, session_id, filter))
 
     async def find_events_by_user_id(self, user_id: str, filter: EventFilter) -> list[SessionEvent]:
         """Matching events of every session of the user, by timestamp, with a plain window."""
-        return await self._call(lambda: _read.user_events(self._store, user_id, filter))
+        return await self._call(lambda: user_events(self._store, user_id, filter))
 
     async def get_event_version(self, session_id: str) -> int:
         """The session's version (its newest commit's number); 0 for an unknown session."""
 
         async def read() -> int:
-            suffix = await _read.first_read(self._store, session_id, 1)
+            suffix = await first_read(self._store, session_id, 1)
             return 0 if suffix is None else suffix.version
 
         return await self._call(read)
@@ -277,10 +292,8 @@ class MongoSessionRepository(Closable, SessionRepository):
         """Take or renew the lease on commit ``version`` (0: the session): one conditional
         update."""
         check_version(version)
-        return await self._write(
-            lambda: _sessions.acquire_lease(self._store, session_id, version, lease)
-        )
+        return await self._write(lambda: acquire_lease(self._store, session_id, version, lease))
 
     async def release_lease(self, session_id: str, version: int, holder: str) -> None:
         """End the lease on commit ``version`` if ``holder`` holds it: one conditional update."""
-        await self._write(lambda: _sessions.release_lease(self._store, session_id, version, holder))
+        await self._write(lambda: release_lease(self._store, session_id, version, holder))
