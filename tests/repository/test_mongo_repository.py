@@ -173,23 +173,22 @@ def test_a_keyword_regex_finds_every_text_that_contains_the_keyword(
     ("message", "stored"),
     [
         pytest.param(
-            UserMessage(text='say "hi"\n'), {"kind": "user", "text": 'say "hi"\n'}, id="user"
+            UserMessage(text='say "hi"\n'), {"text": 'say "hi"\n'}, id="user"
         ),
         pytest.param(
-            AssistantMessage(text="ok"), {"kind": "assistant", "text": "ok"}, id="assistant"
+            AssistantMessage(text="ok"), {"text": "ok"}, id="assistant"
         ),
         pytest.param(
-            SystemMessage(text="be brief"), {"kind": "system", "text": "be brief"}, id="system"
+            SystemMessage(text="be brief"), {"text": "be brief"}, id="system"
         ),
         pytest.param(
             UserMessage(text="q", extra={"lang": "en", "$set": 1, "a.b": 2}),
-            {"kind": "user", "text": "q", "extra": {"lang": "en", "~%24set": 1, "~a%2Eb": 2}},
+            {"text": "q", "extra": {"lang": "en", "~%24set": 1, "~a%2Eb": 2}},
             id="user-extra",
         ),
         pytest.param(
             AssistantMessage(text="", tool_calls=[ToolCall(id="c", name="f", arguments="{}")]),
             {
-                "kind": "assistant",
                 "text": "",
                 "tool_calls": [{"id": "c", "name": "f", "arguments": "{}", "type": "function"}],
             },
@@ -197,7 +196,7 @@ def test_a_keyword_regex_finds_every_text_that_contains_the_keyword(
         ),
         pytest.param(
             SystemMessage(text="x", role="developer"),
-            {"kind": "system", "text": "x", "role": "developer"},
+            {"text": "x", "role": "developer"},
             id="developer",
         ),
     ],
@@ -205,8 +204,9 @@ def test_a_keyword_regex_finds_every_text_that_contains_the_keyword(
 def test_a_message_is_stored_as_plain_fields_and_decodes_back(
     message: Message, stored: dict[str, Any]
 ) -> None:
-    """An event's body holds its message as plain fields (defaults left out, keys MongoDB could
-    not keep escaped) and decodes to the same event."""
+    """An event's body holds its message as plain fields (defaults and the kind, which the
+    event's type says, left out; keys MongoDB could not keep escaped) and decodes to the same
+    event."""
     event = SessionEvent(session_id="s", message=message)
     doc = event_to_doc(event)
     assert doc["body"] == {"message": stored}

@@ -4,8 +4,8 @@
 
 ``sessions``
     One document per session: ``_id`` (the session id), ``user_id``, ``created_at``,
-    ``expires_at``, ``metadata``, ``attributes`` (its indexed metadata), ``incarnation`` (an
-    ObjectId made when it was inserted) and, while one is taken, a ``lease``. An append never
+    ``expires_at``, ``metadata``, ``attributes`` (its indexed metadata), ``incarnation`` (a
+    random number made when it was inserted) and, while one is taken, a ``lease``. An append never
     writes it.
 ``session_commits``
     One document per committed append: ``session``, ``commit`` (1, 2, 3, … dense per session),

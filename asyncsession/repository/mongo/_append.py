@@ -29,7 +29,6 @@ import contextlib
 from collections.abc import AsyncGenerator
 
 import bson
-from bson import ObjectId
 from pymongo.errors import DuplicateKeyError
 
 from ..._pymongo_errors import storage_errors
@@ -78,7 +77,7 @@ def encoded(store: Store, events: list[SessionEvent]) -> list[Doc]:
     return docs
 
 
-async def _incarnation(store: Store, session_id: str, at_least: int = 0) -> tuple[ObjectId, int]:
+async def _incarnation(store: Store, session_id: str, at_least: int = 0) -> tuple[int, int]:
     """The session's incarnation and the newest commit number this process knows, read when
     it knows none, or an older one than ``at_least``.
 
@@ -178,7 +177,7 @@ async def _append(
 
 
 async def _stored(
-    store: Store, session_id: str, incarnation: ObjectId, events: list[SessionEvent], number: int
+    store: Store, session_id: str, incarnation: int, events: list[SessionEvent], number: int
 ) -> set[str] | None:
     """Why an insert was refused: the ids of the batch this session has (a replay, when not
     empty); an empty set when the commit number is taken (a version conflict); ``None`` when

@@ -10,12 +10,12 @@ key with ``%``, ``.``, ``$`` and NUL percent-escaped.
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from bson import ObjectId
 from pymongo import ASCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 
@@ -54,6 +54,7 @@ __all__ = [
     "event_to_doc",
     "field_names",
     "lease_doc",
+    "new_incarnation",
     "session_fields",
     "session_from_doc",
 ]
@@ -75,7 +76,8 @@ METADATA: Final = "metadata"
 ATTRIBUTES: Final = "attributes"
 """The session's indexed metadata, one ``name\\x00value`` string each (see `_metadata_index`)."""
 INCARNATION: Final = "incarnation"
-"""An ObjectId made when the session document was inserted. Every commit carries its session's:
+"""A random number made when the session document was inserted. Every commit carries its
+session's:
 a commit an append wrote while the session was being deleted is never read as a commit of a
 new session with the same id."""
 LEASE: Final = "lease"
@@ -92,6 +94,9 @@ EVENT_ID: Final = "id"
 TYPE: Final = "type"
 TIMESTAMP: Final = "timestamp"
 MESSAGE: Final = "message"
+"""A message event's message, its fields as the message model has them, but ``kind``: the
+event's ``type`` says which message it is."""
+KIND: Final = "kind"  # layout: the message model's discriminator, never stored
 PAYLOAD: Final = "payload"
 BODY: Final = "body"
 """What the event says: ``message`` or ``payload``, and ``metadata``; one subdocument, so that it
@@ -128,6 +133,11 @@ _MESSAGE_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
 """Message fields left out of a body when they hold their default."""
 _ESCAPED: Final = "~"
 _ESCAPES: Final = {"%": "%25", ".": "%2E", "$": "%24", "\x00": "%00"}
+
+
+def new_incarnation() -> int:
+    """A random incarnation (31 bits: a plain int in mongosh)."""
+    return secrets.randbits(31)
 
 
 def field_names() -> frozenset[str]:
@@ -209,6 +219,7 @@ def event_to_doc(event: SessionEvent) -> Doc:
     body: Doc = {}
     if event.message is not None:
         message = event.message.model_dump(mode="json", exclude_none=True)
+        del message[KIND]  # the event's type says it
         for key, default in _MESSAGE_DEFAULTS:
             if key in message and message[key] == default:
                 del message[key]
@@ -223,6 +234,9 @@ def event_to_doc(event: SessionEvent) -> Doc:
 def event_from_doc(doc: Mapping[str, Any], session_id: str) -> SessionEvent:
     """The event a commit's entry holds (``archived`` is derived later, by the reader)."""
     body = _in(doc[BODY])
+    message = body.get(MESSAGE)
+    if isinstance(message, dict):
+        body[MESSAGE] = {KIND: doc[TYPE].lower(), **message}
     return SessionEvent.model_validate(
         {
             "id": doc[EVENT_ID],
@@ -242,7 +256,7 @@ def lease_doc(holder: str, expires_at: datetime) -> Doc:
 def commit_doc(
     session_id: str,
     number: int,
-    incarnation: ObjectId,
+    incarnation: int,
     events: list[Doc],
     lease: Doc | None,
 ) -> Doc:

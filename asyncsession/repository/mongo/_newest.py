@@ -21,8 +21,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Final, NamedTuple
 
-from bson import ObjectId
-
 __all__ = ["DEFAULT_CAPACITY", "Known", "Newest"]
 
 DEFAULT_CAPACITY: Final = 10_000
@@ -32,7 +30,7 @@ DEFAULT_CAPACITY: Final = 10_000
 class Known(NamedTuple):
     """What the process last saw of a session."""
 
-    incarnation: ObjectId
+    incarnation: int
     """The session document's incarnation."""
     commit: int
     """The newest commit number seen (0: none)."""
@@ -57,7 +55,7 @@ class Newest:
         return entry
 
     def note(
-        self, session_id: str, incarnation: ObjectId, commit: int, density: float | None = None
+        self, session_id: str, incarnation: int, commit: int, density: float | None = None
     ) -> None:
         """Remember that ``session_id`` (as ``incarnation``) has at least ``commit`` commits,
         and, when given, how many events its recent commits held."""

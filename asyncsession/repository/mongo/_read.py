@@ -22,7 +22,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
-from bson import ObjectId
 from pymongo import DESCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 
@@ -89,7 +88,7 @@ class Suffix:
     session: Session
     doc: Doc
     """The session document."""
-    incarnation: ObjectId
+    incarnation: int
     commits: list[Commit]
     """Oldest first."""
     low: int
@@ -162,7 +161,7 @@ async def first_read(
         if session_doc is None:
             store.newest.forget(session_id)
             return None
-        incarnation: ObjectId = session_doc[INCARNATION]
+        incarnation: int = session_doc[INCARNATION]
         others = [d for d in docs if COMMIT in d]
         mine = [d for d in others if d.get(INCARNATION) == incarnation]
         if not mine and known is not None and known.commit > 0 and span is not None and not sort:

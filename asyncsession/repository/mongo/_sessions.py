@@ -17,7 +17,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Final
 
-from bson import ObjectId
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
@@ -42,6 +41,7 @@ from ._layout import (
     Doc,
     Store,
     lease_doc,
+    new_incarnation,
     session_fields,
     session_from_doc,
 )
@@ -74,7 +74,10 @@ async def save_session(store: Store, session: Session) -> Session:
                     {ID: session.id},
                     {
                         "$set": _fields(store, session),
-                        "$setOnInsert": {CREATED_AT: session.created_at, INCARNATION: ObjectId()},
+                        "$setOnInsert": {
+                            CREATED_AT: session.created_at,
+                            INCARNATION: new_incarnation(),
+                        },
                     },
                     upsert=True,
                     return_document=ReturnDocument.AFTER,
@@ -91,7 +94,7 @@ async def save_session(store: Store, session: Session) -> Session:
 
 async def insert_session(store: Store, session: Session) -> bool:
     """Insert the session unless its id exists: one insert."""
-    incarnation = ObjectId()
+    incarnation = new_incarnation()
     doc = {ID: session.id, CREATED_AT: session.created_at, INCARNATION: incarnation}
     with storage_errors(f"create session {session.id!r}"):
         try:
