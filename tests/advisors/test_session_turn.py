@@ -83,7 +83,6 @@ async def test_the_turn_resolves_the_session_once_and_the_memory_advisor_reuses_
     assert repository.calls == {
         "read_snapshot": 1,
         "append_events": 1,
-        "get_event_version": 1,
         "append_event": 3,
     }
 
@@ -182,7 +181,6 @@ async def test_a_quiet_trigger_costs_no_database_command(
     assert repository.calls == {
         "read_snapshot": 1,
         "append_events": 1,
-        "get_event_version": 1,
         "append_event": 1,
     }
 
