@@ -29,7 +29,7 @@ import contextlib
 from collections.abc import AsyncGenerator
 
 import bson
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import DocumentTooLarge, DuplicateKeyError
 
 from ..._pymongo_errors import storage_errors
 from ...events import SessionEvent
@@ -50,31 +50,27 @@ from ._layout import (
 )
 from ._read import first_read
 
-__all__ = ["append", "encoded"]
+__all__ = ["append", "encoded", "too_large"]
 
 _ATTEMPTS = 100
 """How many commit numbers an append without a version tries before it gives up."""
-_COMMIT_OVERHEAD = 1024
-"""Room a commit document needs beside its events (session id, number, lease, keys)."""
 
 
 def encoded(store: Store, events: list[SessionEvent]) -> list[Doc]:
-    """The events as their commit holds them.
+    """The events as their commit holds them."""
+    del store
+    return [event_to_doc(event) for event in events]
 
-    Raises:
-        EventTooLarge: the commit would be over the server's document size limit (naming the
-            event that takes it over, and the size the commit has with it).
-    """
-    docs: list[Doc] = []
-    size = _COMMIT_OVERHEAD
-    limit = store.max_document_size
-    for event in events:
-        doc = event_to_doc(event)
-        size += len(bson.encode(doc)) + len(str(len(docs))) + 2
-        if size > limit:
-            raise EventTooLarge(event.id, size, limit)
-        docs.append(doc)
-    return docs
+
+def too_large(store: Store, session_id: str, docs: list[Doc]) -> EventTooLarge:
+    """The error for a commit over the server's document size limit: it names the event that
+    takes it over and the size the commit has with it (measured only on this path)."""
+    size = len(bson.encode({SESSION: session_id, COMMIT: 0, INCARNATION: 0, EVENTS: []}))
+    for doc in docs:
+        size += len(bson.encode(doc)) + 8
+        if size > store.max_document_size:
+            return EventTooLarge(doc[EVENT_ID], size, store.max_document_size)
+    return EventTooLarge(docs[-1][EVENT_ID], size, store.max_document_size)
 
 
 async def _incarnation(store: Store, session_id: str, at_least: int = 0) -> tuple[int, int]:
@@ -144,12 +140,16 @@ async def _append(
         leased = None if lease is None else lease_doc(lease.holder, lease.expires_at)
         for _ in range(_ATTEMPTS):
             doc = commit_doc(session_id, number, incarnation, docs, leased)
+            if store.double and len(bson.encode(doc)) > store.max_document_size:
+                raise too_large(store, session_id, docs)  # PyMongo refuses it on a server
             try:
                 if store.double and await store.commits.find_one(
                     {f"{EVENTS}.{EVENT_ID}": {"$in": [d[EVENT_ID] for d in docs]}}, {ID: 1}
                 ):
                     raise DuplicateKeyError("an event id is stored already")
                 await store.commits.insert_one(doc)
+            except DocumentTooLarge as exc:
+                raise too_large(store, session_id, docs) from exc
             except DuplicateKeyError:
                 pass
             else:

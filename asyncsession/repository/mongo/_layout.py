@@ -120,8 +120,8 @@ class Store:
     or wait for it (an entry goes when none does)."""
     double: bool = False
     """Whether the database is mongomock-motor, a test double that runs no ``$unionWith`` (two
-    reads instead) and enforces no unique index over array elements (an append looks its ids
-    up first)."""
+    reads instead), enforces no unique index over array elements (an append looks its ids up
+    first) and no document size limit (an append measures its commit first)."""
     max_document_size: int = 16 * 1024 * 1024
 
 
