@@ -21,7 +21,7 @@ from asyncsession.erasure import MongoErasureLedger, UserEraser
 from asyncsession.memory import MongoMemoryStore
 
 sys.path.insert(0, os.path.dirname(__file__))
-from conftest import options_for
+from encryption_support import options_for
 
 
 def _die() -> None:

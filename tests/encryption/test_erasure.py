@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from bson import Binary
-from conftest import LOCAL_KEY, options_for
+from encryption_support import LOCAL_KEY, options_for
 
 from asyncsession import (
     AssistantMessage,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from bson import Binary, Int64
 from command_counting import CommandCounter
-from conftest import LOCAL_KEY, closed_port, options_for
+from encryption_support import LOCAL_KEY, closed_port, options_for
 from pymongo import AsyncMongoClient
 
 from asyncsession.encryption import EncryptionOptions, UserKeys, key_name

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from bson import Binary
 from command_counting import CommandCounter
-from conftest import options_for
+from encryption_support import options_for
 from pymongo import AsyncMongoClient
 
 from asyncsession.encryption import UserKeys

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bson import Binary
-from conftest import options_for
+from encryption_support import options_for
 
 from asyncsession.encryption import UserKeys, key_name
 
