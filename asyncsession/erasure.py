@@ -140,6 +140,11 @@ class MongoErasureLedger:
     """
 
     def __init__(self, database: AsyncDatabase[Any], *, collection: str = "erasures") -> None:
+        if isinstance(database, str) or not callable(getattr(database, "get_collection", None)):
+            raise UsageError(
+                f"database must be a PyMongo AsyncDatabase, not {type(database).__name__}"
+            )
+        require_text(collection, "collection")
         self._collection: AsyncCollection[Any] = database.get_collection(
             collection, write_concern=_WRITE_CONCERN
         )

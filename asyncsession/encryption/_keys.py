@@ -36,7 +36,7 @@ class _KeyVaultUnavailable(EncryptionError, StorageUnavailable):
 
 def key_name(user_id: str) -> str:
     """The alternate name of ``user_id``'s data key in the key vault."""
-    return KEY_NAME_PREFIX + user_id
+    return KEY_NAME_PREFIX + require_text(user_id, "user_id")
 
 
 def _key_id_of(value: Binary) -> str:
