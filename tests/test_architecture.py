@@ -40,10 +40,12 @@ LAYERS: dict[str, int] = {
     "asyncsession._checks": 1,  # argument checks at public entry points: UsageError
     "asyncsession.compaction_protocols": 2,
     "asyncsession.plans": 2,  # deprecated alias of compaction_protocols
+    "asyncsession.encryption": 2,  # data keys per user, for every store (libmongocrypt)
     "asyncsession.repository": 3,
     "asyncsession.memory": 3,  # the memory stores: storage, beside the session stores
     "asyncsession.service": 4,
     "asyncsession._compaction_pass": 4,
+    "asyncsession.erasure": 4,  # erasing a user over the stores' public operations
     "asyncsession._server_compaction": 4,  # a reply the server compacted during, stored
     "asyncsession.compaction": 5,
     "asyncsession.chat": 6,
