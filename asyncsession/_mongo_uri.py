@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from pymongo.errors import ConfigurationError, ConnectionFailure, PyMongoError
 
-from .exceptions import StorageError
+from .exceptions import AsyncSessionError
 
 __all__ = [
     "describe_failure",
@@ -76,22 +76,21 @@ def reason(error: BaseException) -> str:
     return found.group(2).strip().lower()  # a resolver error, e.g. "name or service not known"
 
 
-def describe_failure(uri: str, error: BaseException) -> str | None:
-    """What went wrong with the server `uri` names, in one line that names the URI without its
-    password; `None` when `error` is not about the server or the URI."""
+def describe_failure(uri: str, error: BaseException) -> str:
+    """What went wrong with the server `uri` names, or with `uri` itself, in one line that shows
+    the URI without its password."""
     where = redacted(uri)
     down = in_chain(error, ConnectionFailure)
     if down is not None:
         return f"MongoDB at {where} is unreachable: {reason(down)}"
     config = in_chain(error, ConfigurationError)
     if config is not None:  # a malformed URI, or a mongodb+srv:// name that does not resolve
-        text = first_line(config)
         if is_unresolved(config):
-            return f"cannot resolve {hosts_of(uri)} (from {where}): {text}"
-        return f"invalid MongoDB URI {where}: {text}"
+            return f"cannot resolve {hosts_of(uri)} (from {where}): {first_line(config)}"
+        return f"invalid MongoDB URI {where}: {first_line(config)}"
     failed = in_chain(error, PyMongoError)
     if failed is not None:  # e.g. the server refused the credentials
         return f"MongoDB at {where} refused: {first_line(failed)}"
-    if isinstance(error, StorageError):
-        return f"MongoDB at {where} failed: {first_line(error)}"
-    return None
+    if isinstance(error, ValueError) and not isinstance(error, AsyncSessionError):
+        return f"invalid MongoDB URI {where}: {first_line(error)}"  # PyMongo's, e.g. a bad port
+    return f"MongoDB at {where} failed: {first_line(error)}"
