@@ -67,9 +67,8 @@ def failure_of(error: BaseException, *, uri: str | None, timeout: float) -> Fail
         why = (error.strerror or first_line(error)).lower()
         return Failure(EXIT_FAILED, "failed", f"cannot open{where}: {why}")
     if isinstance(error, StorageError | PyMongoError):
-        detail = str(error.__cause__ or error)
-        first = detail.splitlines()[0] if detail else type(error).__name__
-        return Failure(EXIT_FAILED, "storage", f"MongoDB failed: {first}")
+        detail = first_line(error.__cause__ or error)
+        return Failure(EXIT_FAILED, "storage", f"MongoDB failed: {detail}")
     if isinstance(error, AsyncSessionError | ValueError):
         return Failure(EXIT_FAILED, "failed", str(error))
     return None
