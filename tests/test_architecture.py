@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "asyncsession.exceptions": 0,
     "asyncsession._pymongo_errors": 0,
     "asyncsession._pymongo_compat": 0,  # PyMongo and Motor differences; imports only pymongo
+    "asyncsession._mongo_uri": 0,  # a URI and its failures in words for people (CLI, demo)
     "asyncsession._telemetry": 0,  # spans, a no-op without OpenTelemetry; imports only _version
     "asyncsession._lifecycle": 0,  # closing once, and the event loop a call runs on
     "asyncsession.messages": 1,
