@@ -14,7 +14,10 @@ adapter goes through a [`StoreLoop`][asyncsession.integrations._loops.StoreLoop]
   first use), which the store then belongs to. Sync callers, loops in other threads and loops
   that run a single framework call (``Runner.run_sync``, ``asyncio.run(history.load())``: the
   loop ends or idles after it) get that one;
-- on the caller's loop for a store that serves any loop (the in-memory store).
+- on the caller's loop for a store that serves any loop (the in-memory store); a sync caller's
+  on the loop the adapter was built on while that loop lives (else the adapters' own), so a
+  sync call beside a running loop is served by that loop, and one whose loop is blocked waiting
+  for it (``invoke`` inside ``async def``) is refused instead of answering while its write fails.
 
 A sync method called in a thread that runs an event loop raises `UsageError` at once: waiting
 there would block that loop. A call handed to a loop that does not start it within
@@ -210,18 +213,17 @@ class StoreLoop:
     def __init__(self, store: object, name: str) -> None:
         self._client = _client_of(store)
         self._name = name
+        self._built_on = running_loop()
 
-    def _home(self, caller: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop | None:
-        """The loop a call from ``caller`` (``None``: a sync caller) runs on; ``None``: the
-        caller's own, for a store that serves any loop."""
-        if self._client is None:
-            return caller if caller is not None else own_loop()
-        bound = _bound_loop(self._client)
+    def _home(self, caller: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop:
+        """The loop a call from ``caller`` (``None``: a sync caller) runs on."""
+        bound = _bound_loop(self._client) if self._client is not None else None
         if bound is not None:
             return bound
-        if caller is not None and _lasting(caller):
-            return caller
-        return own_loop()
+        if caller is not None:
+            return caller if self._client is None or _lasting(caller) else own_loop()
+        built_on = self._built_on  # a sync call beside the loop the adapter was built on: there
+        return built_on if built_on is not None and not built_on.is_closed() else own_loop()
 
     def _unusable(self, loop: asyncio.AbstractEventLoop) -> UsageError | None:
         if loop.is_closed():
@@ -242,10 +244,11 @@ class StoreLoop:
 
     def _blocked(self) -> UsageError:
         return UsageError(
-            f"{self._name} handed a call to the event loop its store belongs to, and that loop "
-            f"did not start it within {START_BOUND:g} s: the loop's thread is blocked, most "
-            "likely by a sync call made on it (invoke, run_sync) that waits for this one. Use "
-            "the async API on that loop (ainvoke, await agent.run). Nothing was written."
+            f"{self._name} handed a call to the event loop that serves it (its store's, or the "
+            f"one it was built on), and that loop did not start it within {START_BOUND:g} s: "
+            "the loop's thread is blocked, most likely by a sync call made on it (invoke, "
+            "run_sync) that waits for this one. Use the async API on that loop (ainvoke, await "
+            "agent.run). Nothing was done."
         )
 
     def _refused(self) -> str:
@@ -265,7 +268,7 @@ class StoreLoop:
         """
         here = asyncio.get_running_loop()
         home = self._home(here)
-        if home is None or home is here:
+        if home is here:
             return await _refusing_other_loops(call, self._refused())
         if (error := self._unusable(home)) is not None:
             call.close()
@@ -305,7 +308,6 @@ class StoreLoop:
                 f"that waiting for it would block: use {instead} there."
             )
         home = self._home(None)
-        assert home is not None
         if (error := self._unusable(home)) is not None:
             raise error
         ticket = _Ticket(None)
