@@ -37,6 +37,7 @@ from typing import Any, Final, TypeVar
 from pymongo import AsyncMongoClient
 
 from .._lifecycle import running_loop
+from .._shield import shielded
 from ..exceptions import UsageError
 
 __all__ = ["START_BOUND", "StoreLoop", "own_loop"]
@@ -165,7 +166,7 @@ class _Ticket:
             self._state = "abandoned"
             return True
 
-    async def run(self, call: Coroutine[Any, Any, _T], refused: str) -> _T:
+    async def run(self, call: Coroutine[Any, Any, _T], refused: str, write: bool) -> _T:
         """Run ``call`` unless the ticket was abandoned (then it is cancelled, never started)."""
         with self._lock:
             if self._state == "abandoned":
@@ -176,7 +177,7 @@ class _Ticket:
         if self._caller is not None and self.started_here is not None:
             with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody waits
                 self._caller.call_soon_threadsafe(_resolve, self.started_here)
-        return await _refusing_other_loops(call, refused)
+        return await _refusing_other_loops(shielded(call) if write else call, refused)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -260,7 +261,8 @@ class StoreLoop:
 
     async def run(self, call: Coroutine[Any, Any, _T], *, write: bool = False) -> _T:
         """Await ``call`` on the store's loop. A ``write`` that has started runs to its end
-        before a cancelled caller sees the cancellation; a read is cancelled with it.
+        before a cancelled caller sees the cancellation (`shielded`, on the loop it runs on); a
+        read is cancelled with it. A call that is refused is closed unstarted.
 
         Raises:
             UsageError: the store's loop has ended, is not running, or did not start the call
@@ -269,12 +271,12 @@ class StoreLoop:
         here = asyncio.get_running_loop()
         home = self._home(here)
         if home is here:
-            return await _refusing_other_loops(call, self._refused())
+            return await _refusing_other_loops(shielded(call) if write else call, self._refused())
         if (error := self._unusable(home)) is not None:
             call.close()
             raise error
         ticket = _Ticket(here)
-        future = asyncio.run_coroutine_threadsafe(ticket.run(call, self._refused()), home)
+        future = asyncio.run_coroutine_threadsafe(ticket.run(call, self._refused(), write), home)
         done = asyncio.wrap_future(future)
         assert ticket.started_here is not None
         try:
@@ -311,7 +313,9 @@ class StoreLoop:
         if (error := self._unusable(home)) is not None:
             raise error
         ticket = _Ticket(None)
-        future = asyncio.run_coroutine_threadsafe(ticket.run(call(), self._refused()), home)
+        future = asyncio.run_coroutine_threadsafe(
+            ticket.run(call(), self._refused(), write=False), home
+        )
         if not ticket.started.wait(START_BOUND) and ticket.abandon():
             raise self._blocked()
         return future.result()

@@ -39,7 +39,6 @@ from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
 from .._checks import require_event, require_service, require_text, require_type
-from .._shield import shielded
 from ..events import CreateSessionRequest, EventType, Session, SessionEvent
 from ..exceptions import SessionExists, SessionNotFound, UsageError
 from ..filters import EventFilter
@@ -310,7 +309,7 @@ class AdkSessionService(BaseSessionService):
         }
         request = CreateSessionRequest(id=key, user_id=user_id, metadata={METADATA_KEY: scope})
         try:
-            await shielded(self.service.create(request))
+            await self.service.create(request)
         except SessionExists as exc:
             raise AlreadyExistsError(f"Session with id {session_id} already exists.") from exc
         stamp = str(uuid.uuid4())
@@ -411,7 +410,7 @@ class AdkSessionService(BaseSessionService):
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete the session and its events; nothing happens for an unknown one."""
         delete = self._delete(app_name, user_id, session_id.strip())
-        await self._loop.run(shielded(delete), write=True)
+        await self._loop.run(delete, write=True)
 
     async def _delete(self, app_name: str, user_id: str, session_id: str) -> None:
         key = self.session_key(app_name, user_id, session_id)
@@ -440,7 +439,7 @@ class AdkSessionService(BaseSessionService):
         app_delta, user_delta, session_delta = _split(event.actions.state_delta or {})
         key = self.session_key(session.app_name, session.user_id, session.id)
         store = self._store(key, session, event, (app_delta, user_delta, session_delta))
-        await self._loop.run(shielded(store), write=True)
+        await self._loop.run(store, write=True)
         self._commit_event_to_session(session, event)
         session.last_update_time = event.timestamp
         return event

@@ -41,7 +41,6 @@ from .._checks import (
     require_text,
     require_type,
 )
-from .._shield import shielded
 from ..compaction import CompactionResult, CompactionStrategy, TriggerLike
 from ..events import SessionEvent
 from ..exceptions import UsageError
@@ -376,10 +375,8 @@ class LangChainHistory(BaseChatMessageHistory):
                 for event_id, message in zip(ids, messages, strict=True)
             ]
 
-        await shielded(
-            self._session.append_retrying(
-                _fingerprint(messages), len(messages), build, lambda i: self._event_id(messages[i])
-            )
+        await self._session.append_retrying(
+            _fingerprint(messages), len(messages), build, lambda i: self._event_id(messages[i])
         )
         if self._trigger is not None:
             await self._compact()
@@ -395,7 +392,7 @@ class LangChainHistory(BaseChatMessageHistory):
         Raises:
             AccessDenied: the session belongs to another user; nothing was deleted.
         """
-        await self._loop.run(shielded(self._session.delete()), write=True)
+        await self._loop.run(self._session.delete(), write=True)
 
     async def compact(self) -> CompactionResult | None:
         """Compact with the trigger and strategy now; ``None`` without them or a session.
@@ -430,6 +427,4 @@ class LangChainHistory(BaseChatMessageHistory):
 
     def clear(self) -> None:
         """``aclear`` for sync callers (see the class docs)."""
-        self._loop.run_sync(
-            lambda: shielded(self._session.delete()), method="clear", instead=self._INSTEAD
-        )
+        self._loop.run_sync(self._session.delete, method="clear", instead=self._INSTEAD)

@@ -26,7 +26,6 @@ from pydantic import JsonValue
 
 from .._checks import SERVICE_METHODS, require_nonblank, require_object
 from .._lifecycle import Closable
-from .._shield import shielded
 from ..compaction import (
     CompactionRequest,
     CompactionResult,
@@ -325,7 +324,7 @@ class AgentsSession(Closable):
         write = self._session.append_retrying(
             _fingerprint(messages), len(messages), build, lambda _: str(uuid.uuid4())
         )
-        await self._loop.run(shielded(write), write=True)
+        await self._loop.run(write, write=True)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Archive the newest item and return it; ``None`` when the active view is empty.
@@ -336,7 +335,7 @@ class AgentsSession(Closable):
             AccessDenied: the session belongs to another user; nothing was changed.
         """
         self._check_open()
-        return await self._loop.run(shielded(self._pop()), write=True)
+        return await self._loop.run(self._pop(), write=True)
 
     async def _pop(self) -> TResponseInputItem | None:
         while True:
@@ -355,7 +354,7 @@ class AgentsSession(Closable):
             AccessDenied: the session belongs to another user; nothing was changed.
         """
         self._check_open()
-        await self._loop.run(shielded(self._clear()), write=True)
+        await self._loop.run(self._clear(), write=True)
 
     async def _clear(self) -> None:
         while True:

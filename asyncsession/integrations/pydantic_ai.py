@@ -47,7 +47,6 @@ from .._checks import (
     require_text,
     require_type,
 )
-from .._shield import shielded
 from ..compaction import CompactionResult, CompactionStrategy, TriggerLike
 from ..events import SessionEvent
 from ..exceptions import UsageError
@@ -492,7 +491,7 @@ class PydanticAIHistory:
         return str(uuid.uuid5(_ID_NAMESPACE, f"{self.session_id}\x00{fingerprint}"))
 
     async def _store(self, events: list[SessionEvent]) -> None:
-        await shielded(self._session.append(events))
+        await self._session.append(events)
         if self._trigger is not None:
             await self._compact()
 
