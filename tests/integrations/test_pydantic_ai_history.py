@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -143,6 +143,40 @@ async def test_every_part_kind_reads_back_equal(service: SessionService) -> None
     # Pydantic AI's own round trip narrows BinaryContent to BinaryImage (and fills an ImageUrl's
     # media type in), so only the first message differs from the objects as built.
     assert loaded[1:] == EVERY_PART[1:]
+
+
+async def test_bytes_in_a_tool_return_come_back_as_bytes(service: SessionService) -> None:
+    """Bytes and a bytearray a tool returned (on their own, nested in a dict and a list, in the
+    part's metadata) load back as bytes, where Pydantic AI's own JSON round trip turns them
+    into base64 text; a tool's text stays text, and storing them again stores nothing."""
+    raw = bytes(range(256))
+    returned = [
+        ModelRequest(
+            parts=[
+                ToolReturnPart(tool_name="read", content=raw, tool_call_id="c1"),
+                ToolReturnPart(
+                    tool_name="pack",
+                    content={"image": bytearray(b"\x89PNG"), "pages": [b"one", "two", 3]},
+                    tool_call_id="c2",
+                    metadata={"digest": b"\x00\xff"},
+                ),
+            ],
+            timestamp=T0,
+        )
+    ]
+    history = PydanticAIHistory("bytes", service)
+    await history.store(returned)
+    (loaded,) = await history.load()
+    first, second = cast("list[ToolReturnPart]", loaded.parts)
+    assert first.content == raw
+    assert type(first.content) is bytes
+    assert second.content == {"image": b"\x89PNG", "pages": [b"one", "two", 3]}
+    assert type(second.content["image"]) is bytes
+    assert second.metadata == {"digest": b"\x00\xff"}
+    assert loaded == returned[0]
+    assert isinstance(cast("ToolReturnPart", reference(returned)[0].parts[0]).content, str)
+    await history.store(returned)
+    assert len(await service.get_events("bytes")) == 1
 
 
 async def test_messages_are_real_message_events(service: SessionService) -> None:
