@@ -80,6 +80,21 @@ class AdapterSession:
         self.check(found.session if found is not None else None)
         return found
 
+    async def active(self, limit: int | None) -> list[SessionEvent]:
+        """The events of the active view, oldest first (the newest ``limit`` of them, extended
+        to the start of their turn, when given); empty when the session does not exist.
+
+        Raises:
+            AccessDenied: the session belongs to another user.
+        """
+        read = (
+            EventFilter.active()
+            if limit is None
+            else EventFilter(exclude_archived=True, active_view=True, last_n=limit)
+        )
+        found = await self.snapshot(read)
+        return list(found.events) if found is not None else []
+
     async def exists(self) -> bool:
         """Whether the session exists (checking its owner unless this object did already).
 

@@ -44,7 +44,6 @@ from .._checks import (
 from ..compaction import CompactionResult, CompactionStrategy, TriggerLike
 from ..events import SessionEvent
 from ..exceptions import UsageError
-from ..filters import EventFilter
 from ..messages import (
     AssistantMessage,
     Message,
@@ -339,15 +338,8 @@ class LangChainHistory(BaseChatMessageHistory):
         return await self._loop.run(self._read(self.history_size))
 
     async def _read(self, limit: int | None) -> list[lc.BaseMessage]:
-        read = (
-            EventFilter.active()
-            if limit is None
-            else EventFilter(exclude_archived=True, active_view=True, last_n=limit)
-        )
-        snapshot = await self._session.snapshot(read)
-        if snapshot is None:
-            return []
-        messages = [message for event in snapshot.events for message in from_event(event)]
+        events = await self._session.active(limit)
+        messages = [message for event in events for message in from_event(event)]
         if limit is not None and messages and not _starts_turn(messages[0]):
             messages = whole_turns(await self._read(None), limit)  # the window split a turn
         return messages

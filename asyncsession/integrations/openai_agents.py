@@ -36,7 +36,6 @@ from ..compaction import (
 )
 from ..events import SessionEvent
 from ..exceptions import UsageError
-from ..filters import EventFilter
 from ..messages import Message
 from ..openai import items_to_messages, messages_to_items
 from ..service import SessionService
@@ -279,15 +278,8 @@ class AgentsSession(Closable):
         return await self._loop.run(self._read(limit))
 
     async def _read(self, limit: int | None) -> list[TResponseInputItem]:
-        read = (
-            EventFilter.active()
-            if limit is None
-            else EventFilter(exclude_archived=True, active_view=True, last_n=limit)
-        )
-        snapshot = await self._session.snapshot(read)
-        if snapshot is None:
-            return []
-        items = [item for event in snapshot.events for item in _items_of(event)]
+        events = await self._session.active(limit)
+        items = [item for event in events for item in _items_of(event)]
         if limit is not None and len(items) > limit:
             cut = len(items) - limit
             while self.whole_turns and cut > 0 and not _starts_turn(items[cut]):

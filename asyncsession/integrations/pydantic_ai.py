@@ -50,7 +50,6 @@ from .._checks import (
 from ..compaction import CompactionResult, CompactionStrategy, TriggerLike
 from ..events import SessionEvent
 from ..exceptions import UsageError
-from ..filters import EventFilter
 from ..messages import (
     AssistantMessage,
     Message,
@@ -437,20 +436,13 @@ class PydanticAIHistory:
     async def _read(self, limit: int | None) -> list[ModelMessage]:
         if limit is not None and limit <= 0:
             return []
-        read = (
-            EventFilter.active()
-            if limit is None
-            else EventFilter(exclude_archived=True, active_view=True, last_n=limit)
-        )
-        snapshot = await self._session.snapshot(read)
-        if snapshot is None:
-            return []
-        messages = [from_event(event) for event in snapshot.events]
+        events = await self._session.active(limit)
+        messages = [from_event(event) for event in events]
         if limit is not None and messages and not _starts_turn(messages[0]):
             return _cut(await self._read(None), limit)  # the window split a tool round: widen it
         self._loaded = {
             fingerprint: event.id
-            for event, message in zip(snapshot.events, messages, strict=True)
+            for event, message in zip(events, messages, strict=True)
             if event.id != self._event_id(fingerprint := _fingerprint(message))
         }
         return messages

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import Callable
 from typing import Any
 
 from asyncsession import DefaultSessionService, InMemorySessionRepository, MongoSessionRepository
@@ -134,30 +134,10 @@ def pydantic_ai_run_sync(uri: str, database: str, session_id: str) -> dict[str, 
     }
 
 
-class _CountingModel:
-    """Built lazily: an ADK model that answers with the number of contents it was sent."""
-
-    @staticmethod
-    def build() -> Any:
-        from google.adk.models.base_llm import BaseLlm
-        from google.adk.models.llm_request import LlmRequest
-        from google.adk.models.llm_response import LlmResponse
-        from google.genai import types
-
-        class CountingModel(BaseLlm):
-            async def generate_content_async(
-                self, llm_request: LlmRequest, stream: bool = False
-            ) -> AsyncGenerator[LlmResponse]:
-                text = f"sent {len(llm_request.contents)}"
-                part = types.Part(text=text)
-                yield LlmResponse(content=types.Content(role="model", parts=[part]))
-
-        return CountingModel(model="counting")
-
-
 def adk_runner_run(uri: str, database: str, session_id: str) -> dict[str, Any]:
     """asyncio.run(create_session(...)) with a state value JSON has no form for, then the sync
     runner.run twice, as ADK's guides write a script."""
+    from adk_support import CountingModel
     from google.adk.agents import LlmAgent
     from google.adk.runners import Runner
     from google.genai import types
@@ -172,7 +152,7 @@ def adk_runner_run(uri: str, database: str, session_id: str) -> dict[str, Any]:
     )
     runner = Runner(
         app_name="app",
-        agent=LlmAgent(name="a", model=_CountingModel.build()),
+        agent=LlmAgent(name="a", model=CountingModel(model="counting")),
         session_service=sessions,
     )
     replies = []

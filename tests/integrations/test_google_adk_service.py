@@ -5,17 +5,14 @@ a lost acknowledgement that store nothing twice."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from adk_support import CountingModel
 from google.adk.agents import LlmAgent
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions
-from google.adk.models.base_llm import BaseLlm
-from google.adk.models.llm_request import LlmRequest
-from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
 from google.adk.sessions import Session
 from google.adk.sessions._session_util import make_json_safe_state
@@ -82,16 +79,6 @@ EVERY_PART = [
 ]
 
 
-class EchoLlm(BaseLlm):
-    """A model that answers with how many contents it was sent."""
-
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse]:
-        text = f"{len(llm_request.contents)} contents"
-        yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
-
-
 async def test_every_part_kind_reads_back_equal(service: SessionService) -> None:
     adk = AdkSessionService(service)
     session = await adk.create_session(app_name="app", user_id="u", session_id="every")
@@ -136,7 +123,7 @@ async def test_a_runner_runs_end_to_end(service: SessionService) -> None:
     """An ADK ``Runner`` with a model that counts what it is sent: the second run sees the
     first run's events, read back from the store."""
     adk = AdkSessionService(service)
-    agent = LlmAgent(name="echo", model=EchoLlm(model="echo"))
+    agent = LlmAgent(name="echo", model=CountingModel(model="counting"))
     runner = Runner(app_name="app", agent=agent, session_service=adk)
     await adk.create_session(app_name="app", user_id="u", session_id="run")
     replies: list[str] = []
@@ -145,7 +132,7 @@ async def test_a_runner_runs_end_to_end(service: SessionService) -> None:
         async for event in runner.run_async(user_id="u", session_id="run", new_message=message):
             if event.content is not None and event.content.parts:
                 replies.append(event.content.parts[0].text or "")
-    assert replies == ["1 contents", "3 contents"]
+    assert replies == ["sent 1", "sent 3"]
     got = await AdkSessionService(service).get_session(
         app_name="app", user_id="u", session_id="run"
     )

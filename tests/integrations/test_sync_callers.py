@@ -13,17 +13,15 @@ import gc
 import threading
 import time
 import warnings
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from adk_support import CountingModel
 from agents import Agent as SdkAgent
 from agents import Runner
 from agents.testing import ScriptedModel, assistant_message
 from google.adk.agents import LlmAgent
-from google.adk.models.base_llm import BaseLlm
-from google.adk.models.llm_request import LlmRequest
-from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner as AdkRunner
 from google.genai import types
 from langchain_core.messages import AIMessage, HumanMessage
@@ -56,16 +54,6 @@ def run_sync_in_a_thread(agent: SdkAgent[Any], text: str, session: AgentsSession
         return Runner.run_sync(agent, text, session=session)
     finally:
         close_this_threads_loop()
-
-
-class CountingModel(BaseLlm):
-    """An ADK model that answers with the number of contents it was sent."""
-
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse]:
-        text = f"sent {len(llm_request.contents)}"
-        yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
 
 
 def ask(text: str) -> types.Content:
