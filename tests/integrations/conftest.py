@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -127,60 +127,53 @@ def any_session(request: pytest.FixtureRequest) -> SessionFactory:
     return make
 
 
-@pytest.fixture(
-    params=["list", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)],
-)
+def _histories(request: pytest.FixtureRequest, mongo: str, make: Callable[..., Any]) -> Any:
+    """A factory of the reference (param ``list``/``control``: one in-process history per id)
+    or of ``make(session_id, service)`` over the in-memory store or ``mongo`` (a fixture)."""
+    if request.param in ("list", "control"):
+        reference: dict[str, Any] = {}
+        return lambda session_id: reference.setdefault(session_id, make(session_id, None))
+    service: SessionService = request.getfixturevalue(
+        mongo if request.param == "mongo" else "memory_service"
+    )
+    return lambda session_id: make(session_id, service)
+
+
+def _pydantic_ai(session_id: str, service: SessionService | None) -> Any:
+    return ListHistory() if service is None else PydanticAIHistory(session_id, service)
+
+
+def _langchain(session_id: str, service: SessionService | None) -> Any:
+    return (
+        InMemoryChatMessageHistory() if service is None else LangChainHistory(session_id, service)
+    )
+
+
+@pytest.fixture(params=["list", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)])
 def any_history(request: pytest.FixtureRequest) -> HistoryFactory:
     """Builds a Pydantic AI history: the in-process list (the reference) or ours, on each store."""
-    if request.param == "list":
-        lists: dict[str, ListHistory] = {}
-        return lambda session_id: lists.setdefault(session_id, ListHistory())
-    service: SessionService = request.getfixturevalue(f"{request.param}_service")
-    return lambda session_id: PydanticAIHistory(session_id, service)
+    return _histories(request, "mongo_service", _pydantic_ai)  # type: ignore[no-any-return]
 
 
-@pytest.fixture(
-    params=["list", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)],
-)
+@pytest.fixture(params=["list", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)])
 def any_sync_history(request: pytest.FixtureRequest) -> SyncHistoryFactory:
     """The same histories for sync callers (``agent.run_sync``): no event loop runs in the
     test's thread, and the MongoDB store is one no loop has used (``from_uri``)."""
-    if request.param == "list":
-        lists: dict[str, ListHistory] = {}
-        return lambda session_id: lists.setdefault(session_id, ListHistory())
-    service: SessionService = request.getfixturevalue(
-        "memory_service" if request.param == "memory" else "unbound_mongo_service"
-    )
-    return lambda session_id: PydanticAIHistory(session_id, service)
+    return _histories(request, "unbound_mongo_service", _pydantic_ai)  # type: ignore[no-any-return]
 
 
-@pytest.fixture(
-    params=["control", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)],
-)
+@pytest.fixture(params=["control", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)])
 def any_chat_history(request: pytest.FixtureRequest) -> ChatHistoryFactory:
     """LangChain's ``InMemoryChatMessageHistory`` (the reference) or ``LangChainHistory`` on
     each store, for async tests (the MongoDB client belongs to the test's loop)."""
-    if request.param == "control":
-        histories: dict[str, InMemoryChatMessageHistory] = {}
-        return lambda session_id: histories.setdefault(session_id, InMemoryChatMessageHistory())
-    service: SessionService = request.getfixturevalue(f"{request.param}_service")
-    return lambda session_id: LangChainHistory(session_id, service)
+    return _histories(request, "mongo_service", _langchain)  # type: ignore[no-any-return]
 
 
-@pytest.fixture(
-    params=["control", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)],
-)
+@pytest.fixture(params=["control", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)])
 def sync_chat_history(request: pytest.FixtureRequest) -> ChatHistoryFactory:
     """The same histories for sync tests, as a plain script has them: no event loop runs in the
     test's thread, and the MongoDB store is one no loop has used (``from_uri``)."""
-    if request.param == "control":
-        histories: dict[str, InMemoryChatMessageHistory] = {}
-        return lambda session_id: histories.setdefault(session_id, InMemoryChatMessageHistory())
-    if request.param == "memory":
-        service: SessionService = request.getfixturevalue("memory_service")
-    else:
-        service = request.getfixturevalue("unbound_mongo_service")
-    return lambda session_id: LangChainHistory(session_id, service)
+    return _histories(request, "unbound_mongo_service", _langchain)  # type: ignore[no-any-return]
 
 
 @pytest.fixture(

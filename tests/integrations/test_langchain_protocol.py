@@ -216,14 +216,17 @@ def history_key_chain(factory: ChatHistoryFactory, output: str = "text") -> Any:
     )
 
 
+HISTORY_KEY_TESTS = [
+    ("text", "3", "test_input_dict_with_history_key"),
+    ("message", "4", "test_output_message"),
+    ("messages", "6", "test_output_messages"),
+    ("dict", "7", "test_output_dict"),
+]
+"""The output shape, the session id and the name of each original."""
+
+
 @pytest.mark.parametrize(
-    ("output", "session"),
-    [
-        pytest.param("text", "3", id="test_input_dict_with_history_key"),
-        pytest.param("message", "4", id="test_output_message"),
-        pytest.param("messages", "6", id="test_output_messages"),
-        pytest.param("dict", "7", id="test_output_dict"),
-    ],
+    ("output", "session"), [pytest.param(o, s, id=name) for o, s, name in HISTORY_KEY_TESTS]
 )
 def test_history_key(sync_chat_history: ChatHistoryFactory, output: str, session: str) -> None:
     with_history = history_key_chain(sync_chat_history, output)
@@ -236,12 +239,7 @@ def test_history_key(sync_chat_history: ChatHistoryFactory, output: str, session
 
 @pytest.mark.parametrize(
     ("output", "session"),
-    [
-        pytest.param("text", "3_async", id="test_input_dict_with_history_key_async"),
-        pytest.param("message", "4_async", id="test_output_message_async"),
-        pytest.param("messages", "6_async", id="test_output_messages_async"),
-        pytest.param("dict", "7_async", id="test_output_dict_async"),
-    ],
+    [pytest.param(o, f"{s}_async", id=f"{name}_async") for o, s, name in HISTORY_KEY_TESTS],
 )
 async def test_history_key_async(
     any_chat_history: ChatHistoryFactory, output: str, session: str
