@@ -58,7 +58,8 @@ _ONE_CALL: Final = (
     "langchain.",
     "langgraph.",
 )
-"""Modules whose coroutine, as the task a loop runs, means the loop serves that one call."""
+"""Modules whose coroutine, as the one a loop was started to run, means the loop serves that one
+call (tasks these frameworks start inside an app's loop do not count: only the loop's own)."""
 _T = TypeVar("_T")
 
 _own_lock = threading.Lock()
@@ -131,17 +132,28 @@ def _bound_loop(client: object) -> asyncio.AbstractEventLoop | None:
     return loop if isinstance(loop, asyncio.AbstractEventLoop) else None
 
 
+def _driven_by(loop: asyncio.AbstractEventLoop) -> str:
+    """The module of the coroutine the loop was started to run to its end (``asyncio.run(x)``,
+    ``run_until_complete(x)``: the task with asyncio's completion callback), or ``""`` for a
+    loop that runs until stopped (a notebook's, a server's ``run_forever``)."""
+    for task in asyncio.all_tasks(loop):
+        callbacks = getattr(task, "_callbacks", None) or ()
+        if any(
+            getattr(entry[0], "__name__", "") == "_run_until_complete_cb" for entry in callbacks
+        ):
+            frame = getattr(task.get_coro(), "cr_frame", None)
+            return str(frame.f_globals.get("__name__", "")) if frame is not None else ""
+    return ""
+
+
 def _lasting(loop: asyncio.AbstractEventLoop) -> bool:
     """Whether the running ``loop`` looks like it outlives the call: it runs in the main thread,
-    and its task was not started for a single framework call (``Runner.run_sync``,
+    and it was not started for a single framework call (``Runner.run_sync``,
     ``Agent.run_sync`` and ``asyncio.run(history.load())`` run one call on a loop that then
     ends or idles; an app, a server, a notebook or a test runs code of its own)."""
     if threading.current_thread() is not threading.main_thread():
         return False
-    task = asyncio.current_task(loop)
-    frame = getattr(task.get_coro(), "cr_frame", None) if task is not None else None
-    module = str(frame.f_globals.get("__name__", "")) if frame is not None else ""
-    return not module.startswith(_ONE_CALL)
+    return not _driven_by(loop).startswith(_ONE_CALL)
 
 
 class _Ticket:

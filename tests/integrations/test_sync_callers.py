@@ -12,6 +12,7 @@ import asyncio
 import gc
 import threading
 import time
+import uuid
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,8 +26,11 @@ from google.adk.agents import LlmAgent
 from google.adk.runners import Runner as AdkRunner
 from google.genai import types
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables.history import RunnableWithMessageHistory
 from pydantic_ai import Agent, ModelRequest
 from pydantic_ai.models.test import TestModel
+from pymongo import AsyncMongoClient
 
 from asyncsession import DefaultSessionService, MongoSessionRepository, SessionEvent
 from asyncsession.exceptions import UsageError
@@ -161,6 +165,33 @@ def test_a_store_whose_loop_has_ended_is_a_usage_error_that_says_why(mongo_uri: 
         warnings.simplefilter("ignore", ResourceWarning)
         refused()
         gc.collect()
+
+
+@pytest.mark.filterwarnings("ignore::langchain_core._api.deprecation.LangChainDeprecationWarning")
+async def test_an_apps_loop_keeps_a_store_the_frameworks_use_first(mongo_uri: str) -> None:
+    """In an app's loop (this test's), a store no loop has used yet goes to that loop even when
+    the framework makes the first call in a task of its own (LangChain gathers the history read,
+    the Agents SDK streams in a background task): the app's own calls on the store work after."""
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri, tz_aware=True)
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    try:
+        service = DefaultSessionService(MongoSessionRepository(client[name]))
+        chain = RunnableWithMessageHistory(
+            RunnableLambda(lambda messages: f"{len(messages)} messages"),
+            lambda session_id: LangChainHistory(session_id, service),
+        )
+        config: RunnableConfig = {"configurable": {"session_id": "app"}}
+        assert await chain.ainvoke([HumanMessage(content="hi")], config) == "1 messages"
+        session = AgentsSession("streamed", service)
+        agent = SdkAgent(name="t", model=ScriptedModel([[assistant_message("streamed")]]))
+        streamed = Runner.run_streamed(agent, "q", session=session)
+        async for _ in streamed.stream_events():
+            pass
+        assert len(await service.get_events("app")) == 2  # the app's own call, on its loop
+        assert len(await service.get_events("streamed")) == 2
+    finally:
+        await client.drop_database(name)
+        await client.close()
 
 
 # --- sync callers beside a running loop ----------------------------------------------------------
