@@ -346,7 +346,9 @@ class PydanticAIHistory:
     (its parts, timestamps and run id), so a message the session holds already is a replay
     that stores nothing: storing ``result.all_messages()`` stores only what the run added, and
     a retry after a lost acknowledgement, from any object or process, stores nothing twice. A
-    message loaded from an event written by others (a summary) stores as that event.
+    message loaded from an event written by others (a summary) stores as that event. Messages
+    of agent runs carry their run's id and timestamps, so two are never taken for one; two
+    messages built with equal parts and equal timestamps are one message here.
 
     **Windows.** ``load(limit=n)`` returns about the newest ``n`` messages, extended back to a
     request that answers no tool call, so the model never sees a tool return without its call.
