@@ -15,7 +15,7 @@ adapter goes through a [`StoreLoop`][asyncsession.integrations._loops.StoreLoop]
   that run a single framework call (``Runner.run_sync``, ``asyncio.run(history.load())``: the
   loop ends or idles after it) get that one;
 - on the caller's loop for a store that serves any loop (the in-memory store); a sync caller's
-  on the loop the adapter was built on while that loop lives (else the adapters' own), so a
+  on the loop the adapter was built on while that loop runs (else the adapters' own), so a
   sync call beside a running loop is served by that loop, and one whose loop is blocked waiting
   for it (``invoke`` inside ``async def``) is refused instead of answering while its write fails.
 
@@ -236,7 +236,7 @@ class StoreLoop:
         if caller is not None:
             return caller if self._client is None or _lasting(caller) else own_loop()
         built_on = self._built_on  # a sync call beside the loop the adapter was built on: there
-        return built_on if built_on is not None and not built_on.is_closed() else own_loop()
+        return built_on if built_on is not None and built_on.is_running() else own_loop()
 
     def _unusable(self, loop: asyncio.AbstractEventLoop) -> UsageError | None:
         if loop.is_closed():
