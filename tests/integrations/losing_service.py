@@ -38,10 +38,3 @@ class LosingService(DelegatingSessionService):
             self.fail -= 1
             raise StorageError("injected: the acknowledgement was lost")
         return result
-
-
-class LosingTurnService(LosingService):
-    """A :class:`LosingService` whose turn starts fail the same way as its appends."""
-
-    async def start_turn(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._fail_around(super().start_turn(*args, **kwargs))
