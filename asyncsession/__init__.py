@@ -6,7 +6,7 @@ turns without losing them.
 """
 
 from ._version import __version__
-from .compaction_protocols import CompactionPlan, CompactionResult, Insert
+from .compaction_protocols import CompactionResult
 from .events import (
     COMPACTION_SOURCE,
     SYNTHETIC,
@@ -26,7 +26,6 @@ from .exceptions import (
     EncryptionError,
     EventIdConflict,
     EventTooLarge,
-    InvalidCompactionPlan,
     InvalidFilter,
     InvalidText,
     MemoryBackendError,
@@ -81,7 +80,6 @@ __all__ = [
     "ChatError",
     "ChatTimeout",
     "CompactionError",
-    "CompactionPlan",
     "CompactionResult",
     "ContentErased",
     "CreateSessionRequest",
@@ -94,8 +92,6 @@ __all__ = [
     "EventTooLarge",
     "EventType",
     "InMemorySessionRepository",
-    "Insert",
-    "InvalidCompactionPlan",
     "InvalidFilter",
     "InvalidText",
     "MatchMode",

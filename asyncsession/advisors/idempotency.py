@@ -21,9 +21,10 @@ Guarantee: a retry that starts after an attempt of the same request completed ne
 model. Attempts of one request that overlap in one process run one after the other (a lock per
 session and request id), so the model is called once when the first completes.
 
-Across processes, give the advisor the store as ``leases`` (a `TurnLeaseRepository`: both stores
-are). The attempt that will call the model first takes a lease on the request id, a
-compare-and-swap on the session document with an expiry (``lease_ttl``); an overlapping attempt
+Across processes, give the advisor the store as ``leases``. The attempt that will call the model
+first takes a lease on the session (``acquire_lease`` at version 0, a compare-and-swap on the
+session document with an expiry, ``lease_ttl``), so attempts of one session with a request id
+run one at a time; an overlapping attempt
 in any process waits, at most ``wait`` seconds, for the holder's reply and returns it (replayed
 as chunks on the stream path), takes the turn over if the holder let go (it failed, or crashed
 and its lease expired), or raises `TurnInProgress`. The model is then called once per request
@@ -41,7 +42,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from .._checks import require_int
@@ -50,7 +51,7 @@ from ..events import SessionEvent
 from ..exceptions import AccessDenied, SessionNotFound, TurnInProgress, UsageError
 from ..filters import EventFilter
 from ..messages import AssistantMessage, ToolResponseMessage, UserMessage
-from ..repository import TurnLeaseRepository
+from ..repository import Lease, SessionRepository
 from ..service import SessionService
 from ._return_direct import returned_results
 from ._returned import RETURN_DIRECT
@@ -138,7 +139,7 @@ class IdempotentTurnAdvisor:
         *,
         lookback: int = 200,
         order: int = DEFAULT_ORDER,
-        leases: TurnLeaseRepository | None = None,
+        leases: SessionRepository | None = None,
         lease_ttl: timedelta = timedelta(seconds=120),
         wait: float = 30.0,
         poll: float = 0.05,
@@ -146,8 +147,10 @@ class IdempotentTurnAdvisor:
         check_service(service, "IdempotentTurnAdvisor")
         if require_int(lookback, "lookback") <= 0:
             raise ValueError(f"lookback must be positive, got {lookback!r}")
-        if leases is not None and not isinstance(leases, TurnLeaseRepository):
-            raise UsageError(f"leases must be a TurnLeaseRepository, not {leases!r}")
+        if leases is not None and not all(
+            callable(getattr(leases, name, None)) for name in ("acquire_lease", "release_lease")
+        ):
+            raise UsageError(f"leases must be a SessionRepository, not {leases!r}")
         if lease_ttl <= timedelta(0) or wait < 0 or poll <= 0:
             raise UsageError("lease_ttl and poll must be positive and wait not negative")
         self.leases = leases
@@ -245,9 +248,8 @@ class IdempotentTurnAdvisor:
         pause = self.poll
         while True:
             try:
-                taken = await leases.acquire_turn_lease(
-                    session_id, request_id, holder, self.lease_ttl
-                )
+                lease = Lease(holder=holder, expires_at=datetime.now(UTC) + self.lease_ttl)
+                taken = await leases.acquire_lease(session_id, 0, lease)
             except SessionNotFound:
                 create = SessionContexts.create_request(session_id, ctx.context)
                 await self.service.find_or_create(create)
@@ -270,7 +272,7 @@ class IdempotentTurnAdvisor:
 
     async def _release(self, key: tuple[str, str], holder: str | None) -> None:
         if holder is not None and self.leases is not None:
-            await self.leases.release_turn_lease(key[0], key[1], holder)
+            await self.leases.release_lease(key[0], 0, holder)
 
     def _user_event_id(self, ctx: CallContext, request: ChatRequest) -> str | None:
         user = next((m for m in reversed(request.messages) if isinstance(m, UserMessage)), None)

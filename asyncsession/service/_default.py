@@ -6,6 +6,8 @@ system messages may be stored) and delegates to the repository.
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -38,10 +40,10 @@ from ..events import (
     SessionEvent,
     utc_now,
 )
-from ..exceptions import SessionExists, UsageError
+from ..exceptions import AccessDenied, SessionExists, SessionNotFound, UsageError
 from ..filters import EventFilter, EventQuery
 from ..messages import Message
-from ..repository import SessionRepository, SessionSnapshot, draw_event_id, start_turn
+from ..repository import SessionRepository, SessionSnapshot
 
 __all__ = ["DefaultSessionService"]
 
@@ -51,6 +53,10 @@ _SYSTEM_MESSAGES_DISABLED = (
     "anyway (the latest one stays active, older ones are archived by compaction), build the "
     "service with allow_system_messages=True."
 )
+
+
+_TURN_ATTEMPTS = 20
+"""How many reads a turn start appends at before it appends without a version."""
 
 
 def _require(value: str, what: str) -> str:
@@ -205,8 +211,6 @@ class DefaultSessionService:
     ) -> SessionEvent:
         """Wrap a message in a new event (now, a random id unless given), append it, return it."""
         require_message(message, "message")
-        if event_id is None:  # drawn from the store, as draw_event_id does
-            event_id = await draw_event_id(self.repository, _require(session_id, "session_id"))
         event = self._new_event(session_id, message, event_id, metadata)
         await self.append_event(event)
         return event
@@ -227,8 +231,8 @@ class DefaultSessionService:
         append the question first when it must survive such a failure.
 
         ``event_ids`` names the events (one per message), which makes a retry of the call a
-        no-op; without them the ids are drawn from the store, as ``append_message`` does, and
-        a retry with the returned events' ids is a no-op too. ``metadata`` goes on every event.
+        no-op; without them the ids are random UUIDs, and a retry with the returned events'
+        ids is a no-op too. ``metadata`` goes on every event.
 
         Raises:
             SessionNotFound: the session does not exist.
@@ -241,8 +245,8 @@ class DefaultSessionService:
             raise UsageError("messages must be a sequence of messages, not a string")
         for message in messages:
             require_message(message, "messages[]")
-        if event_ids is None:  # drawn from the store, as draw_event_id does
-            ids = [await draw_event_id(self.repository, session_id) for _ in messages]
+        if event_ids is None:
+            ids = [str(uuid.uuid4()) for _ in messages]
         else:
             ids = [_require(event_id, "event_ids[]") for event_id in event_ids]
             if len(ids) != len(messages) or len(set(ids)) != len(ids):
@@ -316,10 +320,10 @@ class DefaultSessionService:
         return await self.repository.read_snapshot(_require(session_id, "session_id"), filter)
 
     async def draw_event_id(self, session_id: str) -> str:
-        """A new event id for an append to ``session_id``: drawn from the repository when it
-        hands out ids (see `asyncsession.repository.DrawsEventIds`), else a random UUID. Use it
-        for ``session_id`` only; ``append_message`` without an ``event_id`` draws one this way."""
-        return await draw_event_id(self.repository, _require(session_id, "session_id"))
+        """A new event id for an append to ``session_id``: a random UUID, as `SessionEvent`
+        would pick."""
+        _require(session_id, "session_id")
+        return str(uuid.uuid4())
 
     async def start_turn(
         self,
@@ -339,14 +343,11 @@ class DefaultSessionService:
         snapshot whose events are the window ``filter`` selects *before* it, and whose version
         is the one right after the append. ``create`` makes a session that does not exist yet
         (its ``id`` must be ``session_id`` or ``None``) and starts the turn on it: the first turn
-        of a conversation needs no separate create. A store with a native turn does it in one
-        step; any other store reads, then appends (see `asyncsession.repository.start_turn`).
-        Without ``event_id`` the id is drawn from the store, as `draw_event_id` does.
+        of a conversation needs no separate create. It reads the snapshot, then appends.
+        Without ``event_id`` the id is a random UUID.
 
-        ``reserve_event_ids`` is deprecated and will be removed: the store registers the ids it
-        hands out itself, so draw the reply's id with `draw_event_id` (or
-        `asyncsession.service.new_event_id`) instead. Passing ids still hands them to the store,
-        with a `DeprecationWarning`.
+        ``reserve_event_ids`` is deprecated and will be removed: it does nothing, with a
+        `DeprecationWarning`.
 
         Raises:
             SessionNotFound: the session does not exist and ``create`` is ``None``; nothing was
@@ -361,8 +362,6 @@ class DefaultSessionService:
                 DeprecationWarning,
                 stacklevel=2,
             )
-        if event_id is None:
-            event_id = await draw_event_id(self.repository, _require(session_id, "session_id"))
         event = self._new_event(session_id, message, event_id)
         self._check_storable(event)
         new = None
@@ -370,14 +369,8 @@ class DefaultSessionService:
             new = self._new_session(
                 create if create.id else create.model_copy(update={"id": session_id})
             )
-        snapshot = await start_turn(
-            self.repository,
-            session_id,
-            [event],
-            filter,
-            user_id=user_id,
-            reserve_event_ids=reserve_event_ids,
-            create=new,
+        snapshot = await _start_turn(
+            self.repository, session_id, event, filter, user_id=user_id, create=new
         )
         return event, snapshot
 
@@ -395,7 +388,8 @@ class DefaultSessionService:
         """Compact the session if ``trigger`` fires (see ``asyncsession.compaction``).
 
         Reads the version with the active events (one ``read_snapshot``); asks the trigger;
-        runs the strategy; applies the resulting plan with a compare-and-swap on that version.
+        runs the strategy; appends the result as one commit (its summaries, then the
+        ``COMPACTION`` boundary naming the new view) at that version.
         A lost compare-and-swap is a silent no-op (the next turn tries again): the result then
         has ``applied=False``.
 
@@ -409,3 +403,49 @@ class DefaultSessionService:
             check_trigger(trigger),
             check_strategy(strategy),
         )
+
+
+async def _start_turn(
+    repository: SessionRepository,
+    session_id: str,
+    event: SessionEvent,
+    filter: EventFilter,
+    *,
+    user_id: str | None,
+    create: Session | None,
+) -> SessionSnapshot:
+    """Check the session, append ``event`` (idempotently) at the version of the window read,
+    and return that window (the log before the event) with the version right after the
+    append. A lost compare-and-swap reads again."""
+    if create is not None:
+        if create.id != session_id:
+            raise UsageError(f"the session to create is {create.id!r}, not {session_id!r}")
+        if user_id is not None and create.user_id != user_id:
+            raise UsageError(
+                f"the session to create belongs to {create.user_id!r}, not to {user_id!r}"
+            )
+    for _ in range(_TURN_ATTEMPTS):
+        snapshot = await repository.read_snapshot(session_id, filter)
+        if snapshot is None and create is not None:
+            if await repository.save_if_absent(create):
+                snapshot = SessionSnapshot(session=create, version=0, events=())
+            else:
+                continue  # created concurrently: read it
+        if snapshot is None:
+            raise SessionNotFound(session_id)
+        if user_id is not None and snapshot.session.user_id != user_id:
+            raise AccessDenied(session_id, user_id)
+        ids = [e.id for e in snapshot.events]
+        if event.id in ids:  # a replay of a turn started already
+            before = snapshot.events[: ids.index(event.id)]
+            return dataclasses.replace(snapshot, events=before)
+        if await repository.append_events(session_id, [event], snapshot.version):
+            return dataclasses.replace(snapshot, version=snapshot.version + 1)
+    await repository.append_events(session_id, [event])
+    version = await repository.get_event_version(session_id)
+    snapshot = await repository.read_snapshot(session_id, filter)
+    if snapshot is None:
+        raise SessionNotFound(session_id)
+    return dataclasses.replace(
+        snapshot, version=version, events=tuple(e for e in snapshot.events if e.id != event.id)
+    )

@@ -18,6 +18,7 @@ from asyncsession import (
     CreateSessionRequest,
     DefaultSessionService,
     EventFilter,
+    EventType,
     InMemorySessionRepository,
     MongoSessionRepository,
     Session,
@@ -28,19 +29,20 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, USER_ID_CONTEXT_KEY
-from asyncsession.compaction import CompactionPlan
 from asyncsession.messages import Message
 from asyncsession.openai import ChatClient, ResponsesClient
+from asyncsession.repository import Lease, SessionRepository
 from asyncsession.testing import ScriptedOpenAIServer
 
 MODEL = "gpt-test"
 
 
-class CountingRepository:
+class CountingRepository(SessionRepository):
     """An in-memory repository that counts calls per method: the database work of a chat call.
 
-    It has only the protocol's methods (no native ``start_turn``), so the service starts turns
-    the way it does on any plain store: read, append, read the version.
+    The service starts turns the way it does on any store: read, append, read the version. An
+    append that is a compaction (its last event the ``COMPACTION`` boundary) counts as
+    ``compaction``.
     """
 
     def __init__(self) -> None:
@@ -91,9 +93,12 @@ class CountingRepository:
         session_id: str,
         events: Sequence[SessionEvent],
         expected_version: int | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> bool:
-        self.calls["append_events"] += 1
-        return await self.inner.append_events(session_id, events, expected_version)
+        compaction = bool(events) and events[-1].type == EventType.COMPACTION
+        self.calls["compaction" if compaction else "append_events"] += 1
+        return await self.inner.append_events(session_id, events, expected_version, lease=lease)
 
     async def find_events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
         self.calls["find_events"] += 1
@@ -107,11 +112,16 @@ class CountingRepository:
         self.calls["get_event_version"] += 1
         return await self.inner.get_event_version(session_id)
 
-    async def apply_compaction(
-        self, session_id: str, plan: CompactionPlan, expected_version: int
-    ) -> bool:
-        self.calls["apply_compaction"] += 1
-        return await self.inner.apply_compaction(session_id, plan, expected_version)
+    async def acquire_lease(self, session_id: str, version: int, lease: Lease) -> bool:
+        self.calls["acquire_lease"] += 1
+        return await self.inner.acquire_lease(session_id, version, lease)
+
+    async def release_lease(self, session_id: str, version: int, holder: str) -> None:
+        self.calls["release_lease"] += 1
+        await self.inner.release_lease(session_id, version, holder)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
     async def read_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
         self.calls["read_snapshot"] += 1

@@ -28,6 +28,7 @@ from asyncsession.advisors import (
     SessionTurnAdvisor,
 )
 from asyncsession.openai import ChatClient
+from asyncsession.repository import Lease
 
 
 class ObservedRepository(MongoSessionRepository):
@@ -35,10 +36,8 @@ class ObservedRepository(MongoSessionRepository):
 
     refused = False
 
-    async def acquire_turn_lease(
-        self, session_id: str, request_id: str, holder: str, ttl: timedelta
-    ) -> bool:
-        taken = await super().acquire_turn_lease(session_id, request_id, holder, ttl)
+    async def acquire_lease(self, session_id: str, version: int, lease: Lease) -> bool:
+        taken = await super().acquire_lease(session_id, version, lease)
         if not taken and not self.refused:
             self.refused = True
             print("refused", flush=True)

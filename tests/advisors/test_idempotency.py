@@ -240,7 +240,6 @@ async def test_without_a_request_id_the_advisor_costs_nothing(
     assert repository.calls == {
         "read_snapshot": 1,
         "append_events": 1,
-        "get_event_version": 1,
         "append_event": 1,
     }
     assert await stored(service, "s1") == ["U:yes", "A:a", "U:yes", "A:b"]

@@ -7,7 +7,7 @@ import json
 import openai
 from chat_support import MODEL, context
 
-from asyncsession import CompactionPlan, DefaultSessionService, EventFilter
+from asyncsession import DefaultSessionService, EventFilter
 from asyncsession.advisors import (
     SessionMemoryAdvisor,
     SessionRecallAdvisor,
@@ -16,6 +16,7 @@ from asyncsession.advisors import (
 )
 from asyncsession.openai import ChatClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
+from asyncsession.testing.contract import boundary
 
 
 def _client(
@@ -42,8 +43,8 @@ async def test_the_model_recalls_a_turn_that_compaction_archived(
     await client.call("My cat is called Miso.", context=context("s1", "alice"))
     events = await service.get_events("s1")
     version = await service.get_event_version("s1")
-    plan = CompactionPlan(archive_ids=frozenset(e.id for e in events))
-    assert await service.repository.apply_compaction("s1", plan, version)
+    edge = boundary("s1", [], events)
+    assert await service.repository.append_events("s1", [edge], version)
     assert await service.get_events("s1", EventFilter.active()) == []
 
     server.enqueue(

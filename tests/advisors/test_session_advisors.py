@@ -103,7 +103,7 @@ async def test_a_client_with_them_stores_the_turn_and_compacts_once(
 
     await ask(client, "u2", streaming=streaming, context=context("s"))
 
-    assert repository.calls["apply_compaction"] == 1
+    assert repository.calls["compaction"] == 1
     active = await service.get_events("s", EventFilter.active())
     assert [e.type.name for e in active] == ["USER", "ASSISTANT", "TOOL", "ASSISTANT"]
 
@@ -136,7 +136,7 @@ async def test_the_memory_advisor_hands_its_compaction_to_the_turn(
 
     await ask(client, "u2", streaming=streaming, context=context("s"))
 
-    assert repository.calls["apply_compaction"] == 1
+    assert repository.calls["compaction"] == 1
 
 
 def test_the_default_orders_are_named_and_distinct() -> None:

@@ -35,7 +35,6 @@ from asyncsession.advisors import (
     tool,
 )
 from asyncsession.compaction import (
-    CompactionPlan,
     CompactionRequest,
     CompactionResult,
     SlidingWindowCompactionStrategy,
@@ -44,6 +43,7 @@ from asyncsession.exceptions import AccessDenied, MissingSessionId, UsageError
 from asyncsession.messages import MessageType
 from asyncsession.openai import ChatClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
+from asyncsession.testing.contract import boundary
 
 
 @tool
@@ -198,8 +198,8 @@ async def test_archived_events_never_reach_the_prompt(
     """Even with an ``all()`` filter, the active view is merged in and archived events stay out."""
     await seed(service, UserMessage(text="old"), AssistantMessage(text="old reply"))
     events = await service.get_events("s")
-    plan = CompactionPlan(archive_ids=frozenset(e.id for e in events))
-    assert await repository.apply_compaction("s", plan, await service.get_event_version("s"))
+    edge = boundary("s", [], events)
+    assert await repository.append_events("s", [edge], await service.get_event_version("s"))
     server.enqueue(ScriptedReply.text("ok"))
 
     await memory_client(openai_client, service, event_filter=EventFilter.all()).call(

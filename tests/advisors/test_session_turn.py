@@ -83,7 +83,6 @@ async def test_the_turn_resolves_the_session_once_and_the_memory_advisor_reuses_
     assert repository.calls == {
         "read_snapshot": 1,
         "append_events": 1,
-        "get_event_version": 1,
         "append_event": 3,
     }
 
@@ -182,7 +181,6 @@ async def test_a_quiet_trigger_costs_no_database_command(
     assert repository.calls == {
         "read_snapshot": 1,
         "append_events": 1,
-        "get_event_version": 1,
         "append_event": 1,
     }
 
@@ -212,7 +210,7 @@ async def test_a_firing_trigger_compacts_once_the_turn_is_complete(
         turn_client(openai_client, service, turn), "u2", streaming=streaming, context=context("s")
     )
 
-    assert repository.calls["apply_compaction"] == 1
+    assert repository.calls["compaction"] == 1
     active = await service.get_events("s", EventFilter.active())
     assert [e.type.name for e in active] == ["USER", "ASSISTANT", "TOOL", "ASSISTANT"]
 
@@ -237,7 +235,7 @@ async def test_a_windowed_read_leaves_the_trigger_to_the_service(
     await turn_client(openai_client, service, turn, memory=memory).call("go", context=context("s"))
 
     assert repository.calls["read_snapshot"] == 2
-    assert "apply_compaction" not in repository.calls  # the service read it, the trigger kept quiet
+    assert "compaction" not in repository.calls  # the service read it, the trigger kept quiet
 
 
 @dataclass

@@ -33,7 +33,7 @@ from asyncsession.advisors import (
 )
 from asyncsession.chat import ChatResponse
 from asyncsession.openai import BaseChatClient, ChatClient
-from asyncsession.repository import TurnLeaseRepository
+from asyncsession.repository import Lease, SessionRepository
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
 
 
@@ -49,7 +49,7 @@ def chain(
     """A client as one process builds it, leasing request ids in the service's store (or in
     ``leases``, a view of it)."""
     leases = service.repository if leases is None else leases
-    assert isinstance(leases, TurnLeaseRepository)
+    assert callable(getattr(leases, "acquire_lease", None))
     return api(
         openai_client,
         model=MODEL,
@@ -72,7 +72,7 @@ def model_calls(server: ScriptedOpenAIServer) -> int:
 class WatchedLeases:
     """The store's leases, noting every attempt refused because another holds the request."""
 
-    def __init__(self, inner: TurnLeaseRepository) -> None:
+    def __init__(self, inner: SessionRepository) -> None:
         self._inner = inner
         self.refused: set[str] = set()
         self._changed = asyncio.Condition()
@@ -80,13 +80,11 @@ class WatchedLeases:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    async def acquire_turn_lease(
-        self, session_id: str, request_id: str, holder: str, ttl: timedelta
-    ) -> bool:
-        taken = await self._inner.acquire_turn_lease(session_id, request_id, holder, ttl)
+    async def acquire_lease(self, session_id: str, version: int, lease: Lease) -> bool:
+        taken = await self._inner.acquire_lease(session_id, version, lease)
         if not taken:
             async with self._changed:
-                self.refused.add(holder)
+                self.refused.add(lease.holder)
                 self._changed.notify_all()
         return taken
 

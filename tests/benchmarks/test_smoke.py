@@ -177,11 +177,12 @@ def _installed(package: str) -> bool:
 
 
 @pytest.mark.mongodb
-async def test_the_command_budget_script_runs_and_counts_a_turn_at_three_commands(
+async def test_the_command_budget_script_runs_and_counts_the_turns_at_their_budgets(
     mongo_uri: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``benchmarks/mongo_commands.py --quick``: every measurement at tiny sizes. Its command
-    counts do not depend on the size: a chat turn is 3, the first turn of a new session 4."""
+    counts do not depend on the size: an after-reply turn is 2, a question-first turn 3, the
+    first turn of a new session 3, a window read 1."""
     from benchmarks import mongo_commands
 
     monkeypatch.setenv("MONGODB_URI", mongo_uri)
@@ -191,8 +192,9 @@ async def test_the_command_budget_script_runs_and_counts_a_turn_at_three_command
         for line in capsys.readouterr().out.splitlines()
         if (cells := [cell.strip() for cell in line.split("|")]) and len(cells) > 6
     }
-    assert rows["chat turn: `start_turn` + reply (window: active, last 20)"][0] == "3.00"
-    assert rows["first turn of a new session: `start_turn(create=...)` + reply"][0] == "4.00"
+    assert rows["after-reply turn: `read_snapshot`, one commit of both"][0] == "2.00"
+    assert rows["question-first turn: `read_snapshot`, question (leased), reply at +1"][0] == "3.00"
+    assert rows["first turn of a new session: read, `save_if_absent`, one commit"][0] == "3.00"
     assert rows["`last_n=20` read (turn-aware)"][0] == "1.00"
 
 
@@ -201,9 +203,9 @@ async def test_the_pipeline_script_runs_and_counts_the_chain_at_the_floor(
     mongo_uri: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``python -m benchmarks.chat_pipeline --runs 3 --warmup 1 --mongo``: the chain's database
-    work per turn does not depend on the runs, so it is checked here: 2 commands for a turn
-    (ids drawn from the store's pool, registered ahead), 4 on a new session (its first append
-    registers the pool), never more than the same operations done directly."""
+    work per turn does not depend on the runs, so it is checked here: 3 commands for a turn
+    (the read, the question's commit, the reply's), 4 on a new session (its insert besides),
+    never more than the same operations done directly."""
     from benchmarks import chat_pipeline
 
     monkeypatch.setenv("MONGODB_URI", mongo_uri)
@@ -216,7 +218,7 @@ async def test_the_pipeline_script_runs_and_counts_the_chain_at_the_floor(
         and cells[1].startswith(("MongoDB", "in-memory"))
     }
     mongo = "MongoDB (commands)"
-    assert rows[(mongo, "plain turn, existing session (1 read + 2 appends)")][0] == 2
+    assert rows[(mongo, "plain turn, existing session (1 read + 2 appends)")][0] == 3
     assert rows[(mongo, "plain turn, new session (+ create)")][0] == 4
     assert all(used <= direct for used, direct in rows.values())
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+import warnings
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import cast
 
 import pytest
 
@@ -16,11 +17,11 @@ from asyncsession import (
     DefaultSessionService,
     DelegatingSessionService,
     EventFilter,
+    EventType,
     InMemorySessionRepository,
     SessionExists,
     SessionNotFound,
     SessionService,
-    SessionSnapshot,
     SystemMessage,
     UsageError,
     UserMessage,
@@ -28,7 +29,7 @@ from asyncsession import (
 from asyncsession.compaction import CompactionRequest
 from asyncsession.service import new_event_id
 from asyncsession.testing import FakeClock
-from asyncsession.testing.contract import system, user
+from asyncsession.testing.contract import boundary, system, user
 
 
 @pytest.fixture
@@ -199,20 +200,24 @@ async def test_reads_and_messages(service: DefaultSessionService) -> None:
     await service.append_message(session.id, UserMessage(text="q1"))
     await service.append_message(session.id, AssistantMessage(text="a1"))
     await service.append_message(session.id, UserMessage(text="q2"))
-    old = (await service.get_events(session.id))[0]
-    from asyncsession import CompactionPlan
-
+    old, *kept = await service.get_events(session.id)
     version = await service.get_event_version(session.id)
-    assert await service.repository.apply_compaction(
-        session.id, CompactionPlan(archive_ids=frozenset({old.id})), version
-    )
+    edge = boundary(session.id, kept, [old])
+    assert await service.repository.append_events(session.id, [edge], version)
     assert [m.text for m in await service.get_messages(session.id)] == ["q1", "a1", "q2"]
     assert [m.text for m in await service.get_active_messages(session.id)] == ["a1", "q2"]
-    snapshot = await service.get_snapshot(session.id, EventFilter.last_n(1))
+    snapshot = await service.get_snapshot(
+        session.id, EventFilter.active().merge(EventFilter.last_n(1))
+    )
     assert snapshot is not None
     assert snapshot.version == version + 1
     assert [e.text for e in snapshot.events] == ["q2"]
-    assert [e.text for e in await service.find_events_by_user_id("u")] == ["q1", "a1", "q2"]
+    messages = EventFilter(event_types=[EventType.USER, EventType.ASSISTANT])
+    assert [e.text for e in await service.find_events_by_user_id("u", messages)] == [
+        "q1",
+        "a1",
+        "q2",
+    ]
 
 
 async def test_expired_sessions_are_swept_by_the_clock(
@@ -334,33 +339,19 @@ async def test_a_decorator_overrides_only_what_it_needs(service: DefaultSessionS
     assert await decorated.find_by_id(session.id) is None
 
 
-class DrawingRepository(InMemorySessionRepository):
-    """An in-memory store that hands out ids of its own format, counting them."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.drawn: list[str] = []
-
-    async def draw_event_id(self, session_id: str) -> str:
-        self.drawn.append(f"{session_id}-drawn-{len(self.drawn)}")
-        return self.drawn[-1]
-
-
-async def test_new_event_id_draws_through_the_service_and_its_decorators() -> None:
-    """``new_event_id`` takes the id from the store through a service (and a decorator around
-    one), and is a random UUID for a service that cannot draw."""
-    repository = DrawingRepository()
-    service = DefaultSessionService(repository)
-    assert await new_event_id(service, "s") == "s-drawn-0"
-    assert await new_event_id(CountingService(service), "s") == "s-drawn-1"
-    assert await service.draw_event_id("s") == "s-drawn-2"
-    plain = DefaultSessionService(InMemorySessionRepository())
-    first, second = [await new_event_id(plain, "s") for _ in range(2)]
-    assert uuid.UUID(first).version == 4
-    assert first != second
+async def test_new_event_id_through_the_service_and_its_decorators_is_a_random_uuid() -> None:
+    """``new_event_id`` through a service (and a decorator around one) is a new random UUID
+    each time; ``draw_event_id`` checks its session id."""
+    service = DefaultSessionService(InMemorySessionRepository())
+    ids = [
+        await new_event_id(service, "s"),
+        await new_event_id(CountingService(service), "s"),
+        await service.draw_event_id("s"),
+    ]
+    assert all(uuid.UUID(i).version == 4 for i in ids)
+    assert len(set(ids)) == 3
     with pytest.raises(UsageError):
         await service.draw_event_id(" ")
-    assert repository.drawn == ["s-drawn-0", "s-drawn-1", "s-drawn-2"]
 
 
 async def test_new_event_id_of_a_service_that_does_not_draw_is_a_random_uuid() -> None:
@@ -373,22 +364,10 @@ async def test_new_event_id_of_a_service_that_does_not_draw_is_a_random_uuid() -
     assert uuid.UUID(event_id).version == 4
 
 
-class _RecordingRepository(InMemorySessionRepository):
-    """An in-memory store that records the ids each turn was asked to reserve."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reserved: list[tuple[str, ...]] = []
-
-    async def start_turn(self, *args: Any, **kwargs: Any) -> SessionSnapshot:
-        self.reserved.append(tuple(kwargs.get("reserve_event_ids", ())))
-        return await super().start_turn(*args, **kwargs)
-
-
-async def test_reserve_event_ids_is_deprecated_but_still_reaches_the_store() -> None:
+async def test_reserve_event_ids_is_deprecated() -> None:
     """Passing ``reserve_event_ids`` warns (once, also through a delegating service) and the
-    turn still starts, handing the ids to the store; without it nothing warns."""
-    repository = _RecordingRepository()
+    turn still starts; without it nothing warns."""
+    repository = InMemorySessionRepository()
     service = DelegatingSessionService(DefaultSessionService(repository))
     session = await service.create(CreateSessionRequest(user_id="alice"))
     with pytest.warns(DeprecationWarning, match="reserve_event_ids is deprecated") as caught:
@@ -398,5 +377,6 @@ async def test_reserve_event_ids_is_deprecated_but_still_reaches_the_store() -> 
     assert len(caught) == 1
     assert snapshot.events == ()
     assert await service.get_events(session.id) == [event]
-    await service.start_turn(session.id, UserMessage(text="again"), EventFilter.active())
-    assert repository.reserved == [("reply",), ()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        await service.start_turn(session.id, UserMessage(text="again"), EventFilter.active())

@@ -5,7 +5,7 @@ compare-and-swap that stores the whole turn."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import openai
@@ -31,7 +31,7 @@ from asyncsession.advisors import (
     ToolCallingAdvisor,
     tool,
 )
-from asyncsession.compaction_protocols import CompactionPlan, CompactionRecord
+from asyncsession.compaction_protocols import CompactionRecord
 from asyncsession.events import COMPACTION_ID
 from asyncsession.filters import EventFilter
 from asyncsession.openai import (
@@ -101,18 +101,24 @@ def _records(events: list[SessionEvent]) -> list[CompactionRecord]:
 def _race(
     store_repository: Any, monkeypatch: pytest.MonkeyPatch, write: Callable[[int], Awaitable[None]]
 ) -> list[int]:
-    """Run ``write(n)`` right before the store's ``n``-th compare-and-swap (from 0) of a plan;
-    returns the list that counts them."""
+    """Run ``write(n)`` right before the store's ``n``-th compare-and-swap (from 0) of a
+    compaction; returns the list that counts them."""
     calls: list[int] = []
-    apply = store_repository.apply_compaction
+    append = store_repository.append_events
 
-    async def racing(session_id: str, plan: CompactionPlan, expected_version: int) -> bool:
-        calls.append(len(calls))
-        await write(calls[-1])
-        applied: bool = await apply(session_id, plan, expected_version)
+    async def racing(
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_version: int | None = None,
+        **options: Any,
+    ) -> bool:
+        if events and events[-1].type == EventType.COMPACTION:
+            calls.append(len(calls))
+            await write(calls[-1])
+        applied: bool = await append(session_id, events, expected_version, **options)
         return applied
 
-    monkeypatch.setattr(store_repository, "apply_compaction", racing)
+    monkeypatch.setattr(store_repository, "append_events", racing)
     return calls
 
 
@@ -374,12 +380,11 @@ async def test_a_retry_of_a_compacted_turn_stored_with_its_reply_replays_it(
 @pytest.mark.parametrize(
     ("store_question", "commands"),
     [
-        # the question stored with the window read; then the compaction's read, the session
-        # read of its write, the registration of the new ids and the commit
-        ("first", ["findAndModify", "find", "find", "insert", "findAndModify"]),
-        # the window read; then the same compaction, which stores the question too, its id
-        # (drawn from the store's pool) registered ahead
-        ("with_reply", ["find", "find", "find", "insert", "findAndModify"]),
+        # the window read and the question's commit; then the compaction's read and its commit
+        ("first", ["aggregate", "insert", "aggregate", "insert"]),
+        # the window read; then the compaction's read and its commit, which stores the
+        # question too
+        ("with_reply", ["aggregate", "aggregate", "insert"]),
     ],
 )
 async def test_the_database_commands_of_a_compacted_turn_on_mongodb(
@@ -389,8 +394,8 @@ async def test_the_database_commands_of_a_compacted_turn_on_mongodb(
     server: ScriptedOpenAIServer,
     openai_client: openai.AsyncOpenAI,
 ) -> None:
-    """A turn the server compacted costs the same commands whether its question is stored
-    first or with the reply."""
+    """A turn the server compacted: its compaction is one read and one commit, whether its
+    question is stored first or with the reply."""
     async with counted_repository(mongo_uri) as (repository, counter):
         service = DefaultSessionService(repository)
         session_id = await session_with_turns(service, 5)
@@ -404,4 +409,4 @@ async def test_the_database_commands_of_a_compacted_turn_on_mongodb(
         active = await service.get_events(session_id, EventFilter.active())
         assert [e.text for e in active] == ["answer 5"]
         assert len(_records(await service.get_events(session_id))) == 1
-    assert sent == commands
+    assert sent == commands, sent

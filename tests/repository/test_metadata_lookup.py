@@ -136,7 +136,7 @@ async def test_the_lookup_index_is_created_and_serves_the_query(
     await repo.ensure_indexes()
     await repo.save(Session(user_id="alice", metadata={"tenant": "acme"}))
     keys = [dict(doc["key"]) async for doc in await mongo_db["sessions"].list_indexes()]
-    assert {"indexed": 1, "created_at": 1, "_id": 1} in keys
+    assert {"attributes": 1, "created_at": 1, "_id": 1} in keys
     stored = await mongo_db["sessions"].find_one({"user_id": "alice"})
     assert stored is not None
-    assert stored["indexed"] == ["tenant\x00acme"]
+    assert stored["attributes"] == ["tenant\x00acme"]

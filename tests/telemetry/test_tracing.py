@@ -217,9 +217,8 @@ async def test_on_mongodb_the_turn_span_carries_the_turn_s_command_count(
     openai_client: openai.AsyncOpenAI,
     exporter: InMemorySpanExporter,
 ) -> None:
-    """The first turn of a new session costs 4 commands, a steady turn 3, and the traced store
-    (which passes the native turn through) changes neither. Drawing an event id sends no
-    command, so it is no store operation and has no span."""
+    """The first turn of a new session costs 4 commands, a steady turn 3 (read, question,
+    reply), and the traced store changes neither."""
     service = DefaultSessionService(TracingSessionRepository(counted_mongo))
     server.enqueue(ScriptedReply.text("one"), ScriptedReply.text("two"))
     client = traced_chat(openai_client, service)
@@ -230,8 +229,8 @@ async def test_on_mongodb_the_turn_span_carries_the_turn_s_command_count(
     turns = named(exporter.get_finished_spans(), "chat_turn")
     assert [t.attributes["asyncsession.turn.db_commands"] for t in turns] == [4, 3]  # type: ignore[index]
     stores = [s.name for s in named(exporter.get_finished_spans(), "session_store ")]
-    assert "session_store start_turn" in stores
-    assert "session_store draw_event_id" not in stores
+    assert "session_store read_snapshot" in stores
+    assert "session_store save_if_absent" in stores
     operations = named(exporter.get_finished_spans(), "session_store ")
     for turn in turns:
         mine = [s for s in operations if parent_of(s) == turn.context.span_id]
