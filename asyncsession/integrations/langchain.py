@@ -59,7 +59,7 @@ from ..messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from ..service import SessionService, new_event_id
+from ..service import SessionService
 
 try:
     from langchain_core import messages as lc
@@ -378,7 +378,7 @@ class LangChainHistory(BaseChatMessageHistory):
     async def _event_id(self, message: lc.BaseMessage) -> str:
         if message.id:
             return str(uuid.uuid5(_ID_NAMESPACE, f"{self.session_id}\x00{message.id}"))
-        return await new_event_id(self.service, self.session_id)
+        return str(uuid.uuid4())
 
     async def _append(self, events: Sequence[SessionEvent]) -> None:
         if self._exists is False:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import uuid
 from collections import OrderedDict
 from collections.abc import Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -39,9 +40,9 @@ from ..compaction import (
 from ..events import CreateSessionRequest, SessionEvent
 from ..exceptions import SessionExists, SessionNotFound, UsageError
 from ..filters import EventFilter
-from ..messages import Message, UserMessage
+from ..messages import Message
 from ..openai import items_to_messages, messages_to_items
-from ..service import SessionService, new_event_id
+from ..service import SessionService
 
 try:
     from agents.memory.session_settings import (
@@ -62,8 +63,6 @@ __all__ = ["AgentsSession"]
 
 _PENDING_LIMIT: Final = 64
 """How many failed ``add_items`` batches a session remembers for their retries."""
-_NEWEST: Final = EventFilter(last_n=1)
-"""The window a turn's start reads: the smallest, since the Runner read its history already."""
 _OTHER_LOOP: Final = (
     "its service is bound to the event loop that first used it (a PyMongo AsyncMongoClient "
     "is), and this call runs on another one, as Runner.run_sync in another thread or a second "
@@ -142,10 +141,8 @@ class AgentsSession(Closable):
     objects (in several processes) may share one session id.
 
     **Storage.** Each ``add_items`` call converts its batch into messages and appends them as one
-    batch of events (one version). A lone user item (the Runner's input) starts a turn
-    (``SessionService.start_turn``), which creates the session on the first write, owned by
-    ``user_id``. Event ids are drawn from the service (`asyncsession.service.new_event_id`), so
-    the store chooses them. ``get_items`` reads the active view: what compaction archived is
+    batch of events (one version); the first write creates the session, owned by ``user_id``.
+    Event ids are random UUIDs. ``get_items`` reads the active view: what compaction archived is
     left out, a summary turn it wrote is included (as a user and an assistant item).
 
     **Append-only.** Nothing is ever deleted. ``pop_item`` archives the newest event and returns
@@ -319,31 +316,18 @@ class AgentsSession(Closable):
                 ) from exc
             key = _fingerprint(messages)
             retried = self._pending.pop(key, None)
-            turn = retried is None and len(messages) == 1 and isinstance(messages[0], UserMessage)
-            if retried is not None:
-                ids = retried
-            else:  # new ids, drawn from the store (see new_event_id)
-                ids = tuple([await new_event_id(self.service, self.session_id) for _ in messages])
+            ids = retried or tuple(str(uuid.uuid4()) for _ in messages)
             events = [
                 SessionEvent(id=event_id, session_id=self.session_id, message=message)
                 for event_id, message in zip(ids, messages, strict=True)
             ]
             try:
-                await shielded(self._start_turn(events[0]) if turn else self._append(events))
+                await shielded(self._append(events))
             except Exception:
                 self._pending[key] = ids
                 while len(self._pending) > _PENDING_LIMIT:
                     self._pending.popitem(last=False)
                 raise
-
-    async def _start_turn(self, event: SessionEvent) -> None:
-        """Append a lone user item as the start of a turn, which creates a session that does
-        not exist yet in the same step."""
-        assert event.message is not None
-        await self.service.start_turn(
-            self.session_id, event.message, _NEWEST, event_id=event.id, create=self._creation()
-        )
-        self._exists = True
 
     async def _append(self, events: Sequence[SessionEvent]) -> None:
         if self._exists is False:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, cast
@@ -53,7 +54,7 @@ from ..messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from ..service import SessionService, new_event_id
+from ..service import SessionService
 
 try:
     from pydantic_ai.messages import (
@@ -353,8 +354,8 @@ class PydanticAIHistory:
             return
         key = _fingerprint(messages)
         ids = self._pending.pop(key, None)
-        if ids is None:  # new ids, drawn from the store (see new_event_id)
-            ids = tuple([await new_event_id(self.service, self.session_id) for _ in messages])
+        if ids is None:  # new ids
+            ids = tuple([str(uuid.uuid4()) for _ in messages])
         events = [
             to_event(message, self.session_id, event_id)
             for event_id, message in zip(ids, messages, strict=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from ..advisors.base import ChunkStream
+from ..advisors import ChunkStream
 from ..chat import ChatChunk, ChatRequest, ChatResponse, StreamAggregator
 from ..exceptions import StreamInterrupted
 from ._chat_convert import chunk_from_openai, create_params, response_from_completion

@@ -17,7 +17,7 @@ from openai.types.responses import (
     ResponseStreamEvent,
 )
 
-from ..advisors.base import ChunkStream
+from ..advisors import ChunkStream
 from ..chat import ChatChunk, ChatRequest, ChatResponse
 from ..exceptions import ChatError, StreamInterrupted
 from ._errors import map_openai_errors

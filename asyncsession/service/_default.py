@@ -6,7 +6,7 @@ system messages may be stored) and delegates to the repository.
 
 from __future__ import annotations
 
-import warnings
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -41,7 +41,8 @@ from ..events import (
 from ..exceptions import SessionExists, UsageError
 from ..filters import EventFilter, EventQuery
 from ..messages import Message
-from ..repository import SessionRepository, SessionSnapshot, draw_event_id, start_turn
+from ..repository import Lease, SessionRepository, SessionSnapshot
+from ._protocol import SessionService
 
 __all__ = ["DefaultSessionService"]
 
@@ -60,8 +61,11 @@ def _require(value: str, what: str) -> str:
     return value
 
 
-class DefaultSessionService:
+class DefaultSessionService(SessionService):
     """The standard ``SessionService`` over a repository.
+
+    To change what one operation does (authorize, measure, log), subclass it, override that
+    operation and call ``super()``.
 
     Args:
         repository: where sessions live.
@@ -89,9 +93,16 @@ class DefaultSessionService:
         if default_time_to_live <= timedelta(0):
             raise UsageError("default_time_to_live must be positive")
         self.repository = repository
+        """Where sessions live."""
         self.default_time_to_live = default_time_to_live
-        self.allow_system_messages = allow_system_messages
+        """The lifetime of a session created without one."""
+        self._allow_system_messages = allow_system_messages
         self._clock = clock
+
+    @property
+    def allow_system_messages(self) -> bool:
+        """Whether system messages may be stored."""
+        return self._allow_system_messages
 
     def _new_session(self, request: CreateSessionRequest) -> Session:
         now = self._clock()
@@ -186,14 +197,19 @@ class DefaultSessionService:
         session_id: str,
         events: Sequence[SessionEvent],
         expected_version: int | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> bool:
-        """Append a batch as one version; with ``expected_version``, only if nothing changed."""
+        """Append a batch as one commit; with ``expected_version``, only if nothing changed
+        since; the commit carries ``lease`` (a commit without one ends any lease before it)."""
         _require(session_id, "session_id")
         if expected_version is not None and expected_version < 0:
             raise UsageError("expected_version must be >= 0")
         for event in events:
             self._check_storable(require_event(event, "events[]"))
-        return await self.repository.append_events(session_id, events, expected_version)
+        return await self.repository.append_events(
+            session_id, events, expected_version, lease=lease
+        )
 
     async def append_message(
         self,
@@ -205,8 +221,6 @@ class DefaultSessionService:
     ) -> SessionEvent:
         """Wrap a message in a new event (now, a random id unless given), append it, return it."""
         require_message(message, "message")
-        if event_id is None:  # drawn from the store, as draw_event_id does
-            event_id = await draw_event_id(self.repository, _require(session_id, "session_id"))
         event = self._new_event(session_id, message, event_id, metadata)
         await self.append_event(event)
         return event
@@ -227,8 +241,8 @@ class DefaultSessionService:
         append the question first when it must survive such a failure.
 
         ``event_ids`` names the events (one per message), which makes a retry of the call a
-        no-op; without them the ids are drawn from the store, as ``append_message`` does, and
-        a retry with the returned events' ids is a no-op too. ``metadata`` goes on every event.
+        no-op; without them the ids are random UUIDs, and a retry with the returned events'
+        ids is a no-op too. ``metadata`` goes on every event.
 
         Raises:
             SessionNotFound: the session does not exist.
@@ -241,8 +255,8 @@ class DefaultSessionService:
             raise UsageError("messages must be a sequence of messages, not a string")
         for message in messages:
             require_message(message, "messages[]")
-        if event_ids is None:  # drawn from the store, as draw_event_id does
-            ids = [await draw_event_id(self.repository, session_id) for _ in messages]
+        if event_ids is None:
+            ids = [str(uuid.uuid4()) for _ in messages]
         else:
             ids = [_require(event_id, "event_ids[]") for event_id in event_ids]
             if len(ids) != len(messages) or len(set(ids)) != len(ids):
@@ -312,74 +326,21 @@ class DefaultSessionService:
         return await self.repository.get_event_version(_require(session_id, "session_id"))
 
     async def get_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
-        """The session, its version and its matching events in one read; ``None`` if unknown."""
+        """The session, its version, its matching events and the newest commit's lease in one
+        read; ``None`` if unknown."""
         return await self.repository.read_snapshot(_require(session_id, "session_id"), filter)
 
-    async def draw_event_id(self, session_id: str) -> str:
-        """A new event id for an append to ``session_id``: drawn from the repository when it
-        hands out ids (see `asyncsession.repository.DrawsEventIds`), else a random UUID. Use it
-        for ``session_id`` only; ``append_message`` without an ``event_id`` draws one this way."""
-        return await draw_event_id(self.repository, _require(session_id, "session_id"))
-
-    async def start_turn(
-        self,
-        session_id: str,
-        message: Message,
-        filter: EventFilter,
-        *,
-        event_id: str | None = None,
-        user_id: str | None = None,
-        reserve_event_ids: Sequence[str] = (),
-        create: CreateSessionRequest | None = None,
-    ) -> tuple[SessionEvent, SessionSnapshot]:
-        """Start a chat turn: check the owner, append the user's message, read the window.
-
-        Checks that ``user_id`` (when given) owns the session, appends ``message`` as a new
-        event (idempotently: a replayed ``event_id`` is a no-op) and returns the event with a
-        snapshot whose events are the window ``filter`` selects *before* it, and whose version
-        is the one right after the append. ``create`` makes a session that does not exist yet
-        (its ``id`` must be ``session_id`` or ``None``) and starts the turn on it: the first turn
-        of a conversation needs no separate create. A store with a native turn does it in one
-        step; any other store reads, then appends (see `asyncsession.repository.start_turn`).
-        Without ``event_id`` the id is drawn from the store, as `draw_event_id` does.
-
-        ``reserve_event_ids`` is deprecated and will be removed: the store registers the ids it
-        hands out itself, so draw the reply's id with `draw_event_id` (or
-        `asyncsession.service.new_event_id`) instead. Passing ids still hands them to the store,
-        with a `DeprecationWarning`.
-
-        Raises:
-            SessionNotFound: the session does not exist and ``create`` is ``None``; nothing was
-                written.
-            AccessDenied: the session belongs to another user; nothing was written.
-            UsageError: ``create`` names another session, or another user than ``user_id``.
-        """
-        if reserve_event_ids:
-            warnings.warn(
-                "start_turn's reserve_event_ids is deprecated: the store registers the ids it "
-                "hands out itself; draw the reply's id with draw_event_id instead",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-        if event_id is None:
-            event_id = await draw_event_id(self.repository, _require(session_id, "session_id"))
-        event = self._new_event(session_id, message, event_id)
-        self._check_storable(event)
-        new = None
-        if create is not None:  # check_creation refuses another id
-            new = self._new_session(
-                create if create.id else create.model_copy(update={"id": session_id})
-            )
-        snapshot = await start_turn(
-            self.repository,
-            session_id,
-            [event],
-            filter,
-            user_id=user_id,
-            reserve_event_ids=reserve_event_ids,
-            create=new,
+    async def acquire_lease(self, session_id: str, version: int, lease: Lease) -> bool:
+        """Take (or renew) the lease on commit ``version`` (0: the session itself); ``False``
+        while another holder's lease runs (see
+        [`SessionRepository.acquire_lease`][asyncsession.repository.SessionRepository.acquire_lease])."""
+        return await self.repository.acquire_lease(
+            _require(session_id, "session_id"), version, lease
         )
-        return event, snapshot
+
+    async def release_lease(self, session_id: str, version: int, holder: str) -> None:
+        """End the lease on commit ``version`` if ``holder`` holds it."""
+        await self.repository.release_lease(_require(session_id, "session_id"), version, holder)
 
     async def find_events_by_user_id(
         self, user_id: str, filter: EventFilter | None = None

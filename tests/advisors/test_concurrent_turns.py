@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 
-import openai
 import pytest
 from chat_support import PATHS, ask, label, sent
 
@@ -47,7 +46,7 @@ async def test_four_simultaneous_requests_keep_each_question_with_its_answer(
     await store.append_message("s1", AssistantMessage(text="re: q0"))
     server = ScriptedOpenAIServer(responder=_echo)
     async with server:
-        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="t", max_retries=0)
+        client = server.client()
         chat = ChatClient(client, model="gpt-test", advisors=SessionAdvisors(store))
         context = {SESSION_ID_CONTEXT_KEY: "s1"}
         replies = await asyncio.gather(

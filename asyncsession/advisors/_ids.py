@@ -1,65 +1,33 @@
-"""Event id generators for the messages the memory advisor stores.
+"""Event ids of the messages a turn stores.
 
-By default every stored event gets a random id, so a retried write creates a new event.
-[`IdempotentSessionEventIdGenerator`][asyncsession.advisors.ids.IdempotentSessionEventIdGenerator]
-derives the id from the message and a fingerprint of advisor-context values instead: a retried
-request then writes the same ids, and appending an id the session already has is a no-op.
-[`RequestIdEventIdGenerator`][asyncsession.advisors.ids.RequestIdEventIdGenerator] does so only for
-calls that carry a request id (``REQUEST_ID_CONTEXT_KEY``), and is random otherwise: the generator
-of idempotent turns (see `asyncsession.advisors.IdempotentTurnAdvisor`).
+By default every stored event gets a random id, so a retried write creates a new event; a call
+with a request id (``request_id=``) stores its question and its reply under ids fixed by the
+session and request ids, so a retry of the request stores nothing twice.
+[`IdempotentSessionEventIdGenerator`][asyncsession.advisors.IdempotentSessionEventIdGenerator]
+derives every id from the message and a fingerprint of advisor-context values instead (the
+reference's generator): a retried request then writes the same ids, and appending an id the
+session already has is a no-op.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from collections.abc import Mapping
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol
 
-from ..messages import AssistantMessage, Message, ToolResponseMessage, UserMessage
-from .contexts import SESSION_ID_CONTEXT_KEY
+from ..messages import AssistantMessage, Message, ToolResponseMessage
+from ._base import SESSION_ID_CONTEXT_KEY
 
-__all__ = [
-    "REQUEST_ID_CONTEXT_KEY",
-    "EventIdGenerator",
-    "IdempotentSessionEventIdGenerator",
-    "RandomEventIdGenerator",
-    "RequestIdEventIdGenerator",
-    "StoresRequestMessages",
-]
-
-REQUEST_ID_CONTEXT_KEY: Final = "asyncsession_request_id"
-"""A client's id for one request (an ``Idempotency-Key`` header): a retry carries the same one.
-Read by `RequestIdEventIdGenerator` and `asyncsession.advisors.IdempotentTurnAdvisor`."""
+__all__ = ["EventIdGenerator", "IdempotentSessionEventIdGenerator"]
 
 
-@runtime_checkable
 class EventIdGenerator(Protocol):
     """Chooses the id of the event a message is stored as."""
 
     def generate(self, context: Mapping[str, Any], message: Message) -> str:
         """The event id for ``message``, stored during a call with this advisor context."""
         ...
-
-
-@runtime_checkable
-class StoresRequestMessages(Protocol):
-    """A declared capability: an advisor that stores the call's request messages with the ids
-    of a generator (``SessionMemoryAdvisor``); ``IdempotentTurnAdvisor`` finds it by this."""
-
-    @property
-    def request_event_id_generator(self) -> EventIdGenerator:
-        """Chooses the ids of stored user messages and tool results."""
-        ...
-
-
-class RandomEventIdGenerator:
-    """A random UUID per event (the default): every write, retries included, is new."""
-
-    def generate(self, context: Mapping[str, Any], message: Message) -> str:
-        """A random UUID."""
-        return str(uuid.uuid4())
 
 
 class IdempotentSessionEventIdGenerator:
@@ -141,29 +109,3 @@ def _with_rest(key: str, message: Message) -> str:
         return key
     canonical = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return f"{key}:whole:{hashlib.sha256(canonical.encode()).hexdigest()}"
-
-
-class RequestIdEventIdGenerator:
-    """Ids derived from the request id when the call has one, random UUIDs otherwise.
-
-    With a request id under ``REQUEST_ID_CONTEXT_KEY`` the id is ``<message type>-<sha256>`` of
-    the session id, the request id and the message's key: one id for the request's user message
-    (whatever its text), and the tool-call ids for tool calls and tool results. A retried request
-    therefore stores its user message once. Without a request id every event is new, exactly as
-    with `RandomEventIdGenerator`.
-
-    Give it to ``SessionMemoryAdvisor(request_event_id_generator=...)``; keep the default for the
-    replies, whose ids the store then chooses (see `asyncsession.service.new_event_id`).
-    """
-
-    __slots__ = ()
-
-    def generate(self, context: Mapping[str, Any], message: Message) -> str:
-        """A request-derived id with a request id in ``context``, else a random UUID."""
-        request_id = context.get(REQUEST_ID_CONTEXT_KEY)
-        if request_id is None:
-            return str(uuid.uuid4())
-        session_id = _render(context.get(SESSION_ID_CONTEXT_KEY))
-        key = "request" if isinstance(message, UserMessage) else _message_key(message)
-        text = f"{len(session_id)}:{session_id}:{_render(request_id)}:{key}"
-        return f"{message.message_type.value}-{hashlib.sha256(text.encode()).hexdigest()}"

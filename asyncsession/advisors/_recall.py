@@ -10,15 +10,13 @@ The tools themselves live in [`asyncsession.tools.recall`][asyncsession.tools.re
 from __future__ import annotations
 
 import dataclasses
-from typing import Final
 
-from .._checks import require_int
+from .._checks import require_int, require_service
 from ..chat import ChatRequest
+from ..exceptions import UsageError
 from ..service import SessionService
 from ..tools.recall import conversation_search, cross_session_search
-from ._session import check_service
-from .base import RECALL_ORDER, BaseAdvisor, CallContext
-from .contexts import SessionContexts
+from ._base import BaseAdvisor, CallContext
 
 __all__ = ["SessionRecallAdvisor"]
 
@@ -31,14 +29,11 @@ class SessionRecallAdvisor(BaseAdvisor):
         cross_session: also offer ``cross_session_search`` over the call user's sessions (the
             call must carry a user id; calls without one get only ``conversation_search``).
         page_size: results per page.
-        order: the position in the chain (outside the tool loop, which runs the tools).
 
     Raises:
         UsageError: ``service`` is not a session service, or ``page_size`` not an int.
         ValueError: `page_size` is not positive.
     """
-
-    DEFAULT_ORDER: Final = RECALL_ORDER
 
     def __init__(
         self,
@@ -46,21 +41,21 @@ class SessionRecallAdvisor(BaseAdvisor):
         *,
         cross_session: bool = False,
         page_size: int = 10,
-        order: int = DEFAULT_ORDER,
     ) -> None:
-        check_service(service, "SessionRecallAdvisor")
+        require_service(service, "SessionRecallAdvisor's service")
         if require_int(page_size, "page_size") <= 0:
             raise ValueError("page_size must be greater than 0")
         self.service = service
         self.cross_session = cross_session
         self.page_size = page_size
-        self.order = order
 
     async def before(self, ctx: CallContext, request: ChatRequest) -> ChatRequest:
         """Add the recall tools, bound to this call's session (and user)."""
-        session_id = SessionContexts.session_id(ctx.context)
+        session_id = ctx.session_id
+        if session_id is None:
+            raise UsageError("SessionRecallAdvisor needs a call with a session_id")
         tools = [conversation_search(self.service, session_id, page_size=self.page_size)]
-        user_id = SessionContexts.user_id(ctx.context)
+        user_id = ctx.user_id
         if self.cross_session and user_id is not None:
             tools.append(cross_session_search(self.service, user_id, page_size=self.page_size))
         present = {t.name for t in request.tools}

@@ -1,14 +1,14 @@
-"""Helpers for the advisor, ChatClient and example tests: the scripted server and a real OpenAI
-client on it, a counting store, each store in turn, labels, leak checks."""
+"""Helpers of the chat tests: the scripted model and a real OpenAI client on it, a counting
+store, each store in turn, labels, leak checks."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
-from datetime import datetime
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import openai
 import pytest
@@ -17,34 +17,34 @@ from asyncsession import (
     AssistantMessage,
     CreateSessionRequest,
     DefaultSessionService,
-    EventFilter,
     InMemorySessionRepository,
     MongoSessionRepository,
-    Session,
-    SessionEvent,
-    SessionSnapshot,
     SystemMessage,
     ToolResponseMessage,
     UserMessage,
 )
-from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, USER_ID_CONTEXT_KEY
-from asyncsession.compaction import CompactionPlan
 from asyncsession.messages import Message
 from asyncsession.openai import ChatClient, ResponsesClient
 from asyncsession.testing import ScriptedOpenAIServer
 
 MODEL = "gpt-test"
+T = TypeVar("T")
 
 
-class CountingRepository:
-    """An in-memory repository that counts calls per method: the database work of a chat call.
+def _counted(name: str, method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    @functools.wraps(method)
+    async def counted(self: CountingRepository, *args: Any, **kwargs: Any) -> T:
+        self.calls[name] += 1
+        return await method(self, *args, **kwargs)
 
-    It has only the protocol's methods (no native ``start_turn``), so the service starts turns
-    the way it does on any plain store: read, append, read the version.
-    """
+    return counted
+
+
+class CountingRepository(InMemorySessionRepository):
+    """The in-memory store, counting its calls per method: the database work of a chat call."""
 
     def __init__(self) -> None:
-        self.inner = InMemorySessionRepository()
+        super().__init__()
         self.calls: Counter[str] = Counter()
 
     def reset(self) -> None:
@@ -54,68 +54,24 @@ class CountingRepository:
     def total(self) -> int:
         return sum(self.calls.values())
 
-    async def save(self, session: Session) -> Session:
-        self.calls["save"] += 1
-        return await self.inner.save(session)
 
-    async def save_if_absent(self, session: Session) -> bool:
-        self.calls["save_if_absent"] += 1
-        return await self.inner.save_if_absent(session)
-
-    async def find_by_id(self, session_id: str) -> Session | None:
-        self.calls["find_by_id"] += 1
-        return await self.inner.find_by_id(session_id)
-
-    async def find_by_user_id(self, user_id: str) -> list[Session]:
-        self.calls["find_by_user_id"] += 1
-        return await self.inner.find_by_user_id(user_id)
-
-    async def find_by_metadata(self, name: str, value: str, *, limit: int = 100) -> list[Session]:
-        self.calls["find_by_metadata"] += 1
-        return await self.inner.find_by_metadata(name, value, limit=limit)
-
-    async def delete(self, session_id: str) -> None:
-        self.calls["delete"] += 1
-        await self.inner.delete(session_id)
-
-    async def delete_expired_sessions(self, before: datetime) -> int:
-        self.calls["delete_expired_sessions"] += 1
-        return await self.inner.delete_expired_sessions(before)
-
-    async def append_event(self, event: SessionEvent) -> None:
-        self.calls["append_event"] += 1
-        await self.inner.append_event(event)
-
-    async def append_events(
-        self,
-        session_id: str,
-        events: Sequence[SessionEvent],
-        expected_version: int | None = None,
-    ) -> bool:
-        self.calls["append_events"] += 1
-        return await self.inner.append_events(session_id, events, expected_version)
-
-    async def find_events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
-        self.calls["find_events"] += 1
-        return await self.inner.find_events(session_id, filter)
-
-    async def find_events_by_user_id(self, user_id: str, filter: EventFilter) -> list[SessionEvent]:
-        self.calls["find_events_by_user_id"] += 1
-        return await self.inner.find_events_by_user_id(user_id, filter)
-
-    async def get_event_version(self, session_id: str) -> int:
-        self.calls["get_event_version"] += 1
-        return await self.inner.get_event_version(session_id)
-
-    async def apply_compaction(
-        self, session_id: str, plan: CompactionPlan, expected_version: int
-    ) -> bool:
-        self.calls["apply_compaction"] += 1
-        return await self.inner.apply_compaction(session_id, plan, expected_version)
-
-    async def read_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
-        self.calls["read_snapshot"] += 1
-        return await self.inner.read_snapshot(session_id, filter)
+for _name in (
+    "save",
+    "save_if_absent",
+    "find_by_id",
+    "find_by_user_id",
+    "find_by_metadata",
+    "delete",
+    "delete_expired_sessions",
+    "append_events",
+    "find_events",
+    "find_events_by_user_id",
+    "get_event_version",
+    "read_snapshot",
+    "acquire_lease",
+    "release_lease",
+):
+    setattr(CountingRepository, _name, _counted(_name, getattr(InMemorySessionRepository, _name)))
 
 
 @pytest.fixture
@@ -125,11 +81,8 @@ async def server() -> AsyncIterator[ScriptedOpenAIServer]:
 
 
 @pytest.fixture
-async def openai_client(server: ScriptedOpenAIServer) -> AsyncIterator[openai.AsyncOpenAI]:
-    async with openai.AsyncOpenAI(
-        base_url=server.base_url, api_key="test", max_retries=0
-    ) as client:
-        yield client
+def openai_client(server: ScriptedOpenAIServer) -> openai.AsyncOpenAI:
+    return server.client()
 
 
 @pytest.fixture
@@ -176,12 +129,9 @@ async def session_with_turns(service: DefaultSessionService, turns: int) -> str:
     return session.id
 
 
-def context(session_id: str, user_id: str | None = None, **extra: Any) -> dict[str, Any]:
-    """An advisor context routing a call to ``session_id``."""
-    values: dict[str, Any] = {SESSION_ID_CONTEXT_KEY: session_id, **extra}
-    if user_id is not None:
-        values[USER_ID_CONTEXT_KEY] = user_id
-    return values
+def turn(session_id: str, user_id: str | None = None, **extra: Any) -> dict[str, Any]:
+    """The keywords of a call on ``session_id`` (``**turn(...)``)."""
+    return {"session_id": session_id, "user_id": user_id, **extra}
 
 
 def label(message: Message) -> str:
@@ -237,8 +187,8 @@ def assert_no_leaks() -> None:
             continue
         code = getattr(task.get_coro(), "cr_code", None)
         filename = getattr(code, "co_filename", "")
-        assert "asyncsession/advisors" not in filename, f"leaked task {task!r}"
-        assert "asyncsession/openai" not in filename, f"leaked task {task!r}"
+        for package in ("asyncsession/advisors", "asyncsession/_turn", "asyncsession/openai"):
+            assert package not in filename, f"leaked task {task!r}"
     loop = asyncio.get_running_loop()
     for generator in list(getattr(loop, "_asyncgens", ())):
         filename = generator.ag_code.co_filename

@@ -1,43 +1,29 @@
-"""Building and running the chain of one call: sort by order, fold, run.
+"""Running a list of advisors around an innermost step, in the order given: fold, run.
 
-The clients (`ChatClient`, `ResponsesClient`) run every call and stream through these
-functions; a client for another model API does the same: `sort_advisors` once, then
-`run_call` with its own innermost model call, or `start_stream` with its own stream opener.
-
-Right before the model is called, the chain runs the hooks advisors registered with
-`CallContext.before_model_call`: work that must be done before the model runs, whatever sits
-between the advisor that registered it and the model. The chain knows nothing else about what
-the advisors do.
+The client runs its ``advisors`` around the turn, and the turn runs the ``model_advisors``
+around each model call, both through `run_call` (one awaited response) or `start_stream`
+(chunks, lazily). The chain knows nothing about what the advisors do.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
+from ..advisors import Advisor, CallContext, CallNext, ChunkStream, StreamNext
 from ..chat import ChatChunk, ChatRequest, ChatResponse, StreamAggregator
-from .base import Advisor, CallContext, CallNext, ChunkStream, StreamNext
 
-__all__ = ["close_streams", "run_call", "sort_advisors", "start_stream"]
-
-
-def sort_advisors(advisors: Iterable[Advisor]) -> tuple[Advisor, ...]:
-    """The chain, outermost first: by ``order``; ties keep registration order (stable sort)."""
-    return tuple(sorted(advisors, key=lambda advisor: advisor.order))
+__all__ = ["close_streams", "run_call", "start_stream"]
 
 
 async def run_call(
+    advisors: Sequence[Advisor],
     ctx: CallContext,
     request: ChatRequest,
-    model: Callable[[CallContext, ChatRequest], Awaitable[ChatResponse]],
+    inner: Callable[[CallContext, ChatRequest], Awaitable[ChatResponse]],
 ) -> ChatResponse:
-    """Run ``ctx.advisors`` around ``model`` on the call path."""
-
-    async def model_step(ctx: CallContext, request: ChatRequest) -> ChatResponse:
-        await ctx.run_before_model_hooks()
-        return await model(ctx, request)
-
-    call_next: CallNext = model_step
-    for advisor in reversed(ctx.advisors):
+    """Run ``advisors`` (the first outermost) around ``inner`` on the call path."""
+    call_next: CallNext = inner
+    for advisor in reversed(advisors):
         call_next = _call_step(advisor, call_next)
     return await call_next(ctx, request)
 
@@ -52,32 +38,36 @@ def _call_step(advisor: Advisor, call_next: CallNext) -> CallNext:
 
 
 def start_stream(
+    advisors: Sequence[Advisor],
     ctx: CallContext,
     request: ChatRequest,
-    model: Callable[[CallContext, ChatRequest], ChunkStream],
+    inner: Callable[[CallContext, ChatRequest], ChunkStream],
 ) -> ChunkStream:
-    """The stream of ``ctx.advisors`` around ``model``; nothing runs until it is iterated."""
-    return _stream_step(ctx.advisors, 0, model)(ctx, request)
+    """The stream of ``advisors`` around ``inner``; nothing runs until it is iterated."""
+    if not advisors:
+        stream = inner(ctx, request)
+        ctx._streams.append(stream)  # pyright: ignore[reportPrivateUsage]
+        return stream
+    return _stream_step(advisors, 0, inner)(ctx, request)
 
 
 def _stream_step(
     advisors: Sequence[Advisor],
     index: int,
-    model: Callable[[CallContext, ChatRequest], ChunkStream],
+    inner: Callable[[CallContext, ChatRequest], ChunkStream],
 ) -> StreamNext:
     def step(ctx: CallContext, request: ChatRequest) -> ChunkStream:
         stream: ChunkStream
         if index == len(advisors):
-            hooks_first = ctx.has_before_model_hooks
-            stream = _HooksFirst(ctx, request, model) if hooks_first else model(ctx, request)
+            stream = inner(ctx, request)
         else:
             level = _AdvisorStream()
-            inner_step = _stream_step(advisors, index + 1, model)
+            inner_step = _stream_step(advisors, index + 1, inner)
 
             def call_next(ctx: CallContext, request: ChatRequest) -> ChunkStream:
-                inner = inner_step(ctx, request)
-                level.inner = inner
-                return inner
+                further = inner_step(ctx, request)
+                level.inner = further
+                return further
 
             level.source = advisors[index].stream(ctx, request, call_next)
             stream = level
@@ -85,42 +75,6 @@ def _stream_step(
         return stream
 
     return step
-
-
-class _HooksFirst(ChunkStream):
-    """The model's stream, opened only once the before-model hooks have run."""
-
-    __slots__ = ("_ctx", "_done", "_inner", "_model", "_request")
-
-    def __init__(
-        self,
-        ctx: CallContext,
-        request: ChatRequest,
-        model: Callable[[CallContext, ChatRequest], ChunkStream],
-    ) -> None:
-        super().__init__()
-        self._ctx = ctx
-        self._request = request
-        self._model = model
-        self._inner: ChunkStream | None = None
-        self._done = False
-
-    async def __anext__(self) -> ChatChunk:
-        if self._inner is None:
-            await self._ctx.run_before_model_hooks()
-            self._inner = self._model(self._ctx, self._request)
-        try:
-            return await self._inner.__anext__()
-        except StopAsyncIteration:
-            self._done = True
-            raise
-
-    def _produced(self) -> ChatResponse | None:
-        return self._inner.response if self._done and self._inner is not None else None
-
-    async def aclose(self) -> None:
-        if self._inner is not None:
-            await self._inner.aclose()
 
 
 class _AdvisorStream(ChunkStream):

@@ -1,4 +1,4 @@
-"""Pure functions the memory advisor builds prompts with: guards, comparisons, system order."""
+"""Pure functions a turn builds its prompts with: guards, comparisons, system order."""
 
 from __future__ import annotations
 

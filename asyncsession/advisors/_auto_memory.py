@@ -7,8 +7,8 @@ curates it with the six memory tools (``MemoryView``, ``MemoryCreate``, ``Memory
 [`AutoMemoryTools`][asyncsession.tools.AutoMemoryTools]) over a
 [`MemoryStore`][asyncsession.memory.MemoryStore], keeping an index in ``MEMORY.md``.
 
-On every call (order ``AUTO_MEMORY_ORDER``, outside the tool loop so the loop sees the
-tools) the advisor:
+Give it to the client's ``advisors`` (around the turn, so the turn's tool loop runs its tools).
+On every call the advisor:
 
 - picks the store of the call's user (``store.with_scope(user_id)``): memories are per user and
   never global by accident — a call without a user id fails unless ``default_user_id`` is set
@@ -17,8 +17,8 @@ tools) the advisor:
   (or adds one), and the consolidation reminder when the trigger fires;
 - offers the six tools on the request, leaving tools of the same name alone.
 
-A call whose chain has no tool-calling advisor, or whose options disable tools
-(``tool_choice="none"``), passes through unchanged: the model could not use the tools.
+A call whose options disable tools (``tool_choice="none"``) passes through unchanged: the model
+could not use the tools.
 """
 
 from __future__ import annotations
@@ -36,8 +36,7 @@ from ..exceptions import UsageError
 from ..memory import CONSOLIDATION_REMINDER, MEMORY_SYSTEM_PROMPT, MemoryStore
 from ..messages import Message, SystemMessage
 from ..tools import AutoMemoryTools
-from .base import AUTO_MEMORY_ORDER, BaseAdvisor, CallContext, runs_tool_calls
-from .contexts import SessionContexts
+from ._base import BaseAdvisor, CallContext
 
 __all__ = ["AutoMemoryToolsAdvisor", "ConsolidationTrigger"]
 
@@ -63,15 +62,11 @@ class AutoMemoryToolsAdvisor(BaseAdvisor):
         memory_system_prompt: the prompt template; must contain ``{memories_root}``.
         consolidation_trigger: when it returns true, the consolidation reminder is added.
         clock: the time the trigger sees.
-        order: the position in the chain.
 
     Raises:
         UsageError: ``store`` is not a memory store, the prompt lacks the placeholder, or an
             argument is ``None``.
     """
-
-    DEFAULT_ORDER: Final = AUTO_MEMORY_ORDER
-    """Outside the tool loop, so the loop sees the memory tools."""
 
     def __init__(
         self,
@@ -82,7 +77,6 @@ class AutoMemoryToolsAdvisor(BaseAdvisor):
         memory_system_prompt: str = MEMORY_SYSTEM_PROMPT,
         consolidation_trigger: ConsolidationTrigger = _never,
         clock: Callable[[], datetime] = utc_now,
-        order: int = DEFAULT_ORDER,
     ) -> None:
         if store is None:  # pyright: ignore[reportUnnecessaryComparison] - checked at run time
             raise UsageError("AutoMemoryToolsAdvisor needs a memory store")
@@ -102,23 +96,17 @@ class AutoMemoryToolsAdvisor(BaseAdvisor):
         self.memory_system_prompt = memory_system_prompt
         self.consolidation_trigger = consolidation_trigger
         self._clock = clock
-        self.order = order
 
     def _store_for(self, ctx: CallContext) -> MemoryStore:
         if not self.per_user:
             return self.store
-        user_id = SessionContexts.user_id(ctx.context) or self.default_user_id
+        user_id = ctx.user_id or self.default_user_id
         if user_id is None:
             raise UsageError(
                 "AutoMemoryToolsAdvisor keeps memories per user, but the call has no user id: "
-                "set USER_ID_CONTEXT_KEY in the context, or default_user_id on the advisor"
+                "pass user_id=..., or set default_user_id on the advisor"
             )
         return self.store.with_scope(user_id)
-
-    def _can_use_tools(self, ctx: CallContext, request: ChatRequest) -> bool:
-        if request.options.tool_choice == "none":
-            return False
-        return any(runs_tool_calls(advisor) for advisor in ctx.advisors)
 
     async def _reminder_due(self, request: ChatRequest) -> bool:
         outcome = self.consolidation_trigger(request, self._clock())
@@ -128,7 +116,7 @@ class AutoMemoryToolsAdvisor(BaseAdvisor):
 
     async def before(self, ctx: CallContext, request: ChatRequest) -> ChatRequest:
         """Add the memory prompt and the memory tools of the call's user."""
-        if not self._can_use_tools(ctx, request):
+        if request.options.tool_choice == "none":
             return request
         store = self._store_for(ctx)
         addition = self.memory_system_prompt.replace(_PLACEHOLDER, store.root)

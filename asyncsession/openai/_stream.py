@@ -1,24 +1,24 @@
 """``ChatStream``: a streamed chat call, as an async context manager around an async iterator.
 
 ```python
-async with client.stream("Summarise our plan", context={SESSION_ID_CONTEXT_KEY: sid}) as stream:
+async with client.stream("Summarise our plan", session_id=sid) as stream:
     async for chunk in stream:          # ChatChunk: text, tool-call deltas, finish reason, usage
         print(chunk.text, end="")
 reply = stream.response                 # aggregated once; the turn was stored exactly once
 ```
 
-**Semantics.** Each chunk reaches you as the model sends it; nothing is buffered. The chain
+**Semantics.** Each chunk reaches you as the model sends it; nothing is buffered. The turn
 starts when you ask for the first chunk. When you ask for the chunk after the last one, the
-advisors finish the turn (the memory advisor stores the reply, the turn advisor compacts),
-and only then does the ``async for`` end: the last chunk always reaches you before any of that
-starts, and the reply is stored before the ``async with`` block exits. A stream that ends in
-tool calls runs the tools and continues with the next round's chunks.
+turn finishes (it stores the reply, then compacts), and only then does the ``async for`` end:
+the last chunk always reaches you before any of that starts, and the reply is stored before
+the ``async with`` block exits. A stream that ends in tool calls runs the tools and continues
+with the next round's chunks.
 
 **Abandoning a stream** (``break``, an exception, cancellation, a client that disconnects)
-closes the upstream HTTP stream. The user message stored at the start of the turn stays; the
-partial reply is not stored at all (never a half reply, so the next prompt never replays one),
-and no compaction runs. The next call sees the user message without a reply, which every
-provider accepts.
+closes the upstream HTTP stream and releases the turn's lease. The user message stored at the
+start of the turn stays; the partial reply is not stored at all (never a half reply, so the
+next prompt never replays one), and no compaction runs. The next call sees the user message
+without a reply, which every provider accepts.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from types import TracebackType
 from typing import Any, Self
 
 from .._shield import shielded
-from ..advisors.base import CallContext, ChunkStream
-from ..advisors.chain import close_streams
+from .._turn import close_streams
+from ..advisors import CallContext, ChunkStream
 from ..chat import ChatChunk, ChatResponse
 from ..exceptions import UsageError
 
@@ -49,7 +49,7 @@ class ChatStream:
     """A streamed chat call; use it as ``async with client.stream(...) as stream``.
 
     Iterate it for [`ChatChunk`][asyncsession.chat.ChatChunk] values; read
-    [`response`][asyncsession.openai.streaming.ChatStream.response] once the iteration has ended.
+    [`response`][asyncsession.openai.ChatStream.response] once the iteration has ended.
     Leaving the ``async with`` block closes the model's HTTP stream; a stream left before its end is
     abandoned (see the module docs).
     """
