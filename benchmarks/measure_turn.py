@@ -25,7 +25,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import openai
 from pymongo import AsyncMongoClient
 
 import asyncsession
@@ -36,12 +35,6 @@ from asyncsession import (
     InMemorySessionRepository,
     SessionRepository,
     UserMessage,
-)
-from asyncsession.advisors import (
-    SESSION_ID_CONTEXT_KEY,
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
-    ToolCallingAdvisor,
     tool,
 )
 from asyncsession.openai import ChatClient
@@ -49,7 +42,7 @@ from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
 
 PACKAGE = str(Path(asyncsession.__file__).resolve().parent) + os.sep
-CALL_FILE = os.path.join("openai", "_chat_client.py")
+CALL_FILE = os.path.join("openai", "_client.py")
 WRITES = frozenset(
     {
         "bulk_write",
@@ -136,27 +129,18 @@ async def profile_turn(repository: SessionRepository) -> Recorder:
         await service.append_message("s", UserMessage(text=f"question {turn}"))
         await service.append_message("s", AssistantMessage(text=f"answer {turn}"))
     async with ScriptedOpenAIServer() as server:
-        sdk = openai.AsyncOpenAI(base_url=server.base_url, api_key="measure", max_retries=0)
         client = ChatClient(
-            sdk,
-            model="measure-model",
-            advisors=[
-                SessionTurnAdvisor(service),
-                ToolCallingAdvisor([lookup]),
-                SessionMemoryAdvisor(service),
-            ],
+            server.client(), model="measure-model", sessions=service, tools=[lookup]
         )
-        context = {SESSION_ID_CONTEXT_KEY: "s"}
         server.enqueue(ScriptedReply.text("warm"))
-        await client.call("Warm up", context=context)
+        await client.call("Warm up", session_id="s")
         server.enqueue(ScriptedReply.text("measured"))
         recorder = Recorder()
         sys.setprofile(recorder)
         try:
-            await client.call("Go", context=context)
+            await client.call("Go", session_id="s")
         finally:
             sys.setprofile(None)
-        await sdk.close()
     return recorder
 
 
