@@ -14,7 +14,6 @@ from asyncsession import (
     DefaultSessionService,
     UserMessage,
 )
-from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, SessionAdvisors
 from asyncsession.openai import ChatClient
 from asyncsession.testing import RecordedRequest, ScriptedOpenAIServer, ScriptedReply
 
@@ -46,15 +45,12 @@ async def test_four_simultaneous_requests_keep_each_question_with_its_answer(
     await store.append_message("s1", AssistantMessage(text="re: q0"))
     server = ScriptedOpenAIServer(responder=_echo)
     async with server:
-        client = server.client()
-        chat = ChatClient(client, model="gpt-test", advisors=SessionAdvisors(store))
-        context = {SESSION_ID_CONTEXT_KEY: "s1"}
+        chat = ChatClient(server.client(), model="gpt-test", sessions=store)
         replies = await asyncio.gather(
-            *(ask(chat, f"q{n}", streaming=streaming, context=context) for n in range(1, 5))
+            *(ask(chat, f"q{n}", streaming=streaming, session_id="s1") for n in range(1, 5))
         )
         assert [r.text for r in replies] == [f"re: q{n}" for n in range(1, 5)]
-        await ask(chat, "q5", streaming=streaming, context=context)
-        await client.close()
+        await ask(chat, "q5", streaming=streaming, session_id="s1")
 
     log = [label(e.message) for e in await store.get_events("s1") if e.message is not None]
     assert _paired(log), log

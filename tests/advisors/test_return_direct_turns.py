@@ -16,11 +16,11 @@ from asyncsession import (
     CreateSessionRequest,
     DefaultSessionService,
     InMemorySessionRepository,
-    InvalidText,
     MongoSessionRepository,
     UserMessage,
 )
 from asyncsession.chat import ChatChunk, ChatResponse
+from asyncsession.exceptions import InvalidText
 from asyncsession.openai import ChatClient, ResponsesClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 from asyncsession.tools import Tool

@@ -11,7 +11,6 @@ import pytest
 from chat_support import PATHS, ask, session_with_turns
 
 from asyncsession import DefaultSessionService, EventType, SystemMessage, UserMessage
-from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, SessionAdvisors
 from asyncsession.compaction_protocols import CompactionRecord
 from asyncsession.filters import EventFilter
 from asyncsession.openai import ResponsesClient, messages_to_items
@@ -38,13 +37,11 @@ async def test_a_message_stored_during_a_compacted_reply_is_sent_with_the_next_r
     chat = ResponsesClient(
         openai_client,
         model="gpt-test",
-        advisors=SessionAdvisors(store),
+        sessions=store,
         default_messages=[SYSTEM],
         context_management=COMPACTING,
     )
-    context = {SESSION_ID_CONTEXT_KEY: session_id}
-
-    turn = asyncio.create_task(ask(chat, "question 2", streaming=streaming, context=context))
+    turn = asyncio.create_task(ask(chat, "question 2", streaming=streaming, session_id=session_id))
     await server.wait_for_request(0)
     racing = await store.append_message(session_id, UserMessage(text="stored meanwhile"))
     hold.set()
@@ -52,7 +49,7 @@ async def test_a_message_stored_during_a_compacted_reply_is_sent_with_the_next_r
 
     view = await store.get_events(session_id, EventFilter.active())
     assert racing.id in [e.id for e in view]
-    await ask(chat, "question 3", streaming=streaming, context=context)
+    await ask(chat, "question 3", streaming=streaming, session_id=session_id)
 
     sent = server.requests[1].input
     expected = [SYSTEM, *(e.message for e in view if e.message), UserMessage(text="question 3")]

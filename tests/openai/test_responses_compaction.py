@@ -18,12 +18,10 @@ from asyncsession import (
 )
 from asyncsession.compaction import CompactionRequest, TurnCountTrigger
 from asyncsession.events import COMPACTION_SOURCE
-from asyncsession.openai import (
+from asyncsession.openai import ResponsesClient, ResponsesCompactionStrategy, messages_to_items
+from asyncsession.openai._responses_compaction import (
     COMPACTION_USAGE_KEY,
     RESPONSES_COMPACT_SOURCE,
-    ResponsesClient,
-    ResponsesCompactionStrategy,
-    messages_to_items,
 )
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
 from asyncsession.testing._openai_server.compaction_wire import covered_items
