@@ -390,21 +390,24 @@ class Turn:
             self._taken_over = request_id is not None
             self._replaying = True
             return True
+        if request_id is not None and not await lease.acquire(snapshot.version):
+            return False  # another attempt took the session first: read again
         if event is not None and memory.store_question == "first":
+            # With a request id the question's id is fixed, so an attempt racing this one would
+            # see its append taken for a replay: the lease just taken decided the race instead.
             appended = await shielded(
                 memory.service.append_events(
                     self._session_id, [event], snapshot.version, lease=lease.lease()
                 )
             )
             if not appended:
+                await lease.release()
                 return False
             self._version += 1
             lease.held_at(self._version)
             self._question = event
             self._record(event, stored=True, request=True)
             return True
-        if request_id is not None and not await lease.acquire(snapshot.version):
-            return False
         if event is not None:
             self._question = event
             self._record(event, stored=False, request=True)
