@@ -7,8 +7,9 @@ standing for every input item the request sent. The turn stores that as a compac
 session, in its last commit: the turn's events, then a ``COMPACTION`` boundary whose view is the
 compacted reply and what follows it in the turn, then every active event the request did not
 send (a message another caller stored meanwhile stays in the view, and is sent next time). The
-boundary covers exactly what the request sent. The commit is appended at the version of a read
-of the active view; a lost compare-and-swap is read again and retried, and after the last
+boundary covers exactly what the request sent. The commit is appended at the version the turn
+knows when it read the whole active view (no command more than a plain reply), else at the
+version of a read of it; a lost compare-and-swap is read again and retried, and after the last
 attempt the turn's events are appended plainly, nothing covered, so nothing is lost or
 half-written.
 
@@ -89,6 +90,7 @@ async def commit_compacted(
     stored: Collection[str],
     summary: str,
     covered: Collection[str],
+    known: tuple[Sequence[SessionEvent], int] | None = None,
 ) -> bool:
     """Write the turn's last commit as a compaction; ``False`` when it could not apply (the
     caller then appends plainly what ``turn`` still lacks).
@@ -98,25 +100,32 @@ async def commit_compacted(
         stored: the ids among ``turn`` already committed.
         summary: the id of the compacted reply: the view starts there.
         covered: the ids the compacted request was built from.
+        known: the active view as the turn knows it (its read and its own commits) and the
+            version it stands at, when the turn read the whole active view: the first attempt
+            commits at that version without reading again.
     """
     start = next(i for i, e in enumerate(turn) if e.id == summary)
     mine = {e.id for e in turn}
     early = [e.as_archived() for e in turn[:start] if e.id not in stored and e.id in covered]
     trigger, strategy = _Named(SERVER_COMPACTION_TRIGGER), _Named(SERVER_COMPACTION_STRATEGY)
     for _ in range(COMMIT_ATTEMPTS):
-        snapshot = await service.get_snapshot(session_id, EventFilter.active())
-        if snapshot is None:
-            return False
-        others = [e for e in snapshot.events if e.id not in covered and e.id not in mine]
+        if known is not None:
+            (active, version), known = known, None
+        else:
+            snapshot = await service.get_snapshot(session_id, EventFilter.active())
+            if snapshot is None:
+                return False
+            active, version = snapshot.events, snapshot.version
+        others = [e for e in active if e.id not in covered and e.id not in mine]
         view = [*early, *turn[start:], *others]
         result = CompactionResult(
             compacted_events=tuple(view),
-            archived_events=tuple(e for e in snapshot.events if e.id in covered),
+            archived_events=tuple(e for e in active if e.id in covered),
         )
-        commit = compaction_commit(session_id, snapshot.events, result, trigger, strategy)
+        commit = compaction_commit(session_id, active, result, trigger, strategy)
         if commit is None:
             return False
-        if await shielded(service.append_events(session_id, commit, snapshot.version)):
+        if await shielded(service.append_events(session_id, commit, version)):
             return True
     return False
 

@@ -561,6 +561,7 @@ class Turn:
             self._stored,
             self._summary,
             self._covered,
+            self._known_view(),
         ):
             pass
         elif pending:
@@ -572,6 +573,13 @@ class Turn:
             if self._replaying:  # a commit of replays changes nothing, the lease included
                 await self._lease.release()
             await self._lease.ended()
+
+    def _known_view(self) -> tuple[Sequence[SessionEvent], int] | None:
+        """The active view at the version the turn knows (its read and its own commits), or
+        ``None`` when its read was a window of it."""
+        stored = [e for e in self._turn if e.id in self._stored]
+        view = known_active_view(self._read_filter, self._events, stored)
+        return None if view is None else (view, self._version)
 
     async def _commit(self, events: list[SessionEvent], lease: Lease | None) -> None:
         """Append ``events`` as one commit at the version the turn knows. When that

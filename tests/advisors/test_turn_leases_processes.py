@@ -42,7 +42,7 @@ async def test_a_killed_holder_is_replaced_within_seconds_and_renews_until_then(
     than a lease lasts. Killed with ``kill -9``, the holder is replaced within seconds: the
     second calls the model once and stores the turn once."""
     holder = await start(mongo_uri, mongo_db, workers)
-    assert (await holder.line()).startswith("model ")
+    await _model_call(holder)
     retry = await start(mongo_uri, mongo_db, workers)
     assert await retry.line() == "waiting"
     for _ in range(RENEWALS):

@@ -357,12 +357,11 @@ async def test_a_retry_of_a_compacted_turn_stored_with_its_reply_replays_it(
 @pytest.mark.parametrize(
     ("store_question", "commands"),
     [
-        # the question stored with the window read; then the compaction's read, the session
-        # read of its write, the registration of the new ids and the commit
-        ("first", ["findAndModify", "find", "find", "insert", "findAndModify"]),
-        # the window read; then the same compaction, which stores the question too, its id
-        # (drawn from the store's pool) registered ahead
-        ("with_reply", ["find", "find", "find", "insert", "findAndModify"]),
+        # the window read, the question's commit, and the reply's commit, which is the
+        # compaction: the turn read the whole active view, so it commits at the version it knows
+        ("first", ["aggregate", "insert", "insert"]),
+        # the window read and one commit: the question, the reply and the compaction together
+        ("with_reply", ["aggregate", "insert"]),
     ],
 )
 async def test_the_database_commands_of_a_compacted_turn_on_mongodb(
@@ -372,8 +371,8 @@ async def test_the_database_commands_of_a_compacted_turn_on_mongodb(
     server: ScriptedOpenAIServer,
     openai_client: openai.AsyncOpenAI,
 ) -> None:
-    """A turn the server compacted costs the same commands whether its question is stored
-    first or with the reply."""
+    """A turn the server compacted costs no command more than a plain turn: its reply's commit
+    is the compaction."""
     async with counted_repository(mongo_uri) as (repository, counter):
         service = DefaultSessionService(repository)
         session_id = await session_with_turns(service, 5)
