@@ -9,6 +9,8 @@ the version.
   process, so the demo runs offline.
 - ``OPENAI_API_KEY`` (optionally ``OPENAI_BASE_URL``, ``OPENAI_MODEL``): a real model.
 - ``MONGODB_URI``: sessions and memories in MongoDB instead of the embedded in-memory store.
+  A server that does not answer (or a malformed URI) ends the demo before its first turn with
+  one line on standard error, naming the URI without its password, and exit code 1.
 - ``--api responses``: the Responses API (``ResponsesClient``) instead of Chat Completions
   (``--api chat``, the default); the turns, the log and the output are the same.
 """
@@ -26,7 +28,9 @@ from collections.abc import AsyncGenerator
 from contextlib import AsyncExitStack, asynccontextmanager
 
 import openai
+from pymongo.errors import PyMongoError
 
+from ._mongo_uri import describe_failure
 from .advisors import AutoMemoryToolsAdvisor
 from .compaction import (
     CompactionWorker,
@@ -34,6 +38,7 @@ from .compaction import (
     TurnCountTrigger,
 )
 from .events import SessionEvent
+from .exceptions import AsyncSessionError
 from .filters import EventFilter
 from .memory import DirectoryMemoryStore, MemoryStore, MongoMemoryStore
 from .messages import AssistantMessage, SystemMessage, ToolResponseMessage, messages_to_openai
@@ -129,6 +134,10 @@ async def _model() -> AsyncGenerator[tuple[openai.AsyncOpenAI, str, str], None]:
         yield server.client(), "scripted-demo-model", "the built-in scripted server"
 
 
+class _StartupFailure(Exception):
+    """The demo cannot start: one line saying what failed, where, and what to set."""
+
+
 @asynccontextmanager
 async def _stores(
     memory_root: str,
@@ -142,11 +151,18 @@ async def _stores(
         )
         return
     name = f"asyncsession_demo_{uuid.uuid4().hex[:8]}"
-    async with MongoSessionRepository.from_uri(uri, name) as repository:
-        await repository.ensure_indexes()
-        database = repository._database  # pyright: ignore[reportPrivateUsage] - the demo's own db
-        memories = MongoMemoryStore(database, scope=USER)
-        await memories.ensure_indexes()
+    async with AsyncExitStack() as stack:
+        try:  # MongoDB is checked here, before the first turn, and only here
+            repository = await stack.enter_async_context(MongoSessionRepository.from_uri(uri, name))
+            await repository.ensure_indexes()
+            database = repository._database  # pyright: ignore[reportPrivateUsage] - its own db
+            memories = MongoMemoryStore(database, scope=USER)
+            await memories.ensure_indexes()
+        except (AsyncSessionError, PyMongoError, ValueError) as exc:
+            raise _StartupFailure(
+                f"the demo cannot start: {describe_failure(uri, exc)}. Set MONGODB_URI to the "
+                "URI of a MongoDB server that answers, or unset it to run on the in-memory store."
+            ) from exc
         yield repository, memories, f"MongoDB ({name})"
 
 
@@ -244,3 +260,6 @@ if __name__ == "__main__":
         asyncio.run(main(parser.parse_args().api))
     except KeyboardInterrupt:
         sys.exit(130)
+    except _StartupFailure as failure:
+        print(f"error: {failure}", file=sys.stderr)
+        sys.exit(1)

@@ -18,6 +18,8 @@ AsyncSessionError                       base of everything we raise; never raise
 │   └── StorageError                    the database failed; chained to the driver's error
 │       └── StorageUnavailable          the server could not be reached in time; retry later
 ├── CompactionError                     a strategy failed; the log was left untouched
+├── EncryptionError                     encryption at rest failed (key service, vault, master key)
+│   └── ContentErased (LookupError)     the user's data key is gone for good   .user_id .key_id
 ├── ChatError                           the model call failed; .status_code when known
 │   ├── ChatTimeout
 │   ├── StreamInterrupted               the model's stream broke off before it finished
@@ -64,6 +66,8 @@ __all__ = [
     "StorageError",
     "StorageUnavailable",
     "CompactionError",
+    "EncryptionError",
+    "ContentErased",
     "ChatError",
     "ChatTimeout",
     "StreamInterrupted",
@@ -240,6 +244,34 @@ class StorageUnavailable(StorageError):
 
 class CompactionError(AsyncSessionError):
     """A compaction strategy failed; the session log was left untouched."""
+
+
+class EncryptionError(AsyncSessionError):
+    """Encrypting or decrypting a user's content failed; the driver's error is the ``__cause__``.
+
+    A key service that cannot be reached, a key vault that refused a write, or content that the
+    configured master key cannot open (a wrong or missing master key) all end here. Content
+    whose key was deleted raises the subclass `ContentErased` instead.
+    """
+
+
+class ContentErased(EncryptionError, LookupError):
+    """The content was encrypted with a data key that no longer exists: it can never be read.
+
+    Deleting a user's key is how `asyncsession.erasure` erases them. The same error is what
+    a key vault namespace that names the wrong collection looks like, so check the setting
+    before concluding that the user was erased.
+    """
+
+    def __init__(self, user_id: str, key_id: str) -> None:
+        super().__init__(
+            f"The content of user {user_id!r} was encrypted with data key {key_id} which is no "
+            "longer in the key vault: the user was erased, so it can never be read"
+        )
+        self.user_id = user_id
+        """The user whose content was read."""
+        self.key_id = key_id
+        """The id of the missing data key (a UUID, as text)."""
 
 
 class ChatError(AsyncSessionError):

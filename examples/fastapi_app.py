@@ -23,7 +23,9 @@ Environment:
 - ``ASYNCSESSION_EXAMPLE_PING_SECONDS``: the keep-alive interval of the stream (default 15).
 
 The app's lifespan opens what it owns (the model client, the scripted model, the MongoDB
-client) and closes it at shutdown; a client or service passed to `create_app` is borrowed.
+client) and closes it at shutdown; a client or service passed to `create_app` is borrowed. With
+``MONGODB_URI`` it checks MongoDB before serving: a server that does not answer or a malformed
+URI stops the start with one logged line (`StartupFailure`), and a non-zero exit.
 
 Endpoints:
 
@@ -62,6 +64,8 @@ import contextlib
 import logging
 import math
 import os
+import re
+import sys
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -72,6 +76,7 @@ from zoneinfo import ZoneInfo
 
 import openai
 import pydantic
+import pymongo.errors
 from fastapi import Depends, FastAPI, Header, HTTPException, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -375,6 +380,60 @@ class _TurnEvents:
         await self.queue.put(None)
 
 
+class StartupFailure(Exception):
+    """The app cannot start. Its message is one line saying what failed, where and what to
+    set; `StartupFailureAsOneLine` has the server log that line instead of a traceback."""
+
+
+def _without_password(uri: str) -> str:
+    return re.sub(r"^([^:/]+://[^:@/]*):[^/]*@", r"\1:***@", uri.strip())
+
+
+async def open_mongodb(
+    stack: contextlib.AsyncExitStack, uri: str, db_name: str
+) -> MongoSessionRepository:
+    """The MongoDB store, checked at start-up: its indexes are created before the app serves,
+    so a server that does not answer (within the store's five-second timeouts) or a malformed
+    URI stops the start with a `StartupFailure` instead of failing the first request."""
+    where = _without_password(uri)
+    try:
+        repository = await stack.enter_async_context(MongoSessionRepository.from_uri(uri, db_name))
+        await repository.ensure_indexes()
+    except StorageUnavailable:
+        problem = f"MongoDB at {where} did not answer"
+    except AsyncSessionError as exc:
+        problem = f"MongoDB at {where} failed: {str(exc).splitlines()[0]}"
+    except (pymongo.errors.PyMongoError, ValueError) as exc:  # from the URI's parser
+        problem = f"MONGODB_URI is not a valid MongoDB URI ({where}): {str(exc).splitlines()[0]}"
+    else:
+        return repository
+    raise StartupFailure(
+        f"asyncsession example cannot start: {problem}. Set MONGODB_URI to the URI of a MongoDB "
+        "server that answers, or unset it to keep sessions in memory."
+    )
+
+
+class StartupFailureAsOneLine:
+    """ASGI middleware: a `StartupFailure` in the lifespan reaches the server as its message
+    alone, so uvicorn logs one line (then "Application startup failed") and exits non-zero."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def one_line(message: ASGIMessage) -> None:
+            failure = sys.exc_info()[1]  # sent while the lifespan's error is being handled
+            if message["type"] == "lifespan.startup.failed" and isinstance(failure, StartupFailure):
+                message = {**message, "message": str(failure)}
+            await send(message)
+
+        await self.app(scope, receive, one_line)
+
+
 @dataclass(slots=True)
 class _Runtime:
     """What the endpoints use, set when the app is created or when its lifespan starts."""
@@ -445,13 +504,8 @@ def create_app(
             sessions = service
             uri = env.get("MONGODB_URI")
             if sessions is None and uri:
-                repository = await stack.enter_async_context(
-                    MongoSessionRepository.from_uri(
-                        uri, env.get("ASYNCSESSION_EXAMPLE_DB", "asyncsession_example")
-                    )
-                )
-                await repository.ensure_indexes()
-                sessions = DefaultSessionService(repository)
+                database = env.get("ASYNCSESSION_EXAMPLE_DB", "asyncsession_example")
+                sessions = DefaultSessionService(await open_mongodb(stack, uri, database))
                 runtime.description.append("sessions in MongoDB")
             elif sessions is None:
                 sessions = DefaultSessionService(InMemorySessionRepository())
@@ -465,6 +519,7 @@ def create_app(
 
     app = FastAPI(title="asyncsession chat", lifespan=lifespan)
     app.add_middleware(BodyLimit, limit=body_limit)
+    app.add_middleware(StartupFailureAsOneLine)
     app.state.runtime = runtime
 
     @app.exception_handler(AsyncSessionError)

@@ -70,6 +70,10 @@ ADVICE: dict[str, str] = {
     "StorageUnavailable": "Answer 503 and retry later; retry a write with the same event ids "
     "(`event_id=`, `event_ids=`), so a write that did land is not stored twice.",
     "CompactionError": "Log it: the log is unchanged, and the next compaction tries again.",
+    "EncryptionError": "Log it with its cause: check that the key service can be reached and "
+    "that the master key is the one the content was encrypted under.",
+    "ContentErased": "The user was erased: treat their content as gone (answer 410). If nobody "
+    "was erased, check the key vault namespace of the setting.",
     "ChatError": "Look at `.status_code`: retry 429 and 5xx with a backoff, fix the request "
     "for other 4xx.",
     "ChatTimeout": "Retry, or give the OpenAI client a longer timeout.",
@@ -93,6 +97,7 @@ ADVICE: dict[str, str] = {
 
 HIDDEN: dict[str, str] = {
     "asyncsession.memory.mongo._MemoryStoreUnavailable": "the MongoDB memory store's outage error",
+    "asyncsession.encryption._keys._KeyVaultUnavailable": "the key vault's outage error",
 }
 """What each private error class is, in the reader's words, by its qualified name."""
 
