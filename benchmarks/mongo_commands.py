@@ -25,16 +25,15 @@ from pymongo import AsyncMongoClient, monitoring
 
 from asyncsession import (
     AssistantMessage,
-    CompactionPlan,
     CreateSessionRequest,
     DefaultSessionService,
     EventFilter,
-    Insert,
     MongoSessionRepository,
     Session,
     SessionEvent,
     UserMessage,
 )
+from asyncsession.compaction_protocols import CompactionPlan, Insert
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC
 from asyncsession.repository import start_turn
 from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable

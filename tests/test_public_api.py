@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import asyncsession
+from asyncsession import exceptions
 
 ROOT = Path(__file__).resolve().parent.parent
 TOP_LEVEL_LIMIT = 40
@@ -158,7 +159,7 @@ def test_the_tree_lists_only_real_errors() -> None:
     "error",
     [
         pytest.param(asyncsession.SessionNotFound("s"), id="repository"),
-        pytest.param(asyncsession.MemoryNotFound("a.md"), id="memory"),
+        pytest.param(exceptions.MemoryNotFound("a.md"), id="memory"),
         pytest.param(asyncsession.ToolLoopLimitExceeded(3), id="chat"),
     ],
 )

@@ -6,9 +6,10 @@ reads the session while it is live waits (`wait_while_leased`), up to a bound, a
 taking it costs no command of its own when the turn has no request id (a turn that commits
 nothing before the model call, the question stored with the reply, goes without one). A turn
 with a request id takes it with one ``acquire_lease`` before its first commit: its question's id
-is fixed by the request id, so a racing attempt of the same request would take the append of that
-id for a replay, and the lease is what decides which attempt calls the model. While the turn works the lease is renewed every third of its
-length, so a holder that dies stops blocking within one length, however long its turns take.
+is fixed by the request id, so a racing attempt of the same request would take the append of
+that id for a replay, and the lease is what decides which attempt calls the model. While the
+turn works the lease is renewed every third of its length, so a holder that dies stops blocking
+within one length, however long its turns take.
 The turn's last commit carries no lease, which ends it; a turn that fails releases it.
 
 The lease is "please wait", not the arbiter: the version compare-and-swap of every commit is

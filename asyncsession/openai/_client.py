@@ -280,6 +280,10 @@ class BaseChatClient(ABC):
             raise UsageError(f"event_filter must be an EventFilter, not {event_filter!r}")
         if message_filter is not None and not isinstance(message_filter, MessageFilter):
             raise UsageError(f"message_filter must be a MessageFilter, not {message_filter!r}")
+        if event_ids is not None and not callable(getattr(event_ids, "generate", None)):
+            raise UsageError(
+                f"event_ids must be an EventIdGenerator (with generate()), not {event_ids!r}"
+            )
         if not require_text(default_user_id, "default_user_id").strip():
             raise UsageError("default_user_id must be a non-empty string")
         for name, seconds in (("lease_ttl", lease_ttl), ("wait", wait)):

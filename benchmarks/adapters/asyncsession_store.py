@@ -29,19 +29,17 @@ from typing import Any, ClassVar, Literal
 from pymongo import AsyncMongoClient
 
 from asyncsession import (
-    COMPACTION_SOURCE,
-    SYNTHETIC,
     AssistantMessage,
-    CompactionPlan,
     DefaultSessionService,
     EventFilter,
     InMemorySessionRepository,
-    Insert,
     Session,
     SessionEvent,
     SessionRepository,
     UserMessage,
 )
+from asyncsession.compaction_protocols import CompactionPlan, Insert
+from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC
 from asyncsession.openai import ChatClient
 
 from .._commands import CommandCounter

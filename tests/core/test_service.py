@@ -1,32 +1,27 @@
-"""DefaultSessionService and DelegatingSessionService."""
+"""DefaultSessionService, and a decorator that subclasses it."""
 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import cast
 
 import pytest
 
 from asyncsession import (
     AssistantMessage,
-    CompactionResult,
     CreateSessionRequest,
     DefaultSessionService,
-    DelegatingSessionService,
     EventFilter,
     InMemorySessionRepository,
     SessionExists,
     SessionNotFound,
     SessionService,
-    SessionSnapshot,
     SystemMessage,
     UsageError,
     UserMessage,
 )
-from asyncsession.compaction import CompactionRequest
-from asyncsession.service import new_event_id
+from asyncsession.compaction import CompactionRequest, CompactionResult
 from asyncsession.testing import FakeClock
 from asyncsession.testing.contract import system, user
 
@@ -293,11 +288,11 @@ async def test_compact_applies_a_plan_and_a_lost_race_is_a_silent_no_op(
         await service.compact("missing", fires, DropFirst())
 
 
-class CountingService(DelegatingSessionService):
-    """A decorator that counts appends and forwards the rest."""
+class CountingService(DefaultSessionService):
+    """A decorator that counts appends and inherits the rest."""
 
-    def __init__(self, delegate: SessionService) -> None:
-        super().__init__(delegate)
+    def __init__(self, repository: InMemorySessionRepository) -> None:
+        super().__init__(repository)
         self.appends = 0
 
     async def append_event(self, event):  # type: ignore[no-untyped-def]
@@ -306,8 +301,8 @@ class CountingService(DelegatingSessionService):
 
 
 async def test_a_decorator_overrides_only_what_it_needs(service: DefaultSessionService) -> None:
-    """A DelegatingSessionService subclass changes one method and forwards every other."""
-    decorated = CountingService(service)
+    """A subclass of DefaultSessionService changes one method and keeps every other."""
+    decorated = CountingService(cast(InMemorySessionRepository, service.repository))
     assert isinstance(decorated, SessionService)
     session = await decorated.create(CreateSessionRequest(user_id="u"))
     await decorated.append_event(user(session.id, "hello"))
@@ -327,76 +322,8 @@ async def test_a_decorator_overrides_only_what_it_needs(service: DefaultSessionS
     assert event.session_id == session.id
     turn = await decorated.append_messages(session.id, [UserMessage(text="n")], event_ids=["n"])
     assert [e.id for e in turn] == ["n"]
-    assert decorated.appends == 1  # forwarded whole to the delegate, like append_message
+    assert decorated.appends == 1  # append_messages is a method of its own, like append_message
     assert await decorated.find_by_id(session.id) is not None
     assert await decorated.delete_expired_sessions() == 0
     await decorated.delete(session.id)
     assert await decorated.find_by_id(session.id) is None
-
-
-class DrawingRepository(InMemorySessionRepository):
-    """An in-memory store that hands out ids of its own format, counting them."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.drawn: list[str] = []
-
-    async def draw_event_id(self, session_id: str) -> str:
-        self.drawn.append(f"{session_id}-drawn-{len(self.drawn)}")
-        return self.drawn[-1]
-
-
-async def test_new_event_id_draws_through_the_service_and_its_decorators() -> None:
-    """``new_event_id`` takes the id from the store through a service (and a decorator around
-    one), and is a random UUID for a service that cannot draw."""
-    repository = DrawingRepository()
-    service = DefaultSessionService(repository)
-    assert await new_event_id(service, "s") == "s-drawn-0"
-    assert await new_event_id(CountingService(service), "s") == "s-drawn-1"
-    assert await service.draw_event_id("s") == "s-drawn-2"
-    plain = DefaultSessionService(InMemorySessionRepository())
-    first, second = [await new_event_id(plain, "s") for _ in range(2)]
-    assert uuid.UUID(first).version == 4
-    assert first != second
-    with pytest.raises(UsageError):
-        await service.draw_event_id(" ")
-    assert repository.drawn == ["s-drawn-0", "s-drawn-1", "s-drawn-2"]
-
-
-async def test_new_event_id_of_a_service_that_does_not_draw_is_a_random_uuid() -> None:
-    """A service of the caller's own without ``draw_event_id`` gets a random UUID."""
-
-    class Bare:
-        pass
-
-    event_id = await new_event_id(cast(SessionService, Bare()), "s")
-    assert uuid.UUID(event_id).version == 4
-
-
-class _RecordingRepository(InMemorySessionRepository):
-    """An in-memory store that records the ids each turn was asked to reserve."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reserved: list[tuple[str, ...]] = []
-
-    async def start_turn(self, *args: Any, **kwargs: Any) -> SessionSnapshot:
-        self.reserved.append(tuple(kwargs.get("reserve_event_ids", ())))
-        return await super().start_turn(*args, **kwargs)
-
-
-async def test_reserve_event_ids_is_deprecated_but_still_reaches_the_store() -> None:
-    """Passing ``reserve_event_ids`` warns (once, also through a delegating service) and the
-    turn still starts, handing the ids to the store; without it nothing warns."""
-    repository = _RecordingRepository()
-    service = DelegatingSessionService(DefaultSessionService(repository))
-    session = await service.create(CreateSessionRequest(user_id="alice"))
-    with pytest.warns(DeprecationWarning, match="reserve_event_ids is deprecated") as caught:
-        event, snapshot = await service.start_turn(
-            session.id, UserMessage(text="hi"), EventFilter.active(), reserve_event_ids=["reply"]
-        )
-    assert len(caught) == 1
-    assert snapshot.events == ()
-    assert await service.get_events(session.id) == [event]
-    await service.start_turn(session.id, UserMessage(text="again"), EventFilter.active())
-    assert repository.reserved == [("reply",), ()]

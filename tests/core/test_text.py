@@ -12,13 +12,13 @@ from asyncsession import (
     DefaultSessionService,
     EventFilter,
     InMemorySessionRepository,
-    InvalidText,
     Session,
     SessionEvent,
     UsageError,
     UserMessage,
 )
 from asyncsession._text import check_event_text
+from asyncsession.exceptions import InvalidText
 from asyncsession.testing._contract.text import LONE, bad_events
 
 

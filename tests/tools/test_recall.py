@@ -9,13 +9,13 @@ import pytest
 
 from asyncsession import (
     AssistantMessage,
-    CompactionPlan,
     CreateSessionRequest,
     DefaultSessionService,
     InMemorySessionRepository,
     UsageError,
     UserMessage,
 )
+from asyncsession.compaction_protocols import CompactionPlan
 from asyncsession.testing import FakeClock
 from asyncsession.testing.contract import summary_turn
 from asyncsession.tools import Tool, conversation_search, cross_session_search
