@@ -291,6 +291,8 @@ class Turn:
         service = memory.service
         lease = self._lease = LeaseHolder(service, session_id, memory.lease_ttl)
         question = last_request_message(self.request.messages)
+        if question is not None:  # refused before the session is read or created
+            check_event_text(SessionEvent(session_id=session_id, message=question))
         request_id = ctx.request_id
         waiting: Waiting | None = None
         while True:
