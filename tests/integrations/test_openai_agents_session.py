@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import pytest
 from agents import TResponseInputItem
-from losing_service import LosingTurnService
+from losing_service import LosingService
 from pymongo.asynchronous.database import AsyncDatabase
 
 from asyncsession import (
@@ -223,9 +223,8 @@ def test_bad_options_are_refused(options: dict[str, Any]) -> None:
 async def test_retry_after_a_failed_write_stores_once(
     service: SessionService, after_write: bool, batch: list[Any]
 ) -> None:
-    """Retrying a batch whose write failed stores it exactly once, written or not, whichever
-    way it was written (a turn start, a plain append, a reply with an id registered ahead)."""
-    losing = LosingTurnService(service, fail=0, after_write=after_write)
+    """Retrying a batch whose write failed stores it exactly once, written or not."""
+    losing = LosingService(service, fail=0, after_write=after_write)
     session = AgentsSession("retry", losing)
     await session.add_items(TOOL_ROUND[:1])
     losing.fail = 2
@@ -338,7 +337,7 @@ async def test_on_mongodb_items_below_the_tail_keep_no_id_registration(
     a failed write's retry still stores its batch once."""
     repository = MongoSessionRepository(mongo_db)
     await repository.ensure_indexes()
-    losing = LosingTurnService(DefaultSessionService(repository), fail=0, after_write=True)
+    losing = LosingService(DefaultSessionService(repository), fail=0, after_write=True)
     session = AgentsSession("long", losing)
     for turn in range(60):  # 120 events: the tail rolls forward past 96 entries
         await session.add_items([{"role": "user", "content": f"q{turn}"}])
