@@ -223,7 +223,7 @@ class ScriptedOpenAIServer:
         try:
             reply = await self._choose(recorded)
             return await self._answer(request, recorded, reply)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, httpx2.TimeoutException):  # the client went away
             recorded._disconnected.set()  # pyright: ignore[reportPrivateUsage]
             raise
 
