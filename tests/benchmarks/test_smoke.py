@@ -201,9 +201,9 @@ async def test_the_pipeline_script_runs_and_counts_the_chain_at_the_floor(
     mongo_uri: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``python -m benchmarks.chat_pipeline --runs 3 --warmup 1 --mongo``: the chain's database
-    work per turn does not depend on the runs, so it is checked here: 2 commands for a turn
-    (ids drawn from the store's pool, registered ahead), 4 on a new session (its first append
-    registers the pool), never more than the same operations done directly."""
+    work per turn does not depend on the runs, so it is checked here: 3 commands for a turn
+    (the read, the question's commit, the reply's), 4 on a new session (+ its insert), never
+    more than the same operations done directly."""
     from benchmarks import chat_pipeline
 
     monkeypatch.setenv("MONGODB_URI", mongo_uri)
@@ -216,7 +216,7 @@ async def test_the_pipeline_script_runs_and_counts_the_chain_at_the_floor(
         and cells[1].startswith(("MongoDB", "in-memory"))
     }
     mongo = "MongoDB (commands)"
-    assert rows[(mongo, "plain turn, existing session (1 read + 2 appends)")][0] == 2
+    assert rows[(mongo, "plain turn, existing session (1 read + 2 appends)")][0] == 3
     assert rows[(mongo, "plain turn, new session (+ create)")][0] == 4
     assert all(used <= direct for used, direct in rows.values())
 
