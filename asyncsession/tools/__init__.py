@@ -10,8 +10,8 @@
   [`cross_session_search`][asyncsession.tools.recall.cross_session_search]: recall over the
   session log, archived turns included.
 
-The tool loop that runs them is
-[`ToolCallingAdvisor`][asyncsession.advisors.ToolCallingAdvisor]; the advisors
+The chat turn runs them: give them to a client (``ChatClient(..., tools=[...])``) or to one
+call (``tools=[...]``); the advisors
 [`AutoMemoryToolsAdvisor`][asyncsession.advisors.AutoMemoryToolsAdvisor] and
 [`SessionRecallAdvisor`][asyncsession.advisors.SessionRecallAdvisor] offer these tools per call.
 """

@@ -193,7 +193,7 @@ class AutoMemoryTools:
         tools = AutoMemoryTools(DirectoryMemoryStore("/var/lib/agent/memories", scope="alice"))
         await tools.memory_create("MEMORY.md", "# Memory index\n")
         await tools.memory_insert("MEMORY.md", 1, "- [Role](user_role.md) — data scientist")
-        loop = ToolCallingAdvisor(tools.as_tools())   # the same six, for a model
+        chat = ChatClient(client, model="gpt-4.1", tools=tools.as_tools())  # the same six
         ```
     """
 
