@@ -3,8 +3,7 @@
 The clients in ``asyncsession.openai`` build a `Turn` per call; advisors go around it.
 """
 
-from .chain import close_streams, run_call, start_stream
-from .compaction import (
+from .log import (
     SERVER_COMPACTION_STRATEGY,
     SERVER_COMPACTION_TRIGGER,
     Compaction,
@@ -20,9 +19,6 @@ __all__ = [
     "SessionMemory",
     "StoreQuestion",
     "Turn",
-    "close_streams",
     "compacted_during",
     "request_event_id",
-    "run_call",
-    "start_stream",
 ]

@@ -49,8 +49,9 @@ from ..advisors import (
     IdempotentSessionEventIdGenerator,
     MessageFilter,
 )
+from ..advisors._base import run_call, start_stream
 from ..chat import RETURN_DIRECT, ChatChunk, ChatRequest, ChatResponse, Usage
-from ..compaction import usage_metadata
+from ..compaction import USAGE_METADATA_KEY
 from ..events import CreateSessionRequest, EventType, SessionEvent, utc_now
 from ..exceptions import (
     AccessDenied,
@@ -73,21 +74,19 @@ from ..messages import (
 from ..repository import Lease, SessionSnapshot
 from ..service import SessionService
 from ..tools import Tool
-from .chain import run_call, start_stream
-from .compaction import (
+from .log import (
+    LATEST_SYSTEM_FILTER,
     Compaction,
+    LeaseHolder,
+    Waiting,
+    can_tell_newest,
     commit_compacted,
     compact_after_turn,
     compacted_during,
-    known_active_view,
-)
-from .lease import LeaseHolder, Waiting
-from .prompt import (
-    LATEST_SYSTEM_FILTER,
-    can_tell_newest,
     contains_run,
     guard_history,
     history_system_messages,
+    known_active_view,
     last_request_message,
     needs_system_lookup,
     newest_answers,
@@ -659,7 +658,12 @@ def _usage(response: ChatResponse) -> dict[str, JsonValue] | None:
     usage = response.usage
     if usage is None:
         return None
-    return usage_metadata(usage.prompt_tokens, usage.completion_tokens)
+    return {
+        USAGE_METADATA_KEY: {
+            "input_tokens": usage.prompt_tokens,
+            "output_tokens": usage.completion_tokens,
+        }
+    }
 
 
 def _seconds_left(lease: Lease) -> float:

@@ -23,9 +23,9 @@ from ._base import (
     CallContext,
     CallNext,
     ChunkStream,
+    MessageFilter,
     StreamNext,
 )
-from ._filters import MessageFilter
 from ._ids import EventIdGenerator, IdempotentSessionEventIdGenerator
 from ._recall import SessionRecallAdvisor
 

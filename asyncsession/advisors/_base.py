@@ -15,23 +15,34 @@ that advisors further out see.
 
 Advisors keep no per-call state on ``self``: per-call data goes on the
 [`CallContext`][asyncsession.advisors.CallContext].
+
+`run_call` and `start_stream` run a list of advisors around an innermost step, in the order
+given: the client runs its ``advisors`` around the turn with them, and the turn its
+``model_advisors`` around each model call. The chain knows nothing about what the advisors do.
+
+`MessageFilter` decides which messages a turn stores (the write side); an ``EventFilter``
+decides which stored events are read into the next prompt. A rejected message is never written
+and so never replayed; the prompt that goes to the model is unaffected. Filters compose with
+``&`` / ``|`` / ``~`` (or ``and_``, ``or_``, ``negate``); a filter of your own replaces the
+default `MessageFilter.skip_empty_messages`, so compose with it to keep that protection.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, cast
 
 from pydantic import JsonValue
 
-from ..chat import ChatChunk, ChatRequest, ChatResponse, ToolCallDelta
+from ..chat import ChatChunk, ChatRequest, ChatResponse, StreamAggregator, ToolCallDelta
 from ..events import Session
 from ..exceptions import UsageError
 from ..filters import EventFilter
+from ..messages import AssistantMessage, Message, MessageType
 
 __all__ = [
     "EVENT_FILTER_CONTEXT_KEY",
@@ -43,7 +54,11 @@ __all__ = [
     "CallContext",
     "CallNext",
     "ChunkStream",
+    "MessageFilter",
     "StreamNext",
+    "close_streams",
+    "run_call",
+    "start_stream",
 ]
 
 SESSION_ID_CONTEXT_KEY: Final = "chat_memory_conversation_id"
@@ -244,3 +259,267 @@ class BaseAdvisor:
             async for chunk in chunks:
                 yield chunk
         chunks.response = await self.after(ctx, chunks.response)
+
+
+# --- running advisors in order ---------------------------------------------------------------
+
+
+async def run_call(
+    advisors: Sequence[Advisor],
+    ctx: CallContext,
+    request: ChatRequest,
+    inner: Callable[[CallContext, ChatRequest], Awaitable[ChatResponse]],
+) -> ChatResponse:
+    """Run ``advisors`` (the first outermost) around ``inner`` on the call path."""
+    call_next: CallNext = inner
+    for advisor in reversed(advisors):
+        call_next = _call_step(advisor, call_next)
+    return await call_next(ctx, request)
+
+
+def _call_step(advisor: Advisor, call_next: CallNext) -> CallNext:
+    # A plain function that hands back the advisor's awaitable: no frame of its own stays on
+    # the stack while the advisor runs.
+    def step(ctx: CallContext, request: ChatRequest) -> Awaitable[ChatResponse]:
+        return advisor.call(ctx, request, call_next)
+
+    return step
+
+
+def start_stream(
+    advisors: Sequence[Advisor],
+    ctx: CallContext,
+    request: ChatRequest,
+    inner: Callable[[CallContext, ChatRequest], ChunkStream],
+) -> ChunkStream:
+    """The stream of ``advisors`` around ``inner``; nothing runs until it is iterated."""
+    if not advisors:
+        stream = inner(ctx, request)
+        ctx._streams.append(stream)  # pyright: ignore[reportPrivateUsage]
+        return stream
+    return _stream_step(advisors, 0, inner)(ctx, request)
+
+
+def _stream_step(
+    advisors: Sequence[Advisor],
+    index: int,
+    inner: Callable[[CallContext, ChatRequest], ChunkStream],
+) -> StreamNext:
+    def step(ctx: CallContext, request: ChatRequest) -> ChunkStream:
+        stream: ChunkStream
+        if index == len(advisors):
+            stream = inner(ctx, request)
+        else:
+            level = _AdvisorStream()
+            inner_step = _stream_step(advisors, index + 1, inner)
+
+            def call_next(ctx: CallContext, request: ChatRequest) -> ChunkStream:
+                further = inner_step(ctx, request)
+                level.inner = further
+                return further
+
+            level.source = advisors[index].stream(ctx, request, call_next)
+            stream = level
+        ctx._streams.append(stream)  # pyright: ignore[reportPrivateUsage]
+        return stream
+
+    return step
+
+
+class _AdvisorStream(ChunkStream):
+    """One advisor's stream; its response is that of the last stream it called further in.
+
+    An advisor that answers without calling further in (a cache, say) gets its chunks
+    aggregated here instead.
+    """
+
+    __slots__ = ("_aggregator", "_done", "inner", "source")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.source: AsyncIterator[ChatChunk] | None = None
+        self.inner: ChunkStream | None = None
+        self._aggregator: StreamAggregator | None = None
+        self._done = False
+
+    async def __anext__(self) -> ChatChunk:
+        assert self.source is not None
+        try:
+            chunk = await self.source.__anext__()
+        except StopAsyncIteration:
+            self._done = True
+            raise
+        if self.inner is None and not isinstance(self.source, ChunkStream):
+            if self._aggregator is None:
+                self._aggregator = StreamAggregator()
+            self._aggregator.add(chunk)
+        return chunk
+
+    def _produced(self) -> ChatResponse | None:
+        if not self._done:
+            return None
+        if self.inner is not None:
+            return self.inner.response
+        if isinstance(self.source, ChunkStream):  # e.g. ChunkStream.of_response(cached)
+            return self.source.response
+        return None if self._aggregator is None else self._aggregator.response()
+
+    async def aclose(self) -> None:
+        close = getattr(self.source, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def close_streams(ctx: CallContext) -> None:
+    """Close every stream the chain opened during the call, outermost first.
+
+    Advisors close what they called with ``aclosing``; this is the safety net for one that
+    did not, so that no generator is left for the garbage collector to finalise in a task.
+    """
+    streams = ctx._streams  # pyright: ignore[reportPrivateUsage]
+    for stream in list(streams):
+        await stream.aclose()
+
+
+# --- which messages a turn stores ------------------------------------------------------------
+
+
+def _has_media(message: AssistantMessage) -> bool:
+    parts = message.parts or ()
+    return any(part.get("type") != "text" for part in parts) or "audio" in message.extra
+
+
+_FRAME_ITEMS = frozenset({"message", "reasoning"})
+"""Responses output items that carry nothing of their own once the text is blank: a message
+item (its text is the message's), and reasoning, which cannot be replayed without the item it
+preceded."""
+
+
+def _has_output_items(message: AssistantMessage) -> bool:
+    """Whether the reply's Responses items include one that is content of its own: a hosted
+    tool's call or result (an image generation, a web search), or an item type we do not
+    know."""
+    return any(item.get("type") not in _FRAME_ITEMS for item in message.items)
+
+
+def _checked(other: MessageFilter, operation: str) -> MessageFilter:
+    """``other`` if it is a ``MessageFilter``: a ``None`` would only fail inside a chat call."""
+    given = cast(object, other)  # callers outside the type checker may pass anything
+    if not isinstance(given, MessageFilter):
+        raise UsageError(f"MessageFilter.{operation} needs a MessageFilter, not {given!r}")
+    return other
+
+
+class MessageFilter:
+    """A predicate over messages: ``True`` means "store it".
+
+    Args:
+        predicate: the decision; any ``Callable[[Message], bool]``.
+
+    Raises:
+        UsageError: ``predicate`` is not callable (for example ``None``).
+    """
+
+    __slots__ = ("_predicate",)
+
+    def __init__(self, predicate: Callable[[Message], bool]) -> None:
+        if not callable(cast(object, predicate)):
+            raise UsageError(f"a MessageFilter needs a callable predicate, not {predicate!r}")
+        self._predicate = predicate
+
+    def should_persist(self, message: Message) -> bool:
+        """Whether ``message`` is stored."""
+        return bool(self._predicate(message))
+
+    __call__ = should_persist
+
+    def and_(self, other: MessageFilter) -> MessageFilter:
+        """Store only what both filters accept.
+
+        Raises:
+            UsageError: ``other`` is not a ``MessageFilter`` (for example ``None``).
+        """
+        other = _checked(other, "and_")
+        return MessageFilter(lambda m: self.should_persist(m) and other.should_persist(m))
+
+    def or_(self, other: MessageFilter) -> MessageFilter:
+        """Store what either filter accepts.
+
+        Raises:
+            UsageError: ``other`` is not a ``MessageFilter`` (for example ``None``).
+        """
+        other = _checked(other, "or_")
+        return MessageFilter(lambda m: self.should_persist(m) or other.should_persist(m))
+
+    def negate(self) -> MessageFilter:
+        """Store what this filter rejects."""
+        return MessageFilter(lambda m: not self.should_persist(m))
+
+    __and__ = and_
+    __or__ = or_
+    __invert__ = negate
+
+    @classmethod
+    def all(cls) -> MessageFilter:
+        """Store every message."""
+        return cls(lambda _: True)
+
+    @classmethod
+    def skip_empty_messages(cls) -> MessageFilter:
+        """Skip assistant messages with blank text, no tool calls, no media and no Responses
+        items beyond message and reasoning items (the default).
+
+        Some models send an empty end-of-turn frame after tool use; replayed as history, it is
+        rejected by the next request. A reply made only of hosted-tool items (an image
+        generation, a web search) is content and is stored.
+        """
+
+        def accept(message: Message) -> bool:
+            if not isinstance(message, AssistantMessage):
+                return True
+            blank = message.text is None or not message.text.strip()
+            return (
+                not blank
+                or message.has_tool_calls
+                or _has_media(message)
+                or _has_output_items(message)
+            )
+
+        return cls(accept)
+
+    @classmethod
+    def by_message_type(cls, *types: MessageType | str) -> MessageFilter:
+        """Store only messages of these types.
+
+        Leaving out ``TOOL`` does not strand a stored tool call: the memory advisor's write
+        guard stores the result of a stored call anyway.
+
+        Raises:
+            UsageError: no type given, or an unknown one (``None`` included).
+        """
+        if not types:
+            raise UsageError("by_message_type needs at least one message type")
+        try:
+            allowed = frozenset(MessageType(t) for t in types)
+        except ValueError:
+            raise UsageError(f"by_message_type got an unknown message type in {types!r}") from None
+        return cls(lambda m: m.message_type in allowed)
+
+    @classmethod
+    def contains_text(cls, keyword: str) -> MessageFilter:
+        """Store only messages whose text contains ``keyword``, case-insensitively.
+
+        Messages without text (tool results) are rejected.
+
+        Raises:
+            UsageError: the keyword is blank or not a string.
+        """
+        if not isinstance(cast(object, keyword), str) or not keyword.strip():
+            raise UsageError(f"contains_text needs a non-blank keyword, not {keyword!r}")
+        lowered = keyword.lower()
+
+        def accept(message: Message) -> bool:
+            text = message.text
+            return text is not None and lowered in text.lower()
+
+        return cls(accept)

@@ -15,7 +15,7 @@ from openai import AsyncOpenAI, OpenAI
 from pydantic import JsonValue
 
 from .._checks import require_message, require_object, require_service, require_text
-from .._turn import Compaction, SessionMemory, StoreQuestion, Turn, run_call, start_stream
+from .._turn import Compaction, SessionMemory, StoreQuestion, Turn
 from ..advisors import (
     EVENT_FILTER_CONTEXT_KEY,
     SESSION_ID_CONTEXT_KEY,
@@ -27,6 +27,7 @@ from ..advisors import (
     EventIdGenerator,
     MessageFilter,
 )
+from ..advisors._base import run_call, start_stream
 from ..chat import ChatOptions, ChatRequest, ChatResponse
 from ..compaction_protocols import check_strategy, check_trigger
 from ..exceptions import MissingSessionId, UsageError
@@ -34,7 +35,7 @@ from ..filters import EventFilter
 from ..messages import Message, UserMessage, messages_from_openai
 from ..service import SessionService
 from ..tools import Tool
-from ._chat_model import ModelStream, complete
+from ._chat import ModelStream, complete
 from ._stream import ChatStream
 
 __all__ = ["DEFAULT_USER_ID", "BaseChatClient", "ChatClient", "ClientOptions", "MessagesLike"]
@@ -120,6 +121,10 @@ def _text(value: object, name: str) -> str | None:
     if not isinstance(value, str):
         raise UsageError(f"{name} must be a string, not {type(value).__name__}")
     return value
+
+
+def _metadata(metadata: Mapping[Any, JsonValue]) -> dict[str, JsonValue]:
+    return {str(key): value for key, value in metadata.items()}
 
 
 def _compaction(compaction: object) -> Compaction:
@@ -319,7 +324,9 @@ class BaseChatClient(ABC):
         context: Mapping[str, Any] | None,
         streaming: bool,
     ) -> tuple[CallContext, ChatRequest]:
-        prompt = [*self.default_messages, *_to_messages(messages or (), self._convert_dicts)]
+        prompt = list(self.default_messages)
+        if messages is not None:
+            prompt.extend(_to_messages(messages, self._convert_dicts))
         if isinstance(message, str):
             prompt.append(UserMessage(text=message))
         elif message is not None:
@@ -361,14 +368,14 @@ class BaseChatClient(ABC):
             user_id=user_id,
             request_id=request_id,
             event_filter=event_filter,
-            metadata={str(k): v for k, v in cast(Mapping[object, JsonValue], metadata).items()},
+            metadata=_metadata(metadata) if metadata else {},
             context=values,
             streaming=streaming,
         )
         request = ChatRequest(
             messages=tuple(prompt),
             options=self.default_options.merged_with(options),
-            tools=tuple(_tools(tools).values()),
+            tools=tuple(_tools(tools).values()) if tools else (),
         )
         return ctx, request
 

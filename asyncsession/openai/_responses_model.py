@@ -20,7 +20,7 @@ from openai.types.responses import (
 from ..advisors import ChunkStream
 from ..chat import ChatChunk, ChatRequest, ChatResponse
 from ..exceptions import ChatError, StreamInterrupted
-from ._errors import map_openai_errors
+from ._chat import map_openai_errors
 from ._responses_convert import (
     chunk_from_event,
     create_params,

@@ -206,7 +206,9 @@ class DefaultSessionService(SessionService):
         if expected_version is not None and expected_version < 0:
             raise UsageError("expected_version must be >= 0")
         for event in events:
-            self._check_storable(require_event(event, "events[]"))
+            if not isinstance(event, SessionEvent):
+                require_event(event, "events[]")  # raises, naming what was passed
+            self._check_storable(event)
         return await self.repository.append_events(
             session_id, events, expected_version, lease=lease
         )

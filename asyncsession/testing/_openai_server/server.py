@@ -98,15 +98,18 @@ class ScriptedOpenAIServer:
     transport (``httpx2.MockTransport``): no socket, no port, the real ``openai`` client.
 
     It serves Chat Completions (``POST /v1/chat/completions``) and the Responses API
-    (``POST /v1/responses``, JSON or SSE events, with ``context_management`` compaction) and its
-    ``POST /v1/responses/compact``; one script serves them all. Each request takes the next reply
-    from the queue ([`enqueue`][asyncsession.testing.openai_server.ScriptedOpenAIServer.enqueue]); when the
+    (``POST /v1/responses``, JSON or SSE events, with ``context_management`` compaction) and
+    its ``POST /v1/responses/compact``; one script serves them all. Each request takes the next
+    reply from the queue
+    ([`enqueue`][asyncsession.testing.openai_server.ScriptedOpenAIServer.enqueue]); when the
     queue is empty the ``responder``, if any, decides. With neither, the request fails with HTTP
     500 ("unexpected request: script exhausted") and the failure is recorded, so
-    [`assert_done`][asyncsession.testing.openai_server.ScriptedOpenAIServer.assert_done] raises. Every request is
-    recorded in [`requests`][asyncsession.testing.openai_server.ScriptedOpenAIServer.requests].
+    [`assert_done`][asyncsession.testing.openai_server.ScriptedOpenAIServer.assert_done]
+    raises. Every request is recorded in
+    [`requests`][asyncsession.testing.openai_server.ScriptedOpenAIServer.requests].
 
-    Get a client with [`client`][asyncsession.testing.openai_server.ScriptedOpenAIServer.client], or give
+    Get a client with
+    [`client`][asyncsession.testing.openai_server.ScriptedOpenAIServer.client], or give
     [`transport`][asyncsession.testing.openai_server.ScriptedOpenAIServer.transport] to an
     ``httpx2.AsyncClient`` of your own. Use the server as an async context manager: leaving it
     closes the clients it made, and later requests fail to connect.
@@ -179,7 +182,8 @@ class ScriptedOpenAIServer:
     @property
     def failures(self) -> list[str]:
         """Why requests could not be answered from the script (what
-        [`assert_done`][asyncsession.testing.openai_server.ScriptedOpenAIServer.assert_done] reports)."""
+        [`assert_done`][asyncsession.testing.openai_server.ScriptedOpenAIServer.assert_done]
+        reports)."""
         return list(self._failures)
 
     def enqueue(self, *replies: ScriptedReply) -> None:
