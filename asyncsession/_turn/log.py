@@ -86,7 +86,7 @@ __all__ = [
     "history_system_messages",
     "known_active_view",
     "last_request_message",
-    "needs_system_lookup",
+    "latest_system",
     "newest_answers",
     "same_content",
     "system_first",
@@ -173,6 +173,8 @@ def guard_history(
                 and keep[before]
                 and _response_ids(message) <= {call.id for call in owner.tool_calls}
             )
+    if all(keep):
+        return list(history), 0
     kept = [message for message, ok in zip(history, keep, strict=True) if ok]
     return kept, len(history) - len(kept)
 
@@ -199,33 +201,25 @@ def system_first(messages: Iterable[Message]) -> list[Message]:
 
 
 def history_system_messages(
-    events: Sequence[SessionEvent], looked_up: SessionEvent | None
+    events: Sequence[SessionEvent], latest: SessionEvent | None, looked_up: SessionEvent | None
 ) -> list[Message]:
-    """Stored system messages for the prompt: the latest real one, plus synthetic ones."""
-    latest = _latest_system(events)
+    """Stored system messages for the prompt: the latest real one (``latest`` among
+    ``events``, else ``looked_up`` outside the window), plus synthetic ones."""
     result: list[Message] = []
     if latest is None and looked_up is not None and looked_up.message is not None:
         result.append(looked_up.message)
     for event in events:
-        if (
-            event.type == EventType.SYSTEM
-            and event.message is not None
-            and (event.is_synthetic or event is latest)
-        ):
+        if isinstance(event.message, SystemMessage) and (event.is_synthetic or event is latest):
             result.append(event.message)
     return result
 
 
-def _latest_system(events: Sequence[SessionEvent]) -> SessionEvent | None:
+def latest_system(events: Sequence[SessionEvent]) -> SessionEvent | None:
+    """The latest real (not synthetic) system message event among ``events``."""
     for event in reversed(events):
-        if event.type == EventType.SYSTEM and not event.is_synthetic:
+        if isinstance(event.message, SystemMessage) and not event.is_synthetic:
             return event
     return None
-
-
-def needs_system_lookup(events: Sequence[SessionEvent], read_filter: EventFilter) -> bool:
-    """Whether a windowed read may have left the latest stored system message out."""
-    return read_filter.has_window and _latest_system(events) is None
 
 
 def last_request_message(
@@ -283,9 +277,13 @@ def newest_answers(events: Iterable[SessionEvent], result: ToolResponseMessage) 
 
 
 class LeaseHolder:
-    """The lease of one turn attempt: its holder id, the commit it rides on, its renewal."""
+    """The lease of one turn attempt: its holder id, the commit it rides on, its renewal.
 
-    __slots__ = ("_renewal", "holder", "service", "session_id", "ttl", "version")
+    The renewal starts a third of the lease's length after the lease is first held, so a turn
+    that ends sooner starts no task for it.
+    """
+
+    __slots__ = ("_renewal", "_timer", "holder", "service", "session_id", "ttl", "version")
 
     def __init__(self, service: SessionService, session_id: str, ttl: float) -> None:
         self.service = service
@@ -295,6 +293,7 @@ class LeaseHolder:
         """This attempt's id."""
         self.version: int | None = None
         """The commit the lease rides on; ``None`` while none is held."""
+        self._timer: asyncio.TimerHandle | None = None
         self._renewal: asyncio.Task[None] | None = None
 
     def lease(self) -> Lease:
@@ -308,8 +307,8 @@ class LeaseHolder:
     def held_at(self, version: int) -> None:
         """The turn's commit ``version`` carries this lease; renew it there from now on."""
         self.version = version
-        if self._renewal is None:
-            self._renewal = asyncio.get_running_loop().create_task(self._renew())
+        if self._timer is None and self._renewal is None:
+            self._timer = asyncio.get_running_loop().call_later(self.ttl / 3, self._start_renewal)
 
     async def acquire(self, version: int) -> bool:
         """Take the lease on commit ``version`` (0: the session itself), or renew it."""
@@ -319,42 +318,44 @@ class LeaseHolder:
         return taken
 
     async def ended(self) -> None:
-        """The turn's last commit ended the lease: stop renewing it."""
+        """The turn's last commit ended the lease (or it is being released): stop renewing."""
         self.version = None
-        await self._stop()
-
-    async def release(self) -> None:
-        """End the lease now (the turn failed or was abandoned), so nobody waits for it."""
-        version, self.version = self.version, None
-        await self._stop()
-        if version is not None:
-            await shielded(self.service.release_lease(self.session_id, version, self.holder))
-
-    async def _stop(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
         task, self._renewal = self._renewal, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    async def release(self) -> None:
+        """End the lease now (the turn failed or was abandoned), so nobody waits for it."""
+        version = self.version
+        await self.ended()
+        if version is not None:
+            await shielded(self.service.release_lease(self.session_id, version, self.holder))
+
+    def _start_renewal(self) -> None:
+        self._timer = None
+        if self.version is not None:
+            self._renewal = asyncio.get_running_loop().create_task(self._renew())
+
     async def _renew(self) -> None:
-        while True:
-            await asyncio.sleep(self.ttl / 3)
-            version = self.version
-            if version is None:
-                return
+        while (version := self.version) is not None:
             try:
                 renewed = await self.service.acquire_lease(self.session_id, version, self.lease())
             except Exception:  # the next renewal tries again; the compare-and-swap stays right
                 logger.warning(
                     "Renewing the lease on session %r failed", self.session_id, exc_info=True
                 )
-                continue
-            if not renewed:
-                logger.warning(
-                    "Session %r: another attempt took the turn's lease over", self.session_id
-                )
-                return
+            else:
+                if not renewed:
+                    logger.warning(
+                        "Session %r: another attempt took the turn's lease over", self.session_id
+                    )
+                    return
+            await asyncio.sleep(self.ttl / 3)
 
 
 class Waiting:
@@ -405,7 +406,7 @@ class _Named:
 def compacted_during(message: Message) -> bool:
     """Whether ``message`` is a reply the server compacted during: a ``compaction`` item with
     the reply's output after it (a ``responses.compact`` item stands alone)."""
-    if not isinstance(message, AssistantMessage):
+    if not isinstance(message, AssistantMessage) or not message.items:
         return False
     kinds = [item.get("type") for item in message.items]
     return "compaction" in kinds and kinds.index("compaction") < len(kinds) - 1
@@ -458,6 +459,9 @@ async def commit_compacted(
     return False
 
 
+_ACTIVE = EventFilter.active()
+
+
 def known_active_view(
     read_filter: EventFilter, events: Sequence[SessionEvent], appended: Sequence[SessionEvent]
 ) -> list[SessionEvent] | None:
@@ -466,7 +470,7 @@ def known_active_view(
     Only a read of the whole active view (``EventFilter.active()``), plus what the turn
     appended, is the active view; any other filter or window leaves events out.
     """
-    if read_filter != EventFilter.active():
+    if read_filter != _ACTIVE:
         return None
     seen = {event.id for event in events}
     return [*events, *(event for event in appended if event.id not in seen)]

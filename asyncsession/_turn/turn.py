@@ -52,7 +52,7 @@ from ..advisors import (
 from ..advisors._base import run_call, start_stream
 from ..chat import RETURN_DIRECT, ChatChunk, ChatRequest, ChatResponse, Usage
 from ..compaction import USAGE_METADATA_KEY
-from ..events import CreateSessionRequest, EventType, SessionEvent, utc_now
+from ..events import CreateSessionRequest, SessionEvent, utc_now
 from ..exceptions import (
     AccessDenied,
     MissingSessionId,
@@ -88,7 +88,7 @@ from .log import (
     history_system_messages,
     known_active_view,
     last_request_message,
-    needs_system_lookup,
+    latest_system,
     newest_answers,
     same_content,
     system_first,
@@ -132,11 +132,19 @@ class SessionMemory:
     default_user_id: str
     lease_ttl: float
     wait: float
+    read_filter: EventFilter = dataclasses.field(init=False)
+    """The client's filter merged with the active view: what a call without a filter of its
+    own reads."""
 
-    def history_filter(self, ctx: CallContext) -> EventFilter:
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "read_filter", self.event_filter.merge(EventFilter.active()))
+
+    def history_filter(self, call_filter: EventFilter | None) -> EventFilter:
         """The filter a call's history is read with: the client's, the call's over it, and
         always the active view."""
-        return self.event_filter.merge(ctx.event_filter).merge(EventFilter.active())
+        if call_filter is None:
+            return self.read_filter
+        return self.event_filter.merge(call_filter).merge(EventFilter.active())
 
 
 class Turn:
@@ -164,15 +172,19 @@ class Turn:
         self.model_advisors = model_advisors
         self.complete = complete
         self.open_stream = open_stream
-        registry = dict(tools)
-        registry.update((tool.name, tool) for tool in request.tools)  # the call's tools win
-        self.tools: Mapping[str, Tool] = registry
+        if request.tools:
+            registry = dict(tools)
+            for tool in request.tools:  # the call's tools win
+                registry[tool.name] = tool
+            tools = registry
+        self.tools: Mapping[str, Tool] = tools
         self.final: ChatResponse | None = None
         self._session_id = ""
         self._version = 0
         self._read_filter = EventFilter.active()
         self._events: tuple[SessionEvent, ...] = ()
         self._history: Sequence[SessionEvent] = ()  # the window before the turn's question
+        self._latest: SessionEvent | None = None  # the latest system message in the window
         self._system: SessionEvent | None = None  # the latest system message, looked up
         self._lease: LeaseHolder | None = None
         self._question: SessionEvent | None = None
@@ -230,7 +242,8 @@ class Turn:
                     response = chunks.response
                 else:
                     response = await run_call(self.model_advisors, self.ctx, request, self.complete)
-                usage = _add(usage, response.usage)
+                if response.usage is not None:
+                    usage = response.usage if usage is None else usage + response.usage
                 compacted = compacted_during(response.message)
                 if not response.has_tool_calls or not self.tools:
                     # Without tools offered, tool calls are the caller's to run: the reply
@@ -286,7 +299,7 @@ class Turn:
         if session_id is None:
             raise MissingSessionId("No session id for a client with session memory")
         self._session_id = session_id
-        self._read_filter = memory.history_filter(ctx)
+        self._read_filter = memory.history_filter(ctx.event_filter)
         service = memory.service
         lease = self._lease = LeaseHolder(service, session_id, memory.lease_ttl)
         question = last_request_message(self.request.messages)
@@ -472,7 +485,12 @@ class Turn:
             ids = [e.id for e in events]
             events = events[: ids.index(self._question.id)]
         self._history = events
-        if needs_system_lookup(events, self._read_filter) and memory.service.allow_system_messages:
+        self._latest = latest_system(events)
+        if (
+            self._latest is None
+            and self._read_filter.has_window  # the window may have left it out
+            and memory.service.allow_system_messages
+        ):
             found = await memory.service.get_events(self._session_id, LATEST_SYSTEM_FILTER)
             self._system = found[-1] if found else None
 
@@ -482,19 +500,19 @@ class Turn:
         if memory is None:
             return prompt
         events = self._history
-        conversation = [
-            e.message
-            for e in events
-            if e.message is not None and not isinstance(e.message, SystemMessage)
-        ]
+        conversation: list[Message] = []
+        for event in events:
+            message = event.message
+            if message is not None and not isinstance(message, SystemMessage):
+                conversation.append(message)
+                self._sent.add(event.id)
         prompt_rest = [m for m in prompt if not isinstance(m, SystemMessage)]
         history, dropped = guard_history(conversation, prompt_rest)
         if dropped:
             logger.warning(_ORPHAN_WARNING, self._session_id, dropped)
-        systems = history_system_messages(events, self._system)
+        systems = history_system_messages(events, self._latest, self._system)
         if contains_run(prompt_rest, history):
             history = []
-        self._sent.update(e.id for e in events if e.is_message and e.type != EventType.SYSTEM)
         return system_first([*systems, *history, *prompt])
 
     async def _store_round(
@@ -554,7 +572,10 @@ class Turn:
             if compacted_during(final.message):
                 self._summary = reply.id
             self._record(reply, stored=False, request=False)
-        pending = [e for e in self._turn if e.id not in self._stored]
+        pending: list[SessionEvent] = []
+        for event in self._turn:
+            if event.id not in self._stored:
+                pending.append(event)
         if self._summary is not None and await commit_compacted(
             memory.service,
             self._session_id,
@@ -569,7 +590,8 @@ class Turn:
             await self._commit(pending, None)
         elif self._lease is not None and self._lease.version is not None:
             await self._lease.release()  # nothing to store: let the next turn in at once
-        self._stored.update(e.id for e in pending)
+        for event in pending:
+            self._stored.add(event.id)
         if self._lease is not None:
             if self._replaying:  # a commit of replays changes nothing, the lease included
                 await self._lease.release()
@@ -646,12 +668,6 @@ class _TurnStream(ChunkStream):
 
     async def aclose(self) -> None:
         await self._steps.aclose()
-
-
-def _add(total: Usage | None, usage: Usage | None) -> Usage | None:
-    if usage is None:
-        return total
-    return usage if total is None else total + usage
 
 
 def _usage(response: ChatResponse) -> dict[str, JsonValue] | None:

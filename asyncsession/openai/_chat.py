@@ -27,7 +27,7 @@ from ..chat import (
     Usage,
 )
 from ..exceptions import ChatError, ChatTimeout, CompactionError, StreamInterrupted
-from ..messages import AssistantMessage, ToolCall, messages_to_openai
+from ..messages import AssistantMessage, ToolCall
 from ..tools import Tool
 
 __all__ = [
@@ -108,10 +108,10 @@ def tool_to_openai(tool: Tool) -> dict[str, Any]:
 def create_params(request: ChatRequest, default_model: str) -> dict[str, Any]:
     """The keyword arguments of ``chat.completions.create`` for ``request``."""
     options = request.options
-    params: dict[str, Any] = {
-        "model": options.model or default_model,
-        "messages": messages_to_openai(request.messages),
-    }
+    messages: list[Any] = []
+    for message in request.messages:  # checked when the request was made
+        messages.extend(message.to_openai())
+    params: dict[str, Any] = {"model": options.model or default_model, "messages": messages}
     if request.tools:
         params["tools"] = [tool_to_openai(t) for t in request.tools]
     for name in (
