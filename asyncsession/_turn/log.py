@@ -71,6 +71,7 @@ from ..repository import Lease
 from ..service import SessionService
 
 __all__ = [
+    "ACTIVE_VIEW",
     "LATEST_SYSTEM_FILTER",
     "SERVER_COMPACTION_STRATEGY",
     "SERVER_COMPACTION_TRIGGER",
@@ -459,7 +460,8 @@ async def commit_compacted(
     return False
 
 
-_ACTIVE = EventFilter.active()
+ACTIVE_VIEW: Final = EventFilter.active()
+"""The filter of the whole active view."""
 
 
 def known_active_view(
@@ -470,7 +472,7 @@ def known_active_view(
     Only a read of the whole active view (``EventFilter.active()``), plus what the turn
     appended, is the active view; any other filter or window leaves events out.
     """
-    if read_filter != _ACTIVE:
+    if read_filter != ACTIVE_VIEW:
         return None
     seen = {event.id for event in events}
     return [*events, *(event for event in appended if event.id not in seen)]

@@ -75,6 +75,7 @@ from ..repository import Lease, SessionSnapshot
 from ..service import SessionService
 from ..tools import Tool
 from .log import (
+    ACTIVE_VIEW,
     LATEST_SYSTEM_FILTER,
     Compaction,
     LeaseHolder,
@@ -137,14 +138,14 @@ class SessionMemory:
     own reads."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "read_filter", self.event_filter.merge(EventFilter.active()))
+        object.__setattr__(self, "read_filter", self.event_filter.merge(ACTIVE_VIEW))
 
     def history_filter(self, call_filter: EventFilter | None) -> EventFilter:
         """The filter a call's history is read with: the client's, the call's over it, and
         always the active view."""
         if call_filter is None:
             return self.read_filter
-        return self.event_filter.merge(call_filter).merge(EventFilter.active())
+        return self.event_filter.merge(call_filter).merge(ACTIVE_VIEW)
 
 
 class Turn:
@@ -181,7 +182,7 @@ class Turn:
         self.final: ChatResponse | None = None
         self._session_id = ""
         self._version = 0
-        self._read_filter = EventFilter.active()
+        self._read_filter = ACTIVE_VIEW
         self._events: tuple[SessionEvent, ...] = ()
         self._history: Sequence[SessionEvent] = ()  # the window before the turn's question
         self._latest: SessionEvent | None = None  # the latest system message in the window
@@ -240,8 +241,10 @@ class Turn:
                         async for chunk in chunks:
                             yield chunk
                     response = chunks.response
-                else:
+                elif self.model_advisors:
                     response = await run_call(self.model_advisors, self.ctx, request, self.complete)
+                else:
+                    response = await self.complete(self.ctx, request)
                 if response.usage is not None:
                     usage = response.usage if usage is None else usage + response.usage
                 compacted = compacted_during(response.message)
@@ -394,7 +397,8 @@ class Turn:
         assert lease is not None
         request_id = self.ctx.request_id
         event = None if question is None else self._question_event(memory, question, snapshot)
-        if event is not None and event.id in {e.id for e in snapshot.events}:
+        derived = request_id is not None or memory.event_ids is not None  # else a random id
+        if event is not None and derived and any(e.id == event.id for e in snapshot.events):
             # Stored already: by an attempt of this request that is gone (its turn is taken
             # over), or a replay of an id the client's generator derived.
             if not await lease.acquire(snapshot.version):

@@ -374,7 +374,7 @@ class BaseChatClient(ABC):
         )
         request = ChatRequest(
             messages=tuple(prompt),
-            options=self.default_options.merged_with(options),
+            options=self.default_options.merged_with(options) if options else self.default_options,
             tools=tuple(_tools(tools).values()) if tools else (),
         )
         return ctx, request
@@ -455,7 +455,10 @@ class BaseChatClient(ABC):
             context=context,
             streaming=False,
         )
-        response = await run_call(self.advisors, ctx, request, self._run_turn)
+        if self.advisors:
+            response = await run_call(self.advisors, ctx, request, self._run_turn)
+        else:
+            response = await self._run_turn(ctx, request)
         return dataclasses.replace(response, context=dict(ctx.context))
 
     def stream(
