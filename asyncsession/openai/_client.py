@@ -310,8 +310,8 @@ class BaseChatClient(ABC):
 
     def _prepare(
         self,
+        streaming: bool,
         message: str | Message | None,
-        *,
         session_id: str | None,
         user_id: str | None,
         request_id: str | None,
@@ -322,8 +322,8 @@ class BaseChatClient(ABC):
         event_filter: EventFilter | None,
         metadata: Mapping[str, JsonValue] | None,
         context: Mapping[str, Any] | None,
-        streaming: bool,
     ) -> tuple[CallContext, ChatRequest]:
+        """The call's context and first request, from the keywords of `call` or `stream`."""
         prompt = list(self.default_messages)
         if messages is not None:
             prompt.extend(_to_messages(messages, self._convert_dicts))
@@ -442,19 +442,9 @@ class BaseChatClient(ABC):
             ToolLoopLimitExceeded: the model kept asking for tools.
         """
         ctx, request = self._prepare(
-            message,
-            session_id=session_id,
-            user_id=user_id,
-            request_id=request_id,
-            messages=messages,
-            options=options,
-            tools=tools,
-            max_tool_rounds=max_tool_rounds,
-            event_filter=event_filter,
-            metadata=metadata,
-            context=context,
-            streaming=False,
-        )
+            False, message, session_id, user_id, request_id, messages, options, tools,
+            max_tool_rounds, event_filter, metadata, context,
+        )  # fmt: skip
         if self.advisors:
             response = await run_call(self.advisors, ctx, request, self._run_turn)
         else:
@@ -482,19 +472,9 @@ class BaseChatClient(ABC):
         errors surface while iterating. See [`ChatStream`][asyncsession.openai.ChatStream].
         """
         ctx, request = self._prepare(
-            message,
-            session_id=session_id,
-            user_id=user_id,
-            request_id=request_id,
-            messages=messages,
-            options=options,
-            tools=tools,
-            max_tool_rounds=max_tool_rounds,
-            event_filter=event_filter,
-            metadata=metadata,
-            context=context,
-            streaming=True,
-        )
+            True, message, session_id, user_id, request_id, messages, options, tools,
+            max_tool_rounds, event_filter, metadata, context,
+        )  # fmt: skip
         return ChatStream(ctx, start_stream(self.advisors, ctx, request, self._stream_turn))
 
     @staticmethod
