@@ -16,7 +16,6 @@ from ._auto_memory import AutoMemoryToolsAdvisor, ConsolidationTrigger
 from ._base import (
     EVENT_FILTER_CONTEXT_KEY,
     SESSION_ID_CONTEXT_KEY,
-    SESSION_METADATA_CONTEXT_KEY,
     USER_ID_CONTEXT_KEY,
     Advisor,
     BaseAdvisor,
@@ -32,7 +31,6 @@ from ._recall import SessionRecallAdvisor
 __all__ = [
     "EVENT_FILTER_CONTEXT_KEY",
     "SESSION_ID_CONTEXT_KEY",
-    "SESSION_METADATA_CONTEXT_KEY",
     "USER_ID_CONTEXT_KEY",
     "Advisor",
     "AutoMemoryToolsAdvisor",

@@ -47,7 +47,6 @@ from ..messages import AssistantMessage, Message, MessageType
 __all__ = [
     "EVENT_FILTER_CONTEXT_KEY",
     "SESSION_ID_CONTEXT_KEY",
-    "SESSION_METADATA_CONTEXT_KEY",
     "USER_ID_CONTEXT_KEY",
     "Advisor",
     "BaseAdvisor",
@@ -68,8 +67,6 @@ USER_ID_CONTEXT_KEY: Final = "chat_memory_user_id"
 """The advisor-context key of the user id (``user_id=``)."""
 EVENT_FILTER_CONTEXT_KEY: Final = "chat_memory_event_filter_id"
 """The advisor-context key of a per-call ``EventFilter`` (``event_filter=``)."""
-SESSION_METADATA_CONTEXT_KEY: Final = "chat_memory_session_metadata"
-"""The advisor-context key of the metadata of a session the call creates (``metadata=``)."""
 
 
 @dataclass(slots=True, kw_only=True)

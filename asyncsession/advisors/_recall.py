@@ -4,7 +4,8 @@
 can recall what compaction took out of its view. ``cross_session_search`` (off by default)
 searches every session of the call's user. Both are bound per call from the context — the
 model never names a session or a user — and both match terms literally, never as a regex.
-The tools themselves live in [`asyncsession.tools.recall`][asyncsession.tools.recall].
+The tools themselves are [`conversation_search`][asyncsession.tools.conversation_search] and
+[`cross_session_search`][asyncsession.tools.cross_session_search].
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from .._checks import require_int, require_service
 from ..chat import ChatRequest
 from ..exceptions import UsageError
 from ..service import SessionService
-from ..tools.recall import conversation_search, cross_session_search
+from ..tools import conversation_search, cross_session_search
 from ._base import BaseAdvisor, CallContext
 
 __all__ = ["SessionRecallAdvisor"]

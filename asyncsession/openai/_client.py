@@ -19,7 +19,6 @@ from .._turn import Compaction, SessionMemory, StoreQuestion, Turn
 from ..advisors import (
     EVENT_FILTER_CONTEXT_KEY,
     SESSION_ID_CONTEXT_KEY,
-    SESSION_METADATA_CONTEXT_KEY,
     USER_ID_CONTEXT_KEY,
     Advisor,
     CallContext,
@@ -340,7 +339,7 @@ class BaseChatClient(ABC):
         event_filter = event_filter or values.get(EVENT_FILTER_CONTEXT_KEY)
         if event_filter is not None and not isinstance(event_filter, EventFilter):
             raise UsageError(f"event_filter must be an EventFilter, not {event_filter!r}")
-        metadata = metadata or values.get(SESSION_METADATA_CONTEXT_KEY) or {}
+        metadata = metadata or {}
         if not isinstance(metadata, Mapping):
             raise UsageError(f"metadata must be a mapping, not {type(metadata).__name__}")
         if self.memory is None and (session_id is not None or request_id is not None):

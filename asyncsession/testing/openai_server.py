@@ -28,13 +28,9 @@ mid-response is noticed at once (`ScriptedOpenAIServer.wait_disconnected`).
 """
 
 from ._openai_server.script import (
-    FinishReason,
     RecordedRequest,
-    Responder,
-    ResponseOutcome,
     ScriptedError,
     ScriptedReply,
-    ScriptedReplyOptions,
     ScriptedToolCall,
     ScriptedUsage,
 )
@@ -43,12 +39,8 @@ from ._openai_server.server import ScriptedOpenAIServer
 __all__ = [
     "ScriptedOpenAIServer",
     "ScriptedReply",
-    "ScriptedReplyOptions",
     "ScriptedToolCall",
     "ScriptedUsage",
     "ScriptedError",
     "RecordedRequest",
-    "Responder",
-    "FinishReason",
-    "ResponseOutcome",
 ]

@@ -25,7 +25,6 @@ from asyncsession import (
 )
 from asyncsession.advisors import (
     EVENT_FILTER_CONTEXT_KEY,
-    SESSION_METADATA_CONTEXT_KEY,
     IdempotentSessionEventIdGenerator,
     MessageFilter,
 )
@@ -95,12 +94,12 @@ async def test_a_call_without_a_session_id_fails_before_the_model_is_called(
 async def test_a_missing_session_is_created_with_the_contexts_user_and_metadata(
     server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI, service: DefaultSessionService
 ) -> None:
-    """The session is auto-created with the context's user id and session metadata."""
+    """The session is auto-created with the call's user id and session metadata."""
     server.enqueue(ScriptedReply.text("hello"), ScriptedReply.text("hello"))
     client = memory_client(openai_client, service)
 
     await client.call("hi", **turn("s", "bob"), metadata={"topic": "x"})
-    await client.call("hi", **turn("t"), context={SESSION_METADATA_CONTEXT_KEY: {"topic": "y"}})
+    await client.call("hi", **turn("t"), metadata={"topic": "y"})
 
     s = await service.find_by_id("s")
     t = await service.find_by_id("t")

@@ -19,7 +19,7 @@ from asyncsession.compaction_protocols import CompactionPlan
 from asyncsession.testing import FakeClock
 from asyncsession.testing.contract import summary_turn
 from asyncsession.tools import Tool, conversation_search, cross_session_search
-from asyncsession.tools.recall import NO_RESULTS
+from asyncsession.tools._recall import NO_RESULTS
 
 
 async def _ask(tool: Tool, **arguments: object) -> str:
