@@ -49,7 +49,6 @@ from ..advisors import (
     IdempotentSessionEventIdGenerator,
     MessageFilter,
 )
-from ..advisors._base import run_call, start_stream
 from ..chat import RETURN_DIRECT, ChatChunk, ChatRequest, ChatResponse, Usage
 from ..compaction import USAGE_METADATA_KEY
 from ..events import CreateSessionRequest, SessionEvent, utc_now
@@ -74,6 +73,7 @@ from ..messages import (
 from ..repository import Lease, SessionSnapshot
 from ..service import SessionService
 from ..tools import Tool
+from .chain import run_call, start_stream
 from .log import (
     ACTIVE_VIEW,
     LATEST_SYSTEM_FILTER,

@@ -16,6 +16,7 @@ from pydantic import JsonValue
 
 from .._checks import require_message, require_object, require_service, require_text
 from .._turn import Compaction, SessionMemory, StoreQuestion, Turn
+from .._turn.chain import run_call, start_stream
 from ..advisors import (
     EVENT_FILTER_CONTEXT_KEY,
     SESSION_ID_CONTEXT_KEY,
@@ -26,7 +27,6 @@ from ..advisors import (
     EventIdGenerator,
     MessageFilter,
 )
-from ..advisors._base import run_call, start_stream
 from ..chat import ChatOptions, ChatRequest, ChatResponse
 from ..compaction_protocols import check_strategy, check_trigger
 from ..exceptions import MissingSessionId, UsageError

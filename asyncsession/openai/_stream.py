@@ -31,8 +31,8 @@ from types import TracebackType
 from typing import Any, Self
 
 from .._shield import shielded
+from .._turn.chain import close_streams
 from ..advisors import CallContext, ChunkStream
-from ..advisors._base import close_streams
 from ..chat import ChatChunk, ChatResponse
 from ..exceptions import UsageError
 
