@@ -515,8 +515,8 @@ class Turn:
         if dropped:
             logger.warning(_ORPHAN_WARNING, self._session_id, dropped)
         systems = history_system_messages(events, self._latest, self._system)
-        if contains_run(prompt_rest, history):
-            history = []
+        if len(prompt_rest) >= len(history) and contains_run(prompt_rest, history):
+            history = []  # the prompt holds the history already (a caller that sends it)
         return system_first([*systems, *history, *prompt])
 
     async def _store_round(

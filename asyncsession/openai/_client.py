@@ -447,7 +447,7 @@ class BaseChatClient(ABC):
         if self.advisors:
             response = await run_call(self.advisors, ctx, request, self._run_turn)
         else:
-            response = await self._run_turn(ctx, request)
+            response = await self._turn(ctx, request).run()
         return dataclasses.replace(response, context=dict(ctx.context))
 
     def stream(
