@@ -40,7 +40,7 @@ from asyncsession.integrations.langchain import LangChainHistory
 from asyncsession.integrations.openai_agents import AgentsSession
 from asyncsession.integrations.pydantic_ai import PydanticAIHistory
 from asyncsession.repository import Lease
-from asyncsession.service import DefaultSessionService, SessionService
+from asyncsession.service import SessionService
 
 USER: Any = {"role": "user", "content": "hello"}
 
