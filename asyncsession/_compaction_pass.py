@@ -1,4 +1,4 @@
-"""One compaction pass, as the service runs it: read, decide, plan, compare-and-swap.
+"""One compaction pass, as the service runs it: read, decide, append one commit at the version read.
 
 It sits beside the service, below `asyncsession.compaction`: it needs only the roles a trigger
 and a strategy play (`asyncsession.compaction_protocols`) and the repository, never the
@@ -14,21 +14,19 @@ from typing import Protocol, TypeGuard, runtime_checkable
 
 from ._shield import shielded
 from .compaction_protocols import (
-    CompactionPlan,
     CompactionRecord,
     CompactionRequest,
     CompactionResult,
     CompactionStrategy,
-    Insert,
     TriggerLike,
     should_compact,
 )
 from .events import COMPACTION_ID, EventType, SessionEvent
-from .exceptions import SessionNotFound
+from .exceptions import SessionNotFound, UsageError
 from .filters import EventFilter
 from .repository import SessionRepository
 
-__all__ = ["TokenCountingStrategy", "counts_tokens", "run_compaction", "with_record"]
+__all__ = ["TokenCountingStrategy", "compaction_commit", "counts_tokens", "run_compaction"]
 
 
 @runtime_checkable
@@ -66,13 +64,14 @@ async def run_compaction(
 ) -> CompactionResult:
     """Compact the session once if the trigger fires; a lost compare-and-swap changes nothing.
 
-    The version is read with (never after) the active events, so if anything is written in
-    between, the compare-and-swap fails and the log stays as the other writer left it.
+    The active view and the version are read together, and the compaction is appended as one
+    commit (its summaries, then the ``COMPACTION`` boundary) at that version: if anything is
+    written in between, the append fails and the log stays as the other writer left it. A
+    retry of the same commit (same event ids) is a replay, reported applied.
 
     Everything before the write (the trigger, the strategy's model call) can be cancelled. The
-    write itself is not interrupted: if the caller is cancelled while the plan is being applied,
-    the write runs to completion first and the cancellation is raised after it, so a plan is
-    applied whole or not at all.
+    write itself is not interrupted: if the caller is cancelled while it is being appended, the
+    append runs to completion first and the cancellation is raised after it.
 
     Raises:
         SessionNotFound: the session does not exist.
@@ -85,23 +84,22 @@ async def run_compaction(
     if not await should_compact(trigger, request):
         return CompactionResult.unchanged(events)
     result = await strategy.compact(request)
-    plan = CompactionPlan.of(session_id, events, result)
-    if plan.is_empty:
+    commit = compaction_commit(session_id, events, result, trigger, strategy)
+    if commit is None:
         return dataclasses.replace(result, applied=False)
-    plan = with_record(session_id, events, result, plan, trigger, strategy)
-    applied = await shielded(repository.apply_compaction(session_id, plan, snapshot.version))
+    applied = await shielded(repository.append_events(session_id, commit, snapshot.version))
     if not applied:
         return dataclasses.replace(CompactionResult.unchanged(events), error=result.error)
-    return described(events, result, plan)
+    return described(events, result, commit)
 
 
 def described(
-    active: Sequence[SessionEvent], result: CompactionResult, plan: CompactionPlan
+    active: Sequence[SessionEvent], result: CompactionResult, commit: Sequence[SessionEvent]
 ) -> CompactionResult:
-    """``result`` as applied by ``plan``: its pinned and summary events and its record, with the
-    events the plan wrote as they are stored (tagged with the record's id)."""
-    *written, record_event = plan.inserted_events
-    record = CompactionRecord.from_event(record_event)
+    """``result`` as ``commit`` applied it: its pinned and summary events and its record, with
+    the events the commit wrote as they are stored (tagged with the record's id)."""
+    *written, boundary = commit
+    record = CompactionRecord.from_event(boundary)
     existing = {e.id for e in active}
     stored = {e.id: e for e in written}
     compacted = tuple(stored.get(e.id, e) for e in result.compacted_events if not e.archived)
@@ -144,56 +142,65 @@ def _tokens(events: Sequence[SessionEvent], estimate: Callable[[str], int]) -> i
     return sum(estimate(e.text) for e in events if e.is_message and e.text)
 
 
-def with_record(
+def compaction_commit(
     session_id: str,
     active: Sequence[SessionEvent],
     result: CompactionResult,
-    plan: CompactionPlan,
     trigger: object,
     strategy: object,
-) -> CompactionPlan:
-    """``plan`` with its ``COMPACTION`` event appended, its new events tagged with the event's id.
+) -> list[SessionEvent] | None:
+    """The commit that applies ``result`` to the view ``active``: the new events, then the
+    ``COMPACTION`` boundary naming the new view; ``None`` when nothing leaves the view and
+    nothing is written.
 
-    A new event the plan writes archived already (a message the compaction covers as soon as
-    it is stored, such as the question of a turn stored with its compacted reply) is counted
-    among the covered events, after the existing ones, and is neither tagged nor a summary.
-    The plan keeps its ``plan_id``, so a store still recognises a retry of it.
+    The new events not flagged archived are the summaries, tagged with the boundary's id. A new
+    event flagged archived (a message the compaction covers as soon as it is stored, such as
+    the question of a turn stored with its compacted reply) is written, left out of the view,
+    counted among the covered events after the existing ones, and neither tagged nor a summary.
+
+    Raises:
+        UsageError: a new event belongs to another session.
     """
-    record_id = str(uuid.uuid4())
-    estimate = _estimator(strategy)
-    inserts = tuple(
-        dataclasses.replace(
-            group,
-            events=tuple(
-                e
-                if e.archived
-                else e.model_copy(update={"metadata": {**e.metadata, COMPACTION_ID: record_id}})
-                for e in group.events
-            ),
-        )
-        for group in plan.inserts
-    )
-    written = [e for group in inserts for e in group.events]
     existing = {e.id for e in active}
+    view = [e for e in result.compacted_events if not e.archived]
+    kept = {e.id for e in view if e.id in existing}
+    new = [e for e in result.compacted_events if e.id not in existing]
+    if not new and kept == existing:
+        return None
+    for event in new:
+        if event.session_id != session_id:
+            raise UsageError(
+                f"compaction result contains a new event of session {event.session_id!r}, "
+                f"not of session {session_id!r}"
+            )
+    boundary_id = str(uuid.uuid4())
+    written = [
+        e
+        if e.archived
+        else e.model_copy(update={"metadata": {**e.metadata, COMPACTION_ID: boundary_id}})
+        for e in new
+    ]
+    estimate = _estimator(strategy)
     record = CompactionRecord(
         covered=(
-            *(e.id for e in active if e.id in plan.archive_ids),
+            *(e.id for e in active if e.id not in kept),
             *(e.id for e in written if e.archived),
         ),
-        kept=tuple(e.id for e in result.compacted_events if e.id in existing),
+        kept=tuple(e.id for e in view if e.id in existing),
         summaries=tuple(e.id for e in written if not e.archived),
         trigger=_name(trigger),
         strategy=_name(strategy),
         tokens_before=_tokens(active, estimate),
-        tokens_after=_tokens([e for e in result.compacted_events if not e.archived], estimate),
+        tokens_after=_tokens(view, estimate),
+        view=tuple(e.id for e in view),
     )
-    event = SessionEvent(
-        id=record_id,
+    boundary = SessionEvent(
+        id=boundary_id,
         session_id=session_id,
         type=EventType.COMPACTION,
         payload=record.to_payload(),
     )
-    return dataclasses.replace(plan, inserts=(*inserts, Insert.at_end([event])))
+    return [*written, boundary]
 
 
 def _name(role: object) -> str:

@@ -1,42 +1,37 @@
-"""What a compaction pass exchanges: the request in, the two roles, the result and the plan out.
+"""What a compaction pass exchanges: the request in, the two roles, the result and its record.
 
 A pass reads the active events into a
 [`CompactionRequest`][asyncsession.compaction_protocols.CompactionRequest], asks a
 [`CompactionTrigger`][asyncsession.compaction_protocols.CompactionTrigger] whether to compact,
 lets a [`CompactionStrategy`][asyncsession.compaction_protocols.CompactionStrategy] decide a
-[`CompactionResult`][asyncsession.compaction_protocols.CompactionResult], and applies it as a
-[`CompactionPlan`][asyncsession.compaction_protocols.CompactionPlan]. These live below the
+[`CompactionResult`][asyncsession.compaction_protocols.CompactionResult], and appends it as one
+commit: the summaries, then a ``COMPACTION`` event holding its
+[`CompactionRecord`][asyncsession.compaction_protocols.CompactionRecord]. These live below the
 repository and the service (which run the pass); the triggers and strategies themselves live in
 `asyncsession.compaction`, above them, and re-export the two roles.
 
 What a compaction *means* (turn boundaries, what a summary replaces) is decided by strategies;
-a store only has to apply the plan: flag the ``archive_ids`` archived in place, and put each
-[`Insert`][asyncsession.compaction_protocols.Insert] group of new events immediately before
-its anchor event (or at the end of the log when it has none). Existing events never move and are
-never removed.
-"""
+a store only appends the commit. Nothing stored is rewritten: the record names the new active
+view, and ``archived`` is derived from the newest record on read."""
 
 from __future__ import annotations
 
 import inspect
-import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias, cast, runtime_checkable
 
 from pydantic import JsonValue
 
 from .events import EventType, Session, SessionEvent
-from .exceptions import InvalidCompactionPlan, UsageError
+from .exceptions import UsageError
 
 __all__ = [
-    "CompactionPlan",
     "CompactionRecord",
     "CompactionRequest",
     "CompactionResult",
     "CompactionStrategy",
     "CompactionTrigger",
-    "Insert",
     "TriggerLike",
     "check_strategy",
     "check_trigger",
@@ -209,9 +204,10 @@ class CompactionResult:
 class CompactionRecord:
     """What the ``COMPACTION`` event of an applied compaction says: the typed view of its payload.
 
-    Every compaction the service applies appends one event of type
-    [`EventType.COMPACTION`][asyncsession.events.EventType] at the end of the log, in the same
-    compare-and-swap as its summaries. Read one back with
+    Every compaction the service applies appends one commit: its summaries, then one event of
+    type [`EventType.COMPACTION`][asyncsession.events.EventType] (the *boundary*) holding this
+    record. The newest boundary defines the active view: the events its ``view`` names, then
+    whatever is appended after it. Read one back with
     [`from_event`][asyncsession.compaction_protocols.CompactionRecord.from_event].
     """
 
@@ -230,6 +226,9 @@ class CompactionRecord:
     """Estimated prompt tokens of the active window before the compaction."""
     tokens_after: int = 0
     """Estimated prompt tokens of the active window after it."""
+    view: tuple[str, ...] = ()
+    """Ids of the active view right after the compaction, in view order: the kept existing
+    events and the summaries, as the strategy placed them."""
 
     def to_payload(self) -> dict[str, JsonValue]:
         """The event payload that stores this record."""
@@ -241,6 +240,7 @@ class CompactionRecord:
             "strategy": self.strategy,
             "tokensBefore": self.tokens_before,
             "tokensAfter": self.tokens_after,
+            "view": list(self.view),
         }
 
     @classmethod
@@ -262,6 +262,7 @@ class CompactionRecord:
                 strategy=str(payload.get("strategy", "")),
                 tokens_before=_count(payload.get("tokensBefore", 0)),
                 tokens_after=_count(payload.get("tokensAfter", 0)),
+                view=_ids(payload.get("view")),
             )
         except (TypeError, ValueError) as exc:
             raise UsageError(f"event {event.id!r} does not hold a compaction record") from exc
@@ -279,136 +280,3 @@ def _count(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"expected a count, not {value!r}")
     return value
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Insert:
-    """New events placed immediately before an existing event, or at the end of the log."""
-
-    before_event_id: str | None
-    """The anchor: the id of the event the group goes before; ``None`` appends it."""
-    events: tuple[SessionEvent, ...]
-    """The new events, in order."""
-
-    def __post_init__(self) -> None:
-        if not self.events:
-            raise UsageError("an Insert needs at least one event")
-        if self.before_event_id is not None and not self.before_event_id.strip():
-            raise UsageError("an Insert's anchor id must not be blank")
-
-    @classmethod
-    def before(cls, anchor_id: str, events: Iterable[SessionEvent]) -> Insert:
-        """A group that goes immediately before the event ``anchor_id``."""
-        return cls(before_event_id=anchor_id, events=tuple(events))
-
-    @classmethod
-    def at_end(cls, events: Iterable[SessionEvent]) -> Insert:
-        """A group appended at the end of the log."""
-        return cls(before_event_id=None, events=tuple(events))
-
-    @property
-    def is_append(self) -> bool:
-        """Whether the group goes at the end of the log."""
-        return self.before_event_id is None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CompactionPlan:
-    """Which events to archive and which new events to insert where."""
-
-    archive_ids: frozenset[str] = frozenset()
-    """Ids of existing events to flag archived, in place."""
-    inserts: tuple[Insert, ...] = ()
-    """Groups of new events with their anchors, in order."""
-    plan_id: str = field(default_factory=lambda: uuid.uuid4().hex, compare=False, repr=False)
-    """What names this plan as one call's plan: a random id, kept by copies (a pickled plan,
-    `dataclasses.replace`) and left out of equality. A store recognises a retry of an applied
-    compaction by it (see
-    [`apply_compaction`][asyncsession.repository.SessionRepository.apply_compaction]), so an
-    equal plan another caller computed is still another call."""
-
-    @property
-    def is_empty(self) -> bool:
-        """Whether the plan changes nothing."""
-        return not self.archive_ids and not self.inserts
-
-    @property
-    def inserted_events(self) -> list[SessionEvent]:
-        """Every new event, in plan order."""
-        return [event for group in self.inserts for event in group.events]
-
-    @property
-    def anchor_ids(self) -> frozenset[str]:
-        """The ids of the existing events that groups go before."""
-        return frozenset(g.before_event_id for g in self.inserts if g.before_event_id is not None)
-
-    @classmethod
-    def of(
-        cls, session_id: str, active_events: Sequence[SessionEvent], result: CompactionResult
-    ) -> CompactionPlan:
-        """The plan that turns ``active_events`` into ``result``.
-
-        Everything the result does not keep is archived (so a summary the strategy replaced is
-        archived even though the strategy does not list it). Each run of new events in
-        ``result.compacted_events`` becomes a group anchored on the next existing event, or
-        appended when none follows. Only the position of new events matters: existing events in
-        the result are never rewritten.
-
-        Raises:
-            UsageError: a new event belongs to another session.
-        """
-        existing = {event.id for event in active_events}
-        kept = {event.id for event in result.compacted_events if event.id in existing}
-        archive = {event.id for event in result.archived_events}
-        archive |= existing - kept
-        inserts: list[Insert] = []
-        run: list[SessionEvent] = []
-        for event in result.compacted_events:
-            if event.id in existing:
-                if run:
-                    inserts.append(Insert.before(event.id, run))
-                    run = []
-                continue
-            if event.session_id != session_id:
-                raise UsageError(
-                    f"compaction result contains a new event of session {event.session_id!r}, "
-                    f"not of session {session_id!r}"
-                )
-            run.append(event)
-        if run:
-            inserts.append(Insert.at_end(run))
-        return cls(archive_ids=frozenset(archive), inserts=tuple(inserts))
-
-    def unknown_ids(self, log_ids: Iterable[str]) -> set[str]:
-        """The archive and anchor ids that are not in a log with these ids."""
-        ids = set(log_ids)
-        return (set(self.archive_ids) | set(self.anchor_ids)) - ids
-
-    def apply_to(
-        self, log: Sequence[SessionEvent], *, session_id: str | None = None
-    ) -> list[SessionEvent]:
-        """The log after this plan: the reference merge for a log held as a list.
-
-        Multiple groups on one anchor go before it in plan order; groups with no anchor are
-        appended in plan order.
-
-        Raises:
-            InvalidCompactionPlan: an archive id or anchor id is not in the log; nothing changes.
-        """
-        unknown = self.unknown_ids(event.id for event in log)
-        if unknown:
-            owner = session_id if session_id is not None else (log[0].session_id if log else "")
-            raise InvalidCompactionPlan(owner, unknown)
-        before: dict[str, list[SessionEvent]] = {}
-        appended: list[SessionEvent] = []
-        for group in self.inserts:
-            if group.before_event_id is None:
-                appended.extend(group.events)
-            else:
-                before.setdefault(group.before_event_id, []).extend(group.events)
-        merged: list[SessionEvent] = []
-        for event in log:
-            merged.extend(before.get(event.id, ()))
-            merged.append(event.as_archived() if event.id in self.archive_ids else event)
-        merged.extend(appended)
-        return merged

@@ -13,7 +13,6 @@ AsyncSessionError                       base of everything we raise; never raise
 │   ├── SessionNotFound (LookupError)   .session_id
 │   ├── SessionExists                   .session_id
 │   ├── EventIdConflict                 .event_id, .session_id, .owner_session_id
-│   ├── InvalidCompactionPlan           .session_id, .unknown_ids
 │   ├── EventTooLarge                   .event_id, .size, .limit
 │   └── StorageError                    the database failed; chained to the driver's error
 │       └── StorageUnavailable          the server could not be reached in time; retry later
@@ -44,8 +43,6 @@ also exported from the top-level package.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from ._display import shown_path
 
 __all__ = [
@@ -61,7 +58,6 @@ __all__ = [
     "SessionNotFound",
     "SessionExists",
     "EventIdConflict",
-    "InvalidCompactionPlan",
     "EventTooLarge",
     "StorageError",
     "StorageUnavailable",
@@ -203,18 +199,6 @@ class EventIdConflict(RepositoryError):
         self.event_id = event_id
         self.session_id = session_id
         self.owner_session_id = owner_session_id
-
-
-class InvalidCompactionPlan(RepositoryError, ValueError):
-    """A compaction plan names events (to archive, or as anchors) that are not in the session."""
-
-    def __init__(self, session_id: str, unknown_ids: Iterable[str]) -> None:
-        ids = sorted(set(unknown_ids))
-        super().__init__(
-            f"Compaction plan for session {session_id!r} names events not in its log: {ids!r}"
-        )
-        self.session_id = session_id
-        self.unknown_ids: tuple[str, ...] = tuple(ids)
 
 
 class EventTooLarge(RepositoryError, ValueError):

@@ -4,18 +4,18 @@ Every criterion that is set must hold (they are AND-ed). A filter also carries a
 retrieval window: the newest ``last_n`` events, or one page (``page``, ``page_size``).
 
 Stores push filters into their queries;
-[`EventFilter.apply`][asyncsession.filters.EventFilter.apply] is the reference implementation of the
-read contract for a log held as a list, and the in-memory repository uses it as is.
+[`EventFilter.apply`][asyncsession.filters.EventFilter.apply] is the reference read.
 
 **Windows keep turns whole.** A ``last_n`` window of one session that would start in the middle
-of a turn is extended back to the user message that starts the turn, so a prompt built from it
-never opens with a tool result or an assistant reply. Text searches and pages are never extended,
-and reads across sessions are plain.
+of a turn is extended back to the user message that starts it, so a prompt never opens with a
+tool result or a reply. Text searches, pages and reads across sessions are never extended.
 
-**The active view** (``active_view=True``, part of
-[`EventFilter.active`][asyncsession.filters.EventFilter.active]) is what the model sees: message
-events that are not archived. Events of custom types are left out of it unless ``event_types`` asks
-for them, and then only those appended after the newest compaction.
+**Archived and the active view are derived** from the log (Spring AI 2.1): let B be the newest
+``COMPACTION`` event (a compaction's boundary). The active view (``active_view=True``) is the
+events B's record names (``CompactionRecord.view``), in that order, then the message events
+after B; a message at or before B that B does not name reads ``archived=True``. Custom events
+are in the active view only when ``event_types`` asks, and only those after B. An
+``active_view`` read returns view order, every other read log order.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, ClassVar, Final, cast, overload
 
+from ._view import ReadLog
 from .events import EventType, SessionEvent
 from .exceptions import InvalidFilter
 from .messages import MessageType
@@ -350,8 +351,7 @@ class EventFilter:
     # --- the reference read ---------------------------------------------------------------------
 
     def matches(self, event: SessionEvent) -> bool:
-        """Whether ``event`` meets every criterion (the window and the active view's compaction
-        point aside)."""
+        """Whether ``event`` meets every criterion (the window and the view's boundary aside)."""
         if self.exclude_synthetic and event.is_synthetic:
             return False
         if (self.exclude_archived or self.active_view) and event.archived:
@@ -381,21 +381,43 @@ class EventFilter:
                 return False
         return True
 
-    def apply(self, events: Sequence[SessionEvent], *, compacted_at: int = 0) -> list[SessionEvent]:
-        """Read one session's log held as a list, oldest first: the reference implementation.
+    def apply(self, log: Sequence[SessionEvent]) -> list[SessionEvent]:
+        """The reference read of one session's whole log held as a list (``archived`` derived
+        from its newest boundary, whatever the events say; see the module docs)."""
+        return self.read_backwards(ReadLog.of(log))
 
-        Args:
-            events: the whole log in order.
-            compacted_at: how many events the log held right after its newest compaction; in
-                the active view, custom events before that index are left out.
+    def read_backwards(self, log: ReadLog) -> list[SessionEvent]:
+        """What this filter selects from ``log``: walked from its newest event, so the cost of
+        a ``last_n`` read follows the window, not the log."""
+        return self.window_of_newest_first(
+            event for event in log.newest_first(active_view=self.active_view) if self.matches(event)
+        )
+
+    def window_of_newest_first(self, matched: Iterable[SessionEvent]) -> list[SessionEvent]:
+        """The window over one session's matched events given newest first, in read order.
+
+        A ``last_n`` window whose oldest event is not a user message reaches back to the nearest
+        matched user message before it, unless the filter searches text or there is none: it
+        can be longer than ``last_n`` by at most one turn. Other windows take every event.
         """
-        matched = [
-            event
-            for index, event in enumerate(events)
-            if self.matches(event)
-            and not (self.active_view and not event.is_message and index < compacted_at)
-        ]
-        return self.apply_turn_aware_window(matched)
+        n = self.last_n
+        if n is None:
+            return self.apply_window(list(matched)[::-1])
+        window: list[SessionEvent] = []
+        newest_first = iter(matched)
+        for event in newest_first:
+            window.append(event)
+            if len(window) == n:
+                break
+        if len(window) == n and not self.has_text_criteria and not window[-1].is_turn_start:
+            extension: list[SessionEvent] = []
+            for event in newest_first:
+                extension.append(event)
+                if event.is_turn_start:
+                    window.extend(extension)
+                    break
+        window.reverse()
+        return window
 
     def apply_window(self, matched: Sequence[SessionEvent]) -> list[SessionEvent]:
         """The plain window over already matched events: the newest ``last_n``, or one page."""
@@ -405,24 +427,6 @@ class EventFilter:
             start = (self.page or 0) * self.page_size
             return list(matched[start : start + self.page_size]) if start < len(matched) else []
         return list(matched)
-
-    def apply_turn_aware_window(self, matched: Sequence[SessionEvent]) -> list[SessionEvent]:
-        """The window over one session's matched events, a ``last_n`` extended to its turn start.
-
-        When the oldest event of a ``last_n`` window is not a user message, the window reaches
-        back to the nearest preceding matched user message, unless the filter searches text or
-        there is no such message. The result can be longer than ``last_n`` by at most one turn.
-        """
-        n = self.last_n
-        if n is None or self.has_text_criteria or len(matched) <= n:
-            return self.apply_window(matched)
-        start = len(matched) - n
-        if not matched[start].is_turn_start:
-            for index in range(start - 1, -1, -1):
-                if matched[index].is_turn_start:
-                    start = index
-                    break
-        return list(matched[start:])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

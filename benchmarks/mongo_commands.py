@@ -18,6 +18,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import bson
@@ -28,14 +29,15 @@ from asyncsession import (
     CreateSessionRequest,
     DefaultSessionService,
     EventFilter,
+    EventType,
     MongoSessionRepository,
     Session,
     SessionEvent,
     UserMessage,
 )
-from asyncsession.compaction_protocols import CompactionPlan, Insert
+from asyncsession.compaction_protocols import CompactionRecord
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC
-from asyncsession.repository import start_turn
+from asyncsession.repository import Lease
 from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable
 
 if __package__:
@@ -146,13 +148,23 @@ class Bench:
         return seen
 
     async def compact(self, s: str, n: int, keep: int) -> bool:
-        version = await self.repo.get_event_version(s)
-        active = await self.repo.find_events(s, EventFilter.active())
-        plan = CompactionPlan(
-            archive_ids=frozenset(e.id for e in active[:-keep]),
-            inserts=(Insert.before(active[-keep].id, [summary(s, n)]),),
+        """A compaction as the service appends it: read the view, append the summary and the
+        boundary at the version read."""
+        snapshot = await self.repo.read_snapshot(s, EventFilter.active())
+        assert snapshot is not None
+        active = snapshot.events
+        written = summary(s, n)
+        view = [written, *active[-keep:]]
+        record = CompactionRecord(
+            covered=tuple(e.id for e in active[:-keep]),
+            kept=tuple(e.id for e in active[-keep:]),
+            summaries=(written.id,),
+            view=tuple(e.id for e in view),
         )
-        return await self.repo.apply_compaction(s, plan, version)
+        boundary = SessionEvent(
+            session_id=s, type=EventType.COMPACTION, payload=record.to_payload()
+        )
+        return await self.repo.append_events(s, [written, boundary], snapshot.version)
 
 
 async def operations(bench: Bench) -> None:
@@ -198,7 +210,7 @@ async def operations(bench: Bench) -> None:
         await compaction_round(i)
     bench.rows.append(
         (
-            "compaction apply (archive 10, insert a summary; every 5 turns)",
+            "compaction (keep 10, append a summary; every 5 turns)",
             statistics.fmean(m.commands for m in compaction_costs),
             statistics.fmean(m.round_trips for m in compaction_costs),
             float("nan"),
@@ -213,37 +225,35 @@ async def operations(bench: Bench) -> None:
     await bench.compact(t, 0, 10)
 
     async def turn(i: int) -> None:
-        reply_id = str(uuid.uuid4())
-        await start_turn(
-            repo,
-            t,
-            [message(t, "user", i)],
-            WINDOW,
-            user_id="bench",
-            reserve_event_ids=[reply_id],
-        )
-        reply = SessionEvent(id=reply_id, session_id=t, message=AssistantMessage(text=TEXT))
-        await repo.append_event(reply)
+        snapshot = await repo.read_snapshot(t, WINDOW)
+        assert snapshot is not None
+        lease = Lease(holder="bench", expires_at=datetime.now(UTC) + timedelta(seconds=10))
+        question = message(t, "user", i)
+        assert await repo.append_events(t, [question], snapshot.version, lease=lease)
+        reply = message(t, "assistant", i)
+        assert await repo.append_events(t, [reply], snapshot.version + 1)
 
-    await bench.measure("chat turn: `start_turn` + reply (window: active, last 20)", 100, turn)
+    await bench.measure(
+        "question-first turn: `read_snapshot`, question (leased), reply at +1", 100, turn
+    )
+
+    async def after_reply(i: int) -> None:
+        snapshot = await repo.read_snapshot(t, WINDOW)
+        assert snapshot is not None
+        turn = [message(t, "user", i), message(t, "assistant", i)]
+        assert await repo.append_events(t, turn, snapshot.version)
+
+    await bench.measure("after-reply turn: `read_snapshot`, one commit of both", 100, after_reply)
 
     async def first_turn(i: int) -> None:
         new = Session(user_id="bench")
-        reply_id = str(uuid.uuid4())
-        await start_turn(
-            repo,
-            new.id,
-            [message(new.id, "user", i)],
-            WINDOW,
-            user_id="bench",
-            reserve_event_ids=[reply_id],
-            create=new,
-        )
-        reply = SessionEvent(id=reply_id, session_id=new.id, message=AssistantMessage(text=TEXT))
-        await repo.append_event(reply)
+        assert await repo.read_snapshot(new.id, WINDOW) is None
+        assert await repo.save_if_absent(new)
+        turn = [message(new.id, "user", i), message(new.id, "assistant", i)]
+        assert await repo.append_events(new.id, turn, 0)
 
     await bench.measure(
-        "first turn of a new session: `start_turn(create=...)` + reply", 100, first_turn
+        "first turn of a new session: read, `save_if_absent`, one commit", 100, first_turn
     )
 
     async def plain_turn(i: int) -> None:
@@ -279,15 +289,6 @@ async def operations(bench: Bench) -> None:
         after_reply_turn,
     )
 
-    async def advisor_turn(i: int) -> None:
-        reply_id = str(uuid.uuid4())
-        question = SessionEvent(session_id=p, message=UserMessage(text=TEXT_400))
-        await start_turn(repo, p, [question], WINDOW, user_id="bench", reserve_event_ids=[reply_id])
-        reply = SessionEvent(id=reply_id, session_id=p, message=AssistantMessage(text=TEXT_400))
-        await repo.append_event(reply)
-
-    await bench.measure("advisor turn: `start_turn` + reply, 400 B each", 100, advisor_turn)
-
 
 async def storage(bench: Bench, database: Any, sessions: int, turns: int) -> tuple[float, float]:
     """Stored bytes per message (documents, and documents plus indexes, per ``collStats``) after
@@ -300,7 +301,7 @@ async def storage(bench: Bench, database: Any, sessions: int, turns: int) -> tup
             await service.append_message(session.id, UserMessage(text=TEXT_400))
             await service.append_message(session.id, AssistantMessage(text=TEXT_400))
     documents = indexes = 0
-    for name in ("sessions", "session_events", "session_event_ids"):
+    for name in ("sessions", "session_commits"):
         stats = await database.command("collStats", name)
         documents += int(stats.get("size", 0))
         indexes += int(stats.get("totalIndexSize", 0))
@@ -319,7 +320,7 @@ async def scaling(
         print(f"  built {size:,} events in {time.perf_counter() - started:.1f}s", file=sys.stderr)
         reads = {
             "`last_n=20`": EventFilter.last_n(20),
-            "`last_n=200` (below the tail)": EventFilter.last_n(200),
+            "`last_n=200`": EventFilter.last_n(200),
             "`keyword_search`, page 0, a common word": EventFilter.keyword_search("brown fox"),
             "`keyword_search`, page 0, a word in no event": EventFilter.keyword_search("zebra"),
         }

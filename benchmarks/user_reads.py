@@ -22,10 +22,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from asyncsession.repository.mongo._state import decode_state
 from pymongo import AsyncMongoClient
 
 from asyncsession import EventFilter, MongoSessionRepository, Session, SessionEvent
-from asyncsession.repository.mongo._state import decode_state
 from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable
 from asyncsession.testing.contract import assistant, user
 

@@ -61,8 +61,6 @@ ADVICE: dict[str, str] = {
     "SessionExists": "Use the session that exists (`find_by_id`), or choose another id.",
     "EventIdConflict": "Event ids are unique across sessions: let the store choose them, or "
     "derive them from the session id too.",
-    "InvalidCompactionPlan": "A strategy of your own named events the log does not hold: "
-    "build the plan from the events the strategy was given.",
     "EventTooLarge": "Store less in one event (keep large payloads elsewhere and store a "
     "reference); `.size` and `.limit` are in bytes.",
     "StorageError": "Log it with its cause (the driver's error); retry if the operation may "

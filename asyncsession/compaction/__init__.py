@@ -1,9 +1,9 @@
 """Compaction: keep long sessions inside the model's context window without losing anything.
 
-Old turns are archived (kept and searchable), optionally replaced by a summary turn. A trigger
-decides when, a strategy decides what, and the result is applied as a
-[`CompactionPlan`][asyncsession.compaction.CompactionPlan] with a compare-and-swap on the session's
-version::
+Old turns leave the active view (they stay in the log, archived and searchable), optionally
+replaced by a summary turn. A trigger decides when, a strategy decides what, and the result is
+appended as one commit (the summaries, then a ``COMPACTION`` event naming the new view) with a
+compare-and-swap on the session's version::
 
     strategy = RecursiveSummarizationCompactionStrategy(
         OpenAISummarizer(openai_client, "gpt-4.1-mini"), max_events_to_keep=12
@@ -36,7 +36,7 @@ version::
   one interface, `CompactionQueue`.
 """
 
-from ..compaction_protocols import CompactionPlan, CompactionRequest, CompactionResult, Insert
+from ..compaction_protocols import CompactionRequest, CompactionResult
 from ._pipeline import EventFormatter, format_event
 from .compactor import CompactionQueue, Compactor
 from .flush import MemoryFlush, MemoryFlushingCompactionStrategy, run_memory_flush
@@ -83,7 +83,6 @@ __all__ = [
     "CompactionJob",
     "CompactionLease",
     "CompactionOutcome",
-    "CompactionPlan",
     "CompactionQueue",
     "CompactionRequest",
     "CompactionResult",
@@ -95,7 +94,6 @@ __all__ = [
     "ContextWindowTrigger",
     "EventFormatter",
     "HeuristicTokenCountEstimator",
-    "Insert",
     "JobState",
     "MemoryFlush",
     "MemoryFlushingCompactionStrategy",

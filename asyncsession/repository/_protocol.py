@@ -1,38 +1,81 @@
-"""The contract every session store keeps.
+"""The contract every session store keeps: `SessionRepository`, `SessionSnapshot`, `Lease`.
 
-The backend owns *selection*: filtering, windows and paging are pushed into its queries, because
-their cost grows with the log. Core owns *interpretation*: what a compaction means arrives as a
-plain [`CompactionPlan`][asyncsession.compaction_protocols.CompactionPlan].
-``asyncsession.testing.contract`` checks the whole contract against any store.
+A session's log is a sequence of **commits** numbered 1, 2, 3, … densely per session; a commit
+holds one or more events in order, and the session's **version** is the number of its newest
+commit (0 before the first). Every appended batch is one commit, and so is a compaction: its
+summaries, then one ``COMPACTION`` event (the *boundary*) whose record names the active view.
+Nothing once committed is rewritten; ``archived`` is derived on read from the newest boundary
+(see [`EventFilter`][asyncsession.filters.EventFilter]).
+
+The backend owns *selection*: filtering and windows are pushed into its reads where their cost
+grows with the log. ``asyncsession.testing.contract`` checks the whole contract against any
+store.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Protocol, runtime_checkable
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Self, cast
 
-from .._checks import require_repository, require_text, require_type
 from .._text import check_event_text, check_session_text
-from ..compaction_protocols import CompactionPlan
-from ..events import Session, SessionEvent
+from ..compaction_protocols import CompactionRecord
+from ..events import EventType, Session, SessionEvent
 from ..exceptions import UsageError
 from ..filters import EventFilter
 from ._metadata_index import check_principal
 
 __all__ = [
+    "Lease",
     "SessionRepository",
     "SessionSnapshot",
     "check_batch",
     "check_session",
-    "snapshot_by_parts",
 ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Lease:
+    """A turn's claim on a session: "please wait until I am done, or until ``expires_at``".
+
+    A commit may carry one (the commit a turn's question went in, while its reply is pending);
+    a commit without one ends any lease before it. The version compare-and-swap, not the lease,
+    is what keeps the log right when two turns race anyway.
+
+    Raises:
+        UsageError: ``holder`` is not a non-empty string, or ``expires_at`` is not an aware
+            datetime.
+    """
+
+    holder: str
+    """Who holds it: an attempt id, random per turn attempt."""
+    expires_at: datetime
+    """When it ends unless renewed (UTC, to the millisecond)."""
+
+    def __post_init__(self) -> None:
+        holder = cast(object, self.holder)
+        if not isinstance(holder, str) or not holder:
+            raise UsageError(f"a lease's holder must be a non-empty string, not {holder!r}")
+        expires = cast(object, self.expires_at)
+        if not isinstance(expires, datetime) or expires.utcoffset() is None:
+            raise UsageError(f"a lease's expires_at must be an aware datetime, not {expires!r}")
+        expires = expires.astimezone(UTC)
+        object.__setattr__(
+            self, "expires_at", expires.replace(microsecond=expires.microsecond // 1000 * 1000)
+        )
+
+    def is_live(self, now: datetime | None = None) -> bool:
+        """Whether it has not expired at ``now`` (the current time by default)."""
+        return self.expires_at > (now or datetime.now(UTC))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SessionSnapshot:
-    """A session, its version, and the events of one read, taken together.
+    """A session, its version, the events of one read and the newest commit's lease, taken
+    together.
 
     ``version`` is never newer than ``events``: a compare-and-swap with it fails if anything
     was written after the events were read.
@@ -41,35 +84,44 @@ class SessionSnapshot:
     session: Session
     """The session."""
     version: int
-    """The session's event-log version when the events were read (or earlier)."""
+    """The session's version (its newest commit's number) when the events were read."""
     events: tuple[SessionEvent, ...]
-    """The events that matched the read's filter, in log order."""
+    """The events that matched the read's filter, in log order (view order for an
+    ``active_view`` read)."""
+    lease: Lease | None = None
+    """The lease on the newest commit (on the session itself at version 0), expired or not;
+    ``None`` when there is none."""
 
 
-@runtime_checkable
-class SessionRepository(Protocol):
-    """Where sessions and their event logs live. Every method is safe under concurrent tasks."""
+class SessionRepository(ABC):
+    """Where sessions and their logs live. Every method is safe under concurrent tasks.
 
+    Subclass it and implement the abstract methods; `append_event` and `read_snapshot` have
+    defaults made of the others. A store is an async context manager that `aclose`s on exit.
+    """
+
+    # --- sessions ------------------------------------------------------------------------------
+
+    @abstractmethod
     async def save(self, session: Session) -> Session:
         """Create the session, or update its ``user_id``, ``expires_at`` and ``metadata``.
 
-        An update keeps ``created_at``, the event log and the version. Returns the stored
-        session.
+        An update keeps ``created_at``, the log and the version. Returns the stored session.
         """
-        ...
 
+    @abstractmethod
     async def save_if_absent(self, session: Session) -> bool:
         """Insert the session unless its id exists; ``True`` if this call inserted it."""
-        ...
 
+    @abstractmethod
     async def find_by_id(self, session_id: str) -> Session | None:
         """The session, or ``None``."""
-        ...
 
+    @abstractmethod
     async def find_by_user_id(self, user_id: str) -> list[Session]:
-        """Every session of the user."""
-        ...
+        """Every session of the user, oldest first (by ``created_at``, then id)."""
 
+    @abstractmethod
     async def find_by_metadata(self, name: str, value: str, *, limit: int = 100) -> list[Session]:
         """The sessions whose metadata holds the string ``value`` under ``name``, oldest first
         (by ``created_at``, then id), at most ``limit`` of them.
@@ -81,126 +133,148 @@ class SessionRepository(Protocol):
         Raises:
             UsageError: ``name`` is not indexed, or ``limit`` is below 1.
         """
-        ...
 
+    @abstractmethod
     async def delete(self, session_id: str) -> None:
         """Remove the session and all its events; an unknown id is not an error."""
-        ...
 
+    @abstractmethod
     async def delete_expired_sessions(self, before: datetime) -> int:
         """Remove every session that expired strictly before ``before``, with its events.
 
         The expiry is re-checked atomically per session, so a TTL extended concurrently wins.
         Returns how many sessions were removed.
         """
-        ...
 
-    async def append_event(self, event: SessionEvent) -> None:
-        """Append one event to ``event.session_id``'s log (see
-        [`append_events`][asyncsession.repository._protocol.SessionRepository.append_events])."""
-        ...
+    # --- the log -------------------------------------------------------------------------------
 
+    @abstractmethod
     async def append_events(
         self,
         session_id: str,
         events: Sequence[SessionEvent],
         expected_version: int | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> bool:
-        """Append a batch of events atomically, in order, as one new version.
+        """Append a batch of events atomically, in order, as one commit (one new version).
 
-        Events whose id the session already has are idempotent replays: skipped, and a batch
-        of replays only changes nothing and returns ``True``. With ``expected_version``, the
-        batch is appended only if the session's version still equals it; otherwise nothing is
-        written and the result is ``False``. Of several writers with the same expected version,
-        exactly one succeeds.
+        Events whose id the session already has are idempotent replays: skipped; a batch of
+        replays only changes nothing and returns ``True`` (even with a stale expected version),
+        and a partly replayed batch appends only its new events. With ``expected_version``,
+        the batch is appended only if the session's version still equals it; otherwise nothing
+        is written and the result is ``False``. Of several writers with the same expected
+        version, exactly one succeeds. The commit carries ``lease`` (no extra write); a commit
+        without one ends any lease before it. ``archived`` on a given event is ignored: it is
+        derived on read.
 
         Raises:
             SessionNotFound: the session does not exist.
             EventIdConflict: an event id belongs to another session; nothing is written.
-            UsageError: an event belongs to another session than ``session_id``.
+            UsageError: an event belongs to another session than ``session_id``, or a
+                ``COMPACTION`` event does not hold a compaction record.
         """
-        ...
 
+    async def append_event(self, event: SessionEvent) -> None:
+        """Append one event to ``event.session_id``'s log: a batch of one (see
+        [`append_events`][asyncsession.repository.SessionRepository.append_events])."""
+        await self.append_events(event.session_id, [event])
+
+    @abstractmethod
     async def find_events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
-        """The session's events that match, oldest first; empty for an unknown session.
+        """The session's events that match, in log order (view order for ``active_view``);
+        empty for an unknown session.
 
         A ``last_n`` window is extended to the start of the turn it lands in (see
-        [`EventFilter`][asyncsession.repository._protocol.EventFilter]).
+        [`EventFilter`][asyncsession.filters.EventFilter]).
         """
-        ...
 
+    @abstractmethod
     async def find_events_by_user_id(self, user_id: str, filter: EventFilter) -> list[SessionEvent]:
         """Matching events of every session of the user, by timestamp, with a plain window."""
-        ...
 
+    @abstractmethod
     async def get_event_version(self, session_id: str) -> int:
         """The session's version: 0 at first, +1 per appended batch and per compaction.
 
         0 for an unknown session.
         """
-        ...
 
-    async def apply_compaction(
-        self, session_id: str, plan: CompactionPlan, expected_version: int
-    ) -> bool:
-        """Apply ``plan`` if the session's version is still ``expected_version``.
+    async def read_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
+        """The session, its version, its matching events and the newest commit's lease in one
+        read; ``None`` if the session is unknown.
 
-        Archives in place and inserts before anchors; never reorders or removes events. A stale
-        version changes nothing and returns ``False``, except for a retry of the session's
-        newest compaction (the same plan, or a copy of it with its
-        [`plan_id`][asyncsession.compaction_protocols.CompactionPlan.plan_id], at the same
-        expected version, from any process, after its first reply was lost): that returns
-        ``True``, since the plan is applied. An equal plan another caller computed is another
-        call: ``False``.
+        The version is read no later than the events. This default reads the session, then
+        the version, then the events, and reports no lease; a store that leases overrides it.
+        """
+        session = await self.find_by_id(session_id)
+        if session is None:
+            return None
+        version = await self.get_event_version(session_id)
+        events = await self.find_events(session_id, filter)
+        return SessionSnapshot(session=session, version=version, events=tuple(events))
+
+    # --- leases --------------------------------------------------------------------------------
+
+    @abstractmethod
+    async def acquire_lease(self, session_id: str, version: int, lease: Lease) -> bool:
+        """Take (or renew) the lease on commit ``version`` (0: the session itself).
+
+        Succeeds when that commit has no lease, its lease has expired, or ``lease.holder``
+        holds it; ``False`` while another holder's lease runs, or when the session has no
+        commit ``version``. Of concurrent takers exactly one wins.
 
         Raises:
             SessionNotFound: the session does not exist.
-            InvalidCompactionPlan: an archive or anchor id is not in the log; nothing changes.
         """
-        ...
 
-    async def read_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
-        """The session, its version and its matching events in one read; ``None`` if unknown.
+    @abstractmethod
+    async def release_lease(self, session_id: str, version: int, holder: str) -> None:
+        """End the lease on commit ``version`` if ``holder`` holds it; otherwise do nothing."""
 
-        The version is read no later than the events. A store without a cheaper way can
-        return [`snapshot_by_parts`][asyncsession.repository._protocol.snapshot_by_parts].
-        """
-        ...
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Close the store; closing again does nothing, and a call after it raises
+        `UsageError`."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
 
-async def snapshot_by_parts(
-    repository: SessionRepository, session_id: str, filter: EventFilter
-) -> SessionSnapshot | None:
-    """A snapshot made of three reads: the session, then the version, then the events.
+def check_batch(session_id: str, events: Sequence[SessionEvent]) -> list[SessionEvent]:
+    """The batch for ``session_id`` as a store appends it: an id given twice is kept once (the
+    first; the second is a replay of it). Every store calls it before it writes.
 
     Raises:
-        UsageError: an argument is not of its type.
-    """
-    require_repository(repository, "repository")
-    require_text(session_id, "session_id")
-    require_type(filter, EventFilter, "filter", "an EventFilter")
-    session = await repository.find_by_id(session_id)
-    if session is None:
-        return None
-    version = await repository.get_event_version(session_id)
-    events = await repository.find_events(session_id, filter)
-    return SessionSnapshot(session=session, version=version, events=tuple(events))
-
-
-def check_batch(session_id: str, events: Sequence[SessionEvent]) -> None:
-    """Refuse a batch for ``session_id`` that holds another session's event, or a string that
-    is not UTF-8 text; every store calls it before it writes.
-
-    Raises:
-        UsageError: an event belongs to another session.
+        UsageError: an event belongs to another session, or a ``COMPACTION`` event is not the
+            last of the batch or does not hold a compaction record.
         InvalidText: a string of an event does not encode as UTF-8 (a lone surrogate).
     """
+    batch: dict[str, SessionEvent] = {}
     for event in events:
         if event.session_id != session_id:
             raise UsageError(
                 f"event {event.id!r} belongs to session {event.session_id!r}, not {session_id!r}"
             )
+        if event.type == EventType.COMPACTION:
+            if event is not events[-1]:
+                raise UsageError(
+                    f"the COMPACTION event {event.id!r} must be the last of its append"
+                )
+            CompactionRecord.from_event(event)
         check_event_text(event)
+        batch.setdefault(event.id, event)
+    return list(batch.values())
 
 
 def check_session(session: Session) -> None:
@@ -213,3 +287,15 @@ def check_session(session: Session) -> None:
     """
     check_session_text(session)
     check_principal(session)
+
+
+def check_version(version: int, name: str = "version") -> int:
+    """``version`` if it is a commit number (an int >= 0).
+
+    Raises:
+        UsageError: it is not.
+    """
+    given = cast(object, version)
+    if isinstance(given, bool) or not isinstance(given, int) or given < 0:
+        raise UsageError(f"{name} must be an int >= 0, not {given!r}")
+    return version

@@ -54,6 +54,10 @@ _SYSTEM_MESSAGES_DISABLED = (
 )
 
 
+_TURN_ATTEMPTS = 20
+"""How many reads a turn start appends at before it appends without a version."""
+
+
 def _require(value: str, what: str) -> str:
     given = cast(object, value)  # callers outside the type checker may pass anything
     if not isinstance(given, str) or not value.strip():
@@ -358,7 +362,8 @@ class DefaultSessionService(SessionService):
         """Compact the session if ``trigger`` fires (see ``asyncsession.compaction``).
 
         Reads the version with the active events (one ``read_snapshot``); asks the trigger;
-        runs the strategy; applies the resulting plan with a compare-and-swap on that version.
+        runs the strategy; appends the result as one commit (its summaries, then the
+        ``COMPACTION`` boundary naming the new view) at that version.
         A lost compare-and-swap is a silent no-op (the next turn tries again): the result then
         has ``applied=False``.
 

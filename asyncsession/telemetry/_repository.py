@@ -10,21 +10,16 @@ from typing import Any, TypeVar
 
 from .._checks import REPOSITORY_METHODS, require_object
 from .._telemetry import AttributeValue, current_turn, span
-from ..compaction_protocols import CompactionPlan
 from ..events import Session, SessionEvent
 from ..filters import EventFilter
-from ..repository import SessionRepository, SessionSnapshot
+from ..repository import Lease, SessionRepository, SessionSnapshot
 
 __all__ = ["TracingSessionRepository"]
 
 T = TypeVar("T")
 
-_LOCAL: frozenset[str] = frozenset({"draw_event_id"})
-"""Optional capabilities that send no command (the MongoDB store hands out ids it registered
-ahead): passed through untraced, so a span or an operation count always means a store call."""
 
-
-class TracingSessionRepository:
+class TracingSessionRepository(SessionRepository):
     """Wraps a repository: every operation runs in a ``session_store <operation>`` span.
 
     A span's attributes: ``db.operation.name`` (the repository method), ``db.system.name``
@@ -33,9 +28,8 @@ class TracingSessionRepository:
     one; a failure sets ``error.type``.
     Each operation also counts towards the current turn's ``asyncsession.turn.store_operations``.
 
-    Optional capabilities of the wrapped store (a native ``start_turn``, ``ensure_indexes``,
-    ``aclose``) pass through, traced, so wrapping costs no database command; ``draw_event_id``,
-    which sends none, passes through untraced.
+    Methods of the wrapped store beyond the base class (``ensure_indexes``) pass through,
+    traced, so wrapping costs no database command.
 
     Args:
         repository: the repository to trace (borrowed: closing is still its owner's job).
@@ -72,7 +66,7 @@ class TracingSessionRepository:
     def __getattr__(self, name: str) -> Any:
         """An optional capability of the wrapped store, traced when it is a coroutine."""
         found = getattr(self.repository, name)
-        if name in _LOCAL or not inspect.iscoroutinefunction(found):
+        if not inspect.iscoroutinefunction(found):
             return found
 
         @functools.wraps(found)
@@ -134,12 +128,16 @@ class TracingSessionRepository:
         session_id: str,
         events: Sequence[SessionEvent],
         expected_version: int | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> bool:
         """Traced."""
         return await self._traced(
             "append_events",
             session_id,
-            lambda: self.repository.append_events(session_id, events, expected_version),
+            lambda: self.repository.append_events(
+                session_id, events, expected_version, lease=lease
+            ),
         )
 
     async def find_events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
@@ -162,15 +160,25 @@ class TracingSessionRepository:
             "get_event_version", session_id, lambda: self.repository.get_event_version(session_id)
         )
 
-    async def apply_compaction(
-        self, session_id: str, plan: CompactionPlan, expected_version: int
-    ) -> bool:
+    async def acquire_lease(self, session_id: str, version: int, lease: Lease) -> bool:
         """Traced."""
         return await self._traced(
-            "apply_compaction",
+            "acquire_lease",
             session_id,
-            lambda: self.repository.apply_compaction(session_id, plan, expected_version),
+            lambda: self.repository.acquire_lease(session_id, version, lease),
         )
+
+    async def release_lease(self, session_id: str, version: int, holder: str) -> None:
+        """Traced."""
+        await self._traced(
+            "release_lease",
+            session_id,
+            lambda: self.repository.release_lease(session_id, version, holder),
+        )
+
+    async def aclose(self) -> None:
+        """Close the wrapped store (traced)."""
+        await self._traced("aclose", None, self.repository.aclose)
 
     async def read_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
         """Traced."""

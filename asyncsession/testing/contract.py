@@ -21,13 +21,8 @@ fixture hands out a fresh store per test (closing is idempotent, so its teardown
 again). The kit needs `pytest` and `pytest-asyncio` (the `[testing]` extra: `pip install
 '.[testing]'` from a clone); it is the only part of asyncsession that imports pytest. The tests
 live in one mixin per area (sessions, metadata lookups, recall searches, appends and versions,
-filters and windows, compaction, expiry, concurrency, turns, text, lifecycle) under
+filters and windows, snapshots, leases, compaction, expiry, concurrency, text, lifecycle) under
 `asyncsession.testing._contract`; subclass the combined class, not the mixins.
-
-A store that also leases turns (`asyncsession.repository.TurnLeaseRepository`, what
-`IdempotentTurnAdvisor(leases=...)` needs across processes) runs
-[`TurnLeaseRepositoryContract`][asyncsession.testing.contract.TurnLeaseRepositoryContract] too,
-with the same kind of fixture.
 """
 
 from __future__ import annotations
@@ -43,6 +38,7 @@ except ImportError as _exc:  # pragma: no cover - exercised in an environment wi
 from ._contract._support import (
     SHADOW_PROMPT,
     assistant,
+    boundary,
     event,
     label,
     labels,
@@ -56,20 +52,20 @@ from ._contract.compaction import CompactionContract
 from ._contract.concurrency import ConcurrencyContract
 from ._contract.expiry import ExpiryContract
 from ._contract.filters import FiltersContract
-from ._contract.leases import TurnLeaseContract
+from ._contract.leases import LeasesContract
 from ._contract.lifecycle import LifecycleContract
 from ._contract.metadata import MetadataContract
 from ._contract.records import CompactionRecordContract
 from ._contract.search import SearchContract
 from ._contract.sessions import SessionsContract
+from ._contract.snapshots import SnapshotsContract
 from ._contract.text import TextContract
-from ._contract.turns import TurnsContract
 
 __all__ = [
     "SHADOW_PROMPT",
     "SessionRepositoryContract",
-    "TurnLeaseRepositoryContract",
     "assistant",
+    "boundary",
     "event",
     "label",
     "labels",
@@ -86,7 +82,8 @@ class SessionRepositoryContract(
     SearchContract,
     AppendsContract,
     FiltersContract,
-    TurnsContract,
+    SnapshotsContract,
+    LeasesContract,
     CompactionContract,
     CompactionRecordContract,
     ExpiryContract,
@@ -95,13 +92,5 @@ class SessionRepositoryContract(
     LifecycleContract,
 ):
     """The contract tests. Subclass with a `repository` fixture returning your store."""
-
-    pytestmark = pytest.mark.asyncio
-
-
-class TurnLeaseRepositoryContract(TurnLeaseContract):
-    """The contract of the optional `TurnLeaseRepository` capability (take, renew, expire,
-    release, concurrent takers). Subclass with a `repository` fixture returning your store, beside
-    your `SessionRepositoryContract` subclass."""
 
     pytestmark = pytest.mark.asyncio

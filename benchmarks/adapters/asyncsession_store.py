@@ -32,13 +32,14 @@ from asyncsession import (
     AssistantMessage,
     DefaultSessionService,
     EventFilter,
+    EventType,
     InMemorySessionRepository,
     Session,
     SessionEvent,
     SessionRepository,
     UserMessage,
 )
-from asyncsession.compaction_protocols import CompactionPlan, Insert
+from asyncsession.compaction_protocols import CompactionRecord
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC
 from asyncsession.openai import ChatClient
 
@@ -143,9 +144,8 @@ class AsyncSessionStore:
     async def seed(self, session_id: str, messages: Sequence[Message]) -> None:
         """Create the session and append ``messages`` in batches of ``seed_batch``.
 
-        Our store keeps the newest events inside the session document and moves older ones to
-        the events collection as it goes, so it is seeded through its own append path rather
-        than by copying its layout.
+        Seeded through the store's own append path (one commit per batch) rather than by
+        copying its layout.
         """
         await self.repository.save(Session(id=session_id, user_id=USER_ID))
         events = [to_event(session_id, m) for m in messages]
@@ -213,10 +213,11 @@ class AsyncSessionStore:
         return None if self._mongo is None else await self._mongo.storage()
 
     async def compact(self, session_id: str, keep: int, summary: str) -> str | None:
-        """Archive all but the newest ``keep`` messages in place and insert a summary turn.
+        """Take all but the newest ``keep`` messages out of the view, with a summary turn
+        before the rest: one commit of the summary turn and the ``COMPACTION`` boundary.
 
-        This is the plan a summarizing strategy produces; the summary text is fixed so no
-        model is called.
+        This is what a summarizing strategy produces; the summary text is fixed so no model is
+        called.
         """
         snapshot = await self.service.get_snapshot(session_id, EventFilter.active())
         assert snapshot is not None, session_id
@@ -225,7 +226,7 @@ class AsyncSessionStore:
         while cut < len(events) and not events[cut].is_turn_start:
             cut += 1
         if cut == 0 or cut >= len(events):
-            return "archive in place + summary turn (nothing to compact)"
+            return "appended summary turn + boundary (nothing to compact)"
         meta: dict[str, Any] = {SYNTHETIC: True, COMPACTION_SOURCE: "benchmark"}
         summary_turn = (
             SessionEvent(
@@ -237,13 +238,20 @@ class AsyncSessionStore:
                 session_id=session_id, message=AssistantMessage(text=summary), metadata=meta
             ),
         )
-        plan = CompactionPlan(
-            archive_ids=frozenset(e.id for e in events[:cut]),
-            inserts=(Insert.before(events[cut].id, summary_turn),),
+        view = [*summary_turn, *events[cut:]]
+        record = CompactionRecord(
+            covered=tuple(e.id for e in events[:cut]),
+            kept=tuple(e.id for e in events[cut:]),
+            summaries=tuple(e.id for e in summary_turn),
+            view=tuple(e.id for e in view),
         )
-        if not await self.repository.apply_compaction(session_id, plan, snapshot.version):
+        boundary = SessionEvent(
+            session_id=session_id, type=EventType.COMPACTION, payload=record.to_payload()
+        )
+        commit = [*summary_turn, boundary]
+        if not await self.repository.append_events(session_id, commit, snapshot.version):
             raise RuntimeError("compaction lost its compare-and-swap")
-        return "non-destructive: archive in place + summary turn"
+        return "non-destructive: appended summary turn + boundary"
 
     def describe(self) -> dict[str, Any]:
         """Version and repository."""

@@ -17,16 +17,15 @@ from benchmarks.agents_session import OURS, PEER, measure, peer_available, rende
 
 
 async def test_commands_per_turn_and_lost_ack(mongo_uri: str) -> None:
-    """Our steady turn costs five commands and a lost-ack retry stores one copy; the peer's
+    """Our steady turn costs four commands and a lost-ack retry stores one copy; the peer's
     figures are measured beside them."""
     results = await measure(mongo_uri, turns=3)
     ours = results[OURS]
-    # get_items' find, then two appends (the input, the output), each registering its event
-    # ids (an insert) and committing (an update): the session chooses its ids itself, so none
-    # were registered ahead. The first turn also creates the session.
-    assert ours.steady_turns == [5, 5, 5]
-    assert ours.steady_by_name == {"find": 3, "insert": 6, "update": 6}
-    assert sum(ours.first_turn.values()) == 6
+    # get_items' read; the question's turn start (a read, its commit); the reply's commit
+    assert ours.steady_turns == [4, 4, 4]
+    assert ours.steady_by_name["aggregate"] == 6
+    assert ours.steady_by_name["insert"] == 6
+    assert sum(ours.first_turn.values()) == 5
     assert ours.copies_after_lost_ack == 1
     if peer_available():
         theirs = results[PEER]

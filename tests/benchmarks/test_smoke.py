@@ -177,11 +177,12 @@ def _installed(package: str) -> bool:
 
 
 @pytest.mark.mongodb
-async def test_the_command_budget_script_runs_and_counts_a_turn_at_three_commands(
+async def test_the_command_budget_script_runs_and_counts_the_turns_at_their_budgets(
     mongo_uri: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``benchmarks/mongo_commands.py --quick``: every measurement at tiny sizes. Its command
-    counts do not depend on the size: a chat turn is 3, the first turn of a new session 4."""
+    counts do not depend on the size: an after-reply turn is 2, a question-first turn 3, the
+    first turn of a new session 3, a window read 1."""
     from benchmarks import mongo_commands
 
     monkeypatch.setenv("MONGODB_URI", mongo_uri)
@@ -191,8 +192,9 @@ async def test_the_command_budget_script_runs_and_counts_a_turn_at_three_command
         for line in capsys.readouterr().out.splitlines()
         if (cells := [cell.strip() for cell in line.split("|")]) and len(cells) > 6
     }
-    assert rows["chat turn: `start_turn` + reply (window: active, last 20)"][0] == "3.00"
-    assert rows["first turn of a new session: `start_turn(create=...)` + reply"][0] == "4.00"
+    assert rows["after-reply turn: `read_snapshot`, one commit of both"][0] == "2.00"
+    assert rows["question-first turn: `read_snapshot`, question (leased), reply at +1"][0] == "3.00"
+    assert rows["first turn of a new session: read, `save_if_absent`, one commit"][0] == "3.00"
     assert rows["`last_n=20` read (turn-aware)"][0] == "1.00"
 
 

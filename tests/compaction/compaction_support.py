@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from hypothesis import strategies as st
 
 from asyncsession import CreateSessionRequest, DefaultSessionService
+from asyncsession._compaction_pass import compaction_commit
 from asyncsession.compaction import (
-    CompactionPlan,
     CompactionRequest,
     CompactionResult,
     RecursiveSummarizationCompactionStrategy,
@@ -21,6 +21,7 @@ from asyncsession.compaction import (
     format_event,
 )
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, EventType, Session, SessionEvent
+from asyncsession.filters import EventFilter
 from asyncsession.messages import (
     AssistantMessage,
     SystemMessage,
@@ -369,16 +370,21 @@ def check_invariants(
         tokens = sum(estimator(format_event(e)) for e in kept_budget)
         assert tokens <= strategy.max_tokens or kept_real == newest_turn
 
-    # Apply the plan: nothing deleted or moved, only the new events are inserted.
-    plan = CompactionPlan.of(SID, events, result)
-    after = plan.apply_to(events)
+    # Append it as one commit: nothing deleted or moved, only the new events are written; read
+    # back, what left the view reads archived and the view is the result's, in its order.
+    commit = compaction_commit(SID, events, result, "trigger", strategy) or []
+    after = EventFilter.all().apply([*events, *commit])
     assert [e.id for e in after if e.id in by_id] == ids
-    assert {e.id for e in after if e.archived} == archived
-    assert [e for e in after if e.id not in by_id] == new_events
+    assert {e.id for e in after if e.archived} == {i for i in archived if by_id[i].is_message}
+    assert [e.id for e in commit[:-1]] == [e.id for e in new_events]
+    view = EventFilter.active().apply([*events, *commit])
+    if commit:
+        assert [e.id for e in view] == [
+            e.id for e in result.compacted_events if e.is_message and not e.archived
+        ]
 
     # The active view opens with a turn (or what was already first), never with a tool result,
     # and holds no tool call without its result unless the input's newest turn was waiting.
-    view = active_view(after)
     opening = [e for e in view if is_real(e)]
     if opening:
         assert opening[0].type != EventType.TOOL or opening[0] == real[0]

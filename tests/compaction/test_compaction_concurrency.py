@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -23,7 +24,6 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.compaction import (
-    CompactionPlan,
     CompactionWorker,
     RecursiveSummarizationCompactionStrategy,
     SlidingWindowCompactionStrategy,
@@ -31,6 +31,7 @@ from asyncsession.compaction import (
 )
 from asyncsession.events import EventType
 from asyncsession.messages import Message
+from asyncsession.repository import Lease
 from asyncsession.repository.mongo import MongoSessionRepository
 
 TURNS = 30
@@ -47,12 +48,23 @@ class Recording:
     applied: asyncio.Event
     """Set once a plan has applied."""
 
-    async def apply_compaction(
-        self, session_id: str, plan: CompactionPlan, expected_version: int
+    async def append_events(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_version: int | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> bool:
+        if not events or events[-1].type != EventType.COMPACTION or expected_version is None:
+            return bool(
+                await super().append_events(  # type: ignore[misc]
+                    session_id, events, expected_version, lease=lease
+                )
+            )
         await asyncio.sleep(0)  # let other tasks in between the read and the write
-        applied = await super().apply_compaction(  # type: ignore[misc]
-            session_id, plan, expected_version
+        applied = await super().append_events(  # type: ignore[misc]
+            session_id, events, expected_version
         )
         self.applies.append((expected_version, applied))
         if applied:
@@ -235,12 +247,18 @@ async def test_a_cancelled_compaction_finishes_its_write_first() -> None:
     writing, release = asyncio.Event(), asyncio.Event()
 
     class SlowWrites(InMemorySessionRepository):
-        async def apply_compaction(
-            self, session_id: str, plan: CompactionPlan, expected_version: int
+        async def append_events(
+            self,
+            session_id: str,
+            events: Sequence[SessionEvent],
+            expected_version: int | None = None,
+            *,
+            lease: Lease | None = None,
         ) -> bool:
-            writing.set()
-            await release.wait()
-            return await super().apply_compaction(session_id, plan, expected_version)
+            if events and events[-1].type == EventType.COMPACTION:
+                writing.set()
+                await release.wait()
+            return await super().append_events(session_id, events, expected_version, lease=lease)
 
     service = DefaultSessionService(SlowWrites())
     session = await service.create(CreateSessionRequest(user_id="alice"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 
 import pytest
 from compaction_support import GatedStrategy, let_the_loop_run
@@ -18,14 +19,15 @@ from asyncsession import (
 )
 from asyncsession.compaction import (
     CompactionOutcome,
-    CompactionPlan,
     CompactionRequest,
     CompactionResult,
     CompactionTicket,
     CompactionWorker,
     SlidingWindowCompactionStrategy,
 )
+from asyncsession.events import EventType, SessionEvent
 from asyncsession.exceptions import CompactionError, SessionNotFound, UsageError
+from asyncsession.repository import Lease
 
 
 def always(request: CompactionRequest) -> bool:
@@ -160,12 +162,18 @@ async def test_a_compaction_cancelled_while_writing_completes_its_write() -> Non
     writing, release = asyncio.Event(), asyncio.Event()
 
     class SlowWrites(InMemorySessionRepository):
-        async def apply_compaction(
-            self, session_id: str, plan: CompactionPlan, expected_version: int
+        async def append_events(
+            self,
+            session_id: str,
+            events: Sequence[SessionEvent],
+            expected_version: int | None = None,
+            *,
+            lease: Lease | None = None,
         ) -> bool:
-            writing.set()
-            await release.wait()
-            return await super().apply_compaction(session_id, plan, expected_version)
+            if events and events[-1].type == EventType.COMPACTION:
+                writing.set()
+                await release.wait()
+            return await super().append_events(session_id, events, expected_version, lease=lease)
 
     service = DefaultSessionService(SlowWrites())
     sid = await new_session(service)

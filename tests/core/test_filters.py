@@ -21,7 +21,7 @@ from asyncsession import (
 from asyncsession.exceptions import InvalidFilter
 from asyncsession.filters import MatchMode
 from asyncsession.messages import MessageType
-from asyncsession.testing.contract import assistant, labels, synthetic, user
+from asyncsession.testing.contract import assistant, boundary, labels, synthetic, user
 
 
 @pytest.mark.parametrize(
@@ -188,7 +188,9 @@ def test_the_active_view_honours_the_compaction_point_for_custom_events() -> Non
     log = _log()
     asked = EventFilter.active().merge(EventFilter(event_types=[EventType.of("ACME.X")]))
     assert len(asked.apply(log)) == 1
-    assert asked.apply(log, compacted_at=7) == []
+    compacted = [*log, boundary("s", log[:6])]
+    assert asked.apply(compacted) == []
+    assert len(asked.apply([*compacted, log[6].model_copy(update={"id": "later"})])) == 1
     assert asked.without_window() == asked
     assert not EventFilter.last_n(3).without_window().has_window
 

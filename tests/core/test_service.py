@@ -13,6 +13,7 @@ from asyncsession import (
     CreateSessionRequest,
     DefaultSessionService,
     EventFilter,
+    EventType,
     InMemorySessionRepository,
     SessionExists,
     SessionNotFound,
@@ -23,7 +24,7 @@ from asyncsession import (
 )
 from asyncsession.compaction import CompactionRequest, CompactionResult
 from asyncsession.testing import FakeClock
-from asyncsession.testing.contract import system, user
+from asyncsession.testing.contract import boundary, system, user
 
 
 @pytest.fixture
@@ -194,20 +195,24 @@ async def test_reads_and_messages(service: DefaultSessionService) -> None:
     await service.append_message(session.id, UserMessage(text="q1"))
     await service.append_message(session.id, AssistantMessage(text="a1"))
     await service.append_message(session.id, UserMessage(text="q2"))
-    old = (await service.get_events(session.id))[0]
-    from asyncsession import CompactionPlan
-
+    old, *kept = await service.get_events(session.id)
     version = await service.get_event_version(session.id)
-    assert await service.repository.apply_compaction(
-        session.id, CompactionPlan(archive_ids=frozenset({old.id})), version
-    )
+    edge = boundary(session.id, kept, [old])
+    assert await service.repository.append_events(session.id, [edge], version)
     assert [m.text for m in await service.get_messages(session.id)] == ["q1", "a1", "q2"]
     assert [m.text for m in await service.get_active_messages(session.id)] == ["a1", "q2"]
-    snapshot = await service.get_snapshot(session.id, EventFilter.last_n(1))
+    snapshot = await service.get_snapshot(
+        session.id, EventFilter.active().merge(EventFilter.last_n(1))
+    )
     assert snapshot is not None
     assert snapshot.version == version + 1
     assert [e.text for e in snapshot.events] == ["q2"]
-    assert [e.text for e in await service.find_events_by_user_id("u")] == ["q1", "a1", "q2"]
+    messages = EventFilter(event_types=[EventType.USER, EventType.ASSISTANT])
+    assert [e.text for e in await service.find_events_by_user_id("u", messages)] == [
+        "q1",
+        "a1",
+        "q2",
+    ]
 
 
 async def test_expired_sessions_are_swept_by_the_clock(

@@ -10,12 +10,14 @@ from typing import Any, cast
 import pytest
 from agents import TResponseInputItem
 from losing_service import LosingService
+from pymongo.asynchronous.database import AsyncDatabase
 
 from asyncsession import (
     DefaultSessionService,
     EventFilter,
     EventType,
     InMemorySessionRepository,
+    MongoSessionRepository,
     SessionEvent,
 )
 from asyncsession.compaction import TurnCountTrigger
@@ -324,3 +326,25 @@ async def test_items_that_are_not_items_are_refused(service: SessionService) -> 
     with pytest.raises(UsageError, match="cannot store"):
         await session.add_items(cast(Items, [{"role": "user", "content": object()}]))
     assert await service.find_by_id("bad") is None
+
+
+@pytest.mark.mongodb
+async def test_on_mongodb_a_failed_write_retried_stores_its_items_once(
+    mongo_db: AsyncDatabase[dict[str, Any]],
+) -> None:
+    """On MongoDB, a write whose acknowledgement was lost and that is retried stores its batch
+    once, among many turns."""
+    repository = MongoSessionRepository(mongo_db)
+    await repository.ensure_indexes()
+    losing = LosingService(DefaultSessionService(repository), fail=0, after_write=True)
+    session = AgentsSession("long", losing)
+    for turn in range(60):
+        await session.add_items([{"role": "user", "content": f"q{turn}"}])
+        if turn == 30:
+            losing.fail = 1
+            with pytest.raises(StorageError):
+                await session.add_items([{"role": "assistant", "content": f"a{turn}"}])
+        await session.add_items([{"role": "assistant", "content": f"a{turn}"}])
+    assert [m.text for m in await losing.get_messages("long")] == [
+        text for turn in range(60) for text in (f"q{turn}", f"a{turn}")
+    ]

@@ -9,24 +9,25 @@ the server, and answers with one JSON line on stdout (``{"error": ...}`` if it r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import pickle
 import sys
+import uuid
 from typing import Any
 
 from pymongo import AsyncMongoClient
 
 from asyncsession import (
-    CompactionPlan,
     CreateSessionRequest,
     DefaultSessionService,
     EventFilter,
     MongoSessionRepository,
     SessionEvent,
+    SessionExists,
     UserMessage,
 )
 from asyncsession.compaction import SlidingWindowCompactionStrategy
-from asyncsession.repository import draw_event_id
 
 
 def event(sid: str, event_id: str) -> SessionEvent:
@@ -58,13 +59,13 @@ async def run(service: DefaultSessionService, command: dict[str, Any]) -> dict[s
             applied += result.applied
             tries += 1
         return {"applied": applied, "tries": tries}
-    if op == "messages":  # `count` messages with ids the service draws, in order
+    if op == "messages":  # `count` messages with ids the service picks, in order
         events = [
             await service.append_message(sid, UserMessage(text=f"{command['prefix']}-{i:04d}"))
             for i in range(command["count"])
         ]
         return {"ids": [e.id for e in events]}
-    if op == "turns":  # `tasks` tasks, each `count` batches of 1-3 messages, drawn ids
+    if op == "turns":  # `tasks` tasks, each `count` batches of 1-3 messages, picked ids
 
         async def task(t: int) -> list[list[str]]:
             batches: list[list[str]] = []
@@ -84,7 +85,7 @@ async def run(service: DefaultSessionService, command: dict[str, Any]) -> dict[s
             for _ in range(command["count"]):
                 snapshot = await repository.read_snapshot(sid, EventFilter(last_n=1))
                 assert snapshot is not None
-                event_id = await draw_event_id(repository, sid)
+                event_id = str(uuid.uuid4())
                 won = await repository.append_events(
                     sid, [event(sid, event_id)], expected_version=snapshot.version
                 )
@@ -92,28 +93,29 @@ async def run(service: DefaultSessionService, command: dict[str, Any]) -> dict[s
             return outcomes
 
         per_session = await asyncio.gather(*(rounds(sid) for sid in command["sids"]))
-        updates = repository._writer.committer.updates  # pyright: ignore[reportPrivateUsage]
-        return {"outcomes": per_session, "batches": updates.batches, "short": updates.short}
-    if op == "apply_plan":  # a plan another process pickled (hex), at its expected version
-        plan = pickle.loads(bytes.fromhex(command["plan"]))
-        assert isinstance(plan, CompactionPlan)
-        applied = await service.repository.apply_compaction(sid, plan, command["expected"])
+        return {"outcomes": per_session}
+    if op == "compaction":  # a compaction commit another process pickled (hex), at its version
+        commit = pickle.loads(bytes.fromhex(command["commit"]))
+        assert all(isinstance(e, SessionEvent) for e in commit)
+        applied = await service.append_events(sid, commit, expected_version=command["expected"])
         return {"applied": applied}
-    if op == "turn":
-        turn, snapshot = await service.start_turn(
-            sid,
-            UserMessage(text=command["event_id"]),
-            EventFilter.active(),
-            event_id=command["event_id"],
-            user_id="alice",
-            create=CreateSessionRequest(user_id="alice"),
+    if op == "turn":  # a chat turn's first steps: read, create if missing, question at +1
+        question = SessionEvent(
+            id=command["event_id"], session_id=sid, message=UserMessage(text=command["event_id"])
         )
-        return {
-            "event_id": turn.id,
-            "window": [e.id for e in snapshot.events],
-            "version": snapshot.version,
-            "owner": snapshot.session.user_id,
-        }
+        while True:
+            snapshot = await service.get_snapshot(sid, EventFilter.active())
+            if snapshot is None:
+                with contextlib.suppress(SessionExists):  # another process created it
+                    await service.create(CreateSessionRequest(id=sid, user_id="alice"))
+                continue
+            if await service.append_events(sid, [question], snapshot.version):
+                return {
+                    "event_id": question.id,
+                    "window": [e.id for e in snapshot.events],
+                    "version": snapshot.version + 1,
+                    "owner": snapshot.session.user_id,
+                }
     raise ValueError(f"unknown op {op!r}")
 
 

@@ -15,14 +15,13 @@ from pymongo.asynchronous.database import AsyncDatabase
 from asyncsession import (
     CreateSessionRequest,
     DefaultSessionService,
-    DelegatingSessionService,
     InMemorySessionRepository,
     MongoSessionRepository,
     Session,
-    SessionAttributes,
     SessionRepository,
     UsageError,
 )
+from asyncsession.events import SessionAttributes
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -83,10 +82,17 @@ async def test_a_store_refuses_keys_it_cannot_index(
         MongoSessionRepository(mongo_db, indexed_metadata_keys=keys)
 
 
+class _Decorated(DefaultSessionService):
+    """A decorator as users write one: a subclass that overrides something else."""
+
+    async def delete(self, session_id: str) -> None:
+        await super().delete(session_id)
+
+
 async def test_the_service_and_its_decorator_look_sessions_up() -> None:
     repo = InMemorySessionRepository(indexed_metadata_keys=["tenant"])
     service = DefaultSessionService(repo)
-    wrapped = DelegatingSessionService(service)
+    wrapped = _Decorated(repo)
     tenant = _id("acme")
     made = [
         await service.create(CreateSessionRequest(user_id="alice", metadata={"tenant": tenant}))
@@ -136,7 +142,7 @@ async def test_the_lookup_index_is_created_and_serves_the_query(
     await repo.ensure_indexes()
     await repo.save(Session(user_id="alice", metadata={"tenant": "acme"}))
     keys = [dict(doc["key"]) async for doc in await mongo_db["sessions"].list_indexes()]
-    assert {"indexed": 1, "created_at": 1, "_id": 1} in keys
+    assert {"attributes": 1, "created_at": 1, "_id": 1} in keys
     stored = await mongo_db["sessions"].find_one({"user_id": "alice"})
     assert stored is not None
-    assert stored["indexed"] == ["tenant\x00acme"]
+    assert stored["attributes"] == ["tenant\x00acme"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -18,17 +18,13 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from asyncsession import (
     AssistantMessage,
-    CompactionPlan,
     EventFilter,
     EventIdConflict,
-    Insert,
     Session,
     SessionEvent,
 )
 from asyncsession.repository.mongo import MongoSessionRepository
-from asyncsession.repository.mongo._drawn import loaded_id
-from asyncsession.repository.mongo._state import decode_state
-from asyncsession.testing.contract import synthetic, user
+from asyncsession.testing.contract import boundary, synthetic, user
 
 
 @pytest.fixture
@@ -49,15 +45,6 @@ async def repos(
             await client.close()
 
 
-@pytest.fixture(params=["tight"])
-def layout(request: pytest.FixtureRequest, tighten: Callable[[], None]) -> str:
-    """Tiny position gaps and tail sizes, so races meet roll-forwards, pending compactions and
-    fractional positions all the time (the contract kit races the production layout)."""
-    if request.param == "tight":
-        tighten()
-    return str(request.param)
-
-
 async def new_session(repo: MongoSessionRepository) -> str:
     session = Session(user_id="u")
     await repo.save(session)
@@ -65,17 +52,13 @@ async def new_session(repo: MongoSessionRepository) -> str:
 
 
 async def positions_in_log_order(repo: MongoSessionRepository, session_id: str) -> list[Any]:
-    """Every event's stored position, in the order the store returns the log."""
-    store = repo._store
-    doc = await store.sessions.find_one({"_id": session_id})
-    state = decode_state(doc)
-    found = {e.id: e.position for e in state.tail}
-    async for event_doc in store.events.find(
-        {"session_id": session_id, "inc": state.inc, "seq": {"$lte": state.rolled}}
-    ):
-        event_id = loaded_id(event_doc["_id"])
-        assert event_id not in found
-        found[event_id] = (event_doc["seq"], event_doc.get("minor", ""))
+    """Every event's stored position (commit number, index in the commit), in the order the
+    store returns the log."""
+    found: dict[str, tuple[int, int]] = {}
+    async for doc in repo._store.commits.find({"session": session_id}):
+        for index, event in enumerate(doc["events"]):
+            assert event["id"] not in found
+            found[event["id"]] = (doc["commit"], index)
     log = await repo.find_events(session_id, EventFilter.all())
     assert len(found) == len(log)
     return [found[e.id] for e in log]
@@ -155,9 +138,9 @@ async def test_50_versioned_writers_have_exactly_one_winner_in_each_of_40_rounds
 
 
 async def test_compaction_racing_appends_loses_nothing_and_keeps_the_active_view_valid(
-    layout: str, repos: list[MongoSessionRepository]
+    repos: list[MongoSessionRepository],
 ) -> None:
-    """Appenders and compactors on five clients: no event lost or moved, plans whole.
+    """Appenders and compactors on five clients: no event lost or moved, compactions whole.
 
     Appenders work like the session advisor with a compare-and-swap (read the version, append
     expecting it, retry when it moved). Halfway through they wait until a compaction has landed,
@@ -190,11 +173,8 @@ async def test_compaction_racing_appends_loses_nothing_and_keeps_the_active_view
             if len(active) < 3:
                 continue
             summary = synthetic(session_id, AssistantMessage(text=f"c{c}-{applied}"))
-            plan = CompactionPlan(
-                archive_ids=frozenset({active[0].id, active[1].id}),
-                inserts=(Insert.before(active[2].id, [summary]),),
-            )
-            if await repo.apply_compaction(session_id, plan, snapshot.version):
+            commit = [summary, boundary(session_id, [summary, *active[2:]], active[:2])]
+            if await repo.append_events(session_id, commit, snapshot.version):
                 applied += 1
                 compacted.set()
         return applied
@@ -217,8 +197,9 @@ async def test_compaction_racing_appends_loses_nothing_and_keeps_the_active_view
     assert await repos[1].get_event_version(session_id) == 1 + 60 + applied
     positions = await positions_in_log_order(repos[1], session_id)
     assert positions == sorted(set(positions))
-    active = [e for e in log if e.is_message and not e.archived]
-    assert await repos[2].find_events(session_id, EventFilter.active()) == active
+    active = await repos[2].find_events(session_id, EventFilter.active())
+    assert active == EventFilter.active().apply(log)
+    assert {e.id for e in active} == {e.id for e in log if e.is_message and not e.archived}
     for n in (1, 5, 40):
         window = EventFilter.active().merge(EventFilter.last_n(n))
         assert await repos[3].find_events(session_id, window) == window.apply(log)
@@ -256,18 +237,16 @@ async def test_a_reader_never_sees_a_version_whose_events_are_not_visible(
     assert all(task.result() > 0 for task in readers)
 
 
-async def test_a_late_replay_after_the_event_left_the_tail_is_a_no_op(
+async def test_a_late_replay_is_a_no_op(
     repos: list[MongoSessionRepository],
 ) -> None:
-    """An id appended again long after it moved to the events collection changes nothing."""
+    """An id appended again 150 commits later, from any client, changes nothing."""
     repo = repos[0]
     session_id = await new_session(repo)
     first = user(session_id, "first")
     await repo.append_event(first)
     for i in range(150):
         await repos[i % 5].append_event(user(session_id, f"m{i}"))
-    doc = await repo._store.sessions.find_one({"_id": session_id})
-    assert first.id not in {entry["_id"] for entry in doc["tail"]}
     version = await repo.get_event_version(session_id)
     changed = first.model_copy(update={"message": first.message and AssistantMessage(text="x")})
     for other in repos:

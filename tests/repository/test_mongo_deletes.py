@@ -4,7 +4,6 @@ cancelled sweep stops after the session it is on. On the test server."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -12,18 +11,16 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import AutoReconnect
 
-from asyncsession import EventFilter, Session, StorageError
+from asyncsession import EventFilter, Session
 from asyncsession.events import utc_now
+from asyncsession.exceptions import StorageError
 from asyncsession.repository.mongo import MongoSessionRepository
-from asyncsession.repository.mongo._store import Store
+from asyncsession.repository.mongo._layout import Store
 from asyncsession.testing.contract import user
 
 
 @pytest.fixture
-async def repo(
-    mongo_db: AsyncDatabase[dict[str, Any]], tighten: Callable[[], None]
-) -> MongoSessionRepository:
-    tighten()  # small tails: most events roll forward into the events collection
+async def repo(mongo_db: AsyncDatabase[dict[str, Any]]) -> MongoSessionRepository:
     repository = MongoSessionRepository(mongo_db)
     await repository.ensure_indexes()
     return repository
@@ -53,7 +50,7 @@ class Crash:
 
 
 async def filled(repo: MongoSessionRepository, *, expired: bool = False, n: int = 70) -> str:
-    """A session whose log reaches below the tail (events and id registrations exist)."""
+    """A session with ``n`` events in ``n / 10`` commits."""
     now = utc_now()
     session = Session(user_id="u")
     if expired:
@@ -69,39 +66,44 @@ async def filled(repo: MongoSessionRepository, *, expired: bool = False, n: int 
 async def leftovers(store: Store, session_id: str) -> dict[str, int]:
     return {
         "session": await store.sessions.count_documents({"_id": session_id}),
-        "events": await store.events.count_documents({"session_id": session_id}),
-        "ids": await store.event_ids.count_documents({"session_id": session_id}),
+        "commits": await store.commits.count_documents({"session": session_id}),
     }
 
 
-GONE = {"session": 0, "events": 0, "ids": 0}
+GONE = {"session": 0, "commits": 0}
 
 
 @pytest.mark.parametrize(
-    ("collection", "method"),
-    [("events", "delete_many"), ("event_ids", "delete_many"), ("sessions", "delete_one")],
+    ("collection", "method", "calls"),
+    [
+        ("sessions", "find_one_and_update", 0),
+        ("commits", "delete_many", 0),
+        ("sessions", "delete_one", 0),
+    ],
 )
 @pytest.mark.parametrize("finisher", ["delete again", "sweep"])
 async def test_a_delete_that_died_between_its_writes_is_finished_later(
-    repo: MongoSessionRepository, collection: str, method: str, finisher: str
+    repo: MongoSessionRepository, collection: str, method: str, calls: int, finisher: str
 ) -> None:
     """The delete dies before one of its writes: what it left is found and removed by the next
     delete of the id, or by any sweep, and the session is never readable with its TTL intact."""
     store = repo._store
     session_id = await filled(repo)
     before = await leftovers(store, session_id)
-    assert before["events"] > 0
-    assert before["ids"] == 70
+    assert before == {"session": 1, "commits": 7}
     real = getattr(store, collection)
-    setattr(store, collection, Crash(real, method))
+    setattr(store, collection, Crash(real, method, after_calls=calls))
     with pytest.raises(StorageError):
         await repo.delete(session_id)
     setattr(store, collection, real)
     assert await leftovers(store, session_id) != GONE  # the crash left something behind
     found = await repo.find_by_id(session_id)
-    assert found is None or found.is_expired(utc_now())  # what is left is marked for the sweep
+    marked = found is None or found.is_expired(utc_now())  # left marked for the sweep
+    assert marked or method == "find_one_and_update"  # or died before it wrote anything
     if finisher == "sweep":
-        assert await repo.delete_expired_sessions(utc_now()) == 1
+        assert await repo.delete_expired_sessions(utc_now()) == (1 if marked else 0)
+        if not marked:
+            await repo.delete(session_id)
     else:
         await repo.delete(session_id)
     assert await leftovers(store, session_id) == GONE
@@ -110,16 +112,16 @@ async def test_a_delete_that_died_between_its_writes_is_finished_later(
 async def test_a_sweep_that_died_mid_session_is_finished_by_the_next_sweep(
     repo: MongoSessionRepository,
 ) -> None:
-    """The sweep dies after claiming a session and removing its events: the next sweep, even
+    """The sweep dies after claiming a session and removing its commits: the next sweep, even
     one with an earlier ``before``, removes the rest."""
     store = repo._store
     session_id = await filled(repo, expired=True)
-    real = store.event_ids
-    store.event_ids = Crash(real, "delete_many")  # type: ignore[assignment]
+    real = store.sessions
+    store.sessions = Crash(real, "delete_one")  # type: ignore[assignment]
     with pytest.raises(StorageError):
         await repo.delete_expired_sessions(utc_now())
-    store.event_ids = real
-    assert (await leftovers(store, session_id))["ids"] == 70
+    store.sessions = real
+    assert await leftovers(store, session_id) == {"session": 1, "commits": 0}
     assert await repo.delete_expired_sessions(utc_now() - timedelta(days=30)) == 1
     assert await leftovers(store, session_id) == GONE
 
@@ -127,12 +129,12 @@ async def test_a_sweep_that_died_mid_session_is_finished_by_the_next_sweep(
 async def test_a_delete_removes_what_an_older_delete_left_without_a_session_document(
     repo: MongoSessionRepository,
 ) -> None:
-    """Events and registrations whose session document is already gone (a delete that removed
-    the session first and died) are removed by deleting the id."""
+    """Commits whose session document is already gone (an append that raced a delete) are
+    removed by deleting the id."""
     store = repo._store
     session_id = await filled(repo)
     await store.sessions.delete_one({"_id": session_id})
-    assert (await leftovers(store, session_id))["ids"] == 70
+    assert (await leftovers(store, session_id))["commits"] == 7
     await repo.delete(session_id)
     assert await leftovers(store, session_id) == GONE
 
@@ -153,11 +155,11 @@ async def test_a_ttl_extended_before_the_sweep_claims_the_session_wins(
         def __getattr__(self, name: str) -> Any:
             return getattr(self._inner, name)
 
-        async def update_one(self, flt: Any, update: Any, **kwargs: Any) -> Any:
+        async def find_one_and_update(self, flt: Any, update: Any, *args: Any) -> Any:
             await self._inner.update_one(
                 {"_id": session_id}, {"$set": {"expires_at": utc_now() + timedelta(days=1)}}
             )
-            return await self._inner.update_one(flt, update, **kwargs)
+            return await self._inner.find_one_and_update(flt, update, *args)
 
     real = store.sessions
     store.sessions = ExtendFirst(real)  # type: ignore[assignment]
@@ -180,7 +182,7 @@ async def test_a_cancelled_sweep_stops_after_the_session_it_is_on(
     initial = {i: await leftovers(store, i) for i in ids}
     entered = asyncio.Event()
     release = asyncio.Event()
-    real = store.event_ids
+    real = store.commits
 
     class Gate:
         """Holds the sweep inside its first session until the test has cancelled it."""
@@ -193,16 +195,41 @@ async def test_a_cancelled_sweep_stops_after_the_session_it_is_on(
             await release.wait()
             return await real.delete_many(flt, *args, **kwargs)
 
-    store.event_ids = Gate()  # type: ignore[assignment]
+    store.commits = Gate()  # type: ignore[assignment]
     sweep = asyncio.create_task(repo.delete_expired_sessions(utc_now()))
     await entered.wait()
     sweep.cancel()
     release.set()
     with pytest.raises(asyncio.CancelledError):
         await sweep
-    store.event_ids = real
+    store.commits = real
     states = {i: await leftovers(store, i) for i in ids}
     assert list(states.values()).count(GONE) == 1  # the session it was on, finished whole
     assert all(state == initial[i] for i, state in states.items() if state != GONE)
     assert await repo.delete_expired_sessions(utc_now()) == 11
     assert all([await leftovers(store, i) == GONE for i in ids])
+
+
+async def test_an_append_racing_a_delete_is_never_inherited_by_a_new_session(
+    mongo_db: AsyncDatabase[dict[str, Any]],
+) -> None:
+    """A process that still knows a session another one deleted appends to it: its commit is
+    read by nobody, and the session created again with that id starts with its own log, the
+    stale commit out of its way."""
+    writer, deleter = MongoSessionRepository(mongo_db), MongoSessionRepository(mongo_db)
+    await writer.ensure_indexes()
+    session_id = await filled(writer, n=20)
+    await deleter.delete(session_id)
+    late = user(session_id, "late")
+    assert await writer.append_events(session_id, [late], 2)  # the commit lands, orphaned
+    assert await mongo_db["session_commits"].count_documents({"session": session_id}) == 1
+    await deleter.save(Session(id=session_id, user_id="u"))
+    assert await deleter.find_events(session_id, EventFilter.all()) == []
+    fresh = [user(session_id, f"new {i}") for i in range(4)]
+    for event in fresh:
+        await deleter.append_event(event)
+    await writer.append_event(user(session_id, "from the old view"))
+    texts = [e.text for e in await deleter.find_events(session_id, EventFilter.all())]
+    assert texts == ["new 0", "new 1", "new 2", "new 3", "from the old view"]
+    assert await deleter.get_event_version(session_id) == 5
+    assert late.id not in {e.id for e in await writer.find_events(session_id, EventFilter.all())}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import bson
 import pydantic
 import pytest
 from mongomock_motor import AsyncMongoMockClient
@@ -12,19 +11,16 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from asyncsession import (
     AssistantMessage,
-    CompactionPlan,
     EventFilter,
     EventTooLarge,
     EventType,
-    Insert,
     Session,
     SessionEvent,
     UserMessage,
 )
 from asyncsession.events import MAX_ID_LENGTH
-from asyncsession.repository._turn import start_turn
 from asyncsession.repository.mongo import MongoSessionRepository
-from asyncsession.testing.contract import synthetic, user
+from asyncsession.testing.contract import boundary, synthetic, user
 
 NASTY: dict[str, Any] = {
     "$set": {"version": 99, "seq": 0},
@@ -75,14 +71,16 @@ async def test_operator_like_keys_round_trip_and_never_act(repo: MongoSessionRep
     assert await repo.find_events(s, EventFilter.all()) == events
     assert await repo.get_event_version(s) == 1
     doc = await repo._store.sessions.find_one({"_id": s})
-    assert doc["version"] == 1
     assert not any(key.startswith("$") for key in doc)
+    commit = await repo._store.commits.find_one({"session": s})
+    assert commit is not None
+    assert commit["commit"] == 1
 
 
-async def test_operator_like_keys_survive_the_events_collection_and_compaction(
+async def test_operator_like_keys_survive_many_commits_and_compaction(
     repo: MongoSessionRepository,
 ) -> None:
-    """Bodies moved below the tail, and inserted by compaction there, keep their keys."""
+    """Bodies of many commits, and a compaction's summary, keep their keys."""
     s = await new_session(repo)
     events = [
         SessionEvent(session_id=s, message=UserMessage(text=f"m{i}"), metadata=NASTY)
@@ -90,17 +88,14 @@ async def test_operator_like_keys_survive_the_events_collection_and_compaction(
     ]
     await repo.append_events(s, events)
     await repo.append_event(user(s, "last"))
-    summary = SessionEvent(
-        session_id=s, type=EventType.of("ACME.SUMMARY"), payload=NASTY, metadata=NASTY
-    )
-    plan = CompactionPlan(
-        archive_ids=frozenset({events[0].id}), inserts=(Insert.before(events[1].id, [summary]),)
-    )
-    assert await repo.apply_compaction(s, plan, 2)
+    summary = SessionEvent(session_id=s, message=AssistantMessage(text="summary"), metadata=NASTY)
+    active = await repo.find_events(s, EventFilter.active())
+    edge = boundary(s, [summary, *active[1:]], active[:1])
+    assert await repo.append_events(s, [summary, edge], 2)
     log = await repo.find_events(s, EventFilter.all())
-    assert log[1] == summary
-    assert log[2:101] == events[1:]
-    assert await repo._store.events.count_documents({"session_id": s}) > 50
+    assert log[1:100] == events[1:]
+    assert log[-2] == summary
+    assert (await repo.find_events(s, EventFilter.active()))[0] == summary
 
 
 async def test_an_event_over_the_size_limit_is_rejected_and_its_batch_not_written(
@@ -124,10 +119,11 @@ async def test_an_event_over_the_size_limit_is_rejected_and_its_batch_not_writte
     assert await repo.find_events(other, EventFilter.all()) == moved
 
 
-async def test_big_events_live_outside_the_session_document_and_read_back_whole(
+async def test_big_events_up_to_the_document_limit_read_back_whole(
     repo: MongoSessionRepository,
 ) -> None:
-    """Events over the inline limit round-trip through appends, roll-forward and compaction."""
+    """Events of hundreds of kilobytes, and one of 15 MiB alone in its commit, round-trip
+    through appends, windows, keyword searches and compaction."""
     s = await new_session(repo)
     big = [
         SessionEvent(session_id=s, message=AssistantMessage(text=f"{i} " + "y" * 100_000))
@@ -137,28 +133,24 @@ async def test_big_events_live_outside_the_session_document_and_read_back_whole(
     await repo.append_event(big[0])
     await repo.append_events(s, [question, big[1]])
     assert await repo.find_events(s, EventFilter.all()) == [big[0], question, big[1]]
-    doc = await repo._store.sessions.find_one({"_id": s})
-    (entry,) = (entry for entry in doc["tail"] if entry["_id"] == big[0].id)
-    assert len(bson.encode(entry)) < 200  # the body lives in the events collection only
     filler = [user(s, f"f{i}") for i in range(80)]
     for event in filler:
         await repo.append_event(event)
     summary = synthetic(s, AssistantMessage(text="z" * 50_000))
-    plan = CompactionPlan(
-        archive_ids=frozenset({big[0].id}), inserts=(Insert.before(big[1].id, [summary]),)
-    )
-    assert await repo.apply_compaction(s, plan, await repo.get_event_version(s))
+    active = await repo.find_events(s, EventFilter.active())
+    edge = boundary(s, [summary, *active[1:]], active[:1])
+    assert await repo.append_events(s, [summary, edge], await repo.get_event_version(s))
     log = await repo.find_events(s, EventFilter.all())
     assert log[0] == big[0].as_archived()
-    assert log[2:4] == [summary, big[1]]
+    assert log[1:3] == [question, big[1]]
     assert await repo.find_events(s, EventFilter(keyword="1 yyy", last_n=1)) == [big[1]]
-    snapshot = await start_turn(
-        repo, s, [big[2]], EventFilter.last_n(2), reserve_event_ids=["big-reply"]
-    )
-    assert [e.text for e in snapshot.events] == ["f78", "f79"]
-    reply = SessionEvent(id="big-reply", session_id=s, message=AssistantMessage(text="r" * 70_000))
-    await repo.append_event(reply)
-    assert (await repo.find_events(s, EventFilter.last_n(2)))[-2:] == [big[2], reply]
+    snapshot = await repo.read_snapshot(s, EventFilter.last_n(2))
+    assert snapshot is not None
+    assert [e.text for e in snapshot.events if e.is_message] == ["f79", "z" * 50_000]
+    huge = SessionEvent(session_id=s, message=AssistantMessage(text="h" * (15 * 1024 * 1024)))
+    await repo.append_event(huge)
+    newest = EventFilter(message_types=["assistant"], last_n=1)
+    assert await repo.find_events(s, newest) == [huge]
 
 
 async def test_keywords_match_literally_whatever_characters_they_hold(

@@ -4,7 +4,7 @@ the same events as the reference store. On the test server and mongomock."""
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
@@ -14,17 +14,15 @@ from pymongo import AsyncMongoClient, monitoring
 
 from asyncsession import (
     AssistantMessage,
-    CompactionPlan,
     EventFilter,
     InMemorySessionRepository,
-    Insert,
     Session,
     SessionRepository,
 )
 from asyncsession.events import utc_now
 from asyncsession.repository.mongo import MongoSessionRepository
-from asyncsession.repository.mongo import _user_reads as _mongo_user_reads
-from asyncsession.testing.contract import assistant, synthetic, user
+from asyncsession.repository.mongo import _read as _mongo_reads
+from asyncsession.testing.contract import assistant, boundary, synthetic, user
 
 CHUNK = 4
 
@@ -55,11 +53,9 @@ async def server(
     mongo_uri: str,
     recorder: Recorder,
     monkeypatch: pytest.MonkeyPatch,
-    tighten: Callable[[], None],
 ) -> AsyncIterator[MongoSessionRepository]:
-    """The store on the test server, with small tails and chunks of four sessions."""
-    tighten()  # small tails: events live below the tails too
-    monkeypatch.setattr(_mongo_user_reads, "IN_CHUNK", CHUNK)
+    """The store on the test server, reading chunks of four sessions."""
+    monkeypatch.setattr(_mongo_reads, "IN_CHUNK", CHUNK)
     uri = mongo_uri
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
         uri, tz_aware=True, event_listeners=[recorder]
@@ -91,18 +87,11 @@ async def fill(repos: list[SessionRepository], sessions: int, seed: int) -> None
             for start in range(0, len(events), 3):
                 await repo.append_events(session.id, events[start : start + 3])
         if len(events) >= 4 and k % 3 == 0:
-            plan = CompactionPlan(
-                archive_ids=frozenset({events[0].id, events[1].id}),
-                inserts=(
-                    Insert.before(
-                        events[2].id, [synthetic(session.id, AssistantMessage(text=f"sum {k}"))]
-                    ),
-                ),
-            )
+            summary = synthetic(session.id, AssistantMessage(text=f"sum {k}"))
+            commit = [summary, boundary(session.id, [summary, *events[2:]], events[:2])]
             for repo in repos:
-                assert await repo.apply_compaction(
-                    session.id, plan, await repo.get_event_version(session.id)
-                )
+                version = await repo.get_event_version(session.id)
+                assert await repo.append_events(session.id, commit, version)
 
 
 FILTERS = [
@@ -140,23 +129,20 @@ async def test_user_reads_match_the_reference_store_across_chunks(
 async def test_user_reads_are_chunked_and_projected(
     server: MongoSessionRepository, recorder: Recorder
 ) -> None:
-    """No ``$in`` names more than a chunk of sessions, the session documents come without
-    metadata, and the commands grow with the chunks, not the sessions."""
+    """One find of the user's sessions without their metadata, then one find of commits per
+    chunk of sessions: the commands grow with the chunks, not the sessions or the events."""
     await fill([server], 40, seed=3)
     recorder.commands.clear()
     found = await server.find_events_by_user_id("alice", EventFilter.last_n(5))
     assert len(found) == 5
-    names = [name for name, _ in recorder.commands]
     finds = [c for name, c in recorder.commands if name == "find"]
-    assert len(finds) == 1
-    assert finds[0]["projection"]["metadata"] == 0
-    assert finds[0]["projection"]["fences"] == 0
-    aggregates = [c for name, c in recorder.commands if name == "aggregate"]
+    sessions = [c for c in finds if c["find"] == "sessions"]
+    assert len(sessions) == 1
+    assert "metadata" not in sessions[0]["projection"]
+    commits = [c for c in finds if c["find"] == "session_commits"]
     sessions_of_alice = 32
-    assert len(aggregates) <= -(-sessions_of_alice // CHUNK)
-    assert aggregates
-    for command in aggregates:
-        first = command["pipeline"][0]["$match"]["session_id"]["$in"]
-        assert len(first) <= CHUNK
-    assert any({"$limit": 5} in c["pipeline"] for c in aggregates)  # the window is pushed down
-    assert names.count("getMore") <= -(-sessions_of_alice // CHUNK)
+    assert len(commits) == -(-sessions_of_alice // CHUNK)
+    for command in commits:
+        assert len(command["filter"]["session"]["$in"]) <= CHUNK
+    names = [name for name, _ in recorder.commands]
+    assert names.count("getMore") <= len(commits)

@@ -15,9 +15,8 @@ from asyncsession import (
     UsageError,
     UserMessage,
 )
-from asyncsession.compaction_protocols import CompactionPlan
 from asyncsession.testing import FakeClock
-from asyncsession.testing.contract import summary_turn
+from asyncsession.testing.contract import boundary, summary_turn
 from asyncsession.tools import Tool, conversation_search, cross_session_search
 from asyncsession.tools._recall import NO_RESULTS
 
@@ -57,8 +56,8 @@ async def test_conversation_search_finds_archived_text(
     )
     events = await service.get_events(sid)
     version = await service.get_event_version(sid)
-    plan = CompactionPlan(archive_ids=frozenset(e.id for e in events[:2]))
-    assert await service.repository.apply_compaction(sid, plan, version)
+    edge = boundary(sid, events[2:], events[:2])
+    assert await service.repository.append_events(sid, [edge], version)
     assert "Miso" not in [m.text for m in await service.get_active_messages(sid)]
     found = json.loads(await _ask(conversation_search(service, sid), query="MISO"))
     assert found == [

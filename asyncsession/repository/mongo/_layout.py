@@ -1,169 +1,287 @@
-"""Every collection and stored field of the MongoDB store, named once.
+"""The stored layout: every collection and field name, documents <-> models, and the indexes.
 
-The store keeps three collections. Stored keys stay short where they are written on every
-commit (``tn``, ``ta``, ``ar``, ``cv``, ``inc``, ``ck``, ``e``); the constant's name is the
-field's full name, and no other module spells a field as a string (``tests/repository/
-test_mongo_layout.py`` checks). A key is one constant even where it appears in several
-documents; its comment says what it holds in each.
-
-``sessions`` (one document per session)
-    `ID`, `USER_ID`, `CREATED_AT`, `EXPIRES_AT`, `METADATA`, `VERSION`, `INCARNATION`, `SEQ`
-    (the counter), `TAIL`, `TAIL_SIZE`, `ARCHIVED_PREFIX`, `ANY_ARCHIVED`, `ROLLED`, `LIVE`,
-    `COMPACTIONS`, `COMPACTED`, `COMPACTION_KEY`, `LAST_USER`, `PENDING`, `FENCES`, `INDEXED`,
-    `TURN_LEASES`.
-`TURN_LEASES` (one entry per leased request, under a digest of its request id)
-    `HOLDER`, `EXPIRES_AT`.
-a tail entry (an element of `TAIL`, or of `INSERTS`)
-    `ID`, `PACKED`; with an explicit position also `SEQ`, `MINOR` and `TURN`. Entries written
-    by earlier versions hold `TYPE`, `TIMESTAMP`, `SYNTHETIC`, `ARCHIVED` and `DATA` instead of
-    `PACKED`.
-`PENDING` (a compaction's changes below the tail, until rolled forward)
-    `COMPACTIONS`, `ARCHIVE`, `ARCHIVE_SEQ`, `INSERTS`.
-``session_events`` (one document per event below the tail)
-    `ID`, `SESSION_ID`, `INCARNATION`, `SEQ`, `MINOR`, `TIMESTAMP`, `TYPE`, `ARCHIVED`, `TURN`,
-    `DATA`, and `SYNTHETIC` and `COMPACTIONS` when they are not ``false`` and ``0``. A big
-    event's document written ahead of its commit has no position yet and carries `TOKEN`.
-``session_event_ids`` (the id registry)
-    `ID`, `SESSION_ID`, `TOKEN`.
+No other module spells a stored name. Documents read in mongosh as they are: full field names,
+plain subdocuments, ids as given. Keys of user data (metadata, payloads, a message's ``extra``)
+are kept as they are, but for the few BSON cannot hold or MongoDB would take for a path or an
+operator (empty, ``$…``, ``~…``, or holding ``.`` or NUL): those are stored as ``~`` and the
+key with ``%``, ``.``, ``$`` and NUL percent-escaped.
 """
 
 from __future__ import annotations
 
-from typing import Final
+import asyncio
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from pymongo import ASCENDING
+from pymongo.asynchronous.collection import AsyncCollection
+
+from ...events import Session, SessionEvent
+from ._newest import Newest
 
 __all__ = [
-    "ANY_ARCHIVED",
-    "ARCHIVE",
-    "ARCHIVED",
-    "ARCHIVED_PREFIX",
-    "ARCHIVE_SEQ",
-    "COMPACTED",
-    "COMPACTIONS",
-    "COMPACTION_KEY",
+    "ATTRIBUTES",
+    "BODY",
+    "COMMIT",
+    "COMMITS",
     "CREATED_AT",
-    "DATA",
     "EVENTS",
-    "EVENT_IDS",
+    "EVENT_ID",
     "EXPIRES_AT",
-    "FENCES",
     "HOLDER",
     "ID",
     "INCARNATION",
-    "INDEXED",
-    "INSERTS",
-    "LAST_USER",
-    "LIVE",
+    "LEASE",
+    "MESSAGE",
     "METADATA",
-    "MINOR",
-    "PACKED",
-    "PENDING",
-    "ROLLED",
-    "SEQ",
+    "OLDEST_FIRST",
+    "PAYLOAD",
+    "SESSION",
     "SESSIONS",
-    "SESSION_ID",
-    "SYNTHETIC",
-    "TAIL",
-    "TAIL_SIZE",
+    "TEXT",
     "TIMESTAMP",
-    "TOKEN",
-    "TURN",
-    "TURN_LEASES",
     "TYPE",
     "USER_ID",
-    "VERSION",
+    "Doc",
+    "Store",
+    "as_utc",
+    "commit_doc",
+    "create_indexes",
+    "event_from_doc",
+    "event_to_doc",
     "field_names",
+    "lease_doc",
+    "new_incarnation",
+    "session_fields",
+    "session_from_doc",
 ]
 
-# Collections (the default names; each is configurable).
-SESSIONS: Final = "sessions"
-"""Sessions collection: one document per session, holding its log's newest events."""
-EVENTS: Final = "session_events"
-"""Events collection: one document per event below the tail."""
-EVENT_IDS: Final = "session_event_ids"
-"""Event id registry: one document per registered event id, unique across sessions."""
+Doc = dict[str, Any]
 
-# Fields.
+SESSIONS: Final = "sessions"
+"""The default collection of session documents."""
+COMMITS: Final = "session_commits"
+"""The default collection of commit documents: one per committed append."""
+
+# The session document.
 ID: Final = "_id"
-"""Identity: the session id (sessions), else the stored event id."""
-SESSION_ID: Final = "session_id"
-"""Session id: the session an event document or a registered id belongs to."""
+"""The session id (in a session document); MongoDB's own id (in a commit document)."""
 USER_ID: Final = "user_id"
-"""User id: the user a session belongs to."""
 CREATED_AT: Final = "created_at"
-"""Created at: when the session was created."""
 EXPIRES_AT: Final = "expires_at"
-"""Expires at: when the session expires (``None``: never)."""
 METADATA: Final = "metadata"
-"""Metadata: the session's metadata, as JSON text."""
-VERSION: Final = "version"
-"""Version: the session's compare-and-swap counter; every committed write moves it."""
-INCARNATION: Final = "inc"
-"""Incarnation: a token that changes when a session is deleted and created again; an event
-document belongs to the session's log only while its token is the session's."""
-SEQ: Final = "seq"
-"""Sequence: an event's position (with `MINOR`); on a session document the counter, the
-position of the newest appended event."""
-MINOR: Final = "minor"
-"""Minor position: a fractional key that orders events compaction inserts into a gap."""
-TAIL: Final = "tail"
-"""Tail: the newest events, as tail entries, oldest first."""
-TAIL_SIZE: Final = "tn"
-"""Tail number: how many entries `TAIL` holds (read without the tail itself)."""
-ARCHIVED_PREFIX: Final = "ta"
-"""Tail archived: how many of the oldest tail entries are known to be archived."""
-ANY_ARCHIVED: Final = "ar"
-"""Any archived: whether the log may hold an archived event (missing reads as ``True``)."""
-ROLLED: Final = "rolled"
-"""Rolled: events at ``seq <= rolled`` live in the events collection, the rest in the tail."""
-LIVE: Final = "live"
-"""Live: how many unarchived message events live in the events collection."""
-COMPACTIONS: Final = "cv"
-"""Compaction version: how many compactions the log has had (session, `PENDING`); on an event
-document, the compaction that last wrote it."""
-COMPACTED: Final = "compacted"
-"""Compacted: the counter right after the newest compaction (``-1`` before the first)."""
-COMPACTION_KEY: Final = "ck"
-"""Compaction key: the newest compaction's key, so that its retry knows it was applied."""
-LAST_USER: Final = "last_user"
-"""Last user: the ``seq`` of the newest user message in the events collection (a hint)."""
-PENDING: Final = "pending"
-"""Pending: the newest compaction's changes below the tail, until rolled forward."""
-FENCES: Final = "fences"
-"""Fences: tokens of write attempts that may no longer commit."""
-TURN_LEASES: Final = "turn_leases"
-"""Turn leases: the running attempts of idempotent turns, one entry per request (a digest of its
-id), each with its `HOLDER` and `EXPIRES_AT`."""
+ATTRIBUTES: Final = "attributes"
+"""The session's indexed metadata, one ``name\\x00value`` string each (see `_metadata_index`)."""
+INCARNATION: Final = "incarnation"
+"""A random number made when the session document was inserted. Every commit carries its
+session's:
+a commit an append wrote while the session was being deleted is never read as a commit of a
+new session with the same id."""
+LEASE: Final = "lease"
+"""``{holder, expires_at}``: on a commit, or on the session document (version 0)."""
 HOLDER: Final = "holder"
-"""Holder (in a `TURN_LEASES` entry): the attempt that holds the lease."""
-INDEXED: Final = "indexed"
-"""Indexed: one ``key\\x00value`` string per indexed metadata key with a string value, so that
-an index can answer a lookup by metadata (the metadata itself is JSON text)."""
-ARCHIVE: Final = "archive"
-"""Archive (in `PENDING`): ids of events below the tail the compaction archives."""
-ARCHIVE_SEQ: Final = "archive_seq"
-"""Archive positions (in `PENDING`): the ``seq`` of each id in `ARCHIVE`, for the index."""
-INSERTS: Final = "inserts"
-"""Inserts (in `PENDING`): tail entries the compaction adds below the tail."""
-PACKED: Final = "e"
-"""Entry: a tail entry's timestamp, flags, type and JSON body in one string (`pack_entry`)."""
-TIMESTAMP: Final = "ts"
-"""Timestamp: when the event happened."""
+
+# The commit document.
+SESSION: Final = "session"
+COMMIT: Final = "commit"
+"""The commit's number, 1, 2, 3, … dense per session: the version it made."""
+EVENTS: Final = "events"
+"""The commit's events, in order: ``{id, type, timestamp, body}``."""
+EVENT_ID: Final = "id"
 TYPE: Final = "type"
-"""Type: the event type's name (``USER``, ``ASSISTANT``, ...)."""
-ARCHIVED: Final = "archived"
-"""Archived: whether a compaction took the event out of the active view."""
-SYNTHETIC: Final = "synthetic"
-"""Synthetic: whether the event was made by the library (a summary), not by a participant."""
-TURN: Final = "turn"
-"""Turn: the ``seq`` of the user message the event's turn started with (a hint)."""
-DATA: Final = "data"
-"""Data: the event's JSON body (`body_of`), which keyword searches match."""
-TOKEN: Final = "token"
-"""Token: the write attempt that registered an id or wrote a big event ahead of its commit."""
+TIMESTAMP: Final = "timestamp"
+MESSAGE: Final = "message"
+"""A message event's message, its fields as the message model has them, but ``kind``: the
+event's ``type`` says which message it is."""
+KIND: Final = "kind"  # layout: the message model's discriminator, never stored
+PAYLOAD: Final = "payload"
+BODY: Final = "body"
+"""What the event says: ``message`` or ``payload``, and ``metadata``; one subdocument, so that it
+can later be replaced by one encrypted value."""
+TEXT: Final = f"{EVENTS}.{BODY}.{MESSAGE}.text"  # layout: text is the message model's field
+"""The path of a message's text, which keyword searches prefilter on."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Store:
+    """The collections a store works on, and what this process knows of its sessions."""
+
+    sessions: AsyncCollection[Doc]
+    commits: AsyncCollection[Doc]
+    indexed_keys: frozenset[str]
+    newest: Newest = field(default_factory=Newest)
+    appending: dict[str, tuple[asyncio.Lock, int]] = field(
+        default_factory=dict[str, tuple[asyncio.Lock, int]]
+    )
+    """Session id -> the lock its appends in this process take turns with, and how many hold
+    or wait for it (an entry goes when none does)."""
+    double: bool = False
+    """Whether the database is mongomock-motor, a test double that runs no ``$unionWith`` (two
+    reads instead) and enforces no unique index over array elements (an append looks its ids
+    up first)."""
+    max_document_size: int = 16 * 1024 * 1024
+
+
+_MESSAGE_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
+    ("extra", {}),
+    ("tool_calls", []),
+    ("role", "system"),
+)
+"""Message fields left out of a body when they hold their default."""
+_ESCAPED: Final = "~"
+_ESCAPES: Final = {"%": "%25", ".": "%2E", "$": "%24", "\x00": "%00"}
+
+
+def new_incarnation() -> int:
+    """A random incarnation (31 bits: a plain int in mongosh)."""
+    return secrets.randbits(31)
 
 
 def field_names() -> frozenset[str]:
     """Every stored key and collection name this module defines."""
     return frozenset(
-        value for name, value in globals().items() if name.isupper() and isinstance(value, str)
+        value
+        for name, value in globals().items()
+        if name.isupper()
+        and isinstance(value, str)
+        and not name.startswith("_")
+        and "." not in value
     )
+
+
+def as_utc(value: datetime) -> datetime:
+    """A BSON date as a UTC-aware datetime, whatever the client's ``tz_aware`` setting."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _key_out(key: str) -> str:
+    if key and key[0] not in "$~" and "." not in key and "\x00" not in key:
+        return key
+    return _ESCAPED + "".join(_ESCAPES.get(c, c) for c in key)
+
+
+def _key_in(key: str) -> str:
+    if not key.startswith(_ESCAPED):
+        return key
+    text = key[1:]
+    for char, escape in _ESCAPES.items():
+        if char != "%":
+            text = text.replace(escape, char)
+    return text.replace("%25", "%")
+
+
+def _out(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {_key_out(k): _out(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    if isinstance(value, list | tuple):
+        return [_out(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+    return value
+
+
+def _in(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {_key_in(k): _in(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    if isinstance(value, list):
+        return [_in(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+    return value
+
+
+def session_fields(session: Session, attributes: list[str]) -> Doc:
+    """The fields of a session document that a `save` sets (all but ``created_at``, the
+    incarnation and a lease)."""
+    fields: Doc = {
+        USER_ID: session.user_id,
+        EXPIRES_AT: session.expires_at,
+        METADATA: _out(session.metadata),
+    }
+    fields[ATTRIBUTES] = attributes
+    return fields
+
+
+def session_from_doc(doc: Mapping[str, Any]) -> Session:
+    """The session a session document holds."""
+    expires = doc.get(EXPIRES_AT)
+    return Session(
+        id=doc[ID],
+        user_id=doc[USER_ID],
+        created_at=as_utc(doc[CREATED_AT]),
+        expires_at=None if expires is None else as_utc(expires),
+        metadata=_in(doc.get(METADATA) or {}),
+    )
+
+
+def event_to_doc(event: SessionEvent) -> Doc:
+    """An event as its commit holds it; defaults (no metadata, a message's empty ``extra``) are
+    left out."""
+    body: Doc = {}
+    if event.message is not None:
+        message = event.message.model_dump(mode="json", exclude_none=True)
+        del message[KIND]  # the event's type says it
+        for key, default in _MESSAGE_DEFAULTS:
+            if key in message and message[key] == default:
+                del message[key]
+        body[MESSAGE] = _out(message)
+    else:
+        body[PAYLOAD] = _out(event.payload)
+    if event.metadata:
+        body[METADATA] = _out(event.metadata)
+    return {EVENT_ID: event.id, TYPE: event.type.name, TIMESTAMP: event.timestamp, BODY: body}
+
+
+def event_from_doc(doc: Mapping[str, Any], session_id: str) -> SessionEvent:
+    """The event a commit's entry holds (``archived`` is derived later, by the reader)."""
+    body = _in(doc[BODY])
+    message = body.get(MESSAGE)
+    if isinstance(message, dict):
+        body[MESSAGE] = {KIND: doc[TYPE].lower(), **message}
+    return SessionEvent.model_validate(
+        {
+            "id": doc[EVENT_ID],
+            "session_id": session_id,
+            "timestamp": as_utc(doc[TIMESTAMP]),
+            "type": doc[TYPE],
+            **body,
+        }
+    )
+
+
+def lease_doc(holder: str, expires_at: datetime) -> Doc:
+    """A lease as stored."""
+    return {HOLDER: holder, EXPIRES_AT: expires_at}
+
+
+def commit_doc(
+    session_id: str,
+    number: int,
+    incarnation: int,
+    events: list[Doc],
+    lease: Doc | None,
+) -> Doc:
+    """A commit document (never with zero events: an empty array indexes as null, and the
+    unique index on the event ids admits one such document in the whole collection)."""
+    doc: Doc = {SESSION: session_id, COMMIT: number, INCARNATION: incarnation, EVENTS: events}
+    if lease is not None:
+        doc[LEASE] = lease
+    return doc
+
+
+OWNER_INDEX: Final = [(USER_ID, ASCENDING), (CREATED_AT, ASCENDING), (ID, ASCENDING)]
+ATTRIBUTES_INDEX: Final = [(ATTRIBUTES, ASCENDING), (CREATED_AT, ASCENDING), (ID, ASCENDING)]
+OLDEST_FIRST: Final = [(CREATED_AT, ASCENDING), (ID, ASCENDING)]
+"""Sessions oldest first, those created in the same millisecond by id."""
+
+
+async def create_indexes(
+    sessions: AsyncCollection[Doc], commits: AsyncCollection[Doc], *, sharded: bool
+) -> None:
+    """The indexes the store needs (idempotent). Event ids are unique across the collection,
+    or per session when ``sharded`` (a unique index there must start with the shard key)."""
+    await sessions.create_index(OWNER_INDEX)
+    await sessions.create_index(ATTRIBUTES_INDEX)
+    await sessions.create_index([(EXPIRES_AT, ASCENDING)])
+    await commits.create_index([(SESSION, ASCENDING), (COMMIT, ASCENDING)], unique=True)
+    ids = [(f"{EVENTS}.{EVENT_ID}", ASCENDING)]
+    await commits.create_index([(SESSION, ASCENDING), *ids] if sharded else ids, unique=True)

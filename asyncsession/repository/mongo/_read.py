@@ -1,442 +1,385 @@
-"""Reads for the MongoDB store: the session document's tail first, then bounded range queries.
+"""Reads: the snapshot in one command, windows walked back by ranges, a user's events.
 
-Every read starts from one decoded session document (its version, tail and counters). The tail
-holds every event above ``rolled``; the events collection holds the rest. A read of the events
-collection is an aggregation of two ``$match`` stages. The first is shaped for the index: the
-session, ``archived: false`` when the filter excludes archived events, and a range of positions
-up to ``rolled``. The second carries the rest of the filter (the incarnation, types, flags, time
-range, keyword regexes on the JSON body that match every case of each letter). MongoDB merges
-the two; planners that only use an index when *every* predicate is in it (measured on the test
-server: any further field in a ``find`` turns a 2 ms range scan into a scan of the whole
-collection) still scan just the range.
-Results are checked against the filter once more in memory, which is also where ``pattern`` is
-evaluated.
+A read starts with one aggregate on the session document with ``$unionWith`` of the session's
+newest commits: a range ``commit > known - k`` when this process knows roughly the newest number
+(`_newest`), else the ``k`` highest numbers by a sorted find. It returns the session, the version
+(the newest commit read), the newest commit's lease and the events of the commits read. A
+``last_n`` window that those events do not fill reads the next older range (four times larger
+each time); a window of the active view stops at the newest boundary, and fetches by id the
+events its view names that lie before the commits read. Reads that need every event (no window)
+read every commit at once; a keyword search first narrows them on the server to the commits
+whose text may match, and the boundaries.
 
-Windows never sort-with-limit on the server. A ``last_n`` read walks back from ``rolled`` in index
-ranges that grow fourfold, starting with a range that would hold the missing events if all of
-them matched; a window that must reach back to its turn's user message asks for exactly the
-range down to that turn's start, which every event records as a hint. A page walks forward from
-the start of the log the same way, until it is full.
+``archived`` and the view order are derived by `asyncsession.filters.ReadLog`, the reference
+for a log held as a list: the commits read, oldest first, are that list (or its newest part).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterable, Sequence
-from datetime import datetime
+import inspect
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, cast
+
+from pymongo import DESCENDING
+from pymongo.asynchronous.collection import AsyncCollection
 
 from ..._pymongo_errors import storage_errors
-from ...events import SessionEvent
-from ...filters import EventFilter, MatchMode
-from ._cache import own
-from ._codec import MESSAGE_TYPE_NAMES, Doc, as_utc, keyword_regex
-from ._drawn import loaded_id
+from ..._view import ReadLog, newest_boundary
+from ...events import EventType, Session, SessionEvent
+from ...filters import EventFilter
+from .._protocol import Lease, SessionSnapshot
 from ._layout import (
-    ARCHIVED,
-    DATA,
+    COMMIT,
+    EVENT_ID,
+    EVENTS,
+    EXPIRES_AT,
+    HOLDER,
     ID,
     INCARNATION,
-    MINOR,
-    SEQ,
-    SESSION_ID,
-    SYNTHETIC,
-    TIMESTAMP,
-    TURN,
+    LEASE,
+    OLDEST_FIRST,
+    SESSION,
+    TEXT,
     TYPE,
+    USER_ID,
+    Doc,
+    Store,
+    as_utc,
+    event_from_doc,
+    session_from_doc,
 )
-from ._positions import GAP, Position
-from ._state import Entry, LogState
-from ._store import Store, aggregate, by_position, find_by_event_ids
 
-__all__ = ["LogReader", "allowed_types", "criteria"]
+__all__ = [
+    "IN_CHUNK",
+    "Commit",
+    "Suffix",
+    "first_read",
+    "lease_from_doc",
+    "select",
+    "snapshot_of",
+    "user_events",
+]
 
-Hit = tuple[Position, SessionEvent, int]
-"""A matching event with its position and turn hint."""
-_UserKey = tuple[datetime, str, Position]
-"""Cross-session order: timestamp, then session id, then position."""
-
-_MAX_SKIP = 1 << 62
-
-
-def allowed_types(filter: EventFilter) -> frozenset[str] | None:
-    """The event type names a filter can return; ``None`` for any."""
-    allowed: set[str] | None = None
-    if filter.message_types is not None:
-        allowed = {t.value.upper() for t in filter.message_types}
-    if filter.event_types is not None:
-        names = {t.name for t in filter.event_types}
-        allowed = names if allowed is None else allowed & names
-    if filter.active_view and filter.event_types is None:
-        allowed = set(MESSAGE_TYPE_NAMES) if allowed is None else allowed & MESSAGE_TYPE_NAMES
-    return None if allowed is None else frozenset(allowed)
+IN_CHUNK: Final = 256
+"""How many sessions one read of a user's events asks for."""
+_BOUNDARY: Final = {f"{EVENTS}.{TYPE}": EventType.COMPACTION.name}
+_LEAST_SPAN: Final = 8
+"""Commits a window's first range reads at least (when it wants that many events): a session's
+recent commits may hold fewer events than the ones the estimate was made from."""
+_WHOLE_VIEW: Final = 64
+"""Events a window-less read of the active view reads first (then it walks back)."""
 
 
-def criteria(filter: EventFilter, compacted: int) -> Doc | None:
-    """The filter as query criteria on event documents; ``None`` when nothing can match.
+@dataclass(slots=True)
+class Commit:
+    """A commit as read: its number, its events, its lease."""
 
-    ``compacted`` is the session's compaction mark, for the active view's custom events.
-    """
-    query: Doc = {}
-    conjuncts: list[Doc] = []
-    if filter.exclude_synthetic:
-        query[SYNTHETIC] = {"$ne": True}  # stored only when true
-    if filter.exclude_archived or filter.active_view:
-        query[ARCHIVED] = False
-    allowed = allowed_types(filter)
-    if allowed is not None:
-        if not allowed:
-            return None
-        customs = sorted(allowed - MESSAGE_TYPE_NAMES)
-        if filter.active_view and customs:
-            clauses: list[Doc] = [{TYPE: {"$in": customs}, SEQ: {"$gt": compacted}}]
-            messages = sorted(allowed & MESSAGE_TYPE_NAMES)
-            if messages:
-                clauses.append({TYPE: {"$in": messages}})
-            conjuncts.append({"$or": clauses})
-        else:
-            query[TYPE] = {"$in": sorted(allowed)}
-    if filter.from_ is not None or filter.to is not None:
-        span: Doc = {}
-        if filter.from_ is not None:
-            span["$gte"] = filter.from_
-        if filter.to is not None:
-            span["$lte"] = filter.to
-        query[TIMESTAMP] = span
-    if filter.keyword is not None:
-        conjuncts.append({DATA: {"$regex": keyword_regex(filter.keyword)}})
-    if filter.keywords is not None:
-        terms = [{DATA: {"$regex": keyword_regex(term)}} for term in filter.keywords]
-        if filter.match_mode is MatchMode.ALL:
-            conjuncts.extend(terms)
-        else:
-            conjuncts.append({"$or": terms})
-    if conjuncts:
-        query["$and"] = conjuncts
-    return query
+    number: int
+    events: list[SessionEvent]
+    lease: Lease | None
 
 
-def _pipelines(
-    state: LogState, filter: EventFilter, query_criteria: Doc, low: int | None, high: int
-) -> list[list[Doc]]:
-    """Match the index first (session, ``archived``, a position range), then the rest: one
-    aggregation when the filter leaves archived events out, else one per value of ``archived``
-    (see `by_position`)."""
-    seq: Doc = {"$lte": high}
-    if low is not None:
-        seq["$gte"] = low
-    leaves_out = filter.exclude_archived or filter.active_view
-    archived = False if leaves_out else state.archived_below
-    rest = {INCARNATION: state.inc, **query_criteria}
-    rest.pop(ARCHIVED, None)
-    return [
-        [{"$match": first}, {"$match": rest}]
-        for first in by_position(state.session.id, seq, archived)
-    ]
+@dataclass(slots=True)
+class Suffix:
+    """A session and its newest commits read so far: every commit from ``low`` on."""
+
+    session: Session
+    doc: Doc
+    """The session document."""
+    incarnation: int
+    commits: list[Commit]
+    """Oldest first."""
+    low: int
+    """Every commit numbered ``low`` or more is in ``commits``; 1: the whole log."""
+    version: int
+    """The newest commit's number (0: none)."""
 
 
-def _accept(filter: EventFilter, compacted: int, hit: Hit) -> bool:
-    position, event, _ = hit
-    if not filter.matches(event):
-        return False
-    return not (filter.active_view and not event.is_message and position[0] <= compacted)
+def lease_from_doc(doc: Doc | None) -> Lease | None:
+    """The lease a document holds, or ``None``."""
+    lease: object = None if doc is None else doc.get(LEASE)
+    if not isinstance(lease, dict):
+        return None
+    fields = cast(Doc, lease)
+    return Lease(holder=str(fields[HOLDER]), expires_at=as_utc(fields[EXPIRES_AT]))
 
 
-class LogReader:
-    """Reads one session's log (or one user's sessions) from decoded session documents."""
+def _commit(doc: Doc, session_id: str) -> Commit:
+    events = [event_from_doc(e, session_id) for e in doc[EVENTS]]
+    return Commit(number=doc[COMMIT], events=events, lease=lease_from_doc(doc))
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
 
-    def _hit(self, session_id: str, entry: Entry) -> Hit:
-        assert entry.data is not None
-        event = self._store.cache.event(
-            session_id, entry.id, entry.data, entry.archived, entry.ts, entry.type
-        )
-        return (entry.position, event, entry.turn)
-
-    async def load_bodies(self, states: Iterable[LogState]) -> None:
-        """Fill in the bodies of the big events the session documents only reference."""
-        for state in states:
-            entries = [e for e in state.tail if e.data is None]
-            if state.pending is not None:
-                entries += [e for e in state.pending.inserts if e.data is None]
-            if not entries:
-                continue
-            session_id = state.session.id
-            with storage_errors(f"read session {session_id!r}"):
-                docs = await find_by_event_ids(
-                    self._store.events,
-                    [e.id for e in entries],
-                    {SESSION_ID: session_id},
-                    {DATA: 1},
-                )
-            bodies = {doc[ID]: doc[DATA] for doc in docs}
-            for entry in entries:
-                entry.data = bodies.get(entry.id)
-                if entry.data is None:  # pragma: no cover - a reference always has its document
-                    raise RuntimeError(f"event {entry.id!r} of {session_id!r} has no body")
-
-    def _tail_hits(
-        self, state: LogState, filter: EventFilter, exclude: frozenset[str]
-    ) -> list[Hit]:
-        hits = (self._hit(state.session.id, e) for e in state.tail if e.id not in exclude)
-        return [hit for hit in hits if _accept(filter, state.compacted, hit)]
-
-    async def _fetch(
-        self,
-        state: LogState,
-        filter: EventFilter,
-        query_criteria: Doc,
-        low: int | None,
-        high: int,
-        exclude: frozenset[str],
-    ) -> list[Hit]:
-        """Matching events of the events collection at ``low <= seq <= high``."""
-        session_id = state.session.id
-        pipelines = _pipelines(state, filter, query_criteria, low, high)
-        with storage_errors(f"read session {session_id!r}"):
-            batches = await asyncio.gather(
-                *(aggregate(self._store.events, pipeline) for pipeline in pipelines)
-            )
-        docs = [doc for batch in batches for doc in batch]
-        return self._hits_of(state, filter, docs, low, high, exclude)
-
-    def _hits_of(
-        self,
-        state: LogState,
-        filter: EventFilter,
-        docs: Sequence[Doc],
-        low: int | None,
-        high: int,
-        exclude: frozenset[str],
-    ) -> list[Hit]:
-        session_id = state.session.id
-        pending = state.pending
-        pending_ids: set[str] = set() if pending is None else {e.id for e in pending.inserts}
-        hits: list[Hit] = []
-        for doc in docs:
-            event_id = loaded_id(doc[ID])
-            if event_id in exclude or event_id in pending_ids:
-                continue
-            archived = bool(doc.get(ARCHIVED)) or (
-                pending is not None and event_id in pending.archive
-            )
-            event = self._store.cache.event(
-                session_id, event_id, doc[DATA], archived, as_utc(doc[TIMESTAMP]), doc[TYPE]
-            )
-            hit: Hit = ((int(doc[SEQ]), doc.get(MINOR, "")), event, int(doc.get(TURN, -1)))
-            if _accept(filter, state.compacted, hit):
-                hits.append(hit)
-        if pending is not None:
-            for entry in pending.inserts:
-                if entry.id in exclude or entry.seq > high or (low is not None and entry.seq < low):
-                    continue
-                hit = self._hit(session_id, entry)
-                if _accept(filter, state.compacted, hit):
-                    hits.append(hit)
-        return hits
-
-    @staticmethod
-    def _below_may_match(filter: EventFilter, state: LogState) -> bool:
-        """Whether the events collection can hold a match (from the session's counters)."""
-        if state.rolled < 0:
-            return False
-        if (filter.exclude_archived or filter.active_view) and state.live == 0:
-            allowed = allowed_types(filter)
-            if allowed is not None and allowed <= MESSAGE_TYPE_NAMES:
-                return False
-            if filter.active_view and state.compacted >= state.rolled:
-                return False
-        return True
-
-    async def read(
-        self, state: LogState, filter: EventFilter, *, exclude: frozenset[str] = frozenset()
-    ) -> list[SessionEvent]:
-        """The session's matching events, oldest first, windowed as the filter says (the
-        caller's own copies).
-
-        Events whose ids are in ``exclude`` are treated as if they were not in the log.
-        """
-        return own(await self._read(state, filter, exclude))
-
-    async def _read(
-        self, state: LogState, filter: EventFilter, exclude: frozenset[str]
-    ) -> list[SessionEvent]:
-        await self.load_bodies([state])
-        tail = self._tail_hits(state, filter, exclude)
-        query_criteria = criteria(filter, state.compacted)
-        below = query_criteria is not None and self._below_may_match(filter, state)
-        if filter.last_n is not None:
-            assert query_criteria is not None or not below
-            return await self._last_n(
-                state, filter, query_criteria if below else None, tail, exclude
-            )
-        if below and filter.page_size is not None:
-            assert query_criteria is not None
-            return await self._page(state, filter, query_criteria, tail, exclude)
-        hits = list(tail)
-        if below:
-            assert query_criteria is not None
-            hits += await self._fetch(state, filter, query_criteria, None, state.rolled, exclude)
-        hits.sort(key=lambda hit: hit[0])
-        return filter.apply_turn_aware_window([hit[1] for hit in hits])
-
-    async def read_slice(
-        self, state: LogState, filter: EventFilter, *, exclude: frozenset[str] = frozenset()
-    ) -> list[SessionEvent] | None:
-        """A ``last_n`` window from the newest tail entries of a `partial` state (the caller's
-        own copies), or ``None`` when they do not hold the whole window (the caller then reads
-        the whole tail)."""
-        n = filter.last_n
-        assert n is not None
-        await self.load_bodies([state])
-        newest_first = list(reversed(self._tail_hits(state, filter, exclude)))
-        if len(newest_first) < n:
-            return None
-        allowed = allowed_types(filter)
-        turn_aware = not filter.has_text_criteria and (allowed is None or "USER" in allowed)
-        if turn_aware and not any(hit[1].is_turn_start for hit in newest_first[n - 1 :]):
-            return None
-        return own(filter.apply_turn_aware_window([hit[1] for hit in reversed(newest_first)]))
-
-    async def _page(
-        self,
-        state: LogState,
-        filter: EventFilter,
-        query_criteria: Doc,
-        tail: list[Hit],
-        exclude: frozenset[str],
-    ) -> list[SessionEvent]:
-        """One page: walk forward from the start of the log in growing ranges until it is full.
-
-        The cost follows the position of the page's last event, not the length of the log.
-        """
-        assert filter.page_size is not None
-        size = filter.page_size
-        start = (filter.page or 0) * size
-        if start >= _MAX_SKIP:
-            return []
-        end = start + size
-        found: list[Hit] = []
-        low, span = 0, max(end, 8) * GAP * 2
-        while len(found) < end and low <= state.rolled:
-            high = min(low + span - 1, state.rolled)
-            more = await self._fetch(state, filter, query_criteria, low, high, exclude)
-            found += sorted(more, key=lambda hit: hit[0])
-            low, span = high + 1, span * 4
-        events = [hit[1] for hit in found]
-        if len(events) < end:
-            events += [hit[1] for hit in tail]
-        return events[start:end]
-
-    async def _last_n(
-        self,
-        state: LogState,
-        filter: EventFilter,
-        query_criteria: Doc | None,
-        tail: list[Hit],
-        exclude: frozenset[str],
-    ) -> list[SessionEvent]:
-        """The newest ``last_n`` matches, reaching back to their turn's start when needed."""
-        n = filter.last_n
-        assert n is not None
-        allowed = allowed_types(filter)
-        turn_aware = not filter.has_text_criteria and (allowed is None or "USER" in allowed)
-        newest_first = list(reversed(tail))
-
-        def satisfied() -> bool:
-            if len(newest_first) < n:
-                return False
-            if not turn_aware or newest_first[n - 1][1].is_turn_start:
-                return True
-            return any(hit[1].is_turn_start for hit in newest_first[n:])
-
-        high = state.rolled
-        exhausted = query_criteria is None
-        span = max(n - len(newest_first), 1) * GAP * 2
-        hinted = False
-        while not exhausted and not satisfied():
-            assert query_criteria is not None
-            low: int | None = high - span + 1
-            if turn_aware and len(newest_first) >= n and not hinted:
-                hinted = True
-                hint = newest_first[-1][2]
-                if 0 <= hint <= high:
-                    low = min(hint, high - span + 1)
-            assert low is not None
-            if low <= 0:
-                low = None
-                exhausted = True
-            found = await self._fetch(state, filter, query_criteria, low, high, exclude)
-            found.sort(key=lambda hit: hit[0], reverse=True)
-            newest_first += found
-            if low is not None:
-                high = low - 1
-                span *= 4
-        return filter.apply_turn_aware_window([hit[1] for hit in reversed(newest_first)])
-
-    async def read_for_user(
-        self, states: Sequence[LogState], filter: EventFilter
-    ) -> list[SessionEvent]:
-        """Matching events of several sessions, plainly windowed.
-
-        Ordered by timestamp; ties by session id, then log order.
-        """
-        await self.load_bodies(states)
-        unwindowed = filter.without_window()
-        clauses: list[Doc] = []
-        for state in states:
-            query_criteria = criteria(unwindowed, state.compacted)
-            if query_criteria is not None and state.rolled >= 0:
-                clauses.append(
-                    {
-                        SESSION_ID: state.session.id,
-                        INCARNATION: state.inc,
-                        SEQ: {"$lte": state.rolled},
-                        **query_criteria,
-                    }
-                )
-        below = await self._fetch_for_user(states, filter, clauses) if clauses else {}
-        found: list[tuple[_UserKey, SessionEvent]] = []
-        for state in states:
-            session_id = state.session.id
-            hits = self._tail_hits(state, unwindowed, frozenset())
-            docs = below.get(session_id, [])
-            if docs or state.pending is not None:
-                hits += self._hits_of(state, unwindowed, docs, None, state.rolled, frozenset())
-            found += [((hit[1].timestamp, session_id, hit[0]), hit[1]) for hit in hits]
-        found.sort(key=lambda item: item[0])
-        return own(filter.apply_window([item[1] for item in found]))
-
-    async def _fetch_for_user(
-        self,
-        states: Sequence[LogState],
-        filter: EventFilter,
-        clauses: list[Doc],
-    ) -> dict[str, list[Doc]]:
-        """The matching events below the tails of the sessions, by session."""
-        sessions = sorted({clause[SESSION_ID] for clause in clauses})
-        pipeline: list[Doc] = [
-            {"$match": {SESSION_ID: {"$in": sessions}}},
-            {"$match": {"$or": clauses} if len(clauses) > 1 else clauses[0]},
+async def _union(store: Store, session_id: str, pipeline: list[Doc]) -> list[Doc]:
+    """The session document and the commits ``pipeline`` selects: one aggregate where the
+    server runs ``$unionWith``, else two reads."""
+    if not store.double:
+        stages: list[Doc] = [
+            {"$match": {ID: session_id}},
+            {"$unionWith": {"coll": store.commits.name, "pipeline": pipeline}},
         ]
-        order = {TIMESTAMP: 1, SESSION_ID: 1, SEQ: 1, MINOR: 1}
-        # Keyword criteria are a prefilter (see `keyword_regex`): no limit before the check.
-        exact = (
-            filter.pattern is None
-            and not filter.has_text_criteria
-            and all(state.pending is None for state in states)
-        )
-        if exact and filter.last_n is not None:
-            pipeline += [{"$sort": dict.fromkeys(order, -1)}, {"$limit": filter.last_n}]
-        elif exact and filter.page_size is not None:
-            end = ((filter.page or 0) + 1) * filter.page_size
-            if end >= _MAX_SKIP:
-                return {}
-            pipeline += [{"$sort": order}, {"$limit": end}]
-        with storage_errors("read events by user"):
-            docs = await aggregate(self._store.events, pipeline)
-        by_session: dict[str, list[Doc]] = {}
-        for doc in docs:
-            by_session.setdefault(doc[SESSION_ID], []).append(doc)
-        return by_session
+        try:
+            return await _aggregate(store.sessions, stages)
+        except NotImplementedError:  # mongomock-motor
+            store.double = True
+    session = await store.sessions.find_one({ID: session_id})
+    if session is None:
+        return []
+    return [session, *await _aggregate(store.commits, pipeline)]
+
+
+async def _aggregate(collection: AsyncCollection[Doc], pipeline: list[Doc]) -> list[Doc]:
+    """The documents an aggregate returns (PyMongo's ``aggregate`` is a coroutine, Motor's
+    returns its cursor)."""
+    cursor: Any = collection.aggregate(pipeline)
+    if inspect.isawaitable(cursor):
+        cursor = await cursor
+    docs: list[Doc] = await cursor.to_list(None)
+    return docs
+
+
+async def first_read(
+    store: Store, session_id: str, span: int | None, prefilter: Doc | None = None
+) -> Suffix | None:
+    """The session with its newest ``span`` commits or so (every commit when ``None``; with
+    ``prefilter``, every commit it matches and every boundary); ``None`` if the session does
+    not exist."""
+    known = store.newest.get(session_id)
+    query: Doc = {SESSION: session_id}
+    if prefilter is not None:
+        query["$or"] = [prefilter, _BOUNDARY]
+    sort = span is not None and known is None
+    if span is not None and known is not None:
+        query[COMMIT] = {"$gt": known.commit - span}
+    pipeline: list[Doc] = [{"$match": query}]
+    if sort:
+        pipeline += [{"$sort": {COMMIT: DESCENDING}}, {"$limit": span}]
+    with storage_errors(f"read session {session_id!r}"):
+        docs = await _union(store, session_id, pipeline)
+        session_doc = next((d for d in docs if COMMIT not in d), None)
+        if session_doc is None:
+            store.newest.forget(session_id)
+            return None
+        incarnation: int = session_doc[INCARNATION]
+        others = [d for d in docs if COMMIT in d]
+        mine = [d for d in others if d.get(INCARNATION) == incarnation]
+        if not mine and known is not None and known.commit > 0 and span is not None and not sort:
+            store.newest.forget(session_id)  # another incarnation: the numbers meant nothing
+            return await first_read(store, session_id, span, prefilter)
+        if sort and not mine and len(others) == span:  # only commits of a deleted incarnation
+            mine = await store.commits.find(
+                {SESSION: session_id, INCARNATION: incarnation},
+                sort=[(COMMIT, DESCENDING)],
+                limit=span,
+            ).to_list(None)
+            others = mine
+    mine.sort(key=lambda d: d[COMMIT])
+    version = mine[-1][COMMIT] if mine else 0
+    if span is None or (known is not None and not sort):
+        low = 1 if span is None or known is None else max(1, known.commit - span + 1)
+    else:
+        low = 1 if len(others) < span else min(d[COMMIT] for d in others)
+    commits = [_commit(d, session_id) for d in mine]
+    density = None
+    if commits and prefilter is None:  # the median of the newest few: a bulk append is rare
+        counts = sorted(len(c.events) for c in commits[-8:])
+        density = float(counts[len(counts) // 2])
+    store.newest.note(session_id, incarnation, version, density)
+    return Suffix(
+        session=session_from_doc(session_doc),
+        doc=session_doc,
+        incarnation=incarnation,
+        commits=commits,
+        low=low,
+        version=version,
+    )
+
+
+def span_for(store: Store, session_id: str, filter: EventFilter) -> int | None:
+    """How many commits the first read of ``filter`` asks for (``None``: all of them)."""
+    if filter.last_n is None and not filter.active_view:
+        return None
+    known = store.newest.get(session_id)
+    density = 1.0 if known is None else known.density
+    wanted = _WHOLE_VIEW if filter.last_n is None else filter.last_n + 1
+    return max(math.ceil(wanted / density) + 1, min(wanted, _LEAST_SPAN))
+
+
+async def _older(store: Store, suffix: Suffix, count: int) -> None:
+    """Read the ``count`` commits before the oldest read (all of them when fewer are left)."""
+    low = max(1, suffix.low - count)
+    query = {
+        SESSION: suffix.session.id,
+        INCARNATION: suffix.incarnation,
+        COMMIT: {"$gte": low, "$lt": suffix.low},
+    }
+    with storage_errors(f"read session {suffix.session.id!r}"):
+        docs = await store.commits.find(query).to_list(None)
+    older = sorted((_commit(d, suffix.session.id) for d in docs), key=lambda c: c.number)
+    suffix.commits[:0] = older
+    suffix.low = low
+
+
+async def _by_id(store: Store, suffix: Suffix, ids: Sequence[str]) -> list[SessionEvent]:
+    """The events with these ids among the commits before the oldest read, in log order."""
+    wanted = set(ids)
+    query = {
+        SESSION: suffix.session.id,
+        INCARNATION: suffix.incarnation,
+        f"{EVENTS}.{EVENT_ID}": {"$in": list(wanted)},
+    }
+    with storage_errors(f"read session {suffix.session.id!r}"):
+        docs = await store.commits.find(query, sort=[(COMMIT, 1)]).to_list(None)
+    return [e for d in docs for e in _commit(d, suffix.session.id).events if e.id in wanted]
+
+
+def _matched(log: ReadLog, filter: EventFilter, exhausted: list[bool]) -> Iterator[SessionEvent]:
+    """What ``filter`` matches in ``log``, newest first; notes in ``exhausted`` when it ran out
+    (the window wants older events than were read)."""
+    for event in log.newest_first(active_view=filter.active_view):
+        if filter.matches(event):
+            yield event
+    exhausted.append(True)
+
+
+async def select(store: Store, suffix: Suffix, filter: EventFilter) -> list[SessionEvent]:
+    """The events of ``suffix``'s session that ``filter`` selects, reading older commits
+    while the window needs them."""
+    step = max(8, len(suffix.commits))
+    while True:
+        events = [e for c in suffix.commits for e in c.events]
+        boundary, view = newest_boundary(events)
+        positions = {e.id: i for i, e in enumerate(events)}
+        if filter.active_view and boundary >= 0:
+            missing = [i for i in view if i not in positions]
+            if missing and suffix.low > 1:
+                found = await _by_id(store, suffix, missing)
+                events = [*found, *events]
+                boundary += len(found)
+                positions = {e.id: i for i, e in enumerate(events)}
+        log = ReadLog(events, boundary, view, positions)
+        exhausted: list[bool] = []
+        window = filter.window_of_newest_first(_matched(log, filter, exhausted))
+        if not exhausted or suffix.low <= 1 or (filter.active_view and boundary >= 0):
+            return window
+        if filter.last_n is None:  # the whole view back to its boundary: the rest at once
+            step = suffix.low
+        await _older(store, suffix, step)
+        step *= 4
+
+
+async def snapshot_of(store: Store, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
+    """The session, its version, the events ``filter`` selects and the newest lease."""
+    suffix = await first_read(store, session_id, span_for(store, session_id, filter))
+    if suffix is None:
+        return None
+    events = await select(store, suffix, filter)
+    lease = suffix.commits[-1].lease if suffix.commits else lease_from_doc(suffix.doc)
+    return SessionSnapshot(
+        session=suffix.session, version=suffix.version, events=tuple(events), lease=lease
+    )
+
+
+async def find_events(store: Store, session_id: str, filter: EventFilter) -> list[SessionEvent]:
+    """The events of one session that ``filter`` selects; empty for an unknown session."""
+    prefilter = _prefilter(filter)
+    if prefilter is not None:
+        suffix = await first_read(store, session_id, None, prefilter)
+    else:
+        suffix = await first_read(store, session_id, span_for(store, session_id, filter))
+    return [] if suffix is None else await select(store, suffix, filter)
+
+
+def _prefilter(filter: EventFilter) -> Doc | None:
+    """What narrows a window-less keyword search to the commits that may match: never misses
+    one (the match itself is made in memory)."""
+    if filter.last_n is not None or filter.active_view:
+        return None
+    if filter.keyword is not None:
+        return {TEXT: {"$regex": keyword_regex(filter.keyword)}}
+    if filter.keywords is not None and filter.match_mode is not None:
+        terms = [{TEXT: {"$regex": keyword_regex(k)}} for k in filter.keywords]
+        return {"$or": terms} if filter.match_mode.value == "any" else {"$and": terms}
+    return None
+
+
+async def user_events(store: Store, user_id: str, filter: EventFilter) -> list[SessionEvent]:
+    """The events of every session of the user that ``filter`` selects, by timestamp (ties in
+    the order the sessions were created, then log order), with a plain window."""
+    unwindowed = filter.without_window()
+    prefilter = _prefilter(unwindowed)
+    matched: list[SessionEvent] = []
+    with storage_errors(f"read the events of user {user_id!r}"):
+        sessions = await store.sessions.find(
+            {USER_ID: user_id}, {INCARNATION: 1}, sort=OLDEST_FIRST
+        ).to_list(None)
+        for start in range(0, len(sessions), IN_CHUNK):
+            chunk = sessions[start : start + IN_CHUNK]
+            query: Doc = {SESSION: {"$in": [s[ID] for s in chunk]}}
+            if prefilter is not None:
+                query["$or"] = [prefilter, _BOUNDARY]
+            docs = await store.commits.find(query).to_list(None)
+            by_session: dict[Any, list[Doc]] = {}
+            for doc in docs:
+                by_session.setdefault((doc[SESSION], doc.get(INCARNATION)), []).append(doc)
+            for session in chunk:
+                mine = sorted(
+                    by_session.get((session[ID], session[INCARNATION]), []), key=lambda d: d[COMMIT]
+                )
+                events = [e for d in mine for e in _commit(d, session[ID]).events]
+                matched += unwindowed.read_backwards(ReadLog.of(events))
+    matched.sort(key=lambda e: e.timestamp)  # stable: ties keep session order, then log order
+    return filter.apply_window(matched)
+
+
+# --- the keyword prefilter ---------------------------------------------------------------------
+
+
+def _literal(text: str) -> str:
+    r"""A regex that matches ``text`` literally: every ASCII non-alphanumeric as ``\xHH`` (the
+    same in PCRE and Python's ``re``, and no NUL in the pattern)."""
+    return "".join(f"\\x{ord(c):02x}" if c.isascii() and not c.isalnum() else c for c in text)
+
+
+# Characters whose lower case is a single character they are neither the upper nor the title
+# case of (found by scanning every code point; Python 3.11's Unicode tables).
+_ODD_UPPER: Final = {
+    "\u03b8": "\u03f4",
+    "\u00df": "\u1e9e",
+    "\u03c9": "\u2126",
+    "k": "\u212a",
+    "\u00e5": "\u212b",
+}
+_DOTTED_I: Final = "\u0130"
+"""The one character whose lower case is two characters: ``i`` and U+0307."""
+
+
+def _char(char: str) -> str:
+    """A regex for any character whose lower case contains ``char`` (itself lower case)."""
+    variants = {char}
+    for other in (char.upper(), char.title()):
+        if len(other) == 1 and (other.lower() == char or (char == "\u03c2" and other == "\u03a3")):
+            variants.add(other)  # final sigma: Python lowers a word-final capital sigma to it
+    if char in _ODD_UPPER:
+        variants.add(_ODD_UPPER[char])
+    if char in ("i", "\u0307"):
+        variants.add(_DOTTED_I)
+    if len(variants) == 1:
+        return _literal(char)
+    return "[" + "".join(_literal(v) for v in sorted(variants)) + "]"
+
+
+def keyword_regex(keyword: str) -> str:
+    """A regex that matches a text wherever the text, lower-cased, contains ``keyword`` (lower
+    case). No ``i`` option, so the server's notion of case cannot differ from Python's."""
+    parts: list[str] = []
+    index = 0
+    while index < len(keyword):
+        if keyword.startswith("i\u0307", index):
+            parts.append(f"(?:{_literal(_DOTTED_I)}|{_char('i')}{_char(chr(0x307))})")
+            index += 2
+            continue
+        parts.append(_char(keyword[index]))
+        index += 1
+    return "".join(parts)

@@ -1,62 +1,207 @@
-"""Writing session documents of a MongoDB store: upsert and insert-if-absent."""
+"""Session documents: saves, lookups, leases, and deletes that finish.
+
+A session document is written when the session is created or saved, when a lease on the
+session itself (version 0) is taken or given back, and when it is deleted; never by an append.
+
+**Deletes.** A delete first marks the session expired since 1970 (``expires_at``), then removes
+its commits, then the document. A delete that dies after the mark is finished by the next delete
+of the id or by any sweep (which finds the document expired whatever its ``before``), and the
+session is never read with its expiry intact meanwhile. The sweep claims each expired session
+with the same mark, atomically re-checking the expiry (a session whose expiry was extended
+meanwhile is left alone), and removes each on its own, shielded: a cancelled sweep stops after
+the session it is on.
+"""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Final
 
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from ..._pymongo_errors import storage_errors
-from ...events import Session
+from ..._shield import shielded
+from ...events import Session, SessionAttributes
 from ...exceptions import SessionNotFound
-from ._codec import (
-    SESSION_PROJECTION,
+from .._metadata_index import index_entries, index_entry
+from .._protocol import Lease
+from ._layout import (
+    ATTRIBUTES,
+    COMMIT,
+    CREATED_AT,
+    EXPIRES_AT,
+    HOLDER,
+    ID,
+    INCARNATION,
+    LEASE,
+    OLDEST_FIRST,
+    SESSION,
+    USER_ID,
     Doc,
-    new_log_fields,
-    new_session_doc,
+    Store,
+    lease_doc,
+    new_incarnation,
+    session_fields,
     session_from_doc,
-    session_to_doc,
 )
-from ._layout import CREATED_AT, ID
-from ._metadata import with_index_entries
-from ._store import Store
 
-__all__ = ["insert_session", "save_session"]
+__all__ = [
+    "acquire_lease",
+    "delete_expired",
+    "delete_session",
+    "find_by_id",
+    "find_sessions",
+    "insert_session",
+    "release_lease",
+    "save_session",
+]
+
+_DOOMED: Final = datetime(1970, 1, 1, tzinfo=UTC)
+"""The expiry a delete marks a session with before it removes anything."""
+
+
+def _fields(store: Store, session: Session) -> Doc:
+    return session_fields(session, index_entries(session, store.indexed_keys))
 
 
 async def save_session(store: Store, session: Session) -> Session:
-    """Upsert the session: its owner, expiry and metadata; a new one gets an empty log."""
-    fields = with_index_entries(session_to_doc(session), session, store.indexed_keys)
-    created = fields.pop(CREATED_AT)
-    update = {"$set": fields, "$setOnInsert": {CREATED_AT: created, **new_log_fields()}}
-    sessions = store.sessions
-    doc: Doc | None = None
+    """Create the session, or update its owner, expiry and metadata: one upsert."""
     with storage_errors(f"save session {session.id!r}"):
-        for _ in range(3):
+        for attempt in range(2):
             try:
-                doc = await sessions.find_one_and_update(
+                doc = await store.sessions.find_one_and_update(
                     {ID: session.id},
-                    update,
-                    projection=SESSION_PROJECTION,
+                    {
+                        "$set": _fields(store, session),
+                        "$setOnInsert": {
+                            CREATED_AT: session.created_at,
+                            INCARNATION: new_incarnation(),
+                        },
+                    },
                     upsert=True,
                     return_document=ReturnDocument.AFTER,
                 )
-            except DuplicateKeyError:  # a racing upsert inserted it: update it now
+            except DuplicateKeyError:  # two upserts of a new id raced: the other inserted
+                if attempt:
+                    raise
                 continue
-            if doc is None:  # some servers return nothing for a racing upsert
-                doc = await sessions.find_one({ID: session.id}, SESSION_PROJECTION)
-            if doc is not None:
-                break
-    if doc is None:
-        raise SessionNotFound(session.id)  # deleted as it was saved
-    return session_from_doc(doc)
+            assert doc is not None  # an upsert returns the document it wrote
+            store.newest.note(session.id, doc[INCARNATION], 0)
+            return session_from_doc(doc)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 async def insert_session(store: Store, session: Session) -> bool:
-    """Insert the session with an empty log unless its id exists; ``True`` if inserted."""
-    doc = with_index_entries(new_session_doc(session), session, store.indexed_keys)
-    with storage_errors(f"insert session {session.id!r}"):
+    """Insert the session unless its id exists: one insert."""
+    incarnation = new_incarnation()
+    doc = {ID: session.id, CREATED_AT: session.created_at, INCARNATION: incarnation}
+    with storage_errors(f"create session {session.id!r}"):
         try:
-            await store.sessions.insert_one(doc)
+            await store.sessions.insert_one({**doc, **_fields(store, session)})
         except DuplicateKeyError:
             return False
+    store.newest.note(session.id, incarnation, 0)
     return True
+
+
+async def find_by_id(store: Store, session_id: str) -> Session | None:
+    """The session, or ``None``."""
+    with storage_errors(f"read session {session_id!r}"):
+        doc = await store.sessions.find_one({ID: session_id})
+    return None if doc is None else session_from_doc(doc)
+
+
+async def find_sessions(
+    store: Store, name: str | None, value: str, limit: int | None
+) -> list[Session]:
+    """The sessions of a user (``name`` ``None`` or the principal) or with an indexed metadata
+    value, oldest first: one find on an index."""
+    if name is None or name == SessionAttributes.PRINCIPAL_NAME:
+        query: Doc = {USER_ID: value}
+    else:
+        query = {ATTRIBUTES: index_entry(name, value)}
+    with storage_errors(f"find sessions by {name or USER_ID} {value!r}"):
+        cursor = store.sessions.find(query, sort=OLDEST_FIRST, limit=limit or 0)
+        docs = await cursor.to_list(None)
+    return [session_from_doc(doc) for doc in docs]
+
+
+async def _remove(store: Store, session_id: str, claim: Doc) -> bool:
+    """Mark the session doomed if ``claim`` still matches it, then remove its commits and its
+    document; whether it was there to remove."""
+    doc = await store.sessions.find_one_and_update(
+        {ID: session_id, **claim}, {"$set": {EXPIRES_AT: _DOOMED}}, {INCARNATION: 1}
+    )
+    if doc is None and claim:
+        return False  # its expiry was extended since the sweep found it
+    store.newest.forget(session_id)
+    await store.commits.delete_many({SESSION: session_id})
+    if doc is None:
+        return False
+    await store.sessions.delete_one({ID: session_id, INCARNATION: doc.get(INCARNATION)})
+    return True
+
+
+async def delete_session(store: Store, session_id: str) -> None:
+    """Remove the session and its commits; an unknown id is not an error (what an earlier
+    delete left is removed too)."""
+    with storage_errors(f"delete session {session_id!r}"):
+        await _remove(store, session_id, {})
+
+
+async def delete_expired(store: Store, before: datetime) -> int:
+    """Remove every session that expired strictly before ``before``; how many were removed."""
+    removed = 0
+    with storage_errors("delete expired sessions"):
+        docs = await store.sessions.find({EXPIRES_AT: {"$lt": before}}, {ID: 1}).to_list(None)
+    for doc in docs:
+        with storage_errors(f"delete expired session {doc[ID]!r}"):
+            claim = {EXPIRES_AT: {"$lt": before}}
+            removed += await shielded(_remove(store, doc[ID], claim))
+    return removed
+
+
+def _free_for(holder: str, now: datetime) -> Doc:
+    """What a lease must be for ``holder`` to take it: none, expired, or its own."""
+    return {
+        "$or": [
+            {LEASE: None},
+            {f"{LEASE}.{EXPIRES_AT}": {"$lte": now}},
+            {f"{LEASE}.{HOLDER}": holder},
+        ]
+    }
+
+
+def _target(session_id: str, version: int) -> tuple[Doc, bool]:
+    """The filter of the document a lease on ``version`` lives on, and whether it is the
+    session document."""
+    if version == 0:
+        return {ID: session_id}, True
+    return {SESSION: session_id, COMMIT: version}, False
+
+
+async def acquire_lease(store: Store, session_id: str, version: int, lease: Lease) -> bool:
+    """Take or renew the lease on commit ``version`` (0: the session): one conditional update;
+    a refusal reads whether the session exists."""
+    query, on_session = _target(session_id, version)
+    collection = store.sessions if on_session else store.commits
+    now = datetime.now(UTC)
+    with storage_errors(f"lease session {session_id!r}"):
+        result = await collection.update_one(
+            {**query, **_free_for(lease.holder, now)},
+            {"$set": {LEASE: lease_doc(lease.holder, lease.expires_at)}},
+        )
+        if result.matched_count:
+            return True
+        if await store.sessions.find_one({ID: session_id}, {ID: 1}) is None:
+            raise SessionNotFound(session_id)
+    return False
+
+
+async def release_lease(store: Store, session_id: str, version: int, holder: str) -> None:
+    """End the lease on commit ``version`` if ``holder`` holds it: one conditional update."""
+    query, on_session = _target(session_id, version)
+    collection = store.sessions if on_session else store.commits
+    with storage_errors(f"release a lease of session {session_id!r}"):
+        await collection.update_one({**query, f"{LEASE}.{HOLDER}": holder}, {"$unset": {LEASE: ""}})

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ...compaction_protocols import CompactionPlan
+from ...compaction_protocols import CompactionRecord
 from ...events import COMPACTION_SOURCE, SYNTHETIC, EventType, Session, SessionEvent, utc_now
 from ...filters import EventFilter
 from ...messages import AssistantMessage, Message, SystemMessage, UserMessage
@@ -20,6 +20,7 @@ __all__ = [
     "SHADOW_PROMPT",
     "ContractBase",
     "assistant",
+    "boundary",
     "event",
     "label",
     "labels",
@@ -77,6 +78,19 @@ def summary_turn(session_id: str, text: str) -> list[SessionEvent]:
     ]
 
 
+def boundary(
+    session_id: str, view: Sequence[SessionEvent | str], covered: Sequence[SessionEvent | str] = ()
+) -> SessionEvent:
+    """A ``COMPACTION`` event whose record names ``view`` (events or ids) as the active view."""
+    ids = tuple(e if isinstance(e, str) else e.id for e in view)
+    record = CompactionRecord(
+        covered=tuple(e if isinstance(e, str) else e.id for e in covered), kept=ids, view=ids
+    )
+    return SessionEvent(
+        session_id=session_id, type=EventType.COMPACTION, payload=record.to_payload()
+    )
+
+
 def label(e: SessionEvent) -> str:
     """`Σ?` for a synthetic user message, `Σ:<text>` for other synthetic events, else text."""
     if e.is_synthetic:
@@ -115,7 +129,24 @@ class ContractBase:
         """The labels of the events a read returns."""
         return labels(await repo.find_events(session_id, filter))
 
-    async def apply(self, repo: SessionRepository, session_id: str, plan: CompactionPlan) -> None:
-        """Apply a plan at the current version and require it to succeed."""
-        version = await repo.get_event_version(session_id)
-        assert await repo.apply_compaction(session_id, plan, version)
+    async def compact(
+        self,
+        repo: SessionRepository,
+        session_id: str,
+        *,
+        drop: Sequence[SessionEvent] = (),
+        summaries: Sequence[SessionEvent] = (),
+        before: SessionEvent | None = None,
+    ) -> SessionEvent:
+        """Append a compaction at the current version and require it to succeed: the active
+        view without ``drop``, with ``summaries`` placed before ``before`` (first when
+        ``None``). Returns its boundary."""
+        snapshot = await repo.read_snapshot(session_id, EventFilter.active())
+        assert snapshot is not None
+        dropped = {e.id for e in drop}
+        kept = [e for e in snapshot.events if e.id not in dropped]
+        at = 0 if before is None else [e.id for e in kept].index(before.id)
+        view = [*kept[:at], *summaries, *kept[at:]]
+        edge = boundary(session_id, view, [e for e in snapshot.events if e.id in dropped])
+        assert await repo.append_events(session_id, [*summaries, edge], snapshot.version)
+        return edge

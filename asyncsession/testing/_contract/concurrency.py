@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import asyncio
 
-from ...compaction_protocols import CompactionPlan, Insert
 from ...events import EventType, Session, SessionEvent
 from ...filters import EventFilter
-from ...messages import (
-    AssistantMessage,
-)
-from ...repository import SessionRepository, start_turn
+from ...messages import AssistantMessage
+from ...repository import SessionRepository
 from ._support import (
     ContractBase,
+    boundary,
     new_id,
     synthetic,
     user,
@@ -110,14 +108,17 @@ class ConcurrencyContract(ContractBase):
     async def test_concurrent_first_turns_create_one_session_and_lose_nothing(
         self, repository: SessionRepository
     ) -> None:
-        """Twenty first turns racing on one new session id: one session, every message once."""
+        """Twenty first turns racing on one new session id (create if absent, read, append at
+        the version read, else append plainly): one session, every message once."""
         s = new_id()
 
         async def turn(i: int) -> None:
-            create = Session(id=s, user_id="alice")
-            await start_turn(
-                repository, s, [user(s, f"q{i}")], EventFilter.last_n(3), create=create
-            )
+            await repository.save_if_absent(Session(id=s, user_id="alice"))
+            snapshot = await repository.read_snapshot(s, EventFilter.last_n(3))
+            assert snapshot is not None
+            question = user(s, f"q{i}")
+            if not await repository.append_events(s, [question], snapshot.version):
+                await repository.append_events(s, [question])
 
         await asyncio.gather(*(turn(i) for i in range(20)))
         assert sorted(await self.texts(repository, s, EventFilter.all())) == sorted(
@@ -128,7 +129,8 @@ class ConcurrencyContract(ContractBase):
     async def test_compaction_and_appends_racing_lose_nothing(
         self, repository: SessionRepository
     ) -> None:
-        """Racing compactions and appends: every append lands; each plan applies whole or not."""
+        """Racing compactions and appends: every append lands; each compaction applies whole or
+        not at all."""
         s = (await self.new_session(repository)).id
         await self.append(repository, s, *(f"seed-{i}" for i in range(10)))
 
@@ -149,15 +151,12 @@ class ConcurrencyContract(ContractBase):
             while True:
                 await asyncio.sleep(0)
                 last = appended.is_set()
-                version = await repository.get_event_version(s)
-                active = await repository.find_events(s, EventFilter.active())
-                plan = CompactionPlan(
-                    archive_ids=frozenset({active[0].id}),
-                    inserts=(
-                        Insert.before(active[1].id, [synthetic(s, AssistantMessage(text=f"c{c}"))]),
-                    ),
-                )
-                applied += await repository.apply_compaction(s, plan, version)
+                snapshot = await repository.read_snapshot(s, EventFilter.active())
+                assert snapshot is not None
+                active = snapshot.events
+                summary = synthetic(s, AssistantMessage(text=f"c{c}"))
+                edge = boundary(s, [summary, *active[1:]], active[:1])
+                applied += await repository.append_events(s, [summary, edge], snapshot.version)
                 if last:
                     return applied
 
@@ -172,4 +171,9 @@ class ConcurrencyContract(ContractBase):
                 f"w{w}-{i}" for i in range(15)
             ]
         assert len([x for x in log if x.is_synthetic]) == applied
+        assert len([x for x in log if x.type == EventType.COMPACTION]) == applied
         assert await repository.get_event_version(s) == 10 + 60 + applied
+        # Each compaction replaced the first event of the view it read with its summary.
+        active = await repository.find_events(s, EventFilter.active())
+        assert len(active) == 70
+        assert active[0].is_synthetic

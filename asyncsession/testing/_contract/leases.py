@@ -1,105 +1,166 @@
-"""The contract kit: turn leases (the optional `TurnLeaseRepository` capability).
+"""The contract kit: leases.
 
-One holder per request id at a time, renewed by its holder, taken over once it expired, given
-back only by its holder; of many concurrent takers exactly one wins.
+A lease is carried by the commit an append writes (no extra write) or taken on a commit with
+``acquire_lease``; a snapshot shows the newest commit's lease, so a commit without one ends the
+leases before it. One holder at a time, renewed by its holder, taken over once it expired,
+given back only by its holder; of many concurrent takers exactly one wins.
 """
 
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from ...exceptions import SessionNotFound
-from ...repository import SessionRepository, TurnLeaseRepository
-from ._support import ContractBase, new_id
+from ...filters import EventFilter
+from ...repository import Lease, SessionRepository
+from ._support import ContractBase, new_id, user
 
-__all__ = ["TurnLeaseContract"]
-
-TTL = timedelta(minutes=5)
-"""A lease that outlives every test."""
-EXPIRED = timedelta(seconds=-1)
-"""A lease that has run out as soon as it is taken (a crashed holder's, seen later)."""
+__all__ = ["LeasesContract"]
 
 
-class TurnLeaseContract(ContractBase):
-    """Contract tests for `TurnLeaseRepository`; the ``repository`` fixture must implement it."""
+def live(holder: str) -> Lease:
+    """A lease that outlives every test."""
+    return Lease(holder=holder, expires_at=datetime.now(UTC) + timedelta(minutes=5))
 
-    async def leased_session(
-        self, repository: SessionRepository
-    ) -> tuple[TurnLeaseRepository, str]:
-        """The store as a lease store, and a new session on it."""
-        assert isinstance(repository, TurnLeaseRepository), "the store must lease turns"
-        session = await self.new_session(repository)
-        return repository, session.id
 
-    async def test_a_free_request_is_taken_and_then_held(
+def expired(holder: str) -> Lease:
+    """A lease that ran out a second ago (a crashed holder's, seen later)."""
+    return Lease(holder=holder, expires_at=datetime.now(UTC) - timedelta(seconds=1))
+
+
+class LeasesContract(ContractBase):
+    """Contract tests for leases on commits and on the session."""
+
+    async def lease_of(self, repository: SessionRepository, session_id: str) -> Lease | None:
+        """The lease a snapshot reports."""
+        snapshot = await repository.read_snapshot(session_id, EventFilter.last_n(1))
+        assert snapshot is not None
+        return snapshot.lease
+
+    async def test_a_commit_carries_its_lease_until_the_next_commit(
         self, repository: SessionRepository
     ) -> None:
-        """The first holder takes the request; another holder is refused while it runs; other
-        request ids (dots and dollars included) and other sessions are independent."""
-        leases, s = await self.leased_session(repository)
-        assert await leases.acquire_turn_lease(s, "req.1$x", "a", TTL)
-        assert not await leases.acquire_turn_lease(s, "req.1$x", "b", TTL)
-        assert await leases.acquire_turn_lease(s, "req.1", "b", TTL)
-        other = await self.new_session(repository)
-        assert await leases.acquire_turn_lease(other.id, "req.1$x", "b", TTL)
+        """The lease an append carries is the snapshot's until a commit without one follows."""
+        s = (await self.new_session(repository)).id
+        lease = live("turn-1")
+        assert await repository.append_events(s, [user(s, "question")], 0, lease=lease)
+        assert await self.lease_of(repository, s) == lease
+        assert await repository.append_events(s, [user(s, "reply")], 1)
+        assert await self.lease_of(repository, s) is None
+
+    async def test_a_lease_on_the_session_itself_is_taken_at_version_zero(
+        self, repository: SessionRepository
+    ) -> None:
+        """Version 0 leases the session document; a snapshot at version 0 shows it."""
+        s = (await self.new_session(repository)).id
+        lease = live("first")
+        assert await repository.acquire_lease(s, 0, lease)
+        assert await self.lease_of(repository, s) == lease
+        assert not await repository.acquire_lease(s, 0, live("second"))
+
+    async def test_a_free_commit_is_taken_and_then_held(
+        self, repository: SessionRepository
+    ) -> None:
+        """The first holder takes a commit; another holder is refused while it runs; other
+        commits and other sessions are independent; a commit the session does not have yet
+        cannot be taken."""
+        s = (await self.new_session(repository)).id
+        await self.append(repository, s, "one", "two")
+        held = live("a")
+        assert await repository.acquire_lease(s, 2, held)
+        assert not await repository.acquire_lease(s, 2, live("b"))
+        assert await repository.acquire_lease(s, 1, live("b"))
+        other = (await self.new_session(repository)).id
+        await self.append(repository, other, "one", "two")
+        assert await repository.acquire_lease(other, 2, live("b"))
+        assert not await repository.acquire_lease(s, 3, live("c"))
+        assert await self.lease_of(repository, s) == held
 
     async def test_the_holder_renews_its_lease(self, repository: SessionRepository) -> None:
         """Taking it again as its holder renews it: a lease that would have expired runs on."""
-        leases, s = await self.leased_session(repository)
-        assert await leases.acquire_turn_lease(s, "r", "a", EXPIRED)
-        assert await leases.acquire_turn_lease(s, "r", "a", TTL)
-        assert not await leases.acquire_turn_lease(s, "r", "b", TTL)
+        s = (await self.new_session(repository)).id
+        assert await repository.append_events(s, [user(s, "q")], lease=expired("a"))
+        renewed = live("a")
+        assert await repository.acquire_lease(s, 1, renewed)
+        assert not await repository.acquire_lease(s, 1, live("b"))
+        assert await self.lease_of(repository, s) == renewed
 
     async def test_an_expired_lease_goes_to_the_next_taker(
         self, repository: SessionRepository
     ) -> None:
-        """After its expiry the request goes to a new holder, who then holds it against the
-        old one."""
-        leases, s = await self.leased_session(repository)
-        assert await leases.acquire_turn_lease(s, "r", "crashed", EXPIRED)
-        assert await leases.acquire_turn_lease(s, "r", "retry", TTL)
-        assert not await leases.acquire_turn_lease(s, "r", "crashed", TTL)
-        assert not await leases.acquire_turn_lease(s, "r", "third", TTL)
+        """After its expiry the commit goes to a new holder, who then holds it against the old
+        one; a snapshot returns an expired lease as it is."""
+        s = (await self.new_session(repository)).id
+        crashed = expired("crashed")
+        assert await repository.append_events(s, [user(s, "q")], 0, lease=crashed)
+        lease = await self.lease_of(repository, s)
+        assert lease == crashed
+        assert not crashed.is_live()
+        assert await repository.acquire_lease(s, 1, live("retry"))
+        assert not await repository.acquire_lease(s, 1, live("crashed"))
+        assert not await repository.acquire_lease(s, 1, live("third"))
 
     async def test_only_the_holder_releases(self, repository: SessionRepository) -> None:
-        """A release by anyone else changes nothing; the holder's frees the request."""
-        leases, s = await self.leased_session(repository)
-        assert await leases.acquire_turn_lease(s, "r", "a", TTL)
-        await leases.release_turn_lease(s, "r", "b")
-        assert not await leases.acquire_turn_lease(s, "r", "b", TTL)
-        await leases.release_turn_lease(s, "r", "a")
-        assert await leases.acquire_turn_lease(s, "r", "b", TTL)
+        """A release by anyone else changes nothing; the holder's frees the commit."""
+        s = (await self.new_session(repository)).id
+        await self.append(repository, s, "q")
+        assert await repository.acquire_lease(s, 1, live("a"))
+        await repository.release_lease(s, 1, "b")
+        assert not await repository.acquire_lease(s, 1, live("b"))
+        await repository.release_lease(s, 1, "a")
+        assert await self.lease_of(repository, s) is None
+        assert await repository.acquire_lease(s, 1, live("b"))
 
     async def test_a_replaced_holder_cannot_release_its_successor(
         self, repository: SessionRepository
     ) -> None:
         """The holder whose lease expired and was taken over gives back nothing of the new
         holder's when it finally releases."""
-        leases, s = await self.leased_session(repository)
-        assert await leases.acquire_turn_lease(s, "r", "slow", EXPIRED)
-        assert await leases.acquire_turn_lease(s, "r", "new", TTL)
-        await leases.release_turn_lease(s, "r", "slow")
-        assert not await leases.acquire_turn_lease(s, "r", "third", TTL)
+        s = (await self.new_session(repository)).id
+        assert await repository.append_events(s, [user(s, "q")], 0, lease=expired("slow"))
+        assert await repository.acquire_lease(s, 1, live("new"))
+        await repository.release_lease(s, 1, "slow")
+        assert not await repository.acquire_lease(s, 1, live("third"))
 
     async def test_many_concurrent_takers_have_exactly_one_winner(
         self, repository: SessionRepository
     ) -> None:
-        """Of 50 tasks racing for a free request, and for one whose lease expired, exactly one
-        wins each time."""
-        leases, s = await self.leased_session(repository)
-        assert await leases.acquire_turn_lease(s, "expired", "crashed", EXPIRED)
-        for request_id in ("free", "expired"):
-            won = await asyncio.gather(
-                *(leases.acquire_turn_lease(s, request_id, new_id("h"), TTL) for _ in range(50))
-            )
+        """Of 50 tasks racing for a free commit, for one whose lease expired and for the
+        session itself, exactly one wins each time, and the snapshot names the winner."""
+        s = (await self.new_session(repository)).id
+        assert await repository.acquire_lease(s, 0, expired("crashed"))
+        for version in (0, 1, 2):
+            if version:
+                await repository.append_events(
+                    s, [user(s, f"q{version}")], lease=expired("crashed") if version == 2 else None
+                )
+            takers = [live(new_id("h")) for _ in range(50)]
+            won = await asyncio.gather(*(repository.acquire_lease(s, version, t) for t in takers))
             assert sum(won) == 1
+            assert await self.lease_of(repository, s) == takers[won.index(True)]
+
+    async def test_of_concurrent_leased_appends_at_one_version_one_wins(
+        self, repository: SessionRepository
+    ) -> None:
+        """Thirty question-first turns append their question with a lease at one version:
+        one commit, carrying the winner's lease."""
+        s = (await self.new_session(repository)).id
+        leases = [live(new_id("turn")) for _ in range(30)]
+        won = await asyncio.gather(
+            *(
+                repository.append_events(s, [user(s, f"q{i}")], 0, lease=lease)
+                for i, lease in enumerate(leases)
+            )
+        )
+        assert sum(won) == 1
+        assert await repository.get_event_version(s) == 1
+        assert await self.lease_of(repository, s) == leases[won.index(True)]
 
     async def test_a_lease_needs_the_session(self, repository: SessionRepository) -> None:
         """No session: taking raises ``SessionNotFound``; releasing does nothing."""
-        leases, _ = await self.leased_session(repository)
         with pytest.raises(SessionNotFound):
-            await leases.acquire_turn_lease(new_id(), "r", "a", TTL)
-        await leases.release_turn_lease(new_id(), "r", "a")
+            await repository.acquire_lease(new_id(), 0, live("a"))
+        await repository.release_lease(new_id(), 0, "a")

@@ -1,8 +1,8 @@
 """The contract kit: the record a compaction leaves in the log.
 
-Every compaction the service applies appends one ``COMPACTION`` event in the same
-compare-and-swap as its summaries: shown in a read of the whole log, never in the active view,
-never archived by a later compaction, and readable as a typed
+Every compaction the service applies appends one commit: its summaries, then one
+``COMPACTION`` event, shown in a read of the whole log, never in the active view, never archived
+by a later compaction, and readable as a typed
 [`CompactionRecord`][asyncsession.compaction_protocols.CompactionRecord].
 """
 
@@ -49,7 +49,8 @@ class CompactionRecordContract(ContractBase):
     async def test_a_compaction_appends_one_record_with_its_summaries(
         self, repository: SessionRepository
     ) -> None:
-        """One record at the end, naming what was covered, kept and written; one version."""
+        """One record at the end, after its summaries, naming what was covered, kept and
+        written and the new view; one version."""
         service = DefaultSessionService(repository)
         s = (await self.new_session(repository)).id
         u1, u2, u3, u4 = await self.append(repository, s, "u1", "u2", "u3", "u4")
@@ -65,6 +66,10 @@ class CompactionRecordContract(ContractBase):
         assert record.kept == (u3.id, u4.id)
         assert record.summaries == tuple(e.id for e in summaries)
         assert len(summaries) == 2
+        assert [e.id for e in log[-3:-1]] == list(record.summaries)
+        assert record.view == (*record.summaries, u3.id, u4.id)
+        active = await repository.find_events(s, EventFilter.active())
+        assert tuple(e.id for e in active) == record.view
         assert all(e.metadata[COMPACTION_ID] == log[-1].id for e in summaries)
         assert record.strategy == "_SummarizeAllButLast"
         assert record.trigger == "_always"

@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ...compaction_protocols import CompactionPlan
 from ...events import EventType, SessionEvent
 from ...exceptions import InvalidFilter
 from ...filters import EventQuery, MatchMode
@@ -85,7 +84,7 @@ class SearchContract(ContractBase):
                 synthetic(session.id, AssistantMessage(text="summary: a parcel")),
             ],
         )
-        await self.apply(repository, session.id, CompactionPlan(archive_ids=frozenset({asked.id})))
+        await self.compact(repository, session.id, drop=[asked])
         assert await self._search(repository, session.id, "parcel") == [
             "where is my parcel",
             "your parcel ships today",

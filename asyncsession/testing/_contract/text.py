@@ -13,13 +13,12 @@ from typing import Any
 import pytest
 from pydantic import JsonValue
 
-from ...compaction_protocols import CompactionPlan, Insert
 from ...events import EventType, Session, SessionEvent
 from ...exceptions import InvalidText
 from ...filters import EventFilter
 from ...messages import AssistantMessage, ToolCall, UserMessage
 from ...repository import SessionRepository
-from ._support import ContractBase, new_id, user
+from ._support import ContractBase, boundary, new_id, user
 
 __all__ = ["TextContract", "bad_events"]
 
@@ -86,16 +85,14 @@ class TextContract(ContractBase):
     async def test_a_compaction_inserting_a_lone_surrogate_is_refused(
         self, repository: SessionRepository
     ) -> None:
-        """A plan whose inserted events hold such a string changes nothing."""
+        """A compaction whose summary holds such a string changes nothing."""
         session = await self.new_session(repository)
         events = [user(session.id, "a"), user(session.id, "b")]
         await repository.append_events(session.id, events)
-        plan = CompactionPlan(
-            archive_ids=frozenset({events[0].id}),
-            inserts=(Insert.before(events[1].id, [user(session.id, LONE)]),),
-        )
+        summary = user(session.id, LONE)
+        edge = boundary(session.id, [summary, events[1]], [events[0]])
         with pytest.raises(InvalidText):
-            await repository.apply_compaction(session.id, plan, 1)
+            await repository.append_events(session.id, [summary, edge], 1)
         assert await repository.find_events(session.id, EventFilter.all()) == events
         assert await repository.get_event_version(session.id) == 1
 
