@@ -33,6 +33,6 @@ async def test_the_responses_pipeline_script_runs_at_three_commands_a_turn(
     assert rows[("MongoDB (commands)", "two-round tool turn with a reasoning item")] == "4"
     assert rows[("in-memory (repository calls)", "plain turn, existing session")] == "3"
     memory_tools = ("in-memory (repository calls)", "two-round tool turn with a reasoning item")
-    assert rows[memory_tools] == "5"
+    assert rows[memory_tools] == "4"
     assert "| full chain, MongoDB |" in out
     assert "| bare openai responses stream, the chain's request |" in out
