@@ -1,8 +1,8 @@
 """Reads: the snapshot in one command, windows walked back by ranges, a user's events.
 
-A read starts with one aggregate on the session document with ``$unionWith`` of the session's
-newest commits: a range ``commit > known - k`` when this process knows roughly the newest number
-(`_newest`), else the ``k`` highest numbers by a sorted find. It returns the session, the version
+A read starts with one aggregate: the session's newest commits, a range ``commit > known - k``
+when this process knows roughly the newest number (`_newest`), else the ``k`` highest numbers by
+a sorted find, with ``$unionWith`` of the session's document. It returns the session, the version
 (the newest commit read), the newest commit's lease and the events of the commits read. A
 ``last_n`` window that those events do not fill reads the next older range (four times larger
 each time); a window of the active view stops at the newest boundary, and fetches by id the
@@ -112,15 +112,24 @@ def _commit(doc: Doc, session_id: str) -> Commit:
 
 
 async def _union(store: Store, session_id: str, pipeline: list[Doc]) -> list[Doc]:
-    """The session document and the commits ``pipeline`` selects: one aggregate where the
-    server runs ``$unionWith``, else two reads."""
+    """The commits ``pipeline`` selects and the session document: one aggregate where the
+    server runs ``$unionWith``, else two reads.
+
+    The commits come first and the session document is unioned onto them: a server that does
+    not serve a ``$unionWith`` subpipeline from an index (the test server scans the collection
+    it names) then scans the sessions, not the far larger commits."""
     if not store.double:
         stages: list[Doc] = [
-            {"$match": {ID: session_id}},
-            {"$unionWith": {"coll": store.commits.name, "pipeline": pipeline}},
+            *pipeline,
+            {
+                "$unionWith": {
+                    "coll": store.sessions.name,
+                    "pipeline": [{"$match": {ID: session_id}}],
+                }
+            },
         ]
         try:
-            return await _aggregate(store.sessions, stages)
+            return await _aggregate(store.commits, stages)
         except NotImplementedError:  # mongomock-motor
             store.double = True
     session = await store.sessions.find_one({ID: session_id})
