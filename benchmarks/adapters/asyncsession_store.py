@@ -3,9 +3,12 @@
 - ``asyncsession`` (the plain API): a turn is what a user following the docs writes by hand:
   ``service.get_events(session_id, EventFilter(last_n=20, ...))`` for the window, then
   ``service.append_message`` for the user message and again for the reply.
-- ``asyncsession-after-reply``: the plain API with the turn stored after the reply, as the
-  peers store it: the same window read, then one ``service.append_messages`` of the question
-  and the reply (one version, one commit).
+- ``asyncsession-after-reply``: the turn stored after the reply, as the peers store it: a
+  snapshot of the window, then one append of the question and the reply at the version read
+  (one commit): 2 commands on MongoDB.
+- ``asyncsession-question-first``: the question stored before the model call, under a lease,
+  and the reply after it: a snapshot, the question's append with a lease at the version read,
+  the reply's at the next version: 3 commands on MongoDB.
 - ``asyncsession-advisors``: a turn is one ``ChatClient.call(..., session_id=...)`` on a client
   with session memory and the same 20-message window (``event_filter``; what the turn runs: a
   snapshot read, the question, the reply), on a
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any, ClassVar, Literal
 
 from pymongo import AsyncMongoClient
@@ -40,8 +44,9 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.compaction_protocols import CompactionRecord
-from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC
+from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, utc_now
 from asyncsession.openai import ChatClient
+from asyncsession.repository import Lease
 
 from .._commands import CommandCounter
 from .._workload import Message, Turn
@@ -52,13 +57,15 @@ __all__ = [
     "AsyncSessionAdvisorAfterReplyStore",
     "AsyncSessionAdvisorStore",
     "AsyncSessionAfterReplyStore",
+    "AsyncSessionQuestionFirstStore",
     "AsyncSessionStore",
 ]
 
 USER_ID = "bench-user"
+LEASE_TTL = timedelta(seconds=10)
 MAX_RETRIES = 10_000
 
-Mode = Literal["plain", "advisors", "after-reply", "advisors-after-reply"]
+Mode = Literal["plain", "advisors", "after-reply", "question-first", "advisors-after-reply"]
 
 
 def window_filter(size: int) -> EventFilter:
@@ -162,18 +169,41 @@ class AsyncSessionStore:
         """The plain API turn: read the window, append the question, append the reply."""
         if self.mode in ("advisors", "advisors-after-reply"):
             return await self._advisor_turn(session_id, turn, window)
+        if self.mode in ("after-reply", "question-first"):
+            return await self._versioned_turn(session_id, turn, window)
         history = await self.service.get_events(session_id, window_filter(window))
         assert len(history) <= window, session_id
-        if self.mode == "after-reply":
-            question, reply = (
-                UserMessage(text=turn.user.text),
-                AssistantMessage(text=turn.reply.text),
-            )
-            await self.service.append_messages(session_id, [question, reply])
-            return 0
         await self.service.append_message(session_id, UserMessage(text=turn.user.text))
         await self.service.append_message(session_id, AssistantMessage(text=turn.reply.text))
         return 0
+
+    async def _versioned_turn(self, session_id: str, turn: Turn, window: int) -> int:
+        """A snapshot of the window, then the turn's appends at the version it read: the
+        question and the reply in one (after-reply), or the question under a lease and then
+        the reply (question-first). A lost race reads again (a retry)."""
+        retries = 0
+        while True:
+            snapshot = await self.service.get_snapshot(session_id, window_filter(window))
+            assert snapshot is not None, session_id
+            assert len(snapshot.events) <= window + 2, session_id
+            question = SessionEvent(session_id=session_id, message=UserMessage(text=turn.user.text))
+            reply = SessionEvent(
+                session_id=session_id, message=AssistantMessage(text=turn.reply.text)
+            )
+            version = snapshot.version
+            if self.mode == "after-reply":
+                if await self.repository.append_events(session_id, [question, reply], version):
+                    return retries
+            else:
+                lease = Lease(holder=question.id, expires_at=utc_now() + LEASE_TTL)
+                if await self.repository.append_events(
+                    session_id, [question], version, lease=lease
+                ):
+                    if await self.repository.append_events(session_id, [reply], version + 1):
+                        return retries
+                    await self.repository.append_events(session_id, [reply])
+                    return retries + 1
+            retries += 1
 
     async def _advisor_turn(self, session_id: str, turn: Turn, window: int) -> int:
         """One ``ChatClient.call`` with session memory."""
@@ -266,6 +296,10 @@ class AsyncSessionStore:
                 if self.mode == "advisors"
                 else "ChatClient.call with session memory, store_question='with_reply' (stub model)"
                 if self.mode == "advisors-after-reply"
+                else "read_snapshot + append_events([question, reply], version)"
+                if self.mode == "after-reply"
+                else "read_snapshot + question (leased) at version + reply at version + 1"
+                if self.mode == "question-first"
                 else "get_events(last_n=window) + 2 x append_message"
             ),
         }
@@ -292,10 +326,17 @@ class AsyncSessionAdvisorAfterReplyStore(AsyncSessionAdvisorStore):
 
 
 class AsyncSessionAfterReplyStore(AsyncSessionStore):
-    """The plain API, with the turn stored after the reply (see the module)."""
+    """The turn stored after the reply, at the version read (see the module)."""
 
     name: ClassVar[str] = "asyncsession-after-reply"
     mode: ClassVar[Mode] = "after-reply"
+
+
+class AsyncSessionQuestionFirstStore(AsyncSessionStore):
+    """The question stored first under a lease, then the reply (see the module)."""
+
+    name: ClassVar[str] = "asyncsession-question-first"
+    mode: ClassVar[Mode] = "question-first"
 
 
 class _Writer:
