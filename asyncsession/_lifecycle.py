@@ -2,22 +2,19 @@
 
 `Closable` is used until it is closed: `Closable.aclose` ends it once (closing again does
 nothing), ``async with`` closes it on exit, and a call after closing raises `UsageError` with
-`closed_error`'s message. `running_loop` and `bound_to_its_loop` answer the two event-loop
-questions callers of sync or loop-bound objects meet: is a loop running in this thread, and did
-a loop-bound client (PyMongo's ``AsyncMongoClient``) refuse this loop.
+`closed_error`'s message. `running_loop` answers the event-loop question sync callers meet:
+is a loop running in this thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Generator
 from types import TracebackType
 from typing import ClassVar, Self
 
 from .exceptions import UsageError
 
-__all__ = ["Closable", "bound_to_its_loop", "closed_error", "running_loop"]
+__all__ = ["Closable", "closed_error", "running_loop"]
 
 
 def closed_error(name: str, what: str = "it") -> UsageError:
@@ -76,19 +73,3 @@ def running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-@contextlib.contextmanager
-def bound_to_its_loop(message: str) -> Generator[None]:
-    """Turn a loop-bound client's refusal of this event loop into `UsageError` (``message``).
-
-    PyMongo's ``AsyncMongoClient`` serves the loop that first used it and raises
-    ``RuntimeError`` ("... different event loop ...") on any other; the `UsageError` is chained
-    to it. Any other error passes through unchanged.
-    """
-    try:
-        yield
-    except RuntimeError as exc:
-        if "different event loop" not in str(exc):
-            raise
-        raise UsageError(message) from exc

@@ -5,9 +5,10 @@ AsyncSessionError                       base of everything we raise; never raise
 ├── UsageError (ValueError)             a developer mistake: bad argument, bad configuration
 │   ├── InvalidFilter                   an EventFilter with contradictory or bad criteria
 │   ├── InvalidText                     a string that is not valid Unicode text   .where
-│   └── MissingSessionId                a chat call without a session id in its context
+│   ├── MissingSessionId                a chat call with session memory but no session id
+│   └── RequestIdReused                 a request id sent again with another message
 ├── AccessDenied (PermissionError)      a user touching a session that belongs to another user
-├── TurnInProgress                      another attempt of the request still runs   .retry_after
+├── TurnInProgress                      another turn of the session still runs   .retry_after
 ├── RepositoryError                     the session store refused or failed an operation
 │   ├── SessionNotFound (LookupError)   .session_id
 │   ├── SessionExists                   .session_id
@@ -16,6 +17,8 @@ AsyncSessionError                       base of everything we raise; never raise
 │   └── StorageError                    the database failed; chained to the driver's error
 │       └── StorageUnavailable          the server could not be reached in time; retry later
 ├── CompactionError                     a strategy failed; the log was left untouched
+├── EncryptionError                     encryption at rest failed (key service, vault, master key)
+│   └── ContentErased (LookupError)     the user's data key is gone for good   .user_id .key_id
 ├── ChatError                           the model call failed; .status_code when known
 │   ├── ChatTimeout
 │   ├── StreamInterrupted               the model's stream broke off before it finished
@@ -48,6 +51,7 @@ __all__ = [
     "InvalidFilter",
     "InvalidText",
     "MissingSessionId",
+    "RequestIdReused",
     "AccessDenied",
     "TurnInProgress",
     "RepositoryError",
@@ -58,6 +62,8 @@ __all__ = [
     "StorageError",
     "StorageUnavailable",
     "CompactionError",
+    "EncryptionError",
+    "ContentErased",
     "ChatError",
     "ChatTimeout",
     "StreamInterrupted",
@@ -109,11 +115,27 @@ class InvalidText(UsageError):
 
 
 class MissingSessionId(UsageError):
-    """A chat call reached the session advisors without a session id in its context.
+    """A chat call on a client with session memory names no session.
 
     There is deliberately no shared fallback session: it would merge the history of different
     users.
     """
+
+
+class RequestIdReused(UsageError):
+    """A request id came again with another message than the one it was first sent with.
+
+    A request id names one request, so its retries must send the same message (answer it like
+    HTTP 422, as idempotency keys are answered elsewhere).
+    """
+
+    def __init__(self, session_id: str, request_id: str) -> None:
+        super().__init__(
+            f"Request id {request_id!r} of session {session_id!r} was sent before with "
+            "another message; a retry must send the same message, a new request a new id"
+        )
+        self.session_id = session_id
+        self.request_id = request_id
 
 
 class AccessDenied(AsyncSessionError, PermissionError):
@@ -126,19 +148,22 @@ class AccessDenied(AsyncSessionError, PermissionError):
 
 
 class TurnInProgress(AsyncSessionError):
-    """Another attempt of the same request holds its turn, and its reply did not come in time.
+    """Another turn of the session (another request, or another attempt of this one) still
+    holds it, and did not finish in time.
 
-    Answer it like HTTP 409 with ``Retry-After: retry_after``: a retry then gets the stored
-    reply, or takes the turn over once the holder's lease has expired.
+    Answer it like HTTP 409 with ``Retry-After: retry_after``: a retry then runs, or gets the
+    stored reply of its request, or takes the turn over once the holder's lease has expired.
     """
 
-    def __init__(self, session_id: str, request_id: str, retry_after: float) -> None:
+    def __init__(self, session_id: str, request_id: str | None, retry_after: float) -> None:
+        request = "" if request_id is None else f" (request {request_id!r})"
         super().__init__(
-            f"Request {request_id!r} of session {session_id!r} is still being answered by "
-            f"another attempt; retry in {retry_after:.0f} s"
+            f"Session {session_id!r} is still busy with another turn{request}; retry in "
+            f"{retry_after:.0f} s"
         )
         self.session_id = session_id
         self.request_id = request_id
+        """The request id of the call that waited, if it had one."""
         self.retry_after = retry_after
         """Seconds until the holder's lease expires, at most (at least 1)."""
 
@@ -203,6 +228,34 @@ class StorageUnavailable(StorageError):
 
 class CompactionError(AsyncSessionError):
     """A compaction strategy failed; the session log was left untouched."""
+
+
+class EncryptionError(AsyncSessionError):
+    """Encrypting or decrypting a user's content failed; the driver's error is the ``__cause__``.
+
+    A key service that cannot be reached, a key vault that refused a write, or content that the
+    configured master key cannot open (a wrong or missing master key) all end here. Content
+    whose key was deleted raises the subclass `ContentErased` instead.
+    """
+
+
+class ContentErased(EncryptionError, LookupError):
+    """The content was encrypted with a data key that no longer exists: it can never be read.
+
+    Deleting a user's key is how `asyncsession.erasure` erases them. The same error is what
+    a key vault namespace that names the wrong collection looks like, so check the setting
+    before concluding that the user was erased.
+    """
+
+    def __init__(self, user_id: str, key_id: str) -> None:
+        super().__init__(
+            f"The content of user {user_id!r} was encrypted with data key {key_id} which is no "
+            "longer in the key vault: the user was erased, so it can never be read"
+        )
+        self.user_id = user_id
+        """The user whose content was read."""
+        self.key_id = key_id
+        """The id of the missing data key (a UUID, as text)."""
 
 
 class ChatError(AsyncSessionError):

@@ -11,10 +11,10 @@ from typing import Any
 
 from ._counting import excluded
 from ._stats import median
-from .adapters import ADAPTERS, MODEL_CALLING, OURS
+from .adapters import MODEL_CALLING, OURS, PEERS
 from .scenarios import BenchConfig, Measurement
 
-__all__ = ["render_markdown", "write_results"]
+__all__ = ["COLUMNS", "TABLES", "render_markdown", "write_results"]
 
 Column = tuple[str, Callable[[Measurement], str]]
 
@@ -114,14 +114,7 @@ def merge_repeats(rows: Sequence[Measurement]) -> list[Measurement]:
     for m in merged:
         if m.system not in OURS or m.status != "ok":
             continue
-        peers = [
-            p
-            for p in merged
-            if p.case == m.case
-            and p.system not in OURS
-            and p.system not in ADAPTERS
-            and p.status == "ok"
-        ]
+        peers = [p for p in merged if p.case == m.case and p.system in PEERS and p.status == "ok"]
         best = [p.extra["turns_per_s"] for p in peers if p.system not in MODEL_CALLING]
         if best:
             m.extra["x_best_peer"] = f"{m.extra['turns_per_s'] / max(best):.2f}"
@@ -154,7 +147,7 @@ TABLES: dict[str, tuple[str, list[Column]]] = {
         [MEDIAN, P95, SAMPLES, ("commands/read", commands), ROUND_TRIPS],
     ),
     "throughput": (
-        "3. Throughput: concurrent sessions x turns each (median of the interleaved repeats)",
+        "3. Throughput: concurrent sessions x turns each",
         [
             ("turns/s", extra("turns_per_s")),
             ("repeats", extra("turns_per_s_repeats")),
@@ -211,6 +204,112 @@ TABLES: dict[str, tuple[str, list[Column]]] = {
         ],
     ),
 }
+
+
+_P95 = "the 95th percentile by nearest rank: with 20 or fewer timed operations, the slowest"
+_ROUND_TRIPS = "commands plus the cursor fetches that follow them (getMore, killCursors), mean"
+
+COLUMNS: dict[str, dict[str, str]] = {
+    "turn": {
+        "case": "the messages the session holds before the timed turns",
+        "median ms": "median wall time of one turn (read the window, store the question and the "
+        "reply), the session alone on the server",
+        "p95 ms": _P95,
+        "timed": "turns timed, after the untimed ones that warm the caches",
+        "commands/turn": "MongoDB commands one timed turn sent: the fewest and the most over the "
+        "timed turns (one figure when every turn sent the same)",
+        "round trips/op": _ROUND_TRIPS + " per turn",
+        "KiB sent/turn": "bytes the client sent the server per turn, in KiB",
+        "KiB received/turn": "bytes the server sent back per turn, in KiB",
+    },
+    "window": {
+        "case": "the session's size",
+        "median ms": "median time to read the newest 20 messages through the system's own API, "
+        "ready to send to the model",
+        "p95 ms": _P95,
+        "timed": "reads timed, after the untimed ones",
+        "commands/read": "MongoDB commands one read sent (fewest-most)",
+        "round trips/op": _ROUND_TRIPS + " per read",
+    },
+    "throughput": {
+        "case": "the messages every session holds before its timed turns",
+        "turns/s": "every session's turns divided by the run's wall time; with several repeats, "
+        "their median",
+        "repeats": "turns/s of each repeat, in the order they ran (one figure: one repeat)",
+        "x best peer": "for our four turn shapes: turns/s divided by that of the fastest peer "
+        "that makes no model call, at the same history (the adapters are held against their "
+        "framework's store in the section above)",
+        "x peer with the model call": "for the advisor turns, which call a model through the "
+        "OpenAI SDK: turns/s divided by that of `langchain-model`, which makes the same call",
+        "median ms/turn": "median time of one turn under this load, every session's turns pooled",
+        "p95 ms/turn": "the 95th percentile of the same",
+        "commands/turn": "MongoDB commands per turn, mean; concurrent sessions share commands",
+        "round trips/op": _ROUND_TRIPS + " per turn",
+        "lost": "messages missing when every session is read back after the run",
+        "duplicated": "extra copies found on that read",
+        "client CPU ms/turn": "CPU time of the benchmark's process per turn: the system's code, "
+        "the driver and, for the systems that call a model, the OpenAI SDK",
+        "of which the model call (SDK, alone)": "the CPU of that model call measured on its own, "
+        "for the systems that make one",
+        "server CPU ms/turn": "CPU time of the server process per turn: what the system asks of "
+        "the database (only on the local test server, whose process the benchmark can read)",
+    },
+    "contention": {
+        "case": "writers x messages: every writer loads the session, then appends its messages "
+        "one by one, all writers at once",
+        "system": "in parentheses, how the writers append. cas-retry: at the version the writer "
+        "read, reading again and retrying on a conflict; plain-append: without a version, the "
+        "store orders concurrent appends; add_items, add_message, insert_many: the peer's "
+        "append, which takes no version; handle-per-writer: ADK, each writer keeps the session "
+        "it loaded and a stale one is refused; reload-and-retry: ADK, loading the session again "
+        "after a refusal",
+        "attempted": "messages the writers tried to append",
+        "stored": "distinct messages found when the log is read back",
+        "rejected (writer got an error)": "appends that raised, so the writer knew",
+        "lost silently": "messages the writer was told were stored that are missing",
+        "duplicated": "extra copies found",
+        "conflicts retried": "version conflicts the writers resolved by reading again",
+        "writers out of order": "writers whose messages are not stored in the order they wrote "
+        "them",
+        "median ms/append": "median time of one append, conflicts and retries included",
+        "p95 ms/append": "the 95th percentile of the same",
+        "commands/append": "MongoDB commands per append, mean (appends of different writers "
+        "due at the same moment share commands)",
+    },
+    "lost-ack": {
+        "case": "turns on one session",
+        "retried writes": "turns whose write lost its acknowledgement, so the application sent "
+        "it again",
+        "duplicated messages": "extra copies found when the log is read back",
+        "lost": "messages missing on that read",
+        "errors raised": "what the retries raised, and how often",
+        "commands/turn incl. retry": "MongoDB commands per turn, the retry included, mean",
+    },
+    "storage": {
+        "case": "sessions x messages, written through each system's API one turn at a time",
+        "bytes/message": "`collStats` size (uncompressed document bytes) of the system's "
+        "collections divided by the messages, before compaction",
+        "incl. indexes": "the same with the indexes' size added",
+        "documents/message": "documents stored per message",
+        "bytes/session": "document bytes per session, before compaction",
+        "bytes/session after compaction": "the same after one compaction per session (where the "
+        "system has one): ours grows, since the archived messages stay and a summary is added",
+        "messages readable after": "of one session's messages, how many the system's read API "
+        "returns after the compaction. The core API reads them all (`EventFilter.all()`): "
+        "compaction archives, it never deletes. Our framework adapters show only the kept "
+        "messages because they read through the framework's history API (LangChain's "
+        "`aget_messages`, ADK's `get_session`, Pydantic AI's `load`), which returns what the "
+        "model is sent; the archived messages are still stored and readable through "
+        "asyncsession's own API (`service.get_events(id, EventFilter.all())`, "
+        "`asyncsession show SESSION --archived`). A peer's compaction may delete: "
+        "openai-agents rewrites the session with its user messages and one compaction item",
+        "compaction": "what the system's compaction does to the stored log (n/a: none)",
+        "ms/compaction": "median time of one compaction",
+        "commands/compaction": "MongoDB commands per compaction, mean",
+    },
+}
+"""What every column of every table means, as the page explains it (the tests check that no
+column goes unexplained)."""
 
 
 def render_table(scenario: str, rows: Sequence[Measurement]) -> str:

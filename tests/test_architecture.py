@@ -16,7 +16,7 @@ import pytest
 
 PACKAGE = "asyncsession"
 ROOT = Path(__file__).resolve().parent.parent / PACKAGE
-MAX_LINES = 500
+MAX_LINES = 800
 
 # Lower layers never import higher ones; a module may import its own layer and any below.
 # Every entry names a module or package that exists; a package's entry covers its submodules and
@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "asyncsession.exceptions": 0,
     "asyncsession._pymongo_errors": 0,
     "asyncsession._pymongo_compat": 0,  # PyMongo and Motor differences; imports only pymongo
+    "asyncsession._mongo_uri": 0,  # a URI and its failures in words for people (CLI, demo)
     "asyncsession._telemetry": 0,  # spans, a no-op without OpenTelemetry; imports only _version
     "asyncsession._lifecycle": 0,  # closing once, and the event loop a call runs on
     "asyncsession.messages": 1,
@@ -40,15 +41,16 @@ LAYERS: dict[str, int] = {
     "asyncsession._text": 1,  # text that cannot be stored (lone surrogates), for every store
     "asyncsession._checks": 1,  # argument checks at public entry points: UsageError
     "asyncsession.compaction_protocols": 2,
-    "asyncsession.plans": 2,  # deprecated alias of compaction_protocols
+    "asyncsession.encryption": 2,  # data keys per user, for every store (libmongocrypt)
     "asyncsession.repository": 3,
     "asyncsession.memory": 3,  # the memory stores: storage, beside the session stores
     "asyncsession.service": 4,
     "asyncsession._compaction_pass": 4,
-    "asyncsession._server_compaction": 4,  # a reply the server compacted during, stored
+    "asyncsession.erasure": 4,  # erasing a user over the stores' public operations
     "asyncsession.compaction": 5,
     "asyncsession.chat": 6,
     "asyncsession.advisors": 6,
+    "asyncsession._turn": 6,  # the chat turn, between the advisors and the OpenAI clients
     "asyncsession.tools": 6,
     "asyncsession.telemetry": 7,  # spans around the service, the store and the advisors
     "asyncsession.openai": 7,

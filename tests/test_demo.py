@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 
@@ -66,3 +67,47 @@ def test_the_demo_runs_on_the_responses_api() -> None:
     out = _run_demo("--api", "responses")
     assert "ResponsesClient" in out
     _check(out)
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("uri", "says"),
+    [
+        pytest.param(
+            "mongodb://demo:s3cret-pass@127.0.0.1:{port}/",
+            "MongoDB at mongodb://demo:***@127.0.0.1:{port}/ is unreachable: connection refused",
+            id="unreachable",
+        ),
+        pytest.param(
+            "mongodb://demo:s3cret-pass@/",
+            "invalid MongoDB URI mongodb://demo:***@/: Empty host",
+            id="malformed",
+        ),
+    ],
+)
+def test_a_mongodb_it_cannot_use_stops_the_demo_with_one_line(uri: str, says: str) -> None:
+    """`scripts/demo` with such a `MONGODB_URI`: exit 1 before the first turn, and one line on
+    standard error saying what failed, where (no password) and what to set."""
+    port = _closed_port()
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    environment["MONGODB_URI"] = uri.format(port=port)
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncsession._demo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=environment,
+    )
+
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("error: the demo cannot start: " + says.format(port=port))
+    assert "Set MONGODB_URI to the URI of a MongoDB server that answers" in done.stderr
+    assert "s3cret-pass" not in done.stderr

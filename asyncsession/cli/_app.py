@@ -16,6 +16,7 @@ from ._command import Command, Context, Options
 from ._completion import SHELLS, completion_script
 from ._errors import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, Failure, failure_of, report
 from ._registry import commands
+from ._streams import diagnostics, flush_stdout, is_closed_pipe
 from ._types import positive_float
 
 __all__ = ["DEFAULT_TIMEOUT", "main", "run"]
@@ -166,10 +167,24 @@ def _open(options: Options) -> MongoSessionRepository:
 async def run(
     argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
-    """Run the command line with `argv` (default: `sys.argv[1:]`); returns the exit code."""
+    """Run the command line with `argv` (default: `sys.argv[1:]`); returns the exit code.
+
+    A reader of `out` that goes away (a closed pipe) ends the command with 0. Warnings and log
+    records go to `err`, one line each (JSON under `--json`), never to `out`.
+    """
     stdout: TextIO = out or sys.stdout
     stderr: TextIO = err or sys.stderr
     arguments = list(sys.argv[1:] if argv is None else argv)
+    with diagnostics(stderr, is_json="--json" in arguments):
+        try:
+            return await _run(arguments, stdout, stderr)
+        except OSError as exc:
+            if is_closed_pipe(exc):  # the reader has what it wanted, as with `git log | head`
+                return EXIT_OK
+            raise
+
+
+async def _run(arguments: list[str], stdout: TextIO, stderr: TextIO) -> int:
     wants_json = "--json" in arguments
     parser = _parser(stdout, commands())
     try:
@@ -196,6 +211,8 @@ async def run(
     try:
         return await command.execute(ctx)
     except Exception as exc:
+        if is_closed_pipe(exc):
+            raise
         mapped = failure_of(exc, uri=options.uri, timeout=options.timeout)
         if mapped is None:
             raise
@@ -205,5 +222,16 @@ async def run(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """The `asyncsession` console script."""
-    sys.exit(asyncio.run(run(argv)))
+    """The `asyncsession` console script.
+
+    A reader of standard output that went away while the command ran, or before what was still
+    buffered could be written, ends it quietly with exit 0.
+    """
+    try:
+        code = asyncio.run(run(argv))
+    except OSError as exc:  # a closed pipe outside any command, e.g. `--help | head -1`
+        if not is_closed_pipe(exc):
+            raise
+        code = EXIT_OK
+    flush_stdout()
+    sys.exit(code)

@@ -19,14 +19,17 @@ EXPORT_PAGE = 500
 
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session_id")
-    parser.add_argument("--output", "-o", help="file to write (default: standard output)")
+    parser.add_argument(
+        "--output", "-o", help="file to write; - is standard output (default: standard output)"
+    )
 
 
 async def _export(ctx: Context) -> int:
     args, repo = ctx.args, ctx.repository
     if await repo.find_by_id(args.session_id) is None:
         raise SessionNotFound(args.session_id)
-    target = await anyio.open_file(args.output, "w", encoding="utf-8") if args.output else None
+    to_file = args.output not in (None, "-")
+    target = await anyio.open_file(args.output, "w", encoding="utf-8") if to_file else None
     written = 0
     try:
         with ctx.progress(f"exporting {args.session_id}") as bar:

@@ -52,7 +52,8 @@ def _configure_show(parser: argparse.ArgumentParser) -> None:
         dest="types",
         type=event_type,
         metavar="TYPE",
-        help="event type (user, assistant, tool, system or a custom one, any case); repeatable",
+        help="event type: user, assistant, tool, system or compaction (any case), or a custom "
+        "type by its full name, e.g. ACME.AUDIT; repeatable",
     )
     parser.add_argument(
         "--last",

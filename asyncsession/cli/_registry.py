@@ -12,6 +12,7 @@ from ._admin import COMMANDS as ADMIN
 from ._command import Command
 from ._compact import COMMANDS as COMPACT
 from ._delete import COMMANDS as DELETE
+from ._erase import COMMANDS as ERASE
 from ._export import COMMANDS as EXPORT
 from ._read import COMMANDS as READ
 from ._worker import COMMANDS as WORKER
@@ -20,7 +21,7 @@ __all__ = ["commands"]
 
 # Each command module is imported by name (`from ._x import COMMANDS`), never as `from . import
 # _x`, which would make this module depend on the package `__init__` that imports it.
-_GROUPS = (READ, EXPORT, COMPACT, DELETE, ADMIN, WORKER)
+_GROUPS = (READ, EXPORT, COMPACT, DELETE, ERASE, ADMIN, WORKER)
 
 
 def commands() -> tuple[Command, ...]:

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from ..events import EventType
 
-__all__ = ["event_type", "instant", "positive_float", "positive_int"]
+__all__ = ["KNOWN_TYPES", "event_type", "instant", "positive_float", "positive_int"]
 
 
 def positive_int(text: str) -> int:
@@ -32,12 +32,38 @@ def positive_float(text: str) -> float:
     return value
 
 
+KNOWN_TYPES = (
+    EventType.USER,
+    EventType.ASSISTANT,
+    EventType.TOOL,
+    EventType.SYSTEM,
+    EventType.COMPACTION,
+)
+"""The event types the library defines; `--type` takes them by name, in any case."""
+
+
 def event_type(text: str) -> EventType:
-    """An event type by name, any case: `user` is `USER`."""
-    try:
-        return EventType(text.strip().upper())
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    """An event type by name, any case: `user` is `USER`; a custom type by its full name with
+    its prefix (`acme.audit` is `ACME.AUDIT`).
+
+    A bare name that is not one of `KNOWN_TYPES` is refused: it is far more often a typo than a
+    custom type, and a typo would otherwise show an empty log as if the session had none.
+    """
+    name = text.strip().upper()
+    known = {kind.name: kind for kind in KNOWN_TYPES}
+    if name in known:
+        return known[name]
+    if "." in name:
+        try:
+            return EventType(name)
+        except ValueError:
+            pass  # breaks the naming rule: the message below says the rule
+    names = ", ".join(kind.name.lower() for kind in KNOWN_TYPES[:-1])
+    raise argparse.ArgumentTypeError(
+        f"unknown event type {text!r}: use {names} or {KNOWN_TYPES[-1].name.lower()} (any "
+        "case), or a custom type by its full name with its prefix, e.g. ACME.AUDIT (letters, "
+        "digits, '_' and '.', starting with a letter, at most 64 characters)"
+    )
 
 
 def instant(text: str) -> datetime:

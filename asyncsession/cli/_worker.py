@@ -9,8 +9,9 @@ job counts and its failed jobs instead, and exits.
 
 On SIGTERM or SIGINT it stops claiming and finishes the jobs it holds for up to ``--grace``
 seconds; then (or on a second signal) it cancels them and gives their jobs back to the queue,
-due at once, and exits 0. A job is compacted whole or not at all. Killed outright (SIGKILL),
-its leases expire after ``--lease`` seconds and other workers take the jobs over.
+due at once, and exits 0. A reader of its output that goes away (``worker | head -3``) stops it
+the same way. A job is compacted whole or not at all. Killed outright (SIGKILL), its leases
+expire after ``--lease`` seconds and other workers take the jobs over.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import asyncio
 import json
 import signal
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from ..compaction import (
@@ -35,8 +37,9 @@ from ..compaction import (
 )
 from ..service import DefaultSessionService
 from ._command import Command, Context
+from ._streams import is_closed_pipe
 
-__all__ = ["COMMANDS", "HELP", "configure", "run_worker_command", "serve"]
+__all__ = ["COMMANDS", "HELP", "Lines", "configure", "run_worker_command", "serve"]
 
 
 HELP = "run a compaction queue worker until SIGTERM/SIGINT"
@@ -90,28 +93,66 @@ def _trigger(args: argparse.Namespace) -> TriggerLike:
     return lambda _: True
 
 
-def _outcome_line(outcome: CompactionOutcome, *, as_json: bool) -> str:
+def _outcome(outcome: CompactionOutcome) -> tuple[dict[str, Any], str]:
+    """A finished job as JSON data and as a line for people."""
     result = outcome.result
-    if as_json:
-        return json.dumps(
-            {
-                "session_id": outcome.session_id,
-                "ok": outcome.ok,
-                "applied": None if result is None else result.applied,
-                "archived": None if result is None else result.archived_event_count,
-                "error": None if outcome.error is None else str(outcome.error),
-            }
-        )
+    data = {
+        "session_id": outcome.session_id,
+        "ok": outcome.ok,
+        "applied": None if result is None else result.applied,
+        "archived": None if result is None else result.archived_event_count,
+        "error": None if outcome.error is None else str(outcome.error),
+    }
     if result is not None:
         state = "applied" if result.applied else "nothing to do (or another writer won)"
-        return f"compacted {outcome.session_id}: {state}, {result.archived_event_count} archived"
-    return f"compaction of {outcome.session_id} failed: {outcome.error}"
+        text = f"compacted {outcome.session_id}: {state}, {result.archived_event_count} archived"
+    else:
+        text = f"compaction of {outcome.session_id} failed: {outcome.error}"
+    return data, text
+
+
+class Lines:
+    """The worker's output, a line at a time (a JSON object each under ``as_json``).
+
+    A reader that goes away (a closed pipe) is not an error: the lines stop, and ``on_closed``
+    (set by `serve`) stops the worker as a signal would.
+    """
+
+    def __init__(self, out: TextIO, *, as_json: bool = False) -> None:
+        self.out = out
+        self.as_json = as_json
+        self.closed = False
+        """Whether the reader has gone; nothing is written after that."""
+        self.on_closed: Callable[[], None] = lambda: None
+
+    def say(self, data: dict[str, Any], text: str) -> None:
+        """Write ``data`` as JSON under ``as_json``, else ``text``, and flush it."""
+        if self.closed:
+            return
+        try:
+            print(json.dumps(data) if self.as_json else text, file=self.out, flush=True)
+        except OSError as exc:
+            if not is_closed_pipe(exc):
+                raise
+            self.closed = True
+            self.on_closed()
+
+    def outcome(self, outcome: CompactionOutcome) -> None:
+        """One finished job (the worker's ``on_outcome``)."""
+        self.say(*_outcome(outcome))
 
 
 async def serve(
-    worker: MongoCompactionWorker, *, grace: float, out: TextIO, as_json: bool = False
+    worker: MongoCompactionWorker,
+    *,
+    grace: float,
+    out: TextIO,
+    as_json: bool = False,
+    lines: Lines | None = None,
 ) -> None:
-    """Run ``worker`` until SIGTERM or SIGINT, then stop it as the module docs describe."""
+    """Run ``worker`` until SIGTERM or SIGINT (or until the reader of ``lines`` goes away),
+    then stop it as the module docs describe. ``lines`` defaults to lines on ``out``."""
+    lines = lines if lines is not None else Lines(out, as_json=as_json)
     loop = asyncio.get_running_loop()
     signalled = asyncio.Event()
     again = asyncio.Event()
@@ -121,14 +162,15 @@ async def serve(
             again.set()
         signalled.set()
 
+    lines.on_closed = signalled.set  # a polite stop, never the second signal's cancellation
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal)
     try:
         async with worker:
             state = {"worker": worker.owner, "wake": worker.wake_mode, "state": "running"}
-            _say(out, state, as_json, f"worker {worker.owner} running ({worker.wake_mode})")
+            lines.say(state, f"worker {worker.owner} running ({worker.wake_mode})")
             await signalled.wait()
-            _say(out, {**state, "state": "stopping"}, as_json, "stopping: finishing held jobs")
+            lines.say({**state, "state": "stopping"}, "stopping: finishing held jobs")
             drain = asyncio.ensure_future(_drain(worker, grace))
             second = asyncio.ensure_future(again.wait())
             await asyncio.wait({drain, second}, return_when=asyncio.FIRST_COMPLETED)
@@ -136,7 +178,7 @@ async def serve(
             if not drain.done():  # a second signal: give the held jobs back now
                 drain.cancel()
             await asyncio.wait({drain, second})
-        _say(out, {**state, "state": "stopped"}, as_json, "stopped")
+        lines.say({**state, "state": "stopped"}, "stopped")
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
@@ -148,10 +190,6 @@ async def _drain(worker: MongoCompactionWorker, grace: float) -> None:
             await worker.aclose(drain=True)
     except TimeoutError:
         pass  # the held jobs went back to the queue
-
-
-def _say(out: TextIO, data: dict[str, Any], as_json: bool, text: str) -> None:
-    print(json.dumps(data) if as_json else text, file=out, flush=True)
 
 
 async def _status(queue: MongoCompactionQueue, args: argparse.Namespace, out: TextIO) -> int:
@@ -176,6 +214,7 @@ async def run_worker_command(repo: Any, args: argparse.Namespace, out: TextIO) -
         collection=args.queue_collection,
         serverSelectionTimeoutMS=int(args.timeout * 1000),
     )
+    lines = Lines(out, as_json=args.json)
     async with queue:
         if args.status:
             return await _status(queue, args, out)
@@ -192,9 +231,9 @@ async def run_worker_command(repo: Any, args: argparse.Namespace, out: TextIO) -
             poll_interval=args.poll_interval,
             max_attempts=args.max_attempts,
             backoff=args.backoff,
-            on_outcome=lambda o: print(_outcome_line(o, as_json=args.json), file=out, flush=True),
+            on_outcome=lines.outcome,
         )
-        await serve(worker, grace=args.grace, out=out, as_json=args.json)
+        await serve(worker, grace=args.grace, out=out, lines=lines)
     return 0
 
 

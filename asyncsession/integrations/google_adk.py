@@ -19,12 +19,16 @@ the session's version as the expected version (compare-and-swap), retrying when 
 came first: concurrent appends, from any number of tasks or processes, never lose a state
 update. App state (``app:`` keys) and user state (``user:`` keys) live the same way in one
 session per app and one per app and user.
+
+Over 500 lines: the event conversion, the state kept beside each event and the service that
+reads both back are one idea, the ADK session on our log.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -35,8 +39,7 @@ from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
 from .._checks import require_event, require_service, require_text, require_type
-from .._shield import shielded
-from ..events import CreateSessionRequest, EventType, SessionEvent
+from ..events import CreateSessionRequest, EventType, Session, SessionEvent
 from ..exceptions import SessionExists, SessionNotFound, UsageError
 from ..filters import EventFilter
 from ..messages import (
@@ -48,6 +51,7 @@ from ..messages import (
     UserMessage,
 )
 from ..service import SessionService
+from ._loops import StoreLoop
 
 try:
     from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -78,10 +82,26 @@ _SCOPE_STATE: Final = EventType.of("ADK.STATE")
 _SCOPE_SESSION: Final = EventType.of("ADK.SESSION")
 _NAMESPACE: Final = uuid.UUID("0b7f6f5e-2a55-4f4b-8a41-3d6f1c9e2b07")
 _MAX_ATTEMPTS: Final = 1000
+_log = logging.getLogger("asyncsession")
 
 
 def _json(value: object) -> JsonValue:
     return cast("JsonValue", to_jsonable_python(value))
+
+
+def _state(state: Mapping[str, Any]) -> JsonValue:
+    """``state`` as JSON, as ADK's database service stores it: rich values (datetimes, models,
+    sets, bytes) in their JSON form; only when one cannot be, every value JSON has no form for
+    (a callable, an object of your own) as its ``repr``, with a warning."""
+    try:
+        return _json(state)
+    except Exception:
+        _log.warning(
+            "Some values of the session state are not JSON-serializable (e.g. callables); "
+            "they are stored as their string representation, as ADK's database service does.",
+            exc_info=True,
+        )
+        return cast("JsonValue", to_jsonable_python(state, serialize_unknown=True))
 
 
 def _dump(event: Event) -> dict[str, JsonValue]:
@@ -183,6 +203,15 @@ def _part(value: str) -> str:
     return quote(value, safe="")
 
 
+def _owned(session: Session | None, user_id: str) -> bool:
+    """Whether ``session`` is an ADK session of ``user_id`` (not one another writer made)."""
+    return (
+        session is not None
+        and session.user_id == user_id
+        and isinstance(session.metadata.get(METADATA_KEY), dict)
+    )
+
+
 class AdkSessionService(BaseSessionService):
     """Google ADK's ``BaseSessionService`` on a ``SessionService`` (see the module docs).
 
@@ -199,9 +228,21 @@ class AdkSessionService(BaseSessionService):
     appending an event again (a retry after a lost acknowledgement) is a replay: nothing is
     stored twice and no state delta is applied twice.
 
+    **Owners.** A session is found only by its owner: an ADK session of one user is never
+    another user's (their ids differ), and a session under an ``adk/`` id that another writer
+    created for a different user, or without the ADK scope, is not found (``get_session``
+    returns ``None``, ``append_event`` raises ``SessionNotFoundError``, ``delete_session`` does
+    nothing), as ADK answers for another user's session.
+
     **Stale session objects.** ADK's database service rejects an append through a session
     object that another writer has overtaken; this one appends (as ADK's in-memory service
     does) and computes the state from the stored one, so no update is lost.
+
+    **Event loops.** Every call runs on the event loop the store belongs to (a MongoDB client
+    belongs to the first loop that uses it; when a loop that may end would be the first, such as
+    the one ``Runner.run`` starts in a new thread for each run, the adapters' own loop, a
+    background thread, takes it), so the sync ``runner.run`` and ``asyncio.run`` around single
+    calls work on MongoDB as on the in-memory store.
 
     System messages are never written: ADK has none (its instructions are not events).
 
@@ -221,6 +262,7 @@ class AdkSessionService(BaseSessionService):
         """The service the sessions live in."""
         self.prefix = prefix
         """The first part of our session ids."""
+        self._loop = StoreLoop(service, "AdkSessionService")
 
     def __repr__(self) -> str:
         return f"AdkSessionService(prefix={self.prefix!r})"
@@ -249,19 +291,25 @@ class AdkSessionService(BaseSessionService):
             AlreadyExistsError: the app and user have a session with this id.
         """
         session_id = (session_id or "").strip() or str(uuid.uuid4())
+        create = self._create(app_name, user_id, dict(state or {}), session_id)
+        return await self._loop.run(create, write=True)
+
+    async def _create(
+        self, app_name: str, user_id: str, state: dict[str, Any], session_id: str
+    ) -> AdkSession:
         key = self.session_key(app_name, user_id, session_id)
-        app_delta, user_delta, session_state = _split(state or {})
+        app_delta, user_delta, session_state = _split(state)
         created = datetime.now(UTC).timestamp()
         scope: dict[str, JsonValue] = {
             "app": app_name,
             "user_id": user_id,
             "session_id": session_id,
             "created": created,
-            "state": _json(session_state),
+            "state": _state(session_state),
         }
         request = CreateSessionRequest(id=key, user_id=user_id, metadata={METADATA_KEY: scope})
         try:
-            await shielded(self.service.create(request))
+            await self.service.create(request)
         except SessionExists as exc:
             raise AlreadyExistsError(f"Session with id {session_id} already exists.") from exc
         stamp = str(uuid.uuid4())
@@ -287,7 +335,12 @@ class AdkSessionService(BaseSessionService):
         config: GetSessionConfig | None = None,
     ) -> AdkSession | None:
         """The session with its events (all, or those ``config`` selects), or ``None``."""
-        key = self.session_key(app_name, user_id, session_id.strip())
+        return await self._loop.run(self._get(app_name, user_id, session_id.strip(), config))
+
+    async def _get(
+        self, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None
+    ) -> AdkSession | None:
+        key = self.session_key(app_name, user_id, session_id)
         recent = config.num_recent_events if config is not None else None
         after = config.after_timestamp if config is not None else None
         if recent is not None and after is None:
@@ -295,7 +348,7 @@ class AdkSessionService(BaseSessionService):
         else:
             read = EventFilter(exclude_archived=True)
         snapshot = await self.service.get_snapshot(key, read)
-        if snapshot is None:
+        if snapshot is None or not _owned(snapshot.session, user_id):
             return None
         events = [from_event(event) for event in snapshot.events]
         state, updated = await self._session_state(key, snapshot.session.metadata, snapshot.events)
@@ -304,7 +357,7 @@ class AdkSessionService(BaseSessionService):
         if after is not None:
             events = [event for event in events if event.timestamp >= after]
         return AdkSession(
-            id=session_id.strip(),
+            id=session_id,
             app_name=app_name,
             user_id=user_id,
             state=await self._merged(app_name, user_id, state),
@@ -317,6 +370,9 @@ class AdkSessionService(BaseSessionService):
     ) -> ListSessionsResponse:
         """The app's sessions (of ``user_id``, or of every user), without events, oldest
         update first."""
+        return await self._loop.run(self._list(app_name, user_id))
+
+    async def _list(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
         registry = await self.service.get_events(
             self._app_key(app_name), EventFilter(event_types=frozenset({_SCOPE_SESSION}))
         )
@@ -333,7 +389,7 @@ class AdkSessionService(BaseSessionService):
             snapshot = await self.service.get_snapshot(
                 session_key, EventFilter(exclude_archived=True, last_n=1)
             )
-            if snapshot is None:
+            if snapshot is None or not _owned(snapshot.session, owner):
                 continue
             state, updated = await self._session_state(
                 session_key, snapshot.session.metadata, snapshot.events
@@ -353,13 +409,19 @@ class AdkSessionService(BaseSessionService):
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete the session and its events; nothing happens for an unknown one."""
-        key = self.session_key(app_name, user_id, session_id.strip())
-        await shielded(self.service.delete(key))
+        delete = self._delete(app_name, user_id, session_id.strip())
+        await self._loop.run(delete, write=True)
+
+    async def _delete(self, app_name: str, user_id: str, session_id: str) -> None:
+        key = self.session_key(app_name, user_id, session_id)
+        if not _owned(await self.service.find_by_id(key), user_id):
+            return
+        await self.service.delete(key)
         await self._register(app_name, {"session": key, "user_id": user_id, "deleted": True})
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """The user's state in the app, keys without the ``user:`` prefix."""
-        return await self._scope_state(self._user_key(app_name, user_id))
+        return await self._loop.run(self._scope_state(self._user_key(app_name, user_id)))
 
     async def append_event(self, session: AdkSession, event: Event) -> Event:
         """Store ``event`` in ``session`` and apply its state delta, with compare-and-swap.
@@ -376,7 +438,8 @@ class AdkSessionService(BaseSessionService):
         event = self._trim_temp_delta_state(event)
         app_delta, user_delta, session_delta = _split(event.actions.state_delta or {})
         key = self.session_key(session.app_name, session.user_id, session.id)
-        await shielded(self._store(key, session, event, (app_delta, user_delta, session_delta)))
+        store = self._store(key, session, event, (app_delta, user_delta, session_delta))
+        await self._loop.run(store, write=True)
         self._commit_event_to_session(session, event)
         session.last_update_time = event.timestamp
         return event
@@ -399,7 +462,7 @@ class AdkSessionService(BaseSessionService):
         read = EventFilter(exclude_archived=False, last_n=1)
         for _ in range(_MAX_ATTEMPTS):
             snapshot = await self.service.get_snapshot(key, read)
-            if snapshot is None:
+            if snapshot is None or not _owned(snapshot.session, session.user_id):
                 raise SessionNotFoundError(f"Session {session.id} not found.")
             state, _ = await self._session_state(key, snapshot.session.metadata, snapshot.events)
             state.update(session_delta)
@@ -408,7 +471,7 @@ class AdkSessionService(BaseSessionService):
                 session_id=key,
                 timestamp=datetime.fromtimestamp(event.timestamp, UTC),
                 **self._body(event),
-                metadata={METADATA_KEY: _dump(event), _STATE_KEY: _json(state)},
+                metadata={METADATA_KEY: _dump(event), _STATE_KEY: _state(state)},
             )
             try:
                 if await self.service.append_events(key, [stored], snapshot.version):
@@ -482,8 +545,8 @@ class AdkSessionService(BaseSessionService):
                 id=event_id,
                 session_id=scope_key,
                 type=_SCOPE_STATE,
-                payload={"delta": _json(delta)},
-                metadata={_STATE_KEY: _json(state)},
+                payload={"delta": _state(delta)},
+                metadata={_STATE_KEY: _state(state)},
             )
             if await self.service.append_events(scope_key, [stored], snapshot.version):
                 return

@@ -23,14 +23,11 @@ message.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import json
 import uuid
-from collections import OrderedDict
-from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any, Final, TypeVar, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, cast
 
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
@@ -44,12 +41,9 @@ from .._checks import (
     require_text,
     require_type,
 )
-from .._lifecycle import running_loop
-from .._shield import shielded
 from ..compaction import CompactionResult, CompactionStrategy, TriggerLike
-from ..events import CreateSessionRequest, SessionEvent
-from ..exceptions import SessionExists, SessionNotFound, UsageError
-from ..filters import EventFilter
+from ..events import SessionEvent
+from ..exceptions import UsageError
 from ..messages import (
     AssistantMessage,
     Message,
@@ -59,7 +53,9 @@ from ..messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from ..service import SessionService, new_event_id
+from ..service import SessionService
+from ._loops import StoreLoop
+from ._session import AdapterSession
 
 try:
     from langchain_core import messages as lc
@@ -81,10 +77,7 @@ __all__ = [
 
 METADATA_KEY: Final = "langchain"
 """The event metadata key that holds the whole LangChain message (``message_to_dict``)."""
-_PENDING_LIMIT: Final = 64
-"""How many failed batches a history remembers for their retries."""
 _ID_NAMESPACE: Final = uuid.UUID("6f1d3c52-6a55-4b8e-9d0e-7c9b1f0a4e21")
-_T = TypeVar("_T")
 _ASSISTANT_ROLES: Final = frozenset({"ai", "assistant"})
 _SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 
@@ -239,32 +232,40 @@ class LangChainHistory(BaseChatMessageHistory):
     """A LangChain ``BaseChatMessageHistory`` kept in a session of a ``SessionService``.
 
     Use it where LangChain takes a chat history: the factory of ``RunnableWithMessageHistory``
-    (``ainvoke``/``astream``), or directly with ``aget_messages``, ``aadd_messages`` and
-    ``aclear``. Any service works: ``DefaultSessionService`` over the in-memory or the MongoDB
-    repository, or a store of your own; one object may serve concurrent calls, and several
-    objects (or processes) may share one session id.
+    (``invoke``/``stream`` or ``ainvoke``/``astream``), or directly with ``aget_messages``,
+    ``aadd_messages`` and ``aclear`` (or their sync twins). Any service works:
+    ``DefaultSessionService`` over the in-memory or the MongoDB repository, or a store of your
+    own; one object may serve concurrent calls, and several objects (or processes) may share one
+    session id.
+
+    **Owners.** Given a ``user_id``, the history uses only that user's session: every read,
+    append and clear of another user's session raises `AccessDenied` and touches nothing. A
+    session it creates is owned by ``user_id`` (by ``session_id`` when none is given; then any
+    session is used).
 
     **Storage.** Each ``aadd_messages`` call appends its messages as one batch of events (one
-    version), creating the session on the first write, owned by ``user_id``. Reads return the
-    active view: what compaction archived is left out, a summary it wrote is included.
+    version), creating the session on the first write. Reads return the active view: what
+    compaction archived is left out, a summary it wrote is included.
 
     **Idempotency.** A message with an ``id`` gets an event id derived from the session and that
     id, so storing it again (a retry after a lost acknowledgement, from this object or any
     other) is a replay and stores nothing twice; LangChain ids name messages, so a second
     message with the same id in one session is taken for the first. Messages without an id get
-    event ids drawn from the service before the write; a batch whose write failed keeps them,
-    and storing the same messages again on this object reuses them.
+    new event ids; a batch whose write failed keeps them, and storing the same messages again on
+    this object reuses them.
 
     **Windows.** With ``history_size``, reads return about the newest ``history_size``
     messages, extended back to the start of a turn (a human or system message), so the model
     never sees a reply without its question or a tool result without its call.
 
-    **Sync methods.** ``messages``, ``add_messages`` and ``clear`` exist for LangChain's sync
-    paths (``invoke``). Called in a thread that runs an event loop they raise ``UsageError``
-    rather than block it: use the async methods (``ainvoke``) there. From another thread they
-    run the call on ``loop`` (the loop the history was built in, by default) and wait for it;
-    without a running loop they run it with ``asyncio.run`` (fine for the in-memory store, not
-    for a MongoDB client bound to another loop).
+    **Sync methods.** ``messages``, ``add_messages`` and ``clear`` serve LangChain's sync paths
+    (``invoke``, ``stream``, ``add_message``). They run the call on the event loop the store
+    belongs to (a MongoDB client belongs to the first loop that uses it; when none has, the
+    adapters' own loop, a background thread, takes it) and wait for it, from any thread. In a
+    thread that runs an event loop they raise ``UsageError`` at once, since waiting would block
+    that loop: use the async methods (``ainvoke``) there. When the store's loop does not start
+    the call within five seconds (its thread is blocked, as by ``invoke`` called on it), they
+    raise ``UsageError`` and nothing is written.
 
     **Compaction.** Give a ``trigger`` and a ``strategy`` and ``aadd_messages`` compacts after
     each write when the trigger fires;
@@ -277,11 +278,10 @@ class LangChainHistory(BaseChatMessageHistory):
         session_id: the session's id.
         service: where the session lives.
         history_size: read about this many newest messages (whole turns); all if ``None``.
-        user_id: the owner of a session this object creates; defaults to ``session_id``.
+        user_id: the user whose session this is; ``None``: any session.
         metadata: metadata of a session this object creates.
         trigger: compact after a write when this fires (needs ``strategy``).
         strategy: what compaction does (needs ``trigger``).
-        loop: the event loop the sync methods run their calls on from other threads.
 
     Raises:
         UsageError: a blank id, ``service`` not a session service, a ``history_size`` below
@@ -301,10 +301,11 @@ class LangChainHistory(BaseChatMessageHistory):
         metadata: Mapping[str, JsonValue] | None = None,
         trigger: TriggerLike | None = None,
         strategy: CompactionStrategy | None = None,
-        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         require_nonblank(session_id, "session_id")
         require_service(service, "service")
+        if user_id is not None:
+            require_nonblank(user_id, "user_id")
         if history_size is not None and require_int(history_size, "history_size") < 1:
             raise UsageError("history_size must be at least 1")
         if (trigger is None) != (strategy is None):
@@ -320,28 +321,25 @@ class LangChainHistory(BaseChatMessageHistory):
         """Metadata of a session this object creates."""
         self._trigger = trigger
         self._strategy = strategy
-        self._loop = loop if loop is not None else running_loop()
-        self._exists: bool | None = None
-        self._pending: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        self._session = AdapterSession(
+            service, session_id, user_id=user_id, creator=self.user_id, metadata=self.metadata
+        )
+        self._loop = StoreLoop(service, f"LangChainHistory {session_id!r}")
 
     def __repr__(self) -> str:
         return f"LangChainHistory(session_id={self.session_id!r})"
 
     async def aget_messages(self) -> list[lc.BaseMessage]:
-        """The active messages, oldest first; with ``history_size``, the window (whole turns)."""
-        return await self._read(self.history_size)
+        """The active messages, oldest first; with ``history_size``, the window (whole turns).
+
+        Raises:
+            AccessDenied: the session belongs to another user.
+        """
+        return await self._loop.run(self._read(self.history_size))
 
     async def _read(self, limit: int | None) -> list[lc.BaseMessage]:
-        read = (
-            EventFilter.active()
-            if limit is None
-            else EventFilter(exclude_archived=True, active_view=True, last_n=limit)
-        )
-        snapshot = await self.service.get_snapshot(self.session_id, read)
-        self._exists = snapshot is not None
-        if snapshot is None:
-            return []
-        messages = [message for event in snapshot.events for message in from_event(event)]
+        events = await self._session.active(limit)
+        messages = [message for event in events for message in from_event(event)]
         if limit is not None and messages and not _starts_turn(messages[0]):
             messages = whole_turns(await self._read(None), limit)  # the window split a turn
         return messages
@@ -353,84 +351,72 @@ class LangChainHistory(BaseChatMessageHistory):
         caller is cancelled.
 
         Raises:
+            AccessDenied: the session belongs to another user; nothing was written.
             UsageError: a system message while the service stores none.
         """
         if not messages:
             return
-        key = _fingerprint(messages)
-        ids = self._pending.pop(key, None)
-        if ids is None:
-            ids = tuple([await self._event_id(message) for message in messages])
-        events = [
-            to_event(message, self.session_id, event_id)
-            for event_id, message in zip(ids, messages, strict=True)
-        ]
-        try:
-            await shielded(self._append(events))
-        except Exception:
-            self._pending[key] = ids
-            while len(self._pending) > _PENDING_LIMIT:
-                self._pending.popitem(last=False)
-            raise
-        if self._trigger is not None:
-            await self.compact()
+        for index, message in enumerate(messages):
+            _require_lc(message, f"messages[{index}]")
+        await self._loop.run(self._add(list(messages)), write=True)
 
-    async def _event_id(self, message: lc.BaseMessage) -> str:
+    async def _add(self, messages: list[lc.BaseMessage]) -> None:
+        def build(ids: Sequence[str]) -> list[SessionEvent]:
+            return [
+                to_event(message, self.session_id, event_id)
+                for event_id, message in zip(ids, messages, strict=True)
+            ]
+
+        await self._session.append_retrying(
+            _fingerprint(messages), len(messages), build, lambda i: self._event_id(messages[i])
+        )
+        if self._trigger is not None:
+            await self._compact()
+
+    def _event_id(self, message: lc.BaseMessage) -> str:
         if message.id:
             return str(uuid.uuid5(_ID_NAMESPACE, f"{self.session_id}\x00{message.id}"))
-        return await new_event_id(self.service, self.session_id)
-
-    async def _append(self, events: Sequence[SessionEvent]) -> None:
-        if self._exists is False:
-            await self._create()
-        try:
-            await self.service.append_events(self.session_id, events)
-        except SessionNotFound:
-            await self._create()
-            await self.service.append_events(self.session_id, events)
-        self._exists = True
-
-    async def _create(self) -> None:
-        request = CreateSessionRequest(
-            id=self.session_id, user_id=self.user_id, metadata=self.metadata
-        )
-        with contextlib.suppress(SessionExists):  # created by another writer: append to it
-            await self.service.create(request)
+        return str(uuid.uuid4())
 
     async def aclear(self) -> None:
-        """Delete the session and every event in it; the next write starts it again."""
-        await shielded(self.service.delete(self.session_id))
-        self._exists = False
+        """Delete the session and every event in it; the next write starts it again.
+
+        Raises:
+            AccessDenied: the session belongs to another user; nothing was deleted.
+        """
+        await self._loop.run(self._session.delete(), write=True)
 
     async def compact(self) -> CompactionResult | None:
-        """Compact with the trigger and strategy now; ``None`` without them or a session."""
+        """Compact with the trigger and strategy now; ``None`` without them or a session.
+
+        Raises:
+            AccessDenied: the session belongs to another user.
+        """
+        return await self._loop.run(self._compact(), write=True)
+
+    async def _compact(self) -> CompactionResult | None:
         if self._trigger is None or self._strategy is None:
             return None
-        try:
-            return await self.service.compact(self.session_id, self._trigger, self._strategy)
-        except SessionNotFound:
-            return None
+        return await self._session.compact(self._trigger, self._strategy)
 
-    def _run(self, call: Coroutine[Any, Any, _T]) -> _T:
-        if running_loop() is not None:
-            call.close()
-            raise UsageError(
-                "a sync method of LangChainHistory would block the running event loop: "
-                "use aget_messages/aadd_messages/aclear (or ainvoke) instead"
-            )
-        if self._loop is not None and self._loop.is_running():
-            return asyncio.run_coroutine_threadsafe(call, self._loop).result()
-        return asyncio.run(call)
+    _INSTEAD = "aget_messages/aadd_messages/aclear (or ainvoke/astream)"
 
     @property
     def messages(self) -> list[lc.BaseMessage]:  # type: ignore[override]
         """The messages ``aget_messages`` returns, for sync callers (see the class docs)."""
-        return self._run(self.aget_messages())
+        return self._loop.run_sync(
+            lambda: self._read(self.history_size), method="messages", instead=self._INSTEAD
+        )
 
     def add_messages(self, messages: Sequence[lc.BaseMessage]) -> None:
         """``aadd_messages`` for sync callers (see the class docs)."""
-        self._run(self.aadd_messages(messages))
+        if not messages:
+            return
+        for index, message in enumerate(messages):
+            _require_lc(message, f"messages[{index}]")
+        batch = list(messages)
+        self._loop.run_sync(lambda: self._add(batch), method="add_messages", instead=self._INSTEAD)
 
     def clear(self) -> None:
         """``aclear`` for sync callers (see the class docs)."""
-        self._run(self.aclear())
+        self._loop.run_sync(self._session.delete, method="clear", instead=self._INSTEAD)

@@ -17,17 +17,15 @@ Agents SDK conversation, and ``get_items`` returns every item exactly as ``add_i
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-from collections import OrderedDict
-from collections.abc import Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, cast
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import JsonValue
 
-from .._checks import SERVICE_METHODS, require_object, require_text
-from .._lifecycle import Closable, bound_to_its_loop
-from .._shield import shielded
+from .._checks import SERVICE_METHODS, require_nonblank, require_object
+from .._lifecycle import Closable
 from ..compaction import (
     CompactionRequest,
     CompactionResult,
@@ -36,12 +34,13 @@ from ..compaction import (
     CompactionWorker,
     TriggerLike,
 )
-from ..events import CreateSessionRequest, SessionEvent
-from ..exceptions import SessionExists, SessionNotFound, UsageError
-from ..filters import EventFilter
-from ..messages import Message, UserMessage
+from ..events import SessionEvent
+from ..exceptions import UsageError
+from ..messages import Message
 from ..openai import items_to_messages, messages_to_items
-from ..service import SessionService, new_event_id
+from ..service import SessionService
+from ._loops import StoreLoop
+from ._session import AdapterSession
 
 try:
     from agents.memory.session_settings import (
@@ -59,17 +58,6 @@ if TYPE_CHECKING:
     from agents.items import TResponseInputItem
 
 __all__ = ["AgentsSession"]
-
-_PENDING_LIMIT: Final = 64
-"""How many failed ``add_items`` batches a session remembers for their retries."""
-_NEWEST: Final = EventFilter(last_n=1)
-"""The window a turn's start reads: the smallest, since the Runner read its history already."""
-_OTHER_LOOP: Final = (
-    "its service is bound to the event loop that first used it (a PyMongo AsyncMongoClient "
-    "is), and this call runs on another one, as Runner.run_sync in another thread or a second "
-    "asyncio.run do: give each event loop its own AsyncMongoClient, repository, service and "
-    "AgentsSession, or run every Runner call on one loop"
-)
 
 
 def _always(request: CompactionRequest) -> bool:
@@ -141,12 +129,15 @@ class AgentsSession(Closable):
     or a store of your own. One ``AgentsSession`` object may serve concurrent runs, and several
     objects (in several processes) may share one session id.
 
+    **Owners.** Given a ``user_id``, the session object uses only that user's session:
+    ``get_items``, ``add_items``, ``pop_item``, ``clear_session`` and ``compact`` on another
+    user's session raise `AccessDenied` and touch nothing. A session it creates is owned by
+    ``user_id`` (by ``session_id`` when none is given; then any session is used).
+
     **Storage.** Each ``add_items`` call converts its batch into messages and appends them as one
-    batch of events (one version). A lone user item (the Runner's input) starts a turn
-    (``SessionService.start_turn``), which creates the session on the first write, owned by
-    ``user_id``. Event ids are drawn from the service (`asyncsession.service.new_event_id`), so
-    the store chooses them. ``get_items`` reads the active view: what compaction archived is
-    left out, a summary turn it wrote is included (as a user and an assistant item).
+    batch of events (one version), creating the session on the first write. ``get_items`` reads
+    the active view: what compaction archived is left out, a summary turn it wrote is included
+    (as a user and an assistant item).
 
     **Append-only.** Nothing is ever deleted. ``pop_item`` archives the newest event and returns
     its last item; when that event held more items (an assistant reply with reasoning and
@@ -157,14 +148,14 @@ class AgentsSession(Closable):
     when another writer moved the session's version in between, so a concurrent append is never
     lost, and both run to their end when the caller is cancelled.
 
-    **Idempotency.** Event ids are random (drawn by the store, or UUIDs), so concurrent
-    ``add_items`` calls (several runs of one session) each store their items once, whatever
-    they contain. A batch whose write failed (a lost acknowledgement, a timeout, a dropped
-    connection) keeps its ids: retrying ``add_items`` with the same items on this object reuses
-    them, so a write that did land is a replay and nothing is stored twice. Ids are not derived
-    from the items alone on purpose: equal items are often genuinely repeated (a user saying
-    "yes" twice, a scripted model's fixed item ids), and a content hash would silently drop the
-    second one. A retry from another process is not recognised.
+    **Idempotency.** Event ids are random, so concurrent ``add_items`` calls (several runs of one
+    session) each store their items once, whatever they contain. A batch whose write failed (a
+    lost acknowledgement, a timeout, a dropped connection) keeps its ids: retrying
+    ``add_items`` with the same items on this object reuses them, so a write that did land is a
+    replay and nothing is stored twice. Ids are not derived from the items alone on purpose:
+    equal items are often genuinely repeated (a user saying "yes" twice, a scripted model's
+    fixed item ids), and a content hash would silently drop the second one. A retry from
+    another process is not recognised.
 
     **Limits.** ``get_items(limit)`` returns exactly the newest ``limit`` items, as the SDK's own
     sessions do (``session_settings.limit`` when ``limit`` is ``None``). With
@@ -180,11 +171,11 @@ class AgentsSession(Closable):
     System and developer items are stored only by a service built with
     ``allow_system_messages=True``; otherwise ``add_items`` raises ``UsageError``.
 
-    **Event loops and closing.** A service over the in-memory store serves any event loop and
-    thread. A service over ``MongoSessionRepository`` is bound to the loop its client first ran
-    on: a call from another loop (``Runner.run_sync`` in another thread, a second
-    ``asyncio.run``) raises ``UsageError`` at once, before anything is written; give each loop
-    its own client, repository, service and ``AgentsSession``.
+    **Event loops and closing.** Every call runs on the event loop the store belongs to (a
+    MongoDB client belongs to the first loop that uses it; when a loop that may end, such as
+    ``Runner.run_sync`` in a worker thread, would be the first, the adapters' own loop, a
+    background thread, takes it), so ``Runner.run_sync`` in any thread and ``asyncio.run``
+    around single calls work on MongoDB as on the in-memory store.
     [`close`][asyncsession.integrations.openai_agents.AgentsSession.close] (idempotent; also
     ``async with``) ends the session object: it forgets its retry state and later calls raise
     ``UsageError``. It closes nothing it was given: the service, its store and the worker are
@@ -193,7 +184,7 @@ class AgentsSession(Closable):
     Args:
         session_id: the session's id (the SDK's ``session_id``).
         service: where the session lives.
-        user_id: the owner of a session this object creates; defaults to ``session_id``.
+        user_id: the user whose session this is; ``None``: any session.
         session_settings: the SDK's settings (``limit``); a ``SessionSettings`` or a dict.
         metadata: metadata of a session this object creates.
         whole_turns: extend limited windows back to the start of their turn.
@@ -224,9 +215,10 @@ class AgentsSession(Closable):
         strategy: CompactionStrategy | None = None,
         worker: CompactionWorker | None = None,
     ) -> None:
-        if not require_text(session_id, "session_id").strip():
-            raise UsageError("session_id must be a non-empty string")
+        require_nonblank(session_id, "session_id")
         require_object(service, "service", "a SessionService", methods=SERVICE_METHODS)
+        if user_id is not None:
+            require_nonblank(user_id, "user_id")
         if (trigger is None) != (strategy is None):
             raise UsageError("inline compaction needs both a trigger and a strategy")
         if worker is not None and trigger is not None:
@@ -248,8 +240,10 @@ class AgentsSession(Closable):
         self._trigger = trigger
         self._strategy = strategy
         self._worker = worker
-        self._exists: bool | None = None
-        self._pending: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        self._session = AdapterSession(
+            service, session_id, user_id=user_id, creator=self.user_id, metadata=self.metadata
+        )
+        self._loop = StoreLoop(service, f"AgentsSession {session_id!r}")
 
     def __repr__(self) -> str:
         return f"AgentsSession(session_id={self.session_id!r})"
@@ -261,7 +255,7 @@ class AgentsSession(Closable):
         await self.aclose()
 
     async def _release(self) -> None:
-        self._pending.clear()
+        self._session.forget_retries()
 
     def _closed_error(self) -> UsageError:
         return UsageError(
@@ -269,35 +263,29 @@ class AgentsSession(Closable):
             "the session"
         )
 
-    @contextlib.contextmanager
-    def _guard(self) -> Generator[None]:
-        """Refuse a closed session; name the cause when the call runs on another event loop."""
-        self._check_open()
-        with bound_to_its_loop(f"AgentsSession {self.session_id!r} cannot run here: {_OTHER_LOOP}"):
-            yield
+    # --- the protocol --------------------------------------------------------------------------
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """The active items, oldest first; with a limit, the newest ``limit`` of them."""
-        with self._guard():
-            limit = resolve_session_limit(limit, self.session_settings)
-            if limit is not None and limit <= 0:
-                return []
-            read = (
-                EventFilter.active()
-                if limit is None
-                else EventFilter(exclude_archived=True, active_view=True, last_n=limit)
-            )
-            snapshot = await self.service.get_snapshot(self.session_id, read)
-            self._exists = snapshot is not None
-            if snapshot is None:
-                return []
-            items = [item for event in snapshot.events for item in _items_of(event)]
-            if limit is not None and len(items) > limit:
-                cut = len(items) - limit
-                while self.whole_turns and cut > 0 and not _starts_turn(items[cut]):
-                    cut -= 1
-                items = items[cut:]
-            return cast("list[TResponseInputItem]", items)
+        """The active items, oldest first; with a limit, the newest ``limit`` of them.
+
+        Raises:
+            AccessDenied: the session belongs to another user.
+        """
+        self._check_open()
+        limit = resolve_session_limit(limit, self.session_settings)
+        if limit is not None and limit <= 0:
+            return []
+        return await self._loop.run(self._read(limit))
+
+    async def _read(self, limit: int | None) -> list[TResponseInputItem]:
+        events = await self._session.active(limit)
+        items = [item for event in events for item in _items_of(event)]
+        if limit is not None and len(items) > limit:
+            cut = len(items) - limit
+            while self.whole_turns and cut > 0 and not _starts_turn(items[cut]):
+                cut -= 1
+            items = items[cut:]
+        return cast("list[TResponseInputItem]", items)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append the items as one batch of message events.
@@ -306,114 +294,85 @@ class AgentsSession(Closable):
         docs). The write runs to its end if the caller is cancelled.
 
         Raises:
+            AccessDenied: the session belongs to another user; nothing was written.
             UsageError: a system or developer item while the service stores none.
         """
-        with self._guard():
-            if not items:
-                return
-            try:
-                messages = items_to_messages(cast("list[Mapping[str, Any]]", items))
-            except (TypeError, ValueError) as exc:
-                raise UsageError(
-                    f"session {self.session_id!r} cannot store these items: {exc}"
-                ) from exc
-            key = _fingerprint(messages)
-            retried = self._pending.pop(key, None)
-            turn = retried is None and len(messages) == 1 and isinstance(messages[0], UserMessage)
-            if retried is not None:
-                ids = retried
-            else:  # new ids, drawn from the store (see new_event_id)
-                ids = tuple([await new_event_id(self.service, self.session_id) for _ in messages])
-            events = [
+        self._check_open()
+        if not items:
+            return
+        try:
+            messages = items_to_messages(cast("list[Mapping[str, Any]]", items))
+        except (TypeError, ValueError) as exc:
+            raise UsageError(
+                f"session {self.session_id!r} cannot store these items: {exc}"
+            ) from exc
+
+        def build(ids: Sequence[str]) -> list[SessionEvent]:
+            return [
                 SessionEvent(id=event_id, session_id=self.session_id, message=message)
                 for event_id, message in zip(ids, messages, strict=True)
             ]
-            try:
-                await shielded(self._start_turn(events[0]) if turn else self._append(events))
-            except Exception:
-                self._pending[key] = ids
-                while len(self._pending) > _PENDING_LIMIT:
-                    self._pending.popitem(last=False)
-                raise
 
-    async def _start_turn(self, event: SessionEvent) -> None:
-        """Append a lone user item as the start of a turn, which creates a session that does
-        not exist yet in the same step."""
-        assert event.message is not None
-        await self.service.start_turn(
-            self.session_id, event.message, _NEWEST, event_id=event.id, create=self._creation()
+        write = self._session.append_retrying(
+            _fingerprint(messages), len(messages), build, lambda _: str(uuid.uuid4())
         )
-        self._exists = True
-
-    async def _append(self, events: Sequence[SessionEvent]) -> None:
-        if self._exists is False:
-            await self._create()
-        try:
-            await self.service.append_events(self.session_id, events)
-        except SessionNotFound:
-            await self._create()
-            await self.service.append_events(self.session_id, events)
-        self._exists = True
-
-    def _creation(self) -> CreateSessionRequest:
-        return CreateSessionRequest(
-            id=self.session_id, user_id=self.user_id, metadata=self.metadata
-        )
-
-    async def _create(self) -> None:
-        with contextlib.suppress(SessionExists):  # created by another writer: append to it
-            await self.service.create(self._creation())
+        await self._loop.run(write, write=True)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Archive the newest item and return it; ``None`` when the active view is empty.
 
         Nothing is deleted: the item's event is archived (see the class docs).
+
+        Raises:
+            AccessDenied: the session belongs to another user; nothing was changed.
         """
-        with self._guard():
-            return await shielded(self._pop())
+        self._check_open()
+        return await self._loop.run(self._pop(), write=True)
 
     async def _pop(self) -> TResponseInputItem | None:
         while True:
             strategy = _PopNewest()
-            try:
-                result = await self.service.compact(self.session_id, _always, strategy)
-            except SessionNotFound:
-                return None
-            if strategy.popped is None:
+            result = await self._session.compact(_always, strategy)
+            if result is None or strategy.popped is None:
                 return None
             if result.applied:
                 return cast("TResponseInputItem", strategy.popped)
             # Another writer moved the version between the read and the swap: read again.
 
     async def clear_session(self) -> None:
-        """Archive every active event, so the session's history is empty (nothing is deleted)."""
-        with self._guard():
-            await shielded(self._clear())
+        """Archive every active event, so the session's history is empty (nothing is deleted).
+
+        Raises:
+            AccessDenied: the session belongs to another user; nothing was changed.
+        """
+        self._check_open()
+        await self._loop.run(self._clear(), write=True)
 
     async def _clear(self) -> None:
         while True:
             strategy = _ArchiveAll()
-            try:
-                result = await self.service.compact(self.session_id, _always, strategy)
-            except SessionNotFound:
-                return
-            if strategy.archived == 0 or result.applied:
+            result = await self._session.compact(_always, strategy)
+            if result is None or strategy.archived == 0 or result.applied:
                 return
 
     async def compact(self) -> CompactionResult | CompactionTicket | None:
         """Compact now: inline (the result), through the worker (its ticket), or not (``None``).
 
         ``None`` also when the session does not exist yet.
+
+        Raises:
+            AccessDenied: the session belongs to another user; nothing was changed.
         """
-        with self._guard():
-            if self._worker is not None:
-                return self._worker.submit(self.session_id)
-            if self._trigger is None or self._strategy is None:
-                return None
-            try:
-                return await self.service.compact(self.session_id, self._trigger, self._strategy)
-            except SessionNotFound:
-                return None
+        self._check_open()
+        if self._worker is not None:
+            if self.user_id != self.session_id:  # a user was given: check it on the store's loop
+                await self._loop.run(self._session.exists())
+            return self._worker.submit(self.session_id)
+        if self._trigger is None or self._strategy is None:
+            return None
+        return await self._loop.run(
+            self._session.compact(self._trigger, self._strategy), write=True
+        )
 
     async def run_compaction(self, args: Mapping[str, Any] | None = None) -> None:
         """The SDK's compaction hook: the Runner calls it after storing a model response.

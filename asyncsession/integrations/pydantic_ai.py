@@ -15,18 +15,25 @@ text parts as the text, its tool calls as tool calls), a ``ModelRequest`` that a
 is a tool message, any other request a user message (a request of system prompts only, a system
 message). The conversion is lossless: each event also keeps the whole message, as
 ``ModelMessagesTypeAdapter`` dumps it, in its metadata under ``"pydantic_ai"``, and ``load``
-returns exactly that (thinking parts with signatures, images and binary content, builtin tool
-parts, usage, timestamps and fields of later Pydantic AI versions included). Events written by
+returns exactly that (thinking parts with signatures, images and binary content, bytes in tool
+returns, builtin tool parts, usage, timestamps and fields of later Pydantic AI versions
+included). Events written by
 others (a summary compaction wrote, a message of our chat client) have no such dump and are
 converted from the message.
+
+Over 500 lines: the lossless conversion and the history that stores and dedupes by it are one
+idea (a message's event id is derived from its conversion).
 """
 
 from __future__ import annotations
 
-import contextlib
+import base64
+import dataclasses
 import hashlib
-from collections import OrderedDict
+import json
+import uuid
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, Final, cast
 
 from pydantic import JsonValue
@@ -34,16 +41,15 @@ from pydantic import JsonValue
 from .._checks import (
     require_event,
     require_int,
+    require_many,
     require_nonblank,
     require_service,
     require_text,
     require_type,
 )
-from .._shield import shielded
 from ..compaction import CompactionResult, CompactionStrategy, TriggerLike
-from ..events import CreateSessionRequest, SessionEvent
-from ..exceptions import SessionExists, SessionNotFound, UsageError
-from ..filters import EventFilter
+from ..events import SessionEvent
+from ..exceptions import UsageError
 from ..messages import (
     AssistantMessage,
     Message,
@@ -53,14 +59,18 @@ from ..messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from ..service import SessionService, new_event_id
+from ..service import SessionService
+from ._loops import StoreLoop
+from ._session import AdapterSession
 
 try:
     from pydantic_ai.messages import (
         ModelMessage,
         ModelMessagesTypeAdapter,
         ModelRequest,
+        ModelRequestPart,
         ModelResponse,
+        ModelResponsePart,
         RetryFeedbackPart,
         RetryPromptPart,
         SystemPromptPart,
@@ -86,13 +96,81 @@ __all__ = [
 
 METADATA_KEY: Final = "pydantic_ai"
 """The event metadata key that holds the whole ``ModelMessage`` (its JSON-mode dump)."""
-_PENDING_LIMIT: Final = 64
-"""How many failed ``store`` batches a history remembers for their retries."""
+_BYTES: Final = "__bytes_base64__"
+"""The key of the object that stands for bytes inside a part's free-form ``content`` or
+``metadata`` (a tool's return value): JSON has no bytes, and Pydantic AI's own dump turns them
+into base64 text that loads back as text."""
+_ID_NAMESPACE: Final = uuid.UUID("3c1e5b0a-8f7d-4e62-9a41-5d2b7c6e8f10")
+_FREE_FORM: Final = ("content", "metadata")
+
+
+def _wrap_bytes(value: object) -> object:
+    if isinstance(value, bytes | bytearray):
+        return {_BYTES: base64.b64encode(value).decode()}
+    if isinstance(value, dict):
+        return {key: _wrap_bytes(item) for key, item in cast("dict[object, object]", value).items()}
+    if isinstance(value, list | tuple):
+        return [_wrap_bytes(item) for item in cast("list[object]", value)]
+    return value
+
+
+def _unwrap_bytes(value: object) -> object:
+    if isinstance(value, dict):
+        found = cast("dict[object, object]", value)
+        encoded = found.get(_BYTES)
+        if len(found) == 1 and isinstance(encoded, str):
+            return base64.b64decode(encoded)
+        return {key: _unwrap_bytes(item) for key, item in found.items()}
+    if isinstance(value, list):
+        return [_unwrap_bytes(item) for item in cast("list[object]", value)]
+    return value
+
+
+def _has_bytes(value: object) -> bool:
+    if isinstance(value, bytes | bytearray):
+        return True
+    if isinstance(value, dict):
+        return any(_has_bytes(item) for item in cast("dict[object, object]", value).values())
+    if isinstance(value, list | tuple):
+        return any(_has_bytes(item) for item in cast("list[object]", value))
+    return False
+
+
+def _with_parts(
+    message: ModelMessage, change: Callable[[object], object], test: Callable[[object], bool]
+) -> ModelMessage:
+    """``message`` with ``change`` applied to the free-form fields of its parts that ``test``
+    picks (the message itself when none)."""
+    parts: list[Any] = []
+    for part in cast("list[Any]", message.parts):
+        fields = {
+            name: change(getattr(part, name))
+            for name in _FREE_FORM
+            if test(getattr(part, name, None))
+        }
+        parts.append(dataclasses.replace(part, **fields) if fields else part)
+    if all(new is old for new, old in zip(parts, message.parts, strict=True)):
+        return message
+    if isinstance(message, ModelRequest):
+        return dataclasses.replace(message, parts=cast("list[ModelRequestPart]", parts))
+    return dataclasses.replace(message, parts=cast("list[ModelResponsePart]", parts))
 
 
 def _dump(message: ModelMessage) -> dict[str, JsonValue]:
-    dumped = ModelMessagesTypeAdapter.dump_python([message], mode="json")
+    """The message's JSON-mode dump, bytes in its parts' free-form fields kept as bytes."""
+    stored = _with_parts(message, _wrap_bytes, _has_bytes)
+    dumped = ModelMessagesTypeAdapter.dump_python([stored], mode="json")
     return cast("dict[str, JsonValue]", dumped[0])
+
+
+def _load(stored: dict[str, Any]) -> ModelMessage:
+    message = ModelMessagesTypeAdapter.validate_python([stored])[0]
+    return _with_parts(message, _unwrap_bytes, lambda value: isinstance(value, dict | list))
+
+
+def _fingerprint(message: ModelMessage) -> str:
+    dumped = json.dumps(_dump(message), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(dumped.encode()).hexdigest()
 
 
 def _answers_tools(part: object) -> bool:
@@ -176,24 +254,27 @@ def to_event(message: ModelMessage, session_id: str, event_id: str | None = None
     return SessionEvent(**fields)
 
 
-def _from_message(message: Message) -> ModelMessage:
+def _from_message(message: Message, at: datetime) -> ModelMessage:
+    """A Pydantic AI message for one of ours, stamped with its event's time (so converting the
+    same event again gives an equal message)."""
     if isinstance(message, AssistantMessage):
         parts: list[Any] = [TextPart(content=message.text)] if message.text else []
         parts += [
             ToolCallPart(tool_name=call.name, args=call.arguments, tool_call_id=call.id)
             for call in message.tool_calls
         ]
-        return ModelResponse(parts=parts)
+        return ModelResponse(parts=parts, timestamp=at)
     if isinstance(message, ToolResponseMessage):
         return ModelRequest(
             parts=[
-                ToolReturnPart(tool_name=r.name, content=r.data, tool_call_id=r.id)
+                ToolReturnPart(tool_name=r.name, content=r.data, tool_call_id=r.id, timestamp=at)
                 for r in message.responses
-            ]
+            ],
+            timestamp=at,
         )
     if isinstance(message, SystemMessage):
-        return ModelRequest(parts=[SystemPromptPart(content=message.text)])
-    return ModelRequest(parts=[UserPromptPart(content=message.text)])
+        return ModelRequest(parts=[SystemPromptPart(content=message.text, timestamp=at)])
+    return ModelRequest(parts=[UserPromptPart(content=message.text, timestamp=at)], timestamp=at)
 
 
 def from_event(event: SessionEvent) -> ModelMessage:
@@ -205,10 +286,10 @@ def from_event(event: SessionEvent) -> ModelMessage:
     """
     stored = require_event(event, "event").metadata.get(METADATA_KEY)
     if isinstance(stored, dict):
-        return ModelMessagesTypeAdapter.validate_python([stored])[0]
+        return _load(stored)
     if event.message is None:
         raise UsageError(f"event {event.id!r} holds no message")
-    return _from_message(event.message)
+    return _from_message(event.message, event.timestamp)
 
 
 def _starts_turn(message: ModelMessage) -> bool:
@@ -242,27 +323,32 @@ def whole_turns_window(keep: int) -> Callable[[list[ModelMessage]], list[ModelMe
     return window
 
 
-def _fingerprint(messages: Sequence[ModelMessage]) -> str:
-    return hashlib.sha256(ModelMessagesTypeAdapter.dump_json(list(messages))).hexdigest()
-
-
 class PydanticAIHistory:
     """A Pydantic AI message history kept in a session of a ``SessionService``.
 
-    ``store(result.new_messages())`` after a run (``agent.run``, ``agent.run_stream``,
-    ``agent.iter``), ``message_history=await history.load()`` before the next. Any service works:
-    ``DefaultSessionService`` over the in-memory or the MongoDB repository, or a store of your
-    own; one object may serve concurrent runs, and several objects may share one session id.
+    ``message_history=await history.load()`` before a run (``agent.run``, ``agent.run_stream``,
+    ``agent.iter``), ``await history.store(result.new_messages())`` (or
+    ``result.all_messages()``) after it; ``load_sync`` and ``store_sync`` around
+    ``agent.run_sync``. Any service works: ``DefaultSessionService`` over the in-memory or the
+    MongoDB repository, or a store of your own; one object may serve concurrent runs, and
+    several objects (and processes) may share one session id.
 
-    **Storage.** Each ``store`` call appends its messages as one batch of events (one version),
-    creating the session on the first write, owned by ``user_id``. ``load`` reads the active view:
-    what compaction archived is left out, a summary it wrote is included (as a user request and
-    a response).
+    **Owners.** Given a ``user_id``, the history uses only that user's session: a load or store
+    of another user's session raises `AccessDenied` and touches nothing. A session it creates is
+    owned by ``user_id`` (by ``session_id`` when none is given; then any session is used).
 
-    **Idempotency.** Event ids are drawn from the service before the write. A batch whose write
-    failed (a lost acknowledgement, a timeout) keeps its ids: storing the same messages again on
-    this object reuses them, so a write that did land is a replay and nothing is stored twice.
-    Equal messages stored by separate successful calls are stored twice, as they happened.
+    **Storage.** Each ``store`` call appends the messages the session does not hold yet as one
+    batch of events (one version), creating the session on the first write. ``load`` reads the
+    active view: what compaction archived is left out, a summary it wrote is included (as a user
+    request and a response).
+
+    **Nothing twice.** A message's event id derives from the session and the whole message
+    (its parts, timestamps and run id), so a message the session holds already is a replay
+    that stores nothing: storing ``result.all_messages()`` stores only what the run added, and
+    a retry after a lost acknowledgement, from any object or process, stores nothing twice. A
+    message loaded from an event written by others (a summary) stores as that event. Messages
+    of agent runs carry their run's id and timestamps, so two are never taken for one; two
+    messages built with equal parts and equal timestamps are one message here.
 
     **Windows.** ``load(limit=n)`` returns about the newest ``n`` messages, extended back to a
     request that answers no tool call, so the model never sees a tool return without its call.
@@ -272,6 +358,12 @@ class PydanticAIHistory:
     [`compact`][asyncsession.integrations.pydantic_ai.PydanticAIHistory.compact] runs it on
     demand.
 
+    **Event loops.** Every call runs on the event loop the store belongs to (a MongoDB client
+    belongs to the first loop that uses it; when none has, the adapters' own loop, a
+    background thread, takes it), so ``asyncio.run`` around single calls, ``run_sync`` and
+    threads all work. ``load_sync`` and ``store_sync`` raise ``UsageError`` in a thread that
+    runs an event loop (waiting would block it).
+
     Requests of system prompts only are system messages, stored only by a service built with
     ``allow_system_messages=True`` (``store`` raises ``UsageError`` otherwise); Pydantic AI
     normally sends its system prompt in the first user request, which is a user message.
@@ -279,7 +371,7 @@ class PydanticAIHistory:
     Args:
         session_id: the session's id.
         service: where the session lives.
-        user_id: the owner of a session this object creates; defaults to ``session_id``.
+        user_id: the user whose session this is; ``None``: any session.
         metadata: metadata of a session this object creates.
         trigger: compact after a store when this fires (needs ``strategy``).
         strategy: what compaction does (needs ``trigger``).
@@ -304,6 +396,8 @@ class PydanticAIHistory:
     ) -> None:
         require_nonblank(session_id, "session_id")
         require_service(service, "service")
+        if user_id is not None:
+            require_nonblank(user_id, "user_id")
         if (trigger is None) != (strategy is None):
             raise UsageError("compaction needs both a trigger and a strategy")
         self.session_id = session_id
@@ -315,82 +409,95 @@ class PydanticAIHistory:
         """Metadata of a session this object creates."""
         self._trigger = trigger
         self._strategy = strategy
-        self._exists: bool | None = None
-        self._pending: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        self._session = AdapterSession(
+            service, session_id, user_id=user_id, creator=self.user_id, metadata=self.metadata
+        )
+        self._loop = StoreLoop(service, f"PydanticAIHistory {session_id!r}")
+        self._loaded: dict[str, str] = {}
+        """Fingerprint to event id of the last load's messages whose id is not derived (events
+        written by others), so storing them again is a replay."""
 
     def __repr__(self) -> str:
         return f"PydanticAIHistory(session_id={self.session_id!r})"
 
     async def load(self, *, limit: int | None = None) -> list[ModelMessage]:
         """The active messages, oldest first, for ``message_history=``; with a limit, about the
-        newest ``limit`` of them, never starting with a tool return."""
+        newest ``limit`` of them, never starting with a tool return.
+
+        Raises:
+            AccessDenied: the session belongs to another user.
+        """
+        return await self._loop.run(self._read(limit))
+
+    def load_sync(self, *, limit: int | None = None) -> list[ModelMessage]:
+        """`load` for sync callers (around ``agent.run_sync``); see the class docs."""
+        return self._loop.run_sync(
+            lambda: self._read(limit), method="load_sync", instead="await load()"
+        )
+
+    async def _read(self, limit: int | None) -> list[ModelMessage]:
         if limit is not None and limit <= 0:
             return []
-        read = (
-            EventFilter.active()
-            if limit is None
-            else EventFilter(exclude_archived=True, active_view=True, last_n=limit)
-        )
-        snapshot = await self.service.get_snapshot(self.session_id, read)
-        self._exists = snapshot is not None
-        if snapshot is None:
-            return []
-        messages = [from_event(event) for event in snapshot.events]
+        events = await self._session.active(limit)
+        messages = [from_event(event) for event in events]
         if limit is not None and messages and not _starts_turn(messages[0]):
-            messages = _cut(await self.load(), limit)  # the window split a tool round: widen it
+            return _cut(await self._read(None), limit)  # the window split a tool round: widen it
+        self._loaded = {
+            fingerprint: event.id
+            for event, message in zip(events, messages, strict=True)
+            if event.id != self._event_id(fingerprint := _fingerprint(message))
+        }
         return messages
 
     async def store(self, messages: Sequence[ModelMessage]) -> None:
-        """Append ``messages`` (typically ``result.new_messages()``) as one batch of events.
+        """Append the ``messages`` the session does not hold yet as one batch of events
+        (``result.new_messages()``, or ``result.all_messages()``: see the class docs).
 
-        A retry of a batch that failed on this object stores nothing twice (see the class
-        docs). The write runs to its end if the caller is cancelled.
+        The write runs to its end if the caller is cancelled.
 
         Raises:
+            AccessDenied: the session belongs to another user; nothing was written.
             UsageError: a request of system prompts only while the service stores none.
         """
-        if not messages:
-            return
-        key = _fingerprint(messages)
-        ids = self._pending.pop(key, None)
-        if ids is None:  # new ids, drawn from the store (see new_event_id)
-            ids = tuple([await new_event_id(self.service, self.session_id) for _ in messages])
-        events = [
-            to_event(message, self.session_id, event_id)
-            for event_id, message in zip(ids, messages, strict=True)
-        ]
-        try:
-            await shielded(self._append(events))
-        except Exception:
-            self._pending[key] = ids
-            while len(self._pending) > _PENDING_LIMIT:
-                self._pending.popitem(last=False)
-            raise
+        batch = self._batch(messages)
+        if batch:
+            await self._loop.run(self._store(batch), write=True)
+
+    def store_sync(self, messages: Sequence[ModelMessage]) -> None:
+        """`store` for sync callers (around ``agent.run_sync``); see the class docs."""
+        batch = self._batch(messages)
+        if batch:
+            self._loop.run_sync(
+                lambda: self._store(batch), method="store_sync", instead="await store(...)"
+            )
+
+    def _batch(self, messages: Sequence[ModelMessage]) -> list[SessionEvent]:
+        require_many(messages, "messages", "a list of Pydantic AI messages")
+        events: list[SessionEvent] = []
+        for index, message in enumerate(messages):
+            _require_model_message(message, f"messages[{index}]")
+            fingerprint = _fingerprint(message)
+            event_id = self._loaded.get(fingerprint) or self._event_id(fingerprint)
+            events.append(to_event(message, self.session_id, event_id))
+        return events
+
+    def _event_id(self, fingerprint: str) -> str:
+        return str(uuid.uuid5(_ID_NAMESPACE, f"{self.session_id}\x00{fingerprint}"))
+
+    async def _store(self, events: list[SessionEvent]) -> None:
+        await self._session.append(events)
         if self._trigger is not None:
-            await self.compact()
-
-    async def _append(self, events: Sequence[SessionEvent]) -> None:
-        if self._exists is False:
-            await self._create()
-        try:
-            await self.service.append_events(self.session_id, events)
-        except SessionNotFound:
-            await self._create()
-            await self.service.append_events(self.session_id, events)
-        self._exists = True
-
-    async def _create(self) -> None:
-        request = CreateSessionRequest(
-            id=self.session_id, user_id=self.user_id, metadata=self.metadata
-        )
-        with contextlib.suppress(SessionExists):  # created by another writer: append to it
-            await self.service.create(request)
+            await self._compact()
 
     async def compact(self) -> CompactionResult | None:
-        """Compact with the trigger and strategy now; ``None`` without them or a session."""
+        """Compact with the trigger and strategy now; ``None`` without them or a session.
+
+        Raises:
+            AccessDenied: the session belongs to another user.
+        """
+        return await self._loop.run(self._compact(), write=True)
+
+    async def _compact(self) -> CompactionResult | None:
         if self._trigger is None or self._strategy is None:
             return None
-        try:
-            return await self.service.compact(self.session_id, self._trigger, self._strategy)
-        except SessionNotFound:
-            return None
+        return await self._session.compact(self._trigger, self._strategy)

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from bson.binary import Binary
 from pymongo import ASCENDING, WriteConcern
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
@@ -16,6 +17,7 @@ from pymongo.errors import DuplicateKeyError
 from .._pymongo_compat import aggregate
 from .._pymongo_errors import pymongo_errors
 from .._shield import shielded
+from ..encryption import EncryptionOptions, UserKeys
 from ..exceptions import StorageUnavailable, UsageError
 from ._common import ScopedLimits, encode_text, split_path
 from ._lifecycle import StoreLifecycle
@@ -102,6 +104,13 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
     j=True``) whatever the client's default, as the session store does. A server that cannot be
     reached raises an error that is both a `MemoryBackendError` and a
     `asyncsession.exceptions.StorageUnavailable`.
+
+    Encryption at rest: given ``encryption``, each file's ``text`` is stored encrypted with the
+    data key of the user the scope names (the scope is the user id, as
+    `asyncsession.advisors.AutoMemoryAdvisor` scopes it), and decrypted when read; the path,
+    size, version and time stay in clear, since listings and limits need them. A file of a user
+    whose key was deleted raises `asyncsession.exceptions.ContentErased` when read. Files
+    written before encryption was turned on are read as they are.
     """
 
     def __init__(
@@ -113,6 +122,7 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
         root: str = "/memories",
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         max_store_bytes: int | None = DEFAULT_MAX_STORE_BYTES,
+        encryption: EncryptionOptions | UserKeys | None = None,
     ) -> None:
         """Bind a store to one scope's documents in ``database[collection]``.
 
@@ -123,6 +133,8 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
             root: The virtual root directory shown to the model.
             max_file_bytes: The largest file this store writes, in UTF-8 bytes.
             max_store_bytes: The largest total of the scope's files, or ``None`` for no limit.
+            encryption: Encrypt each file's text with the data key of the scope's user (see
+                `asyncsession.encryption`); the key vault is on ``database``'s deployment.
 
         Raises:
             ValueError: the scope or a limit is invalid.
@@ -142,6 +154,11 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
         self._root = root
         self._max_file_bytes = max_file_bytes
         self._max_store_bytes = max_store_bytes
+        self._keys = (
+            encryption
+            if encryption is None or isinstance(encryption, UserKeys)
+            else UserKeys(encryption, database.client)
+        )
 
     def __repr__(self) -> str:
         return f"MongoMemoryStore(collection={self._collection_name!r}, scope={self._scope!r})"
@@ -160,6 +177,7 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
             root=self._root,
             max_file_bytes=self._max_file_bytes,
             max_store_bytes=self._max_store_bytes,
+            encryption=self._keys,
         )
 
     async def ensure_indexes(self) -> None:
@@ -197,7 +215,23 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
                 if await self._is_dir(rel):
                     raise MemoryIsADirectory(rel)
                 return None
-        return MemoryFile(text=str(doc["text"]), version=int(doc["version"]))
+        return MemoryFile(text=await self._text_of(doc["text"]), version=int(doc["version"]))
+
+    async def _stored(self, text: str) -> str | Binary:
+        """What a file's text is stored as: itself, or encrypted with the scope's user's key."""
+        if self._keys is None:
+            return text
+        return await self._keys.encrypt(self._scope, text)
+
+    async def _text_of(self, stored: object) -> str:
+        """A stored text, decrypted if it was encrypted."""
+        if isinstance(stored, Binary):
+            if self._keys is None:
+                raise UsageError(
+                    "this memory file is encrypted: give the store the encryption setting"
+                )
+            return str(await self._keys.decrypt(self._scope, stored))
+        return str(stored)
 
     async def list_dir(self, path: str = "") -> list[MemoryEntry]:
         """List the directory at `path` one level deep, sorted by name."""
@@ -232,7 +266,8 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
         size = len(encode_text(text, rel))
         self._check_file_size(rel, size)
         version = secrets.randbits(63)
-        fields = {"text": text, "version": version, "size": size, "updated_at": datetime.now(UTC)}
+        stored = await self._stored(text)
+        fields = {"text": stored, "version": version, "size": size, "updated_at": datetime.now(UTC)}
         with _map_pymongo_errors(rel):
             if expected_version is None:
                 await self._check_can_create(rel)

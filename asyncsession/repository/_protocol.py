@@ -27,6 +27,7 @@ from ..events import EventType, Session, SessionEvent
 from ..exceptions import UsageError
 from ..filters import EventFilter
 from ._metadata_index import check_principal
+from ._offload import DEFAULT_PAGE_CHARS, BodyPage, page_of
 
 __all__ = [
     "Lease",
@@ -213,6 +214,46 @@ class SessionRepository(ABC):
         version = await self.get_event_version(session_id)
         events = await self.find_events(session_id, filter)
         return SessionSnapshot(session=session, version=version, events=tuple(events))
+
+    # --- large bodies --------------------------------------------------------------------------
+
+    async def read_body(self, session_id: str, event_id: str) -> SessionEvent | None:
+        """The event as it was appended, its whole body included when the store offloaded it
+        (see [`OffloadedBody`][asyncsession.repository.OffloadedBody]); ``None`` when the session
+        has no such event. ``archived`` is not derived: it reads ``False``.
+
+        This default reads the whole log and returns the event found there, for a store that
+        never offloads; a store that does overrides it.
+        """
+        for event in await self.find_events(session_id, EventFilter.all()):
+            if event.id == event_id:
+                return event.model_copy(update={"archived": False}) if event.archived else event
+        return None
+
+    async def read_body_page(
+        self,
+        session_id: str,
+        event_id: str,
+        *,
+        offset: int = 0,
+        limit: int = DEFAULT_PAGE_CHARS,
+        call_id: str | None = None,
+    ) -> BodyPage | None:
+        """One page of an event's whole text, for a tool that lets the model read an offloaded
+        output: ``limit`` characters from ``offset`` of the result of tool call ``call_id``
+        (the event's first result when ``None``), of a message's text, or of a custom event's
+        payload as JSON. ``None`` when the session has no such event.
+
+        Each page reads the whole body (one `read_body`): ask for pages of a generous size.
+
+        Raises:
+            UsageError: ``offset`` is negative, ``limit`` is below 1, or ``call_id`` names no
+                result of the event.
+        """
+        event = await self.read_body(session_id, event_id)
+        if event is None:
+            return None
+        return page_of(event, offset=offset, limit=limit, call_id=call_id)
 
     # --- leases --------------------------------------------------------------------------------
 

@@ -9,15 +9,15 @@
 - ``asyncsession-question-first``: the question stored before the model call, under a lease,
   and the reply after it: a snapshot, the question's append with a lease at the version read,
   the reply's at the next version: 3 commands on MongoDB.
-- ``asyncsession-advisors``: a turn is one ``ChatClient.call`` through ``SessionTurnAdvisor``
-  and ``SessionMemoryAdvisor`` with the same 20-message window (``event_filter``; what the
-  advisors run: ``start_turn``, then the reply), on a
+- ``asyncsession-advisors``: a turn is one ``ChatClient.call(..., session_id=...)`` on a client
+  with session memory and the same 20-message window (``event_filter``; what the turn runs: a
+  snapshot read, the question, the reply), on a
   real ``openai.AsyncOpenAI`` client whose HTTP transport is an in-process stub model
   (``httpx.MockTransport``) answering with the turn's reply: no server, no network, the
   SDK's request building and response parsing included.
 - ``asyncsession-advisors-after-reply``: the same ``ChatClient.call`` with
-  ``SessionTurnAdvisor(store_question="with_reply")``: a window read before the model call, then
-  one append of the question and the reply after it (the peers' order, on the advisor path).
+  ``store_question="with_reply"``: a window read before the model call, then one append of the
+  question and the reply after it (the peers' order, on the chat client).
 
 The other scenarios (contention, lost acknowledgements, compaction) use versioned appends with
 stable event ids: the compare-and-swap and the idempotency key they are about.
@@ -33,8 +33,6 @@ from typing import Any, ClassVar, Literal
 from pymongo import AsyncMongoClient
 
 from asyncsession import (
-    COMPACTION_SOURCE,
-    SYNTHETIC,
     AssistantMessage,
     DefaultSessionService,
     EventFilter,
@@ -45,14 +43,8 @@ from asyncsession import (
     SessionRepository,
     UserMessage,
 )
-from asyncsession.advisors import (
-    SESSION_ID_CONTEXT_KEY,
-    USER_ID_CONTEXT_KEY,
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
-)
 from asyncsession.compaction_protocols import CompactionRecord
-from asyncsession.events import utc_now
+from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, utc_now
 from asyncsession.openai import ChatClient
 from asyncsession.repository import Lease
 
@@ -130,23 +122,17 @@ class AsyncSessionStore:
         self.service = DefaultSessionService(repository)
 
     def _chat_client(self, window: int) -> ChatClient:
-        """The advisor chain on a real ``openai`` client whose transport is the stub model; the
-        memory advisor loads the same window as every other system (its default loads the
-        whole active view, which compaction keeps short in a real app)."""
+        """A chat client with session memory on a real ``openai`` client whose transport is the
+        stub model; the turn loads the same window as every other system (its default loads
+        the whole active view, which compaction keeps short in a real app)."""
         if self._chat is None:
             self._model = StubModel()
             self._chat = ChatClient(
                 self._model.client,
                 model=STUB_MODEL,
-                advisors=[
-                    SessionTurnAdvisor(
-                        self.service,
-                        store_question="with_reply"
-                        if self.mode == "advisors-after-reply"
-                        else "first",
-                    ),
-                    SessionMemoryAdvisor(self.service, event_filter=window_filter(window)),
-                ],
+                sessions=self.service,
+                store_question="with_reply" if self.mode == "advisors-after-reply" else "first",
+                event_filter=window_filter(window),
             )
         return self._chat
 
@@ -220,14 +206,11 @@ class AsyncSessionStore:
             retries += 1
 
     async def _advisor_turn(self, session_id: str, turn: Turn, window: int) -> int:
-        """One ``ChatClient.call`` through the turn and session memory advisors."""
+        """One ``ChatClient.call`` with session memory."""
         chat = self._chat_client(window)
         assert self._model is not None
         self._model.replies[turn.user.tag] = turn.reply.text
-        reply = await chat.call(
-            turn.user.text,
-            context={SESSION_ID_CONTEXT_KEY: session_id, USER_ID_CONTEXT_KEY: USER_ID},
-        )
+        reply = await chat.call(turn.user.text, session_id=session_id, user_id=USER_ID)
         assert reply.text == turn.reply.text, (reply.text[:40], turn.reply.tag)
         return 0
 
@@ -309,10 +292,9 @@ class AsyncSessionStore:
             "seed_batch": self.seed_batch,
             "longest_prompt_messages": 0 if self._model is None else self._model.longest_prompt,
             "turn": (
-                "ChatClient.call (SessionTurnAdvisor + SessionMemoryAdvisor, stub model)"
+                "ChatClient.call with session memory (stub model)"
                 if self.mode == "advisors"
-                else "ChatClient.call (SessionTurnAdvisor(store_question='with_reply') + "
-                "SessionMemoryAdvisor, stub model)"
+                else "ChatClient.call with session memory, store_question='with_reply' (stub model)"
                 if self.mode == "advisors-after-reply"
                 else "read_snapshot + append_events([question, reply], version)"
                 if self.mode == "after-reply"
@@ -324,7 +306,7 @@ class AsyncSessionStore:
 
 
 class AsyncSessionAdvisorStore(AsyncSessionStore):
-    """The same store, with the chat turn run through the advisor chain (see the module)."""
+    """The same store, with the chat turn run by a chat client (see the module)."""
 
     name: ClassVar[str] = "asyncsession-advisors"
     mode: ClassVar[Mode] = "advisors"
@@ -337,7 +319,7 @@ class AsyncSessionAdvisorStore(AsyncSessionStore):
 
 
 class AsyncSessionAdvisorAfterReplyStore(AsyncSessionAdvisorStore):
-    """The advisor chain storing the turn after the reply (see the module)."""
+    """The chat client storing the turn after the reply (see the module)."""
 
     name: ClassVar[str] = "asyncsession-advisors-after-reply"
     mode: ClassVar[Mode] = "advisors-after-reply"

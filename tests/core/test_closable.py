@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import pytest
 
-from asyncsession._lifecycle import Closable, bound_to_its_loop, running_loop
+from asyncsession._lifecycle import Closable, running_loop
 from asyncsession.exceptions import UsageError
 
 
@@ -57,20 +57,3 @@ async def test_running_loop_is_this_threads_loop_and_none_in_a_thread_without_on
     """Inside a coroutine it is the running loop; in a worker thread there is none."""
     assert running_loop() is asyncio.get_running_loop()
     assert await asyncio.to_thread(running_loop) is None
-
-
-def test_a_loop_bound_clients_refusal_becomes_a_usage_error_chained_to_it() -> None:
-    """PyMongo's "different event loop" RuntimeError turns into the UsageError given."""
-    refusal = RuntimeError("Cannot use AsyncMongoClient in different event loop.")
-    message = "give each loop its own client"
-    with pytest.raises(UsageError, match=message) as caught, bound_to_its_loop(message):
-        raise refusal
-    assert caught.value.__cause__ is refusal
-
-
-def test_any_other_runtime_error_passes_through_unchanged() -> None:
-    """Only the loop refusal is translated."""
-    other = RuntimeError("something else")
-    with pytest.raises(RuntimeError) as caught, bound_to_its_loop("not this one"):
-        raise other
-    assert caught.value is other

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from agents import set_tracing_disabled
@@ -16,10 +17,12 @@ from google.adk.features import FeatureName, override_feature_enabled
 from google.adk.sessions import BaseSessionService, InMemorySessionService
 from langchain_core.chat_history import InMemoryChatMessageHistory
 from langchain_support import ChatHistoryFactory
-from pydantic_ai_support import HistoryFactory, ListHistory
+from pydantic_ai_support import HistoryFactory, ListHistory, SyncHistoryFactory
+from pymongo import MongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
 from asyncsession import DefaultSessionService, InMemorySessionRepository, MongoSessionRepository
+from asyncsession.integrations._loops import own_loop
 from asyncsession.integrations.google_adk import AdkSessionService
 from asyncsession.integrations.langchain import LangChainHistory
 from asyncsession.integrations.openai_agents import AgentsSession
@@ -45,6 +48,36 @@ async def mongo_service(mongo_db: AsyncDatabase[dict[str, Any]]) -> SessionServi
     repository = MongoSessionRepository(mongo_db)
     await repository.ensure_indexes()
     return DefaultSessionService(repository, allow_system_messages=True)
+
+
+_T = TypeVar("_T")
+
+
+def on_the_adapters_loop(call: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``call`` on the adapters' own loop, as the adapters run a store no loop used first."""
+    return asyncio.run_coroutine_threadsafe(call, own_loop()).result()
+
+
+@pytest.fixture
+def unbound_mongo_service(mongo_uri: str) -> Iterator[SessionService]:
+    """A service over ``MongoSessionRepository.from_uri``, as a plain sync script builds it: no
+    event loop has used its client, so the adapters' own loop takes it (its indexes are made
+    there too, as ``asyncsession ensure-indexes`` would make them)."""
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    repository = MongoSessionRepository.from_uri(mongo_uri, name)
+    on_the_adapters_loop(repository.ensure_indexes())
+    yield DefaultSessionService(repository, allow_system_messages=True)
+    on_the_adapters_loop(repository.aclose())
+    with MongoClient(mongo_uri) as client:
+        client.drop_database(name)
+
+
+@pytest.fixture(params=["memory", pytest.param("mongo", marks=pytest.mark.mongodb)])
+def sync_service(request: pytest.FixtureRequest) -> SessionService:
+    """A service on each store, for sync tests: no event loop runs in the test's thread."""
+    if request.param == "memory":
+        return DefaultSessionService(InMemorySessionRepository(), allow_system_messages=True)
+    return request.getfixturevalue("unbound_mongo_service")  # type: ignore[no-any-return]
 
 
 @pytest.fixture(params=["memory", pytest.param("mongo", marks=pytest.mark.mongodb)])
@@ -94,37 +127,53 @@ def any_session(request: pytest.FixtureRequest) -> SessionFactory:
     return make
 
 
-@pytest.fixture(
-    params=["list", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)],
-)
+def _histories(request: pytest.FixtureRequest, mongo: str, make: Callable[..., Any]) -> Any:
+    """A factory of the reference (param ``list``/``control``: one in-process history per id)
+    or of ``make(session_id, service)`` over the in-memory store or ``mongo`` (a fixture)."""
+    if request.param in ("list", "control"):
+        reference: dict[str, Any] = {}
+        return lambda session_id: reference.setdefault(session_id, make(session_id, None))
+    service: SessionService = request.getfixturevalue(
+        mongo if request.param == "mongo" else "memory_service"
+    )
+    return lambda session_id: make(session_id, service)
+
+
+def _pydantic_ai(session_id: str, service: SessionService | None) -> Any:
+    return ListHistory() if service is None else PydanticAIHistory(session_id, service)
+
+
+def _langchain(session_id: str, service: SessionService | None) -> Any:
+    return (
+        InMemoryChatMessageHistory() if service is None else LangChainHistory(session_id, service)
+    )
+
+
+@pytest.fixture(params=["list", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)])
 def any_history(request: pytest.FixtureRequest) -> HistoryFactory:
     """Builds a Pydantic AI history: the in-process list (the reference) or ours, on each store."""
-    if request.param == "list":
-        lists: dict[str, ListHistory] = {}
-        return lambda session_id: lists.setdefault(session_id, ListHistory())
-    service: SessionService = request.getfixturevalue(f"{request.param}_service")
-    return lambda session_id: PydanticAIHistory(session_id, service)
+    return _histories(request, "mongo_service", _pydantic_ai)  # type: ignore[no-any-return]
 
 
-@pytest.fixture
-async def running_loop() -> asyncio.AbstractEventLoop:
-    """The test's event loop."""
-    return asyncio.get_running_loop()
+@pytest.fixture(params=["list", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)])
+def any_sync_history(request: pytest.FixtureRequest) -> SyncHistoryFactory:
+    """The same histories for sync callers (``agent.run_sync``): no event loop runs in the
+    test's thread, and the MongoDB store is one no loop has used (``from_uri``)."""
+    return _histories(request, "unbound_mongo_service", _pydantic_ai)  # type: ignore[no-any-return]
 
 
-@pytest.fixture(
-    params=["control", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)],
-)
-def any_chat_history(
-    request: pytest.FixtureRequest, running_loop: asyncio.AbstractEventLoop
-) -> ChatHistoryFactory:
+@pytest.fixture(params=["control", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)])
+def any_chat_history(request: pytest.FixtureRequest) -> ChatHistoryFactory:
     """LangChain's ``InMemoryChatMessageHistory`` (the reference) or ``LangChainHistory`` on
-    each store; ours run their sync methods on the test's loop from worker threads."""
-    if request.param == "control":
-        histories: dict[str, InMemoryChatMessageHistory] = {}
-        return lambda session_id: histories.setdefault(session_id, InMemoryChatMessageHistory())
-    service: SessionService = request.getfixturevalue(f"{request.param}_service")
-    return lambda session_id: LangChainHistory(session_id, service, loop=running_loop)
+    each store, for async tests (the MongoDB client belongs to the test's loop)."""
+    return _histories(request, "mongo_service", _langchain)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(params=["control", "memory", pytest.param("mongo", marks=pytest.mark.mongodb)])
+def sync_chat_history(request: pytest.FixtureRequest) -> ChatHistoryFactory:
+    """The same histories for sync tests, as a plain script has them: no event loop runs in the
+    test's thread, and the MongoDB store is one no loop has used (``from_uri``)."""
+    return _histories(request, "unbound_mongo_service", _langchain)  # type: ignore[no-any-return]
 
 
 @pytest.fixture(

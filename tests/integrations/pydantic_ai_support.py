@@ -7,7 +7,7 @@ from typing import Protocol
 
 from pydantic_ai import ModelMessage, ModelMessagesTypeAdapter
 
-__all__ = ["History", "HistoryFactory", "ListHistory"]
+__all__ = ["History", "HistoryFactory", "ListHistory", "SyncHistory", "SyncHistoryFactory"]
 
 
 class History(Protocol):
@@ -30,8 +30,26 @@ class ListHistory:
         self._json = ModelMessagesTypeAdapter.dump_json([*stored, *messages])
 
     async def load(self) -> list[ModelMessage]:
+        return self.load_sync()
+
+    def store_sync(self, messages: Sequence[ModelMessage]) -> None:
+        stored = ModelMessagesTypeAdapter.validate_json(self._json)
+        self._json = ModelMessagesTypeAdapter.dump_json([*stored, *messages])
+
+    def load_sync(self) -> list[ModelMessage]:
         return ModelMessagesTypeAdapter.validate_json(self._json)
 
+
+class SyncHistory(Protocol):
+    """What the sync tests need of a history: ``store_sync`` and ``load_sync``."""
+
+    def store_sync(self, messages: Sequence[ModelMessage]) -> None: ...
+
+    def load_sync(self) -> list[ModelMessage]: ...
+
+
+SyncHistoryFactory = Callable[[str], SyncHistory]
+"""Builds a history of one session id for sync callers (no event loop in the thread)."""
 
 HistoryFactory = Callable[[str], History]
 """Builds a history of one session id on the store under test."""

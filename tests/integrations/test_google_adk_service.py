@@ -5,18 +5,17 @@ a lost acknowledgement that store nothing twice."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from adk_support import CountingModel
 from google.adk.agents import LlmAgent
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions
-from google.adk.models.base_llm import BaseLlm
-from google.adk.models.llm_request import LlmRequest
-from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
 from google.adk.sessions import Session
+from google.adk.sessions._session_util import make_json_safe_state
 from google.genai import types
 from losing_service import LosingService
 
@@ -80,16 +79,6 @@ EVERY_PART = [
 ]
 
 
-class EchoLlm(BaseLlm):
-    """A model that answers with how many contents it was sent."""
-
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse]:
-        text = f"{len(llm_request.contents)} contents"
-        yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
-
-
 async def test_every_part_kind_reads_back_equal(service: SessionService) -> None:
     adk = AdkSessionService(service)
     session = await adk.create_session(app_name="app", user_id="u", session_id="every")
@@ -134,7 +123,7 @@ async def test_a_runner_runs_end_to_end(service: SessionService) -> None:
     """An ADK ``Runner`` with a model that counts what it is sent: the second run sees the
     first run's events, read back from the store."""
     adk = AdkSessionService(service)
-    agent = LlmAgent(name="echo", model=EchoLlm(model="echo"))
+    agent = LlmAgent(name="echo", model=CountingModel(model="counting"))
     runner = Runner(app_name="app", agent=agent, session_service=adk)
     await adk.create_session(app_name="app", user_id="u", session_id="run")
     replies: list[str] = []
@@ -143,7 +132,7 @@ async def test_a_runner_runs_end_to_end(service: SessionService) -> None:
         async for event in runner.run_async(user_id="u", session_id="run", new_message=message):
             if event.content is not None and event.content.parts:
                 replies.append(event.content.parts[0].text or "")
-    assert replies == ["1 contents", "3 contents"]
+    assert replies == ["sent 1", "sent 3"]
     got = await AdkSessionService(service).get_session(
         app_name="app", user_id="u", session_id="run"
     )
@@ -195,6 +184,42 @@ async def test_a_retry_after_a_lost_ack_stores_once(service: SessionService) -> 
     assert got.events == [event]
     assert got.state == {"k": 1, "user:k": 2}
     assert len(await service.get_events(adk.session_key("app", "u", "retry"))) == 1
+
+
+class Gadget:
+    """A state value of the app's own that JSON has no form for."""
+
+    def __repr__(self) -> str:
+        return "Gadget()"
+
+
+async def test_state_json_cannot_encode_is_stored_as_adks_database_service_stores_it(
+    service: SessionService,
+) -> None:
+    """A callable or an object of the app's own in the state (at creation, in an event's delta,
+    in app and user state) is stored as ADK's database service stores it (its
+    ``make_json_safe_state``: rich values in their JSON form, the rest as their repr) instead
+    of failing the append and storing nothing; the live session object keeps the values."""
+    adk = AdkSessionService(service)
+    when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    created = {"callback": print, "when": when, "tags": {"a"}, "blob": b"xy"}
+    session = await adk.create_session(
+        app_name="app", user_id="u", session_id="s", state=dict(created)
+    )
+    delta = {"gadget": Gadget(), "app:hook": len, "user:count": 2, "temp:scratch": Gadget()}
+    content = types.Content(role="user", parts=[types.Part(text="hi")])
+    event = Event(author="user", content=content, actions=EventActions(state_delta=delta))
+    await adk.append_event(session, event)
+    assert session.state["gadget"] is delta["gadget"]
+    stored = await adk.get_session(app_name="app", user_id="u", session_id="s")
+    assert stored is not None
+    assert len(stored.events) == 1
+    expected = make_json_safe_state({**created, "gadget": delta["gadget"]})
+    expected |= {"app:hook": repr(len), "user:count": 2}
+    assert stored.state == expected
+    assert stored.state["callback"] == repr(print)
+    assert stored.state["gadget"] == "Gadget()"
+    assert stored.state["when"] == when.isoformat().replace("+00:00", "Z")
 
 
 async def test_scopes_with_slashes_stay_apart(service: SessionService) -> None:

@@ -3,19 +3,21 @@ and ``RunnableWithMessageHistory`` tests (``tests/unit_tests/runnables/test_hist
 langchain-core 1.8, run on the history under test.
 
 Each test runs on LangChain's ``InMemoryChatMessageHistory`` (the reference) and on
-``LangChainHistory`` over both stores, with the original assertions. Two changes, the same for
-every history: the sync tests run their body in a worker thread (``off_the_loop``), since a sync
-call on the event loop's thread would block it (ours raises ``UsageError`` there, see
-``test_langchain_history.py``); and where an original compares its dict of history objects
+``LangChainHistory`` over both stores, with the original assertions. The sync tests are sync,
+as LangChain wrote them: no event loop runs in the test's thread, and the MongoDB store is one
+built as a plain script builds it (``MongoSessionRepository.from_uri``), whose client no loop
+has used. The async tests run on the test's loop, which the MongoDB client belongs to. One
+change, the same for every history: where an original compares its dict of history objects
 (``store == {...}``), the translation compares each history's messages, since our histories are
 handles on a store, not lists. The chat-history tests that subclass ``BaseChatMessageHistory``
-test the base class's defaults: here the same calls and assertions run on the history itself.
-The input-schema tests check ``RunnableWithMessageHistory``'s own schema, which no history takes
-part in, and are left out.
+test the base class's defaults (``add_message`` from ``add_messages`` and back): here the same
+calls and assertions run on the history itself. The input and output schema tests check
+``RunnableWithMessageHistory``'s own schema, which no history takes part in, and are left out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,11 +26,12 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableLambda
 from langchain_core.runnables.config import RunnableConfig
 from langchain_core.runnables.history import RunnableWithMessageHistory
 from langchain_core.runnables.utils import ConfigurableFieldSpec
-from langchain_support import ChatHistoryFactory, off_the_loop
+from langchain_core.tracers.root_listeners import RootListenersTracer
+from langchain_support import ChatHistoryFactory
 
 pytestmark = pytest.mark.filterwarnings(
     # langchain-core 1.x deprecates RunnableWithMessageHistory and InMemoryChatMessageHistory
@@ -62,23 +65,40 @@ class LengthChatModel(BaseChatModel):
         return "length-fake-chat-model"
 
 
-async def test_add_message_and_add_messages(any_chat_history: ChatHistoryFactory) -> None:
-    history = any_chat_history("add")
+class RaisingListenersLambda(RunnableLambda[Any, Any]):
+    """A ``RunnableLambda`` whose sync listeners let their errors through (LangChain swallows
+    and logs them by default), so a history write that fails in ``_exit_history`` fails the
+    call: the runnable of LangChain's two ``test_get_output_messages_*`` tests."""
 
-    def body() -> list[BaseMessage]:
-        history.add_message(HumanMessage(content="Hello"))
-        assert len(history.messages) == 1
-        assert history.messages[0] == HumanMessage(content="Hello")
-        history.add_message(HumanMessage(content="World"))
-        assert len(history.messages) == 2
-        assert history.messages[1] == HumanMessage(content="World")
-        history.add_messages([HumanMessage(content="Hello"), HumanMessage(content="World")])
-        return history.messages
+    def with_listeners(
+        self, *, on_start: Any = None, on_end: Any = None, on_error: Any = None
+    ) -> Runnable[Any, Any]:
+        def tracing(config: RunnableConfig) -> RunnableConfig:
+            tracer = RootListenersTracer(
+                config=config, on_start=on_start, on_end=on_end, on_error=on_error
+            )
+            tracer.raise_error = True
+            return {"callbacks": [tracer]}
 
-    store = await off_the_loop(body)
-    assert len(store) == 4
-    assert store[2] == HumanMessage(content="Hello")
-    assert store[3] == HumanMessage(content="World")
+        return RunnableBinding(bound=self, config_factories=[tracing])
+
+
+# --- tests/unit_tests/chat_history/test_chat_history.py ------------------------------------------
+
+
+def test_add_message_and_add_messages(sync_chat_history: ChatHistoryFactory) -> None:
+    """test_add_message_implementation_only and test_bulk_message_implementation_only."""
+    history = sync_chat_history("add")
+    history.add_message(HumanMessage(content="Hello"))
+    assert len(history.messages) == 1
+    assert history.messages[0] == HumanMessage(content="Hello")
+    history.add_message(HumanMessage(content="World"))
+    assert len(history.messages) == 2
+    assert history.messages[1] == HumanMessage(content="World")
+    history.add_messages([HumanMessage(content="Hello"), HumanMessage(content="World")])
+    assert len(history.messages) == 4
+    assert history.messages[2] == HumanMessage(content="Hello")
+    assert history.messages[3] == HumanMessage(content="World")
 
 
 async def test_async_interface(any_chat_history: ChatHistoryFactory) -> None:
@@ -98,34 +118,29 @@ async def test_async_interface(any_chat_history: ChatHistoryFactory) -> None:
     assert await chat_history.aget_messages() == []
 
 
-async def test_interfaces(any_chat_history: ChatHistoryFactory) -> None:
-    history = any_chat_history("interfaces")
-
-    def body() -> str:
-        history.add_message(SystemMessage(content="system"))
-        history.add_user_message("human 1")
-        history.add_ai_message("ai")
-        history.add_message(HumanMessage(content="human 2"))
-        return str(history)
-
-    assert await off_the_loop(body) == "System: system\nHuman: human 1\nAI: ai\nHuman: human 2"
+# --- tests/unit_tests/runnables/test_history.py ---------------------------------------------------
 
 
-async def test_input_messages(any_chat_history: ChatHistoryFactory) -> None:
+def test_interfaces(sync_chat_history: ChatHistoryFactory) -> None:
+    history = sync_chat_history("interfaces")
+    history.add_message(SystemMessage(content="system"))
+    history.add_user_message("human 1")
+    history.add_ai_message("ai")
+    history.add_message(HumanMessage(content="human 2"))
+    assert str(history) == "System: system\nHuman: human 1\nAI: ai\nHuman: human 2"
+
+
+def test_input_messages(sync_chat_history: ChatHistoryFactory) -> None:
     runnable = RunnableLambda(said)
-    with_history = RunnableWithMessageHistory(runnable, any_chat_history)
+    with_history = RunnableWithMessageHistory(runnable, sync_chat_history)
     config: RunnableConfig = {"configurable": {"session_id": "1"}}
-
-    def body() -> None:
-        output = with_history.invoke([HumanMessage(content="hello")], config)
-        assert output == "you said: hello"
-        output = with_history.invoke([HumanMessage(content="good bye")], config)
-        assert output == "you said: hello\ngood bye"
-        output = [*with_history.stream([HumanMessage(content="hi again")], config)]
-        assert output == ["you said: hello\ngood bye\nhi again"]
-
-    await off_the_loop(body)
-    assert await any_chat_history("1").aget_messages() == [
+    output = with_history.invoke([HumanMessage(content="hello")], config)
+    assert output == "you said: hello"
+    output = with_history.invoke([HumanMessage(content="good bye")], config)
+    assert output == "you said: hello\ngood bye"
+    output = [*with_history.stream([HumanMessage(content="hi again")], config)]
+    assert output == ["you said: hello\ngood bye\nhi again"]
+    assert sync_chat_history("1").messages == [
         HumanMessage(content="hello"),
         AIMessage(content="you said: hello"),
         HumanMessage(content="good bye"),
@@ -155,20 +170,16 @@ async def test_input_messages_async(any_chat_history: ChatHistoryFactory) -> Non
     ]
 
 
-async def test_input_dict(any_chat_history: ChatHistoryFactory) -> None:
+def test_input_dict(sync_chat_history: ChatHistoryFactory) -> None:
     runnable = RunnableLambda(lambda params: said(params["messages"]))
     with_history = RunnableWithMessageHistory(
-        runnable, any_chat_history, input_messages_key="messages"
+        runnable, sync_chat_history, input_messages_key="messages"
     )
     config: RunnableConfig = {"configurable": {"session_id": "2"}}
-
-    def body() -> None:
-        output = with_history.invoke({"messages": [HumanMessage(content="hello")]}, config)
-        assert output == "you said: hello"
-        output = with_history.invoke({"messages": [HumanMessage(content="good bye")]}, config)
-        assert output == "you said: hello\ngood bye"
-
-    await off_the_loop(body)
+    output = with_history.invoke({"messages": [HumanMessage(content="hello")]}, config)
+    assert output == "you said: hello"
+    output = with_history.invoke({"messages": [HumanMessage(content="good bye")]}, config)
+    assert output == "you said: hello\ngood bye"
 
 
 async def test_input_dict_async(any_chat_history: ChatHistoryFactory) -> None:
@@ -183,26 +194,6 @@ async def test_input_dict_async(any_chat_history: ChatHistoryFactory) -> None:
     assert output == "you said: hello\ngood bye"
 
 
-def history_key_chain(factory: ChatHistoryFactory, output: str = "text") -> Any:
-    def answer(params: dict[str, Any]) -> Any:
-        text = said(params["history"], params["input"])
-        if output == "message":
-            return AIMessage(content=text)
-        if output == "messages":
-            return [AIMessage(content=text)]
-        if output == "dict":
-            return {"output": [AIMessage(content=text)]}
-        return text
-
-    return RunnableWithMessageHistory(
-        RunnableLambda(answer),
-        factory,
-        input_messages_key="input",
-        history_messages_key="history",
-        output_messages_key="output" if output == "dict" else None,
-    )
-
-
 def wrap(output: str, text: str) -> Any:
     if output == "message":
         return AIMessage(content=text)
@@ -213,23 +204,47 @@ def wrap(output: str, text: str) -> Any:
     return text
 
 
-async def check_history_key(factory: ChatHistoryFactory, output: str, session: str) -> None:
-    """test_input_dict_with_history_key, test_output_message, test_output_messages and
-    test_output_dict: one body, one output shape each."""
-    with_history = history_key_chain(factory, output)
+def history_key_chain(factory: ChatHistoryFactory, output: str = "text") -> Any:
+    """The runnable of test_input_dict_with_history_key (``output="text"``),
+    test_output_message, test_output_messages and test_output_dict."""
+    return RunnableWithMessageHistory(
+        RunnableLambda(lambda params: wrap(output, said(params["history"], params["input"]))),
+        factory,
+        input_messages_key="input",
+        history_messages_key="history",
+        output_messages_key="output" if output == "dict" else None,
+    )
+
+
+HISTORY_KEY_TESTS = [
+    ("text", "3", "test_input_dict_with_history_key"),
+    ("message", "4", "test_output_message"),
+    ("messages", "6", "test_output_messages"),
+    ("dict", "7", "test_output_dict"),
+]
+"""The output shape, the session id and the name of each original."""
+
+
+@pytest.mark.parametrize(
+    ("output", "session"), [pytest.param(o, s, id=name) for o, s, name in HISTORY_KEY_TESTS]
+)
+def test_history_key(sync_chat_history: ChatHistoryFactory, output: str, session: str) -> None:
+    with_history = history_key_chain(sync_chat_history, output)
     config: RunnableConfig = {"configurable": {"session_id": session}}
-
-    def body() -> None:
-        assert with_history.invoke({"input": "hello"}, config) == wrap(output, "you said: hello")
-        assert with_history.invoke({"input": "good bye"}, config) == wrap(
-            output, "you said: hello\ngood bye"
-        )
-
-    await off_the_loop(body)
+    assert with_history.invoke({"input": "hello"}, config) == wrap(output, "you said: hello")
+    assert with_history.invoke({"input": "good bye"}, config) == wrap(
+        output, "you said: hello\ngood bye"
+    )
 
 
-async def check_history_key_async(factory: ChatHistoryFactory, output: str, session: str) -> None:
-    with_history = history_key_chain(factory, output)
+@pytest.mark.parametrize(
+    ("output", "session"),
+    [pytest.param(o, f"{s}_async", id=f"{name}_async") for o, s, name in HISTORY_KEY_TESTS],
+)
+async def test_history_key_async(
+    any_chat_history: ChatHistoryFactory, output: str, session: str
+) -> None:
+    with_history = history_key_chain(any_chat_history, output)
     config: RunnableConfig = {"configurable": {"session_id": session}}
     assert await with_history.ainvoke({"input": "hello"}, config) == wrap(output, "you said: hello")
     assert await with_history.ainvoke({"input": "good bye"}, config) == wrap(
@@ -237,47 +252,11 @@ async def check_history_key_async(factory: ChatHistoryFactory, output: str, sess
     )
 
 
-async def test_input_dict_with_history_key(any_chat_history: ChatHistoryFactory) -> None:
-    await check_history_key(any_chat_history, "text", "3")
-
-
-async def test_input_dict_with_history_key_async(any_chat_history: ChatHistoryFactory) -> None:
-    await check_history_key_async(any_chat_history, "text", "3_async")
-
-
-async def test_output_message(any_chat_history: ChatHistoryFactory) -> None:
-    await check_history_key(any_chat_history, "message", "4")
-
-
-async def test_output_message_async(any_chat_history: ChatHistoryFactory) -> None:
-    await check_history_key_async(any_chat_history, "message", "4_async")
-
-
-async def test_output_messages(any_chat_history: ChatHistoryFactory) -> None:
-    await check_history_key(any_chat_history, "messages", "6")
-
-
-async def test_output_messages_async(any_chat_history: ChatHistoryFactory) -> None:
-    await check_history_key_async(any_chat_history, "messages", "6_async")
-
-
-async def test_output_dict(any_chat_history: ChatHistoryFactory) -> None:
-    await check_history_key(any_chat_history, "dict", "7")
-
-
-async def test_output_dict_async(any_chat_history: ChatHistoryFactory) -> None:
-    await check_history_key_async(any_chat_history, "dict", "7_async")
-
-
-async def test_input_messages_output_message(any_chat_history: ChatHistoryFactory) -> None:
-    with_history = RunnableWithMessageHistory(LengthChatModel(), any_chat_history)
+def test_input_messages_output_message(sync_chat_history: ChatHistoryFactory) -> None:
+    with_history = RunnableWithMessageHistory(LengthChatModel(), sync_chat_history)
     config: RunnableConfig = {"configurable": {"session_id": "5"}}
-
-    def body() -> None:
-        assert with_history.invoke([HumanMessage(content="hi")], config).content == "1"
-        assert with_history.invoke([HumanMessage(content="hi")], config).content == "3"
-
-    await off_the_loop(body)
+    assert with_history.invoke([HumanMessage(content="hi")], config).content == "1"
+    assert with_history.invoke([HumanMessage(content="hi")], config).content == "3"
 
 
 async def test_input_messages_output_message_async(any_chat_history: ChatHistoryFactory) -> None:
@@ -287,16 +266,16 @@ async def test_input_messages_output_message_async(any_chat_history: ChatHistory
     assert (await with_history.ainvoke([HumanMessage(content="hi")], config)).content == "3"
 
 
-async def test_using_custom_config_specs(any_chat_history: ChatHistoryFactory) -> None:
-    """The session factory takes the keys the config specs name."""
+def config_specs_chain(
+    factory: ChatHistoryFactory,
+) -> tuple[Runnable[Any, Any], Callable[[], dict[tuple[str, str], list[BaseMessage]]]]:
+    """The runnable of test_using_custom_config_specs, and its store's messages by key."""
     store: dict[tuple[str, str], BaseChatMessageHistory] = {}
 
     def get_session_history(user_id: str, conversation_id: str) -> BaseChatMessageHistory:
-        return store.setdefault(
-            (user_id, conversation_id), any_chat_history(f"{user_id}/{conversation_id}")
-        )
+        return store.setdefault((user_id, conversation_id), factory(f"{user_id}/{conversation_id}"))
 
-    with_message_history = RunnableWithMessageHistory(
+    chain = RunnableWithMessageHistory(
         RunnableLambda(lambda params: [AIMessage(content=said(params["messages"]))]),
         get_session_history=get_session_history,
         input_messages_key="messages",
@@ -308,23 +287,32 @@ async def test_using_custom_config_specs(any_chat_history: ChatHistoryFactory) -
             ),
         ],
     )
+    return chain, lambda: {key: history.messages for key, history in store.items()}
 
-    async def turn(text: str, user: str) -> Any:
+
+def test_using_custom_config_specs(sync_chat_history: ChatHistoryFactory) -> None:
+    """The session factory takes the keys the config specs name."""
+    chain, contents = config_specs_chain(sync_chat_history)
+
+    def turn(text: str, user: str) -> Any:
         config: RunnableConfig = {"configurable": {"user_id": user, "conversation_id": "1"}}
-        return await with_message_history.ainvoke(
-            {"messages": [HumanMessage(content=text)]}, config
-        )
+        return chain.invoke({"messages": [HumanMessage(content=text)]}, config)
 
-    async def contents() -> dict[tuple[str, str], list[BaseMessage]]:
-        return {key: await history.aget_messages() for key, history in store.items()}
-
-    assert await turn("hello", "user1") == [AIMessage(content="you said: hello")]
-    assert await contents() == {
+    assert turn("hello", "user1") == [AIMessage(content="you said: hello")]
+    assert contents() == {
         ("user1", "1"): [HumanMessage(content="hello"), AIMessage(content="you said: hello")]
     }
-    assert await turn("goodbye", "user1") == [AIMessage(content="you said: goodbye")]
-    assert await turn("meow", "user2") == [AIMessage(content="you said: meow")]
-    assert await contents() == {
+    assert turn("goodbye", "user1") == [AIMessage(content="you said: goodbye")]
+    assert contents() == {
+        ("user1", "1"): [
+            HumanMessage(content="hello"),
+            AIMessage(content="you said: hello"),
+            HumanMessage(content="goodbye"),
+            AIMessage(content="you said: goodbye"),
+        ]
+    }
+    assert turn("meow", "user2") == [AIMessage(content="you said: meow")]
+    assert contents() == {
         ("user1", "1"): [
             HumanMessage(content="hello"),
             AIMessage(content="you said: hello"),
@@ -333,3 +321,70 @@ async def test_using_custom_config_specs(any_chat_history: ChatHistoryFactory) -
         ],
         ("user2", "1"): [HumanMessage(content="meow"), AIMessage(content="you said: meow")],
     }
+
+
+async def test_using_custom_config_specs_async(any_chat_history: ChatHistoryFactory) -> None:
+    """The same through ``ainvoke``."""
+    chain, _ = config_specs_chain(any_chat_history)
+
+    async def turn(text: str, user: str) -> Any:
+        config: RunnableConfig = {"configurable": {"user_id": user, "conversation_id": "1_async"}}
+        return await chain.ainvoke({"messages": [HumanMessage(content=text)]}, config)
+
+    assert await turn("hello", "user1_async") == [AIMessage(content="you said: hello")]
+    assert await turn("goodbye", "user1_async") == [AIMessage(content="you said: goodbye")]
+    assert await turn("meow", "user2_async") == [AIMessage(content="you said: meow")]
+    assert await any_chat_history("user1_async/1_async").aget_messages() == [
+        HumanMessage(content="hello"),
+        AIMessage(content="you said: hello"),
+        HumanMessage(content="goodbye"),
+        AIMessage(content="you said: goodbye"),
+    ]
+    assert await any_chat_history("user2_async/1_async").aget_messages() == [
+        HumanMessage(content="meow"),
+        AIMessage(content="you said: meow"),
+    ]
+
+
+def test_ignore_session_id(sync_chat_history: ChatHistoryFactory) -> None:
+    """Without a session id in the config the factory takes no arguments."""
+    history = sync_chat_history("ignore")
+    with_message_history = RunnableWithMessageHistory(
+        RunnableLambda(lambda messages: [AIMessage(content=said(messages))]),
+        lambda: history,  # type: ignore[arg-type,return-value]
+    )
+    with_message_history.invoke("hello")
+    with_message_history.invoke("hello again")
+    assert len(history.messages) == 4
+
+
+def test_get_output_messages_no_value_error(sync_chat_history: ChatHistoryFactory) -> None:
+    runnable = RaisingListenersLambda(said)
+    with_history = RunnableWithMessageHistory(runnable, sync_chat_history)
+    config: RunnableConfig = {
+        "configurable": {"session_id": "1", "message_history": sync_chat_history("1")}
+    }
+    may_catch_value_error = None
+    try:
+        with_history.bound.invoke([HumanMessage(content="hello")], config)
+    except ValueError as error:
+        may_catch_value_error = error
+    assert may_catch_value_error is None
+
+
+@pytest.mark.parametrize("illegal", [False, 123], ids=["bool", "int"])
+def test_get_output_messages_with_value_error(
+    sync_chat_history: ChatHistoryFactory, illegal: object
+) -> None:
+    with_history = RunnableWithMessageHistory(
+        RaisingListenersLambda(lambda messages: illegal), sync_chat_history
+    )
+    config: RunnableConfig = {
+        "configurable": {"session_id": "1", "message_history": sync_chat_history("1")}
+    }
+    with pytest.raises(ValueError) as caught:  # noqa: PT011 - the original checks the text below
+        with_history.bound.invoke([HumanMessage(content="hello")], config)
+    expected = (
+        f"Expected str, BaseMessage, list[BaseMessage], or tuple[BaseMessage]. Got {illegal}."
+    )
+    assert expected in str(caught.value)

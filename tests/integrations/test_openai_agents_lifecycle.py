@@ -8,10 +8,7 @@ from typing import Any
 import pytest
 from agents import Agent, Runner
 from agents.testing import ScriptedModel, assistant_message
-from pymongo import AsyncMongoClient
-from pymongo.asynchronous.database import AsyncDatabase
 
-from asyncsession import DefaultSessionService, InMemorySessionRepository, MongoSessionRepository
 from asyncsession.exceptions import UsageError
 from asyncsession.integrations.openai_agents import AgentsSession
 from asyncsession.service import SessionService
@@ -64,9 +61,10 @@ async def test_async_with_hands_back_the_session_and_closes_it(service: SessionS
         await session.get_items()
 
 
-async def test_the_in_memory_store_serves_run_sync_in_another_thread() -> None:
-    """Over the in-memory store, Runner.run_sync in a worker thread continues the session."""
-    session = AgentsSession("threads", DefaultSessionService(InMemorySessionRepository()))
+async def test_run_sync_in_another_thread_continues_the_session(service: SessionService) -> None:
+    """Runner.run_sync in a worker thread (its own loop) continues the session on both stores:
+    over MongoDB the call is handed to the loop the client belongs to (this test's)."""
+    session = AgentsSession("threads", service)
     agent = _agent("first", "second")
     await Runner.run(agent, "one", session=session)
     result = await asyncio.to_thread(_run_sync, agent, "two", session)
@@ -75,39 +73,15 @@ async def test_the_in_memory_store_serves_run_sync_in_another_thread() -> None:
     assert [item.get("role") for item in stored] == ["user", "assistant", "user", "assistant"]
 
 
-@pytest.mark.mongodb
-async def test_run_sync_in_another_thread_on_mongodb_is_a_usage_error_that_says_what_to_do(
-    mongo_service: SessionService,
-) -> None:
-    """The MongoDB client is bound to its loop: run_sync elsewhere fails at once, writes nothing."""
-    session = AgentsSession("threads", mongo_service)
-    agent = _agent("first", "second")
-    await Runner.run(agent, "one", session=session)
-    version = await mongo_service.get_event_version("threads")
-    with pytest.raises(UsageError, match="event loop") as caught:
-        await asyncio.to_thread(_run_sync, agent, "two", session)
-    assert "its own AsyncMongoClient" in str(caught.value)
-    assert "different event loop" in str(caught.value.__cause__)
-    assert await mongo_service.get_event_version("threads") == version
-    assert len(await session.get_items()) == 2  # still works on its own loop
-
-
-@pytest.mark.mongodb
-async def test_a_second_event_loop_on_mongodb_is_a_usage_error_and_a_client_per_loop_works(
-    mongo_service: SessionService, mongo_db: AsyncDatabase[dict[str, Any]], mongo_uri: str
-) -> None:
-    """In a second loop the session fails at once; a client, store and session of its own work."""
-    session = AgentsSession("loops", mongo_service)
+async def test_a_second_event_loop_uses_the_same_session(service: SessionService) -> None:
+    """A call from a second loop in another thread (asyncio.run there) reads and writes the
+    session like a call on the store's own loop."""
+    session = AgentsSession("loops", service)
     await session.add_items([USER])
 
     async def on_a_second_loop() -> int:
-        with pytest.raises(UsageError, match="event loop"):
-            await session.get_items()
-        own: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri, tz_aware=True)
-        try:
-            repository = MongoSessionRepository(own[mongo_db.name])
-            return len(await AgentsSession("loops", DefaultSessionService(repository)).get_items())
-        finally:
-            await own.close()
+        await session.add_items([{"role": "user", "content": "again"}])
+        return len(await session.get_items())
 
-    assert await asyncio.to_thread(asyncio.run, on_a_second_loop()) == 1
+    assert await asyncio.to_thread(asyncio.run, on_a_second_loop()) == 2
+    assert [item["content"] for item in await session.get_items()] == ["hello", "again"]

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import pytest
 from agents import TResponseInputItem
-from losing_service import LosingTurnService
+from losing_service import LosingService
 from pymongo.asynchronous.database import AsyncDatabase
 
 from asyncsession import (
@@ -25,7 +25,8 @@ from asyncsession.compaction_protocols import CompactionRecord
 from asyncsession.exceptions import StorageError, UsageError
 from asyncsession.integrations.openai_agents import AgentsSession
 from asyncsession.messages import AssistantMessage, ToolResponseMessage
-from asyncsession.service import DelegatingSessionService, SessionService
+from asyncsession.repository import Lease
+from asyncsession.service import SessionService
 
 Items = list[TResponseInputItem]
 
@@ -222,8 +223,8 @@ async def test_retry_after_a_failed_write_stores_once(
     service: SessionService, after_write: bool, batch: list[Any]
 ) -> None:
     """Retrying a batch whose write failed stores it exactly once, written or not, whichever
-    way it was written (a turn start, a plain append, a reply with an id registered ahead)."""
-    losing = LosingTurnService(service, fail=0, after_write=after_write)
+    way it was written (a lone question, a tool round, a one-event reply)."""
+    losing = LosingService(service, fail=0, after_write=after_write)
     session = AgentsSession("retry", losing)
     await session.add_items(TOOL_ROUND[:1])
     losing.fail = 2
@@ -272,11 +273,13 @@ async def test_concurrent_pops_and_adds_lose_nothing(service: SessionService) ->
     )
 
 
-class GatedService(DelegatingSessionService):
-    """Holds every append at a gate, telling the test when one has arrived."""
+class GatedService(DefaultSessionService):
+    """Holds every append at a gate, telling the test when one has arrived (on the store of
+    ``service``, a `DefaultSessionService`)."""
 
-    def __init__(self, delegate: SessionService) -> None:
-        super().__init__(delegate)
+    def __init__(self, service: SessionService) -> None:
+        assert isinstance(service, DefaultSessionService)
+        super().__init__(service.repository)
         self.arrived = asyncio.Event()
         self.gate = asyncio.Event()
 
@@ -285,10 +288,12 @@ class GatedService(DelegatingSessionService):
         session_id: str,
         events: Sequence[SessionEvent],
         expected_version: int | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> bool:
         self.arrived.set()
         await self.gate.wait()
-        return await super().append_events(session_id, events, expected_version)
+        return await super().append_events(session_id, events, expected_version, lease=lease)
 
 
 async def test_cancelled_add_finishes_its_write(service: SessionService) -> None:
@@ -331,7 +336,7 @@ async def test_on_mongodb_a_failed_write_retried_stores_its_items_once(
     once, among many turns."""
     repository = MongoSessionRepository(mongo_db)
     await repository.ensure_indexes()
-    losing = LosingTurnService(DefaultSessionService(repository), fail=0, after_write=True)
+    losing = LosingService(DefaultSessionService(repository), fail=0, after_write=True)
     session = AgentsSession("long", losing)
     for turn in range(60):
         await session.add_items([{"role": "user", "content": f"q{turn}"}])

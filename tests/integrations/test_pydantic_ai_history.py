@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -37,7 +37,11 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
 
 from asyncsession import DefaultSessionService, EventType, InMemorySessionRepository, SessionEvent
-from asyncsession.compaction import SlidingWindowCompactionStrategy, TurnCountTrigger
+from asyncsession.compaction import (
+    RecursiveSummarizationCompactionStrategy,
+    SlidingWindowCompactionStrategy,
+    TurnCountTrigger,
+)
 from asyncsession.exceptions import StorageError, UsageError
 from asyncsession.integrations.pydantic_ai import (
     METADATA_KEY,
@@ -139,6 +143,40 @@ async def test_every_part_kind_reads_back_equal(service: SessionService) -> None
     # Pydantic AI's own round trip narrows BinaryContent to BinaryImage (and fills an ImageUrl's
     # media type in), so only the first message differs from the objects as built.
     assert loaded[1:] == EVERY_PART[1:]
+
+
+async def test_bytes_in_a_tool_return_come_back_as_bytes(service: SessionService) -> None:
+    """Bytes and a bytearray a tool returned (on their own, nested in a dict and a list, in the
+    part's metadata) load back as bytes, where Pydantic AI's own JSON round trip turns them
+    into base64 text; a tool's text stays text, and storing them again stores nothing."""
+    raw = bytes(range(256))
+    returned = [
+        ModelRequest(
+            parts=[
+                ToolReturnPart(tool_name="read", content=raw, tool_call_id="c1"),
+                ToolReturnPart(
+                    tool_name="pack",
+                    content={"image": bytearray(b"\x89PNG"), "pages": [b"one", "two", 3]},
+                    tool_call_id="c2",
+                    metadata={"digest": b"\x00\xff"},
+                ),
+            ],
+            timestamp=T0,
+        )
+    ]
+    history = PydanticAIHistory("bytes", service)
+    await history.store(returned)
+    (loaded,) = await history.load()
+    first, second = cast("list[ToolReturnPart]", loaded.parts)
+    assert first.content == raw
+    assert type(first.content) is bytes
+    assert second.content == {"image": b"\x89PNG", "pages": [b"one", "two", 3]}
+    assert type(second.content["image"]) is bytes
+    assert second.metadata == {"digest": b"\x00\xff"}
+    assert loaded == returned[0]
+    assert isinstance(cast("ToolReturnPart", reference(returned)[0].parts[0]).content, str)
+    await history.store(returned)
+    assert len(await service.get_events("bytes")) == 1
 
 
 async def test_messages_are_real_message_events(service: SessionService) -> None:
@@ -244,7 +282,8 @@ async def test_function_model_sees_the_stored_history(service: SessionService) -
 async def test_retry_after_a_failed_write_stores_once(
     service: SessionService, after_write: bool
 ) -> None:
-    """Retrying ``store`` of a run's messages whose write failed stores them exactly once."""
+    """Retrying ``store`` of a run's messages whose write failed stores them exactly once; so
+    does storing them again from another history object (a retry of another process)."""
     losing = LosingService(service, fail=0, after_write=after_write)
     history = PydanticAIHistory("retry", losing)
     result = await tool_agent().run("add")
@@ -255,20 +294,76 @@ async def test_retry_after_a_failed_write_stores_once(
             await history.store(result.new_messages())
     await history.store(result.new_messages())
     assert await history.load() == [*EVERY_PART[-1:], *result.new_messages()]
-    await history.store(result.new_messages())  # a success clears the memory: this is new
-    assert len(await history.load()) == 1 + 2 * len(result.new_messages())
+    await PydanticAIHistory("retry", service).store(result.new_messages())
+    assert len(await history.load()) == 1 + len(result.new_messages())
+
+
+async def test_storing_all_messages_again_stores_only_what_is_new(
+    service: SessionService,
+) -> None:
+    """The common idiom ``store(result.all_messages())`` after each run keeps one copy of each
+    message: four runs of two messages each are 8 messages, not 20."""
+    agent = Agent(TestModel(custom_output_text="ok"))
+    history = PydanticAIHistory("idiom", service)
+    for question in ("one", "two", "three", "four"):
+        result = await agent.run(question, message_history=await history.load())
+        await history.store(result.all_messages())
+        await history.store(result.all_messages())  # and once more, by mistake
+    assert len(result.all_messages()) == 8
+    assert await history.load() == result.all_messages()
+    events = await service.get_events("idiom")
+    assert len(events) == 8
+    fresh = PydanticAIHistory("idiom", service)  # another object (a later request) stores none
+    await fresh.store(result.all_messages())
+    assert len(await service.get_events("idiom")) == 8
+
+
+class FixedSummarizer:
+    """A summarizer that always writes the same summary (the model call is not under test)."""
+
+    async def summarize(self, system_prompt: str, prompt: str) -> str:
+        return "SUMMARY of the first questions."
+
+
+async def test_all_messages_after_compaction_keep_the_summary_once(service: SessionService) -> None:
+    """After compaction wrote a summary turn, ``load`` hands it in (converted from its events),
+    and storing ``all_messages()`` stores neither the summary nor the archived messages again:
+    only the run's two new messages."""
+    agent = Agent(TestModel(custom_output_text="ok"))
+    history = PydanticAIHistory("compacted", service)
+    for question in ("one", "two", "three", "four"):
+        result = await agent.run(question, message_history=await history.load())
+        await history.store(result.all_messages())
+    strategy = RecursiveSummarizationCompactionStrategy(
+        FixedSummarizer(), max_events_to_keep=2, overlap_size=1
+    )
+    assert (await service.compact("compacted", TurnCountTrigger(2), strategy)).applied
+    before = await service.get_events("compacted")
+    active = await history.load()
+    assert [shape[1] for shape in map(kinds, active[:2])] == [["user-prompt"], ["text"]]
+    result = await agent.run("five", message_history=active)
+    await history.store(result.all_messages())
+    after = await service.get_events("compacted")
+    assert [e.id for e in after[: len(before)]] == [e.id for e in before]
+    assert len(after) == len(before) + 2
+    assert (await history.load())[-2:] == result.new_messages()
+
+
+def kinds(message: ModelMessage) -> tuple[str, list[str]]:
+    return (message.kind, [part.part_kind for part in message.parts])
 
 
 async def test_concurrent_stores_keep_every_batch_once_and_whole(service: SessionService) -> None:
-    """Thirty concurrent stores from ten history objects store every batch once, contiguous."""
-    result = await tool_agent().run("add")
-    batch = result.new_messages()
-    histories = [PydanticAIHistory("busy", service) for _ in range(10)]
-    await asyncio.gather(*(h.store(batch) for h in histories for _ in range(3)))
+    """Thirty concurrent stores of ten runs' messages, each batch stored by three history
+    objects at once: every batch is stored once, contiguous."""
+    agent = tool_agent()
+    batches = [(await agent.run(f"add {n}")).new_messages() for n in range(10)]
+    histories = [PydanticAIHistory("busy", service) for _ in range(30)]
+    await asyncio.gather(*(h.store(batches[n % 10]) for n, h in enumerate(histories)))
     loaded = await histories[0].load()
-    assert len(loaded) == 30 * len(batch)
-    for start in range(0, len(loaded), len(batch)):
-        assert loaded[start : start + len(batch)] == batch
+    assert len(loaded) == sum(len(batch) for batch in batches)
+    found = [loaded[start : start + 4] for start in range(0, len(loaded), 4)]
+    assert sorted(found, key=str) == sorted(batches, key=str)
 
 
 async def test_windows_never_split_a_tool_call_from_its_return(service: SessionService) -> None:

@@ -11,13 +11,8 @@ from typing import Any
 import pytest
 from pymongo import AsyncMongoClient
 
-from asyncsession import (
-    EventFilter,
-    MongoSessionRepository,
-    Session,
-    StorageError,
-    StorageUnavailable,
-)
+from asyncsession import EventFilter, MongoSessionRepository, Session, StorageUnavailable
+from asyncsession.exceptions import StorageError
 from asyncsession.memory import MemoryBackendError, MongoMemoryStore
 from asyncsession.repository.mongo._timeouts import (
     DEFAULT_SERVER_SELECTION_TIMEOUT_MS,

@@ -35,6 +35,7 @@ from ..._pymongo_errors import storage_errors
 from ...events import SessionEvent
 from ...exceptions import EventIdConflict, EventTooLarge, SessionNotFound, StorageError
 from .._protocol import Lease
+from ._content import encode, too_large
 from ._layout import (
     COMMIT,
     EVENT_ID,
@@ -45,32 +46,14 @@ from ._layout import (
     Doc,
     Store,
     commit_doc,
-    event_to_doc,
     lease_doc,
 )
 from ._read import first_read
 
-__all__ = ["append", "encoded", "too_large"]
+__all__ = ["append"]
 
 _ATTEMPTS = 100
 """How many commit numbers an append without a version tries before it gives up."""
-
-
-def encoded(store: Store, events: list[SessionEvent]) -> list[Doc]:
-    """The events as their commit holds them."""
-    del store
-    return [event_to_doc(event) for event in events]
-
-
-def too_large(store: Store, session_id: str, docs: list[Doc]) -> EventTooLarge:
-    """The error for a commit over the server's document size limit: it names the event that
-    takes it over and the size the commit has with it (measured only on this path)."""
-    size = len(bson.encode({SESSION: session_id, COMMIT: 0, INCARNATION: 0, EVENTS: []}))
-    for doc in docs:
-        size += len(bson.encode(doc)) + 8
-        if size > store.max_document_size:
-            return EventTooLarge(doc[EVENT_ID], size, store.max_document_size)
-    return EventTooLarge(docs[-1][EVENT_ID], size, store.max_document_size)
 
 
 async def _incarnation(store: Store, session_id: str, at_least: int = 0) -> tuple[int, int]:
@@ -97,10 +80,44 @@ async def append(
     lease: Lease | None,
 ) -> bool:
     """Append ``events`` (never empty, no id twice) as one commit; see
-    ``SessionRepository.append_events``."""
-    docs = encoded(store, events)
+    ``SessionRepository.append_events``. Bodies are encrypted for the session's owner and large
+    ones uploaded first (`_content`); files of events not committed are deleted after."""
+    owner = store.owners.get(session_id)
+    if owner is None and store.keys is not None:
+        owner = await _owner(store, session_id)
+    batch = await encode(store, owner, events)
+    if batch.wholes:
+        if owner is None and store.newest.get(session_id) is None:
+            owner = await _owner(store, session_id)
+        await batch.upload(store, session_id, owner)
+    dropped: set[str] = set()
     async with _in_turn(store, session_id):
-        return await _append(store, session_id, events, docs, expected_version, lease)
+        try:
+            done = await _append(
+                store, session_id, events, batch.docs, expected_version, lease, dropped
+            )
+        except EventTooLarge:  # refused before it was sent
+            await batch.discard(store, set())
+            raise
+    # Another error leaves the files: the insert may have landed unacknowledged, and a file
+    # nobody refers to goes with its session.
+    if batch.files:
+        await batch.discard(store, set() if not done else {e.id for e in events} - dropped)
+    return done
+
+
+async def _owner(store: Store, session_id: str) -> str:
+    """The session's owner, read (it is noted for the appends that follow).
+
+    Raises:
+        SessionNotFound: the session does not exist.
+    """
+    with storage_errors(f"append to session {session_id!r}"):
+        if await first_read(store, session_id, 1) is None:
+            raise SessionNotFound(session_id)
+    owner = store.owners.get(session_id)
+    assert owner is not None
+    return owner
 
 
 @contextlib.asynccontextmanager
@@ -128,13 +145,17 @@ async def _append(
     docs: list[Doc],
     expected_version: int | None,
     lease: Lease | None,
+    dropped: set[str],
 ) -> bool:
+    """The append itself; the ids of the events found stored already (replays) go in
+    ``dropped``."""
     with storage_errors(f"append to session {session_id!r}"):
         incarnation, newest = await _incarnation(store, session_id, expected_version or 0)
         if expected_version is not None and not 0 <= expected_version <= newest:
             # A version the session never had: never write (it would leave a gap), but a batch
             # of replays is still done.
             stored = await _stored(store, session_id, incarnation, events, -1)
+            dropped.update(stored or ())
             return stored is not None and len(stored) == len(events)
         number = newest + 1 if expected_version is None else expected_version + 1
         leased = None if lease is None else lease_doc(lease.holder, lease.expires_at)
@@ -160,6 +181,7 @@ async def _append(
                 incarnation, newest = await _incarnation(store, session_id)
                 continue
             if stored:
+                dropped.update(stored)
                 docs = [d for d in docs if d[EVENT_ID] not in stored]
                 events = [e for e in events if e.id not in stored]
                 if not docs:

@@ -19,28 +19,39 @@ from typing import Any, Final
 from pymongo import ASCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 
+from ...encryption import UserKeys
 from ...events import Session, SessionEvent
+from ...exceptions import UsageError
+from .._offload import Offloading
+from ._gridfs import Bucket
 from ._newest import Newest
+from ._owners import Owners
 
 __all__ = [
     "ATTRIBUTES",
+    "BODIES",
     "BODY",
     "COMMIT",
     "COMMITS",
     "CREATED_AT",
     "EVENTS",
+    "ERASURES",
     "EVENT_ID",
     "EXPIRES_AT",
+    "FILE",
     "HOLDER",
     "ID",
     "INCARNATION",
+    "LARGE",
     "LEASE",
     "MESSAGE",
     "METADATA",
     "OLDEST_FIRST",
     "PAYLOAD",
     "SESSION",
+    "SEALED",
     "SESSIONS",
+    "SIZE",
     "TEXT",
     "TIMESTAMP",
     "TYPE",
@@ -65,6 +76,13 @@ SESSIONS: Final = "sessions"
 """The default collection of session documents."""
 COMMITS: Final = "session_commits"
 """The default collection of commit documents: one per committed append."""
+ERASURES: Final = "erasures"
+"""The default collection of the erasures ledger (`asyncsession.erasure.MongoErasureLedger`)."""
+BODIES: Final = "session_bodies"
+"""The default GridFS bucket of offloaded bodies (collections ``session_bodies.files`` and
+``session_bodies.chunks``): one file per offloaded event, its id ``<session id>\x00<event
+id>\x00<random>`` (a session id holds no NUL), so a session's files, and the chunks of an
+upload that died before its files document, are one range of ids."""
 
 # The session document.
 ID: Final = "_id"
@@ -99,8 +117,17 @@ event's ``type`` says which message it is."""
 KIND: Final = "kind"  # layout: the message model's discriminator, never stored
 PAYLOAD: Final = "payload"
 BODY: Final = "body"
-"""What the event says: ``message`` or ``payload``, and ``metadata``; one subdocument, so that it
-can later be replaced by one encrypted value."""
+"""What the event says: ``message`` or ``payload``, and ``metadata``; one subdocument, or, with
+encryption on, that subdocument as one encrypted value (a BSON binary of subtype 6). An
+offloaded event's body is its preview."""
+LARGE: Final = "large"
+"""On an offloaded event, beside its body: ``{file, size, sealed}``, where its whole body is."""
+FILE: Final = "file"
+"""The GridFS file id of an offloaded body."""
+SIZE: Final = "size"
+"""The bytes an offloaded event's content takes as JSON."""
+SEALED: Final = "sealed"
+"""Whether an offloaded body's file holds one encrypted value (else the body as BSON)."""
 TEXT: Final = f"{EVENTS}.{BODY}.{MESSAGE}.text"  # layout: text is the message model's field
 """The path of a message's text, which keyword searches prefilter on."""
 
@@ -123,6 +150,14 @@ class Store:
     reads instead), enforces no unique index over array elements (an append looks its ids up
     first) and no document size limit (an append measures its commit first)."""
     max_document_size: int = 16 * 1024 * 1024
+    keys: UserKeys | None = None
+    """The data keys content is encrypted with; ``None``: content in clear."""
+    owners: Owners = field(default_factory=Owners)
+    """Session id -> its owner, whose key encrypts what is appended to it."""
+    offloading: Offloading | None = None
+    """When an event's body goes to ``bucket``; ``None``: never."""
+    bucket: Bucket | None = None
+    """The GridFS bucket of offloaded bodies (``None`` on a database that is not PyMongo's)."""
 
 
 _MESSAGE_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
@@ -202,8 +237,17 @@ def session_fields(session: Session, attributes: list[str]) -> Doc:
 
 
 def session_from_doc(doc: Mapping[str, Any]) -> Session:
-    """The session a session document holds."""
+    """The session a session document holds.
+
+    Raises:
+        UsageError: its metadata is encrypted and the store has no encryption setting.
+    """
     expires = doc.get(EXPIRES_AT)
+    if not isinstance(doc.get(METADATA) or {}, dict):
+        raise UsageError(
+            f"session {doc[ID]!r} holds encrypted metadata: read it with a store given the "
+            "encryption setting it was written with (encryption=)"
+        )
     return Session(
         id=doc[ID],
         user_id=doc[USER_ID],
@@ -232,7 +276,16 @@ def event_to_doc(event: SessionEvent) -> Doc:
 
 
 def event_from_doc(doc: Mapping[str, Any], session_id: str) -> SessionEvent:
-    """The event a commit's entry holds (``archived`` is derived later, by the reader)."""
+    """The event a commit's entry holds (``archived`` is derived later, by the reader).
+
+    Raises:
+        UsageError: the body is encrypted and the store has no encryption setting.
+    """
+    if not isinstance(doc[BODY], dict):
+        raise UsageError(
+            f"session {session_id!r} holds encrypted content: read it with a store given the "
+            "encryption setting it was written with (encryption=)"
+        )
     body = _in(doc[BODY])
     message = body.get(MESSAGE)
     if isinstance(message, dict):

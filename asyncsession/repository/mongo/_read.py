@@ -30,6 +30,7 @@ from ..._view import ReadLog, view_of
 from ...events import EventType, Session, SessionEvent
 from ...filters import EventFilter
 from .._protocol import Lease, SessionSnapshot
+from ._content import open_commits, open_session
 from ._layout import (
     COMMIT,
     EVENT_ID,
@@ -180,11 +181,16 @@ async def _aggregate(collection: AsyncCollection[Doc], pipeline: list[Doc]) -> l
 
 
 async def first_read(
-    store: Store, session_id: str, span: int | None, prefilter: Doc | None = None
+    store: Store,
+    session_id: str,
+    span: int | None,
+    prefilter: Doc | None = None,
+    search: EventFilter | None = None,
 ) -> Suffix | None:
     """The session with its newest ``span`` commits or so (every commit when ``None``; with
     ``prefilter``, every commit it matches and every boundary); ``None`` if the session does
-    not exist."""
+    not exist. With encryption on, ``search`` is a text search whose candidates alone are kept
+    (see `_content.open_commits`)."""
     known = store.newest.get(session_id)
     query: Doc = {SESSION: session_id}
     if prefilter is not None:
@@ -206,7 +212,7 @@ async def first_read(
         mine = [d for d in others if d.get(INCARNATION) == incarnation]
         if not mine and known is not None and known.commit > 0 and span is not None and not sort:
             store.newest.forget(session_id)  # another incarnation: the numbers meant nothing
-            return await first_read(store, session_id, span, prefilter)
+            return await first_read(store, session_id, span, prefilter, search)
         if sort and not mine and len(others) == span:  # only commits of a deleted incarnation
             mine = await store.commits.find(
                 {SESSION: session_id, INCARNATION: incarnation},
@@ -220,6 +226,8 @@ async def first_read(
         low = 1 if span is None or known is None else max(1, known.commit - span + 1)
     else:
         low = 1 if len(others) < span else min(d[COMMIT] for d in others)
+    await open_session(store, session_doc)
+    await open_commits(store, mine, session_doc[USER_ID], search, f"session {session_id!r}")
     commits = [_commit(d) for d in mine]
     density = None
     if commits and prefilter is None:  # the median of the newest few: a bulk append is rare
@@ -256,6 +264,7 @@ async def _older(store: Store, suffix: Suffix, count: int) -> None:
     }
     with storage_errors(f"read session {suffix.session.id!r}"):
         docs = await store.commits.find(query).to_list(None)
+    await open_commits(store, docs, suffix.session.user_id)
     older = sorted((_commit(d) for d in docs), key=lambda c: c.number)
     suffix.commits[:0] = older
     suffix.low = low
@@ -271,6 +280,7 @@ async def _by_id(store: Store, suffix: Suffix, ids: Sequence[str]) -> list[Sessi
     }
     with storage_errors(f"read session {suffix.session.id!r}"):
         docs = await store.commits.find(query, sort=[(COMMIT, 1)]).to_list(None)
+    await open_commits(store, docs, suffix.session.user_id)
     return [e for e in _events(docs, suffix.session.id) if e.id in wanted]
 
 
@@ -327,12 +337,23 @@ async def snapshot_of(store: Store, session_id: str, filter: EventFilter) -> Ses
 
 async def find_events(store: Store, session_id: str, filter: EventFilter) -> list[SessionEvent]:
     """The events of one session that ``filter`` selects; empty for an unknown session."""
+    if store.keys is not None and filter.has_text_criteria:  # the server cannot read the text
+        suffix = await first_read(store, session_id, None, _SEARCHED, filter)
+        return [] if suffix is None else await select(store, suffix, filter)
     prefilter = _prefilter(filter)
     if prefilter is not None:
         suffix = await first_read(store, session_id, None, prefilter)
     else:
         suffix = await first_read(store, session_id, span_for(store, session_id, filter))
     return [] if suffix is None else await select(store, suffix, filter)
+
+
+_SEARCHED: Final = {
+    f"{EVENTS}.{TYPE}": {
+        "$in": [EventType.USER.name, EventType.ASSISTANT.name, EventType.SYSTEM.name]
+    }
+}
+"""The commits a text search of encrypted content reads: those holding messages with text."""
 
 
 def _prefilter(filter: EventFilter) -> Doc | None:
@@ -352,8 +373,9 @@ async def user_events(store: Store, user_id: str, filter: EventFilter) -> list[S
     """The events of every session of the user that ``filter`` selects, by timestamp (ties in
     the order the sessions were created, then log order), with a plain window."""
     unwindowed = filter.without_window()
-    prefilter = _prefilter(unwindowed)
-    matched: list[SessionEvent] = []
+    searched = store.keys is not None and unwindowed.has_text_criteria
+    prefilter = _SEARCHED if searched else _prefilter(unwindowed)
+    logs: list[tuple[str, list[Doc]]] = []
     with storage_errors(f"read the events of user {user_id!r}"):
         sessions = await store.sessions.find(
             {USER_ID: user_id}, {INCARNATION: 1}, sort=OLDEST_FIRST
@@ -371,7 +393,13 @@ async def user_events(store: Store, user_id: str, filter: EventFilter) -> list[S
                 mine = sorted(
                     by_session.get((session[ID], session[INCARNATION]), []), key=lambda d: d[COMMIT]
                 )
-                matched += unwindowed.read_backwards(ReadLog.of(_events(mine, session[ID])))
+                logs.append((session[ID], mine))
+    every = [doc for _, mine in logs for doc in mine]
+    where = f"the sessions of user {user_id!r}"
+    await open_commits(store, every, user_id, unwindowed if searched else None, where)
+    matched: list[SessionEvent] = []
+    for session_id, mine in logs:
+        matched += unwindowed.read_backwards(ReadLog.of(_events(mine, session_id)))
     matched.sort(key=lambda e: e.timestamp)  # stable: ties keep session order, then log order
     return filter.apply_window(matched)
 

@@ -4,9 +4,10 @@ A session document is written when the session is created or saved, when a lease
 session itself (version 0) is taken or given back, and when it is deleted; never by an append.
 
 **Deletes.** A delete first marks the session expired since 1970 (``expires_at``), then removes
-its commits, then the document. A delete that dies after the mark is finished by the next delete
-of the id or by any sweep (which finds the document expired whatever its ``before``), and the
-session is never read with its expiry intact meanwhile. The sweep claims each expired session
+its commits, then its offloaded bodies (their chunks, then their files), then the document. A
+delete that dies after the mark is finished by the next delete of the id or by any sweep (which
+finds the document expired whatever its ``before``), and the session is never read with its
+expiry intact meanwhile. The sweep claims each expired session
 with the same mark, atomically re-checking the expiry (a session whose expiry was extended
 meanwhile is left alone), and removes each on its own, shielded: a cancelled sweep stops after
 the session it is on.
@@ -26,6 +27,7 @@ from ...events import Session, SessionAttributes
 from ...exceptions import SessionNotFound
 from .._metadata_index import index_entries, index_entry
 from .._protocol import Lease
+from ._content import open_session, seal_session
 from ._layout import (
     ATTRIBUTES,
     COMMIT,
@@ -61,19 +63,22 @@ _DOOMED: Final = datetime(1970, 1, 1, tzinfo=UTC)
 """The expiry a delete marks a session with before it removes anything."""
 
 
-def _fields(store: Store, session: Session) -> Doc:
-    return session_fields(session, index_entries(session, store.indexed_keys))
+async def _fields(store: Store, session: Session) -> Doc:
+    fields = session_fields(session, index_entries(session, store.indexed_keys))
+    await seal_session(store, session.user_id, fields)
+    return fields
 
 
 async def save_session(store: Store, session: Session) -> Session:
     """Create the session, or update its owner, expiry and metadata: one upsert."""
+    fields = await _fields(store, session)
     with storage_errors(f"save session {session.id!r}"):
         for attempt in range(2):
             try:
                 doc = await store.sessions.find_one_and_update(
                     {ID: session.id},
                     {
-                        "$set": _fields(store, session),
+                        "$set": fields,
                         "$setOnInsert": {
                             CREATED_AT: session.created_at,
                             INCARNATION: new_incarnation(),
@@ -88,6 +93,7 @@ async def save_session(store: Store, session: Session) -> Session:
                 continue
             assert doc is not None  # an upsert returns the document it wrote
             store.newest.note(session.id, doc[INCARNATION], 0)
+            await open_session(store, doc)
             return session_from_doc(doc)
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -96,12 +102,14 @@ async def insert_session(store: Store, session: Session) -> bool:
     """Insert the session unless its id exists: one insert."""
     incarnation = new_incarnation()
     doc = {ID: session.id, CREATED_AT: session.created_at, INCARNATION: incarnation}
+    fields = await _fields(store, session)
     with storage_errors(f"create session {session.id!r}"):
         try:
-            await store.sessions.insert_one({**doc, **_fields(store, session)})
+            await store.sessions.insert_one({**doc, **fields})
         except DuplicateKeyError:
             return False
     store.newest.note(session.id, incarnation, 0)
+    store.owners.note(session.id, session.user_id)
     return True
 
 
@@ -109,7 +117,10 @@ async def find_by_id(store: Store, session_id: str) -> Session | None:
     """The session, or ``None``."""
     with storage_errors(f"read session {session_id!r}"):
         doc = await store.sessions.find_one({ID: session_id})
-    return None if doc is None else session_from_doc(doc)
+    if doc is None:
+        return None
+    await open_session(store, doc)
+    return session_from_doc(doc)
 
 
 async def find_sessions(
@@ -124,6 +135,8 @@ async def find_sessions(
     with storage_errors(f"find sessions by {name or USER_ID} {value!r}"):
         cursor = store.sessions.find(query, sort=OLDEST_FIRST, limit=limit or 0)
         docs = await cursor.to_list(None)
+    for doc in docs:
+        await open_session(store, doc)
     return [session_from_doc(doc) for doc in docs]
 
 
@@ -136,7 +149,10 @@ async def _remove(store: Store, session_id: str, claim: Doc) -> bool:
     if doc is None and claim:
         return False  # its expiry was extended since the sweep found it
     store.newest.forget(session_id)
+    store.owners.forget(session_id)
     await store.commits.delete_many({SESSION: session_id})
+    if store.bucket is not None:
+        await store.bucket.delete_session(session_id)
     if doc is None:
         return False
     await store.sessions.delete_one({ID: session_id, INCARNATION: doc.get(INCARNATION)})

@@ -1,0 +1,333 @@
+"""Where an adapter's calls run: on the event loop the store belongs to.
+
+PyMongo's ``AsyncMongoClient`` (and a Motor client) belongs to the first event loop that uses it
+and refuses every other. Frameworks call adapters from everywhere: a sync ``chain.invoke`` in a
+plain script, LangChain's worker threads, ``Runner.run_sync``, ADK's ``runner.run`` (a new loop
+in a new thread per run), ``asyncio.run(...)`` around one call. So every store call of an
+adapter goes through a [`StoreLoop`][asyncsession.integrations._loops.StoreLoop], which runs it
+
+- on the loop the store's client belongs to: directly when the caller runs on it, handed over
+  (``asyncio.run_coroutine_threadsafe``) and awaited, or waited for, when it runs elsewhere;
+- when the client belongs to no loop yet: on the caller's loop if that is a lasting one (a loop
+  in the main thread running code of the caller's, as an app, a server, a notebook or a test
+  does), else on the adapters' own loop (`own_loop`: one daemon thread per process, started on
+  first use), which the store then belongs to. Sync callers, loops in other threads and loops
+  that run a single framework call (``Runner.run_sync``, ``asyncio.run(history.load())``: the
+  loop ends or idles after it) get that one;
+- on the caller's loop for a store that serves any loop (the in-memory store); a sync caller's
+  on the loop the adapter was built on while that loop runs (else the adapters' own), so a
+  sync call beside a running loop is served by that loop, and one whose loop is blocked waiting
+  for it (``invoke`` inside ``async def``) is refused instead of answering while its write fails.
+
+A sync method called in a thread that runs an event loop raises `UsageError` at once: waiting
+there would block that loop. A call handed to a loop that does not start it within
+`START_BOUND` seconds (its thread is blocked, typically by a sync call made on it that waits for
+this one) is abandoned before it starts and raises `UsageError`: nothing was done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, Final, TypeVar
+
+from pymongo import AsyncMongoClient
+
+from .._lifecycle import running_loop
+from .._shield import shielded
+from ..exceptions import UsageError
+
+__all__ = ["START_BOUND", "StoreLoop", "own_loop"]
+
+START_BOUND: Final = 5.0
+"""Seconds a loop has to start a call handed to it before the call is abandoned."""
+_LINKS: Final = ("delegate", "repository", "_repository", "_database", "database", "client")
+"""Attributes followed from a service to the client its store uses (a wrapper's inner service,
+a service's repository, a repository's database, a database's client)."""
+_DEPTH: Final = 6
+_ONE_CALL: Final = (
+    "asyncsession.",
+    "agents.",
+    "pydantic_ai.",
+    "pydantic_graph.",
+    "google.adk.",
+    "langchain_core.",
+    "langchain.",
+    "langgraph.",
+)
+"""Modules whose coroutine, as the one a loop was started to run, means the loop serves that one
+call (tasks these frameworks start inside an app's loop do not count: only the loop's own)."""
+_T = TypeVar("_T")
+
+_own_lock = threading.Lock()
+_own: asyncio.AbstractEventLoop | None = None
+
+
+def _serve(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+    asyncio.set_event_loop(loop)
+    loop.call_soon(ready.set)
+    loop.run_forever()
+
+
+def own_loop() -> asyncio.AbstractEventLoop:
+    """The adapters' own event loop: one daemon thread per process, started on first use."""
+    global _own
+    with _own_lock:
+        if _own is None:
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+            threading.Thread(
+                target=_serve, args=(loop, ready), name="asyncsession-adapters", daemon=True
+            ).start()
+            ready.wait()
+            _own = loop
+        return _own
+
+
+def _forget_own_loop() -> None:
+    """In a forked child the thread is gone: the next call starts a loop of the child's own."""
+    global _own, _own_lock
+    _own = None
+    _own_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_own_loop)
+
+
+def _is_client(value: object) -> bool:
+    if isinstance(value, AsyncMongoClient):
+        return True
+    return type(value).__module__.startswith("motor.") and hasattr(value, "_io_loop")
+
+
+def _client_of(store: object) -> object | None:
+    """The loop-bound database client ``store`` uses, found through `_LINKS`; ``None`` for a
+    store that serves any loop (the in-memory store, one of your own)."""
+    seen: set[int] = {id(store)}
+    level = [store]
+    for _ in range(_DEPTH):
+        below: list[object] = []
+        for value in level:
+            if _is_client(value):
+                return value
+            for name in _LINKS:
+                try:
+                    linked = getattr(value, name, None)
+                except Exception:  # a property that fails: not a link
+                    continue
+                if linked is not None and id(linked) not in seen:
+                    seen.add(id(linked))
+                    below.append(linked)
+        level = below
+    return None
+
+
+def _bound_loop(client: object) -> asyncio.AbstractEventLoop | None:
+    """The loop ``client`` belongs to; ``None`` until a loop has used it."""
+    name = "_loop" if type(client).__module__.startswith("pymongo.") else "_io_loop"
+    loop: object = getattr(client, name, None)
+    return loop if isinstance(loop, asyncio.AbstractEventLoop) else None
+
+
+def _driven_by(loop: asyncio.AbstractEventLoop) -> str:
+    """The module of the coroutine the loop was started to run to its end (``asyncio.run(x)``,
+    ``run_until_complete(x)``: the task with asyncio's completion callback), or ``""`` for a
+    loop that runs until stopped (a notebook's, a server's ``run_forever``)."""
+    for task in asyncio.all_tasks(loop):
+        callbacks = getattr(task, "_callbacks", None) or ()
+        if any(
+            getattr(entry[0], "__name__", "") == "_run_until_complete_cb" for entry in callbacks
+        ):
+            frame = getattr(task.get_coro(), "cr_frame", None)
+            return str(frame.f_globals.get("__name__", "")) if frame is not None else ""
+    return ""
+
+
+def _lasting(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether the running ``loop`` looks like it outlives the call: it runs in the main thread,
+    and it was not started for a single framework call (``Runner.run_sync``,
+    ``Agent.run_sync`` and ``asyncio.run(history.load())`` run one call on a loop that then
+    ends or idles; an app, a server, a notebook or a test runs code of its own)."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    return not _driven_by(loop).startswith(_ONE_CALL)
+
+
+class _Ticket:
+    """One call handed to another loop: it starts there at most once, unless abandoned first."""
+
+    def __init__(self, caller: asyncio.AbstractEventLoop | None) -> None:
+        self._lock = threading.Lock()
+        self._state = "waiting"
+        self.started = threading.Event()
+        """Set when the call starts (for a sync caller)."""
+        self._caller = caller
+        self.started_here: asyncio.Future[None] | None = (
+            caller.create_future() if caller is not None else None
+        )
+        """Resolved on the caller's loop when the call starts (for an async caller)."""
+
+    def abandon(self) -> bool:
+        """Give the call up if it has not started; ``False`` once it has."""
+        with self._lock:
+            if self._state != "waiting":
+                return False
+            self._state = "abandoned"
+            return True
+
+    async def run(self, call: Coroutine[Any, Any, _T], refused: str, write: bool) -> _T:
+        """Run ``call`` unless the ticket was abandoned (then it is cancelled, never started)."""
+        with self._lock:
+            if self._state == "abandoned":
+                call.close()
+                raise asyncio.CancelledError
+            self._state = "started"
+        self.started.set()
+        if self._caller is not None and self.started_here is not None:
+            with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody waits
+                self._caller.call_soon_threadsafe(_resolve, self.started_here)
+        return await _refusing_other_loops(shielded(call) if write else call, refused)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def _refusing_other_loops(call: Coroutine[Any, Any, _T], message: str) -> _T:
+    """Turn PyMongo's refusal of this loop (the client was bound elsewhere meanwhile) into
+    `UsageError`, chained to it; it is raised before anything is sent."""
+    try:
+        return await call
+    except RuntimeError as exc:
+        if "different event loop" not in str(exc):
+            raise
+        raise UsageError(message) from exc
+
+
+async def _outcome(done: asyncio.Future[Any]) -> None:
+    """Wait for ``done`` to settle, through any number of cancellations."""
+    while not done.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait({done})
+
+
+class StoreLoop:
+    """Runs an adapter's store calls on the loop its store belongs to (see the module docs).
+
+    Args:
+        store: the service (or repository) the adapter calls.
+        name: how messages name the adapter (``"LangChainHistory 'trip-42'"``).
+    """
+
+    def __init__(self, store: object, name: str) -> None:
+        self._client = _client_of(store)
+        self._name = name
+        self._built_on = running_loop()
+
+    def _home(self, caller: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop:
+        """The loop a call from ``caller`` (``None``: a sync caller) runs on."""
+        bound = _bound_loop(self._client) if self._client is not None else None
+        if bound is not None:
+            return bound
+        if caller is not None:
+            return caller if self._client is None or _lasting(caller) else own_loop()
+        built_on = self._built_on  # a sync call beside the loop the adapter was built on: there
+        return built_on if built_on is not None and built_on.is_running() else own_loop()
+
+    def _unusable(self, loop: asyncio.AbstractEventLoop) -> UsageError | None:
+        if loop.is_closed():
+            return UsageError(
+                f"{self._name} cannot run: its store belongs to an event loop that has ended "
+                "(PyMongo binds a client to the first loop that uses it, and an asyncio.run "
+                "that returned closed it). Let the adapter make the store's first call (it then "
+                "runs every call on a loop of its own; create indexes with `asyncsession "
+                "ensure-indexes`), or build the client inside the loop that uses it."
+            )
+        if not loop.is_running():
+            return UsageError(
+                f"{self._name} cannot run: its store belongs to an event loop that is not "
+                "running now. Call it from that loop, or let the adapter make the store's first "
+                "call (it then runs every call on a loop of its own)."
+            )
+        return None
+
+    def _blocked(self) -> UsageError:
+        return UsageError(
+            f"{self._name} handed a call to the event loop that serves it (its store's, or the "
+            f"one it was built on), and that loop did not start it within {START_BOUND:g} s: "
+            "the loop's thread is blocked, most likely by a sync call made on it (invoke, "
+            "run_sync) that waits for this one. Use the async API on that loop (ainvoke, await "
+            "agent.run). Nothing was done."
+        )
+
+    def _refused(self) -> str:
+        return (
+            f"{self._name} cannot run: its store's client was bound to another event loop "
+            "meanwhile (PyMongo binds a client to the first loop that uses it). Make one loop "
+            "the store's: its first call decides."
+        )
+
+    async def run(self, call: Coroutine[Any, Any, _T], *, write: bool = False) -> _T:
+        """Await ``call`` on the store's loop. A ``write`` that has started runs to its end
+        before a cancelled caller sees the cancellation (`shielded`, on the loop it runs on); a
+        read is cancelled with it. A call that is refused is closed unstarted.
+
+        Raises:
+            UsageError: the store's loop has ended, is not running, or did not start the call
+                within `START_BOUND` seconds.
+        """
+        here = asyncio.get_running_loop()
+        home = self._home(here)
+        if home is here:
+            return await _refusing_other_loops(shielded(call) if write else call, self._refused())
+        if (error := self._unusable(home)) is not None:
+            call.close()
+            raise error
+        ticket = _Ticket(here)
+        future = asyncio.run_coroutine_threadsafe(ticket.run(call, self._refused(), write), home)
+        done = asyncio.wrap_future(future)
+        assert ticket.started_here is not None
+        try:
+            either: list[asyncio.Future[Any]] = [ticket.started_here, done]
+            await asyncio.wait(either, timeout=START_BOUND, return_when=asyncio.FIRST_COMPLETED)
+            if ticket.abandon():
+                raise self._blocked()
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            if ticket.abandon():
+                raise  # it never started: nothing was done
+            if not write:
+                future.cancel()
+                raise
+            await _outcome(done)
+            raise
+
+    def run_sync(
+        self, call: Callable[[], Coroutine[Any, Any, _T]], *, method: str, instead: str
+    ) -> _T:
+        """Run ``call()`` on the store's loop for a sync caller and wait for it.
+
+        Raises:
+            UsageError: this thread runs an event loop (the wait would block it: ``method`` is
+                named and ``instead`` offered), or the store's loop has ended, is not running,
+                or did not start the call within `START_BOUND` seconds.
+        """
+        if running_loop() is not None:
+            raise UsageError(
+                f"{self._name}.{method} is a sync call, and this thread runs an event loop "
+                f"that waiting for it would block: use {instead} there."
+            )
+        home = self._home(None)
+        if (error := self._unusable(home)) is not None:
+            raise error
+        ticket = _Ticket(None)
+        future = asyncio.run_coroutine_threadsafe(
+            ticket.run(call(), self._refused(), write=False), home
+        )
+        if not ticket.started.wait(START_BOUND) and ticket.abandon():
+            raise self._blocked()
+        return future.result()
