@@ -33,7 +33,6 @@ from ...events import EventType, SessionEvent
 from ...exceptions import EventTooLarge, StorageError
 from ...filters import EventFilter
 from .._sealing import check_candidates, may_match
-from ._gridfs import file_id
 from ._layout import (
     BODY,
     COMMIT,
@@ -55,6 +54,7 @@ from ._layout import (
     as_utc,
     event_from_doc,
     event_to_doc,
+    file_id,
 )
 
 __all__ = [
@@ -80,7 +80,7 @@ async def seal_session(store: Store, user_id: str, fields: Doc) -> None:
 async def open_session(store: Store, doc: Doc) -> None:
     """Decrypt a session document's metadata in place, and note its owner."""
     user_id: str = doc[USER_ID]
-    store.owners.note(doc[ID], user_id)
+    store.owners.put(doc[ID], user_id)
     metadata = doc.get(METADATA)
     if isinstance(metadata, Binary) and store.keys is not None:
         doc[METADATA] = await store.keys.decrypt(user_id, metadata)
