@@ -23,7 +23,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._goals import GOALS_PAGE, integration_rows, measured_pairs, render_goals_page
+from ._goals import (
+    GOALS_PAGE,
+    floor_section,
+    integration_rows,
+    measured_pairs,
+    render_goals_page,
+)
 from ._page_data import history, is_ours, ok_rows
 from ._reading import WHY, expectations, method, test_server_notes
 from .report import COLUMNS, TABLES, merge_repeats
@@ -70,6 +76,12 @@ SYSTEMS: tuple[tuple[str, str], ...] = (
         "one `append_messages([question, reply])`",
     ),
     (
+        "asyncsession-question-first",
+        "the turn's own steps on the plain API: the same read, then the question appended at "
+        "the version read under a lease (one turn at a time), then the reply at the next "
+        "version",
+    ),
+    (
         "asyncsession-advisors",
         "one `ChatClient.call(question, session_id=...)` with session memory (a 20-message "
         "window), on a real `openai.AsyncOpenAI` client talking to an in-process stub model",
@@ -109,6 +121,12 @@ SYSTEMS: tuple[tuple[str, str], ...] = (
         "`ModelMessagesTypeAdapter` dumps it, indexed on `(conversation_id, _id)`; a `find` of "
         "the newest 20 validated into `message_history=`, then "
         "`insert_many(result.new_messages())`",
+    ),
+    (
+        "floor",
+        "no library, no guarantee: a range read of the session's newest turn documents, then "
+        "one `insert_one` of one document holding the question and the reply (the reference "
+        "our turns are held against, never a peer)",
     ),
     (
         "langchain-model",
@@ -246,7 +264,8 @@ test suite, so the harness cannot rot.
 
 def render_page(data: Mapping[str, Any]) -> str:
     """The whole benchmarks page, from the page data alone."""
-    out = [INTRO, *expectations(data), *test_server_notes(data), WHY, *_systems(data)]
+    out = [INTRO, *expectations(data), *floor_section(data), *test_server_notes(data), WHY]
+    out += _systems(data)
     out += method(data)
     out += _integrations(data)
     if "throughput" in data["tables"]:
