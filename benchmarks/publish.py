@@ -77,9 +77,8 @@ SYSTEMS: tuple[tuple[str, str], ...] = (
     ),
     (
         "asyncsession-question-first",
-        "the turn's own steps on the plain API: the same read, then the question appended at "
-        "the version read under a lease (one turn at a time), then the reply at the next "
-        "version",
+        "the question stored before the model call, under a lease, the reply after it: a "
+        "snapshot read, the question's append at the version read, the reply's at the next",
     ),
     (
         "asyncsession-advisors",
@@ -107,6 +106,11 @@ SYSTEMS: tuple[tuple[str, str], ...] = (
         "`message_history=`, then one `store(result.new_messages())` (the request and the "
         "response)",
     ),
+    (
+        "floor",
+        "the least a turn costs on MongoDB, with no guarantees: a range read of the window, "
+        "then one insert of one document (PyMongo directly)",
+    ),
     ("openai-agents", "the Agents SDK's `MongoDBSession`: `get_items(limit=20)`, then `add_items`"),
     ("google-adk", "ADK's `MongoDbSessionService`: `get_session`, then `append_event` per message"),
     (
@@ -121,12 +125,6 @@ SYSTEMS: tuple[tuple[str, str], ...] = (
         "`ModelMessagesTypeAdapter` dumps it, indexed on `(conversation_id, _id)`; a `find` of "
         "the newest 20 validated into `message_history=`, then "
         "`insert_many(result.new_messages())`",
-    ),
-    (
-        "floor",
-        "no library, no guarantee: a range read of the session's newest turn documents, then "
-        "one `insert_one` of one document holding the question and the reply (the reference "
-        "our turns are held against, never a peer)",
     ),
     (
         "langchain-model",
