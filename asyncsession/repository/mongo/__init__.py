@@ -18,10 +18,10 @@
 tell a replay (its ids are this session's), an id of another session and a lost race apart.
 
 **Reads** (``_read``). One aggregate: the session's newest commits, by a range when this
-process knows the newest number (``_layout.Newest``), else by a sorted find, with ``$unionWith``
-of the session document. Older commits are read by ranges only when a window needs them. ``archived``
-and the active view are derived from the newest ``COMPACTION`` event, as
-`asyncsession._view.ReadLog` says.
+process knows the newest number (``_layout.Newest``), else by a sorted find, with
+``$unionWith`` of the session document. Older commits are read by ranges only when a window
+needs them. ``archived`` and the active view are derived from the newest ``COMPACTION``
+event, as `asyncsession._view.ReadLog` says.
 
 **Compaction** is an append like any other: its summaries and its boundary, one commit.
 

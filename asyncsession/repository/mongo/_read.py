@@ -2,13 +2,13 @@
 
 A read starts with one aggregate: the session's newest commits, a range ``commit > known - k``
 when this process knows roughly the newest number (`_layout.Newest`), else the ``k`` highest
-numbers by a sorted find, with ``$unionWith`` of the session's document. It returns the session, the version
-(the newest commit read), the newest commit's lease and the events of the commits read. A
-``last_n`` window that those events do not fill reads the next older range (four times larger
-each time); a window of the active view stops at the newest boundary, and fetches by id the
-events its view names that lie before the commits read. Reads that need every event (no window)
-read every commit at once; a keyword search first narrows them on the server to the commits
-whose text may match, and the boundaries.
+numbers by a sorted find, with ``$unionWith`` of the session's document. It returns the
+session, the version (the newest commit read), the newest commit's lease and the events of the
+commits read. A ``last_n`` window that those events do not fill reads the next older range
+(four times larger each time); a window of the active view stops at the newest boundary, and
+fetches by id the events its view names that lie before the commits read. Reads that need
+every event (no window) read every commit at once; a keyword search first narrows them on the
+server to the commits whose text may match, and the boundaries.
 
 ``archived`` and the view order are derived by `asyncsession._view.ReadLog`, the reference
 for a log held as a list: the commits read, oldest first, are that list (or its newest part).
