@@ -28,39 +28,9 @@ async def test_processes_racing_for_a_new_user_share_one_key(
     """Eight processes encrypt for the same new user at the same moment, on an empty key
     vault without its index: one key is created, and every value decrypts here."""
     namespace = f"{mongo_db.name}.keyvault"
-    workers = [
-        await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(WORKER),
-            mongo_uri,
-            namespace,
-            "dave",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        for _ in range(PROCESSES)
-    ]
-    try:
-        for worker in workers:
-            assert worker.stdout is not None
-            async with asyncio.timeout(60):
-                assert json.loads(await worker.stdout.readline()) == {"ready": True}
-        for worker in workers:  # all of them start together
-            assert worker.stdin is not None
-            worker.stdin.write(b"go\n")
-            await worker.stdin.drain()
-        outputs = []
-        for worker in workers:
-            async with asyncio.timeout(60):
-                stdout, _ = await worker.communicate()
-            assert worker.returncode == 0
-            outputs.append(json.loads(stdout))
-    finally:
-        for worker in workers:
-            if worker.returncode is None:
-                worker.kill()
-                await worker.wait()
+    outputs = await _run_together(
+        [(str(WORKER), mongo_uri, namespace, "dave") for _ in range(PROCESSES)]
+    )
     docs = await mongo_db["keyvault"].find({"keyAltNames": key_name("dave")}).to_list()
     assert len(docs) == 1
     keys = UserKeys(options_for(mongo_db), mongo_client)
@@ -85,19 +55,9 @@ async def test_processes_meeting_a_new_user_through_the_store_lose_nothing(
     repository = MongoSessionRepository(mongo_db, **encrypted(setting))
     await repository.save(Session(id="shared", user_id="dave"))  # no metadata: no key yet
     assert await mongo_db["keyvault"].count_documents({}) == 0
-    workers = [
-        await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(SESSION_WORKER),
-            mongo_uri,
-            mongo_db.name,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        for _ in range(PROCESSES)
-    ]
-    outputs = await _run_together(workers)
+    outputs = await _run_together(
+        [(str(SESSION_WORKER), mongo_uri, mongo_db.name) for _ in range(PROCESSES)]
+    )
     assert len(await mongo_db["keyvault"].find({"keyAltNames": key_name("dave")}).to_list()) == 1
     assert await mongo_db["keyvault"].count_documents({}) == 1
     cold = MongoSessionRepository(mongo_db, **encrypted(UserKeys(setting, mongo_client)))
@@ -116,8 +76,19 @@ async def test_processes_meeting_a_new_user_through_the_store_lose_nothing(
     assert await cold.get_event_version("shared") == PROCESSES
 
 
-async def _run_together(workers: list[asyncio.subprocess.Process]) -> list[dict[str, Any]]:
-    """Wait until every worker is ready, start them at once, and collect their outputs."""
+async def _run_together(commands: list[tuple[str, ...]]) -> list[dict[str, Any]]:
+    """Start a worker per command (a script and its arguments), wait until every one is ready,
+    let them all go at once, and collect their outputs (one JSON object each)."""
+    workers = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        for command in commands
+    ]
     try:
         for worker in workers:
             assert worker.stdout is not None
