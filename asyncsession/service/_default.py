@@ -6,6 +6,7 @@ system messages may be stored) and delegates to the repository.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -38,7 +39,7 @@ from ..events import (
     SessionEvent,
     utc_now,
 )
-from ..exceptions import SessionExists, UsageError
+from ..exceptions import InvalidFilter, SessionExists, UsageError
 from ..filters import EventFilter, EventQuery
 from ..messages import Message
 from ..repository import Lease, SessionRepository, SessionSnapshot
@@ -63,6 +64,20 @@ def _require(value: str, what: str) -> str:
     if not isinstance(given, str) or not value.strip():
         raise UsageError(f"{what} must be a non-empty string")
     return value
+
+
+def _filter(value: EventFilter | None, what: str = "filter") -> EventFilter:
+    """``value``, ``EventFilter.all()`` for ``None``; anything else is an `InvalidFilter`."""
+    given = cast(object, value)  # callers outside the type checker may pass anything
+    if given is None:
+        return EventFilter.all()
+    if not isinstance(given, EventFilter):
+        shown = f"the class {given.__name__}" if isinstance(given, type) else repr(given)[:60]
+        raise InvalidFilter(
+            f"{what} must be an EventFilter (EventFilter.all(), EventFilter.active(), "
+            f"EventFilter.last_n(n), ...), not {shown}"
+        )
+    return given
 
 
 class DefaultSessionService(SessionService):
@@ -107,6 +122,17 @@ class DefaultSessionService(SessionService):
     def allow_system_messages(self) -> bool:
         """Whether system messages may be stored."""
         return self._allow_system_messages
+
+    @property
+    def loop_bound(self) -> bool:
+        """Whether the repository belongs to one event loop."""
+        return bool(getattr(self.repository, "loop_bound", False))
+
+    @property
+    def event_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the repository belongs to, once one has used it."""
+        loop: object = getattr(self.repository, "event_loop", None)
+        return loop if isinstance(loop, asyncio.AbstractEventLoop) else None
 
     def _new_session(self, request: CreateSessionRequest) -> Session:
         now = self._clock()
@@ -301,7 +327,7 @@ class DefaultSessionService(SessionService):
     ) -> list[SessionEvent]:
         """The matching events, oldest first; empty for an unknown session."""
         return await self.repository.find_events(
-            _require(session_id, "session_id"), filter or EventFilter.all()
+            _require(session_id, "session_id"), _filter(filter)
         )
 
     async def search_events(self, session_id: str, query: EventQuery) -> list[SessionEvent]:
@@ -334,7 +360,9 @@ class DefaultSessionService(SessionService):
     async def get_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
         """The session, its version, its matching events and the newest commit's lease in one
         read; ``None`` if unknown."""
-        return await self.repository.read_snapshot(_require(session_id, "session_id"), filter)
+        return await self.repository.read_snapshot(
+            _require(session_id, "session_id"), _filter(filter)
+        )
 
     async def acquire_lease(self, session_id: str, version: int, lease: Lease) -> bool:
         """Take (or renew) the lease on commit ``version`` (0: the session itself); ``False``
@@ -353,7 +381,7 @@ class DefaultSessionService(SessionService):
     ) -> list[SessionEvent]:
         """Matching events across all the user's sessions, by timestamp."""
         return await self.repository.find_events_by_user_id(
-            _require(user_id, "user_id"), filter or EventFilter.all()
+            _require(user_id, "user_id"), _filter(filter)
         )
 
     async def compact(

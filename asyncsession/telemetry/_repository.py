@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
@@ -47,6 +48,17 @@ class TracingSessionRepository(SessionRepository):
 
     def __repr__(self) -> str:
         return f"TracingSessionRepository({self.repository!r})"
+
+    @property
+    def loop_bound(self) -> bool:
+        """Whether the wrapped repository belongs to one event loop."""
+        return bool(getattr(self.repository, "loop_bound", False))
+
+    @property
+    def event_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the wrapped repository belongs to, once one has used it."""
+        loop: object = getattr(self.repository, "event_loop", None)
+        return loop if isinstance(loop, asyncio.AbstractEventLoop) else None
 
     async def _traced(
         self, operation: str, session_id: str | None, work: Callable[[], Awaitable[T]]
