@@ -140,6 +140,11 @@ def require_open_client(value: _T, name: str) -> _T:
     return value
 
 
+def require_estimator(value: _T, name: str = "estimator") -> _T:
+    """``value`` if it is a token count estimator (an instance with ``estimate(text)``)."""
+    return require_object(value, name, "a TokenCountEstimator", methods=("estimate",))
+
+
 def require_service(value: _T, name: str) -> _T:
     """``value`` if it has a session service's methods; a repository is told how to wrap it."""
     hint = _WRAP_REPOSITORY if _has(value, REPOSITORY_METHODS) else ""

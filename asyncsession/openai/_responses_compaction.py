@@ -28,7 +28,7 @@ from openai import AsyncOpenAI
 from openai.types.responses import CompactedResponse
 from pydantic import JsonValue
 
-from .._checks import require_open_client
+from .._checks import require_estimator, require_open_client
 from ..compaction import (
     CompactionRequest,
     CompactionResult,
@@ -95,7 +95,7 @@ class ResponsesCompactionStrategy:
         self.instructions = instructions
         """The ``instructions`` of the compact request."""
         self.estimator: TokenCountEstimator = (
-            HeuristicTokenCountEstimator() if estimator is None else estimator
+            HeuristicTokenCountEstimator() if estimator is None else require_estimator(estimator)
         )
         """Estimates ``tokens_estimated_saved``."""
         self.clock = clock

@@ -368,6 +368,7 @@ class DefaultSessionService(SessionService):
         """Take (or renew) the lease on commit ``version`` (0: the session itself); ``False``
         while another holder's lease runs (see
         [`SessionRepository.acquire_lease`][asyncsession.repository.SessionRepository.acquire_lease])."""
+        require_type(lease, Lease, "lease", "a Lease")
         return await self.repository.acquire_lease(
             _require(session_id, "session_id"), version, lease
         )
