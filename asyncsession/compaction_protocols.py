@@ -217,8 +217,8 @@ class CompactionRecord:
     kept: tuple[str, ...]
     """Ids of the existing events that stayed in the active window, in log order."""
     summaries: tuple[str, ...] = ()
-    """Ids of the events the compaction wrote (they carry this record's id under
-    [`COMPACTION_ID`][asyncsession.events.COMPACTION_ID])."""
+    """Ids of the events the compaction wrote (they carry this record's id under the
+    ``compactionId`` metadata key)."""
     trigger: str = ""
     """The class name of the trigger that fired."""
     strategy: str = ""

@@ -32,7 +32,7 @@ from .events import EventType, SessionEvent
 from .exceptions import InvalidFilter
 from .messages import MessageType
 
-__all__ = ["DEFAULT_PAGE_SIZE", "EventFilter", "EventQuery", "MatchMode"]
+__all__ = ["EventFilter", "EventQuery", "MatchMode"]
 
 DEFAULT_PAGE_SIZE: Final = 10
 _MAX_KEYWORDS: Final = 20

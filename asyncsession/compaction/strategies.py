@@ -52,10 +52,7 @@ from .summarizer import DEFAULT_SUMMARIZER_SYSTEM_PROMPT, Summarizer
 from .tokens import HeuristicTokenCountEstimator, TokenCountEstimator
 
 __all__ = [
-    "DEFAULT_SHADOW_PROMPT",
-    "RECURSIVE_SUMMARIZATION_SOURCE",
     "CompactionStrategy",
-    "OnSummarizationFailure",
     "RecursiveSummarizationCompactionStrategy",
     "SlidingWindowCompactionStrategy",
     "TokenCountCompactionStrategy",

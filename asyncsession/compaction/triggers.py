@@ -32,7 +32,6 @@ from ._pipeline import events_of, positive_int, split_events, tokens_of
 from .tokens import HeuristicTokenCountEstimator, TokenCountEstimator
 
 __all__ = [
-    "USAGE_METADATA_KEY",
     "CompactionTrigger",
     "ContextWindowTrigger",
     "TokenCountTrigger",

@@ -71,7 +71,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
         "install the [google-adk] extra (from a clone: pip install '.[google-adk]')"
     ) from _exc
 
-__all__ = ["ADK_EVENT", "METADATA_KEY", "AdkSessionService", "from_event", "to_message"]
+__all__ = ["AdkSessionService", "from_event", "to_message"]
 
 METADATA_KEY: Final = "google_adk"
 """The metadata key of the whole ADK event (on events) and of the ADK scope (on sessions)."""

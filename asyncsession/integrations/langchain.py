@@ -67,7 +67,6 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
     ) from _exc
 
 __all__ = [
-    "METADATA_KEY",
     "LangChainHistory",
     "from_event",
     "to_event",

@@ -8,17 +8,12 @@ it.
 
 from ._erasure import (
     ErasureLedger,
-    ErasureRecord,
     ErasureReport,
     InMemoryErasureLedger,
     MongoErasureLedger,
     UserEraser,
 )
 from ._offload import (
-    DEFAULT_OFFLOAD_THRESHOLD,
-    DEFAULT_PAGE_CHARS,
-    DEFAULT_PREVIEW_CHARS,
-    OFFLOADED,
     BodyPage,
     OffloadedBody,
 )
@@ -27,13 +22,8 @@ from .in_memory import InMemorySessionRepository
 from .mongo import MongoSessionRepository
 
 __all__ = [
-    "DEFAULT_OFFLOAD_THRESHOLD",
-    "DEFAULT_PAGE_CHARS",
-    "DEFAULT_PREVIEW_CHARS",
-    "OFFLOADED",
     "BodyPage",
     "ErasureLedger",
-    "ErasureRecord",
     "ErasureReport",
     "InMemoryErasureLedger",
     "InMemorySessionRepository",

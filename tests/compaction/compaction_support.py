@@ -30,7 +30,7 @@ from asyncsession.messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from asyncsession.testing.contract import SHADOW_PROMPT
+from asyncsession.testing._contract._support import SHADOW_PROMPT
 
 SESSION = Session(id="s-compaction", user_id="alice")
 SID = SESSION.id

@@ -14,7 +14,8 @@ from typing import Any
 from bson import Binary
 from encryption_support import options_for
 
-from asyncsession.encryption import UserKeys, key_name
+from asyncsession.encryption import UserKeys
+from asyncsession.encryption._keys import key_name
 
 WORKER = Path(__file__).with_name("key_worker.py")
 PROCESSES = 8

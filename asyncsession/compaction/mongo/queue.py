@@ -57,7 +57,7 @@ from ._leases import (
     submit_update,
 )
 
-__all__ = ["CompactionJob", "CompactionLease", "JobState", "MongoCompactionQueue"]
+__all__ = ["CompactionJob", "CompactionLease", "MongoCompactionQueue"]
 
 DEFAULT_COLLECTION: Final = "compaction_jobs"
 DEFAULT_RETENTION: Final = timedelta(days=1)
