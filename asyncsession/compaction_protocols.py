@@ -32,7 +32,6 @@ __all__ = [
     "CompactionResult",
     "CompactionStrategy",
     "CompactionTrigger",
-    "TriggerLike",
     "check_strategy",
     "check_trigger",
     "should_compact",

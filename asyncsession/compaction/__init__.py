@@ -37,7 +37,6 @@ compare-and-swap on the session's version::
 """
 
 from ..compaction_protocols import CompactionRequest, CompactionResult
-from ._pipeline import EventFormatter, format_event
 from .compactor import CompactionQueue, Compactor
 from .flush import MemoryFlush, MemoryFlushingCompactionStrategy, run_memory_flush
 from .mongo import (
@@ -59,7 +58,6 @@ from .triggers import (
     CompactionTrigger,
     ContextWindowTrigger,
     TokenCountTrigger,
-    TriggerLike,
     TurnCountTrigger,
     all_of,
     any_of,
@@ -82,7 +80,6 @@ __all__ = [
     "CompactionWorker",
     "Compactor",
     "ContextWindowTrigger",
-    "EventFormatter",
     "HeuristicTokenCountEstimator",
     "MemoryFlush",
     "MemoryFlushingCompactionStrategy",
@@ -94,13 +91,11 @@ __all__ = [
     "TokenCountCompactionStrategy",
     "TokenCountEstimator",
     "TokenCountTrigger",
-    "TriggerLike",
     "TurnCountTrigger",
     "TurnWindowCompactionStrategy",
     "WindowCompactionStrategy",
     "all_of",
     "any_of",
-    "format_event",
     "run_memory_flush",
     "should_compact",
     "usage_metadata",

@@ -35,7 +35,6 @@ __all__ = [
     "CompactionTrigger",
     "ContextWindowTrigger",
     "TokenCountTrigger",
-    "TriggerLike",
     "TurnCountTrigger",
     "all_of",
     "any_of",

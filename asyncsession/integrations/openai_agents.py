@@ -32,8 +32,8 @@ from ..compaction import (
     CompactionStrategy,
     CompactionTicket,
     CompactionWorker,
-    TriggerLike,
 )
+from ..compaction_protocols import TriggerLike
 from ..events import SessionEvent
 from ..exceptions import UsageError
 from ..messages import Message

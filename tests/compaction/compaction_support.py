@@ -18,8 +18,8 @@ from asyncsession.compaction import (
     SlidingWindowCompactionStrategy,
     TokenCountCompactionStrategy,
     TurnWindowCompactionStrategy,
-    format_event,
 )
+from asyncsession.compaction._pipeline import format_event
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, EventType, Session, SessionEvent
 from asyncsession.filters import EventFilter
 from asyncsession.messages import (

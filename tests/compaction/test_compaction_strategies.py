@@ -30,8 +30,8 @@ from asyncsession.compaction import (
     SlidingWindowCompactionStrategy,
     TokenCountCompactionStrategy,
     TurnWindowCompactionStrategy,
-    format_event,
 )
+from asyncsession.compaction._pipeline import format_event
 from asyncsession.compaction.strategies import DEFAULT_SHADOW_PROMPT
 from asyncsession.compaction.summarizer import DEFAULT_SUMMARIZER_SYSTEM_PROMPT
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, SessionEvent

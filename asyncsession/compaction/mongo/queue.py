@@ -43,9 +43,8 @@ from pymongo.errors import OperationFailure
 from ..._checks import require_database, require_text, require_type
 from ..._lifecycle import Closable
 from ..._pymongo_errors import storage_errors
-from ...compaction_protocols import check_trigger
+from ...compaction_protocols import TriggerLike, check_trigger
 from ...exceptions import UsageError
-from ..triggers import TriggerLike
 from ._leases import (
     JobDoc,
     JobState,
