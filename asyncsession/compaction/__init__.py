@@ -37,6 +37,7 @@ compare-and-swap on the session's version::
 """
 
 from ..compaction_protocols import CompactionRequest, CompactionResult
+from ._pipeline import EventFormatter, format_event
 from .compactor import CompactionQueue, Compactor
 from .flush import MemoryFlush, MemoryFlushingCompactionStrategy, run_memory_flush
 from .mongo import (
@@ -80,6 +81,7 @@ __all__ = [
     "CompactionWorker",
     "Compactor",
     "ContextWindowTrigger",
+    "EventFormatter",
     "HeuristicTokenCountEstimator",
     "MemoryFlush",
     "MemoryFlushingCompactionStrategy",
@@ -96,6 +98,7 @@ __all__ = [
     "WindowCompactionStrategy",
     "all_of",
     "any_of",
+    "format_event",
     "run_memory_flush",
     "should_compact",
     "usage_metadata",

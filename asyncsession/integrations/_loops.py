@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, TypeVar
 
-from .._lifecycle import running_loop
+from .._lifecycle import declared_loop, running_loop
 from .._shield import shielded
 from ..exceptions import UsageError
 from ..repository import SessionRepository
@@ -194,14 +194,14 @@ class StoreLoop:
 
     def __init__(self, store: SessionService | SessionRepository, name: str) -> None:
         self._store = store
-        self._loop_bound = bool(getattr(store, "loop_bound", False))
+        self._loop_bound = declared_loop(store)[0]
         self._name = name
         self._built_on = running_loop()
 
     def _home(self, caller: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop:
         """The loop a call from ``caller`` (``None``: a sync caller) runs on."""
-        bound = getattr(self._store, "event_loop", None) if self._loop_bound else None
-        if isinstance(bound, asyncio.AbstractEventLoop):
+        bound = declared_loop(self._store)[1] if self._loop_bound else None
+        if bound is not None:
             return bound
         if caller is not None:
             return caller if not self._loop_bound or _lasting(caller) else own_loop()

@@ -9,8 +9,7 @@ from openai import AsyncOpenAI, OpenAI
 
 from .._checks import require_estimator, require_int, require_memory_store, require_type
 from ..chat import ChatOptions
-from ..compaction import CompactionRequest
-from ..compaction._pipeline import EventFormatter, format_event
+from ..compaction import CompactionRequest, EventFormatter, format_event
 from ..compaction.tokens import HeuristicTokenCountEstimator, TokenCountEstimator
 from ..events import SessionEvent
 from ..exceptions import UsageError

@@ -35,8 +35,8 @@ from ..compaction import (
     HeuristicTokenCountEstimator,
     SlidingWindowCompactionStrategy,
     TokenCountEstimator,
+    format_event,
 )
-from ..compaction._pipeline import format_event
 from ..events import COMPACTION_SOURCE, SYNTHETIC, EventType, SessionEvent, utc_now
 from ..exceptions import CompactionError, UsageError
 from ..messages import AssistantMessage, Message

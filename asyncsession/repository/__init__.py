@@ -14,6 +14,9 @@ from ._erasure import (
     UserEraser,
 )
 from ._offload import (
+    DEFAULT_OFFLOAD_THRESHOLD,
+    DEFAULT_PREVIEW_CHARS,
+    OFFLOADED,
     BodyPage,
     OffloadedBody,
 )
@@ -22,6 +25,9 @@ from .in_memory import InMemorySessionRepository
 from .mongo import MongoSessionRepository
 
 __all__ = [
+    "DEFAULT_OFFLOAD_THRESHOLD",
+    "DEFAULT_PREVIEW_CHARS",
+    "OFFLOADED",
     "BodyPage",
     "ErasureLedger",
     "ErasureReport",

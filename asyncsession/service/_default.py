@@ -6,7 +6,6 @@ system messages may be stored) and delegates to the repository.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -23,6 +22,7 @@ from .._checks import (
     user_input,
 )
 from .._compaction_pass import run_compaction
+from .._lifecycle import ForwardsLoop
 from .._text import check_event_text, check_session_text
 from ..compaction_protocols import (
     CompactionResult,
@@ -80,7 +80,7 @@ def _filter(value: EventFilter | None, what: str = "filter") -> EventFilter:
     return given
 
 
-class DefaultSessionService(SessionService):
+class DefaultSessionService(ForwardsLoop, SessionService):
     """The standard ``SessionService`` over a repository.
 
     To change what one operation does (authorize, measure, log), subclass it, override that
@@ -122,17 +122,6 @@ class DefaultSessionService(SessionService):
     def allow_system_messages(self) -> bool:
         """Whether system messages may be stored."""
         return self._allow_system_messages
-
-    @property
-    def loop_bound(self) -> bool:
-        """Whether the repository belongs to one event loop."""
-        return bool(getattr(self.repository, "loop_bound", False))
-
-    @property
-    def event_loop(self) -> asyncio.AbstractEventLoop | None:
-        """The event loop the repository belongs to, once one has used it."""
-        loop: object = getattr(self.repository, "event_loop", None)
-        return loop if isinstance(loop, asyncio.AbstractEventLoop) else None
 
     def _new_session(self, request: CreateSessionRequest) -> Session:
         now = self._clock()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
@@ -10,6 +9,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from .._checks import REPOSITORY_METHODS, require_object
+from .._lifecycle import ForwardsLoop
 from .._telemetry import AttributeValue, current_turn, span
 from ..events import Session, SessionEvent
 from ..filters import EventFilter
@@ -20,7 +20,7 @@ __all__ = ["TracingSessionRepository"]
 T = TypeVar("T")
 
 
-class TracingSessionRepository(SessionRepository):
+class TracingSessionRepository(ForwardsLoop, SessionRepository):
     """Wraps a repository: every operation runs in a ``session_store <operation>`` span.
 
     A span's attributes: ``db.operation.name`` (the repository method), ``db.system.name``
@@ -48,17 +48,6 @@ class TracingSessionRepository(SessionRepository):
 
     def __repr__(self) -> str:
         return f"TracingSessionRepository({self.repository!r})"
-
-    @property
-    def loop_bound(self) -> bool:
-        """Whether the wrapped repository belongs to one event loop."""
-        return bool(getattr(self.repository, "loop_bound", False))
-
-    @property
-    def event_loop(self) -> asyncio.AbstractEventLoop | None:
-        """The event loop the wrapped repository belongs to, once one has used it."""
-        loop: object = getattr(self.repository, "event_loop", None)
-        return loop if isinstance(loop, asyncio.AbstractEventLoop) else None
 
     async def _traced(
         self, operation: str, session_id: str | None, work: Callable[[], Awaitable[T]]

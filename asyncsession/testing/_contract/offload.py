@@ -24,8 +24,13 @@ from ...messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from ...repository import OffloadedBody, SessionRepository
-from ...repository._offload import DEFAULT_OFFLOAD_THRESHOLD, DEFAULT_PREVIEW_CHARS, OFFLOADED
+from ...repository import (
+    DEFAULT_OFFLOAD_THRESHOLD,
+    DEFAULT_PREVIEW_CHARS,
+    OFFLOADED,
+    OffloadedBody,
+    SessionRepository,
+)
 from ._support import ContractBase, event, new_id, user
 
 __all__ = ["OffloadContract"]
