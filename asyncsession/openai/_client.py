@@ -333,7 +333,9 @@ class BaseChatClient(ABC):
         context: Mapping[str, Any] | None,
     ) -> tuple[CallContext, ChatRequest]:
         """The call's context and first request, from the keywords of `call` or `stream`."""
-        require_open_client(self.openai_client, "openai_client")
+        closed = getattr(self.openai_client, "is_closed", None)  # checked before anything is stored
+        if callable(closed) and closed() is True:
+            require_open_client(self.openai_client, "openai_client")  # raises, in our words
         prompt = list(self.default_messages)
         if messages is not None:
             prompt.extend(_to_messages(messages, self._convert_dicts))

@@ -316,7 +316,8 @@ class DefaultSessionService(ForwardsLoop, SessionService):
     ) -> list[SessionEvent]:
         """The matching events, oldest first; empty for an unknown session."""
         return await self.repository.find_events(
-            _require(session_id, "session_id"), _filter(filter)
+            _require(session_id, "session_id"),
+            filter if isinstance(filter, EventFilter) else _filter(filter),
         )
 
     async def search_events(self, session_id: str, query: EventQuery) -> list[SessionEvent]:
@@ -350,7 +351,8 @@ class DefaultSessionService(ForwardsLoop, SessionService):
         """The session, its version, its matching events and the newest commit's lease in one
         read; ``None`` if unknown."""
         return await self.repository.read_snapshot(
-            _require(session_id, "session_id"), _filter(filter)
+            _require(session_id, "session_id"),
+            filter if isinstance(filter, EventFilter) else _filter(filter),
         )
 
     async def acquire_lease(self, session_id: str, version: int, lease: Lease) -> bool:
@@ -371,7 +373,8 @@ class DefaultSessionService(ForwardsLoop, SessionService):
     ) -> list[SessionEvent]:
         """Matching events across all the user's sessions, by timestamp."""
         return await self.repository.find_events_by_user_id(
-            _require(user_id, "user_id"), _filter(filter)
+            _require(user_id, "user_id"),
+            filter if isinstance(filter, EventFilter) else _filter(filter),
         )
 
     async def compact(
