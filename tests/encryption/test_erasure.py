@@ -24,7 +24,8 @@ from asyncsession import (
     SessionEvent,
     UserMessage,
 )
-from asyncsession.encryption import EncryptionOptions, UserKeys, key_name
+from asyncsession.encryption import EncryptionOptions, UserKeys
+from asyncsession.encryption._keys import key_name
 from asyncsession.erasure import (
     ErasureLedger,
     InMemoryErasureLedger,

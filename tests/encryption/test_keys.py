@@ -14,7 +14,8 @@ from command_counting import CommandCounter
 from encryption_support import LOCAL_KEY, closed_port, options_for
 from pymongo import AsyncMongoClient
 
-from asyncsession.encryption import EncryptionOptions, UserKeys, key_name
+from asyncsession.encryption import EncryptionOptions, UserKeys
+from asyncsession.encryption._keys import key_name
 from asyncsession.exceptions import (
     ContentErased,
     EncryptionError,

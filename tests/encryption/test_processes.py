@@ -16,7 +16,8 @@ from bson import Binary
 from encryption_support import encrypted, options_for
 
 from asyncsession import EventFilter, MongoSessionRepository, Session
-from asyncsession.encryption import UserKeys, key_name
+from asyncsession.encryption import UserKeys
+from asyncsession.encryption._keys import key_name
 
 WORKER = Path(__file__).with_name("key_worker.py")
 PROCESSES = 8
