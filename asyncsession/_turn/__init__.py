@@ -3,6 +3,7 @@
 The clients in ``asyncsession.openai`` build a `Turn` per call; advisors go around it.
 """
 
+from .calls import Decisions
 from .log import (
     SERVER_COMPACTION_STRATEGY,
     SERVER_COMPACTION_TRIGGER,
@@ -16,6 +17,7 @@ __all__ = [
     "SERVER_COMPACTION_STRATEGY",
     "SERVER_COMPACTION_TRIGGER",
     "Compaction",
+    "Decisions",
     "SessionMemory",
     "StoreQuestion",
     "Turn",

@@ -49,7 +49,7 @@ from ..advisors import (
     IdempotentSessionEventIdGenerator,
     MessageFilter,
 )
-from ..chat import RETURN_DIRECT, ChatChunk, ChatRequest, ChatResponse, Usage
+from ..chat import APPROVAL_REQUIRED, RETURN_DIRECT, ChatChunk, ChatRequest, ChatResponse, Usage
 from ..compaction import USAGE_METADATA_KEY
 from ..events import CreateSessionRequest, SessionEvent, utc_now
 from ..exceptions import (
@@ -59,6 +59,7 @@ from ..exceptions import (
     SessionExists,
     ToolLoopLimitExceeded,
     TurnInProgress,
+    UnknownToolCall,
 )
 from ..filters import EventFilter
 from ..messages import (
@@ -70,9 +71,25 @@ from ..messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from ..repository import Lease, SessionSnapshot
+from ..repository import Lease, SessionRepository, SessionSnapshot
 from ..service import SessionService
 from ..tools import Tool
+from .calls import (
+    APPROVAL_METADATA_KEY,
+    INTERRUPTED_TEXT,
+    READ_TOOL_OUTPUT,
+    Decisions,
+    answers,
+    checked_decisions,
+    cut_output,
+    interrupted,
+    noted_preview,
+    read_tool_output,
+    rejected,
+    sees_pairs,
+    unanswered,
+    waiting_for_approval,
+)
 from .chain import run_call, start_stream
 from .log import (
     ACTIVE_VIEW,
@@ -133,6 +150,9 @@ class SessionMemory:
     default_user_id: str
     lease_ttl: float
     wait: float
+    max_tool_output: int | None = None
+    """Tool outputs longer than this many characters are sent to the model cut, with a note
+    on reading the rest; ``None``: whole."""
     read_filter: EventFilter = dataclasses.field(init=False)
     """The client's filter merged with the active view: what a call without a filter of its
     own reads."""
@@ -165,6 +185,7 @@ class Turn:
         model_advisors: Sequence[Advisor],
         complete: Complete,
         open_stream: OpenStream,
+        decisions: Decisions | None = None,
     ) -> None:
         self.memory = memory
         self.ctx = ctx
@@ -199,6 +220,10 @@ class Turn:
         self._covered: set[str] = set()  # what its request was built from
         self._request_ids: list[str] = []
         self._response_ids: list[str] = []
+        self._decisions = decisions  # a resume: the decisions on the paused calls
+        self._pause: SessionEvent | None = None  # the paused round a resume continues
+        self._request_key = ctx.request_id  # what fixes the turn's event ids, if anything
+        self._tail: list[SessionEvent] = []  # stored events of the turn after its question
 
     # --- the two shapes --------------------------------------------------------------------
 
@@ -259,10 +284,30 @@ class Turn:
                     (tool := self.tools.get(call.name)) is not None and tool.return_direct
                     for call in response.tool_calls
                 )
+                waiting = await _needing_approval(response.tool_calls, self.tools)
+                if waiting:
+                    # The turn stops: the round is its last commit, naming the waiting calls.
+                    final = dataclasses.replace(
+                        response,
+                        usage=usage,
+                        finish_reason=APPROVAL_REQUIRED,
+                        pending_approvals=waiting,
+                    )
+                    if compacted:
+                        self._covered = set(self._sent)
+                    if streaming:
+                        yield ChatChunk(
+                            finish_reason=APPROVAL_REQUIRED,
+                            pending_approvals=waiting,
+                            id=response.id,
+                            model=response.model,
+                        )
+                    break
                 if round_number == self.max_rounds and not direct:
                     raise ToolLoopLimitExceeded(self.max_rounds)
+                call_event = await self._store_call(response, compacted)
                 results = await _run_tools(response.tool_calls, self.tools)
-                call_event = await self._store_round(response, results, compacted, direct)
+                sent = await self._store_results(response, call_event, results, direct)
                 if direct:
                     final = dataclasses.replace(
                         response, usage=usage, finish_reason=RETURN_DIRECT, tool_results=results
@@ -273,7 +318,7 @@ class Turn:
                     break
                 if compacted:  # the compaction item stands for everything the request sent
                     prompt = [m for m in prompt if isinstance(m, SystemMessage)]
-                prompt = [*prompt, response.message, results]
+                prompt = [*prompt, response.message, sent]
                 if call_event is not None:
                     self._sent.update(e.id for e in self._turn[-2:])
             assert final is not None
@@ -315,7 +360,11 @@ class Turn:
             if snapshot is None:
                 continue  # created concurrently: read what the other creator wrote
             events = snapshot.events
-            if request_id is not None and isinstance(question, UserMessage):
+            if self._decisions is not None:
+                replayed = self._resumed(events)
+                if replayed is not None:
+                    return replayed
+            elif request_id is not None and isinstance(question, UserMessage):
                 replayed = self._replayed(events, question)
                 if replayed is not None:
                     return replayed
@@ -326,10 +375,76 @@ class Turn:
                     raise TurnInProgress(session_id, request_id, _seconds_left(other))
                 continue
             self._version, self._events = snapshot.version, events
-            if await self._store_question(memory, question, snapshot):
+            if self._decisions is not None:
+                if await self._continue_paused(memory, snapshot):
+                    break
+            elif await self._store_question(memory, question, snapshot):
                 break
         await self._history_before(memory)
         return None
+
+    def _resumed(self, events: Sequence[SessionEvent]) -> ChatResponse | None:
+        """For ``resume``: the paused round it continues (the newest), and the stored reply
+        when a resume of it completed already.
+
+        Raises:
+            UnknownToolCall: the session has no paused round, or its conversation went on.
+        """
+        pause = next((e for e in reversed(events) if waiting_for_approval(e)), None)
+        decided = list(self._decisions or {})
+        if pause is None:
+            raise UnknownToolCall(self._session_id, decided, "tool call waiting for approval")
+        self._pause = pause
+        self._request_key = f"resume:{pause.id}"
+        assert pause.message is not None
+        reply_id = request_event_id(
+            self._session_id, self._request_key, pause.message, reply=True
+        )
+        start = events.index(pause)
+        replayed = self._replay(events, start + 1, reply_id)
+        if replayed is not None:
+            return replayed
+        if any(isinstance(e.message, UserMessage) for e in events[start + 1 :]):
+            raise UnknownToolCall(self._session_id, decided, "tool call waiting for approval")
+        return None
+
+    async def _continue_paused(self, memory: SessionMemory, snapshot: SessionSnapshot) -> bool:
+        """``resume``'s step 3: take the lease, then answer the paused round's calls still
+        unanswered: a rejection with its reason, an approved call (and one that needed no
+        approval) with its tool's result. ``False`` when another resume took the lease."""
+        pause, lease = self._pause, self._lease
+        assert pause is not None and lease is not None
+        assert isinstance(pause.message, AssistantMessage)
+        events = snapshot.events
+        after = events[events.index(pause) + 1 :]
+        done = answers(after)
+        left = [call for call in pause.message.tool_calls if call.id not in done]
+        left_ids = {call.id for call in left}
+        waiting = [i for i in waiting_for_approval(pause) if i in left_ids]
+        decisions = checked_decisions(self._session_id, waiting, self._decisions) if left else {}
+        # A lease on the paused commit is an earlier resume's: its tools may have started.
+        started = snapshot.lease is not None and not lease.mine(snapshot.lease)
+        if not await lease.acquire(snapshot.version):
+            return False
+        self._tail = list(after)
+        if left:
+            fixed: dict[str, str] = {}
+            for call in left:
+                decision = decisions.get(call.id, True)
+                tool = self.tools.get(call.name)
+                if decision is not True:
+                    fixed[call.id] = rejected(decision if isinstance(decision, str) else "")
+                elif started and (tool is None or not tool.idempotent):
+                    fixed[call.id] = INTERRUPTED_TEXT
+            results = await _run_tools(left, self.tools, fixed)
+            event = self._event(memory, results, reply=False)
+            check_event_text(event)
+            await self._commit([event], lease.lease())
+            lease.held_at(self._version)
+            self._record(event, stored=True, request=True)
+            self._tail.append(event)
+        self._events = tuple(events[: events.index(pause) + 1])
+        return True
 
     async def _read(self, memory: SessionMemory) -> SessionSnapshot | None:
         """The snapshot of the call's window; a missing session is created (then ``None`` when
@@ -364,14 +479,21 @@ class Turn:
         assert request_id is not None
         q_id = request_event_id(session_id, request_id, question, reply=False)
         reply_id = request_event_id(session_id, request_id, question, reply=True)
-        stored = next((e for e in events if e.id == q_id), None)
-        if stored is not None and stored.message and not same_content(stored.message, question):
+        stored = next((i for i, e in enumerate(events) if e.id == q_id), None)
+        found = None if stored is None else events[stored].message
+        if found is not None and not same_content(found, question):
             raise RequestIdReused(session_id, request_id)
+        return self._replay(events, stored, reply_id)
+
+    def _replay(
+        self, events: Sequence[SessionEvent], start: int | None, reply_id: str
+    ) -> ChatResponse | None:
+        """The response of a turn stored from ``events[start]`` (or its end alone) to the
+        event ``reply_id``; ``None`` when that event is not stored."""
         end = next((i for i, e in enumerate(events) if e.id == reply_id), None)
         if end is None:
             return None
-        start = next((i for i, e in enumerate(events) if e.id == q_id), end)
-        turn = [e for e in events[start : end + 1] if e.message is not None]
+        turn = [e for e in events[(end if start is None else start) : end + 1] if e.message]
         self._request_ids = [e.id for e in turn if not isinstance(e.message, AssistantMessage)]
         self._response_ids = [e.id for e in turn if isinstance(e.message, AssistantMessage)]
         last = events[end].message
@@ -383,6 +505,13 @@ class Turn:
             if call is not None:
                 return ChatResponse(message=call, finish_reason=RETURN_DIRECT, tool_results=last)
         if isinstance(last, AssistantMessage):
+            waiting = set(waiting_for_approval(events[end]))
+            if waiting:
+                return ChatResponse(
+                    message=last,
+                    finish_reason=APPROVAL_REQUIRED,
+                    pending_approvals=tuple(c for c in last.tool_calls if c.id in waiting),
+                )
             return ChatResponse(message=last, finish_reason="stop")
         return None
 
@@ -392,7 +521,12 @@ class Turn:
         question: UserMessage | ToolResponseMessage | None,
         snapshot: SessionSnapshot,
     ) -> bool:
-        """Step 3; ``False`` when a compare-and-swap or a lease race was lost (read again)."""
+        """Step 3; ``False`` when a compare-and-swap or a lease race was lost (read again).
+
+        Calls left without their results are answered first: as interrupted by a new turn
+        (in the question's commit, or a commit of their own before the model call); by a
+        turn that takes its request over, with their tool's result again when it is
+        idempotent."""
         lease = self._lease
         assert lease is not None
         request_id = self.ctx.request_id
@@ -407,7 +541,10 @@ class Turn:
             self._record(event, stored=True, request=True)
             self._taken_over = request_id is not None
             self._replaying = True
+            if self._taken_over:
+                await self._take_over(memory, snapshot, event)
             return True
+        repairs = self._repairs(snapshot.events, question)
         if request_id is not None and not await lease.acquire(snapshot.version):
             return False  # another attempt took the session first: read again
         if event is not None and memory.store_question == "first":
@@ -415,7 +552,7 @@ class Turn:
             # see its append taken for a replay: the lease just taken decided the race instead.
             appended = await shielded(
                 memory.service.append_events(
-                    self._session_id, [event], snapshot.version, lease=lease.lease()
+                    self._session_id, [*repairs, event], snapshot.version, lease=lease.lease()
                 )
             )
             if not appended:
@@ -423,13 +560,88 @@ class Turn:
                 return False
             self._version += 1
             lease.held_at(self._version)
+            self._events = (*self._events, *repairs)
             self._question = event
             self._record(event, stored=True, request=True)
             return True
+        if repairs:
+            held = lease.version is not None
+            appended = await shielded(
+                memory.service.append_events(
+                    self._session_id,
+                    repairs,
+                    snapshot.version,
+                    lease=lease.lease() if held else None,
+                )
+            )
+            if not appended:
+                await lease.release()
+                return False
+            self._version += 1
+            if held:
+                lease.held_at(self._version)
+            self._events = (*self._events, *repairs)
         if event is not None:
             self._question = event
             self._record(event, stored=False, request=True)
         return True
+
+    def _repairs(
+        self,
+        events: Sequence[SessionEvent],
+        question: UserMessage | ToolResponseMessage | None,
+    ) -> list[SessionEvent]:
+        """The results that answer, as interrupted, the calls ``events`` leave unanswered
+        (those the question answers aside); none when the read cannot show pairs."""
+        if not sees_pairs(self._read_filter):
+            return []
+        answered = (
+            {r.id for r in question.responses}
+            if isinstance(question, ToolResponseMessage)
+            else set[str]()
+        )
+        repairs: list[SessionEvent] = []
+        for call_event, calls in unanswered(events):
+            left = [call for call in calls if call.id not in answered]
+            if left:
+                repairs.append(interrupted(self._session_id, call_event, left))
+        if repairs:
+            logger.warning(
+                "Session %r: answering %d tool call(s) left without a result by an "
+                "interrupted turn",
+                self._session_id,
+                sum(len(r.message.responses) for r in repairs if r.message is not None),  # type: ignore[union-attr]
+            )
+        return repairs
+
+    async def _take_over(
+        self, memory: SessionMemory, snapshot: SessionSnapshot, question: SessionEvent
+    ) -> None:
+        """Continue a request whose attempt died after storing its question: its stored
+        rounds stay (a completed tool never runs again) and a round whose results are
+        missing is answered: an idempotent tool runs again, any other is reported
+        interrupted."""
+        lease = self._lease
+        assert lease is not None
+        events = snapshot.events
+        tail = list(events[[e.id for e in events].index(question.id) + 1 :])
+        for event in tail:
+            if event.message is not None:
+                self._record(event, stored=True, request=not isinstance(event.message, AssistantMessage))
+        for call_event, calls in unanswered(tail):
+            fixed = {
+                call.id: INTERRUPTED_TEXT
+                for call in calls
+                if (tool := self.tools.get(call.name)) is None or not tool.idempotent
+            }
+            results = await _run_tools(calls, self.tools, fixed)
+            answered = self._event(memory, results, reply=False)
+            check_event_text(answered)
+            await self._commit([answered], lease.lease())
+            lease.held_at(self._version)
+            self._record(answered, stored=True, request=True)
+            tail.insert(tail.index(call_event) + 1, answered)
+        self._tail = tail
 
     def _question_event(
         self,
@@ -461,8 +673,8 @@ class Turn:
         """A new event of the turn; its id fixed by the request id, or the client's generator,
         else random."""
         ctx = self.ctx
-        if ctx.request_id is not None:
-            event_id = request_event_id(self._session_id, ctx.request_id, message, reply=reply)
+        if self._request_key is not None:
+            event_id = request_event_id(self._session_id, self._request_key, message, reply=reply)
         elif memory.event_ids is not None:
             event_id = memory.event_ids.generate(ctx.context, message)
         else:
@@ -505,32 +717,64 @@ class Turn:
             return prompt
         events = self._history
         conversation: list[Message] = []
+        offloaded = False
         for event in events:
             message = event.message
             if message is not None and not isinstance(message, SystemMessage):
-                conversation.append(message)
+                noted = noted_preview(event)
+                offloaded = offloaded or noted is not event
+                conversation.append(noted.message)  # type: ignore[arg-type]  # a message still
+                self._sent.add(event.id)
+        if offloaded or any(noted_preview(e) is not e for e in self._tail):
+            self._offer_reader()
+        tail: list[Message] = []
+        for event in self._tail:
+            if event.message is not None:
+                tail.append(noted_preview(event).message)  # type: ignore[arg-type]
                 self._sent.add(event.id)
         prompt_rest = [m for m in prompt if not isinstance(m, SystemMessage)]
-        history, dropped = guard_history(conversation, prompt_rest)
+        history, dropped = guard_history(conversation, [*prompt_rest, *tail])
         if dropped:
             logger.warning(_ORPHAN_WARNING, self._session_id, dropped)
         systems = history_system_messages(events, self._latest, self._system)
         if len(prompt_rest) >= len(history) and contains_run(prompt_rest, history):
             history = []  # the prompt holds the history already (a caller that sends it)
-        return system_first([*systems, *history, *prompt])
+        return system_first([*systems, *history, *prompt, *tail])
 
-    async def _store_round(
-        self,
-        response: ChatResponse,
-        results: ToolResponseMessage,
-        compacted: bool,
-        direct: bool,
+    async def _store_call(
+        self, response: ChatResponse, compacted: bool
     ) -> SessionEvent | None:
-        """Store a round: its tool call and results (the results exactly when the call is
-        stored), as one commit carrying the lease, or kept for the last commit. Return-direct
-        results wait for the last commit, marked so a retry knows the turn is complete."""
+        """Record a round's tool call before its tools run: a commit carrying the lease (with
+        ``"with_reply"``, kept for the last commit). ``None`` when the call is not stored."""
         memory = self.memory
         if memory is None or not memory.message_filter.should_persist(response.message):
+            return None
+        call = self._event(memory, response.message, reply=False, metadata=_usage(response))
+        if compacted:
+            self._summary, self._covered = call.id, set(self._sent)
+        if memory.store_question == "with_reply":
+            self._record(call, stored=False, request=False)
+            return call
+        lease = self._lease
+        assert lease is not None
+        await self._commit([call], lease.lease())
+        self._record(call, stored=True, request=False)
+        lease.held_at(self._version)
+        return call
+
+    async def _store_results(
+        self,
+        response: ChatResponse,
+        call: SessionEvent | None,
+        results: ToolResponseMessage,
+        direct: bool,
+    ) -> ToolResponseMessage:
+        """Record a round's results once its tools ran (exactly when its call is stored): a
+        commit carrying the lease, or kept for the last commit. Return-direct results wait for
+        the last commit, marked so a retry knows the turn is complete. Returns the results as
+        the model is sent them (long outputs cut, with a note on reading the rest)."""
+        memory = self.memory
+        if memory is None or call is None:
             if memory is not None and memory.message_filter.should_persist(results):
                 logger.warning(
                     "Session %r: not storing the result of tool call(s) %s although the "
@@ -538,7 +782,7 @@ class Turn:
                     self._session_id,
                     [r.id for r in results.responses],
                 )
-            return None
+            return results
         if not memory.message_filter.should_persist(results):
             logger.warning(
                 "Session %r: storing the result of tool call(s) %s although the MessageFilter "
@@ -546,7 +790,6 @@ class Turn:
                 self._session_id,
                 [r.id for r in results.responses],
             )
-        call = self._event(memory, response.message, reply=False, metadata=_usage(response))
         answered = self._event(
             memory,
             results,
@@ -554,24 +797,51 @@ class Turn:
             metadata={RETURNED_METADATA_KEY: True} if direct else None,
         )
         check_event_text(answered)
-        if compacted:
-            self._summary, self._covered = call.id, set(self._sent)
-        if direct or memory.store_question == "with_reply":
-            self._record(call, stored=False, request=False)
+        if direct or call.id not in self._stored:
             self._record(answered, stored=False, request=True)
-            return call
-        lease = self._lease
-        assert lease is not None
-        await self._commit([call, answered], lease.lease())
-        self._record(call, stored=True, request=False)
-        self._record(answered, stored=True, request=True)
-        lease.held_at(self._version)
-        return call
+        else:
+            lease = self._lease
+            assert lease is not None
+            await self._commit([answered], lease.lease())
+            self._record(answered, stored=True, request=True)
+            lease.held_at(self._version)
+        return self._for_model(answered)
+
+    def _for_model(self, event: SessionEvent) -> ToolResponseMessage:
+        """A stored result as the model is sent it: each output longer than the client's
+        ``max_tool_output`` cut, with a note on reading the rest (the turn then offers the
+        tool that reads it)."""
+        message = event.message
+        assert isinstance(message, ToolResponseMessage)
+        memory = self.memory
+        limit = None if memory is None else memory.max_tool_output
+        if (
+            limit is None
+            or event.id not in self._stored  # nothing to read the rest from yet
+            or all(len(r.data) <= limit for r in message.responses)
+        ):
+            return message
+        self._offer_reader()
+        return message.model_copy(
+            update={"responses": tuple(cut_output(event.id, r, limit) for r in message.responses)}
+        )
+
+    def _offer_reader(self) -> None:
+        """Offer ``read_tool_output`` on this turn's model calls (once)."""
+        memory = self.memory
+        repository = None if memory is None else getattr(memory.service, "repository", None)
+        if READ_TOOL_OUTPUT in self.tools or not isinstance(repository, SessionRepository):
+            return
+        reader = read_tool_output(repository, self._session_id)
+        self.tools = {**self.tools, READ_TOOL_OUTPUT: reader}
 
     async def _store_reply(self, memory: SessionMemory, final: ChatResponse) -> None:
         """Step 6: the turn's last commit (no lease: it ends the lease)."""
         if final.tool_results is None and memory.message_filter.should_persist(final.message):
-            reply = self._event(memory, final.message, reply=True, metadata=_usage(final))
+            metadata = _usage(final) or {}
+            if final.pending_approvals:
+                metadata[APPROVAL_METADATA_KEY] = [call.id for call in final.pending_approvals]
+            reply = self._event(memory, final.message, reply=True, metadata=metadata)
             check_event_text(reply)
             if compacted_during(final.message):
                 self._summary = reply.id
@@ -690,13 +960,36 @@ def _seconds_left(lease: Lease) -> float:
     return max(1.0, (lease.expires_at - utc_now()).total_seconds())
 
 
-async def _run_tools(calls: Sequence[ToolCall], tools: Mapping[str, Tool]) -> ToolResponseMessage:
-    """Run the calls, concurrently when there are several; results in call order."""
+async def _needing_approval(
+    calls: Sequence[ToolCall], tools: Mapping[str, Tool]
+) -> tuple[ToolCall, ...]:
+    """The calls of a round that wait for a person's approval."""
+    waiting: list[ToolCall] = []
+    for call in calls:
+        tool = tools.get(call.name)
+        if tool is not None and tool.needs_approval and await tool.requires_approval(call.arguments):
+            waiting.append(call)
+    return tuple(waiting)
+
+
+async def _run_tools(
+    calls: Sequence[ToolCall],
+    tools: Mapping[str, Tool],
+    fixed: Mapping[str, str] | None = None,
+) -> ToolResponseMessage:
+    """Run the calls, concurrently when there are several; results in call order. A call
+    in ``fixed`` is not run: its result is the text given there."""
+
+    async def one(call: ToolCall) -> str:
+        if fixed is not None and call.id in fixed:
+            return fixed[call.id]
+        return await _run_one(call, tools)
+
     if len(calls) == 1:
-        results = [await _run_one(calls[0], tools)]
+        results = [await one(calls[0])]
     else:
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(_run_one(call, tools)) for call in calls]
+            tasks = [group.create_task(one(call)) for call in calls]
         results = [task.result() for task in tasks]
     return ToolResponseMessage(
         responses=tuple(
