@@ -651,7 +651,29 @@ class Turn:
     ) -> SessionEvent | None:
         """The event the prompt's last user message (or trailing tool results) is stored as,
         or ``None`` when it is not stored: the message filter rejects it, or (tool results) the
-        write guard says its tool call is not the newest stored event."""
+        write guard says its tool call is not the newest stored event.
+
+        Raises:
+            UnknownToolCall: tool results answer a call that is neither in the log nor in
+                the prompt (when the read shows the whole log).
+        """
+        if (
+            isinstance(question, ToolResponseMessage)
+            and sees_pairs(self._read_filter)
+            and not self._read_filter.has_window
+        ):
+            known = {
+                call.id
+                for message in (
+                    *(e.message for e in snapshot.events),
+                    *self.request.messages,
+                )
+                if isinstance(message, AssistantMessage)
+                for call in message.tool_calls
+            }
+            missing = [r.id for r in question.responses if r.id not in known]
+            if missing:
+                raise UnknownToolCall(self._session_id, missing, "tool call")
         accepted = memory.message_filter.should_persist(question)
         if isinstance(question, ToolResponseMessage) and can_tell_newest(self._read_filter):
             told = newest_answers(reversed(snapshot.events), question)
