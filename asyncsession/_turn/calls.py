@@ -210,9 +210,9 @@ def _note(event_id: str, call_id: str, shown: int, total: int) -> str:
 
 def cut_output(event_id: str, response: ToolResponse, limit: int) -> ToolResponse:
     """``response`` as the model is sent it: whole, or its first ``limit`` characters and a
-    note on reading the rest."""
+    note on reading the rest (a page ``read_tool_output`` read is sent whole)."""
     total = len(response.data)
-    if total <= limit:
+    if total <= limit or response.name == READ_TOOL_OUTPUT:
         return response
     data = response.data[:limit] + _note(event_id, response.id, limit, total)
     return response.model_copy(update={"data": data})
@@ -235,8 +235,11 @@ def noted_preview(event: SessionEvent) -> SessionEvent:
     return event.model_copy(update={"message": noted})
 
 
-def read_tool_output(repository: SessionRepository, session_id: str) -> Tool:
-    """The tool that pages a stored tool output of session ``session_id``."""
+def read_tool_output(
+    repository: SessionRepository, session_id: str, page_chars: int = DEFAULT_PAGE_CHARS
+) -> Tool:
+    """The tool that pages a stored tool output of session ``session_id``, ``page_chars``
+    characters a page."""
 
     async def read(
         event_id: Annotated[str, Field(description="The event_id the note names.")],
@@ -245,7 +248,7 @@ def read_tool_output(repository: SessionRepository, session_id: str) -> Tool:
     ) -> str:
         try:
             page = await repository.read_body_page(
-                session_id, event_id, offset=offset, limit=DEFAULT_PAGE_CHARS, call_id=call_id
+                session_id, event_id, offset=offset, limit=page_chars, call_id=call_id
             )
         except UsageError as exc:
             raise ToolError(str(exc)) from None

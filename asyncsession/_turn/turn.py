@@ -71,7 +71,7 @@ from ..messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from ..repository import Lease, SessionRepository, SessionSnapshot
+from ..repository import DEFAULT_PAGE_CHARS, Lease, SessionRepository, SessionSnapshot
 from ..service import SessionService
 from ..tools import Tool
 from .calls import (
@@ -840,7 +840,7 @@ class Turn:
         if (
             limit is None
             or event.id not in self._stored  # nothing to read the rest from yet
-            or all(len(r.data) <= limit for r in message.responses)
+            or all(cut_output(event.id, r, limit) is r for r in message.responses)
         ):
             return message
         self._offer_reader()
@@ -854,7 +854,8 @@ class Turn:
         repository = None if memory is None else getattr(memory.service, "repository", None)
         if READ_TOOL_OUTPUT in self.tools or not isinstance(repository, SessionRepository):
             return
-        reader = read_tool_output(repository, self._session_id)
+        limit = None if memory is None else memory.max_tool_output
+        reader = read_tool_output(repository, self._session_id, limit or DEFAULT_PAGE_CHARS)
         self.tools = {**self.tools, READ_TOOL_OUTPUT: reader}
 
     async def _store_reply(self, memory: SessionMemory, final: ChatResponse) -> None:
