@@ -10,7 +10,8 @@ from .log import (
     Compaction,
     compacted_during,
 )
-from .turn import RETURNED_METADATA_KEY, SessionMemory, StoreQuestion, Turn, request_event_id
+from .session import RETURNED_METADATA_KEY, SessionMemory, StoreQuestion, request_event_id
+from .turn import Turn
 
 __all__ = [
     "RETURNED_METADATA_KEY",

@@ -27,22 +27,28 @@ a result the store offloaded reads back as its preview, sent with the same note.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Final, cast
 
-from pydantic import Field, JsonValue
+from pydantic import Field
 
+from .._telemetry import tool_span
+from ..chat import APPROVAL_REQUIRED, RETURN_DIRECT, ChatResponse
 from ..events import EventType, SessionEvent
 from ..exceptions import ToolError, UnknownToolCall, UsageError
 from ..filters import EventFilter
 from ..messages import (
     AssistantMessage,
+    Message,
     MessageType,
     SystemMessage,
     ToolCall,
     ToolResponse,
     ToolResponseMessage,
+    UserMessage,
 )
 from ..repository import DEFAULT_PAGE_CHARS, OffloadedBody, SessionRepository
 from ..tools import Tool
@@ -50,19 +56,32 @@ from ..tools import Tool
 __all__ = [
     "APPROVAL_METADATA_KEY",
     "INTERRUPTED_METADATA_KEY",
+    "INTERRUPTED_TEXT",
     "READ_TOOL_OUTPUT",
     "Decisions",
     "answers",
     "checked_decisions",
     "cut_output",
+    "cut_results",
     "interrupted",
+    "interrupted_calls",
+    "needing_approval",
+    "newest_pause",
+    "not_run",
     "noted_preview",
     "read_tool_output",
+    "reader_for",
+    "run_tools",
+    "still_waiting",
+    "stored_reply",
     "rejected",
     "sees_pairs",
     "unanswered",
     "waiting_for_approval",
+    "went_on",
 ]
+
+logger = logging.getLogger("asyncsession.turn")
 
 APPROVAL_METADATA_KEY: Final = "approval_pending"
 """The metadata key of a stored round whose turn stopped for approvals: the ids of the calls
@@ -136,10 +155,12 @@ def waiting_for_approval(event: SessionEvent) -> list[str]:
     value = event.metadata.get(APPROVAL_METADATA_KEY)
     if not isinstance(value, list):
         return []
-    return [item for item in cast(list[JsonValue], value) if isinstance(item, str)]
+    return [item for item in value if isinstance(item, str)]
 
 
-def interrupted(session_id: str, call_event: SessionEvent, calls: Sequence[ToolCall]) -> SessionEvent:
+def interrupted(
+    session_id: str, call_event: SessionEvent, calls: Sequence[ToolCall]
+) -> SessionEvent:
     """The result that answers ``calls`` of ``call_event``, whose run was lost: its id is fixed
     by the calls, so every process that writes it writes the same event."""
     pending = set(waiting_for_approval(call_event))
@@ -164,6 +185,44 @@ def interrupted(session_id: str, call_event: SessionEvent, calls: Sequence[ToolC
 def rejected(reason: str) -> str:
     """The result a rejected call sends the model."""
     return "Error: not run: the user rejected this tool call" + (f": {reason}" if reason else ".")
+
+
+def newest_pause(session_id: str, events: Sequence[SessionEvent], decided: Sequence[str]) -> int:
+    """The position among ``events`` of the newest round that stopped its turn for approvals.
+
+    Raises:
+        UnknownToolCall: there is none.
+    """
+    for index in range(len(events) - 1, -1, -1):
+        if waiting_for_approval(events[index]):
+            return index
+    raise UnknownToolCall(session_id, decided, "tool call waiting for approval")
+
+
+def went_on(session_id: str, after: Sequence[SessionEvent], decided: Sequence[str]) -> None:
+    """Refuse to resume a paused round when the conversation went on after it.
+
+    Raises:
+        UnknownToolCall: a user message follows the paused round.
+    """
+    if any(isinstance(event.message, UserMessage) for event in after):
+        raise UnknownToolCall(session_id, decided, "tool call waiting for approval")
+
+
+def still_waiting(
+    session_id: str, pause: SessionEvent, after: Sequence[SessionEvent], decisions: object
+) -> tuple[list[ToolCall], dict[str, bool | str]]:
+    """The paused round's calls no result ``after`` it answers, and ``decisions`` checked
+    against those of them waiting for approval (none to check once every call is answered)."""
+    message = pause.message
+    assert isinstance(message, AssistantMessage)
+    done = answers(after)
+    left = [call for call in message.tool_calls if call.id not in done]
+    if not left:
+        return [], {}
+    ids = {call.id for call in left}
+    waiting = [call_id for call_id in waiting_for_approval(pause) if call_id in ids]
+    return left, checked_decisions(session_id, waiting, decisions)
 
 
 def checked_decisions(
@@ -198,6 +257,87 @@ def checked_decisions(
     return checked
 
 
+def not_run(
+    calls: Sequence[ToolCall],
+    tools: Mapping[str, Tool],
+    decisions: Mapping[str, bool | str],
+    *,
+    started: bool = True,
+) -> dict[str, str]:
+    """The results of the ``calls`` of a stored round that are not to run, by call id: a
+    rejected call gets its reason; when a run may have started (``started``), a call of a
+    tool that is not idempotent is reported interrupted. The others run."""
+    fixed: dict[str, str] = {}
+    for call in calls:
+        decision = decisions.get(call.id, True)
+        tool = tools.get(call.name)
+        if decision is not True:
+            fixed[call.id] = rejected(decision if isinstance(decision, str) else "")
+        elif started and (tool is None or not tool.idempotent):
+            fixed[call.id] = INTERRUPTED_TEXT
+    return fixed
+
+
+def interrupted_calls(
+    session_id: str,
+    read_filter: EventFilter,
+    events: Sequence[SessionEvent],
+    question: Message | None,
+) -> list[SessionEvent]:
+    """The results that answer, as interrupted, the calls ``events`` leave unanswered (those
+    the question answers aside); none when the read cannot show pairs."""
+    if not sees_pairs(read_filter):
+        return []
+    answered = (
+        {r.id for r in question.responses}
+        if isinstance(question, ToolResponseMessage)
+        else set[str]()
+    )
+    repairs: list[SessionEvent] = []
+    for call_event, calls in unanswered(events):
+        left = [call for call in calls if call.id not in answered]
+        if left:
+            repairs.append(interrupted(session_id, call_event, left))
+            logger.warning(
+                "Session %r: answering tool call(s) %s, left without a result by an "
+                "interrupted turn, as interrupted",
+                session_id,
+                [call.id for call in left],
+            )
+    return repairs
+
+
+def stored_reply(
+    events: Sequence[SessionEvent], start: int | None, reply_id: str
+) -> tuple[ChatResponse, list[str], list[str]] | None:
+    """The response of a turn stored from ``events[start]`` (or its end alone) to the event
+    ``reply_id``, with the ids of its request and response events; ``None`` when that event
+    is not stored."""
+    end = next((i for i, e in enumerate(events) if e.id == reply_id), None)
+    if end is None:
+        return None
+    turn = [e for e in events[(end if start is None else start) : end + 1] if e.message]
+    requests = [e.id for e in turn if not isinstance(e.message, AssistantMessage)]
+    responses = [e.id for e in turn if isinstance(e.message, AssistantMessage)]
+    last = events[end].message
+    response: ChatResponse | None = None
+    if isinstance(last, ToolResponseMessage):
+        call = next(
+            (e.message for e in reversed(turn[:-1]) if isinstance(e.message, AssistantMessage)),
+            None,
+        )
+        if call is not None:
+            response = ChatResponse(message=call, finish_reason=RETURN_DIRECT, tool_results=last)
+    elif isinstance(last, AssistantMessage):
+        waiting = set(waiting_for_approval(events[end]))
+        response = ChatResponse(
+            message=last,
+            finish_reason=APPROVAL_REQUIRED if waiting else "stop",
+            pending_approvals=tuple(c for c in last.tool_calls if c.id in waiting),
+        )
+    return None if response is None else (response, requests, responses)
+
+
 # --- large outputs ---------------------------------------------------------------------------
 
 
@@ -216,6 +356,27 @@ def cut_output(event_id: str, response: ToolResponse, limit: int) -> ToolRespons
         return response
     data = response.data[:limit] + _note(event_id, response.id, limit, total)
     return response.model_copy(update={"data": data})
+
+
+def cut_results(event: SessionEvent, limit: int | None) -> ToolResponseMessage | None:
+    """The stored results ``event`` as the model is sent them when an output is longer than
+    ``limit`` characters (cut, with a note); ``None`` when none is."""
+    message = event.message
+    assert isinstance(message, ToolResponseMessage)
+    if limit is None:
+        return None
+    responses = tuple(cut_output(event.id, response, limit) for response in message.responses)
+    if all(cut is whole for cut, whole in zip(responses, message.responses, strict=True)):
+        return None
+    return message.model_copy(update={"responses": responses})
+
+
+def reader_for(service: object, session_id: str, page_chars: int | None) -> Tool | None:
+    """``read_tool_output`` over the repository of ``service`` (a service that has one)."""
+    repository = getattr(service, "repository", None)
+    if not isinstance(repository, SessionRepository):
+        return None
+    return read_tool_output(repository, session_id, page_chars or DEFAULT_PAGE_CHARS)
 
 
 def noted_preview(event: SessionEvent) -> SessionEvent:
@@ -271,3 +432,63 @@ def read_tool_output(
         ),
         idempotent=True,
     )
+
+
+# --- running tools ---------------------------------------------------------------------------
+
+
+async def needing_approval(
+    calls: Sequence[ToolCall], tools: Mapping[str, Tool]
+) -> tuple[ToolCall, ...]:
+    """The calls of a round that wait for a person's approval."""
+    waiting: list[ToolCall] = []
+    for call in calls:
+        tool = tools.get(call.name)
+        if (
+            tool is not None
+            and tool.needs_approval
+            and await tool.requires_approval(call.arguments)
+        ):
+            waiting.append(call)
+    return tuple(waiting)
+
+
+async def run_tools(
+    calls: Sequence[ToolCall],
+    tools: Mapping[str, Tool],
+    fixed: Mapping[str, str] | None = None,
+) -> ToolResponseMessage:
+    """Run the calls, concurrently when there are several; results in call order. A call
+    in ``fixed`` is not run: its result is the text given there."""
+
+    async def one(call: ToolCall) -> str:
+        if fixed is not None and call.id in fixed:
+            return fixed[call.id]
+        return await _run_one(call, tools)
+
+    if len(calls) == 1:
+        results = [await one(calls[0])]
+    else:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(one(call)) for call in calls]
+        results = [task.result() for task in tasks]
+    return ToolResponseMessage(
+        responses=tuple(
+            ToolResponse(id=call.id, name=call.name, data=result)
+            for call, result in zip(calls, results, strict=True)
+        )
+    )
+
+
+async def _run_one(call: ToolCall, tools: Mapping[str, Tool]) -> str:
+    """One call's result; a failure becomes an error text for the model, never an exception."""
+    found = tools.get(call.name)
+    if found is None:
+        known = ", ".join(sorted(tools)) or "none"
+        return f"Error: there is no tool named {call.name!r} (available: {known})"
+    try:
+        with tool_span(call.name, call.id):  # the error, if any, is on the span too
+            return await found.invoke(call.arguments)
+    except Exception as exc:
+        logger.warning("Tool %r failed on call %r", call.name, call.id, exc_info=True)
+        return f"Error: tool {call.name!r} failed: {type(exc).__name__}: {exc}"

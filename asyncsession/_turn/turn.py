@@ -26,32 +26,23 @@ the call is cancelled. Without session memory a turn is steps 4 and 5 only.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import hashlib
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
-from typing import Final, Literal
 
 from pydantic import JsonValue
 
 from .._shield import shielded
-from .._telemetry import tool_span
 from .._text import check_event_text
 from ..advisors import (
     Advisor,
     CallContext,
     ChunkStream,
-    EventIdGenerator,
-    IdempotentSessionEventIdGenerator,
-    MessageFilter,
 )
 from ..chat import APPROVAL_REQUIRED, RETURN_DIRECT, ChatChunk, ChatRequest, ChatResponse, Usage
-from ..compaction import USAGE_METADATA_KEY
-from ..events import CreateSessionRequest, SessionEvent, utc_now
+from ..events import CreateSessionRequest, SessionEvent
 from ..exceptions import (
     AccessDenied,
     MissingSessionId,
@@ -61,40 +52,39 @@ from ..exceptions import (
     TurnInProgress,
     UnknownToolCall,
 )
-from ..filters import EventFilter
 from ..messages import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolCall,
-    ToolResponse,
     ToolResponseMessage,
     UserMessage,
 )
-from ..repository import DEFAULT_PAGE_CHARS, Lease, SessionRepository, SessionSnapshot
-from ..service import SessionService
+from ..repository import Lease, SessionSnapshot
 from ..tools import Tool
 from .calls import (
     APPROVAL_METADATA_KEY,
-    INTERRUPTED_TEXT,
     READ_TOOL_OUTPUT,
     Decisions,
-    answers,
-    checked_decisions,
-    cut_output,
-    interrupted,
+    cut_results,
+    interrupted_calls,
+    needing_approval,
+    newest_pause,
+    not_run,
     noted_preview,
-    read_tool_output,
-    rejected,
+    reader_for,
+    run_tools,
     sees_pairs,
+    still_waiting,
+    stored_reply,
     unanswered,
-    waiting_for_approval,
+    went_on,
 )
-from .chain import run_call, start_stream
+from .chain import StepStream, run_call, start_stream
 from .log import (
     ACTIVE_VIEW,
     LATEST_SYSTEM_FILTER,
-    Compaction,
+    ORPHAN_WARNING,
     LeaseHolder,
     Waiting,
     can_tell_newest,
@@ -109,63 +99,24 @@ from .log import (
     latest_system,
     newest_answers,
     same_content,
+    seconds_left,
     system_first,
 )
+from .session import (
+    RETURNED_METADATA_KEY,
+    SessionMemory,
+    request_event_id,
+    usage_metadata,
+)
 
-__all__ = ["RETURNED_METADATA_KEY", "SessionMemory", "StoreQuestion", "Turn", "request_event_id"]
+__all__ = ["Turn"]
 
 logger = logging.getLogger("asyncsession.turn")
-
-StoreQuestion = Literal["first", "with_reply"]
-"""When a turn stores the user's message: ``"first"``, before the model call (so it survives a
-failed call), or ``"with_reply"``, with the rest of the turn in one commit once it is complete
-(nothing is stored for a turn that fails)."""
-RETURNED_METADATA_KEY: Final = "return_direct"
-"""The metadata key (value ``True``) of the event that holds the results of return-direct
-tools: the turn that stored it is complete although its last model message asks for tools."""
-
-_ORPHAN_WARNING = (
-    "Session %r: dropped %d tool call/result message(s) without their counterpart from the "
-    "prompt (the log is unchanged). Likely causes: an EventFilter with message_types hiding "
-    "TOOL events, a MessageFilter that skipped them, or a turn interrupted between a tool "
-    "call and its result."
-)
 
 Complete = Callable[[CallContext, ChatRequest], Awaitable[ChatResponse]]
 """One model request on the call path."""
 OpenStream = Callable[[CallContext, ChatRequest], ChunkStream]
 """One model request on the stream path."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SessionMemory:
-    """How a client keeps its turns in sessions: its session keywords, checked once."""
-
-    service: SessionService
-    compaction: Compaction | None
-    store_question: StoreQuestion
-    event_filter: EventFilter
-    message_filter: MessageFilter
-    event_ids: EventIdGenerator | None
-    default_user_id: str
-    lease_ttl: float
-    wait: float
-    max_tool_output: int | None = None
-    """Tool outputs longer than this many characters are sent to the model cut, with a note
-    on reading the rest; ``None``: whole."""
-    read_filter: EventFilter = dataclasses.field(init=False)
-    """The client's filter merged with the active view: what a call without a filter of its
-    own reads."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "read_filter", self.event_filter.merge(ACTIVE_VIEW))
-
-    def history_filter(self, call_filter: EventFilter | None) -> EventFilter:
-        """The filter a call's history is read with: the client's, the call's over it, and
-        always the active view."""
-        if call_filter is None:
-            return self.read_filter
-        return self.event_filter.merge(call_filter).merge(ACTIVE_VIEW)
 
 
 class Turn:
@@ -237,7 +188,7 @@ class Turn:
 
     def stream(self) -> ChunkStream:
         """The turn's chunks, every round's as they arrive; nothing runs until iterated."""
-        return _TurnStream(self)
+        return StepStream(self._steps(streaming=True), lambda: self.final)
 
     # --- the steps -------------------------------------------------------------------------
 
@@ -284,7 +235,7 @@ class Turn:
                     (tool := self.tools.get(call.name)) is not None and tool.return_direct
                     for call in response.tool_calls
                 )
-                waiting = await _needing_approval(response.tool_calls, self.tools)
+                waiting = await needing_approval(response.tool_calls, self.tools)
                 if waiting:
                     # The turn stops: the round is its last commit, naming the waiting calls.
                     final = dataclasses.replace(
@@ -306,7 +257,7 @@ class Turn:
                 if round_number == self.max_rounds and not direct:
                     raise ToolLoopLimitExceeded(self.max_rounds)
                 call_event = await self._store_call(response, compacted)
-                results = await _run_tools(response.tool_calls, self.tools)
+                results = await run_tools(response.tool_calls, self.tools)
                 sent = await self._store_results(response, call_event, results, direct)
                 if direct:
                     final = dataclasses.replace(
@@ -372,7 +323,7 @@ class Turn:
             if other is not None and not lease.mine(other) and other.is_live():
                 waiting = waiting or Waiting(memory.wait)
                 if not await waiting.pause():
-                    raise TurnInProgress(session_id, request_id, _seconds_left(other))
+                    raise TurnInProgress(session_id, request_id, seconds_left(other))
                 continue
             self._version, self._events = snapshot.version, events
             if self._decisions is not None:
@@ -390,59 +341,35 @@ class Turn:
         Raises:
             UnknownToolCall: the session has no paused round, or its conversation went on.
         """
-        pause = next((e for e in reversed(events) if waiting_for_approval(e)), None)
         decided = list(self._decisions or {})
-        if pause is None:
-            raise UnknownToolCall(self._session_id, decided, "tool call waiting for approval")
-        self._pause = pause
+        start = newest_pause(self._session_id, events, decided)
+        pause = self._pause = events[start]
         self._request_key = f"resume:{pause.id}"
         assert pause.message is not None
-        reply_id = request_event_id(
-            self._session_id, self._request_key, pause.message, reply=True
-        )
-        start = events.index(pause)
+        reply_id = request_event_id(self._session_id, self._request_key, pause.message, reply=True)
         replayed = self._replay(events, start + 1, reply_id)
-        if replayed is not None:
-            return replayed
-        if any(isinstance(e.message, UserMessage) for e in events[start + 1 :]):
-            raise UnknownToolCall(self._session_id, decided, "tool call waiting for approval")
-        return None
+        if replayed is None:
+            went_on(self._session_id, events[start + 1 :], decided)
+        return replayed
 
     async def _continue_paused(self, memory: SessionMemory, snapshot: SessionSnapshot) -> bool:
         """``resume``'s step 3: take the lease, then answer the paused round's calls still
         unanswered: a rejection with its reason, an approved call (and one that needed no
         approval) with its tool's result. ``False`` when another resume took the lease."""
         pause, lease = self._pause, self._lease
-        assert pause is not None and lease is not None
-        assert isinstance(pause.message, AssistantMessage)
+        assert pause is not None
+        assert lease is not None
         events = snapshot.events
         after = events[events.index(pause) + 1 :]
-        done = answers(after)
-        left = [call for call in pause.message.tool_calls if call.id not in done]
-        left_ids = {call.id for call in left}
-        waiting = [i for i in waiting_for_approval(pause) if i in left_ids]
-        decisions = checked_decisions(self._session_id, waiting, self._decisions) if left else {}
+        left, decisions = still_waiting(self._session_id, pause, after, self._decisions)
         # A lease on the paused commit is an earlier resume's: its tools may have started.
         started = snapshot.lease is not None and not lease.mine(snapshot.lease)
         if not await lease.acquire(snapshot.version):
             return False
         self._tail = list(after)
         if left:
-            fixed: dict[str, str] = {}
-            for call in left:
-                decision = decisions.get(call.id, True)
-                tool = self.tools.get(call.name)
-                if decision is not True:
-                    fixed[call.id] = rejected(decision if isinstance(decision, str) else "")
-                elif started and (tool is None or not tool.idempotent):
-                    fixed[call.id] = INTERRUPTED_TEXT
-            results = await _run_tools(left, self.tools, fixed)
-            event = self._event(memory, results, reply=False)
-            check_event_text(event)
-            await self._commit([event], lease.lease())
-            lease.held_at(self._version)
-            self._record(event, stored=True, request=True)
-            self._tail.append(event)
+            fixed = not_run(left, self.tools, decisions, started=started)
+            self._tail.append(await self._answer(memory, left, fixed))
         self._events = tuple(events[: events.index(pause) + 1])
         return True
 
@@ -488,32 +415,11 @@ class Turn:
     def _replay(
         self, events: Sequence[SessionEvent], start: int | None, reply_id: str
     ) -> ChatResponse | None:
-        """The response of a turn stored from ``events[start]`` (or its end alone) to the
-        event ``reply_id``; ``None`` when that event is not stored."""
-        end = next((i for i, e in enumerate(events) if e.id == reply_id), None)
-        if end is None:
+        found = stored_reply(events, start, reply_id)
+        if found is None:
             return None
-        turn = [e for e in events[(end if start is None else start) : end + 1] if e.message]
-        self._request_ids = [e.id for e in turn if not isinstance(e.message, AssistantMessage)]
-        self._response_ids = [e.id for e in turn if isinstance(e.message, AssistantMessage)]
-        last = events[end].message
-        if isinstance(last, ToolResponseMessage):
-            call = next(
-                (e.message for e in reversed(turn[:-1]) if isinstance(e.message, AssistantMessage)),
-                None,
-            )
-            if call is not None:
-                return ChatResponse(message=call, finish_reason=RETURN_DIRECT, tool_results=last)
-        if isinstance(last, AssistantMessage):
-            waiting = set(waiting_for_approval(events[end]))
-            if waiting:
-                return ChatResponse(
-                    message=last,
-                    finish_reason=APPROVAL_REQUIRED,
-                    pending_approvals=tuple(c for c in last.tool_calls if c.id in waiting),
-                )
-            return ChatResponse(message=last, finish_reason="stop")
-        return None
+        response, self._request_ids, self._response_ids = found
+        return response
 
     async def _store_question(
         self,
@@ -544,7 +450,7 @@ class Turn:
             if self._taken_over:
                 await self._take_over(memory, snapshot, event)
             return True
-        repairs = self._repairs(snapshot.events, question)
+        repairs = interrupted_calls(self._session_id, self._read_filter, snapshot.events, question)
         if request_id is not None and not await lease.acquire(snapshot.version):
             return False  # another attempt took the session first: read again
         if event is not None and memory.store_question == "first":
@@ -586,34 +492,6 @@ class Turn:
             self._record(event, stored=False, request=True)
         return True
 
-    def _repairs(
-        self,
-        events: Sequence[SessionEvent],
-        question: UserMessage | ToolResponseMessage | None,
-    ) -> list[SessionEvent]:
-        """The results that answer, as interrupted, the calls ``events`` leave unanswered
-        (those the question answers aside); none when the read cannot show pairs."""
-        if not sees_pairs(self._read_filter):
-            return []
-        answered = (
-            {r.id for r in question.responses}
-            if isinstance(question, ToolResponseMessage)
-            else set[str]()
-        )
-        repairs: list[SessionEvent] = []
-        for call_event, calls in unanswered(events):
-            left = [call for call in calls if call.id not in answered]
-            if left:
-                repairs.append(interrupted(self._session_id, call_event, left))
-        if repairs:
-            logger.warning(
-                "Session %r: answering %d tool call(s) left without a result by an "
-                "interrupted turn",
-                self._session_id,
-                sum(len(r.message.responses) for r in repairs if r.message is not None),  # type: ignore[union-attr]
-            )
-        return repairs
-
     async def _take_over(
         self, memory: SessionMemory, snapshot: SessionSnapshot, question: SessionEvent
     ) -> None:
@@ -627,21 +505,28 @@ class Turn:
         tail = list(events[[e.id for e in events].index(question.id) + 1 :])
         for event in tail:
             if event.message is not None:
-                self._record(event, stored=True, request=not isinstance(event.message, AssistantMessage))
+                self._record(
+                    event, stored=True, request=not isinstance(event.message, AssistantMessage)
+                )
         for call_event, calls in unanswered(tail):
-            fixed = {
-                call.id: INTERRUPTED_TEXT
-                for call in calls
-                if (tool := self.tools.get(call.name)) is None or not tool.idempotent
-            }
-            results = await _run_tools(calls, self.tools, fixed)
-            answered = self._event(memory, results, reply=False)
-            check_event_text(answered)
-            await self._commit([answered], lease.lease())
-            lease.held_at(self._version)
-            self._record(answered, stored=True, request=True)
+            answered = await self._answer(memory, calls, not_run(calls, self.tools, {}))
             tail.insert(tail.index(call_event) + 1, answered)
         self._tail = tail
+
+    async def _answer(
+        self, memory: SessionMemory, calls: Sequence[ToolCall], fixed: Mapping[str, str]
+    ) -> SessionEvent:
+        """Answer ``calls`` of a stored round: run them (those in ``fixed`` get that text),
+        and commit their results with the lease."""
+        lease = self._lease
+        assert lease is not None
+        results = await run_tools(calls, self.tools, fixed)
+        event = self._event(memory, results, reply=False)
+        check_event_text(event)
+        await self._commit([event], lease.lease())
+        lease.held_at(self._version)
+        self._record(event, stored=True, request=True)
+        return event
 
     def _question_event(
         self,
@@ -757,21 +642,19 @@ class Turn:
         prompt_rest = [m for m in prompt if not isinstance(m, SystemMessage)]
         history, dropped = guard_history(conversation, [*prompt_rest, *tail])
         if dropped:
-            logger.warning(_ORPHAN_WARNING, self._session_id, dropped)
+            logger.warning(ORPHAN_WARNING, self._session_id, dropped)
         systems = history_system_messages(events, self._latest, self._system)
         if len(prompt_rest) >= len(history) and contains_run(prompt_rest, history):
             history = []  # the prompt holds the history already (a caller that sends it)
         return system_first([*systems, *history, *prompt, *tail])
 
-    async def _store_call(
-        self, response: ChatResponse, compacted: bool
-    ) -> SessionEvent | None:
+    async def _store_call(self, response: ChatResponse, compacted: bool) -> SessionEvent | None:
         """Record a round's tool call before its tools run: a commit carrying the lease (with
         ``"with_reply"``, kept for the last commit). ``None`` when the call is not stored."""
         memory = self.memory
         if memory is None or not memory.message_filter.should_persist(response.message):
             return None
-        call = self._event(memory, response.message, reply=False, metadata=_usage(response))
+        call = self._event(memory, response.message, reply=False, metadata=usage_metadata(response))
         if compacted:
             self._summary, self._covered = call.id, set(self._sent)
         if memory.store_question == "with_reply":
@@ -796,22 +679,21 @@ class Turn:
         the last commit, marked so a retry knows the turn is complete. Returns the results as
         the model is sent them (long outputs cut, with a note on reading the rest)."""
         memory = self.memory
-        if memory is None or call is None:
-            if memory is not None and memory.message_filter.should_persist(results):
-                logger.warning(
-                    "Session %r: not storing the result of tool call(s) %s although the "
-                    "MessageFilter accepts it, because the tool call was not stored",
-                    self._session_id,
-                    [r.id for r in results.responses],
-                )
+        if memory is None:
             return results
-        if not memory.message_filter.should_persist(results):
+        if memory.message_filter.should_persist(results) != (call is not None):
             logger.warning(
-                "Session %r: storing the result of tool call(s) %s although the MessageFilter "
-                "rejects it, because the tool call is stored",
+                "Session %r: %s the result of tool call(s) %s although the MessageFilter "
+                "%s it, because the tool call %s stored",
                 self._session_id,
-                [r.id for r in results.responses],
+                *(
+                    ("storing", [r.id for r in results.responses], "rejects", "is")
+                    if call is not None
+                    else ("not storing", [r.id for r in results.responses], "accepts", "was not")
+                ),
             )
+        if call is None:
+            return results
         answered = self._event(
             memory,
             results,
@@ -830,38 +712,26 @@ class Turn:
         return self._for_model(answered)
 
     def _for_model(self, event: SessionEvent) -> ToolResponseMessage:
-        """A stored result as the model is sent it: each output longer than the client's
-        ``max_tool_output`` cut, with a note on reading the rest (the turn then offers the
-        tool that reads it)."""
-        message = event.message
-        assert isinstance(message, ToolResponseMessage)
-        memory = self.memory
-        limit = None if memory is None else memory.max_tool_output
-        if (
-            limit is None
-            or event.id not in self._stored  # nothing to read the rest from yet
-            or all(cut_output(event.id, r, limit) is r for r in message.responses)
-        ):
-            return message
+        """A stored result as the model is sent it: long outputs cut, with a note on reading
+        the rest (the turn then offers the tool that reads it)."""
+        limit = None if self.memory is None else self.memory.max_tool_output
+        cut = None if event.id not in self._stored else cut_results(event, limit)
+        if cut is None:
+            assert isinstance(event.message, ToolResponseMessage)
+            return event.message
         self._offer_reader()
-        return message.model_copy(
-            update={"responses": tuple(cut_output(event.id, r, limit) for r in message.responses)}
-        )
+        return cut
 
     def _offer_reader(self) -> None:
         """Offer ``read_tool_output`` on this turn's model calls (once)."""
-        memory = self.memory
-        repository = None if memory is None else getattr(memory.service, "repository", None)
-        if READ_TOOL_OUTPUT in self.tools or not isinstance(repository, SessionRepository):
-            return
-        limit = None if memory is None else memory.max_tool_output
-        reader = read_tool_output(repository, self._session_id, limit or DEFAULT_PAGE_CHARS)
-        self.tools = {**self.tools, READ_TOOL_OUTPUT: reader}
+        if self.memory is not None and READ_TOOL_OUTPUT not in self.tools:
+            reader = reader_for(self.memory.service, self._session_id, self.memory.max_tool_output)
+            self.tools = {**self.tools, READ_TOOL_OUTPUT: reader} if reader else self.tools
 
     async def _store_reply(self, memory: SessionMemory, final: ChatResponse) -> None:
         """Step 6: the turn's last commit (no lease: it ends the lease)."""
         if final.tool_results is None and memory.message_filter.should_persist(final.message):
-            metadata = _usage(final) or {}
+            metadata = usage_metadata(final) or {}
             if final.pending_approvals:
                 metadata[APPROVAL_METADATA_KEY] = [call.id for call in final.pending_approvals]
             reply = self._event(memory, final.message, reply=True, metadata=metadata)
@@ -928,109 +798,3 @@ class Turn:
             request_event_ids=tuple(self._request_ids),
             response_event_ids=tuple(self._response_ids),
         )
-
-
-_ROUNDS = IdempotentSessionEventIdGenerator("session", "request")
-"""The ids of a request's tool rounds: their tool-call ids, under the session and request."""
-
-
-def request_event_id(session_id: str, request_id: str, message: Message, *, reply: bool) -> str:
-    """The id of an event a call with a request id stores. The question (a user message) and
-    the event that ends the turn (``reply=True``: the reply, or the results of return-direct
-    tools) get one id each, whatever they hold; a tool call or its results get the id of their
-    tool-call ids, so a round is stored once per request."""
-    if reply or isinstance(message, UserMessage):
-        kind = "reply" if reply else message.message_type.value
-        text = f"{len(session_id)}:{session_id}:{request_id}:{kind}"
-        return f"{kind}-{hashlib.sha256(text.encode()).hexdigest()}"
-    return _ROUNDS.generate({"session": session_id, "request": request_id}, message)
-
-
-class _TurnStream(ChunkStream):
-    """A turn's chunks: the steps run as they are iterated; closing it early abandons the turn
-    (its model stream is closed, its lease released, no reply stored)."""
-
-    __slots__ = ("_steps", "_turn")
-
-    def __init__(self, turn: Turn) -> None:
-        super().__init__()
-        self._turn = turn
-        self._steps = turn._steps(streaming=True)  # pyright: ignore[reportPrivateUsage]
-
-    async def __anext__(self) -> ChatChunk:
-        return await self._steps.__anext__()
-
-    def _produced(self) -> ChatResponse | None:
-        return self._turn.final
-
-    async def aclose(self) -> None:
-        await self._steps.aclose()
-
-
-def _usage(response: ChatResponse) -> dict[str, JsonValue] | None:
-    usage = response.usage
-    if usage is None:
-        return None
-    return {
-        USAGE_METADATA_KEY: {
-            "input_tokens": usage.prompt_tokens,
-            "output_tokens": usage.completion_tokens,
-        }
-    }
-
-
-def _seconds_left(lease: Lease) -> float:
-    return max(1.0, (lease.expires_at - utc_now()).total_seconds())
-
-
-async def _needing_approval(
-    calls: Sequence[ToolCall], tools: Mapping[str, Tool]
-) -> tuple[ToolCall, ...]:
-    """The calls of a round that wait for a person's approval."""
-    waiting: list[ToolCall] = []
-    for call in calls:
-        tool = tools.get(call.name)
-        if tool is not None and tool.needs_approval and await tool.requires_approval(call.arguments):
-            waiting.append(call)
-    return tuple(waiting)
-
-
-async def _run_tools(
-    calls: Sequence[ToolCall],
-    tools: Mapping[str, Tool],
-    fixed: Mapping[str, str] | None = None,
-) -> ToolResponseMessage:
-    """Run the calls, concurrently when there are several; results in call order. A call
-    in ``fixed`` is not run: its result is the text given there."""
-
-    async def one(call: ToolCall) -> str:
-        if fixed is not None and call.id in fixed:
-            return fixed[call.id]
-        return await _run_one(call, tools)
-
-    if len(calls) == 1:
-        results = [await one(calls[0])]
-    else:
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(one(call)) for call in calls]
-        results = [task.result() for task in tasks]
-    return ToolResponseMessage(
-        responses=tuple(
-            ToolResponse(id=call.id, name=call.name, data=result)
-            for call, result in zip(calls, results, strict=True)
-        )
-    )
-
-
-async def _run_one(call: ToolCall, tools: Mapping[str, Tool]) -> str:
-    """One call's result; a failure becomes an error text for the model, never an exception."""
-    found = tools.get(call.name)
-    if found is None:
-        known = ", ".join(sorted(tools)) or "none"
-        return f"Error: there is no tool named {call.name!r} (available: {known})"
-    try:
-        with tool_span(call.name, call.id):  # the error, if any, is on the span too
-            return await found.invoke(call.arguments)
-    except Exception as exc:
-        logger.warning("Tool %r failed on call %r", call.name, call.id, exc_info=True)
-        return f"Error: tool {call.name!r} failed: {type(exc).__name__}: {exc}"

@@ -530,7 +530,10 @@ class BaseChatClient(ABC):
             TurnInProgress: another turn of the session did not finish within ``wait``.
         """
         if self.memory is None:
-            raise UsageError(f"resume needs a client with session memory: {type(self).__name__}(..., sessions=service)")
+            raise UsageError(
+                "resume needs a client with session memory: "
+                f"{type(self).__name__}(..., sessions=service)"
+            )
         values = dict(context or {})
         session = _text(session_id, "session_id")
         if session is None:

@@ -1,8 +1,9 @@
 """`Tool`: a function the model can call, and the one place its arguments are checked.
 
 A tool is API-neutral: a name, a description, the JSON schema of its arguments, `strict`,
-`return_direct`, `idempotent`, `needs_approval`, and `invoke(arguments_json) -> str`. The OpenAI edge turns it into a Chat
-Completions or Responses function tool; nothing here knows an SDK type.
+`return_direct`, `idempotent`, `needs_approval`, and `invoke(arguments_json) -> str`. The
+OpenAI edge turns it into a Chat Completions or Responses function tool; nothing here knows an
+SDK type.
 
 Schemas are never written by hand. `Tool.from_function` builds a pydantic model from a typed
 signature (parameter descriptions from the docstring, Google, NumPy or Sphinx style);

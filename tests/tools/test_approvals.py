@@ -135,6 +135,7 @@ async def test_a_policy_decides_per_call(
 ) -> None:
     """``needs_approval`` as a function of the arguments: a small payment runs at once, a
     large one waits."""
+
     async def run_pay(amount: int) -> str:
         paid.append(amount)
         return f"paid {amount}"

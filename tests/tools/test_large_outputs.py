@@ -24,7 +24,7 @@ from asyncsession.tools import tool
 
 OUTPUT = "".join(f"{n:05d}" for n in range(4_000))  # 20,000 characters, each position known
 NOTE = re.compile(
-    r'\[output cut: (\d+) of (\d+) characters shown; read the rest with read_tool_output\('
+    r"\[output cut: (\d+) of (\d+) characters shown; read the rest with read_tool_output\("
     r'event_id="([^"]+)", call_id="([^"]+)", offset=(\d+)\)\]'
 )
 
@@ -68,9 +68,7 @@ def _reader(request: RecordedRequest) -> ScriptedReply:
     note = NOTE.search(_last_result(request))
     if note is not None and len(calls) == 1:
         arguments = {"event_id": note[3], "call_id": note[4], "offset": int(note[5])}
-        return ScriptedReply.tool_calls(
-            [ScriptedToolCall("read_tool_output", arguments, id="r1")]
-        )
+        return ScriptedReply.tool_calls([ScriptedToolCall("read_tool_output", arguments, id="r1")])
     return ScriptedReply.text("read it")
 
 
@@ -90,7 +88,8 @@ async def test_the_model_gets_the_beginning_and_pages_the_rest(
         assert reply.text == "read it"
         first = _last_result(server.requests[1])
         note = NOTE.search(first)
-        assert note is not None and first.startswith(OUTPUT[:1000] + "\n[output cut")
+        assert note is not None
+        assert first.startswith(OUTPUT[:1000] + "\n[output cut")
         assert (note[1], note[2], note[4], note[5]) == ("1000", "20000", "d1", "1000")
         assert "read_tool_output" in str(server.requests[1].tools)
         page = _last_result(server.requests[2])
@@ -101,7 +100,8 @@ async def test_the_model_gets_the_beginning_and_pages_the_rest(
         assert result.metadata[OFFLOADED] is not None  # the store kept a preview in the log
         repository = small_store.repository
         whole = await repository.read_body("s", note[3])
-        assert whole is not None and whole.message is not None
+        assert whole is not None
+        assert whole.message is not None
         assert whole.message.responses[0].data == OUTPUT  # type: ignore[union-attr]
 
         server.enqueue(ScriptedReply.text("again"))
@@ -109,6 +109,7 @@ async def test_the_model_gets_the_beginning_and_pages_the_rest(
         later = [i for i in tool_items(server.requests[3]) if i[1] == "d1" and i[0] == "result"]
         previewed = NOTE.search(later[0][2])
         assert later[0][2].startswith(OUTPUT[:200] + "\n[output cut")
-        assert previewed is not None and (previewed[1], previewed[2]) == ("200", "20000")
+        assert previewed is not None
+        assert (previewed[1], previewed[2]) == ("200", "20000")
         assert "read_tool_output" in str(server.requests[3].tools)
         server.assert_done()

@@ -24,7 +24,7 @@ from asyncsession.openai import ChatClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "advisors"))
-from test_turn_budget import COUNTED, count_calls  # noqa: E402  # the turn's budget tests' counter
+from test_turn_budget import COUNTED, count_calls  # the turn's budget tests' counter
 
 
 @tool

@@ -22,7 +22,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from asyncsession import DefaultSessionService, MongoSessionRepository
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "advisors"))
-from workers import Worker  # noqa: E402  # the process harness of the turn's process tests
+from workers import Worker  # the process harness of the turn's process tests
 
 WORKER = Path(__file__).with_name("tool_worker.py")
 INTERRUPTED = "Error: this tool call was interrupted before it returned a result"
