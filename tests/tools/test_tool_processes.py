@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from asyncsession import DefaultSessionService, MongoSessionRepository
+from asyncsession import DefaultSessionService, MongoSessionRepository, Tool
+from asyncsession.openai import ChatClient
+from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "advisors"))
 from workers import Worker  # the process harness of the turn's process tests
@@ -146,3 +148,63 @@ async def test_a_retry_after_a_kill_past_the_tool_never_runs_it_again(
 
     assert outcome == {"reply": "final: charged x", "runs": 0}
     assert await _results(mongo_db) == [["charged x"]]
+
+
+async def _paused(db: AsyncDatabase[dict[str, Any]]) -> None:
+    """Session ``s1`` with a turn stopped for the approval of call ``c1`` of ``charge``."""
+
+    async def charge(item: str) -> str:
+        raise AssertionError("a paused turn runs no tool")
+
+    service = DefaultSessionService(MongoSessionRepository(db))
+    tool = Tool.from_function(charge, needs_approval=True)
+    async with ScriptedOpenAIServer() as server:
+        server.enqueue(
+            ScriptedReply.tool_calls([ScriptedToolCall("charge", {"item": "x"}, id="c1")])
+        )
+        chat = ChatClient(server.client(), model="gpt-test", sessions=service, tools=[tool])
+        paused = await chat.call("charge it", session_id="s1", user_id="alice")
+    assert [call.id for call in paused.pending_approvals] == ["c1"]
+
+
+async def test_concurrent_resumes_from_processes_continue_the_turn_once(
+    mongo_uri: str, mongo_db: AsyncDatabase[dict[str, Any]], started: list[Worker]
+) -> None:
+    """Four processes resume one paused turn at once: one runs the approved tool and calls the
+    model; the others wait for it and return its reply."""
+    await _paused(mongo_db)
+    resumers = await asyncio.gather(
+        *(_start(mongo_uri, mongo_db, started, "-", "charge", "resume") for _ in range(4))
+    )
+    printing = [asyncio.ensure_future(w.printed("tool")) for w in resumers]
+    done, waiting = await asyncio.wait(printing, return_when=asyncio.FIRST_COMPLETED)
+    for task in waiting:  # the others print it only if they run the tool too: checked below
+        task.cancel()
+    assert [task.result() for task in done] == ["tool charge"]
+    running = [w for w in resumers if "tool charge" in w.lines]
+    assert len(running) == 1
+    await running[0].answer()
+    outcomes = await asyncio.gather(*(w.outcome() for w in resumers))
+
+    assert sorted(o["runs"] for o in outcomes) == [0, 0, 0, 1]
+    assert {o["reply"] for o in outcomes} == {"final: charged x"}
+    assert await _results(mongo_db) == [["charged x"]]
+
+
+async def test_a_resume_killed_during_the_tool_is_taken_over_without_running_it_again(
+    mongo_uri: str, mongo_db: AsyncDatabase[dict[str, Any]], started: list[Worker]
+) -> None:
+    """A resume is killed while the approved tool runs; the next resume, from another
+    process, takes the turn over once the lease expires and, the tool not being idempotent,
+    tells the model the run was interrupted instead of running it again."""
+    await _paused(mongo_db)
+    first = await _start(mongo_uri, mongo_db, started, "-", "charge", "resume")
+    assert await first.line() == "tool charge"
+    await _kill(first)
+
+    second = await _start(mongo_uri, mongo_db, started, "-", "charge", "resume")
+    outcome = await second.outcome()
+
+    assert outcome["runs"] == 0
+    assert outcome["reply"].startswith(f"final: {INTERRUPTED}")
+    assert len(await _results(mongo_db)) == 1
