@@ -396,7 +396,9 @@ class BaseChatClient(ABC):
         )
         return ctx, request
 
-    def _turn(self, ctx: CallContext, request: ChatRequest) -> Turn:
+    def _turn(
+        self, ctx: CallContext, request: ChatRequest, decisions: Decisions | None = None
+    ) -> Turn:
         return Turn(
             memory=self.memory,
             ctx=ctx,
@@ -406,6 +408,7 @@ class BaseChatClient(ABC):
             model_advisors=self.model_advisors,
             complete=self._complete,
             open_stream=self._open_stream,
+            decisions=decisions,
         )
 
     async def _run_turn(self, ctx: CallContext, request: ChatRequest) -> ChatResponse:
@@ -553,18 +556,7 @@ class BaseChatClient(ABC):
             options=self.default_options.merged_with(options) if options else self.default_options,
             tools=tuple(_tools(tools).values()) if tools else (),
         )
-        turn = Turn(
-            memory=self.memory,
-            ctx=ctx,
-            request=request,
-            tools=self.tools,
-            max_rounds=ctx.max_tool_rounds,
-            model_advisors=self.model_advisors,
-            complete=self._complete,
-            open_stream=self._open_stream,
-            decisions=decisions,
-        )
-        response = await turn.run()
+        response = await self._turn(ctx, request, decisions).run()
         return dataclasses.replace(response, context=dict(ctx.context))
 
     @staticmethod

@@ -4,29 +4,19 @@ pending call (a JSON field, or an ``approval_required`` event on the stream), an
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import httpx
-import openai
-import pytest
 from chat_support import stored
-from example_support import ALICE, assert_problem, read_sse, serving
-from fastapi_app import create_app
+from example_support import ALICE, assert_problem, read_sse
+from test_fastapi_app import http  # the example under uvicorn on the scripted model
 
 from asyncsession import DefaultSessionService
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
+__all__ = ["http"]
+
 CANCEL = ScriptedReply.tool_calls(
     [ScriptedToolCall("cancel_order", {"order_id": "A-1"}, id="call-1")]
 )
-
-
-@pytest.fixture
-async def http(
-    openai_client: openai.AsyncOpenAI, service: DefaultSessionService
-) -> AsyncIterator[httpx.AsyncClient]:
-    async with serving(create_app(openai_client, model="gpt-test", service=service)) as client:
-        yield client
 
 
 async def test_an_approved_call_runs_and_the_turn_goes_on(

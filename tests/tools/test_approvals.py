@@ -222,3 +222,23 @@ async def test_a_new_message_instead_of_a_decision_answers_the_waiting_call(
         await client.resume("s", {"c1": True})
     assert paid == []
     server.assert_done()
+
+
+async def test_a_turn_storing_its_question_with_the_reply_pauses_and_resumes_too(
+    server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI, store: DefaultSessionService
+) -> None:
+    """With ``store_question="with_reply"`` the pause stores the question and the round in one
+    commit; the resume goes on as usual."""
+    server.enqueue(_pay_call(), ScriptedReply.text("done"))
+    client = ChatClient(
+        openai_client, model=MODEL, sessions=store, tools=[pay], store_question="with_reply"
+    )
+
+    await client.call("pay 5", session_id="s")
+    assert await store.get_event_version("s") == 1
+    resumed = await client.resume("s", {"c1": True})
+
+    assert resumed.text == "done"
+    assert paid == [5]
+    assert await stored(store, "s") == ["U:pay 5", "A[pay]", "T[pay->paid 5]", "A:done"]
+    server.assert_done()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,39 +23,19 @@ from asyncsession.openai import ChatClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "advisors"))
-from workers import Worker  # the process harness of the turn's process tests
+from workers import Worker, launch, workers  # the process harness of the turn's process tests
 
 WORKER = Path(__file__).with_name("tool_worker.py")
 INTERRUPTED = "Error: this tool call was interrupted before it returned a result"
 
 pytestmark = pytest.mark.mongodb
-
-
-@pytest.fixture
-async def started() -> AsyncIterator[list[Worker]]:
-    """The workers a test starts; any still running at its end is killed."""
-    workers: list[Worker] = []
-    yield workers
-    for worker in workers:
-        await worker.close()
+__all__ = ["workers"]
 
 
 async def _start(
     uri: str, db: AsyncDatabase[dict[str, Any]], workers: list[Worker], *arguments: str
 ) -> Worker:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(WORKER),
-        uri,
-        db.name,
-        *arguments,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    worker = Worker(process)
-    workers.append(worker)
-    assert await worker.line() == "started"
-    return worker
+    return await launch(WORKER, workers, uri, db.name, *arguments)
 
 
 async def _kill(worker: Worker) -> None:
@@ -77,17 +56,17 @@ async def _results(db: AsyncDatabase[dict[str, Any]]) -> list[list[str]]:
 
 
 async def test_a_call_killed_before_its_result_is_answered_once_by_the_next_turns(
-    mongo_uri: str, mongo_db: AsyncDatabase[dict[str, Any]], started: list[Worker]
+    mongo_uri: str, mongo_db: AsyncDatabase[dict[str, Any]], workers: list[Worker]
 ) -> None:
     """A process is killed while its tool runs (its call stored, its result not). Four
     processes then send new requests at once: one result saying the call was interrupted is
     stored, each of them sends the model the pair whole, and none runs the tool."""
-    holder = await _start(mongo_uri, mongo_db, started, "r0", "charge")
+    holder = await _start(mongo_uri, mongo_db, workers, "r0", "charge")
     assert await holder.line() == "tool charge"
     await _kill(holder)
 
     others = await asyncio.gather(
-        *(_start(mongo_uri, mongo_db, started, f"r{n}", "charge") for n in range(1, 5))
+        *(_start(mongo_uri, mongo_db, workers, f"r{n}", "charge") for n in range(1, 5))
     )
     outcomes = await asyncio.gather(*(worker.outcome() for worker in others))
 
@@ -111,16 +90,16 @@ async def test_a_retry_after_a_kill_during_the_tool_runs_it_again_only_if_idempo
     reply: str,
     mongo_uri: str,
     mongo_db: AsyncDatabase[dict[str, Any]],
-    started: list[Worker],
+    workers: list[Worker],
 ) -> None:
     """Killed while its tool runs, a request is retried from another process: the retry takes
     the turn over once the lease expires. A tool that is not idempotent is not run again, the
     model is told the run was interrupted; an idempotent one runs again."""
-    holder = await _start(mongo_uri, mongo_db, started, "r1", tool)
+    holder = await _start(mongo_uri, mongo_db, workers, "r1", tool)
     assert await holder.line() == f"tool {tool}"
     await _kill(holder)
 
-    retry = await _start(mongo_uri, mongo_db, started, "r1", tool)
+    retry = await _start(mongo_uri, mongo_db, workers, "r1", tool)
     if runs:
         assert await retry.line() == f"tool {tool}"
         await retry.answer()
@@ -132,18 +111,18 @@ async def test_a_retry_after_a_kill_during_the_tool_runs_it_again_only_if_idempo
 
 
 async def test_a_retry_after_a_kill_past_the_tool_never_runs_it_again(
-    mongo_uri: str, mongo_db: AsyncDatabase[dict[str, Any]], started: list[Worker]
+    mongo_uri: str, mongo_db: AsyncDatabase[dict[str, Any]], workers: list[Worker]
 ) -> None:
     """Killed after its tool's result was stored (while the model answers), a request is
     retried from another process: the completed tool is not run again, the model reads its
     stored result."""
-    holder = await _start(mongo_uri, mongo_db, started, "r1", "charge", "hold")
+    holder = await _start(mongo_uri, mongo_db, workers, "r1", "charge", "hold")
     assert await holder.line() == "tool charge"
     await holder.answer()
     assert await holder.line() == "model 2"
     await _kill(holder)
 
-    retry = await _start(mongo_uri, mongo_db, started, "r1", "charge")
+    retry = await _start(mongo_uri, mongo_db, workers, "r1", "charge")
     outcome = await retry.outcome()
 
     assert outcome == {"reply": "final: charged x", "runs": 0}
@@ -168,13 +147,13 @@ async def _paused(db: AsyncDatabase[dict[str, Any]]) -> None:
 
 
 async def test_concurrent_resumes_from_processes_continue_the_turn_once(
-    mongo_uri: str, mongo_db: AsyncDatabase[dict[str, Any]], started: list[Worker]
+    mongo_uri: str, mongo_db: AsyncDatabase[dict[str, Any]], workers: list[Worker]
 ) -> None:
     """Four processes resume one paused turn at once: one runs the approved tool and calls the
     model; the others wait for it and return its reply."""
     await _paused(mongo_db)
     resumers = await asyncio.gather(
-        *(_start(mongo_uri, mongo_db, started, "-", "charge", "resume") for _ in range(4))
+        *(_start(mongo_uri, mongo_db, workers, "-", "charge", "resume") for _ in range(4))
     )
     printing = [asyncio.ensure_future(w.printed("tool")) for w in resumers]
     done, waiting = await asyncio.wait(printing, return_when=asyncio.FIRST_COMPLETED)
@@ -192,17 +171,17 @@ async def test_concurrent_resumes_from_processes_continue_the_turn_once(
 
 
 async def test_a_resume_killed_during_the_tool_is_taken_over_without_running_it_again(
-    mongo_uri: str, mongo_db: AsyncDatabase[dict[str, Any]], started: list[Worker]
+    mongo_uri: str, mongo_db: AsyncDatabase[dict[str, Any]], workers: list[Worker]
 ) -> None:
     """A resume is killed while the approved tool runs; the next resume, from another
     process, takes the turn over once the lease expires and, the tool not being idempotent,
     tells the model the run was interrupted instead of running it again."""
     await _paused(mongo_db)
-    first = await _start(mongo_uri, mongo_db, started, "-", "charge", "resume")
+    first = await _start(mongo_uri, mongo_db, workers, "-", "charge", "resume")
     assert await first.line() == "tool charge"
     await _kill(first)
 
-    second = await _start(mongo_uri, mongo_db, started, "-", "charge", "resume")
+    second = await _start(mongo_uri, mongo_db, workers, "-", "charge", "resume")
     outcome = await second.outcome()
 
     assert outcome["runs"] == 0
