@@ -71,6 +71,7 @@ __all__ = [
     "noted_preview",
     "read_tool_output",
     "reader_for",
+    "refuse_unknown_results",
     "run_tools",
     "still_waiting",
     "stored_reply",
@@ -185,6 +186,36 @@ def interrupted(
 def rejected(reason: str) -> str:
     """The result a rejected call sends the model."""
     return "Error: not run: the user rejected this tool call" + (f": {reason}" if reason else ".")
+
+
+def refuse_unknown_results(
+    session_id: str,
+    read_filter: EventFilter,
+    events: Sequence[SessionEvent],
+    prompt: Sequence[Message],
+    question: Message,
+) -> None:
+    """Refuse tool results (``question``) that answer a call neither in the log (``events``,
+    read with ``read_filter``) nor in the ``prompt``, when the read shows the whole log.
+
+    Raises:
+        UnknownToolCall: such results.
+    """
+    if (
+        not isinstance(question, ToolResponseMessage)
+        or not sees_pairs(read_filter)
+        or read_filter.has_window
+    ):
+        return
+    known = {
+        call.id
+        for message in (*(event.message for event in events), *prompt)
+        if isinstance(message, AssistantMessage)
+        for call in message.tool_calls
+    }
+    missing = [response.id for response in question.responses if response.id not in known]
+    if missing:
+        raise UnknownToolCall(session_id, missing, "tool call")
 
 
 def newest_pause(session_id: str, events: Sequence[SessionEvent], decided: Sequence[str]) -> int:

@@ -50,7 +50,6 @@ from ..exceptions import (
     SessionExists,
     ToolLoopLimitExceeded,
     TurnInProgress,
-    UnknownToolCall,
 )
 from ..messages import (
     AssistantMessage,
@@ -73,8 +72,8 @@ from .calls import (
     not_run,
     noted_preview,
     reader_for,
+    refuse_unknown_results,
     run_tools,
-    sees_pairs,
     still_waiting,
     stored_reply,
     unanswered,
@@ -175,6 +174,7 @@ class Turn:
         self._pause: SessionEvent | None = None  # the paused round a resume continues
         self._request_key = ctx.request_id  # what fixes the turn's event ids, if anything
         self._tail: list[SessionEvent] = []  # stored events of the turn after its question
+        self._running_approved = False  # a resume is running the paused round's tools
 
     # --- the two shapes --------------------------------------------------------------------
 
@@ -195,7 +195,11 @@ class Turn:
     async def _steps(self, *, streaming: bool) -> AsyncGenerator[ChatChunk]:
         memory = self.memory
         if memory is not None:
-            replayed = await self._open(memory)
+            try:
+                replayed = await self._open(memory)
+            except BaseException:
+                await self._abandon()
+                raise
             if replayed is not None:
                 self.final = self._finished(replayed)
                 if streaming:
@@ -276,8 +280,7 @@ class Turn:
             if memory is not None:
                 await self._store_reply(memory, final)
         except BaseException:
-            if self._lease is not None:
-                await self._lease.release()
+            await self._abandon()
             raise
         complete = not final.has_tool_calls
         if memory is not None and memory.compaction is not None and self.ctx.session and complete:
@@ -369,9 +372,22 @@ class Turn:
         self._tail = list(after)
         if left:
             fixed = not_run(left, self.tools, decisions, started=started)
+            self._running_approved = True  # from here the lease says the tools started
             self._tail.append(await self._answer(memory, left, fixed))
+            self._running_approved = False
         self._events = tuple(events[: events.index(pause) + 1])
         return True
+
+    async def _abandon(self) -> None:
+        """The turn failed or was cancelled: end its lease so the next turn runs at once;
+        while a resume runs approved tools, only stop renewing it, so that a resume after
+        it expires knows they may have started."""
+        if self._lease is None:
+            return
+        if self._running_approved:
+            await self._lease.ended()
+        else:
+            await self._lease.release()
 
     async def _read(self, memory: SessionMemory) -> SessionSnapshot | None:
         """The snapshot of the call's window; a missing session is created (then ``None`` when
@@ -536,29 +552,11 @@ class Turn:
     ) -> SessionEvent | None:
         """The event the prompt's last user message (or trailing tool results) is stored as,
         or ``None`` when it is not stored: the message filter rejects it, or (tool results) the
-        write guard says its tool call is not the newest stored event.
-
-        Raises:
-            UnknownToolCall: tool results answer a call that is neither in the log nor in
-                the prompt (when the read shows the whole log).
-        """
-        if (
-            isinstance(question, ToolResponseMessage)
-            and sees_pairs(self._read_filter)
-            and not self._read_filter.has_window
-        ):
-            known = {
-                call.id
-                for message in (
-                    *(e.message for e in snapshot.events),
-                    *self.request.messages,
-                )
-                if isinstance(message, AssistantMessage)
-                for call in message.tool_calls
-            }
-            missing = [r.id for r in question.responses if r.id not in known]
-            if missing:
-                raise UnknownToolCall(self._session_id, missing, "tool call")
+        write guard says its tool call is not the newest stored event. Results answering no
+        known call raise ``UnknownToolCall`` (`refuse_unknown_results`)."""
+        refuse_unknown_results(
+            self._session_id, self._read_filter, snapshot.events, self.request.messages, question
+        )
         accepted = memory.message_filter.should_persist(question)
         if isinstance(question, ToolResponseMessage) and can_tell_newest(self._read_filter):
             told = newest_answers(reversed(snapshot.events), question)

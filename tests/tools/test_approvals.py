@@ -9,7 +9,7 @@ from typing import Any
 
 import openai
 import pytest
-from chat_support import CLIENTS, MODEL, PATHS, stored
+from chat_support import CLIENTS, MODEL, PATHS, assert_no_leaks, stored
 from tool_support import tool_items
 
 from asyncsession import DefaultSessionService, UsageError, tool
@@ -241,4 +241,39 @@ async def test_a_turn_storing_its_question_with_the_reply_pauses_and_resumes_too
     assert resumed.text == "done"
     assert paid == [5]
     assert await stored(store, "s") == ["U:pay 5", "A[pay]", "T[pay->paid 5]", "A:done"]
+    server.assert_done()
+
+
+async def test_a_resume_cancelled_while_the_approved_tool_runs_never_runs_it_twice(
+    server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI, store: DefaultSessionService
+) -> None:
+    """A resume is cancelled (a client that went away) while the approved tool runs: the next
+    resume, once the lease it kept has expired, tells the model the run was interrupted
+    instead of running the tool again; nothing is left running."""
+    started, release = asyncio.Event(), asyncio.Event()
+    runs: list[int] = []
+
+    async def slow_pay(amount: int) -> str:
+        runs.append(amount)
+        started.set()
+        await release.wait()
+        return f"paid {amount}"
+
+    slow = Tool.from_function(slow_pay, name="pay", needs_approval=True)
+    client = ChatClient(openai_client, model=MODEL, sessions=store, tools=[slow], lease_ttl=0.5)
+    server.enqueue(_pay_call(), ScriptedReply.text("checked"))
+    await client.call("pay 5", session_id="s")
+
+    first = asyncio.create_task(client.resume("s", {"c1": True}))
+    await started.wait()
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    resumed = await client.resume("s", {"c1": True})
+
+    assert runs == [5]
+    assert resumed.text == "checked"
+    interrupted = "Error: this tool call was interrupted before it returned a result"
+    assert tool_items(server.requests[1])[-1][2].startswith(interrupted)
+    assert_no_leaks()
     server.assert_done()
