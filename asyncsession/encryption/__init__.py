@@ -21,6 +21,7 @@ from ._options import (
     DEFAULT_KEY_CACHE_TTL,
     DEFAULT_KEY_VAULT_NAMESPACE,
     DEFAULT_MAX_SEARCH_CANDIDATES,
+    DEFAULT_OPENED_CACHE_BYTES,
     EncryptionOptions,
 )
 
@@ -28,6 +29,7 @@ __all__ = [
     "DEFAULT_KEY_CACHE_TTL",
     "DEFAULT_KEY_VAULT_NAMESPACE",
     "DEFAULT_MAX_SEARCH_CANDIDATES",
+    "DEFAULT_OPENED_CACHE_BYTES",
     "KEY_NAME_PREFIX",
     "EncryptionOptions",
     "UserKeys",
