@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .tools import Tool
 
 __all__ = [
+    "APPROVAL_REQUIRED",
     "ChatChunk",
     "ChatOptions",
     "ChatRequest",
@@ -41,6 +42,9 @@ __all__ = [
 
 RETURN_DIRECT: Final = "return_direct"
 """The finish reason of a response (and of its last chunk) answered by return-direct tools."""
+APPROVAL_REQUIRED: Final = "approval_required"
+"""The finish reason of a response (and of its last chunk) whose turn stopped for approvals:
+its ``pending_approvals`` name the calls waiting for a decision."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,6 +157,10 @@ class ChatResponse:
     """The results of return-direct tools, when the tool loop ended on them without another
     model call; ``None`` otherwise. ``message`` is then the model's message that asked for
     them, ``finish_reason`` is ``"return_direct"`` and ``text`` is the results' text."""
+    pending_approvals: tuple[ToolCall, ...] = ()
+    """The tool calls waiting for a person's approval when the turn stopped for them
+    (``finish_reason`` is ``"approval_required"``); continue the turn with the client's
+    ``resume(session_id, decisions)``. Empty otherwise."""
 
     @property
     def text(self) -> str:
@@ -227,6 +235,9 @@ class ChatChunk:
     order, after the chunks of the model's round that asked for them; ``text`` is then the
     result's data (after a line break from the second result on), and the last of them has
     the finish reason ``"return_direct"``."""
+    pending_approvals: tuple[ToolCall, ...] = ()
+    """Set on the last chunk of a turn that stopped for approvals (its finish reason is
+    ``"approval_required"``): the tool calls waiting for a decision."""
     raw: object = None
     """The provider's event this chunk was made from, for what the chunk does not type (on the
     Responses API the SDK's ``ResponseStreamEvent``); ``None`` when there is none. Opaque to

@@ -6,7 +6,8 @@ AsyncSessionError                       base of everything we raise; never raise
 │   ├── InvalidFilter                   an EventFilter with contradictory or bad criteria
 │   ├── InvalidText                     a string that is not valid Unicode text   .where
 │   ├── MissingSessionId                a chat call with session memory but no session id
-│   └── RequestIdReused                 a request id sent again with another message
+│   ├── RequestIdReused                 a request id sent again with another message
+│   └── UnknownToolCall                 a tool result or decision names no waiting call  .call_ids
 ├── AccessDenied (PermissionError)      a user touching a session that belongs to another user
 ├── TurnInProgress                      another turn of the session still runs   .retry_after
 ├── RepositoryError                     the session store refused or failed an operation
@@ -43,6 +44,8 @@ also exported from the top-level package.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ._display import shown_path
 
 __all__ = [
@@ -52,6 +55,7 @@ __all__ = [
     "InvalidText",
     "MissingSessionId",
     "RequestIdReused",
+    "UnknownToolCall",
     "AccessDenied",
     "TurnInProgress",
     "RepositoryError",
@@ -136,6 +140,23 @@ class RequestIdReused(UsageError):
         )
         self.session_id = session_id
         self.request_id = request_id
+
+
+class UnknownToolCall(UsageError):
+    """Tool results, or approval decisions, name tool calls the session is not waiting for.
+
+    A result is stored only after the tool call it answers (so the log never holds a result
+    without its call, which the model API would refuse), and ``resume`` decides only calls a
+    paused turn is waiting for. Answer it like HTTP 422.
+    """
+
+    def __init__(self, session_id: str, call_ids: Iterable[str], what: str) -> None:
+        self.session_id = session_id
+        self.call_ids: tuple[str, ...] = tuple(call_ids)
+        """The ids named that the session is not waiting for."""
+        super().__init__(
+            f"Session {session_id!r} has no {what} {', '.join(map(repr, self.call_ids))}"
+        )
 
 
 class AccessDenied(AsyncSessionError, PermissionError):

@@ -1,4 +1,5 @@
-"""A FastAPI chat service: durable sessions, a tool, server-sent events and idempotent retries.
+"""A FastAPI chat service: durable sessions, tools (one needs approval), server-sent events and
+idempotent retries.
 
 It starts offline, on a built-in scripted OpenAI-compatible model and an in-memory store, in any
 of the usual ways (from a clone, after ``pip install '.[example]'``)::
@@ -35,6 +36,11 @@ Endpoints:
   text, ``tool_call`` events when the model calls a tool, then ``done`` with the whole reply and
   the ids of the stored events, or ``error`` with a problem document (below).
 - ``POST /sessions/{session_id}/messages``: the same, as one JSON response.
+- ``POST /sessions/{session_id}/approvals``: continue a turn that stopped for approvals. The
+  tool ``cancel_order`` needs a person's approval: a turn whose model calls it ends with
+  ``pending_approvals`` in its reply (on the stream, an ``approval_required`` event before
+  ``done``); this endpoint takes ``{"approve": [call ids], "reject": {call id: reason}}`` and
+  answers as ``/messages`` does. Deciding a call that is not waiting is 422.
 - ``GET /sessions/{session_id}/messages``: the conversation so far.
 
 The caller's user id comes from the ``x-user-id`` header (a stand-in for real authentication):
@@ -105,12 +111,18 @@ from asyncsession import (
     SessionService,
     StorageUnavailable,
     SystemMessage,
+    ToolCall,
     TurnInProgress,
     UsageError,
     tool,
 )
 from asyncsession.openai import BaseChatClient, ChatClient, ResponsesClient
-from asyncsession.testing import RecordedRequest, ScriptedOpenAIServer, ScriptedReply
+from asyncsession.testing import (
+    RecordedRequest,
+    ScriptedOpenAIServer,
+    ScriptedReply,
+    ScriptedToolCall,
+)
 
 RETRY_AFTER_SECONDS = 5
 """What a 503 asks the client to wait before retrying."""
@@ -126,6 +138,16 @@ _MAX_INSTANCE = 256
 
 _log = logging.getLogger("uvicorn.error")
 """Where the app says what it serves with and logs unexpected errors: uvicorn's log."""
+
+
+@tool(needs_approval=True)
+def cancel_order(order_id: str) -> str:
+    """Cancel one of the customer's orders. A person approves each cancellation first.
+
+    Args:
+        order_id: The order's number, such as "A-1001".
+    """
+    return f"Order {order_id} is cancelled."
 
 
 @tool
@@ -146,12 +168,33 @@ class ChatIn(BaseModel):
     message: str = Field(min_length=1, max_length=32_000)
 
 
+class PendingCall(BaseModel):
+    """A tool call waiting for a person's approval."""
+
+    id: str
+    name: str
+    arguments: str
+
+
 class ChatOut(BaseModel):
     """The reply to a chat request."""
 
     text: str
     request_event_ids: list[str]
     response_event_ids: list[str]
+    pending_approvals: list[PendingCall] = []
+    """The calls waiting for approval when the turn stopped for them (then ``text`` is
+    empty): send decisions to ``/approvals``."""
+
+
+class DecisionsIn(BaseModel):
+    """Decisions on the calls a turn waits for: the ids approved, and those rejected with
+    the reason the model is told."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    approve: list[Annotated[str, Field(max_length=200)]] = Field(default=[], max_length=64)
+    reject: dict[str, Annotated[str, Field(max_length=2_000)]] = Field(default={}, max_length=64)
 
 
 SessionId = Annotated[str, Path(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:@-]+$")]
@@ -309,11 +352,16 @@ class BodyLimit:
         await problem_response(body, headers)(scope, receive, send)
 
 
+def _pending(calls: Sequence[ToolCall]) -> list[dict[str, str]]:
+    return [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
+
+
 def _done(response: ChatResponse) -> dict[str, Any]:
     return {
         "text": response.text,
         "request_event_ids": list(response.request_event_ids),
         "response_event_ids": list(response.response_event_ids),
+        "pending_approvals": _pending(response.pending_approvals),
     }
 
 
@@ -335,11 +383,23 @@ def _chunk_events(ids: _EventIds, chunk: ChatChunk) -> list[ServerSentEvent]:
         for delta in chunk.tool_calls
         if delta.name
     ]
+    if chunk.pending_approvals:
+        events.append(ids.event("approval_required", {"calls": _pending(chunk.pending_approvals)}))
     return events
 
 
+_CANCEL = re.compile(r"\bcancel order ([A-Za-z0-9-]+)", re.IGNORECASE)
+
+
 def _scripted(request: RecordedRequest) -> ScriptedReply:
-    """The offline model: says it is one and repeats the question."""
+    """The offline model: says it is one and repeats the question; asked to "cancel order
+    <id>", it calls ``cancel_order`` and then reports the tool's result."""
+    last = (request.messages or request.input or [{}])[-1]
+    if last.get("role") == "tool" or last.get("type") == "function_call_output":
+        return ScriptedReply.text(f"The tool said: {last.get('content') or last.get('output')}")
+    wanted = _CANCEL.search(request.user_text or "")
+    if wanted:
+        return ScriptedReply.tool_calls([ScriptedToolCall("cancel_order", {"order_id": wanted[1]})])
     return ScriptedReply.text(
         f"You said: {request.user_text!r}. I am the example's offline scripted model; set "
         "ASYNCSESSION_EXAMPLE_MODEL and OPENAI_API_KEY for a real one.",
@@ -483,7 +543,7 @@ def create_app(
             client,
             model=name,
             sessions=sessions,
-            tools=[current_time],
+            tools=[current_time, cancel_order],
             default_messages=[SystemMessage(text="You are a concise, helpful assistant.")],
         )
 
@@ -614,6 +674,17 @@ def create_app(
         """Send a message and wait for the whole reply."""
         _, chat = runtime.ready()
         response = await chat.call(body.message, **turn(session_id, user_id, idempotency_key))
+        return ChatOut(**_done(response))
+
+    @app.post("/sessions/{session_id}/approvals")
+    async def decide(  # pyright: ignore[reportUnusedFunction]
+        session_id: SessionId, body: DecisionsIn, user_id: UserId
+    ) -> ChatOut:
+        """Approve or reject the calls a turn stopped for, and wait for the rest of the turn."""
+        _, chat = runtime.ready()
+        decisions: dict[str, bool | str] = dict.fromkeys(body.approve, True)
+        decisions.update({call_id: reason or False for call_id, reason in body.reject.items()})
+        response = await chat.resume(session_id, decisions, user_id=user_id)
         return ChatOut(**_done(response))
 
     @app.get("/sessions/{session_id}/messages")

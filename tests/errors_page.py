@@ -52,6 +52,8 @@ ADVICE: dict[str, str] = {
     "MissingSessionId": "Pass `session_id=` on every call of a client with session memory.",
     "RequestIdReused": "Answer 422: a retry must send the same message, a new request a new "
     "request id.",
+    "UnknownToolCall": "Answer 422: send results only for calls the model made, and decisions "
+    "only for the calls `pending_approvals` listed; `.call_ids` names the others.",
     "AccessDenied": "Answer 403 (or 404, to hide that the session exists). Retrying as the "
     "same user cannot help.",
     "TurnInProgress": "Answer 409 with `Retry-After: error.retry_after`; the retry runs then, "

@@ -3,19 +3,22 @@
 The clients in ``asyncsession.openai`` build a `Turn` per call; advisors go around it.
 """
 
+from .calls import Decisions
 from .log import (
     SERVER_COMPACTION_STRATEGY,
     SERVER_COMPACTION_TRIGGER,
     Compaction,
     compacted_during,
 )
-from .turn import RETURNED_METADATA_KEY, SessionMemory, StoreQuestion, Turn, request_event_id
+from .session import RETURNED_METADATA_KEY, SessionMemory, StoreQuestion, request_event_id
+from .turn import Turn
 
 __all__ = [
     "RETURNED_METADATA_KEY",
     "SERVER_COMPACTION_STRATEGY",
     "SERVER_COMPACTION_TRIGGER",
     "Compaction",
+    "Decisions",
     "SessionMemory",
     "StoreQuestion",
     "Turn",

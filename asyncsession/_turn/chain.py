@@ -8,12 +8,12 @@ what the advisors do.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 
 from ..advisors import Advisor, CallContext, CallNext, ChunkStream, StreamNext
 from ..chat import ChatChunk, ChatRequest, ChatResponse, StreamAggregator
 
-__all__ = ["close_streams", "run_call", "start_stream"]
+__all__ = ["StepStream", "close_streams", "run_call", "start_stream"]
 
 
 async def run_call(
@@ -131,3 +131,26 @@ async def close_streams(ctx: CallContext) -> None:
     streams = ctx._streams  # pyright: ignore[reportPrivateUsage]
     for stream in list(streams):
         await stream.aclose()
+
+
+class StepStream(ChunkStream):
+    """The chunks of a turn's steps: they run as they are iterated; closing the stream early
+    abandons the turn (its model stream is closed, its lease released, no reply stored)."""
+
+    __slots__ = ("_final", "_steps")
+
+    def __init__(
+        self, steps: AsyncGenerator[ChatChunk], final: Callable[[], ChatResponse | None]
+    ) -> None:
+        super().__init__()
+        self._steps = steps
+        self._final = final
+
+    async def __anext__(self) -> ChatChunk:
+        return await self._steps.__anext__()
+
+    def _produced(self) -> ChatResponse | None:
+        return self._final()
+
+    async def aclose(self) -> None:
+        await self._steps.aclose()

@@ -76,6 +76,7 @@ __all__ = [
     "SERVER_COMPACTION_STRATEGY",
     "SERVER_COMPACTION_TRIGGER",
     "Compaction",
+    "ORPHAN_WARNING",
     "LeaseHolder",
     "Waiting",
     "can_tell_newest",
@@ -90,12 +91,21 @@ __all__ = [
     "latest_system",
     "newest_answers",
     "same_content",
+    "seconds_left",
     "system_first",
 ]
 
 logger = logging.getLogger("asyncsession.turn")
 
 # --- the prompt ------------------------------------------------------------------------------
+
+ORPHAN_WARNING: Final = (
+    "Session %r: dropped %d tool call/result message(s) without their counterpart from the "
+    "prompt (the log is unchanged). Likely causes: an EventFilter with message_types hiding "
+    "TOOL events, a MessageFilter that skipped them, or a turn interrupted between a tool "
+    "call and its result."
+)
+
 
 LATEST_SYSTEM_FILTER = EventFilter(
     message_types=[MessageType.SYSTEM],
@@ -515,3 +525,8 @@ async def compact_after_turn(
     except Exception:
         # The chat call succeeded and its turn is stored; the next turn tries again.
         logger.warning("Compaction of session %r failed", session.id, exc_info=True)
+
+
+def seconds_left(lease: Lease) -> float:
+    """Seconds until ``lease`` expires, at least one (a ``Retry-After``)."""
+    return max(1.0, (lease.expires_at - utc_now()).total_seconds())

@@ -26,32 +26,23 @@ the call is cancelled. Without session memory a turn is steps 4 and 5 only.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import hashlib
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
-from typing import Final, Literal
 
 from pydantic import JsonValue
 
 from .._shield import shielded
-from .._telemetry import tool_span
 from .._text import check_event_text
 from ..advisors import (
     Advisor,
     CallContext,
     ChunkStream,
-    EventIdGenerator,
-    IdempotentSessionEventIdGenerator,
-    MessageFilter,
 )
-from ..chat import RETURN_DIRECT, ChatChunk, ChatRequest, ChatResponse, Usage
-from ..compaction.triggers import USAGE_METADATA_KEY
-from ..events import CreateSessionRequest, SessionEvent, utc_now
+from ..chat import APPROVAL_REQUIRED, RETURN_DIRECT, ChatChunk, ChatRequest, ChatResponse, Usage
+from ..events import CreateSessionRequest, SessionEvent
 from ..exceptions import (
     AccessDenied,
     MissingSessionId,
@@ -60,24 +51,39 @@ from ..exceptions import (
     ToolLoopLimitExceeded,
     TurnInProgress,
 )
-from ..filters import EventFilter
 from ..messages import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolCall,
-    ToolResponse,
     ToolResponseMessage,
     UserMessage,
 )
 from ..repository import Lease, SessionSnapshot
-from ..service import SessionService
 from ..tools import Tool
-from .chain import run_call, start_stream
+from .calls import (
+    APPROVAL_METADATA_KEY,
+    READ_TOOL_OUTPUT,
+    Decisions,
+    cut_results,
+    interrupted_calls,
+    needing_approval,
+    newest_pause,
+    not_run,
+    noted_preview,
+    reader_for,
+    refuse_unknown_results,
+    run_tools,
+    still_waiting,
+    stored_reply,
+    unanswered,
+    went_on,
+)
+from .chain import StepStream, run_call, start_stream
 from .log import (
     ACTIVE_VIEW,
     LATEST_SYSTEM_FILTER,
-    Compaction,
+    ORPHAN_WARNING,
     LeaseHolder,
     Waiting,
     can_tell_newest,
@@ -92,60 +98,24 @@ from .log import (
     latest_system,
     newest_answers,
     same_content,
+    seconds_left,
     system_first,
 )
+from .session import (
+    RETURNED_METADATA_KEY,
+    SessionMemory,
+    request_event_id,
+    usage_metadata,
+)
 
-__all__ = ["RETURNED_METADATA_KEY", "SessionMemory", "StoreQuestion", "Turn", "request_event_id"]
+__all__ = ["Turn"]
 
 logger = logging.getLogger("asyncsession.turn")
-
-StoreQuestion = Literal["first", "with_reply"]
-"""When a turn stores the user's message: ``"first"``, before the model call (so it survives a
-failed call), or ``"with_reply"``, with the rest of the turn in one commit once it is complete
-(nothing is stored for a turn that fails)."""
-RETURNED_METADATA_KEY: Final = "return_direct"
-"""The metadata key (value ``True``) of the event that holds the results of return-direct
-tools: the turn that stored it is complete although its last model message asks for tools."""
-
-_ORPHAN_WARNING = (
-    "Session %r: dropped %d tool call/result message(s) without their counterpart from the "
-    "prompt (the log is unchanged). Likely causes: an EventFilter with message_types hiding "
-    "TOOL events, a MessageFilter that skipped them, or a turn interrupted between a tool "
-    "call and its result."
-)
 
 Complete = Callable[[CallContext, ChatRequest], Awaitable[ChatResponse]]
 """One model request on the call path."""
 OpenStream = Callable[[CallContext, ChatRequest], ChunkStream]
 """One model request on the stream path."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SessionMemory:
-    """How a client keeps its turns in sessions: its session keywords, checked once."""
-
-    service: SessionService
-    compaction: Compaction | None
-    store_question: StoreQuestion
-    event_filter: EventFilter
-    message_filter: MessageFilter
-    event_ids: EventIdGenerator | None
-    default_user_id: str
-    lease_ttl: float
-    wait: float
-    read_filter: EventFilter = dataclasses.field(init=False)
-    """The client's filter merged with the active view: what a call without a filter of its
-    own reads."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "read_filter", self.event_filter.merge(ACTIVE_VIEW))
-
-    def history_filter(self, call_filter: EventFilter | None) -> EventFilter:
-        """The filter a call's history is read with: the client's, the call's over it, and
-        always the active view."""
-        if call_filter is None:
-            return self.read_filter
-        return self.event_filter.merge(call_filter).merge(ACTIVE_VIEW)
 
 
 class Turn:
@@ -165,6 +135,7 @@ class Turn:
         model_advisors: Sequence[Advisor],
         complete: Complete,
         open_stream: OpenStream,
+        decisions: Decisions | None = None,
     ) -> None:
         self.memory = memory
         self.ctx = ctx
@@ -199,6 +170,11 @@ class Turn:
         self._covered: set[str] = set()  # what its request was built from
         self._request_ids: list[str] = []
         self._response_ids: list[str] = []
+        self._decisions = decisions  # a resume: the decisions on the paused calls
+        self._pause: SessionEvent | None = None  # the paused round a resume continues
+        self._request_key = ctx.request_id  # what fixes the turn's event ids, if anything
+        self._tail: list[SessionEvent] = []  # stored events of the turn after its question
+        self._running_approved = False  # a resume is running the paused round's tools
 
     # --- the two shapes --------------------------------------------------------------------
 
@@ -212,14 +188,18 @@ class Turn:
 
     def stream(self) -> ChunkStream:
         """The turn's chunks, every round's as they arrive; nothing runs until iterated."""
-        return _TurnStream(self)
+        return StepStream(self._steps(streaming=True), lambda: self.final)
 
     # --- the steps -------------------------------------------------------------------------
 
     async def _steps(self, *, streaming: bool) -> AsyncGenerator[ChatChunk]:
         memory = self.memory
         if memory is not None:
-            replayed = await self._open(memory)
+            try:
+                replayed = await self._open(memory)
+            except BaseException:
+                await self._abandon()
+                raise
             if replayed is not None:
                 self.final = self._finished(replayed)
                 if streaming:
@@ -259,10 +239,30 @@ class Turn:
                     (tool := self.tools.get(call.name)) is not None and tool.return_direct
                     for call in response.tool_calls
                 )
+                waiting = await needing_approval(response.tool_calls, self.tools)
+                if waiting:
+                    # The turn stops: the round is its last commit, naming the waiting calls.
+                    final = dataclasses.replace(
+                        response,
+                        usage=usage,
+                        finish_reason=APPROVAL_REQUIRED,
+                        pending_approvals=waiting,
+                    )
+                    if compacted:
+                        self._covered = set(self._sent)
+                    if streaming:
+                        yield ChatChunk(
+                            finish_reason=APPROVAL_REQUIRED,
+                            pending_approvals=waiting,
+                            id=response.id,
+                            model=response.model,
+                        )
+                    break
                 if round_number == self.max_rounds and not direct:
                     raise ToolLoopLimitExceeded(self.max_rounds)
-                results = await _run_tools(response.tool_calls, self.tools)
-                call_event = await self._store_round(response, results, compacted, direct)
+                call_event = await self._store_call(response, compacted)
+                results = await run_tools(response.tool_calls, self.tools)
+                sent = await self._store_results(response, call_event, results, direct)
                 if direct:
                     final = dataclasses.replace(
                         response, usage=usage, finish_reason=RETURN_DIRECT, tool_results=results
@@ -273,15 +273,14 @@ class Turn:
                     break
                 if compacted:  # the compaction item stands for everything the request sent
                     prompt = [m for m in prompt if isinstance(m, SystemMessage)]
-                prompt = [*prompt, response.message, results]
+                prompt = [*prompt, response.message, sent]
                 if call_event is not None:
                     self._sent.update(e.id for e in self._turn[-2:])
             assert final is not None
             if memory is not None:
                 await self._store_reply(memory, final)
         except BaseException:
-            if self._lease is not None:
-                await self._lease.release()
+            await self._abandon()
             raise
         complete = not final.has_tool_calls
         if memory is not None and memory.compaction is not None and self.ctx.session and complete:
@@ -315,7 +314,11 @@ class Turn:
             if snapshot is None:
                 continue  # created concurrently: read what the other creator wrote
             events = snapshot.events
-            if request_id is not None and isinstance(question, UserMessage):
+            if self._decisions is not None:
+                replayed = self._resumed(events)
+                if replayed is not None:
+                    return replayed
+            elif request_id is not None and isinstance(question, UserMessage):
                 replayed = self._replayed(events, question)
                 if replayed is not None:
                     return replayed
@@ -323,13 +326,68 @@ class Turn:
             if other is not None and not lease.mine(other) and other.is_live():
                 waiting = waiting or Waiting(memory.wait)
                 if not await waiting.pause():
-                    raise TurnInProgress(session_id, request_id, _seconds_left(other))
+                    raise TurnInProgress(session_id, request_id, seconds_left(other))
                 continue
             self._version, self._events = snapshot.version, events
-            if await self._store_question(memory, question, snapshot):
+            if self._decisions is not None:
+                if await self._continue_paused(memory, snapshot):
+                    break
+            elif await self._store_question(memory, question, snapshot):
                 break
         await self._history_before(memory)
         return None
+
+    def _resumed(self, events: Sequence[SessionEvent]) -> ChatResponse | None:
+        """For ``resume``: the paused round it continues (the newest), and the stored reply
+        when a resume of it completed already.
+
+        Raises:
+            UnknownToolCall: the session has no paused round, or its conversation went on.
+        """
+        decided = list(self._decisions or {})
+        start = newest_pause(self._session_id, events, decided)
+        pause = self._pause = events[start]
+        self._request_key = f"resume:{pause.id}"
+        assert pause.message is not None
+        reply_id = request_event_id(self._session_id, self._request_key, pause.message, reply=True)
+        replayed = self._replay(events, start + 1, reply_id)
+        if replayed is None:
+            went_on(self._session_id, events[start + 1 :], decided)
+        return replayed
+
+    async def _continue_paused(self, memory: SessionMemory, snapshot: SessionSnapshot) -> bool:
+        """``resume``'s step 3: take the lease, then answer the paused round's calls still
+        unanswered: a rejection with its reason, an approved call (and one that needed no
+        approval) with its tool's result. ``False`` when another resume took the lease."""
+        pause, lease = self._pause, self._lease
+        assert pause is not None
+        assert lease is not None
+        events = snapshot.events
+        after = events[events.index(pause) + 1 :]
+        left, decisions = still_waiting(self._session_id, pause, after, self._decisions)
+        # A lease on the paused commit is an earlier resume's: its tools may have started.
+        started = snapshot.lease is not None and not lease.mine(snapshot.lease)
+        if not await lease.acquire(snapshot.version):
+            return False
+        self._tail = list(after)
+        if left:
+            fixed = not_run(left, self.tools, decisions, started=started)
+            self._running_approved = True  # from here the lease says the tools started
+            self._tail.append(await self._answer(memory, left, fixed))
+            self._running_approved = False
+        self._events = tuple(events[: events.index(pause) + 1])
+        return True
+
+    async def _abandon(self) -> None:
+        """The turn failed or was cancelled: end its lease so the next turn runs at once;
+        while a resume runs approved tools, only stop renewing it, so that a resume after
+        it expires knows they may have started."""
+        if self._lease is None:
+            return
+        if self._running_approved:
+            await self._lease.ended()
+        else:
+            await self._lease.release()
 
     async def _read(self, memory: SessionMemory) -> SessionSnapshot | None:
         """The snapshot of the call's window; a missing session is created (then ``None`` when
@@ -364,27 +422,20 @@ class Turn:
         assert request_id is not None
         q_id = request_event_id(session_id, request_id, question, reply=False)
         reply_id = request_event_id(session_id, request_id, question, reply=True)
-        stored = next((e for e in events if e.id == q_id), None)
-        if stored is not None and stored.message and not same_content(stored.message, question):
+        stored = next((i for i, e in enumerate(events) if e.id == q_id), None)
+        found = None if stored is None else events[stored].message
+        if found is not None and not same_content(found, question):
             raise RequestIdReused(session_id, request_id)
-        end = next((i for i, e in enumerate(events) if e.id == reply_id), None)
-        if end is None:
+        return self._replay(events, stored, reply_id)
+
+    def _replay(
+        self, events: Sequence[SessionEvent], start: int | None, reply_id: str
+    ) -> ChatResponse | None:
+        found = stored_reply(events, start, reply_id)
+        if found is None:
             return None
-        start = next((i for i, e in enumerate(events) if e.id == q_id), end)
-        turn = [e for e in events[start : end + 1] if e.message is not None]
-        self._request_ids = [e.id for e in turn if not isinstance(e.message, AssistantMessage)]
-        self._response_ids = [e.id for e in turn if isinstance(e.message, AssistantMessage)]
-        last = events[end].message
-        if isinstance(last, ToolResponseMessage):
-            call = next(
-                (e.message for e in reversed(turn[:-1]) if isinstance(e.message, AssistantMessage)),
-                None,
-            )
-            if call is not None:
-                return ChatResponse(message=call, finish_reason=RETURN_DIRECT, tool_results=last)
-        if isinstance(last, AssistantMessage):
-            return ChatResponse(message=last, finish_reason="stop")
-        return None
+        response, self._request_ids, self._response_ids = found
+        return response
 
     async def _store_question(
         self,
@@ -392,7 +443,12 @@ class Turn:
         question: UserMessage | ToolResponseMessage | None,
         snapshot: SessionSnapshot,
     ) -> bool:
-        """Step 3; ``False`` when a compare-and-swap or a lease race was lost (read again)."""
+        """Step 3; ``False`` when a compare-and-swap or a lease race was lost (read again).
+
+        Calls left without their results are answered first: as interrupted by a new turn
+        (in the question's commit, or a commit of their own before the model call); by a
+        turn that takes its request over, with their tool's result again when it is
+        idempotent."""
         lease = self._lease
         assert lease is not None
         request_id = self.ctx.request_id
@@ -407,7 +463,10 @@ class Turn:
             self._record(event, stored=True, request=True)
             self._taken_over = request_id is not None
             self._replaying = True
+            if self._taken_over:
+                await self._take_over(memory, snapshot, event)
             return True
+        repairs = interrupted_calls(self._session_id, self._read_filter, snapshot.events, question)
         if request_id is not None and not await lease.acquire(snapshot.version):
             return False  # another attempt took the session first: read again
         if event is not None and memory.store_question == "first":
@@ -415,7 +474,7 @@ class Turn:
             # see its append taken for a replay: the lease just taken decided the race instead.
             appended = await shielded(
                 memory.service.append_events(
-                    self._session_id, [event], snapshot.version, lease=lease.lease()
+                    self._session_id, [*repairs, event], snapshot.version, lease=lease.lease()
                 )
             )
             if not appended:
@@ -423,13 +482,67 @@ class Turn:
                 return False
             self._version += 1
             lease.held_at(self._version)
+            self._events = (*self._events, *repairs)
             self._question = event
             self._record(event, stored=True, request=True)
             return True
+        if repairs:
+            held = lease.version is not None
+            appended = await shielded(
+                memory.service.append_events(
+                    self._session_id,
+                    repairs,
+                    snapshot.version,
+                    lease=lease.lease() if held else None,
+                )
+            )
+            if not appended:
+                await lease.release()
+                return False
+            self._version += 1
+            if held:
+                lease.held_at(self._version)
+            self._events = (*self._events, *repairs)
         if event is not None:
             self._question = event
             self._record(event, stored=False, request=True)
         return True
+
+    async def _take_over(
+        self, memory: SessionMemory, snapshot: SessionSnapshot, question: SessionEvent
+    ) -> None:
+        """Continue a request whose attempt died after storing its question: its stored
+        rounds stay (a completed tool never runs again) and a round whose results are
+        missing is answered: an idempotent tool runs again, any other is reported
+        interrupted."""
+        lease = self._lease
+        assert lease is not None
+        events = snapshot.events
+        tail = list(events[[e.id for e in events].index(question.id) + 1 :])
+        for event in tail:
+            if event.message is not None:
+                self._record(
+                    event, stored=True, request=not isinstance(event.message, AssistantMessage)
+                )
+        for call_event, calls in unanswered(tail):
+            answered = await self._answer(memory, calls, not_run(calls, self.tools, {}))
+            tail.insert(tail.index(call_event) + 1, answered)
+        self._tail = tail
+
+    async def _answer(
+        self, memory: SessionMemory, calls: Sequence[ToolCall], fixed: Mapping[str, str]
+    ) -> SessionEvent:
+        """Answer ``calls`` of a stored round: run them (those in ``fixed`` get that text),
+        and commit their results with the lease."""
+        lease = self._lease
+        assert lease is not None
+        results = await run_tools(calls, self.tools, fixed)
+        event = self._event(memory, results, reply=False)
+        check_event_text(event)
+        await self._commit([event], lease.lease())
+        lease.held_at(self._version)
+        self._record(event, stored=True, request=True)
+        return event
 
     def _question_event(
         self,
@@ -439,7 +552,11 @@ class Turn:
     ) -> SessionEvent | None:
         """The event the prompt's last user message (or trailing tool results) is stored as,
         or ``None`` when it is not stored: the message filter rejects it, or (tool results) the
-        write guard says its tool call is not the newest stored event."""
+        write guard says its tool call is not the newest stored event. Results answering no
+        known call raise ``UnknownToolCall`` (`refuse_unknown_results`)."""
+        refuse_unknown_results(
+            self._session_id, self._read_filter, snapshot.events, self.request.messages, question
+        )
         accepted = memory.message_filter.should_persist(question)
         if isinstance(question, ToolResponseMessage) and can_tell_newest(self._read_filter):
             told = newest_answers(reversed(snapshot.events), question)
@@ -461,8 +578,8 @@ class Turn:
         """A new event of the turn; its id fixed by the request id, or the client's generator,
         else random."""
         ctx = self.ctx
-        if ctx.request_id is not None:
-            event_id = request_event_id(self._session_id, ctx.request_id, message, reply=reply)
+        if self._request_key is not None:
+            event_id = request_event_id(self._session_id, self._request_key, message, reply=reply)
         elif memory.event_ids is not None:
             event_id = memory.event_ids.generate(ctx.context, message)
         else:
@@ -505,48 +622,76 @@ class Turn:
             return prompt
         events = self._history
         conversation: list[Message] = []
+        offloaded = False
         for event in events:
             message = event.message
             if message is not None and not isinstance(message, SystemMessage):
-                conversation.append(message)
+                noted = noted_preview(event)
+                offloaded = offloaded or noted is not event
+                conversation.append(noted.message)  # type: ignore[arg-type]  # a message still
+                self._sent.add(event.id)
+        if offloaded or any(noted_preview(e) is not e for e in self._tail):
+            self._offer_reader()
+        tail: list[Message] = []
+        for event in self._tail:
+            if event.message is not None:
+                tail.append(noted_preview(event).message)  # type: ignore[arg-type]
                 self._sent.add(event.id)
         prompt_rest = [m for m in prompt if not isinstance(m, SystemMessage)]
-        history, dropped = guard_history(conversation, prompt_rest)
+        history, dropped = guard_history(conversation, [*prompt_rest, *tail])
         if dropped:
-            logger.warning(_ORPHAN_WARNING, self._session_id, dropped)
+            logger.warning(ORPHAN_WARNING, self._session_id, dropped)
         systems = history_system_messages(events, self._latest, self._system)
         if len(prompt_rest) >= len(history) and contains_run(prompt_rest, history):
             history = []  # the prompt holds the history already (a caller that sends it)
-        return system_first([*systems, *history, *prompt])
+        return system_first([*systems, *history, *prompt, *tail])
 
-    async def _store_round(
-        self,
-        response: ChatResponse,
-        results: ToolResponseMessage,
-        compacted: bool,
-        direct: bool,
-    ) -> SessionEvent | None:
-        """Store a round: its tool call and results (the results exactly when the call is
-        stored), as one commit carrying the lease, or kept for the last commit. Return-direct
-        results wait for the last commit, marked so a retry knows the turn is complete."""
+    async def _store_call(self, response: ChatResponse, compacted: bool) -> SessionEvent | None:
+        """Record a round's tool call before its tools run: a commit carrying the lease (with
+        ``"with_reply"``, kept for the last commit). ``None`` when the call is not stored."""
         memory = self.memory
         if memory is None or not memory.message_filter.should_persist(response.message):
-            if memory is not None and memory.message_filter.should_persist(results):
-                logger.warning(
-                    "Session %r: not storing the result of tool call(s) %s although the "
-                    "MessageFilter accepts it, because the tool call was not stored",
-                    self._session_id,
-                    [r.id for r in results.responses],
-                )
             return None
-        if not memory.message_filter.should_persist(results):
+        call = self._event(memory, response.message, reply=False, metadata=usage_metadata(response))
+        if compacted:
+            self._summary, self._covered = call.id, set(self._sent)
+        if memory.store_question == "with_reply":
+            self._record(call, stored=False, request=False)
+            return call
+        lease = self._lease
+        assert lease is not None
+        await self._commit([call], lease.lease())
+        self._record(call, stored=True, request=False)
+        lease.held_at(self._version)
+        return call
+
+    async def _store_results(
+        self,
+        response: ChatResponse,
+        call: SessionEvent | None,
+        results: ToolResponseMessage,
+        direct: bool,
+    ) -> ToolResponseMessage:
+        """Record a round's results once its tools ran (exactly when its call is stored): a
+        commit carrying the lease, or kept for the last commit. Return-direct results wait for
+        the last commit, marked so a retry knows the turn is complete. Returns the results as
+        the model is sent them (long outputs cut, with a note on reading the rest)."""
+        memory = self.memory
+        if memory is None:
+            return results
+        if memory.message_filter.should_persist(results) != (call is not None):
             logger.warning(
-                "Session %r: storing the result of tool call(s) %s although the MessageFilter "
-                "rejects it, because the tool call is stored",
+                "Session %r: %s the result of tool call(s) %s although the MessageFilter "
+                "%s it, because the tool call %s stored",
                 self._session_id,
-                [r.id for r in results.responses],
+                *(
+                    ("storing", [r.id for r in results.responses], "rejects", "is")
+                    if call is not None
+                    else ("not storing", [r.id for r in results.responses], "accepts", "was not")
+                ),
             )
-        call = self._event(memory, response.message, reply=False, metadata=_usage(response))
+        if call is None:
+            return results
         answered = self._event(
             memory,
             results,
@@ -554,24 +699,40 @@ class Turn:
             metadata={RETURNED_METADATA_KEY: True} if direct else None,
         )
         check_event_text(answered)
-        if compacted:
-            self._summary, self._covered = call.id, set(self._sent)
-        if direct or memory.store_question == "with_reply":
-            self._record(call, stored=False, request=False)
+        if direct or call.id not in self._stored:
             self._record(answered, stored=False, request=True)
-            return call
-        lease = self._lease
-        assert lease is not None
-        await self._commit([call, answered], lease.lease())
-        self._record(call, stored=True, request=False)
-        self._record(answered, stored=True, request=True)
-        lease.held_at(self._version)
-        return call
+        else:
+            lease = self._lease
+            assert lease is not None
+            await self._commit([answered], lease.lease())
+            self._record(answered, stored=True, request=True)
+            lease.held_at(self._version)
+        return self._for_model(answered)
+
+    def _for_model(self, event: SessionEvent) -> ToolResponseMessage:
+        """A stored result as the model is sent it: long outputs cut, with a note on reading
+        the rest (the turn then offers the tool that reads it)."""
+        limit = None if self.memory is None else self.memory.max_tool_output
+        cut = None if event.id not in self._stored else cut_results(event, limit)
+        if cut is None:
+            assert isinstance(event.message, ToolResponseMessage)
+            return event.message
+        self._offer_reader()
+        return cut
+
+    def _offer_reader(self) -> None:
+        """Offer ``read_tool_output`` on this turn's model calls (once)."""
+        if self.memory is not None and READ_TOOL_OUTPUT not in self.tools:
+            reader = reader_for(self.memory.service, self._session_id, self.memory.max_tool_output)
+            self.tools = {**self.tools, READ_TOOL_OUTPUT: reader} if reader else self.tools
 
     async def _store_reply(self, memory: SessionMemory, final: ChatResponse) -> None:
         """Step 6: the turn's last commit (no lease: it ends the lease)."""
         if final.tool_results is None and memory.message_filter.should_persist(final.message):
-            reply = self._event(memory, final.message, reply=True, metadata=_usage(final))
+            metadata = usage_metadata(final) or {}
+            if final.pending_approvals:
+                metadata[APPROVAL_METADATA_KEY] = [call.id for call in final.pending_approvals]
+            reply = self._event(memory, final.message, reply=True, metadata=metadata)
             check_event_text(reply)
             if compacted_during(final.message):
                 self._summary = reply.id
@@ -635,86 +796,3 @@ class Turn:
             request_event_ids=tuple(self._request_ids),
             response_event_ids=tuple(self._response_ids),
         )
-
-
-_ROUNDS = IdempotentSessionEventIdGenerator("session", "request")
-"""The ids of a request's tool rounds: their tool-call ids, under the session and request."""
-
-
-def request_event_id(session_id: str, request_id: str, message: Message, *, reply: bool) -> str:
-    """The id of an event a call with a request id stores. The question (a user message) and
-    the event that ends the turn (``reply=True``: the reply, or the results of return-direct
-    tools) get one id each, whatever they hold; a tool call or its results get the id of their
-    tool-call ids, so a round is stored once per request."""
-    if reply or isinstance(message, UserMessage):
-        kind = "reply" if reply else message.message_type.value
-        text = f"{len(session_id)}:{session_id}:{request_id}:{kind}"
-        return f"{kind}-{hashlib.sha256(text.encode()).hexdigest()}"
-    return _ROUNDS.generate({"session": session_id, "request": request_id}, message)
-
-
-class _TurnStream(ChunkStream):
-    """A turn's chunks: the steps run as they are iterated; closing it early abandons the turn
-    (its model stream is closed, its lease released, no reply stored)."""
-
-    __slots__ = ("_steps", "_turn")
-
-    def __init__(self, turn: Turn) -> None:
-        super().__init__()
-        self._turn = turn
-        self._steps = turn._steps(streaming=True)  # pyright: ignore[reportPrivateUsage]
-
-    async def __anext__(self) -> ChatChunk:
-        return await self._steps.__anext__()
-
-    def _produced(self) -> ChatResponse | None:
-        return self._turn.final
-
-    async def aclose(self) -> None:
-        await self._steps.aclose()
-
-
-def _usage(response: ChatResponse) -> dict[str, JsonValue] | None:
-    usage = response.usage
-    if usage is None:
-        return None
-    return {
-        USAGE_METADATA_KEY: {
-            "input_tokens": usage.prompt_tokens,
-            "output_tokens": usage.completion_tokens,
-        }
-    }
-
-
-def _seconds_left(lease: Lease) -> float:
-    return max(1.0, (lease.expires_at - utc_now()).total_seconds())
-
-
-async def _run_tools(calls: Sequence[ToolCall], tools: Mapping[str, Tool]) -> ToolResponseMessage:
-    """Run the calls, concurrently when there are several; results in call order."""
-    if len(calls) == 1:
-        results = [await _run_one(calls[0], tools)]
-    else:
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(_run_one(call, tools)) for call in calls]
-        results = [task.result() for task in tasks]
-    return ToolResponseMessage(
-        responses=tuple(
-            ToolResponse(id=call.id, name=call.name, data=result)
-            for call, result in zip(calls, results, strict=True)
-        )
-    )
-
-
-async def _run_one(call: ToolCall, tools: Mapping[str, Tool]) -> str:
-    """One call's result; a failure becomes an error text for the model, never an exception."""
-    found = tools.get(call.name)
-    if found is None:
-        known = ", ".join(sorted(tools)) or "none"
-        return f"Error: there is no tool named {call.name!r} (available: {known})"
-    try:
-        with tool_span(call.name, call.id):  # the error, if any, is on the span too
-            return await found.invoke(call.arguments)
-    except Exception as exc:
-        logger.warning("Tool %r failed on call %r", call.name, call.id, exc_info=True)
-        return f"Error: tool {call.name!r} failed: {type(exc).__name__}: {exc}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypedDict, cast, get_args
+from typing import Any, Final, TypedDict, cast, get_args
 
 from openai import AsyncOpenAI, OpenAI
 from pydantic import JsonValue
@@ -21,7 +21,7 @@ from .._checks import (
     require_service,
     require_text,
 )
-from .._turn import Compaction, SessionMemory, StoreQuestion, Turn
+from .._turn import Compaction, Decisions, SessionMemory, StoreQuestion, Turn
 from .._turn.chain import run_call, start_stream
 from ..advisors import (
     EVENT_FILTER_CONTEXT_KEY,
@@ -47,6 +47,8 @@ __all__ = ["DEFAULT_USER_ID", "BaseChatClient", "ChatClient", "ClientOptions", "
 
 DEFAULT_USER_ID = "default-user"
 """The owner of sessions a call creates without a user id."""
+DEFAULT_MAX_TOOL_OUTPUT: Final = 50_000
+"""The characters of one tool output the model is sent before it is cut."""
 
 MessagesLike = Sequence[Message] | Sequence[Mapping[str, Any]]
 """Messages of ours, or dicts of the client's API: Chat Completions message dicts for
@@ -72,6 +74,7 @@ class ClientOptions(TypedDict, total=False):
     default_options: ChatOptions | None
     lease_ttl: float
     wait: float
+    max_tool_output: int | None
 
 
 def _to_messages(
@@ -192,6 +195,9 @@ class BaseChatClient(ABC):
         default_options: model parameters of every call; a call's options override them.
         lease_ttl: seconds a turn's lease lasts unless renewed (it is renewed every third).
         wait: seconds a turn waits for another turn of its session before ``TurnInProgress``.
+        max_tool_output: tool outputs longer than this many characters are sent to the model
+            cut to this length, with a note on reading the rest with the ``read_tool_output``
+            tool the turn then offers (the whole output is stored; ``None``: sent whole).
 
     Raises:
         UsageError: an argument is not of its kind, or a session option is given without
@@ -218,6 +224,7 @@ class BaseChatClient(ABC):
         default_options: ChatOptions | None = None,
         lease_ttl: float = 5.0,
         wait: float = 30.0,
+        max_tool_output: int | None = DEFAULT_MAX_TOOL_OUTPUT,
     ) -> None:
         if isinstance(openai_client, OpenAI):
             raise UsageError(
@@ -255,6 +262,7 @@ class BaseChatClient(ABC):
             default_user_id=default_user_id,
             lease_ttl=lease_ttl,
             wait=wait,
+            max_tool_output=max_tool_output,
         )
         """How the client keeps its turns in sessions; ``None`` without ``sessions``."""
 
@@ -270,6 +278,7 @@ class BaseChatClient(ABC):
         default_user_id: str,
         lease_ttl: float,
         wait: float,
+        max_tool_output: int | None = DEFAULT_MAX_TOOL_OUTPUT,
     ) -> SessionMemory | None:
         if sessions is None:
             given = [
@@ -305,6 +314,14 @@ class BaseChatClient(ABC):
                 raise UsageError(f"{name} must be a number of seconds >= 0, not {seconds!r}")
         if lease_ttl <= 0:
             raise UsageError("lease_ttl must be positive")
+        if max_tool_output is not None and (
+            isinstance(max_tool_output, bool)
+            or not isinstance(max_tool_output, int)
+            or max_tool_output < 1
+        ):
+            raise UsageError(
+                f"max_tool_output must be a positive int or None, not {max_tool_output!r}"
+            )
         return SessionMemory(
             service=sessions,
             compaction=None if compaction is None else _compaction(compaction),
@@ -315,6 +332,7 @@ class BaseChatClient(ABC):
             default_user_id=default_user_id,
             lease_ttl=float(lease_ttl),
             wait=float(wait),
+            max_tool_output=max_tool_output,
         )
 
     def _prepare(
@@ -391,7 +409,9 @@ class BaseChatClient(ABC):
         )
         return ctx, request
 
-    def _turn(self, ctx: CallContext, request: ChatRequest) -> Turn:
+    def _turn(
+        self, ctx: CallContext, request: ChatRequest, decisions: Decisions | None = None
+    ) -> Turn:
         return Turn(
             memory=self.memory,
             ctx=ctx,
@@ -401,6 +421,7 @@ class BaseChatClient(ABC):
             model_advisors=self.model_advisors,
             complete=self._complete,
             open_stream=self._open_stream,
+            decisions=decisions,
         )
 
     async def _run_turn(self, ctx: CallContext, request: ChatRequest) -> ChatResponse:
@@ -488,6 +509,69 @@ class BaseChatClient(ABC):
             max_tool_rounds, event_filter, metadata, context,
         )  # fmt: skip
         return ChatStream(ctx, start_stream(self.advisors, ctx, request, self._stream_turn))
+
+    async def resume(
+        self,
+        session_id: str,
+        decisions: Decisions,
+        *,
+        user_id: str | None = None,
+        options: ChatOptions | None = None,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        context: Mapping[str, Any] | None = None,
+    ) -> ChatResponse:
+        """Continue the turn of ``session_id`` that stopped for approvals.
+
+        The decisions answer the calls the paused turn listed
+        (``ChatResponse.pending_approvals``), by call id: ``True`` approves (the tool runs),
+        ``False`` rejects, a string rejects with that reason (the model gets it as the tool's
+        result). The paused round's other calls run too; then the turn goes on as any turn,
+        and may stop for approvals again. Any process may resume: the turn continues once
+        (a second resume of the same pause gets the reply the first stored, waiting while it
+        runs), and a resume whose process died is taken over by the next one.
+        The client's ``advisors`` do not run around a resume; its ``model_advisors`` do.
+
+        Args:
+            session_id: the session whose turn stopped.
+            decisions: a decision for every call waiting, by call id.
+            user_id: checked as the session's owner (not checked when ``None``).
+            options: model parameters for the rest of the turn.
+            tools: tools offered on this call (give the tools the paused call was given).
+            context: the advisor context.
+
+        Raises:
+            UnknownToolCall: the session has no paused turn, its conversation went on, or
+                ``decisions`` names a call that is not waiting.
+            UsageError: the client has no sessions, or ``decisions`` leaves a call undecided.
+            TurnInProgress: another turn of the session did not finish within ``wait``.
+        """
+        require_open_client(self.openai_client, "openai_client")  # before anything is stored
+        if self.memory is None:
+            raise UsageError(
+                "resume needs a client with session memory: "
+                f"{type(self).__name__}(..., sessions=service)"
+            )
+        values = dict(context or {})
+        session = _text(session_id, "session_id")
+        if session is None:
+            raise MissingSessionId("resume needs the session id of the paused turn")
+        user = _text(user_id or values.get(USER_ID_CONTEXT_KEY), "user_id")
+        values[SESSION_ID_CONTEXT_KEY] = session
+        if user is not None:
+            values[USER_ID_CONTEXT_KEY] = user
+        ctx = CallContext(
+            max_tool_rounds=self.max_tool_rounds,
+            session_id=session,
+            user_id=user,
+            context=values,
+        )
+        request = ChatRequest(
+            messages=self.default_messages,
+            options=self.default_options.merged_with(options) if options else self.default_options,
+            tools=tuple(_tools(tools).values()) if tools else (),
+        )
+        response = await self._turn(ctx, request, decisions).run()
+        return dataclasses.replace(response, context=dict(ctx.context))
 
     @staticmethod
     def _convert_dicts(messages: list[dict[str, Any]]) -> list[Message]:

@@ -1,8 +1,9 @@
 """`Tool`: a function the model can call, and the one place its arguments are checked.
 
 A tool is API-neutral: a name, a description, the JSON schema of its arguments, `strict`,
-`return_direct`, and `invoke(arguments_json) -> str`. The OpenAI edge turns it into a Chat
-Completions or Responses function tool; nothing here knows an SDK type.
+`return_direct`, `idempotent`, `needs_approval`, and `invoke(arguments_json) -> str`. The
+OpenAI edge turns it into a Chat Completions or Responses function tool; nothing here knows an
+SDK type.
 
 Schemas are never written by hand. `Tool.from_function` builds a pydantic model from a typed
 signature (parameter descriptions from the docstring, Google, NumPy or Sphinx style);
@@ -16,13 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import re
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, overload
+from typing import Any, cast, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_json
@@ -30,11 +32,16 @@ from pydantic_core import to_json
 from ..exceptions import ToolError, UsageError
 from ._docstrings import describe
 
-__all__ = ["Tool", "tool"]
+__all__ = ["ApprovalPolicy", "Tool", "tool"]
 
 logger = logging.getLogger("asyncsession.tools")
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+ApprovalPolicy = Callable[[dict[str, Any]], bool | Awaitable[bool]]
+"""Decides per call whether a tool needs a person's approval: it gets the call's arguments
+(the JSON object the model wrote, ``{}`` when it is not an object) and answers ``True`` to
+pause the turn for approval."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,13 +73,43 @@ class Tool:
     the model calls in a round is return-direct, the tool loop ends there, without another
     model call: the reply's ``finish_reason`` is ``RETURN_DIRECT`` and its ``tool_results``
     hold the results."""
+    idempotent: bool = False
+    """Whether running the tool twice with the same arguments does no harm. A turn taken over
+    after a crash (a retry of its request id, or a ``resume``) runs again an idempotent tool
+    whose run was recorded as started but whose result was not; any other tool is never run
+    twice for one call: the model is told the run was interrupted instead."""
+    needs_approval: bool | ApprovalPolicy = False
+    """Whether a call of the tool waits for a person's approval: ``True``, or an
+    [`ApprovalPolicy`][asyncsession.tools.ApprovalPolicy] deciding per call. A round with such
+    a call stops the turn with a response listing the pending calls
+    (``ChatResponse.pending_approvals``); ``resume`` continues it with the decisions."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.needs_approval, bool) and not callable(self.needs_approval):
+            raise UsageError(
+                f"Tool {self.name!r}: needs_approval must be a bool or a function of the "
+                f"call's arguments, not {self.needs_approval!r}"
+            )
         if not _TOOL_NAME.fullmatch(self.name):
             raise UsageError(
                 f"Invalid tool name {self.name!r}: use letters, digits, '_' and '-', "
                 "at most 64 characters"
             )
+
+    async def requires_approval(self, arguments: str) -> bool:
+        """Whether this call (the model's raw JSON ``arguments``) waits for approval."""
+        policy = self.needs_approval
+        if isinstance(policy, bool):
+            return policy
+        try:
+            parsed: object = json.loads(arguments or "{}")
+        except ValueError:
+            parsed = {}
+        values = cast(dict[str, Any], parsed) if isinstance(parsed, dict) else {}
+        decided = policy(values)
+        if inspect.isawaitable(decided):
+            decided = await decided
+        return bool(decided)
 
     async def invoke(self, arguments: str) -> str:
         """Run the tool with the model's raw JSON arguments; the result text for the model.
@@ -96,6 +133,8 @@ class Tool:
         description: str | None = None,
         strict: bool = False,
         return_direct: bool = False,
+        idempotent: bool = False,
+        needs_approval: bool | ApprovalPolicy = False,
     ) -> Tool:
         """A tool from a typed Python function or bound method, sync or async.
 
@@ -145,6 +184,8 @@ class Tool:
             function=run,
             strict=strict,
             return_direct=return_direct,
+            idempotent=idempotent,
+            needs_approval=needs_approval,
         )
 
     @classmethod
@@ -157,6 +198,8 @@ class Tool:
         *,
         strict: bool = False,
         return_direct: bool = False,
+        idempotent: bool = False,
+        needs_approval: bool | ApprovalPolicy = False,
     ) -> Tool:
         """A tool whose arguments are a pydantic model; `function` gets its fields as keywords.
 
@@ -177,6 +220,8 @@ class Tool:
             function=run,
             strict=strict,
             return_direct=return_direct,
+            idempotent=idempotent,
+            needs_approval=needs_approval,
         )
 
 
@@ -223,6 +268,8 @@ def tool(
     description: str | None = None,
     strict: bool = False,
     return_direct: bool = False,
+    idempotent: bool = False,
+    needs_approval: bool | ApprovalPolicy = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     function: Callable[..., Any] | None = None,
@@ -232,11 +279,15 @@ def tool(
     description: str | None = None,
     strict: bool = False,
     return_direct: bool = False,
+    idempotent: bool = False,
+    needs_approval: bool | ApprovalPolicy = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a [`Tool`][asyncsession.tools.Tool] of a typed function: ``@tool``, ``@tool(...)``.
 
     See `Tool.from_function` for how the schema and the description are found;
-    ``return_direct=True`` makes a [return-direct][asyncsession.tools.Tool.return_direct] tool.
+    ``return_direct=True`` makes a [return-direct][asyncsession.tools.Tool.return_direct] tool,
+    ``idempotent=True`` one a takeover may run again, ``needs_approval`` one that waits for a
+    person (see [`Tool`][asyncsession.tools.Tool]).
     """
     if function is not None:
         return Tool.from_function(function)
@@ -248,6 +299,8 @@ def tool(
             description=description,
             strict=strict,
             return_direct=return_direct,
+            idempotent=idempotent,
+            needs_approval=needs_approval,
         )
 
     return decorate

@@ -65,7 +65,7 @@ async def test_a_tool_loop_reads_the_session_once(
     repository: CountingRepository,
 ) -> None:
     """A two-round tool loop reads the session once; every other call is a commit: the
-    question, the round, the reply."""
+    question, the round's call (recorded before its tool runs), its result, the reply."""
     await service.create(CreateSessionRequest(id="s", user_id="alice"))
     await service.append_message("s", UserMessage(text="earlier"))
     repository.reset()
@@ -76,7 +76,7 @@ async def test_a_tool_loop_reads_the_session_once(
 
     await ask(turn_client(openai_client, service), "go", streaming=streaming, **turn("s", "alice"))
 
-    assert repository.calls == {"read_snapshot": 1, "append_events": 3}
+    assert repository.calls == {"read_snapshot": 1, "append_events": 4}
     assert await stored(service, "s") == [
         "U:earlier",
         "U:go",

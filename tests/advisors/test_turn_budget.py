@@ -62,7 +62,8 @@ CASES = {
         new_session=True,
         options={"store_question": "with_reply"},
     ),
-    "tool-round": Case({"read_snapshot": 1, "append_events": 3}, tool_round=True),
+    # the round's two writes: its call before the tool runs, its result after
+    "tool-round": Case({"read_snapshot": 1, "append_events": 4}, tool_round=True),
     "tool-round-with-reply": Case(
         {"read_snapshot": 1, "append_events": 1},
         tool_round=True,

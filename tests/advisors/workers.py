@@ -96,14 +96,15 @@ async def start(
     uri: str, db: AsyncDatabase[dict[str, Any]], workers: list[Worker], *options: str
 ) -> Worker:
     """A worker for request ``request-1`` of session ``s1`` that has printed ``started``."""
+    return await launch(WORKER, workers, uri, db.name, "s1", "request-1", *options)
+
+
+async def launch(script: Path, workers: list[Worker], *arguments: str) -> Worker:
+    """``python <script> <arguments>`` as a worker that has printed ``started``."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
-        str(WORKER),
-        uri,
-        db.name,
-        "s1",
-        "request-1",
-        *options,
+        str(script),
+        *arguments,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
     )
