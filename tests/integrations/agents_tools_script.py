@@ -32,8 +32,8 @@ from agents import (
     Agent,
     OpenAIChatCompletionsModel,
     OpenAIResponsesModel,
-    RunState,
     Runner,
+    RunState,
     function_tool,
     set_tracing_disabled,
 )

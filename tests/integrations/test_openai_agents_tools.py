@@ -129,7 +129,8 @@ def _sent_pairs(api: str, sent: list[dict[str, Any]]) -> list[tuple[str, str]]:
         ]
     pairs: list[tuple[str, str]] = []
     for n, message in enumerate(sent):
-        calls = [c["id"] for c in message.get("tool_calls") or []]
+        tool_calls: list[dict[str, Any]] = message.get("tool_calls") or []
+        calls = [c["id"] for c in tool_calls]
         answers = sent[n + 1 : n + 1 + len(calls)]
         assert [a.get("tool_call_id") for a in answers] == calls
         pairs += [(a["tool_call_id"], a["content"]) for a in answers]
