@@ -31,6 +31,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from asyncsession import DefaultSessionService, MongoSessionRepository
 from asyncsession.integrations.google_adk import AdkSessionService
+from asyncsession.service import SessionService
 
 CONFIRM = "adk_request_confirmation"
 
@@ -224,3 +225,52 @@ async def test_a_run_killed_in_its_tool_leaves_a_session_the_next_run_can_use(
 def _lookup(order: str) -> dict[str, str]:
     """The status of an order."""
     return {"status": f"order {order} on its way"}
+
+
+async def test_a_large_tool_result_is_sent_as_a_preview_and_keeps_its_event(
+    service: SessionService,
+) -> None:
+    """A tool result over the store's offload threshold: the next model request holds its
+    preview (the first characters and the whole length), and every event keeps its id, author,
+    invocation and state delta, as ADK's in-memory service keeps them."""
+    big = "".join(f"match {n}: é€\n" for n in range(60_000))
+
+    def search(query: str, tool_context: ToolContext) -> dict[str, str]:
+        """Search everything."""
+        tool_context.state["searched"] = query
+        return {"result": big}
+
+    async def run(service: BaseSessionService) -> tuple[list[Any], list[Any], dict[str, Any]]:
+        model = ScriptedModel(
+            model="scripted",
+            replies=[_call("search", "fc-1", query="q"), _text("Found."), _text("Bye.")],
+            sent=[],
+        )
+        agent = LlmAgent(name="support", model=model, tools=[FunctionTool(search)])
+        await service.create_session(app_name="shop", user_id="u", session_id="s")
+        runner = Runner(app_name="shop", agent=agent, session_service=service)
+        returned: list[Any] = []
+        for text in ("search q", "thanks"):
+            message = types.Content(role="user", parts=[types.Part(text=text)])
+            async for event in runner.run_async(user_id="u", session_id="s", new_message=message):
+                returned.append((event.id, event.author, event.invocation_id))
+        stored = await service.get_session(app_name="shop", user_id="u", session_id="s")
+        assert stored is not None
+        events = [(e.id, e.author, e.invocation_id) for e in stored.events]
+        assert [e for e in events if e[1] != "user"] == returned  # questions are not returned
+        return model.sent, events, dict(stored.state)
+
+    sent, events, state = await run(AdkSessionService(service))
+    reference_sent, reference_events, reference_state = await run(InMemorySessionService())
+    assert state == reference_state == {"searched": "q"}
+    assert [author for _, author, _ in events] == [a for _, a, _ in reference_events]
+    answer = _summary(sent[-1], {})[2]
+    whole = _summary(reference_sent[-1], {})[2]
+    assert whole == ("user", [("answer", "search", "fc-1", {"result": big})])
+    preview = answer[1][0][3]  # the first characters of the response as JSON, and its length
+    whole_json = json.dumps({"result": big}, separators=(",", ":"), ensure_ascii=False)
+    assert preview["total_chars"] == len(whole_json)
+    assert 0 < len(preview["result"]) < 3_000
+    assert whole_json.startswith(preview["result"])
+    assert _summary(sent[-1], {})[:2] == _summary(reference_sent[-1], {})[:2]
+    assert _summary(sent[-1], {})[3:] == _summary(reference_sent[-1], {})[3:]
