@@ -45,7 +45,7 @@ from asyncsession.messages import (
     UserMessage,
 )
 from asyncsession.repository import OffloadedBody
-from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable
+from asyncsession.testing._mongo_server import find_server_executable
 
 from .adapters import SessionStore
 from .scenarios import BenchConfig, Measurement, new_session_id, timed
@@ -68,6 +68,7 @@ SMALL_OUTPUT = 20
 WINDOW = EventFilter.active().merge(EventFilter.last_n(20))
 ACTIVE = EventFilter.active()
 URI_OPTIONS = {"w": "majority", "journal": "true", "retryWrites": "false"}
+"""The peer run's URI options (``runner.DEFAULT_URI_OPTIONS``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,21 +231,17 @@ async def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--output-mib", type=float, default=5.0)
     args = parser.parse_args(argv)
-    server: LocalMongoServer | None = None
+    from .runner import ServerPool  # the runner imports this module: import it here
+
     uri = os.environ.get("MONGODB_URI")
-    if not uri:
-        executable = find_server_executable()
-        if executable is None:
-            sys.exit("Set MONGODB_URI, or ASYNCSESSION_SECANTUSD to the test server's launcher.")
-        server = LocalMongoServer(executable)
-        server.start()
-        uri = server.uri(**URI_OPTIONS)
-    try:
+    executable = None if uri else find_server_executable()
+    if not uri and executable is None:
+        sys.exit("Set MONGODB_URI, or ASYNCSESSION_SECANTUSD to the test server's launcher.")
+    pool = ServerPool(uri=uri) if uri else ServerPool(executable=executable, options=URI_OPTIONS)
+    async with pool.fresh() as target:
+        uri = target.uri
         reads = 10 if args.quick else 30
         measured = await measure(uri, turns=args.turns, output_mib=args.output_mib, reads=reads)
-    finally:
-        if server is not None:
-            server.stop()
     table = render(uri, args.turns, args.output_mib, measured)
     print(table)
     return table
