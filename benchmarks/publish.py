@@ -252,7 +252,7 @@ MONGODB_URI='mongodb://host/?w=majority&journal=true' scripts/bench   # another 
 of asyncsession) and writes `benchmarks/results/<UTC stamp>.md` and `.json`. Every system gets
 the same URI options. `tests/benchmarks/test_smoke.py` runs every scenario at a tiny size in the
 test suite, so the harness cannot rot. `python -m benchmarks.large_outputs` measures scenario 6
-on its own: both sessions on one server, their reads interleaved, with the whole active view and
+on its own: both sessions on one server, read in alternation, with the whole active view and
 one `read_body` of a large output timed too.
 """
 
