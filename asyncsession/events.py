@@ -36,11 +36,6 @@ from .exceptions import UsageError
 from .messages import AssistantMessage, Message, MessageType
 
 __all__ = [
-    "SYNTHETIC",
-    "COMPACTION_SOURCE",
-    "COMPACTION_ID",
-    "DEFAULT_TIME_TO_LIVE",
-    "MAX_ID_LENGTH",
     "EventType",
     "Session",
     "SessionAttributes",

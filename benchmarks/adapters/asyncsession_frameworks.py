@@ -99,7 +99,9 @@ class AsyncSessionLangChainStore(AsyncSessionStore):
     async def seed(self, session_id: str, messages: Sequence[Message]) -> None:
         """The session holding ``messages`` as the adapter stores them."""
         await self.repository.save(Session(id=session_id, user_id=USER_ID))
-        events = [langchain.to_event(_lc(m), session_id, f"{session_id}:{m.tag}") for m in messages]
+        events = [
+            langchain._to_event(_lc(m), session_id, f"{session_id}:{m.tag}") for m in messages
+        ]
         for start in range(0, len(events), self.seed_batch):
             await self.repository.append_events(session_id, events[start : start + self.seed_batch])
 
@@ -173,7 +175,7 @@ class AsyncSessionAdkStore(AsyncSessionStore):
     def _stored(key: str, event: Event) -> SessionEvent:
         """The event ``AdkSessionService.append_event`` stores for ``event`` (no state delta)."""
         assert event.content is not None
-        message = google_adk.to_message(event.content)
+        message = google_adk._to_message(event.content)
         return SessionEvent(
             id=str(uuid.uuid5(google_adk._NAMESPACE, f"{key}\x00{event.id}")),
             session_id=key,
@@ -257,7 +259,7 @@ class AsyncSessionPydanticAIStore(AsyncSessionStore):
         """The session holding ``messages`` as the adapter stores them."""
         await self.repository.save(Session(id=session_id, user_id=USER_ID))
         events = [
-            pydantic_ai.to_event(to_model_message(m), session_id, f"{session_id}:{m.tag}")
+            pydantic_ai._to_event(to_model_message(m), session_id, f"{session_id}:{m.tag}")
             for m in messages
         ]
         for start in range(0, len(events), self.seed_batch):

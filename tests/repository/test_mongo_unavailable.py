@@ -14,13 +14,13 @@ from pymongo import AsyncMongoClient
 from asyncsession import EventFilter, MongoSessionRepository, Session, StorageUnavailable
 from asyncsession.exceptions import StorageError
 from asyncsession.memory import MemoryBackendError, MongoMemoryStore
-from asyncsession.repository.mongo._timeouts import (
+from asyncsession.repository.mongo._repository import (
     DEFAULT_SERVER_SELECTION_TIMEOUT_MS,
     DEFAULT_TIMEOUT_MS,
     with_web_timeouts,
 )
+from asyncsession.testing._contract._support import user
 from asyncsession.testing._mongo_server import LocalMongoServer
-from asyncsession.testing.contract import user
 
 SLACK = 2.0  # seconds beyond the bound: a loaded two-core box, never the 30 s PyMongo default
 

@@ -1,16 +1,16 @@
 """Reads: the snapshot in one command, windows walked back by ranges, a user's events.
 
 A read starts with one aggregate: the session's newest commits, a range ``commit > known - k``
-when this process knows roughly the newest number (`_newest`), else the ``k`` highest numbers by
-a sorted find, with ``$unionWith`` of the session's document. It returns the session, the version
-(the newest commit read), the newest commit's lease and the events of the commits read. A
-``last_n`` window that those events do not fill reads the next older range (four times larger
-each time); a window of the active view stops at the newest boundary, and fetches by id the
-events its view names that lie before the commits read. Reads that need every event (no window)
-read every commit at once; a keyword search first narrows them on the server to the commits
-whose text may match, and the boundaries.
+when this process knows roughly the newest number (`_layout.Newest`), else the ``k`` highest
+numbers by a sorted find, with ``$unionWith`` of the session's document. It returns the
+session, the version (the newest commit read), the newest commit's lease and the events of the
+commits read. A ``last_n`` window that those events do not fill reads the next older range
+(four times larger each time); a window of the active view stops at the newest boundary, and
+fetches by id the events its view names that lie before the commits read. Reads that need
+every event (no window) read every commit at once; a keyword search first narrows them on the
+server to the commits whose text may match, and the boundaries.
 
-``archived`` and the view order are derived by `asyncsession.filters.ReadLog`, the reference
+``archived`` and the view order are derived by `asyncsession._view.ReadLog`, the reference
 for a log held as a list: the commits read, oldest first, are that list (or its newest part).
 """
 
@@ -20,13 +20,13 @@ import inspect
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final, cast, overload
 
 from pymongo import DESCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 
 from ..._pymongo_errors import storage_errors
-from ..._view import ReadLog, newest_boundary
+from ..._view import ReadLog, view_of
 from ...events import EventType, Session, SessionEvent
 from ...filters import EventFilter
 from .._protocol import Lease, SessionSnapshot
@@ -65,7 +65,8 @@ __all__ = [
 
 IN_CHUNK: Final = 256
 """How many sessions one read of a user's events asks for."""
-_BOUNDARY: Final = {f"{EVENTS}.{TYPE}": EventType.COMPACTION.name}
+_COMPACTION: Final = EventType.COMPACTION.name
+_BOUNDARY: Final = {f"{EVENTS}.{TYPE}": _COMPACTION}
 _LEAST_SPAN: Final = 8
 """Commits a window's first range reads at least (when it wants that many events): a session's
 recent commits may hold fewer events than the ones the estimate was made from."""
@@ -75,11 +76,37 @@ _WHOLE_VIEW: Final = 64
 
 @dataclass(slots=True)
 class Commit:
-    """A commit as read: its number, its events, its lease."""
+    """A commit as read: its number, its events (as stored), its lease."""
 
     number: int
-    events: list[SessionEvent]
+    events: list[Doc]
     lease: Lease | None
+
+
+class _Decoded(Sequence[SessionEvent]):
+    """Stored events decoded when first read: a window decodes the events it looks at."""
+
+    __slots__ = ("_docs", "_events", "_session_id")
+
+    def __init__(self, docs: list[Doc], session_id: str) -> None:
+        self._docs = docs
+        self._session_id = session_id
+        self._events: list[SessionEvent | None] = [None] * len(docs)
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    @overload
+    def __getitem__(self, index: int) -> SessionEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[SessionEvent]: ...
+    def __getitem__(self, index: int | slice) -> SessionEvent | Sequence[SessionEvent]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        event = self._events[index]
+        if event is None:
+            event = self._events[index] = event_from_doc(self._docs[index], self._session_id)
+        return event
 
 
 @dataclass(slots=True)
@@ -107,9 +134,13 @@ def lease_from_doc(doc: Doc | None) -> Lease | None:
     return Lease(holder=str(fields[HOLDER]), expires_at=as_utc(fields[EXPIRES_AT]))
 
 
-def _commit(doc: Doc, session_id: str) -> Commit:
-    events = [event_from_doc(e, session_id) for e in doc[EVENTS]]
-    return Commit(number=doc[COMMIT], events=events, lease=lease_from_doc(doc))
+def _commit(doc: Doc) -> Commit:
+    return Commit(number=doc[COMMIT], events=doc[EVENTS], lease=lease_from_doc(doc))
+
+
+def _events(docs: list[Doc], session_id: str) -> list[SessionEvent]:
+    """The events of commit documents, decoded, in log order."""
+    return [event_from_doc(e, session_id) for d in docs for e in d[EVENTS]]
 
 
 async def _union(store: Store, session_id: str, pipeline: list[Doc]) -> list[Doc]:
@@ -197,7 +228,7 @@ async def first_read(
         low = 1 if len(others) < span else min(d[COMMIT] for d in others)
     await open_session(store, session_doc)
     await open_commits(store, mine, session_doc[USER_ID], search, f"session {session_id!r}")
-    commits = [_commit(d, session_id) for d in mine]
+    commits = [_commit(d) for d in mine]
     density = None
     if commits and prefilter is None:  # the median of the newest few: a bulk append is rare
         counts = sorted(len(c.events) for c in commits[-8:])
@@ -234,7 +265,7 @@ async def _older(store: Store, suffix: Suffix, count: int) -> None:
     with storage_errors(f"read session {suffix.session.id!r}"):
         docs = await store.commits.find(query).to_list(None)
     await open_commits(store, docs, suffix.session.user_id)
-    older = sorted((_commit(d, suffix.session.id) for d in docs), key=lambda c: c.number)
+    older = sorted((_commit(d) for d in docs), key=lambda c: c.number)
     suffix.commits[:0] = older
     suffix.low = low
 
@@ -250,7 +281,7 @@ async def _by_id(store: Store, suffix: Suffix, ids: Sequence[str]) -> list[Sessi
     with storage_errors(f"read session {suffix.session.id!r}"):
         docs = await store.commits.find(query, sort=[(COMMIT, 1)]).to_list(None)
     await open_commits(store, docs, suffix.session.user_id)
-    return [e for d in docs for e in _commit(d, suffix.session.id).events if e.id in wanted]
+    return [e for e in _events(docs, suffix.session.id) if e.id in wanted]
 
 
 def _matched(log: ReadLog, filter: EventFilter, exhausted: list[bool]) -> Iterator[SessionEvent]:
@@ -267,9 +298,13 @@ async def select(store: Store, suffix: Suffix, filter: EventFilter) -> list[Sess
     while the window needs them."""
     step = max(8, len(suffix.commits))
     while True:
-        events = [e for c in suffix.commits for e in c.events]
-        boundary, view = newest_boundary(events)
-        positions = {e.id: i for i, e in enumerate(events)}
+        stored = [e for c in suffix.commits for e in c.events]
+        events: Sequence[SessionEvent] = _Decoded(stored, suffix.session.id)
+        boundary = next(
+            (i for i in range(len(stored) - 1, -1, -1) if stored[i][TYPE] == _COMPACTION), -1
+        )
+        view = () if boundary < 0 else view_of(events[boundary])
+        positions = {e[EVENT_ID]: i for i, e in enumerate(stored)}
         if filter.active_view and boundary >= 0:
             missing = [i for i in view if i not in positions]
             if missing and suffix.low > 1:
@@ -364,8 +399,7 @@ async def user_events(store: Store, user_id: str, filter: EventFilter) -> list[S
     await open_commits(store, every, user_id, unwindowed if searched else None, where)
     matched: list[SessionEvent] = []
     for session_id, mine in logs:
-        events = [e for d in mine for e in _commit(d, session_id).events]
-        matched += unwindowed.read_backwards(ReadLog.of(events))
+        matched += unwindowed.read_backwards(ReadLog.of(_events(mine, session_id)))
     matched.sort(key=lambda e: e.timestamp)  # stable: ties keep session order, then log order
     return filter.apply_window(matched)
 
