@@ -173,6 +173,20 @@ def goals(data: Mapping[str, Any]) -> list[tuple[str, str, str]]:
                     "yes" if lost == 0 and duplicated == 0 else "**no**",
                 )
             )
+    sessions = ok_rows(data, "large-outputs")
+    large = [r for r in sessions if r["extra"].get("offloaded_in_window")]
+    small = [r for r in sessions if not r["extra"].get("offloaded_in_window")]
+    if large and small and small[0]["median_ms"]:
+        times = large[0]["median_ms"] / small[0]["median_ms"]
+        found.append(
+            (
+                "The window read of a session holding large tool outputs takes at most 2 x "
+                "the read of one without them",
+                f"{times:.2f} x ({large[0]['case']}: {ms(large[0]['median_ms'])} ms; "
+                f"{small[0]['case']}: {ms(small[0]['median_ms'])} ms)",
+                "yes" if times <= 2.0 else "**no**",
+            )
+        )
     return found
 
 

@@ -249,6 +249,7 @@ RUNNING = """\
 scripts/bench                  # every scenario and system at the full sizes
 scripts/bench --quick          # every code path at tiny sizes, a few minutes
 scripts/bench --systems asyncsession,langchain --scenarios turn,window
+scripts/bench --scenarios large-outputs   # scenario 6 alone (asyncsession only)
 scripts/bench --publish ...    # and regenerate this page and its charts from the run
 MONGODB_URI='mongodb://host/?w=majority&journal=true' scripts/bench   # another server
 ```
@@ -256,7 +257,9 @@ MONGODB_URI='mongodb://host/?w=majority&journal=true' scripts/bench   # another 
 `scripts/bench` builds `.venv-bench` (the library plus the peers, which are never dependencies
 of asyncsession) and writes `benchmarks/results/<UTC stamp>.md` and `.json`. Every system gets
 the same URI options. `tests/benchmarks/test_smoke.py` runs every scenario at a tiny size in the
-test suite, so the harness cannot rot.
+test suite, so the harness cannot rot. `python -m benchmarks.large_outputs` measures scenario 6
+on its own: both sessions on one server, read in alternation, with the whole active view and
+one `read_body` of a large output timed too.
 """
 
 

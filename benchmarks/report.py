@@ -208,6 +208,17 @@ TABLES: dict[str, tuple[str, list[Column]]] = {
             ("commands/compaction", lambda m: per_op(m.commands_per_op)),
         ],
     ),
+    "large-outputs": (
+        "6. Load a 20-message window of a session holding large tool outputs",
+        [
+            MEDIAN,
+            P95,
+            SAMPLES,
+            ("commands/read", commands),
+            ("previews in the window", extra("offloaded_in_window")),
+            ("seed s", extra("seed_s")),
+        ],
+    ),
 }
 
 
@@ -313,6 +324,17 @@ COLUMNS: dict[str, dict[str, str]] = {
         "compaction": "what the system's compaction does to the stored log (n/a: none)",
         "ms/compaction": "median time of one compaction",
         "commands/compaction": "MongoDB commands per compaction, mean",
+    },
+    "large-outputs": {
+        "case": "the session: tool turns (a question, a call, its output, a reply), their "
+        "outputs small or large; asyncsession only, since no peer offloads a body",
+        "median ms": "median time of the window read a turn makes (the newest 20 events of the "
+        "active view): large outputs are read as their previews, their bodies stay in GridFS",
+        "p95 ms": _P95,
+        "timed": "reads timed, after the untimed ones",
+        "commands/read": "MongoDB commands one read sent (fewest-most)",
+        "previews in the window": "offloaded outputs the window holds, each as its preview",
+        "seed s": "seconds to write the session (the large outputs go to GridFS)",
     },
 }
 """What every column of every table means, as the page explains it (the tests check that no

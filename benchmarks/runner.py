@@ -35,6 +35,7 @@ from .adapters import (
     make_store,
     store_class,
 )
+from .large_outputs import PLAIN_SYSTEM, large_outputs_case, large_outputs_scenario
 from .scenarios import (
     SCENARIOS,
     BenchConfig,
@@ -224,6 +225,19 @@ def plan_cells(systems: Sequence[str], scenarios: Sequence[str], config: BenchCo
             add(scenario, "", lambda _s: lambda store: lost_ack_scenario(store, config=config))
         elif scenario == "storage":
             add(scenario, "", lambda _s: lambda store: storage_scenario(store, config=config))
+        elif scenario == "large-outputs":  # ours against ours: the plain API only
+            for large in (False, True) if PLAIN_SYSTEM in systems else ():
+                cells.append(
+                    Cell(
+                        scenario,
+                        PLAIN_SYSTEM,
+                        large_outputs_case(config, large),
+                        lambda store, big=large: large_outputs_scenario(  # type: ignore[misc]
+                            store, large=big, config=config
+                        ),
+                        PLAIN_SYSTEM,
+                    )
+                )
         else:
             raise ValueError(f"unknown scenario {scenario!r}; choose from {SCENARIOS}")
     return cells

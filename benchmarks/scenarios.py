@@ -39,7 +39,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-SCENARIOS = ("turn", "window", "throughput", "contention", "lost-ack", "storage")
+SCENARIOS = ("turn", "window", "throughput", "contention", "lost-ack", "storage", "large-outputs")
 """Scenario names, in report order."""
 
 
@@ -94,6 +94,13 @@ class BenchConfig:
     """Scenario 5: sessions written through the API."""
     storage_turns: int = 50
     """Scenario 5: turns per session."""
+    large_outputs: int = 10
+    """Scenario 6: tool turns of the session, each with one large output (``large_output_mib``)
+    in one case and a 20-byte one in the other."""
+    large_output_mib: float = 5.0
+    """Scenario 6: MiB of each large tool output."""
+    large_output_repeats: int = 20
+    """Scenario 6: timed window reads per case."""
     compaction_keep: int = 20
     """Scenario 5: messages a compaction keeps (where the system's compaction keeps any)."""
     seed_batch: int = 200
@@ -121,6 +128,9 @@ class BenchConfig:
             storage_sessions=2,
             storage_turns=15,
             compaction_keep=6,
+            large_outputs=3,
+            large_output_mib=0.5,
+            large_output_repeats=3,
             summary_chars=200,
             seed_batch=50,
         )

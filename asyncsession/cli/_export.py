@@ -1,4 +1,8 @@
-"""`export SESSION`: write a session's whole log as JSON Lines, page by page."""
+"""`export SESSION`: write a session's whole log as JSON Lines, page by page.
+
+An event whose body the store offloaded (a large tool output) is written whole: its body is
+read back (`SessionRepository.read_body`) in place of the preview the log holds.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,10 @@ import json
 
 import anyio
 
+from ..events import SessionEvent
 from ..exceptions import SessionNotFound
 from ..filters import EventFilter
+from ..repository import OffloadedBody, SessionRepository
 from ._command import Command, Context
 from ._errors import EXIT_OK
 
@@ -22,6 +28,14 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output", "-o", help="file to write; - is standard output (default: standard output)"
     )
+
+
+async def _whole(repo: SessionRepository, event: SessionEvent) -> SessionEvent:
+    """The event with its whole body (the preview when the body is gone)."""
+    if OffloadedBody.of(event) is None:
+        return event
+    whole = await repo.read_body(event.session_id, event.id)
+    return event if whole is None else whole.model_copy(update={"archived": event.archived})
 
 
 async def _export(ctx: Context) -> int:
@@ -38,7 +52,8 @@ async def _export(ctx: Context) -> int:
                 events = await repo.find_events(
                     args.session_id, EventFilter(page=page, page_size=EXPORT_PAGE)
                 )
-                lines = "".join(event.model_dump_json() + "\n" for event in events)
+                whole = [await _whole(repo, event) for event in events]
+                lines = "".join(event.model_dump_json() + "\n" for event in whole)
                 if target is None:
                     ctx.out.write(lines)
                 else:

@@ -10,8 +10,13 @@ content is a real message event (a user's text a user message, the model's text 
 calls an assistant message, function responses a tool message), so compaction, recall search,
 the memory tools, the CLI and our own clients read the same log; one without content (a state
 change, a transfer) is an ``ADK.EVENT`` event. The conversion is lossless: each event also
-keeps the whole ADK event, as its JSON, in its metadata under ``"google_adk"``, and the service
-reads exactly that back.
+keeps the ADK event, as its JSON, in its metadata under ``"google_adk"`` (without its content
+when the message holds that content exactly: text, function calls, function responses), and the
+service reads exactly that back.
+
+**Large tool results.** A result the store offloads (over its ``offload_threshold``) reads back
+as its preview: the function response is ``{"result": <its first characters as JSON>,
+"total_chars": <the whole length>}``, and the event keeps its id, author, invocation and state.
 
 **State.** Each stored event also carries the session's state after it, so a read needs only the
 newest events. ``append_event`` computes that state from the newest stored one and appends with
@@ -50,6 +55,7 @@ from ..messages import (
     ToolResponseMessage,
     UserMessage,
 )
+from ..repository import OffloadedBody
 from ..service import SessionService
 from ._loops import StoreLoop
 
@@ -78,6 +84,8 @@ METADATA_KEY: Final = "google_adk"
 ADK_EVENT: Final = EventType.of("ADK.EVENT")
 """The type of the events that store ADK events without content."""
 _STATE_KEY: Final = "google_adk_state"
+_IN_MESSAGE: Final = "content_in_message"
+"""Set in a stored ADK event whose content its message holds (the event keeps none)."""
 _SCOPE_STATE: Final = EventType.of("ADK.STATE")
 _SCOPE_SESSION: Final = EventType.of("ADK.SESSION")
 _NAMESPACE: Final = uuid.UUID("0b7f6f5e-2a55-4f4b-8a41-3d6f1c9e2b07")
@@ -136,46 +144,91 @@ def _to_message(content: types.Content) -> Message:
     return UserMessage(text=text)
 
 
-def _from_message(message: Message) -> types.Content:
+def _answer(data: str, total: int | None) -> dict[str, Any]:
+    """A function response's ``response`` from a tool message's data: the object it encodes,
+    else ``{"result": data}`` (a preview also says how long the whole result is)."""
+    if total is None:
+        with contextlib.suppress(ValueError):
+            parsed = json.loads(data)
+            if isinstance(parsed, dict):
+                return cast("dict[str, Any]", parsed)
+        return {"result": data}
+    return {"result": data, "total_chars": total}
+
+
+def _args(arguments: str) -> dict[str, Any]:
+    with contextlib.suppress(ValueError):
+        parsed = json.loads(arguments or "{}")
+        if isinstance(parsed, dict):
+            return cast("dict[str, Any]", parsed)
+    return {"arguments": arguments}
+
+
+def _from_message(message: Message, cut: Sequence[int] | None = None) -> types.Content:
+    """The content a message holds; ``cut``: the whole lengths of a preview's texts."""
     if isinstance(message, AssistantMessage):
         parts = [types.Part(text=message.text)] if message.text else []
         parts += [
             types.Part(
-                function_call=types.FunctionCall(
-                    id=c.id, name=c.name, args=json.loads(c.arguments or "{}")
-                )
+                function_call=types.FunctionCall(id=c.id, name=c.name, args=_args(c.arguments))
             )
             for c in message.tool_calls
         ]
         return types.Content(role="model", parts=parts)
     if isinstance(message, ToolResponseMessage):
+        totals = list(cut) if cut is not None else [None] * len(message.responses)
         return types.Content(
             role="user",
             parts=[
                 types.Part(
                     function_response=types.FunctionResponse(
-                        id=r.id, name=r.name, response={"result": r.data}
+                        id=r.id, name=r.name, response=_answer(r.data, total)
                     )
                 )
-                for r in message.responses
+                for r, total in zip(message.responses, totals, strict=False)
             ],
         )
     return types.Content(role="user", parts=[types.Part(text=message.text)])
+
+
+def _kept(event: Event, message: Message | None) -> dict[str, JsonValue]:
+    """What an event's metadata keeps of the ADK event: all of it, or all but a content its
+    message holds exactly (then the metadata stays small, and a large tool result is kept once,
+    in the message, where the store can offload it and read it back as a preview)."""
+    dump = _dump(event)
+    if (
+        message is not None
+        and event.content is not None
+        and _from_message(message) == event.content
+    ):
+        dump["content"] = None
+        dump[_IN_MESSAGE] = True
+    return dump
 
 
 def _from_event(event: SessionEvent) -> Event:
     """The ADK event one of our events holds: the stored one when it has it, else one
     converted from its message (a summary, a message another client wrote).
 
+    An event the store offloaded reads back as its preview: each function response holds
+    ``{"result": <the first characters>, "total_chars": <the whole length>}``.
+
     Raises:
         UsageError: ``event`` is not a `SessionEvent`, or it holds neither.
     """
     stored = require_event(event, "event").metadata.get(METADATA_KEY)
+    marker = OffloadedBody.of(event)
     if isinstance(stored, dict):
-        return Event.model_validate_json(json.dumps(stored))
+        fields = dict(stored)
+        if fields.pop(_IN_MESSAGE, False) and event.message is not None:
+            cut = marker.chars if marker is not None else None
+            fields["content"] = _from_message(event.message, cut).model_dump(
+                mode="json", exclude_none=True
+            )
+        return Event.model_validate_json(json.dumps(fields))
     if event.message is None:
         raise UsageError(f"event {event.id!r} holds no ADK event and no message")
-    content = _from_message(event.message)
+    content = _from_message(event.message, marker.chars if marker is not None else None)
     return Event(
         id=event.id,
         author="user" if content.role == "user" else "model",
@@ -466,12 +519,16 @@ class AdkSessionService(BaseSessionService):
                 raise SessionNotFoundError(f"Session {session.id} not found.")
             state, _ = await self._session_state(key, snapshot.session.metadata, snapshot.events)
             state.update(session_delta)
+            body = self._body(event)
             stored = SessionEvent(
                 id=event_id,
                 session_id=key,
                 timestamp=datetime.fromtimestamp(event.timestamp, UTC),
-                **self._body(event),
-                metadata={METADATA_KEY: _dump(event), _STATE_KEY: _state(state)},
+                **body,
+                metadata={
+                    METADATA_KEY: _kept(event, body.get("message")),
+                    _STATE_KEY: _state(state),
+                },
             )
             try:
                 if await self.service.append_events(key, [stored], snapshot.version):

@@ -19,7 +19,6 @@ one acknowledgement (written, then reported failed), retried the way an app retr
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import uuid
 from collections.abc import Coroutine, Sequence
 from datetime import UTC, datetime
@@ -160,9 +159,10 @@ class AsyncSessionAdkStore(AsyncSessionStore):
         """The ADK session holding ``messages`` as the adapter stores them.
 
         ``create_session``, then the events ``append_event`` would store (the ADK event's
-        message, its whole JSON and the session state after it, here always empty), appended
-        ``seed_batch`` at a time: one ``append_event`` per message (a read and a versioned
-        append each) would make seeding a 1,000-message session take tens of seconds.
+        message, the ADK event as the adapter keeps it, and the session state after it, here
+        always empty), appended ``seed_batch`` at a time: one ``append_event`` per message (a
+        read and a versioned append each) would make seeding a 1,000-message session take tens
+        of seconds.
         """
         adk = self._adk()
         await adk.create_session(app_name=APP, user_id=USER_ID, session_id=session_id)
@@ -175,13 +175,14 @@ class AsyncSessionAdkStore(AsyncSessionStore):
     def _stored(key: str, event: Event) -> SessionEvent:
         """The event ``AdkSessionService.append_event`` stores for ``event`` (no state delta)."""
         assert event.content is not None
+        message = google_adk._to_message(event.content)
         return SessionEvent(
             id=str(uuid.uuid5(google_adk._NAMESPACE, f"{key}\x00{event.id}")),
             session_id=key,
             timestamp=datetime.fromtimestamp(event.timestamp, UTC),
-            message=google_adk._to_message(event.content),
+            message=message,
             metadata={
-                google_adk.METADATA_KEY: json.loads(event.model_dump_json()),
+                google_adk.METADATA_KEY: google_adk._kept(event, message),
                 google_adk._STATE_KEY: {},
             },
         )

@@ -57,6 +57,9 @@ TINY = dataclasses.replace(
     lost_ack_turns=2,
     storage_sessions=2,
     storage_turns=12,
+    large_outputs=2,
+    large_output_mib=0.3,
+    large_output_repeats=2,
 )
 
 
@@ -95,6 +98,10 @@ def _check_correctness(by_scenario: dict[str, list[Measurement]]) -> None:
             m.system.startswith("asyncsession (") or m.system == "asyncsession"
             for m in by_scenario[scenario]
         ), scenario
+    large = by_scenario["large-outputs"]  # the plain API only: a session with and without
+    assert [m.system for m in large] == ["asyncsession", "asyncsession"]
+    assert [m.extra["offloaded_in_window"] for m in large] == [0, TINY.large_outputs]
+    assert all(len(m.samples_ms) == TINY.large_output_repeats for m in large)
     for storage in by_scenario["storage"]:
         assert storage.extra["readable_after_compaction"] == "24/24"  # non-destructive
 

@@ -9,7 +9,7 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types
 
-__all__ = ["CountingModel"]
+__all__ = ["CountingModel", "ScriptedModel"]
 
 
 class CountingModel(BaseLlm):
@@ -20,3 +20,16 @@ class CountingModel(BaseLlm):
     ) -> AsyncGenerator[LlmResponse]:
         text = f"sent {len(llm_request.contents)}"
         yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
+
+
+class ScriptedModel(BaseLlm):
+    """An ADK model that answers from a script and records the contents it was sent."""
+
+    replies: list[types.Content]
+    sent: list[list[types.Content]]
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse]:
+        self.sent.append(list(llm_request.contents))
+        yield LlmResponse(content=self.replies.pop(0))

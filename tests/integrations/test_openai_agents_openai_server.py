@@ -135,3 +135,35 @@ async def test_responses_model_replays_reasoning_before_its_call(
     ]
     assert sent[1]["encrypted_content"] == call.reasoning[0]["encrypted_content"]
     assert sent == [*await session.get_items()][:6]
+
+
+BIG = "".join(f"row {n}: é€\n" for n in range(40_000))  # about 0.5 MiB
+
+
+@function_tool
+def dump(table: str) -> str:
+    """Every row of a table."""
+    return BIG
+
+
+async def test_a_large_tool_output_is_sent_as_its_preview_paired_with_its_call(
+    service: SessionService, server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """A tool output over the store's offload threshold: the run that made it sends it whole;
+    later requests send the preview the session reads back, still paired with its call."""
+    model = OpenAIResponsesModel(model="gpt-test", openai_client=client)
+    agent = Agent(name="support", model=model, tools=[dump])
+    session = AgentsSession("large", service)
+    server.enqueue(ScriptedReply.tool_calls([ScriptedToolCall("dump", {"table": "t"}, id="c1")]))
+    server.enqueue(ScriptedReply.text("Dumped."))
+    server.enqueue(ScriptedReply.text("It had 40,000 rows."))
+    await Runner.run(agent, "dump t", session=session)
+    result = await Runner.run(agent, "how many rows?", session=session)
+    assert result.final_output == "It had 40,000 rows."
+    server.assert_done()
+    first = [i for i in server.requests[1].body["input"] if i.get("call_id") == "c1"]
+    later = [i for i in server.requests[2].body["input"] if i.get("call_id") == "c1"]
+    assert [i["type"] for i in later] == ["function_call", "function_call_output"]
+    assert first[1]["output"] == BIG
+    assert BIG.startswith(later[1]["output"])
+    assert 0 < len(later[1]["output"]) < 3_000

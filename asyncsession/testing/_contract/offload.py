@@ -8,14 +8,15 @@ False`` on its contract class, and these tests check that it reads them back who
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import ClassVar
 
 import pytest
 from pydantic import JsonValue
 
 from ...compaction_protocols import CompactionRecord
-from ...events import EventType, SessionEvent
-from ...exceptions import UsageError
+from ...events import EventType, SessionEvent, utc_now
+from ...exceptions import EventTooLarge, UsageError
 from ...filters import EventFilter
 from ...messages import (
     AssistantMessage,
@@ -31,12 +32,15 @@ from ...repository import (
     OffloadedBody,
     SessionRepository,
 )
-from ._support import ContractBase, event, new_id, user
+from ._support import ContractBase, boundary, event, new_id, user
 
 __all__ = ["OffloadContract"]
 
 BIG = DEFAULT_OFFLOAD_THRESHOLD + 100_000
 """Characters of a text well over the default threshold."""
+HUGE = 50 * 1024 * 1024
+"""Bytes of the largest tool output the contract stores: 50 MiB, over MongoDB's 16 MiB
+document limit."""
 
 
 def _output(size: int, seed: str = "out") -> str:
@@ -230,5 +234,71 @@ class OffloadContract(ContractBase):
         s = (await self.new_session(repository)).id
         events = tool_round(s, _output(BIG))
         assert await repository.append_events(s, events)
+        await repository.delete(s)
+        assert await repository.read_body(s, events[2].id) is None
+
+    async def test_a_fifty_mib_output_stores_and_reads_back_byte_for_byte(
+        self, repository: SessionRepository
+    ) -> None:
+        """A 50 MiB tool output (text of one-, two-, three- and four-byte characters) reads back
+        from ``read_body`` byte for byte, and its last page is its last characters. A store that
+        keeps bodies in its log either does the same or refuses it with `EventTooLarge`."""
+        s = (await self.new_session(repository)).id
+        unit = 'line 0123456789 é € 𝄞 {"json": [1, 2]}\n'
+        count = HUGE // len(unit.encode()) + 1
+        data = (unit * count).encode()[:HUGE].decode(errors="ignore")
+        events = tool_round(s, data)
+        if not self.offloads_large_bodies:
+            try:
+                await repository.append_events(s, events)
+            except EventTooLarge:
+                assert await repository.find_events(s, EventFilter.all()) == []
+                return
+        else:
+            assert await repository.append_events(s, events)
+        whole = await repository.read_body(s, events[2].id)
+        assert whole is not None
+        assert isinstance(whole.message, ToolResponseMessage)
+        assert whole.message.responses[0].data.encode() == data.encode()
+        assert whole == events[2]
+        tail = await repository.read_body_page(s, events[2].id, offset=len(data) - 50, limit=100)
+        assert tail is not None
+        assert (tail.text, tail.next_offset) == (data[-50:], None)
+        window = await self._window(repository, s)
+        assert [e.id for e in window] == [e.id for e in events]
+
+    async def test_an_expired_session_takes_its_offloaded_bodies(
+        self, repository: SessionRepository
+    ) -> None:
+        """Deleting expired sessions deletes their offloaded bodies; a live session keeps its."""
+        past = utc_now() - timedelta(hours=1)
+        gone = (await self.new_session(repository, expires_at=past)).id
+        kept = (await self.new_session(repository)).id
+        doomed, living = tool_round(gone, _output(BIG)), tool_round(kept, _output(BIG))
+        assert await repository.append_events(gone, doomed)
+        assert await repository.append_events(kept, living)
+        assert await repository.delete_expired_sessions(utc_now()) >= 1
+        assert await repository.read_body(gone, doomed[2].id) is None
+        assert await repository.read_body(kept, living[2].id) == living[2]
+
+    async def test_a_compacted_offloaded_body_stays_readable_until_its_session_goes(
+        self, repository: SessionRepository
+    ) -> None:
+        """A compaction that archives an offloaded tool result leaves its preview in the log,
+        archived, and its whole body readable; deleting the session deletes it."""
+        s = (await self.new_session(repository)).id
+        events = tool_round(s, _output(BIG))
+        assert await repository.append_events(s, events)
+        assert await repository.append_events(s, [boundary(s, [events[3]], events[:3])], 1)
+        assert [e.id for e in await repository.find_events(s, EventFilter.active())] == [
+            events[3].id
+        ]
+        logged = await repository.find_events(s, EventFilter.all())
+        assert logged[2].id == events[2].id
+        assert logged[2].archived
+        self._check_preview(logged[2].model_copy(update={"archived": False}), events[2])
+        whole = await repository.read_body(s, events[2].id)
+        assert whole is not None
+        assert whole.message == events[2].message
         await repository.delete(s)
         assert await repository.read_body(s, events[2].id) is None
