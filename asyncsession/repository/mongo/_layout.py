@@ -20,10 +20,12 @@ from pymongo import ASCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 
 from ...events import Session, SessionEvent
+from ._lineage import Lineages
 from ._newest import Newest
 
 __all__ = [
     "ATTRIBUTES",
+    "BASE",
     "BODY",
     "COMMIT",
     "COMMITS",
@@ -31,17 +33,23 @@ __all__ = [
     "EVENTS",
     "EVENT_ID",
     "EXPIRES_AT",
+    "FORKS",
     "HOLDER",
     "ID",
     "INCARNATION",
+    "LAST",
     "LEASE",
+    "LINEAGE",
     "MESSAGE",
     "METADATA",
     "OLDEST_FIRST",
+    "PARENT",
     "PAYLOAD",
+    "RETAINED",
     "SESSION",
     "SESSIONS",
     "TEXT",
+    "THROUGH",
     "TIMESTAMP",
     "TYPE",
     "USER_ID",
@@ -81,8 +89,25 @@ session's:
 a commit an append wrote while the session was being deleted is never read as a commit of a
 new session with the same id."""
 LEASE: Final = "lease"
-"""``{holder, expires_at}``: on a commit, or on the session document (version 0)."""
+"""``{holder, expires_at}``: on a commit, or on the session document (version 0, and, on a
+fork, any commit of its prefix)."""
 HOLDER: Final = "holder"
+PARENT: Final = "parent"
+"""On a fork: ``{session, commit, through}``, the session and the point it was forked at (the
+end of ``commit``, or its event ``through``)."""
+BASE: Final = "base"
+"""On a fork: the commit its own commits continue after (the parent's ``commit``)."""
+LINEAGE: Final = "lineage"
+"""On a fork: whose commits its prefix is, oldest first, each ``{session, incarnation, last,
+through}``: that session's commits after the previous entry's ``last`` up to ``last`` (of which
+only the events up to ``through``, when set)."""
+LAST: Final = "last"
+THROUGH: Final = "through"
+FORKS: Final = "forks"
+"""How many forks were taken of the session (each fork increments it once it is made)."""
+RETAINED: Final = "retained"
+"""``true`` on a deleted session whose commits forks still read: read by nobody else, its id
+taken, until its last fork is deleted (then it goes)."""
 
 # The commit document.
 SESSION: Final = "session"
@@ -118,6 +143,8 @@ class Store:
     )
     """Session id -> the lock its appends in this process take turns with, and how many hold
     or wait for it (an entry goes when none does)."""
+    lineages: Lineages = field(default_factory=Lineages)
+    """Session id -> whose commits its log is made of (see `_lineage`)."""
     double: bool = False
     """Whether the database is mongomock-motor, a test double that runs no ``$unionWith`` (two
     reads instead) and enforces no unique index over array elements (an append looks its ids

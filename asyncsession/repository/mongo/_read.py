@@ -1,24 +1,29 @@
 """Reads: the snapshot in one command, windows walked back by ranges, a user's events.
 
-A read starts with one aggregate on the session document with ``$unionWith`` of the session's
-newest commits: a range ``commit > known - k`` when this process knows roughly the newest number
-(`_newest`), else the ``k`` highest numbers by a sorted find. It returns the session, the version
-(the newest commit read), the newest commit's lease and the events of the commits read. A
-``last_n`` window that those events do not fill reads the next older range (four times larger
-each time); a window of the active view stops at the newest boundary, and fetches by id the
-events its view names that lie before the commits read. Reads that need every event (no window)
+A read starts with one aggregate on the session document with ``$unionWith`` of the newest
+commits of the session's log: a range ``commit > known - k`` when this process knows roughly the
+newest number (`_newest`), else the ``k`` highest numbers by a sorted find. A fork's log is its
+parents' commits up to its point and its own after it (`_lineage`): its queries have one branch
+per session they reach, so the read is still one command when this process knows the lineage,
+and one more the first time it reads the fork. The read returns the session, the version (the
+newest commit read), the newest commit's lease and the events of the commits read. A ``last_n``
+window that those events do not fill reads the next older range (four times larger each time);
+so does a view that a rewind restored from further back, and a compaction's view fetches by id
+the events it names that lie before the commits read. Reads that need every event (no window)
 read every commit at once; a keyword search first narrows them on the server to the commits
-whose text may match, and the boundaries.
+whose text may match, the boundaries, and the commits rewinds went back to. A read ``as_of`` a
+version reads the commits up to it only.
 
-``archived`` and the view order are derived by `asyncsession.filters.ReadLog`, the reference
-for a log held as a list: the commits read, oldest first, are that list (or its newest part).
+``archived`` and the view order are derived by `asyncsession._view.ReadLog`, the reference for
+a log held as a list: the commits read, oldest first, are that list (or its newest part), and
+it says when it needs more.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
@@ -26,9 +31,10 @@ from pymongo import DESCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 
 from ..._pymongo_errors import storage_errors
-from ..._view import ReadLog, newest_boundary
+from ..._view import Incomplete, ReadLog, is_boundary
 from ...events import EventType, Session, SessionEvent
 from ...filters import EventFilter
+from ...rewinds import RewindRecord
 from .._protocol import Lease, SessionSnapshot
 from ._layout import (
     COMMIT,
@@ -40,6 +46,7 @@ from ._layout import (
     INCARNATION,
     LEASE,
     OLDEST_FIRST,
+    RETAINED,
     SESSION,
     TEXT,
     TYPE,
@@ -50,6 +57,8 @@ from ._layout import (
     event_from_doc,
     session_from_doc,
 )
+from ._lineage import Lineage
+from ._prefix import commits_query, events_of, lineage_of, owns
 
 __all__ = [
     "IN_CHUNK",
@@ -64,7 +73,7 @@ __all__ = [
 
 IN_CHUNK: Final = 256
 """How many sessions one read of a user's events asks for."""
-_BOUNDARY: Final = {f"{EVENTS}.{TYPE}": EventType.COMPACTION.name}
+_BOUNDARY: Final = {f"{EVENTS}.{TYPE}": {"$in": [EventType.COMPACTION.name, EventType.REWIND.name]}}
 _LEAST_SPAN: Final = 8
 """Commits a window's first range reads at least (when it wants that many events): a session's
 recent commits may hold fewer events than the ones the estimate was made from."""
@@ -74,11 +83,13 @@ _WHOLE_VIEW: Final = 64
 
 @dataclass(slots=True)
 class Commit:
-    """A commit as read: its number, its events, its lease."""
+    """A commit of a session's log as read: its number, its events, its lease, and whether it
+    is the session's own (not its prefix's)."""
 
     number: int
     events: list[SessionEvent]
     lease: Lease | None
+    own: bool = True
 
 
 @dataclass(slots=True)
@@ -88,13 +99,25 @@ class Suffix:
     session: Session
     doc: Doc
     """The session document."""
-    incarnation: int
+    lineage: Lineage
     commits: list[Commit]
     """Oldest first."""
     low: int
     """Every commit numbered ``low`` or more is in ``commits``; 1: the whole log."""
     version: int
     """The newest commit's number (0: none)."""
+
+    @property
+    def incarnation(self) -> int:
+        """The session document's incarnation."""
+        return self.lineage.incarnation
+
+    @property
+    def lease(self) -> Lease | None:
+        """The lease on the newest commit read (on the session when that is not its own)."""
+        if self.commits and self.commits[-1].own:
+            return self.commits[-1].lease
+        return lease_from_doc(self.doc)
 
 
 def lease_from_doc(doc: Doc | None) -> Lease | None:
@@ -106,9 +129,15 @@ def lease_from_doc(doc: Doc | None) -> Lease | None:
     return Lease(holder=str(fields[HOLDER]), expires_at=as_utc(fields[EXPIRES_AT]))
 
 
-def _commit(doc: Doc, session_id: str) -> Commit:
-    events = [event_from_doc(e, session_id) for e in doc[EVENTS]]
-    return Commit(number=doc[COMMIT], events=events, lease=lease_from_doc(doc))
+def _commit(doc: Doc, lineage: Lineage) -> Commit:
+    events = [event_from_doc(e, lineage.session) for e in events_of(lineage, doc)]
+    own = doc[SESSION] == lineage.session
+    return Commit(number=doc[COMMIT], events=events, lease=lease_from_doc(doc), own=own)
+
+
+def _commits(docs: list[Doc], lineage: Lineage) -> list[Commit]:
+    """The commits of the log among ``docs``, oldest first."""
+    return sorted((_commit(d, lineage) for d in docs if owns(lineage, d)), key=lambda c: c.number)
 
 
 async def _union(store: Store, session_id: str, pipeline: list[Doc]) -> list[Doc]:
@@ -139,61 +168,106 @@ async def _aggregate(collection: AsyncCollection[Doc], pipeline: list[Doc]) -> l
     return docs
 
 
+def _narrowed(query: Doc, prefilter: Doc | None) -> Doc:
+    return query if prefilter is None else {"$and": [query, {"$or": [prefilter, _BOUNDARY]}]}
+
+
 async def first_read(
-    store: Store, session_id: str, span: int | None, prefilter: Doc | None = None
+    store: Store,
+    session_id: str,
+    span: int | None,
+    prefilter: Doc | None = None,
+    as_of: int | None = None,
 ) -> Suffix | None:
-    """The session with its newest ``span`` commits or so (every commit when ``None``; with
-    ``prefilter``, every commit it matches and every boundary); ``None`` if the session does
-    not exist."""
+    """The session with the newest ``span`` commits of its log or so, up to ``as_of`` (every
+    commit when ``span`` is ``None``; with ``prefilter``, every commit it matches and every
+    boundary); ``None`` if the session does not exist."""
     known = store.newest.get(session_id)
-    query: Doc = {SESSION: session_id}
-    if prefilter is not None:
-        query["$or"] = [prefilter, _BOUNDARY]
-    sort = span is not None and known is None
-    if span is not None and known is not None:
-        query[COMMIT] = {"$gt": known.commit - span}
-    pipeline: list[Doc] = [{"$match": query}]
+    cached = store.lineages.get(session_id)
+    if known is not None and (cached is None or cached.incarnation != known.incarnation):
+        known = None  # a range needs the lineage it ranges over
+    assumed = cached or Lineage(session_id, -1)
+    sort = span is not None and (known is None or (as_of is not None and known.commit < as_of))
+    low = 1
+    if span is not None and not sort:
+        assert known is not None
+        low = max(1, (known.commit if as_of is None else as_of) - span + 1)
+    pipeline: list[Doc] = [{"$match": _narrowed(commits_query(assumed, low, as_of), prefilter)}]
     if sort:
         pipeline += [{"$sort": {COMMIT: DESCENDING}}, {"$limit": span}]
     with storage_errors(f"read session {session_id!r}"):
         docs = await _union(store, session_id, pipeline)
         session_doc = next((d for d in docs if COMMIT not in d), None)
-        if session_doc is None:
+        if session_doc is None or session_doc.get(RETAINED):
             store.newest.forget(session_id)
+            store.lineages.forget(session_id)
             return None
-        incarnation: int = session_doc[INCARNATION]
+        lineage = lineage_of(session_doc)
+        if cached is not None and cached != lineage:  # created again since: read it afresh
+            store.newest.forget(session_id)
+            store.lineages.forget(session_id)
+            return await first_read(store, session_id, span, prefilter, as_of)
         others = [d for d in docs if COMMIT in d]
-        mine = [d for d in others if d.get(INCARNATION) == incarnation]
-        if not mine and known is not None and known.commit > 0 and span is not None and not sort:
+        mine = [d for d in others if owns(lineage, d)]
+        if not mine and known is not None and known.commit > lineage.base and not sort:
             store.newest.forget(session_id)  # another incarnation: the numbers meant nothing
-            return await first_read(store, session_id, span, prefilter)
+            return await first_read(store, session_id, span, prefilter, as_of)
         if sort and not mine and len(others) == span:  # only commits of a deleted incarnation
-            mine = await store.commits.find(
-                {SESSION: session_id, INCARNATION: incarnation},
+            ours = {"$or": [{SESSION: {"$ne": session_id}}, {INCARNATION: lineage.incarnation}]}
+            others = await store.commits.find(
+                {"$and": [commits_query(lineage, 1, as_of), ours]},
                 sort=[(COMMIT, DESCENDING)],
-                limit=span,
+                limit=span or 0,
             ).to_list(None)
-            others = mine
-    mine.sort(key=lambda d: d[COMMIT])
-    version = mine[-1][COMMIT] if mine else 0
-    if span is None or (known is not None and not sort):
-        low = 1 if span is None or known is None else max(1, known.commit - span + 1)
-    else:
-        low = 1 if len(others) < span else min(d[COMMIT] for d in others)
-    commits = [_commit(d, session_id) for d in mine]
+            mine = [d for d in others if owns(lineage, d)]
+        if sort:
+            assert span is not None
+            low = 1 if len(others) < span else min(d[COMMIT] for d in others)
+        if cached is None and lineage.segments:
+            low, filled = await _fill(store, lineage, span, prefilter, as_of, mine, low)
+            mine += filled
+    commits = _commits(mine, lineage)
+    version = max(lineage.base if as_of is None else min(lineage.base, as_of), 0)
+    if commits:
+        version = max(version, commits[-1].number)
     density = None
-    if commits and prefilter is None:  # the median of the newest few: a bulk append is rare
-        counts = sorted(len(c.events) for c in commits[-8:])
+    own = [c for c in commits if c.own]
+    if own and prefilter is None:  # the median of the newest few: a bulk append is rare
+        counts = sorted(len(c.events) for c in own[-8:])
         density = float(counts[len(counts) // 2])
-    store.newest.note(session_id, incarnation, version, density)
+    store.lineages.note(lineage)
+    store.newest.note(session_id, lineage.incarnation, version, density)
     return Suffix(
         session=session_from_doc(session_doc),
         doc=session_doc,
-        incarnation=incarnation,
+        lineage=lineage,
         commits=commits,
         low=low,
         version=version,
     )
+
+
+async def _fill(
+    store: Store,
+    lineage: Lineage,
+    span: int | None,
+    prefilter: Doc | None,
+    as_of: int | None,
+    mine: list[Doc],
+    low: int,
+) -> tuple[int, list[Doc]]:
+    """What a first read of a fork whose lineage this process did not know missed: the prefix
+    commits its window reaches (all of them without a window). Returns the new ``low``."""
+    top = lineage.base if as_of is None else min(lineage.base, as_of)
+    if low > top + 1:
+        return low, []  # its own commits filled the window
+    wanted = top if span is None else span - len(mine)
+    if wanted <= 0 or top < 1:
+        return max(1, min(low, top + 1)), []
+    first = max(1, top - wanted + 1)
+    query = _narrowed(commits_query(lineage, first, top), prefilter)
+    docs = await store.commits.find(query).to_list(None)
+    return (1 if first == 1 or span is None else first), docs
 
 
 def span_for(store: Store, session_id: str, filter: EventFilter) -> int | None:
@@ -209,15 +283,10 @@ def span_for(store: Store, session_id: str, filter: EventFilter) -> int | None:
 async def _older(store: Store, suffix: Suffix, count: int) -> None:
     """Read the ``count`` commits before the oldest read (all of them when fewer are left)."""
     low = max(1, suffix.low - count)
-    query = {
-        SESSION: suffix.session.id,
-        INCARNATION: suffix.incarnation,
-        COMMIT: {"$gte": low, "$lt": suffix.low},
-    }
+    query = commits_query(suffix.lineage, low, suffix.low - 1)
     with storage_errors(f"read session {suffix.session.id!r}"):
         docs = await store.commits.find(query).to_list(None)
-    older = sorted((_commit(d, suffix.session.id) for d in docs), key=lambda c: c.number)
-    suffix.commits[:0] = older
+    suffix.commits[:0] = _commits(docs, suffix.lineage)
     suffix.low = low
 
 
@@ -225,59 +294,85 @@ async def _by_id(store: Store, suffix: Suffix, ids: Sequence[str]) -> list[Sessi
     """The events with these ids among the commits before the oldest read, in log order."""
     wanted = set(ids)
     query = {
-        SESSION: suffix.session.id,
-        INCARNATION: suffix.incarnation,
-        f"{EVENTS}.{EVENT_ID}": {"$in": list(wanted)},
+        "$and": [
+            commits_query(suffix.lineage, 1, suffix.low - 1),
+            {f"{EVENTS}.{EVENT_ID}": {"$in": list(wanted)}},
+        ]
     }
     with storage_errors(f"read session {suffix.session.id!r}"):
-        docs = await store.commits.find(query, sort=[(COMMIT, 1)]).to_list(None)
-    return [e for d in docs for e in _commit(d, suffix.session.id).events if e.id in wanted]
+        docs = await store.commits.find(query).to_list(None)
+    return [e for c in _commits(docs, suffix.lineage) for e in c.events if e.id in wanted]
 
 
-def _matched(log: ReadLog, filter: EventFilter, exhausted: list[bool]) -> Iterator[SessionEvent]:
-    """What ``filter`` matches in ``log``, newest first; notes in ``exhausted`` when it ran out
-    (the window wants older events than were read)."""
-    for event in log.newest_first(active_view=filter.active_view):
-        if filter.matches(event):
-            yield event
-    exhausted.append(True)
+def _log(suffix: Suffix, detached: list[SessionEvent]) -> ReadLog:
+    """What the derivation reads: ``detached`` events fetched by id, then the commits read."""
+    events = [*detached, *(e for c in suffix.commits for e in c.events)]
+    last: dict[int, int] = {}
+    index = len(detached) - 1
+    for commit in suffix.commits:
+        index += len(commit.events)
+        last[commit.number] = index
+    return ReadLog(
+        events,
+        {e.id: i for i, e in enumerate(events)},
+        [i for i in range(len(detached), len(events)) if is_boundary(events[i])],
+        last.get,
+        start=len(detached),
+        complete=suffix.low <= 1,
+    )
 
 
 async def select(store: Store, suffix: Suffix, filter: EventFilter) -> list[SessionEvent]:
     """The events of ``suffix``'s session that ``filter`` selects, reading older commits
-    while the window needs them."""
+    while the derivation or the window needs them."""
     step = max(8, len(suffix.commits))
+    detached: list[SessionEvent] = []
     while True:
-        events = [e for c in suffix.commits for e in c.events]
-        boundary, view = newest_boundary(events)
-        positions = {e.id: i for i, e in enumerate(events)}
-        if filter.active_view and boundary >= 0:
-            missing = [i for i in view if i not in positions]
-            if missing and suffix.low > 1:
-                found = await _by_id(store, suffix, missing)
-                events = [*found, *events]
-                boundary += len(found)
-                positions = {e.id: i for i, e in enumerate(events)}
-        log = ReadLog(events, boundary, view, positions)
-        exhausted: list[bool] = []
-        window = filter.window_of_newest_first(_matched(log, filter, exhausted))
-        if not exhausted or suffix.low <= 1 or (filter.active_view and boundary >= 0):
-            return window
-        if filter.last_n is None:  # the whole view back to its boundary: the rest at once
-            step = suffix.low
+        try:
+            return filter.read_backwards(_log(suffix, detached))
+        except Incomplete as need:
+            if need.ids:
+                found = await _by_id(store, suffix, need.ids)
+                if len(found) == len(set(need.ids)):
+                    detached = [*found, *detached]
+                    continue
+                step = suffix.low  # a view naming what the log lacks: read it all
+            elif need.version is not None:
+                step = max(step, suffix.low - need.version + 1)
+            elif filter.last_n is None:  # the rest at once
+                step = suffix.low
         await _older(store, suffix, step)
         step *= 4
 
 
+async def _with_points(store: Store, suffix: Suffix) -> None:
+    """Add to a read narrowed by a prefilter the commits its rewinds went back to, so that
+    ``archived`` is derived right."""
+    held = {c.number for c in suffix.commits}
+    wanted = {
+        RewindRecord.from_event(e).to.version
+        for c in suffix.commits
+        for e in c.events
+        if e.type == EventType.REWIND
+    } - held - {0}
+    if not wanted:
+        return
+    query = {"$and": [commits_query(suffix.lineage), {COMMIT: {"$in": sorted(wanted)}}]}
+    with storage_errors(f"read session {suffix.session.id!r}"):
+        docs = await store.commits.find(query).to_list(None)
+    merged = [*suffix.commits, *_commits(docs, suffix.lineage)]
+    suffix.commits[:] = sorted(merged, key=lambda c: c.number)
+
+
 async def snapshot_of(store: Store, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
     """The session, its version, the events ``filter`` selects and the newest lease."""
-    suffix = await first_read(store, session_id, span_for(store, session_id, filter))
+    span = span_for(store, session_id, filter)
+    suffix = await first_read(store, session_id, span, as_of=filter.as_of)
     if suffix is None:
         return None
     events = await select(store, suffix, filter)
-    lease = suffix.commits[-1].lease if suffix.commits else lease_from_doc(suffix.doc)
     return SessionSnapshot(
-        session=suffix.session, version=suffix.version, events=tuple(events), lease=lease
+        session=suffix.session, version=suffix.version, events=tuple(events), lease=suffix.lease
     )
 
 
@@ -285,9 +380,12 @@ async def find_events(store: Store, session_id: str, filter: EventFilter) -> lis
     """The events of one session that ``filter`` selects; empty for an unknown session."""
     prefilter = _prefilter(filter)
     if prefilter is not None:
-        suffix = await first_read(store, session_id, None, prefilter)
+        suffix = await first_read(store, session_id, None, prefilter, filter.as_of)
+        if suffix is not None:
+            await _with_points(store, suffix)
     else:
-        suffix = await first_read(store, session_id, span_for(store, session_id, filter))
+        span = span_for(store, session_id, filter)
+        suffix = await first_read(store, session_id, span, as_of=filter.as_of)
     return [] if suffix is None else await select(store, suffix, filter)
 
 
@@ -312,23 +410,35 @@ async def user_events(store: Store, user_id: str, filter: EventFilter) -> list[S
     matched: list[SessionEvent] = []
     with storage_errors(f"read the events of user {user_id!r}"):
         sessions = await store.sessions.find(
-            {USER_ID: user_id}, {INCARNATION: 1}, sort=OLDEST_FIRST
+            {USER_ID: user_id, RETAINED: {"$ne": True}}, sort=OLDEST_FIRST
         ).to_list(None)
         for start in range(0, len(sessions), IN_CHUNK):
             chunk = sessions[start : start + IN_CHUNK]
-            query: Doc = {SESSION: {"$in": [s[ID] for s in chunk]}}
-            if prefilter is not None:
-                query["$or"] = [prefilter, _BOUNDARY]
+            lineages = [lineage_of(s) for s in chunk]
+            plain = [lineage.session for lineage in lineages if not lineage.segments]
+            branches: list[Doc] = [{SESSION: {"$in": plain}}] if plain else []
+            branches += [commits_query(lin) for lin in lineages if lin.segments]
+            query = _narrowed(branches[0] if len(branches) == 1 else {"$or": branches}, prefilter)
+            if filter.as_of is not None:
+                query = {"$and": [query, {COMMIT: {"$lte": filter.as_of}}]}
             docs = await store.commits.find(query).to_list(None)
             by_session: dict[Any, list[Doc]] = {}
             for doc in docs:
-                by_session.setdefault((doc[SESSION], doc.get(INCARNATION)), []).append(doc)
-            for session in chunk:
-                mine = sorted(
-                    by_session.get((session[ID], session[INCARNATION]), []), key=lambda d: d[COMMIT]
+                by_session.setdefault(doc[SESSION], []).append(doc)
+            for doc, lineage in zip(chunk, lineages, strict=True):
+                sources = {lineage.session, *(s.session for s in lineage.segments)}
+                candidates = [d for source in sources for d in by_session.get(source, [])]
+                suffix = Suffix(
+                    session=session_from_doc(doc),
+                    doc=doc,
+                    lineage=lineage,
+                    commits=_commits(candidates, lineage),
+                    low=1,
+                    version=0,
                 )
-                events = [e for d in mine for e in _commit(d, session[ID]).events]
-                matched += unwindowed.read_backwards(ReadLog.of(events))
+                if prefilter is not None:
+                    await _with_points(store, suffix)
+                matched += await select(store, suffix, unwindowed)
     matched.sort(key=lambda e: e.timestamp)  # stable: ties keep session order, then log order
     return filter.apply_window(matched)
 
