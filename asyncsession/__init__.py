@@ -1,136 +1,85 @@
 """asyncsession: durable, concurrent-safe, asyncio-native conversation sessions for LLM apps.
 
 A session is an append-only log of events on MongoDB (or in memory). Reads are filtered and
-windowed, writes are idempotent and compare-and-swap versioned, and compaction archives old
-turns without losing them.
+windowed, writes are idempotent and compare-and-swap versioned, and compaction takes old turns
+out of the model's view without deleting them. A chat client (``asyncsession.openai``) runs
+each call as one turn on a session: history in, question and reply stored, turns of one
+session one after another.
 """
 
 from ._version import __version__
-from .compaction_protocols import CompactionResult
-from .events import (
-    COMPACTION_SOURCE,
-    SYNTHETIC,
-    CreateSessionRequest,
-    EventType,
-    Session,
-    SessionAttributes,
-    SessionEvent,
-)
+from .chat import ChatChunk, ChatOptions, ChatResponse
+from .events import CreateSessionRequest, EventType, Session, SessionEvent
 from .exceptions import (
     AccessDenied,
     AsyncSessionError,
     ChatError,
     ChatTimeout,
-    CompactionError,
     ContentErased,
     EncryptionError,
     EventIdConflict,
     EventTooLarge,
-    InvalidFilter,
-    InvalidText,
-    MemoryBackendError,
-    MemoryExists,
-    MemoryIsADirectory,
-    MemoryNotADirectory,
-    MemoryNotFound,
-    MemoryPathError,
-    MemoryStoreError,
-    MemoryTooLarge,
-    MemoryWriteConflict,
-    MissingSessionId,
-    RepositoryError,
+    RequestIdReused,
     SessionExists,
     SessionNotFound,
-    StorageError,
     StorageUnavailable,
     StreamInterrupted,
-    ToolError,
     ToolLoopLimitExceeded,
     TurnInProgress,
     UsageError,
 )
-from .filters import EventFilter, EventQuery, MatchMode
+from .filters import EventFilter
 from .messages import (
     AssistantMessage,
     Message,
-    MessageType,
     SystemMessage,
     ToolCall,
     ToolResponse,
     ToolResponseMessage,
     UserMessage,
-    message_from_openai,
-    messages_from_openai,
-    messages_to_openai,
 )
-from .repository import (
-    InMemorySessionRepository,
-    MongoSessionRepository,
-    SessionRepository,
-    SessionSnapshot,
-)
-from .service import DefaultSessionService, DelegatingSessionService, SessionService
+from .repository import InMemorySessionRepository, MongoSessionRepository, SessionRepository
+from .service import DefaultSessionService, SessionService
+from .tools import Tool, tool
 
 __all__ = [
-    "COMPACTION_SOURCE",
-    "SYNTHETIC",
     "AccessDenied",
     "AssistantMessage",
     "AsyncSessionError",
+    "ChatChunk",
     "ChatError",
+    "ChatOptions",
+    "ChatResponse",
     "ChatTimeout",
-    "CompactionError",
-    "CompactionResult",
     "ContentErased",
     "CreateSessionRequest",
     "DefaultSessionService",
-    "DelegatingSessionService",
     "EncryptionError",
     "EventFilter",
-    "EventQuery",
     "EventIdConflict",
     "EventTooLarge",
     "EventType",
     "InMemorySessionRepository",
-    "InvalidFilter",
-    "InvalidText",
-    "MatchMode",
-    "MemoryBackendError",
-    "MemoryExists",
-    "MemoryIsADirectory",
-    "MemoryNotADirectory",
-    "MemoryNotFound",
-    "MemoryPathError",
-    "MemoryStoreError",
-    "MemoryTooLarge",
-    "MemoryWriteConflict",
     "Message",
-    "MessageType",
-    "MissingSessionId",
     "MongoSessionRepository",
-    "RepositoryError",
+    "RequestIdReused",
     "Session",
-    "SessionAttributes",
     "SessionEvent",
     "SessionExists",
     "SessionNotFound",
     "SessionRepository",
     "SessionService",
-    "SessionSnapshot",
-    "StorageError",
     "StorageUnavailable",
     "StreamInterrupted",
     "SystemMessage",
+    "Tool",
     "ToolCall",
-    "ToolError",
     "ToolLoopLimitExceeded",
-    "TurnInProgress",
     "ToolResponse",
     "ToolResponseMessage",
+    "TurnInProgress",
     "UsageError",
     "UserMessage",
     "__version__",
-    "message_from_openai",
-    "messages_from_openai",
-    "messages_to_openai",
+    "tool",
 ]

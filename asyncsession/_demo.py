@@ -1,18 +1,18 @@
 """The README's main job: a streamed multi-turn conversation through the whole pipeline.
 
-``scripts/demo`` (or ``python -m asyncsession._demo``) runs four streamed turns through the
-advisors — turn, long-term memory tools, tool loop with a real tool, session memory — with
-compaction by recursive summarization in a background worker, then prints the session log:
-active and archived events, the summary turn, the version.
+``scripts/demo`` (or ``python -m asyncsession._demo``) runs four streamed turns with session
+memory, long-term memory tools and a real tool, with compaction by recursive summarization in a
+background worker, then prints the session log: active and archived events, the summary turn,
+the version.
 
-- No ``OPENAI_API_KEY``: the model is the built-in scripted OpenAI-compatible server on
-  loopback, so the demo runs offline.
+- No ``OPENAI_API_KEY``: the model is the built-in scripted OpenAI-compatible server, in
+  process, so the demo runs offline.
 - ``OPENAI_API_KEY`` (optionally ``OPENAI_BASE_URL``, ``OPENAI_MODEL``): a real model.
 - ``MONGODB_URI``: sessions and memories in MongoDB instead of the embedded in-memory store.
   A server that does not answer (or a malformed URI) ends the demo before its first turn with
   one line on standard error, naming the URI without its password, and exit code 1.
 - ``--api responses``: the Responses API (``ResponsesClient``) instead of Chat Completions
-  (``--api chat``, the default); the advisors, the log and the output are the same.
+  (``--api chat``, the default); the turns, the log and the output are the same.
 """
 
 from __future__ import annotations
@@ -31,15 +31,7 @@ import openai
 from pymongo.errors import PyMongoError
 
 from ._mongo_uri import describe_failure
-from .advisors import (
-    SESSION_ID_CONTEXT_KEY,
-    USER_ID_CONTEXT_KEY,
-    AutoMemoryToolsAdvisor,
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
-    ToolCallingAdvisor,
-    tool,
-)
+from .advisors import AutoMemoryToolsAdvisor
 from .compaction import (
     CompactionWorker,
     RecursiveSummarizationCompactionStrategy,
@@ -54,6 +46,7 @@ from .openai import ChatClient, OpenAISummarizer, ResponsesClient, items_to_mess
 from .repository import InMemorySessionRepository, MongoSessionRepository, SessionRepository
 from .service import DefaultSessionService
 from .testing import RecordedRequest, ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
+from .tools import tool
 
 USER = "alice"
 TURNS = (
@@ -138,15 +131,7 @@ async def _model() -> AsyncGenerator[tuple[openai.AsyncOpenAI, str, str], None]:
             await client.close()
         return
     async with ScriptedOpenAIServer(responder=_scripted) as server:
-        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="offline", max_retries=0)
-        try:
-            yield (
-                client,
-                "scripted-demo-model",
-                f"the built-in scripted server at {server.base_url}",
-            )
-        finally:
-            await client.close()
+        yield server.client(), "scripted-demo-model", "the built-in scripted server"
 
 
 class _StartupFailure(Exception):
@@ -221,25 +206,17 @@ async def main(api: str = "chat") -> None:
             client = client_type(
                 model_client,
                 model=model,
+                sessions=service,
+                compaction=worker,
+                tools=[get_weather],
+                advisors=[AutoMemoryToolsAdvisor(memories, per_user=False)],
                 default_messages=[SystemMessage(text="You are a concise, friendly assistant.")],
-                advisors=[
-                    SessionTurnAdvisor(
-                        service,
-                        compaction_trigger=trigger,
-                        compaction_strategy=strategy,
-                        worker=worker,
-                    ),
-                    AutoMemoryToolsAdvisor(memories, per_user=False),
-                    ToolCallingAdvisor([get_weather]),
-                    SessionMemoryAdvisor(service),
-                ],
             )
-            context = {SESSION_ID_CONTEXT_KEY: session_id, USER_ID_CONTEXT_KEY: USER}
             for number, question in enumerate(TURNS, 1):
                 print(f"[turn {number}] you: {question}")
                 print("           assistant: ", end="", flush=True)
                 chunks = 0
-                async with client.stream(question, context=context) as stream:
+                async with client.stream(question, session_id=session_id, user_id=USER) as stream:
                     async for chunk in stream:
                         chunks += 1
                         for delta in chunk.tool_calls:

@@ -23,7 +23,7 @@ def pymongo_errors(
     error: Callable[[str], AsyncSessionError],
     message: Callable[[PyMongoError], str],
     *,
-    unavailable: Callable[[ConnectionFailure], AsyncSessionError] | None = None,
+    unavailable: Callable[[PyMongoError], AsyncSessionError] | None = None,
 ) -> Generator[None, None, None]:
     """Raise ``error(message(exc))`` from any ``PyMongoError`` raised inside the block.
 
@@ -31,8 +31,9 @@ def pymongo_errors(
         error: our error type (or a factory) for a failed driver call.
         message: the error's text, given the driver's exception.
         unavailable: builds the error for an unreachable server (no server selected in time, a
-            lost or timed-out connection: PyMongo's ``ConnectionFailure``) from the driver's
-            exception; ``error(message(exc))`` when ``None``.
+            lost or timed-out connection: PyMongo's ``ConnectionFailure``; or an operation the
+            driver's deadline ran out for) from the driver's exception; ``error(message(exc))``
+            when ``None``.
     """
     try:
         yield
@@ -41,13 +42,15 @@ def pymongo_errors(
             raise unavailable(exc) from exc
         raise error(message(exc)) from exc
     except PyMongoError as exc:
+        if unavailable is not None and exc.timeout:  # the call's deadline (``timeoutMS``) ran out
+            raise unavailable(exc) from exc
         raise error(message(exc)) from exc
 
 
 def storage_errors(operation: str) -> AbstractContextManager[None]:
     """Raise `StorageError` from a driver error inside the block, and `StorageUnavailable`
-    when the server cannot be reached (no server selected in time, a lost or timed-out
-    connection); ``operation`` completes "MongoDB failed to ..."."""
+    when the server cannot be reached in time (no server selected in time, a lost or timed-out
+    connection, the call's deadline run out); ``operation`` completes "MongoDB failed to ..."."""
     return pymongo_errors(
         StorageError,
         lambda exc: f"MongoDB failed to {operation}: {exc}",

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from .messages import AssistantMessage, Message, ToolCall, ToolResponse, ToolResponseMessage
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .tools import Tool
 
 __all__ = [
+    "RETURN_DIRECT",
     "ChatChunk",
     "ChatOptions",
     "ChatRequest",
@@ -37,6 +38,10 @@ __all__ = [
     "ToolCallDelta",
     "Usage",
 ]
+
+
+RETURN_DIRECT: Final = "return_direct"
+"""The finish reason of a response (and of its last chunk) answered by return-direct tools."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,7 +120,7 @@ class ChatRequest:
     options: ChatOptions = field(default_factory=ChatOptions)
     """Model parameters."""
     tools: tuple[Tool, ...] = ()
-    """Tools offered to the model on this request (the tool-calling advisor adds its own)."""
+    """Tools offered to the model on this request, beside the client's own."""
 
     def with_messages(self, messages: tuple[Message, ...] | list[Message]) -> ChatRequest:
         """This request with another prompt."""
@@ -131,14 +136,20 @@ class ChatResponse:
     finish_reason: str | None = None
     """Why the model stopped: ``"stop"``, ``"tool_calls"``, ``"length"``, ..."""
     usage: Usage | None = None
-    """Token usage; summed over every round by the tool-calling advisor."""
+    """Token usage; summed over every round of a tool loop."""
     model: str | None = None
     """The model that answered, as the API reports it."""
     id: str | None = None
     """The completion id the API assigned."""
     context: Mapping[str, Any] = field(default_factory=dict[str, Any])
-    """The advisor context when the call ended (``ChatClient`` fills it in): the keys you
-    passed plus what advisors added, such as the ids of the events the memory advisor stored."""
+    """The advisor context when the call ended (the client fills it in): the keys you passed
+    plus what advisors added."""
+    request_event_ids: tuple[str, ...] = ()
+    """The ids of the events the turn stored for the request side: the user's message, then
+    each round's tool results (the client fills it in)."""
+    response_event_ids: tuple[str, ...] = ()
+    """The ids of the events the turn stored for the model's side: each round's tool calls,
+    then the reply (the client fills it in)."""
     tool_results: ToolResponseMessage | None = None
     """The results of return-direct tools, when the tool loop ended on them without another
     model call; ``None`` otherwise. ``message`` is then the model's message that asked for
@@ -162,6 +173,22 @@ class ChatResponse:
         """Whether the reply asks for tool calls still to run, i.e. the turn is not complete
         yet; ``False`` once return-direct tools answered them (``tool_results``)."""
         return bool(self.message.tool_calls) and self.tool_results is None
+
+    def result_chunks(self) -> list[ChatChunk]:
+        """The chunks a stream ends with when return-direct tools answered: one per result in
+        call order, whose texts add up to ``text``; the last has the finish reason
+        ``"return_direct"``. Empty without ``tool_results``."""
+        results = () if self.tool_results is None else self.tool_results.responses
+        return [
+            ChatChunk(
+                text=result.data if index == 0 else "\n" + result.data,
+                tool_result=result,
+                finish_reason=RETURN_DIRECT if index == len(results) - 1 else None,
+                id=self.id,
+                model=self.model,
+            )
+            for index, result in enumerate(results)
+        ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -5,9 +5,10 @@ AsyncSessionError                       base of everything we raise; never raise
 ├── UsageError (ValueError)             a developer mistake: bad argument, bad configuration
 │   ├── InvalidFilter                   an EventFilter with contradictory or bad criteria
 │   ├── InvalidText                     a string that is not valid Unicode text   .where
-│   └── MissingSessionId                a chat call without a session id in its context
+│   ├── MissingSessionId                a chat call with session memory but no session id
+│   └── RequestIdReused                 a request id sent again with another message
 ├── AccessDenied (PermissionError)      a user touching a session that belongs to another user
-├── TurnInProgress                      another attempt of the request still runs   .retry_after
+├── TurnInProgress                      another turn of the session still runs   .retry_after
 ├── RepositoryError                     the session store refused or failed an operation
 │   ├── SessionNotFound (LookupError)   .session_id
 │   ├── SessionExists                   .session_id
@@ -50,6 +51,7 @@ __all__ = [
     "InvalidFilter",
     "InvalidText",
     "MissingSessionId",
+    "RequestIdReused",
     "AccessDenied",
     "TurnInProgress",
     "RepositoryError",
@@ -113,11 +115,27 @@ class InvalidText(UsageError):
 
 
 class MissingSessionId(UsageError):
-    """A chat call reached the session advisors without a session id in its context.
+    """A chat call on a client with session memory names no session.
 
     There is deliberately no shared fallback session: it would merge the history of different
     users.
     """
+
+
+class RequestIdReused(UsageError):
+    """A request id came again with another message than the one it was first sent with.
+
+    A request id names one request, so its retries must send the same message (answer it like
+    HTTP 422, as idempotency keys are answered elsewhere).
+    """
+
+    def __init__(self, session_id: str, request_id: str) -> None:
+        super().__init__(
+            f"Request id {request_id!r} of session {session_id!r} was sent before with "
+            "another message; a retry must send the same message, a new request a new id"
+        )
+        self.session_id = session_id
+        self.request_id = request_id
 
 
 class AccessDenied(AsyncSessionError, PermissionError):
@@ -130,19 +148,22 @@ class AccessDenied(AsyncSessionError, PermissionError):
 
 
 class TurnInProgress(AsyncSessionError):
-    """Another attempt of the same request holds its turn, and its reply did not come in time.
+    """Another turn of the session (another request, or another attempt of this one) still
+    holds it, and did not finish in time.
 
-    Answer it like HTTP 409 with ``Retry-After: retry_after``: a retry then gets the stored
-    reply, or takes the turn over once the holder's lease has expired.
+    Answer it like HTTP 409 with ``Retry-After: retry_after``: a retry then runs, or gets the
+    stored reply of its request, or takes the turn over once the holder's lease has expired.
     """
 
-    def __init__(self, session_id: str, request_id: str, retry_after: float) -> None:
+    def __init__(self, session_id: str, request_id: str | None, retry_after: float) -> None:
+        request = "" if request_id is None else f" (request {request_id!r})"
         super().__init__(
-            f"Request {request_id!r} of session {session_id!r} is still being answered by "
-            f"another attempt; retry in {retry_after:.0f} s"
+            f"Session {session_id!r} is still busy with another turn{request}; retry in "
+            f"{retry_after:.0f} s"
         )
         self.session_id = session_id
         self.request_id = request_id
+        """The request id of the call that waited, if it had one."""
         self.retry_after = retry_after
         """Seconds until the holder's lease expires, at most (at least 1)."""
 

@@ -44,7 +44,7 @@ from pymongo import AsyncMongoClient
 from asyncsession import DefaultSessionService, MongoSessionRepository, SessionEvent
 from asyncsession.exceptions import StorageError
 from asyncsession.integrations.openai_agents import AgentsSession
-from asyncsession.service import DelegatingSessionService, SessionService
+from asyncsession.repository import Lease, SessionRepository
 
 from ._commands import CommandCounter
 
@@ -86,11 +86,11 @@ class SystemResult:
         return statistics.fmean(self.steady_turns) if self.steady_turns else 0.0
 
 
-class _LostAck(DelegatingSessionService):
-    """Raises once, after the append it forwards has returned: the write landed, the ack is lost."""
+class _LostAck(DefaultSessionService):
+    """Raises once, after an append has returned: the write landed, the ack is lost."""
 
-    def __init__(self, delegate: SessionService) -> None:
-        super().__init__(delegate)
+    def __init__(self, repository: SessionRepository) -> None:
+        super().__init__(repository)
         self.armed = False
 
     async def append_events(
@@ -98,8 +98,10 @@ class _LostAck(DelegatingSessionService):
         session_id: str,
         events: Sequence[SessionEvent],
         expected_version: int | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> bool:
-        stored = await super().append_events(session_id, events, expected_version)
+        stored = await super().append_events(session_id, events, expected_version, lease=lease)
         if self.armed:
             self.armed = False
             raise StorageError("injected: the acknowledgement was lost")
@@ -167,7 +169,7 @@ async def _open_systems(uri: str, database: str, *, include_peer: bool) -> list[
     )
     repository = MongoSessionRepository(client[database])
     await repository.ensure_indexes()
-    lost_ack = _LostAck(DefaultSessionService(repository))
+    lost_ack = _LostAck(repository)
     systems.append(
         _System(OURS, client, counter, lambda sid: AgentsSession(sid, lost_ack), lost_ack)
     )

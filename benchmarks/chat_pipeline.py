@@ -1,9 +1,9 @@
-"""The cost of the advisor pipeline: time to first chunk, and database work per turn.
+"""The cost of a chat turn: time to first chunk, and database work per turn.
 
 ``python -m benchmarks.chat_pipeline [--runs N] [--mongo]`` prints Markdown tables:
 
-1. **Time to first chunk**, through the full chain (``SessionTurnAdvisor``, ``ToolCallingAdvisor``,
-   ``SessionMemoryAdvisor``, on the in-memory store, and with ``--mongo`` on MongoDB) next to a
+1. **Time to first chunk**, through a whole turn (a ``ChatClient`` with session memory and a
+   tool, on the in-memory store, and with ``--mongo`` on MongoDB) next to a
    bare ``openai`` stream of the same reply from the same scripted server, median and p95 over
    ``N`` runs. The runs are interleaved, in an order rotated every run, so drift and position hit
    every path alike, and the garbage collector is paused during each run (as ``timeit`` does). Every
@@ -42,17 +42,9 @@ from asyncsession import (
     SessionEvent,
     SessionRepository,
     UserMessage,
-)
-from asyncsession.advisors import (
-    LOWEST_PRECEDENCE,
-    SESSION_ID_CONTEXT_KEY,
-    BaseAdvisor,
-    CallContext,
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
-    ToolCallingAdvisor,
     tool,
 )
+from asyncsession.advisors import BaseAdvisor, CallContext
 from asyncsession.chat import ChatRequest
 from asyncsession.openai import ChatClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
@@ -118,9 +110,7 @@ class CommandCounter(monitoring.CommandListener):
 
 
 class Probe(BaseAdvisor):
-    """Innermost: notes when the request is ready to go to the model."""
-
-    order = LOWEST_PRECEDENCE
+    """A model advisor: notes when the request is ready to go to the model."""
 
     async def before(self, ctx: CallContext, request: ChatRequest) -> ChatRequest:
         ctx.context.setdefault("bench_ready", time.perf_counter())
@@ -128,16 +118,7 @@ class Probe(BaseAdvisor):
 
 
 def chain(sdk: openai.AsyncOpenAI, service: DefaultSessionService) -> ChatClient:
-    return ChatClient(
-        sdk,
-        model=MODEL,
-        advisors=[
-            SessionTurnAdvisor(service),
-            ToolCallingAdvisor([lookup]),
-            SessionMemoryAdvisor(service),
-            Probe(),
-        ],
-    )
+    return ChatClient(sdk, model=MODEL, sessions=service, tools=[lookup], model_advisors=[Probe()])
 
 
 async def with_history(service: DefaultSessionService, session_id: str, turns: int = 2) -> None:
@@ -167,7 +148,7 @@ async def first_chunk_bare(sdk: openai.AsyncOpenAI, body: dict[str, Any]) -> flo
 async def first_chunk_chain(client: ChatClient, session_id: str) -> tuple[float, float]:
     """Time to first chunk, and the part of it the pipeline took before sending the request."""
     started = time.perf_counter()
-    async with client.stream("Go", context={SESSION_ID_CONTEXT_KEY: session_id}) as stream:
+    async with client.stream("Go", session_id=session_id) as stream:
         elapsed = -1.0
         async for _ in stream:
             if elapsed < 0:
@@ -260,7 +241,7 @@ async def turn_costs(
     budget = measure()
     reset()
     server.enqueue(ScriptedReply.text("ok"))
-    await client.call("hi", context={SESSION_ID_CONTEXT_KEY: f"plain-{tag}"})
+    await client.call("hi", session_id=f"plain-{tag}")
     rows.append(("plain turn, existing session (1 read + 2 appends)", measure(), budget))
 
     reset()
@@ -269,7 +250,7 @@ async def turn_costs(
     budget = measure() + 1  # + the read that finds nothing
     reset()
     server.enqueue(ScriptedReply.text("ok"))
-    await client.call("hi", context={SESSION_ID_CONTEXT_KEY: f"new-{tag}"})
+    await client.call("hi", session_id=f"new-{tag}")
     rows.append(("plain turn, new session (+ create)", measure(), budget))
 
     await with_history(service, f"tools-{tag}")
@@ -283,7 +264,7 @@ async def turn_costs(
         ScriptedReply.tool_calls([ScriptedToolCall("lookup", {"key": "k"})]),
         ScriptedReply.text("ok"),
     )
-    await client.call("hi", context={SESSION_ID_CONTEXT_KEY: f"tools-{tag}"})
+    await client.call("hi", session_id=f"tools-{tag}")
     rows.append(("two-round tool turn (1 read + 4 appends)", measure(), budget))
     return rows
 
@@ -312,7 +293,7 @@ async def main(runs: int, use_mongo: bool, warmup: int = WARMUP) -> None:
     database = f"bench_{uuid.uuid4().hex[:12]}"
     try:
         async with ScriptedOpenAIServer() as server:
-            sdk = openai.AsyncOpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
+            sdk = server.client()
             counting = CountingRepository(InMemorySessionRepository())
             memory_service = DefaultSessionService(counting)  # pyright: ignore[reportArgumentType]
             services = {"in-memory store": memory_service}
@@ -374,7 +355,6 @@ async def main(runs: int, use_mongo: bool, warmup: int = WARMUP) -> None:
                 )
                 for turn, used, budget in rows:
                     print(f"| MongoDB (commands) | {turn} | {used} | {budget} |")
-            await sdk.close()
     finally:
         if mongo_client is not None:
             await mongo_client.drop_database(database)
@@ -384,7 +364,7 @@ async def main(runs: int, use_mongo: bool, warmup: int = WARMUP) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="The cost of the advisor pipeline.")
+    parser = argparse.ArgumentParser(description="The cost of a chat turn.")
     parser.add_argument(
         "--warmup", type=int, default=WARMUP, help="warm-up runs per path, not recorded"
     )

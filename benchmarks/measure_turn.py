@@ -1,13 +1,15 @@
-"""What a warm ``ChatClient.call`` touches on the MongoDB store, measured with ``sys.setprofile``.
+"""What a warm ``ChatClient.call`` touches, in memory and on MongoDB, measured with
+``sys.setprofile``.
 
-``python -m benchmarks.measure_turn [--list]`` starts the local test server
-(``ASYNCSESSION_SECANTUSD``) unless ``MONGODB_URI`` is set, and the scripted OpenAI server;
-runs one call on a session with two earlier turns to warm up, then profiles a second call
-through ``SessionTurnAdvisor``, ``ToolCallingAdvisor`` and ``SessionMemoryAdvisor``. It prints:
+``python -m benchmarks.measure_turn [--store memory|mongodb|both] [--list]`` starts the local
+test server (``ASYNCSESSION_SECANTUSD``) unless ``MONGODB_URI`` is set, and the scripted OpenAI
+server; on each store it runs one call on a session with two earlier turns to warm up, then
+profiles a second call with session memory and a tool loop. It prints, per store:
 
-- the ``asyncsession`` files and functions (distinct code objects) the profiled call entered;
-- the hops to the first write: how many ``asyncsession`` frames are on the stack, counted from
-  ``ChatClient.call`` inclusive, when the first PyMongo write method is entered.
+- the ``asyncsession`` files and functions (distinct code objects) the profiled call entered,
+  ``asyncsession/testing/`` (the scripted model) left out;
+- on MongoDB, the hops to the first write: how many ``asyncsession`` frames are on the stack,
+  counted from ``ChatClient.call`` inclusive, when the first PyMongo write method is entered.
 
 With ``--list`` it also prints every file and function. The figures count code, not time.
 """
@@ -23,16 +25,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import openai
 from pymongo import AsyncMongoClient
 
 import asyncsession
-from asyncsession import AssistantMessage, CreateSessionRequest, DefaultSessionService, UserMessage
-from asyncsession.advisors import (
-    SESSION_ID_CONTEXT_KEY,
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
-    ToolCallingAdvisor,
+from asyncsession import (
+    AssistantMessage,
+    CreateSessionRequest,
+    DefaultSessionService,
+    InMemorySessionRepository,
+    SessionRepository,
+    UserMessage,
     tool,
 )
 from asyncsession.openai import ChatClient
@@ -40,7 +42,7 @@ from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
 
 PACKAGE = str(Path(asyncsession.__file__).resolve().parent) + os.sep
-CALL_FILE = os.path.join("openai", "_chat_client.py")
+CALL_FILE = os.path.join("openai", "_client.py")
 WRITES = frozenset(
     {
         "bulk_write",
@@ -111,60 +113,84 @@ def label(code: types.CodeType) -> str:
     return f"{code.co_filename[len(PACKAGE) :]}:{code.co_qualname}"
 
 
-async def measure(uri: str, show: bool) -> None:
+TESTING = PACKAGE + "testing" + os.sep
+
+
+def counted(code: types.CodeType) -> bool:
+    """A code object of the package, the scripted model (``testing/``) left out."""
+    return code.co_filename.startswith(PACKAGE) and not code.co_filename.startswith(TESTING)
+
+
+async def profile_turn(repository: SessionRepository) -> Recorder:
+    """Two earlier turns, a warm-up call, then the profiled call, on ``repository``."""
+    service = DefaultSessionService(repository)
+    await service.create(CreateSessionRequest(id="s", user_id="measure"))
+    for turn in range(2):
+        await service.append_message("s", UserMessage(text=f"question {turn}"))
+        await service.append_message("s", AssistantMessage(text=f"answer {turn}"))
+    async with ScriptedOpenAIServer() as server:
+        client = ChatClient(
+            server.client(), model="measure-model", sessions=service, tools=[lookup]
+        )
+        server.enqueue(ScriptedReply.text("warm"))
+        await client.call("Warm up", session_id="s")
+        server.enqueue(ScriptedReply.text("measured"))
+        recorder = Recorder()
+        sys.setprofile(recorder)
+        try:
+            await client.call("Go", session_id="s")
+        finally:
+            sys.setprofile(None)
+    return recorder
+
+
+def report(store: str, recorder: Recorder, show: bool) -> None:
+    codes = {code for code in recorder.codes if counted(code)}
+    files = sorted({code.co_filename[len(PACKAGE) :] for code in codes})
+    print(f"## {store}")
+    print(f"asyncsession files entered: {len(files)}")
+    print(f"asyncsession functions entered: {len(codes)}")
+    if store == "mongodb":
+        hops = len(recorder.first_write) if recorder.first_write is not None else None
+        print(f"hops from ChatClient.call to the first write: {hops}")
+    if show:
+        print("\n### Files")
+        print("\n".join(files))
+        print("\n### Functions")
+        print("\n".join(sorted(label(code) for code in codes)))
+        if recorder.first_write:
+            print("\n### Stack at the first write")
+            print("\n".join(label(code) for code in recorder.first_write))
+    print()
+
+
+async def measure_memory(show: bool) -> None:
+    report("memory", await profile_turn(InMemorySessionRepository()), show)
+
+
+async def measure_mongodb(uri: str, show: bool) -> None:
     database = f"measure_{uuid.uuid4().hex[:12]}"
     mongo: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri, tz_aware=True)
     try:
         repository = MongoSessionRepository(mongo[database])
         await repository.ensure_indexes()
-        service = DefaultSessionService(repository)
-        await service.create(CreateSessionRequest(id="s", user_id="measure"))
-        for turn in range(2):
-            await service.append_message("s", UserMessage(text=f"question {turn}"))
-            await service.append_message("s", AssistantMessage(text=f"answer {turn}"))
-        async with ScriptedOpenAIServer() as server:
-            sdk = openai.AsyncOpenAI(base_url=server.base_url, api_key="measure", max_retries=0)
-            client = ChatClient(
-                sdk,
-                model="measure-model",
-                advisors=[
-                    SessionTurnAdvisor(service),
-                    ToolCallingAdvisor([lookup]),
-                    SessionMemoryAdvisor(service),
-                ],
-            )
-            context = {SESSION_ID_CONTEXT_KEY: "s"}
-            server.enqueue(ScriptedReply.text("warm"))
-            await client.call("Warm up", context=context)
-            server.enqueue(ScriptedReply.text("measured"))
-            recorder = Recorder()
-            sys.setprofile(recorder)
-            try:
-                await client.call("Go", context=context)
-            finally:
-                sys.setprofile(None)
-            await sdk.close()
+        recorder = await profile_turn(repository)
     finally:
         await mongo.drop_database(database)
         await mongo.close()
-    files = sorted({code.co_filename[len(PACKAGE) :] for code in recorder.codes})
-    print(f"asyncsession files touched: {len(files)}")
-    print(f"asyncsession functions touched: {len(recorder.codes)}")
-    hops = len(recorder.first_write) if recorder.first_write is not None else None
-    print(f"hops from ChatClient.call to the first write: {hops}")
-    if show:
-        print("\n## Files")
-        print("\n".join(files))
-        print("\n## Functions")
-        print("\n".join(sorted(label(code) for code in recorder.codes)))
-        print("\n## Stack at the first write")
-        print("\n".join(label(code) for code in recorder.first_write or ()))
+    print(f"MongoDB: {uri.split('@')[-1].split('?')[0]}")
+    report("mongodb", recorder, show)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="What a warm ChatClient.call touches.")
+    parser.add_argument("--store", choices=("memory", "mongodb", "both"), default="both")
     parser.add_argument("--list", action="store_true", help="print every file and function")
     args = parser.parse_args()
+    if args.store in ("memory", "both"):
+        asyncio.run(measure_memory(args.list))
+    if args.store == "memory":
+        return
     uri = os.environ.get("MONGODB_URI")
     server: Any = None
     if uri is None:
@@ -177,7 +203,7 @@ def main() -> None:
         server.start()
         uri = server.uri(w="majority", journal="true")
     try:
-        asyncio.run(measure(uri, args.list))
+        asyncio.run(measure_mongodb(uri, args.list))
     finally:
         if server is not None:
             server.stop()

@@ -24,7 +24,8 @@ from typing import Any
 
 from pymongo import AsyncMongoClient
 
-from asyncsession import MongoSessionRepository, Session, SessionAttributes
+from asyncsession import MongoSessionRepository, Session
+from asyncsession.events import SessionAttributes
 from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable
 
 if __package__:

@@ -289,12 +289,6 @@ async def operations(bench: Bench) -> None:
         after_reply_turn,
     )
 
-    async def service_turn(i: int) -> None:
-        await service.start_turn(p, UserMessage(text=TEXT_400), WINDOW, user_id="bench")
-        await service.append_message(p, AssistantMessage(text=TEXT_400))
-
-    await bench.measure("the service's turn: `start_turn` + reply, 400 B each", 100, service_turn)
-
 
 async def storage(bench: Bench, database: Any, sessions: int, turns: int) -> tuple[float, float]:
     """Stored bytes per message (documents, and documents plus indexes, per ``collStats``) after

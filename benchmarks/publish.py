@@ -71,13 +71,12 @@ SYSTEMS: tuple[tuple[str, str], ...] = (
     ),
     (
         "asyncsession-advisors",
-        "one `ChatClient.call` through `SessionTurnAdvisor` and `SessionMemoryAdvisor` (a "
-        "20-message window), on a real `openai.AsyncOpenAI` client talking to an in-process "
-        "stub model",
+        "one `ChatClient.call(question, session_id=...)` with session memory (a 20-message "
+        "window), on a real `openai.AsyncOpenAI` client talking to an in-process stub model",
     ),
     (
         "asyncsession-advisors-after-reply",
-        'the same `ChatClient.call` with `SessionTurnAdvisor(store_question="with_reply")`: '
+        'the same `ChatClient.call` with `store_question="with_reply"`: '
         "the window read before the model call, one append of question and reply after it",
     ),
     (

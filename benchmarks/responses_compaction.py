@@ -17,6 +17,7 @@ import sys
 import uuid
 from typing import Any
 
+import httpx2
 import openai
 from pymongo import AsyncMongoClient
 
@@ -27,7 +28,6 @@ from asyncsession import (
     MongoSessionRepository,
     UserMessage,
 )
-from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, SessionMemoryAdvisor
 from asyncsession.compaction import TurnCountTrigger
 from asyncsession.openai import ResponsesClient, ResponsesCompactionStrategy
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
@@ -71,13 +71,15 @@ async def main(turns: int) -> None:
             for n in range(turns):
                 await service.append_message(session.id, UserMessage(text=f"{n} " + "q" * 400))
                 await service.append_message(session.id, AssistantMessage(text=f"{n} " + "a" * 400))
-        http = openai.DefaultAsyncHttpxClient(event_hooks={"response": [count_reply]})
-        async with (
-            ScriptedOpenAIServer([ScriptedReply.text(""), ScriptedReply.text("ok")]) as model,
-            openai.AsyncOpenAI(
+        async with ScriptedOpenAIServer(
+            [ScriptedReply.text(""), ScriptedReply.text("ok")]
+        ) as model:
+            http = httpx2.AsyncClient(
+                transport=model.transport, event_hooks={"response": [count_reply]}
+            )
+            openai_client = openai.AsyncOpenAI(
                 base_url=model.base_url, api_key="bench", http_client=http
-            ) as openai_client,
-        ):
+            )
             strategy = ResponsesCompactionStrategy(
                 openai_client, model="scripted-model", max_events_to_keep=4
             )
@@ -86,12 +88,13 @@ async def main(turns: int) -> None:
             chat = ResponsesClient(
                 openai_client,
                 model="scripted-model",
-                advisors=[SessionMemoryAdvisor(service)],
+                sessions=service,
                 context_management=[{"type": "compaction", "compact_threshold": 1000}],
             )
             with counter.measure() as turn:
-                await chat.call("next " + "q" * 400, context={SESSION_ID_CONTEXT_KEY: sessions[1]})
+                await chat.call("next " + "q" * 400, session_id=sessions[1])
             sent = [len(request.raw_body) for request in model.requests]
+            await openai_client.close()
     finally:
         await client.drop_database(name)
         await client.close()

@@ -1,13 +1,13 @@
-"""The cost of the advisor pipeline on the Responses API: time to first streamed event.
+"""The cost of a chat turn on the Responses API: time to first streamed event.
 
 ``python -m benchmarks.responses_pipeline [--runs N] [--mongo]`` prints Markdown tables:
 
-1. **Time to first event**, through the full chain (``SessionTurnAdvisor``,
-   ``ToolCallingAdvisor``, ``SessionMemoryAdvisor`` on a ``ResponsesClient``, on the in-memory
-   store and with ``--mongo`` on MongoDB) next to a bare ``client.responses.create(stream=True)``
-   of the same request from the same scripted server (the SDK's first event is
-   ``response.created``; ours is the chunk made of it). Median and p95 over ``N`` runs, the paths
-   interleaved in an order rotated every run, the garbage collector paused during each run.
+1. **Time to first event**, through a whole turn (a ``ResponsesClient`` with session memory and
+   a tool, on the in-memory store and with ``--mongo`` on MongoDB) next to a bare
+   ``client.responses.create(stream=True)`` of the same request from the same scripted server
+   (the SDK's first event is ``response.created``; ours is the chunk made of it). Median and
+   p95 over ``N`` runs, the paths interleaved in an order rotated every run, the garbage
+   collector paused during each run.
    Every chain run is a turn on a session with two earlier turns, so the session resolve, the
    history read and the write of the user message all happen before the first event.
 2. **Database work per Responses turn**: MongoDB commands (``--mongo``) and in-memory repository
@@ -32,12 +32,6 @@ import openai
 from pymongo import AsyncMongoClient
 
 from asyncsession import DefaultSessionService, InMemorySessionRepository
-from asyncsession.advisors import (
-    SESSION_ID_CONTEXT_KEY,
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
-    ToolCallingAdvisor,
-)
 from asyncsession.openai import ResponsesClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 from benchmarks.chat_pipeline import (
@@ -58,14 +52,7 @@ BARE = "bare openai responses stream, the chain's request"
 
 def chain(sdk: openai.AsyncOpenAI, service: DefaultSessionService) -> ResponsesClient:
     return ResponsesClient(
-        sdk,
-        model=MODEL,
-        advisors=[
-            SessionTurnAdvisor(service),
-            ToolCallingAdvisor([lookup]),
-            SessionMemoryAdvisor(service),
-            Probe(),
-        ],
+        sdk, model=MODEL, sessions=service, tools=[lookup], model_advisors=[Probe()]
     )
 
 
@@ -90,7 +77,7 @@ async def first_event_bare(sdk: openai.AsyncOpenAI, body: dict[str, Any]) -> flo
 async def first_event_chain(client: ResponsesClient, session_id: str) -> tuple[float, float]:
     """Time to first event, and the part of it the pipeline took before sending the request."""
     started = time.perf_counter()
-    async with client.stream("Go", context={SESSION_ID_CONTEXT_KEY: session_id}) as stream:
+    async with client.stream("Go", session_id=session_id) as stream:
         elapsed = -1.0
         async for _ in stream:
             if elapsed < 0:
@@ -166,7 +153,7 @@ async def turn_costs(
     await with_history(service, f"plain-{tag}")
     reset()
     server.enqueue(ScriptedReply.text("ok"))
-    await client.call("hi", context={SESSION_ID_CONTEXT_KEY: f"plain-{tag}"})
+    await client.call("hi", session_id=f"plain-{tag}")
     rows.append(("plain turn, existing session", measure()))
     await with_history(service, f"tools-{tag}")
     reset()
@@ -174,7 +161,7 @@ async def turn_costs(
         ScriptedReply.tool_calls([ScriptedToolCall("lookup", {"key": "k"})], reasoning="Look."),
         ScriptedReply.text("ok"),
     )
-    await client.call("hi", context={SESSION_ID_CONTEXT_KEY: f"tools-{tag}"})
+    await client.call("hi", session_id=f"tools-{tag}")
     rows.append(("two-round tool turn with a reasoning item", measure()))
     return rows
 
@@ -186,7 +173,7 @@ async def main(runs: int, use_mongo: bool, warmup: int = WARMUP) -> None:
     database = f"bench_{uuid.uuid4().hex[:12]}"
     try:
         async with ScriptedOpenAIServer() as server:
-            sdk = openai.AsyncOpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
+            sdk = server.client()
             counting = CountingRepository(InMemorySessionRepository())
             memory_service = DefaultSessionService(counting)  # pyright: ignore[reportArgumentType]
             services = {"in-memory store": memory_service}
@@ -243,7 +230,6 @@ async def main(runs: int, use_mongo: bool, warmup: int = WARMUP) -> None:
                 )
                 for turn, used in rows:
                     print(f"| MongoDB (commands) | {turn} | {used} |")
-            await sdk.close()
     finally:
         if mongo_client is not None:
             await mongo_client.drop_database(database)

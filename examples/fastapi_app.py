@@ -16,13 +16,13 @@ Environment:
 
 - ``ASYNCSESSION_EXAMPLE_MODEL``: a real model's name (for example ``gpt-4.1-mini``), called
   through ``openai.AsyncOpenAI()`` (so ``OPENAI_API_KEY`` and optionally ``OPENAI_BASE_URL``).
-  Unset: the scripted model on loopback, no network.
+  Unset: the scripted model, in process, no network.
 - ``ASYNCSESSION_EXAMPLE_API``: ``chat`` (Chat Completions, the default) or ``responses``.
 - ``MONGODB_URI`` (and ``ASYNCSESSION_EXAMPLE_DB``, default ``asyncsession_example``): sessions
   in MongoDB. Unset: in memory.
 - ``ASYNCSESSION_EXAMPLE_PING_SECONDS``: the keep-alive interval of the stream (default 15).
 
-The app's lifespan opens what it owns (the model client, the scripted server, the MongoDB
+The app's lifespan opens what it owns (the model client, the scripted model, the MongoDB
 client) and closes it at shutdown; a client or service passed to `create_app` is borrowed. With
 ``MONGODB_URI`` it checks MongoDB before serving: a server that does not answer or a malformed
 URI stops the start with one logged line (`StartupFailure`), and a non-zero exit.
@@ -38,10 +38,13 @@ Endpoints:
 - ``GET /sessions/{session_id}/messages``: the conversation so far.
 
 The caller's user id comes from the ``x-user-id`` header (a stand-in for real authentication):
-the session advisors create a new session for that user and refuse anyone else's. A client that
-may retry sends an ``Idempotency-Key`` header: a retry of a request that completed gets the
-stored reply (streamed again on the stream endpoint) without a model call; a retry of one that
-failed runs the turn again and stores the user message once.
+a turn creates a new session for that user and refuses anyone else's. Turns of one session run
+one after another, across processes; a request that finds another turn of its session running
+waits for it, up to a bound (then 409 with ``Retry-After``). A client that may retry sends an
+``Idempotency-Key`` header: a retry of a request that completed gets the stored reply (streamed
+again on the stream endpoint) without a model call, one still running is waited for, and one
+that failed runs again and stores the user message once. The same key with another message is
+422.
 
 Every error is an RFC 9457 problem document (``application/problem+json`` with ``type``,
 ``title``, ``status``, ``detail`` and ``instance``; ``errors`` with field locations for bad
@@ -64,7 +67,7 @@ import os
 import re
 import sys
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -86,7 +89,9 @@ from starlette.types import Message as ASGIMessage
 from asyncsession import (
     AccessDenied,
     AsyncSessionError,
+    ChatChunk,
     ChatError,
+    ChatResponse,
     ChatTimeout,
     DefaultSessionService,
     EventIdConflict,
@@ -100,30 +105,10 @@ from asyncsession import (
     SystemMessage,
     TurnInProgress,
     UsageError,
+    tool,
 )
-from asyncsession.advisors import (
-    REQUEST_EVENT_IDS_CONTEXT_KEY,
-    REQUEST_ID_CONTEXT_KEY,
-    RESPONSE_EVENT_IDS_CONTEXT_KEY,
-    SESSION_ID_CONTEXT_KEY,
-    USER_ID_CONTEXT_KEY,
-    Advisor,
-    IdempotentTurnAdvisor,
-    RequestIdEventIdGenerator,
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
-    ToolCallingAdvisor,
-)
-from asyncsession.chat import ChatChunk, ChatResponse
-from asyncsession.messages import Message, messages_to_openai
-from asyncsession.openai import (
-    BaseChatClient,
-    ChatClient,
-    ResponsesClient,
-    items_to_messages,
-)
+from asyncsession.openai import BaseChatClient, ChatClient, ResponsesClient
 from asyncsession.testing import RecordedRequest, ScriptedOpenAIServer, ScriptedReply
-from asyncsession.tools import tool
 
 RETRY_AFTER_SECONDS = 5
 """What a 503 asks the client to wait before retrying."""
@@ -174,39 +159,9 @@ UserId = Annotated[str, Header(alias="x-user-id", pattern=r"\S", max_length=128)
 IdempotencyKey = Annotated[str | None, Header(alias="idempotency-key", max_length=200)]
 """The client's id of a request it may retry."""
 
-ChatFactory = Callable[..., BaseChatClient]
-"""Builds the chat client over the OpenAI client: ``(openai_client, *, model, advisors,
-default_messages)``. The switch point between OpenAI APIs."""
-
-
-def chat_completions(
-    openai_client: openai.AsyncOpenAI,
-    *,
-    model: str,
-    advisors: Sequence[Advisor],
-    default_messages: Sequence[Message],
-) -> ChatClient:
-    """The Chat Completions API client (the default)."""
-    return ChatClient(
-        openai_client, model=model, advisors=advisors, default_messages=default_messages
-    )
-
-
-def responses_api(
-    openai_client: openai.AsyncOpenAI,
-    *,
-    model: str,
-    advisors: Sequence[Advisor],
-    default_messages: Sequence[Message],
-) -> ResponsesClient:
-    """The Responses API client (``store=False``: the session log is the history)."""
-    return ResponsesClient(
-        openai_client, model=model, advisors=advisors, default_messages=default_messages
-    )
-
-
-CHAT_APIS: dict[str, ChatFactory] = {"chat": chat_completions, "responses": responses_api}
-"""The ``--api`` choices."""
+CHAT_APIS: dict[str, type[BaseChatClient]] = {"chat": ChatClient, "responses": ResponsesClient}
+"""The ``--api`` choices: Chat Completions (the default), or the Responses API (``store=False``:
+the session log is the history). Both take the same arguments."""
 
 
 ERROR_STATUSES: tuple[tuple[type[AsyncSessionError], int], ...] = (
@@ -221,7 +176,8 @@ ERROR_STATUSES: tuple[tuple[type[AsyncSessionError], int], ...] = (
     (ChatTimeout, 504),
     (ChatError, 502),
 )
-"""Our typed errors and their HTTP statuses, the first match wins; anything else is 500."""
+"""Our typed errors and their HTTP statuses, the first match wins; anything else is 500 (a
+request id sent again with another message, ``RequestIdReused``, is a ``UsageError``: 422)."""
 
 _HIDDEN_DETAIL: Mapping[int, str] = {
     500: "The server failed to handle the request.",
@@ -352,8 +308,8 @@ class BodyLimit:
 def _done(response: ChatResponse) -> dict[str, Any]:
     return {
         "text": response.text,
-        "request_event_ids": response.context.get(REQUEST_EVENT_IDS_CONTEXT_KEY, []),
-        "response_event_ids": response.context.get(RESPONSE_EVENT_IDS_CONTEXT_KEY, []),
+        "request_event_ids": list(response.request_event_ids),
+        "response_event_ids": list(response.response_event_ids),
     }
 
 
@@ -380,12 +336,8 @@ def _chunk_events(ids: _EventIds, chunk: ChatChunk) -> list[ServerSentEvent]:
 
 def _scripted(request: RecordedRequest) -> ScriptedReply:
     """The offline model: says it is one and repeats the question."""
-    messages = request.messages
-    if request.path.endswith("/responses"):
-        messages = messages_to_openai(items_to_messages(request.input))
-    asked = next((str(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
     return ScriptedReply.text(
-        f"You said: {asked!r}. I am the example's offline scripted model; set "
+        f"You said: {request.user_text!r}. I am the example's offline scripted model; set "
         "ASYNCSESSION_EXAMPLE_MODEL and OPENAI_API_KEY for a real one.",
         chunk_size=8,
     )
@@ -393,11 +345,9 @@ def _scripted(request: RecordedRequest) -> ScriptedReply:
 
 @contextlib.asynccontextmanager
 async def offline_model() -> AsyncGenerator[openai.AsyncOpenAI]:
-    """The built-in scripted model on a loopback port, and a client for it."""
+    """The built-in scripted model, in process, and a client for it (closed with it)."""
     async with ScriptedOpenAIServer(responder=_scripted) as server:
-        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="offline", max_retries=0)
-        async with client:
-            yield client
+        yield server.client()
 
 
 @dataclass(slots=True)
@@ -412,11 +362,11 @@ class _TurnEvents:
     )
 
     async def produce(
-        self, chat: BaseChatClient, message: str, values: Mapping[str, str], instance: str
+        self, chat: BaseChatClient, message: str, turn: Mapping[str, str | None], instance: str
     ) -> None:
         ids = _EventIds()
         try:
-            async with chat.stream(message, context=dict(values)) as reply:
+            async with chat.stream(message, **turn) as reply:
                 async for chunk in reply:
                     for event in _chunk_events(ids, chunk):
                         await self.queue.put(event)
@@ -503,7 +453,7 @@ def create_app(
     *,
     model: str | None = None,
     service: SessionService | None = None,
-    chat_factory: ChatFactory | None = None,
+    chat_api: type[BaseChatClient] | None = None,
     ping_seconds: float | None = None,
     body_limit: int = BODY_LIMIT,
 ) -> FastAPI:
@@ -514,7 +464,7 @@ def create_app(
     names (see the module's docstring) and closes them at shutdown.
     """
     env = os.environ
-    factory = chat_factory or CHAT_APIS[env.get("ASYNCSESSION_EXAMPLE_API", "chat")]
+    api = chat_api or CHAT_APIS[env.get("ASYNCSESSION_EXAMPLE_API", "chat")]
     ping = (
         ping_seconds
         if ping_seconds is not None
@@ -525,17 +475,11 @@ def create_app(
     def build_chat(
         client: openai.AsyncOpenAI, sessions: SessionService, name: str
     ) -> BaseChatClient:
-        return factory(
+        return api(
             client,
             model=name,
-            advisors=[
-                IdempotentTurnAdvisor(sessions),
-                SessionTurnAdvisor(sessions),
-                ToolCallingAdvisor([current_time]),
-                SessionMemoryAdvisor(
-                    sessions, request_event_id_generator=RequestIdEventIdGenerator()
-                ),
-            ],
+            sessions=sessions,
+            tools=[current_time],
             default_messages=[SystemMessage(text="You are a concise, helpful assistant.")],
         )
 
@@ -556,7 +500,7 @@ def create_app(
             else:
                 client = await stack.enter_async_context(offline_model())
                 real_model = OFFLINE_MODEL
-                runtime.description.append(f"the offline scripted model at {client.base_url}")
+                runtime.description.append("the offline scripted model")
             sessions = service
             uri = env.get("MONGODB_URI")
             if sessions is None and uri:
@@ -601,15 +545,12 @@ def create_app(
     async def server_error(request: Request, exc: Exception) -> JSONResponse:  # pyright: ignore[reportUnusedFunction]
         return problem_response(problem(500, _HIDDEN_DETAIL[500], request.url.path))
 
-    def context(session_id: str, user_id: str, idempotency_key: str | None) -> dict[str, str]:
-        values = {SESSION_ID_CONTEXT_KEY: session_id, USER_ID_CONTEXT_KEY: user_id}
-        if idempotency_key:
-            values[REQUEST_ID_CONTEXT_KEY] = idempotency_key
-        return values
+    def turn(session_id: str, user_id: str, idempotency_key: str | None) -> dict[str, str | None]:
+        return {"session_id": session_id, "user_id": user_id, "request_id": idempotency_key}
 
     async def owned_by_caller(session_id: SessionId, user_id: UserId) -> None:
         """Refuse a foreign user's session (403) and an unreachable store (503) before a
-        stream starts; the turn advisor checks again inside the turn."""
+        stream starts; the turn checks again."""
         sessions, _ = runtime.ready()
         session = await sessions.find_by_id(session_id)
         if session is not None and session.user_id != user_id:
@@ -627,7 +568,7 @@ def create_app(
         has ended, however it ended."""
         _, chat = runtime.ready()
         events = _TurnEvents()
-        values = context(session_id, user_id, idempotency_key)
+        values = turn(session_id, user_id, idempotency_key)
         task = asyncio.create_task(events.produce(chat, body.message, values, request.url.path))
         try:
             yield events
@@ -668,9 +609,7 @@ def create_app(
     ) -> ChatOut:
         """Send a message and wait for the whole reply."""
         _, chat = runtime.ready()
-        response = await chat.call(
-            body.message, context=context(session_id, user_id, idempotency_key)
-        )
+        response = await chat.call(body.message, **turn(session_id, user_id, idempotency_key))
         return ChatOut(**_done(response))
 
     @app.get("/sessions/{session_id}/messages")
@@ -712,7 +651,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8000, help="the port (0: any free one)")
     arguments = parser.parse_args(argv)
     uvicorn.run(
-        create_app(chat_factory=CHAT_APIS[arguments.api]),
+        create_app(chat_api=CHAT_APIS[arguments.api]),
         host=arguments.host,
         port=arguments.port,
     )

@@ -3,7 +3,7 @@
 Each public module (those `tests/test_public_api.py` walks) gets `docs/api/<import path>.md`.
 A name is documented once, on its home page: the public module that defines it, or, for a name
 defined in a private module, the public module that exports it from nearest its definition
-(`ChatClient`, defined in `asyncsession.openai._chat_client`, lives on `asyncsession.openai`).
+(`ChatClient`, defined in `asyncsession.openai._client`, lives on `asyncsession.openai`).
 Every other module that exports the name links to that home. The "API reference" section of
 `mkdocs.yml` lists the pages in import-path order.
 

@@ -34,9 +34,6 @@ from asyncsession import exceptions
 from asyncsession._pymongo_errors import storage_errors
 from asyncsession.cli._errors import failure_of
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_public_api import DEPRECATED_ALIASES
-
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "errors.md"
 EXAMPLE = ROOT / "examples" / "fastapi_app.py"
@@ -52,11 +49,13 @@ ADVICE: dict[str, str] = {
     "InvalidFilter": "Fix the `EventFilter`: the message names the criteria that clash.",
     "InvalidText": "Decode the input strictly (or replace lone surrogates); `.where` says "
     "which field holds the string.",
-    "MissingSessionId": "Put the session id in the call's context under `SESSION_ID_CONTEXT_KEY`.",
+    "MissingSessionId": "Pass `session_id=` on every call of a client with session memory.",
+    "RequestIdReused": "Answer 422: a retry must send the same message, a new request a new "
+    "request id.",
     "AccessDenied": "Answer 403 (or 404, to hide that the session exists). Retrying as the "
     "same user cannot help.",
-    "TurnInProgress": "Answer 409 with `Retry-After: error.retry_after`; the retry gets the "
-    "stored reply.",
+    "TurnInProgress": "Answer 409 with `Retry-After: error.retry_after`; the retry runs then, "
+    "or gets the stored reply of its request.",
     "RepositoryError": "Catch it to handle every session-store refusal or failure.",
     "SessionNotFound": "Create the session first, or answer 404.",
     "SessionExists": "Use the session that exists (`find_by_id`), or choose another id.",
@@ -125,7 +124,7 @@ def public_errors() -> list[type[BaseException]]:
 def _import_all() -> None:
     """Import every module of the package, so every error subclass is defined."""
     for info in pkgutil.walk_packages(asyncsession.__path__, "asyncsession."):
-        if info.name != "asyncsession.__main__" and info.name not in DEPRECATED_ALIASES:
+        if info.name != "asyncsession.__main__":
             importlib.import_module(info.name)
 
 

@@ -16,7 +16,7 @@ import pytest
 
 PACKAGE = "asyncsession"
 ROOT = Path(__file__).resolve().parent.parent / PACKAGE
-MAX_LINES = 500
+MAX_LINES = 800
 
 # Lower layers never import higher ones; a module may import its own layer and any below.
 # Every entry names a module or package that exists; a package's entry covers its submodules and
@@ -41,17 +41,16 @@ LAYERS: dict[str, int] = {
     "asyncsession._text": 1,  # text that cannot be stored (lone surrogates), for every store
     "asyncsession._checks": 1,  # argument checks at public entry points: UsageError
     "asyncsession.compaction_protocols": 2,
-    "asyncsession.plans": 2,  # deprecated alias of compaction_protocols
     "asyncsession.encryption": 2,  # data keys per user, for every store (libmongocrypt)
     "asyncsession.repository": 3,
     "asyncsession.memory": 3,  # the memory stores: storage, beside the session stores
     "asyncsession.service": 4,
     "asyncsession._compaction_pass": 4,
     "asyncsession.erasure": 4,  # erasing a user over the stores' public operations
-    "asyncsession._server_compaction": 4,  # a reply the server compacted during, stored
     "asyncsession.compaction": 5,
     "asyncsession.chat": 6,
     "asyncsession.advisors": 6,
+    "asyncsession._turn": 6,  # the chat turn, between the advisors and the OpenAI clients
     "asyncsession.tools": 6,
     "asyncsession.telemetry": 7,  # spans around the service, the store and the advisors
     "asyncsession.openai": 7,

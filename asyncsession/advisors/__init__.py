@@ -1,108 +1,61 @@
-"""The advisor pipeline: ordered async advisors around every model call and stream.
+"""Advisors: your code around a chat call, and the advisors the library ships.
 
-- `Advisor`, `BaseAdvisor`, `CallContext`: the protocol, a base with ``before``/``after``
-  hooks, and the per-call context.
-- `SessionAdvisors`: the turn advisor and the memory advisor of one service, in one call.
-- `SessionTurnAdvisor` (order ``SESSION_TURN_ORDER``): once per call; resolves the session,
-  compacts after a complete turn.
-- `ToolCallingAdvisor` (``TOOL_LOOP_ORDER``): the tool loop over
-  [`Tool`][asyncsession.tools.Tool]s (`Tool` and `tool` are re-exported here from
-  [`asyncsession.tools`][asyncsession.tools]).
-- `SessionMemoryAdvisor` (``SESSION_MEMORY_ORDER``): once per round; loads, guards and
-  stores history.
-- `AutoMemoryToolsAdvisor` (``AUTO_MEMORY_ORDER``): long-term memory tools and prompt, per user.
-- `SessionRecallAdvisor` (``RECALL_ORDER``): ``conversation_search`` over the whole log.
-- `IdempotentTurnAdvisor` (``IDEMPOTENCY_ORDER``): a retried request
-  (``REQUEST_ID_CONTEXT_KEY``) gets the reply its first attempt stored, without a model call.
-- `MessageFilter`, the event id generators, and `SessionContexts` with the context keys.
+A client runs its ``advisors`` around the whole turn (once per call) and its ``model_advisors``
+around each model call (once per round of the tool loop), each list in the order given, the
+first outermost.
+
+- `Advisor`, `BaseAdvisor`, `CallContext`, `ChunkStream`, `CallNext`, `StreamNext`: write one.
+- `AutoMemoryToolsAdvisor`: long-term memory tools and prompt, per user.
+- `SessionRecallAdvisor`: ``conversation_search`` over the session's whole log.
+- `MessageFilter`: which messages a turn stores.
+- `EventIdGenerator`, `IdempotentSessionEventIdGenerator`: the ids of stored events.
+- The reference's context keys, which name the same values as the call's keywords.
 """
 
-from ..tools import Tool, tool
-from ._session import CompactionSubmitter
-from .auto_memory import AutoMemoryToolsAdvisor, ConsolidationTrigger
-from .base import (
-    AUTO_MEMORY_ORDER,
-    HIGHEST_PRECEDENCE,
-    IDEMPOTENCY_ORDER,
-    LOWEST_PRECEDENCE,
-    RECALL_ORDER,
-    SESSION_MEMORY_ORDER,
-    SESSION_TURN_ORDER,
-    TOOL_LOOP_ORDER,
+from ._auto_memory import AutoMemoryToolsAdvisor, ConsolidationTrigger
+from ._base import (
+    EVENT_FILTER_CONTEXT_KEY,
+    SESSION_ID_CONTEXT_KEY,
+    USER_ID_CONTEXT_KEY,
     Advisor,
     BaseAdvisor,
     CallContext,
     CallNext,
-    CallState,
     ChunkStream,
-    StateKey,
+    MessageFilter,
     StreamNext,
 )
-from .contexts import (
-    DEFAULT_USER_ID,
-    EVENT_FILTER_CONTEXT_KEY,
-    REQUEST_EVENT_IDS_CONTEXT_KEY,
-    RESPONSE_EVENT_IDS_CONTEXT_KEY,
-    SESSION_ID_CONTEXT_KEY,
-    SESSION_METADATA_CONTEXT_KEY,
-    USER_ID_CONTEXT_KEY,
-    SessionContexts,
-)
-from .filters import MessageFilter
-from .idempotency import IdempotentTurnAdvisor
-from .ids import (
-    REQUEST_ID_CONTEXT_KEY,
-    EventIdGenerator,
-    IdempotentSessionEventIdGenerator,
-    RandomEventIdGenerator,
-    RequestIdEventIdGenerator,
-)
-from .memory import SessionMemoryAdvisor
-from .recall import SessionRecallAdvisor
-from .session_advisors import SessionAdvisors
-from .tool_calling import ToolCallingAdvisor
-from .turn import SessionTurnAdvisor
+from ._ids import EventIdGenerator, IdempotentSessionEventIdGenerator
+from ._recall import SessionRecallAdvisor
 
 __all__ = [
-    "AUTO_MEMORY_ORDER",
-    "DEFAULT_USER_ID",
     "EVENT_FILTER_CONTEXT_KEY",
-    "HIGHEST_PRECEDENCE",
-    "IDEMPOTENCY_ORDER",
-    "LOWEST_PRECEDENCE",
-    "RECALL_ORDER",
-    "REQUEST_EVENT_IDS_CONTEXT_KEY",
-    "REQUEST_ID_CONTEXT_KEY",
-    "RESPONSE_EVENT_IDS_CONTEXT_KEY",
     "SESSION_ID_CONTEXT_KEY",
-    "SESSION_MEMORY_ORDER",
-    "SESSION_METADATA_CONTEXT_KEY",
-    "SESSION_TURN_ORDER",
-    "TOOL_LOOP_ORDER",
     "USER_ID_CONTEXT_KEY",
     "Advisor",
     "AutoMemoryToolsAdvisor",
     "BaseAdvisor",
     "CallContext",
     "CallNext",
-    "CallState",
     "ChunkStream",
-    "CompactionSubmitter",
     "ConsolidationTrigger",
     "EventIdGenerator",
     "IdempotentSessionEventIdGenerator",
-    "IdempotentTurnAdvisor",
     "MessageFilter",
-    "RandomEventIdGenerator",
-    "RequestIdEventIdGenerator",
-    "SessionAdvisors",
-    "SessionContexts",
-    "SessionMemoryAdvisor",
     "SessionRecallAdvisor",
-    "SessionTurnAdvisor",
-    "StateKey",
     "StreamNext",
-    "Tool",
-    "ToolCallingAdvisor",
-    "tool",
 ]
+
+# Each public name shows the path users import it from (in reprs, errors and the API docs).
+for _public in (
+    AutoMemoryToolsAdvisor,
+    Advisor,
+    BaseAdvisor,
+    CallContext,
+    ChunkStream,
+    EventIdGenerator,
+    IdempotentSessionEventIdGenerator,
+    MessageFilter,
+    SessionRecallAdvisor,
+):
+    _public.__module__ = __name__

@@ -36,10 +36,7 @@ compare-and-swap on the session's version::
   one interface, `CompactionQueue`.
 """
 
-from typing import Any
-
 from ..compaction_protocols import CompactionRequest, CompactionResult
-from ._moved import moved_summarizer
 from ._pipeline import EventFormatter, format_event
 from .compactor import CompactionQueue, Compactor
 from .flush import MemoryFlush, MemoryFlushingCompactionStrategy, run_memory_flush
@@ -121,8 +118,3 @@ __all__ = [
     "should_compact",
     "usage_metadata",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    """``OpenAISummarizer`` moved to `asyncsession.openai`: the old path warns for a release."""
-    return moved_summarizer(__name__, name)

@@ -10,9 +10,7 @@ release, with a `DeprecationWarning`.
 
 from __future__ import annotations
 
-from typing import Any, Final, Protocol, runtime_checkable
-
-from ._moved import moved_summarizer
+from typing import Final, Protocol, runtime_checkable
 
 __all__ = ["DEFAULT_SUMMARIZER_SYSTEM_PROMPT", "Summarizer"]
 
@@ -46,7 +44,3 @@ class Summarizer(Protocol):
         untouched and reports the failure.
         """
         ...
-
-
-def __getattr__(name: str) -> Any:
-    return moved_summarizer(__name__, name)

@@ -17,11 +17,17 @@ and what is not: see the security guide (``docs/security.md``).
 """
 
 from ._keys import KEY_NAME_PREFIX, UserKeys, key_name
-from ._options import DEFAULT_KEY_CACHE_TTL, DEFAULT_KEY_VAULT_NAMESPACE, EncryptionOptions
+from ._options import (
+    DEFAULT_KEY_CACHE_TTL,
+    DEFAULT_KEY_VAULT_NAMESPACE,
+    DEFAULT_MAX_SEARCH_CANDIDATES,
+    EncryptionOptions,
+)
 
 __all__ = [
     "DEFAULT_KEY_CACHE_TTL",
     "DEFAULT_KEY_VAULT_NAMESPACE",
+    "DEFAULT_MAX_SEARCH_CANDIDATES",
     "KEY_NAME_PREFIX",
     "EncryptionOptions",
     "UserKeys",

@@ -8,17 +8,24 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from ..exceptions import UsageError
 
-__all__ = ["DEFAULT_KEY_CACHE_TTL", "DEFAULT_KEY_VAULT_NAMESPACE", "EncryptionOptions"]
+__all__ = [
+    "DEFAULT_KEY_CACHE_TTL",
+    "DEFAULT_KEY_VAULT_NAMESPACE",
+    "DEFAULT_MAX_SEARCH_CANDIDATES",
+    "EncryptionOptions",
+]
 
 DEFAULT_KEY_VAULT_NAMESPACE: Final = "encryption.__keyVault"
 """The key vault collection MongoDB's documentation uses: database ``encryption``, collection
 ``__keyVault``."""
 DEFAULT_KEY_CACHE_TTL: Final = timedelta(seconds=60)
 """How long a process keeps a data key it has fetched (libmongocrypt's own default)."""
+DEFAULT_MAX_SEARCH_CANDIDATES: Final = 10_000
+"""How many events a text search of encrypted content decrypts at most."""
 LOCAL_KEY_BYTES: Final = 96
 """The size of a local master key: libmongocrypt's requirement."""
 _NEEDS_MASTER_KEY: Final = frozenset({"aws", "azure", "gcp"})
@@ -98,6 +105,12 @@ class EncryptionOptions:
     a key deleted elsewhere stops working in this process after at most this long."""
     kms_tls_options: Mapping[str, Mapping[str, Any]] | None = None
     """TLS options per key service, as PyMongo's ``kms_tls_options``."""
+    max_search_candidates: int = DEFAULT_MAX_SEARCH_CANDIDATES
+    """How many events a session store decrypts at most to answer one text search (a keyword,
+    keywords or a pattern): the server cannot read encrypted text, so the events the search's
+    other criteria (session, user, types, times) leave are decrypted and matched in the
+    process. A search that would decrypt more is refused with `InvalidFilter`, never answered
+    in part."""
     _provider: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -127,13 +140,17 @@ class EncryptionOptions:
         ttl = self.key_cache_ttl
         if not isinstance(ttl, timedelta) or ttl < timedelta(milliseconds=1):
             raise UsageError(f"key_cache_ttl must be a timedelta of at least 1 ms, got {ttl!r}")
+        limit = cast(object, self.max_search_candidates)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise UsageError(f"max_search_candidates must be an int >= 1, got {limit!r}")
         object.__setattr__(self, "_provider", provider)
 
     def __repr__(self) -> str:  # never the keys or credentials themselves
         return (
             f"EncryptionOptions(providers={sorted(self.kms_providers)!r}, "
             f"provider={self._provider!r}, key_vault_namespace={self.key_vault_namespace!r}, "
-            f"key_cache_ttl={self.key_cache_ttl!r})"
+            f"key_cache_ttl={self.key_cache_ttl!r}, "
+            f"max_search_candidates={self.max_search_candidates!r})"
         )
 
     @classmethod
@@ -143,6 +160,7 @@ class EncryptionOptions:
         *,
         key_vault_namespace: str = DEFAULT_KEY_VAULT_NAMESPACE,
         key_cache_ttl: timedelta = DEFAULT_KEY_CACHE_TTL,
+        max_search_candidates: int = DEFAULT_MAX_SEARCH_CANDIDATES,
     ) -> EncryptionOptions:
         """Encrypt with a local master key: 96 bytes, or their base64 text.
 
@@ -153,6 +171,7 @@ class EncryptionOptions:
             kms_providers={"local": {"key": key}},
             key_vault_namespace=key_vault_namespace,
             key_cache_ttl=key_cache_ttl,
+            max_search_candidates=max_search_candidates,
         )
 
     @staticmethod

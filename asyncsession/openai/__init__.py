@@ -1,43 +1,24 @@
-"""OpenAI calls and streams through the advisor pipeline.
+"""OpenAI chat turns: Chat Completions (``ChatClient``) and the Responses API
+(``ResponsesClient``), with the same session memory, tools and advisors.
 
-``ChatClient`` speaks Chat Completions, ``ResponsesClient`` the Responses API; both take the same
-advisors. ``OpenAISummarizer`` writes the summaries of recursive summarization.
-``items_to_messages`` / ``messages_to_items`` convert Responses API items.
-
-Uses the `openai` package, a core dependency of asyncsession (no extra to install).
+``ResponsesCompactionStrategy`` compacts with ``responses.compact``, ``OpenAISummarizer`` writes
+the summaries of recursive summarization, ``ModelMemoryFlush`` lets a model save what is about
+to be archived to long-term memory. ``items_to_messages`` / ``messages_to_items`` convert
+Responses API items.
 """
 
-import importlib.util as _importlib_util
-
-if _importlib_util.find_spec("openai") is None:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "asyncsession.openai needs the OpenAI SDK, a core dependency: pip install openai"
-    )
-
-from .._server_compaction import SERVER_COMPACTION_STRATEGY, SERVER_COMPACTION_TRIGGER
-from ._chat_client import BaseChatClient, ChatClient, MessagesLike
-from ._memory_flush import DEFAULT_MEMORY_FLUSH_PROMPT, ModelMemoryFlush
+from ._client import BaseChatClient, ChatClient
+from ._memory_flush import ModelMemoryFlush
 from ._responses_client import ResponsesClient
-from ._responses_compaction import (
-    COMPACTION_USAGE_KEY,
-    RESPONSES_COMPACT_SOURCE,
-    ResponsesCompactionStrategy,
-)
-from ._responses_items import ItemLike, items_to_messages, messages_to_items
+from ._responses_compaction import ResponsesCompactionStrategy
+from ._responses_items import items_to_messages, messages_to_items
+from ._stream import ChatStream
 from ._summarizer import OpenAISummarizer
-from .streaming import ChatStream
 
 __all__ = [
-    "COMPACTION_USAGE_KEY",
-    "DEFAULT_MEMORY_FLUSH_PROMPT",
-    "RESPONSES_COMPACT_SOURCE",
-    "SERVER_COMPACTION_STRATEGY",
-    "SERVER_COMPACTION_TRIGGER",
     "BaseChatClient",
     "ChatClient",
     "ChatStream",
-    "ItemLike",
-    "MessagesLike",
     "ModelMemoryFlush",
     "OpenAISummarizer",
     "ResponsesClient",
@@ -45,3 +26,17 @@ __all__ = [
     "items_to_messages",
     "messages_to_items",
 ]
+
+# Each public name shows the path users import it from (in reprs, errors and the API docs).
+for _public in (
+    BaseChatClient,
+    ChatClient,
+    ChatStream,
+    ModelMemoryFlush,
+    OpenAISummarizer,
+    ResponsesClient,
+    ResponsesCompactionStrategy,
+    items_to_messages,
+    messages_to_items,
+):
+    _public.__module__ = __name__

@@ -8,7 +8,6 @@ from typing import Final
 from openai import AsyncOpenAI, OpenAI
 
 from .._checks import require_int, require_memory_store, require_type
-from ..advisors.tool_calling import ToolCallingAdvisor
 from ..chat import ChatOptions
 from ..compaction import CompactionRequest, EventFormatter, format_event
 from ..compaction.tokens import HeuristicTokenCountEstimator, TokenCountEstimator
@@ -17,7 +16,7 @@ from ..exceptions import UsageError
 from ..memory import MemoryStore
 from ..messages import Message, SystemMessage, UserMessage
 from ..tools import AutoMemoryTools, Tool
-from ._chat_client import BaseChatClient
+from ._client import BaseChatClient
 
 __all__ = ["DEFAULT_MEMORY_FLUSH_PROMPT", "ModelMemoryFlush"]
 
@@ -47,8 +46,8 @@ class ModelMemoryFlush:
     failed flush, which the compaction logs and ignores.
 
     Args:
-        client: a ``ChatClient`` or ``ResponsesClient`` with no advisors of its own (the
-            flush must not be stored in a session).
+        client: a ``ChatClient`` or ``ResponsesClient`` without session memory (the flush
+            must not be stored in a session).
         store: the long-term memory store; scoped per session owner.
         max_rounds: the bound on model calls (tool rounds).
         max_input_tokens: the bound on the turns shown, estimated.
@@ -58,7 +57,7 @@ class ModelMemoryFlush:
         event_formatter: renders an event as a line.
 
     Raises:
-        UsageError: the client has advisors, or a bound is not positive.
+        UsageError: the client has session memory, or a bound is not positive.
     """
 
     __slots__ = (
@@ -87,8 +86,8 @@ class ModelMemoryFlush:
         wraps = " (wrap it: ChatClient(openai_client, model=...))" if _is_sdk(client) else ""
         require_type(client, BaseChatClient, "client", "a ChatClient", hint=wraps)
         require_memory_store(store, "store")
-        if client.advisors:
-            raise UsageError("ModelMemoryFlush needs a client without advisors of its own")
+        if client.memory is not None:
+            raise UsageError("ModelMemoryFlush needs a client without session memory")
         for name, value in (
             ("max_rounds", max_rounds),
             ("max_input_tokens", max_input_tokens),
@@ -130,14 +129,14 @@ class ModelMemoryFlush:
                 tools past ``max_rounds``); the compaction logs it and goes on.
         """
         tools = self.tools_for(request.session.user_id)
-        loop = ToolCallingAdvisor(tools, max_rounds=self.max_rounds)
         prompt: list[Message] = [
             SystemMessage(text=self.system_prompt),
             UserMessage(text=self.transcript(events)),
         ]
         await self.client.call(
             messages=prompt,
-            advisors=[loop],
+            tools=tools,
+            max_tool_rounds=self.max_rounds,
             options=ChatOptions(max_completion_tokens=self.max_output_tokens),
         )
 

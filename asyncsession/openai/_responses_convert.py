@@ -7,10 +7,8 @@ from typing import Any, cast
 
 from openai.types.responses import Response, ResponseStreamEvent, ResponseUsage
 
-from .._server_compaction import compacted_during
 from ..chat import ChatChunk, ChatRequest, ChatResponse, ToolCallDelta, Usage
 from ..exceptions import ChatError, UsageError
-from ..messages import Message, SystemMessage
 from ..tools import Tool
 from ._responses_items import assistant_from_output, messages_to_items
 
@@ -19,7 +17,6 @@ __all__ = [
     "chunk_from_event",
     "create_params",
     "failure_of",
-    "from_latest_compaction",
     "response_from_response",
     "tool_to_responses",
 ]
@@ -60,18 +57,6 @@ def _text_format(response_format: Mapping[str, Any]) -> dict[str, Any]:
     return shape
 
 
-def from_latest_compaction(messages: Sequence[Message]) -> list[Message]:
-    """The messages a request sends: from the newest reply the server compacted during on
-    (the system messages before it kept), since its ``compaction`` item stands for the rest."""
-    latest = next(
-        (i for i in range(len(messages) - 1, -1, -1) if compacted_during(messages[i])), None
-    )
-    if latest is None:
-        return list(messages)
-    kept = [m for m in messages[:latest] if isinstance(m, SystemMessage)]
-    return [*kept, *messages[latest:]]
-
-
 def create_params(
     request: ChatRequest,
     default_model: str,
@@ -91,7 +76,7 @@ def create_params(
             raise UsageError(f"The Responses API takes no {name!r} option; leave it unset")
     params: dict[str, Any] = {
         "model": options.model or default_model,
-        "input": messages_to_items(from_latest_compaction(request.messages)),
+        "input": messages_to_items(request.messages),
         "store": store,
     }
     if context_management:

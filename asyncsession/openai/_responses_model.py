@@ -17,10 +17,10 @@ from openai.types.responses import (
     ResponseStreamEvent,
 )
 
-from ..advisors.base import ChunkStream
+from ..advisors import ChunkStream
 from ..chat import ChatChunk, ChatRequest, ChatResponse
 from ..exceptions import ChatError, StreamInterrupted
-from ._errors import map_openai_errors
+from ._chat import map_openai_errors
 from ._responses_convert import (
     chunk_from_event,
     create_params,

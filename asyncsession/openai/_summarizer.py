@@ -13,7 +13,7 @@ from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion
 
 from ..exceptions import UsageError
-from ._errors import map_summarizer_errors
+from ._chat import map_summarizer_errors
 
 __all__ = ["OpenAISummarizer"]
 

@@ -13,15 +13,21 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import overload
+from typing import cast, overload
 
-from .._view import ReadLog, is_boundary
+from bson.binary import Binary
+
+from .._view import BOUNDARY_TYPES, ReadLog
 from ..events import Session, SessionEvent
 from ..exceptions import UsageError
 from ..rewinds import LogPoint
 from ._protocol import Lease
+from ._sealing import LogView, Sealed
 
-__all__ = ["MemoryLog", "Piece"]
+__all__ = ["Entry", "MemoryLog", "Piece"]
+
+Entry = SessionEvent | Sealed
+"""An event as the log keeps it: in clear, or sealed (encryption on); a preview when offloaded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +43,15 @@ class MemoryLog:
     """A session and its log."""
 
     session: Session
-    events: list[SessionEvent] = field(default_factory=list[SessionEvent])
-    """Its own events, in order."""
+    """The session; its metadata is empty while it is sealed in ``metadata``."""
+    entries: list[str] = field(default_factory=list[str])
+    """The index entries of the session's metadata, for ``find_by_metadata``."""
+    metadata: Binary | None = None
+    """The session's metadata, encrypted (with encryption on and metadata to keep)."""
+    events: list[Entry] = field(default_factory=list[Entry])
+    """Its own events, in order (previews of offloaded ones)."""
+    bodies: dict[str, Entry] = field(default_factory=dict[str, Entry])
+    """The whole events its own events are previews of, by id."""
     positions: dict[str, int] = field(default_factory=dict[str, int])
     """Each own event id's index in ``events``."""
     ends: list[int] = field(default_factory=list[int])
@@ -83,14 +96,33 @@ class MemoryLog:
         k = bisect_right(self._offsets, index) - 1
         return self.pieces[k], index - self._offsets[k]
 
-    def event(self, index: int) -> SessionEvent:
-        """The event at ``index`` of the joined log, as this session's."""
+    def event(self, index: int) -> Entry:
+        """The entry at ``index`` of the joined log, as this session's (a sealed entry names
+        no session: it is opened as this one's)."""
         prefix = self.prefix
         if index >= prefix:
             return self.events[index - prefix]
         piece, own = self._piece_of(index)
         found = piece.log.events[own]
+        if isinstance(found, Sealed):
+            return found
         return found.model_copy(update={"session_id": self.session.id})
+
+    def body(self, event_id: str) -> Entry | None:
+        """The whole event ``event_id`` of the joined log (its entry when not offloaded), as
+        this session's; ``None`` when the log has no such event."""
+        index = self.position(event_id)
+        if index is None:
+            return None
+        if index >= self.prefix:
+            return self.bodies.get(event_id, self.events[index - self.prefix])
+        piece, _ = self._piece_of(index)
+        whole = piece.log.bodies.get(event_id)
+        if whole is None:
+            return self.event(index)
+        if isinstance(whole, Sealed):
+            return whole
+        return whole.model_copy(update={"session_id": self.session.id})
 
     def position(self, event_id: str) -> int | None:
         """The index of ``event_id`` in the joined log, or ``None``."""
@@ -152,7 +184,7 @@ class MemoryLog:
         end = self.end_of(commit)
         if last == end - 1:
             return LogPoint(version=commit)
-        if is_boundary(self.event(end - 1)):
+        if self.event(end - 1).type in BOUNDARY_TYPES:
             raise UsageError(
                 f"the point after event {self.event(last).id!r} is inside the commit of a "
                 "boundary: a log is never there"
@@ -178,17 +210,49 @@ class MemoryLog:
     # --- reads ---------------------------------------------------------------------------------
 
     def read(self, as_of: int | None = None) -> ReadLog:
-        """The joined log (as it was at version ``as_of``) for the derivation."""
+        """The joined log (as it was at version ``as_of``) for the derivation, in a store
+        without encryption (whose entries are all events)."""
         if not self.pieces and (as_of is None or as_of >= self.version):
-            return ReadLog(self.events, self.positions, self.boundaries, self._last_of)
+            events = cast(list[SessionEvent], self.events)
+            return ReadLog(events, self.positions, self.boundaries, self._last_of)
         length = len(self) if as_of is None else self.end_of(as_of)
-        bounds = [*self._prefix_boundaries, *(self.prefix + b for b in self.boundaries)]
-        return ReadLog(
-            _Joined(self, length),
-            _JoinedPositions(self, length),
-            bounds[: bisect_right(bounds, length - 1)],
-            self._last_of,
+        joined = cast(Sequence[SessionEvent], _Joined(self, length))
+        return ReadLog(joined, _JoinedPositions(self, length), self._bounds(length), self._last_of)
+
+    def taken(self, as_of: int | None = None) -> LogView:
+        """The joined log as it is now (as it was at version ``as_of``), to read outside the
+        lock: the entries taken so far never change (a log only grows, and a delete replaces
+        its lists rather than cutting them)."""
+        length = len(self) if as_of is None else self.end_of(as_of)
+        if not self.pieces:
+            entries: Sequence[Entry] = self.events
+            positions: Mapping[str, int] = self.positions
+        else:
+            entries, positions = _Joined(self, length), _JoinedPositions(self, length)
+        return LogView(
+            session_id=self.session.id,
+            user_id=self.session.user_id,
+            entries=entries,
+            count=length,
+            positions=positions,
+            boundaries=tuple(self._bounds(length)),
+            last_of=self._last_of,
         )
+
+    def _bounds(self, length: int) -> list[int]:
+        """The indices of the boundaries among the first ``length`` events of the joined log."""
+        bounds = [*self._prefix_boundaries, *(self.prefix + b for b in self.boundaries)]
+        return bounds[: bisect_right(bounds, length - 1)]
+
+    def forget(self, keep: int) -> list[str]:
+        """Forget the own events from index ``keep`` on (a deleted session keeps only what its
+        forks read): the lists are replaced, never cut, so a read that took them goes on.
+        Returns the ids forgotten."""
+        gone = [entry.id for entry in self.events[keep:]]
+        self.events = self.events[:keep]
+        self.positions = {i: p for i, p in self.positions.items() if p < keep}
+        self.bodies = {i: b for i, b in self.bodies.items() if i in self.positions}
+        return gone
 
     def _last_of(self, commit: int) -> int | None:
         if not 0 < commit <= self.version:
@@ -196,7 +260,7 @@ class MemoryLog:
         return self.end_of(commit) - 1
 
 
-class _Joined(Sequence[SessionEvent]):
+class _Joined(Sequence[Entry]):
     """The first ``length`` events of a joined log, as one sequence."""
 
     __slots__ = ("_length", "_log")
@@ -209,10 +273,10 @@ class _Joined(Sequence[SessionEvent]):
         return self._length
 
     @overload
-    def __getitem__(self, index: int) -> SessionEvent: ...
+    def __getitem__(self, index: int) -> Entry: ...
     @overload
-    def __getitem__(self, index: slice) -> Sequence[SessionEvent]: ...
-    def __getitem__(self, index: int | slice) -> SessionEvent | Sequence[SessionEvent]:
+    def __getitem__(self, index: slice) -> Sequence[Entry]: ...
+    def __getitem__(self, index: int | slice) -> Entry | Sequence[Entry]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(self._length))]
         if index < 0:

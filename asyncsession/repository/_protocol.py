@@ -30,12 +30,14 @@ from ..exceptions import UsageError
 from ..filters import EventFilter
 from ..rewinds import LogPoint, RewindRecord
 from ._metadata_index import check_principal
+from ._offload import DEFAULT_PAGE_CHARS, BodyPage, page_of
 
 __all__ = [
     "Lease",
     "SessionRepository",
     "SessionSnapshot",
     "check_batch",
+    "check_owner",
     "check_point",
     "check_session",
 ]
@@ -176,16 +178,19 @@ class SessionRepository(ABC):
         now. The fork's version starts at the point's commit; its reads show the prefix's
         events as its own (with its ``session_id``), appending a prefix event's id to it is a
         replay, and the parent stays writable: what the parent appends later is not the
-        fork's. ``child``'s ``id``, ``user_id``, expiry and metadata are taken as given; the
-        stored session names the parent and the point in ``forked_from``. A fork repeated with
-        the same child (after a lost reply) returns the fork made the first time.
+        fork's. ``child``'s ``id``, expiry and metadata are taken as given, and its ``user_id``
+        must be the parent's (a fork stays under its owner's key, and an erasure of the owner
+        erases it); the stored session names the parent and the point in ``forked_from``. A
+        fork repeated with the same child id and point (after a lost reply) returns the fork
+        made the first time. The parent's offloaded bodies are shared, not copied:
+        ``read_body`` of the fork reads them, and they stay while the fork reads them.
 
         Raises:
             SessionNotFound: the session does not exist (or was deleted meanwhile).
             SessionExists: ``child.id`` is another session's, or a fork of another point.
-            UsageError: both ``at`` and ``before`` are given, or the point is not in the log
-                (a version past the newest, an unknown event, a point inside a boundary's
-                commit).
+            UsageError: both ``at`` and ``before`` are given, the point is not in the log (a
+                version past the newest, an unknown event, a point inside a boundary's
+                commit), or ``child.user_id`` is not the parent's.
         """
 
     @abstractmethod
@@ -272,6 +277,46 @@ class SessionRepository(ABC):
         version = await self.get_event_version(session_id)
         events = await self.find_events(session_id, filter)
         return SessionSnapshot(session=session, version=version, events=tuple(events))
+
+    # --- large bodies --------------------------------------------------------------------------
+
+    async def read_body(self, session_id: str, event_id: str) -> SessionEvent | None:
+        """The event as it was appended, its whole body included when the store offloaded it
+        (see [`OffloadedBody`][asyncsession.repository.OffloadedBody]); ``None`` when the session
+        has no such event. ``archived`` is not derived: it reads ``False``.
+
+        This default reads the whole log and returns the event found there, for a store that
+        never offloads; a store that does overrides it.
+        """
+        for event in await self.find_events(session_id, EventFilter.all()):
+            if event.id == event_id:
+                return event.model_copy(update={"archived": False}) if event.archived else event
+        return None
+
+    async def read_body_page(
+        self,
+        session_id: str,
+        event_id: str,
+        *,
+        offset: int = 0,
+        limit: int = DEFAULT_PAGE_CHARS,
+        call_id: str | None = None,
+    ) -> BodyPage | None:
+        """One page of an event's whole text, for a tool that lets the model read an offloaded
+        output: ``limit`` characters from ``offset`` of the result of tool call ``call_id``
+        (the event's first result when ``None``), of a message's text, or of a custom event's
+        payload as JSON. ``None`` when the session has no such event.
+
+        Each page reads the whole body (one `read_body`): ask for pages of a generous size.
+
+        Raises:
+            UsageError: ``offset`` is negative, ``limit`` is below 1, or ``call_id`` names no
+                result of the event.
+        """
+        event = await self.read_body(session_id, event_id)
+        if event is None:
+            return None
+        return page_of(event, offset=offset, limit=limit, call_id=call_id)
 
     # --- leases --------------------------------------------------------------------------------
 
@@ -382,3 +427,18 @@ def check_point(at: int | str | None, before: str | None) -> None:
     other = cast(object, before)
     if other is not None and (not isinstance(other, str) or not other):
         raise UsageError(f"before must be a non-empty event id, not {other!r}")
+
+
+def check_owner(parent: Session, child: Session) -> None:
+    """Refuse a fork for another owner than its parent's: a fork reads its parent's events as
+    its own, encrypted (on a store with encryption) with the parent's owner's key, and an
+    erasure of that owner erases the fork with the parent.
+
+    Raises:
+        UsageError: ``child.user_id`` is not ``parent.user_id``.
+    """
+    if child.user_id != parent.user_id:
+        raise UsageError(
+            f"a fork of session {parent.id!r} belongs to its owner {parent.user_id!r}, "
+            f"not {child.user_id!r}"
+        )

@@ -5,31 +5,49 @@ respect to every other task; a lock makes it safe from several threads too. An a
 amortised, and a ``last_n`` read walks back from the end of the log, so its cost follows the
 window, not the log. A fork refers to its parent's events (`_memory_log`): O(1) whatever the
 parent's length. Nothing survives the process.
+
+**Encryption** (``encryption=``): each event's content and each session's metadata are kept
+encrypted with the owner's data key (in a key vault of this process), as the MongoDB store keeps
+them, and decrypted on read: a read takes the log under the lock and decrypts, outside it, only
+the events it reaches. **Large bodies** are offloaded as the MongoDB store offloads them: the log
+holds the preview, a dictionary beside it the whole event. A fork belongs to its parent's owner,
+so it reads the parent's sealed events with the same key, and its parent's bodies by reference.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from typing import Any
+
+from bson.binary import Binary
 
 from .._lifecycle import closed_error
 from .._view import is_boundary
+from ..encryption import EncryptionOptions, UserKeys
 from ..events import ForkPoint, Session, SessionAttributes, SessionEvent
 from ..exceptions import EventIdConflict, SessionExists, SessionNotFound
 from ..filters import EventFilter
+from ..memory import MemoryStore
 from ..rewinds import LogPoint
+from ._erasure import ErasureReport, InMemoryErasureLedger, UserEraser
+from ._memory_log import Entry as _Entry
 from ._memory_log import MemoryLog as _Log
 from ._metadata_index import DEFAULT_LIMIT, check_lookup, index_entries, index_entry, indexed_keys
+from ._offload import DEFAULT_OFFLOAD_THRESHOLD, DEFAULT_PREVIEW_CHARS, Offloading
 from ._protocol import (
     Lease,
     SessionRepository,
     SessionSnapshot,
     check_batch,
+    check_owner,
     check_point,
     check_session,
     check_version,
 )
+from ._sealing import LogView, Sealed, keys_of, open_event, read_sealed, seal_event, search_sealed
 
 __all__ = ["InMemorySessionRepository"]
 
@@ -66,10 +84,27 @@ class InMemorySessionRepository(SessionRepository):
             [`SessionAttributes`][asyncsession.events.SessionAttributes], that
             [`find_by_metadata`][asyncsession.repository.in_memory.InMemorySessionRepository.find_by_metadata]
             looks sessions up by.
+        encryption: keep each event's content and each session's metadata encrypted with the
+            data key of the session's owner (`asyncsession.encryption`; local master keys only,
+            the keys kept in this process). The indexed metadata values stay readable.
+        offload_threshold: events whose content takes more bytes than this as JSON are kept
+            whole beside the log, which holds a preview (see
+            [`OffloadedBody`][asyncsession.repository.OffloadedBody]); ``None``: never.
+        preview_chars: how many characters of each text a preview keeps.
     """
 
-    def __init__(self, *, indexed_metadata_keys: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        indexed_metadata_keys: Iterable[str] = (),
+        encryption: EncryptionOptions | UserKeys | None = None,
+        offload_threshold: int | None = DEFAULT_OFFLOAD_THRESHOLD,
+        preview_chars: int = DEFAULT_PREVIEW_CHARS,
+    ) -> None:
         self._indexed_keys = indexed_keys(indexed_metadata_keys)
+        self._keys = keys_of(encryption, None)
+        self._offloading = Offloading.of(offload_threshold, preview_chars)
+        self._ledger = InMemoryErasureLedger()
         self._logs: dict[str, _Log] = {}
         self._owners: dict[str, str] = {}
         """Event id -> the session whose own events hold it."""
@@ -78,6 +113,11 @@ class InMemorySessionRepository(SessionRepository):
         self._dependents: dict[str, set[str]] = {}
         """Session id -> the live sessions whose prefix reads its events."""
         self._lock = _OpenLock()
+
+    @property
+    def keys(self) -> UserKeys | None:
+        """The user keys the store encrypts with; ``None`` without encryption."""
+        return self._keys
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -98,49 +138,85 @@ class InMemorySessionRepository(SessionRepository):
 
     # --- sessions ------------------------------------------------------------------------------
 
+    async def _sealed(self, session: Session) -> tuple[Session, Binary | None]:
+        """The session as kept, and its metadata encrypted (``None``: kept in clear)."""
+        if self._keys is None or not session.metadata:
+            return session, None
+        metadata = json.dumps(session.metadata).encode()
+        sealed = await self._keys.encrypt(session.user_id, metadata)
+        return session.model_copy(update={"metadata": {}}), sealed
+
+    async def _opened(self, kept: tuple[Session, Binary | None]) -> Session:
+        """The session a kept one stands for, its metadata decrypted."""
+        session, sealed = kept
+        if sealed is None or self._keys is None:
+            return session
+        metadata: dict[str, Any] = json.loads(await self._keys.decrypt(session.user_id, sealed))
+        return session.model_copy(update={"metadata": metadata})
+
     async def save(self, session: Session) -> Session:
         """Create or update a session; an update keeps ``created_at``, the log, the version and
-        ``forked_from``."""
+        ``forked_from``.
+
+        Raises:
+            SessionExists: the id is a deleted session's whose events forks still read.
+        """
         check_session(session)
+        kept, sealed = await self._sealed(_plain(session))
+        entries = index_entries(session, self._indexed_keys)
         with self._lock:
             log = self._logs.get(session.id)
             if session.id in self._retained:
                 raise SessionExists(session.id)
             if log is None:
-                session = _plain(session)
-                self._logs[session.id] = _Log(session=session)
-                return session
+                self._logs[session.id] = _Log(session=kept, entries=entries, metadata=sealed)
+                return _plain(session)
             log.session = log.session.model_copy(
                 update={
-                    "user_id": session.user_id,
-                    "expires_at": session.expires_at,
-                    "metadata": dict(session.metadata),
+                    "user_id": kept.user_id,
+                    "expires_at": kept.expires_at,
+                    "metadata": dict(kept.metadata),
                 }
             )
-            return log.session
+            log.entries, log.metadata = entries, sealed
+            stored = log.session
+        if sealed is None:
+            return stored
+        return stored.model_copy(update={"metadata": dict(session.metadata)})
 
     async def save_if_absent(self, session: Session) -> bool:
         """Insert the session unless its id exists."""
         check_session(session)
+        kept, sealed = await self._sealed(_plain(session))
+        entries = index_entries(session, self._indexed_keys)
         with self._lock:
             if session.id in self._logs or session.id in self._retained:
                 return False
-            self._logs[session.id] = _Log(session=_plain(session))
+            self._logs[session.id] = _Log(session=kept, entries=entries, metadata=sealed)
             return True
 
     async def find_by_id(self, session_id: str) -> Session | None:
         """The session, or ``None``."""
-        self._lock.check_open()
-        log = self._logs.get(session_id)
-        return None if log is None else log.session
+        with self._lock:
+            log = self._logs.get(session_id)
+            if log is None:
+                return None
+            kept = (log.session, log.metadata)
+        return await self._opened(kept)
+
+    async def _sessions(self, kept: list[tuple[Session, Binary | None]]) -> list[Session]:
+        kept.sort(key=lambda pair: (pair[0].created_at, pair[0].id))
+        return [await self._opened(pair) for pair in kept]
 
     async def find_by_user_id(self, user_id: str) -> list[Session]:
         """Every session of the user, oldest first (by ``created_at``, then id)."""
         with self._lock:
-            sessions = [
-                log.session for log in self._logs.values() if log.session.user_id == user_id
+            kept = [
+                (log.session, log.metadata)
+                for log in self._logs.values()
+                if log.session.user_id == user_id
             ]
-        return sorted(sessions, key=lambda s: (s.created_at, s.id))
+        return await self._sessions(kept)
 
     async def find_by_metadata(
         self, name: str, value: str, *, limit: int = DEFAULT_LIMIT
@@ -152,20 +228,19 @@ class InMemorySessionRepository(SessionRepository):
             return (await self.find_by_user_id(value))[:limit]
         entry = index_entry(name, value)
         with self._lock:
-            sessions = [
-                log.session
-                for log in self._logs.values()
-                if entry in index_entries(log.session, self._indexed_keys)
+            kept = [
+                (log.session, log.metadata) for log in self._logs.values() if entry in log.entries
             ]
-        return sorted(sessions, key=lambda s: (s.created_at, s.id))[:limit]
+        kept.sort(key=lambda pair: (pair[0].created_at, pair[0].id))
+        return await self._sessions(kept[:limit])
 
     async def delete(self, session_id: str) -> None:
-        """Remove the session and its events."""
+        """Remove the session, its events and their offloaded bodies."""
         with self._lock:
             self._drop(session_id)
 
     def _drop(self, session_id: str) -> None:
-        """Remove the session; keep its events forks read (out of sight) until they go."""
+        """Remove the session; keep its events that forks read (out of sight) until they go."""
         log = self._logs.pop(session_id, None)
         if log is None:
             return
@@ -176,6 +251,7 @@ class InMemorySessionRepository(SessionRepository):
             self._collect(piece.log.session.id)
         readers = self._dependents.get(session_id)
         if not readers:
+            self._dependents.pop(session_id, None)
             self._forget(log, 0)
             return
         self._retained[session_id] = log
@@ -194,11 +270,10 @@ class InMemorySessionRepository(SessionRepository):
             self._forget(self._retained.pop(session_id), 0)
 
     def _forget(self, log: _Log, keep: int) -> None:
-        """Forget the own events of ``log`` from index ``keep`` on (their ids are free again)."""
-        for event in log.events[keep:]:
-            self._owners.pop(event.id, None)
-            log.positions.pop(event.id, None)
-        del log.events[keep:]
+        """Forget the own events of ``log`` from index ``keep`` on (their ids are free again),
+        with their bodies."""
+        for event_id in log.forget(keep):
+            self._owners.pop(event_id, None)
 
     async def delete_expired_sessions(self, before: datetime) -> int:
         """Remove every session that expired strictly before ``before``."""
@@ -208,7 +283,47 @@ class InMemorySessionRepository(SessionRepository):
                 self._drop(session_id)
             return len(expired)
 
+    # --- erasure -------------------------------------------------------------------------------
+
+    async def erase_user(
+        self, user_id: str, *, memories: MemoryStore | None = None
+    ) -> ErasureReport:
+        """Erase ``user_id``: their data key first (with encryption on), then their sessions and,
+        given ``memories`` (a memory store of any scope), their memory files. A `UserEraser`
+        over this store and a ledger of its own; see `asyncsession.erasure`."""
+        eraser = UserEraser(self, ledger=self._ledger, keys=self._keys, memories=memories)
+        return await eraser.erase_user(user_id)
+
+    async def finish_erasures(self, *, memories: MemoryStore | None = None) -> list[ErasureReport]:
+        """Finish every erasure of this store that an error interrupted."""
+        eraser = UserEraser(self, ledger=self._ledger, keys=self._keys, memories=memories)
+        return await eraser.finish_pending()
+
     # --- appends -------------------------------------------------------------------------------
+
+    async def _prepare(
+        self, session_id: str, batch: list[SessionEvent]
+    ) -> dict[str, tuple[_Entry, _Entry | None]]:
+        """Each event as the log keeps it (its preview when offloaded; sealed with encryption
+        on) and, when offloaded, the whole event as kept beside the log."""
+        log = self._logs.get(session_id)
+        if log is None:
+            raise SessionNotFound(session_id)
+        user_id = log.session.user_id
+        prepared: dict[str, tuple[_Entry, _Entry | None]] = {}
+        for event in batch:
+            kept = event.model_copy(update={"archived": False}) if event.archived else event
+            whole: SessionEvent | None = None
+            content = None if self._offloading is None else self._offloading.needs(kept)
+            if content is not None and self._offloading is not None:
+                whole, kept = kept, self._offloading.preview(kept, len(content))
+            if self._keys is None:
+                prepared[event.id] = (kept, whole)
+                continue
+            sealed = await seal_event(self._keys, user_id, kept)
+            whole_sealed = None if whole is None else await seal_event(self._keys, user_id, whole)
+            prepared[event.id] = (sealed, whole_sealed)
+        return prepared
 
     async def append_events(
         self,
@@ -220,6 +335,8 @@ class InMemorySessionRepository(SessionRepository):
     ) -> bool:
         """Append a batch atomically as one commit; see ``SessionRepository.append_events``."""
         batch = check_batch(session_id, events)
+        self._lock.check_open()
+        prepared = await self._prepare(session_id, batch)
         with self._lock:
             log = self._logs.get(session_id)
             if log is None:
@@ -237,8 +354,11 @@ class InMemorySessionRepository(SessionRepository):
             if expected_version is not None and log.version != expected_version:
                 return False
             for event in fresh:
+                kept, whole = prepared[event.id]
                 log.positions[event.id] = len(log.events)
-                log.events.append(event.model_copy(update={"archived": False}))
+                log.events.append(kept)
+                if whole is not None:
+                    log.bodies[event.id] = whole
                 self._owners[event.id] = session_id
             log.ends.append(len(log.events))
             log.version += 1
@@ -281,11 +401,24 @@ class InMemorySessionRepository(SessionRepository):
 
     # --- reads ---------------------------------------------------------------------------------
 
+    async def _read(self, taken: LogView, filter: EventFilter) -> list[SessionEvent]:
+        """What ``filter`` selects from a log of a store with encryption on."""
+        assert self._keys is not None
+        if filter.has_text_criteria:
+            where = f"session {taken.session_id!r}"
+            return (await search_sealed(self._keys, [taken], filter, where))[0]
+        return await read_sealed(self._keys, taken, filter)
+
     async def find_events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
         """The matching events of one session (see ``SessionRepository.find_events``)."""
         with self._lock:
             log = self._logs.get(session_id)
-            return [] if log is None else filter.read_backwards(log.read(filter.as_of))
+            if log is None:
+                return []
+            if self._keys is None:
+                return filter.read_backwards(log.read(filter.as_of))
+            taken = log.taken(filter.as_of)
+        return await self._read(taken, filter)
 
     async def read_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
         """The session, its version, its matching events and the newest lease, atomically."""
@@ -294,23 +427,38 @@ class InMemorySessionRepository(SessionRepository):
             if log is None:
                 return None
             version = log.version if filter.as_of is None else min(filter.as_of, log.version)
-            return SessionSnapshot(
-                session=log.session,
-                version=version,
-                events=tuple(filter.read_backwards(log.read(filter.as_of))),
-                lease=log.leases.get(_own(log, version)),
-            )
+            lease = log.leases.get(_own(log, version))
+            if self._keys is None:
+                return SessionSnapshot(
+                    session=log.session,
+                    version=version,
+                    events=tuple(filter.read_backwards(log.read(filter.as_of))),
+                    lease=lease,
+                )
+            kept = (log.session, log.metadata)
+            taken = log.taken(filter.as_of)
+        return SessionSnapshot(
+            session=await self._opened(kept),
+            version=version,
+            events=tuple(await self._read(taken, filter)),
+            lease=lease,
+        )
 
     async def find_events_by_user_id(self, user_id: str, filter: EventFilter) -> list[SessionEvent]:
         """Matching events of all the user's sessions, by timestamp; ties keep log order."""
         unwindowed = filter.without_window()
+        found: list[list[SessionEvent]] = []
         with self._lock:
-            matched = [
-                event
-                for log in self._logs.values()
-                if log.session.user_id == user_id
-                for event in unwindowed.read_backwards(log.read(filter.as_of))
-            ]
+            logs = [log for log in self._logs.values() if log.session.user_id == user_id]
+            taken = [log.taken(filter.as_of) for log in logs]
+            if self._keys is None:
+                found = [unwindowed.read_backwards(log.read(filter.as_of)) for log in logs]
+        if self._keys is not None and unwindowed.has_text_criteria:
+            where = f"the sessions of user {user_id!r}"
+            found = await search_sealed(self._keys, taken, unwindowed, where)
+        elif self._keys is not None:
+            found = [await read_sealed(self._keys, log, unwindowed) for log in taken]
+        matched = [event for events in found for event in events]
         matched.sort(key=lambda e: e.timestamp)  # stable: ties keep each session's order
         return filter.apply_window(matched)
 
@@ -319,6 +467,21 @@ class InMemorySessionRepository(SessionRepository):
         self._lock.check_open()
         log = self._logs.get(session_id)
         return 0 if log is None else log.version
+
+    async def read_body(self, session_id: str, event_id: str) -> SessionEvent | None:
+        """The event as it was appended, whole (see ``SessionRepository.read_body``)."""
+        with self._lock:
+            log = self._logs.get(session_id)
+            if log is None:
+                return None
+            entry = log.body(event_id)
+            if entry is None:
+                return None
+            user_id = log.session.user_id
+        if isinstance(entry, Sealed):
+            assert self._keys is not None
+            return await open_event(self._keys, user_id, session_id, entry)
+        return entry
 
     # --- forks ---------------------------------------------------------------------------------
 
@@ -331,30 +494,41 @@ class InMemorySessionRepository(SessionRepository):
         before: str | None = None,
     ) -> Session:
         """Create ``child`` as a fork of the session (see ``SessionRepository.fork``): it
-        refers to the parent's events, O(1) whatever their number."""
+        refers to the parent's events and bodies, O(1) whatever their number."""
         check_point(at, before)
         check_session(child)
+        kept, sealed = await self._sealed(_plain(child))
+        entries = index_entries(child, self._indexed_keys)
         with self._lock:
             parent = self._logs.get(session_id)
             if parent is None:
                 raise SessionNotFound(session_id)
+            check_owner(parent.session, child)
             point = parent.locate(at, before)
             origin = ForkPoint(
                 session_id=session_id, version=point.version, event_id=point.event_id
             )
             existing = self._logs.get(child.id)
             if existing is not None or child.id in self._retained:
-                if existing is not None and _same_fork(existing.session, child, origin):
-                    return existing.session
-                raise SessionExists(child.id)
-            session = child.model_copy(update={"forked_from": origin})
-            pieces = parent.prefix_at(point)
-            self._logs[child.id] = _Log(
-                session=session, base=point.version, version=point.version, pieces=pieces
-            )
-            for piece in pieces:
-                self._dependents.setdefault(piece.log.session.id, set()).add(child.id)
-            return session
+                if existing is not None and existing.session.forked_from == origin:
+                    stored = (existing.session, existing.metadata)
+                else:
+                    raise SessionExists(child.id)
+            else:
+                pieces = parent.prefix_at(point)
+                log = _Log(
+                    session=kept.model_copy(update={"forked_from": origin}),
+                    entries=entries,
+                    metadata=sealed,
+                    base=point.version,
+                    version=point.version,
+                    pieces=pieces,
+                )
+                self._logs[child.id] = log
+                for piece in pieces:
+                    self._dependents.setdefault(piece.log.session.id, set()).add(child.id)
+                stored = (log.session, log.metadata)
+        return await self._opened(stored)
 
     async def locate(
         self, session_id: str, *, at: int | str | None = None, before: str | None = None
@@ -368,13 +542,13 @@ class InMemorySessionRepository(SessionRepository):
     async def find_forks(self, session_id: str) -> list[Session]:
         """The sessions forked from this one, oldest first."""
         with self._lock:
-            forks = [
-                log.session
+            kept = [
+                (log.session, log.metadata)
                 for log in self._logs.values()
                 if log.session.forked_from is not None
                 and log.session.forked_from.session_id == session_id
             ]
-        return sorted(forks, key=lambda s: (s.created_at, s.id))
+        return await self._sessions(kept)
 
 
 def _plain(session: Session) -> Session:
@@ -388,8 +562,3 @@ def _own(log: _Log, version: int) -> int:
     """Where the lease on commit ``version`` lives: 0 (the session) for a commit of a fork's
     prefix."""
     return version if version > log.base else 0
-
-
-def _same_fork(stored: Session, child: Session, origin: ForkPoint) -> bool:
-    """Whether ``stored`` is the fork ``child`` at ``origin`` would make (a repeated call)."""
-    return stored.forked_from == origin and stored.user_id == child.user_id

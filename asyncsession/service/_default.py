@@ -6,9 +6,7 @@ system messages may be stored) and delegates to the repository.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -40,10 +38,11 @@ from ..events import (
     SessionEvent,
     utc_now,
 )
-from ..exceptions import AccessDenied, SessionExists, SessionNotFound, UsageError
+from ..exceptions import SessionExists, UsageError
 from ..filters import EventFilter, EventQuery
 from ..messages import Message
-from ..repository import SessionRepository, SessionSnapshot
+from ..repository import Lease, SessionRepository, SessionSnapshot
+from ._protocol import SessionService
 
 __all__ = ["DefaultSessionService"]
 
@@ -66,8 +65,11 @@ def _require(value: str, what: str) -> str:
     return value
 
 
-class DefaultSessionService:
+class DefaultSessionService(SessionService):
     """The standard ``SessionService`` over a repository.
+
+    To change what one operation does (authorize, measure, log), subclass it, override that
+    operation and call ``super()``.
 
     Args:
         repository: where sessions live.
@@ -95,9 +97,16 @@ class DefaultSessionService:
         if default_time_to_live <= timedelta(0):
             raise UsageError("default_time_to_live must be positive")
         self.repository = repository
+        """Where sessions live."""
         self.default_time_to_live = default_time_to_live
-        self.allow_system_messages = allow_system_messages
+        """The lifetime of a session created without one."""
+        self._allow_system_messages = allow_system_messages
         self._clock = clock
+
+    @property
+    def allow_system_messages(self) -> bool:
+        """Whether system messages may be stored."""
+        return self._allow_system_messages
 
     def _new_session(self, request: CreateSessionRequest) -> Session:
         now = self._clock()
@@ -192,14 +201,21 @@ class DefaultSessionService:
         session_id: str,
         events: Sequence[SessionEvent],
         expected_version: int | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> bool:
-        """Append a batch as one version; with ``expected_version``, only if nothing changed."""
+        """Append a batch as one commit; with ``expected_version``, only if nothing changed
+        since; the commit carries ``lease`` (a commit without one ends any lease before it)."""
         _require(session_id, "session_id")
         if expected_version is not None and expected_version < 0:
             raise UsageError("expected_version must be >= 0")
         for event in events:
-            self._check_storable(require_event(event, "events[]"))
-        return await self.repository.append_events(session_id, events, expected_version)
+            if not isinstance(event, SessionEvent):
+                require_event(event, "events[]")  # raises, naming what was passed
+            self._check_storable(event)
+        return await self.repository.append_events(
+            session_id, events, expected_version, lease=lease
+        )
 
     async def append_message(
         self,
@@ -316,63 +332,21 @@ class DefaultSessionService:
         return await self.repository.get_event_version(_require(session_id, "session_id"))
 
     async def get_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
-        """The session, its version and its matching events in one read; ``None`` if unknown."""
+        """The session, its version, its matching events and the newest commit's lease in one
+        read; ``None`` if unknown."""
         return await self.repository.read_snapshot(_require(session_id, "session_id"), filter)
 
-    async def draw_event_id(self, session_id: str) -> str:
-        """A new event id for an append to ``session_id``: a random UUID, as `SessionEvent`
-        would pick."""
-        _require(session_id, "session_id")
-        return str(uuid.uuid4())
-
-    async def start_turn(
-        self,
-        session_id: str,
-        message: Message,
-        filter: EventFilter,
-        *,
-        event_id: str | None = None,
-        user_id: str | None = None,
-        reserve_event_ids: Sequence[str] = (),
-        create: CreateSessionRequest | None = None,
-    ) -> tuple[SessionEvent, SessionSnapshot]:
-        """Start a chat turn: check the owner, append the user's message, read the window.
-
-        Checks that ``user_id`` (when given) owns the session, appends ``message`` as a new
-        event (idempotently: a replayed ``event_id`` is a no-op) and returns the event with a
-        snapshot whose events are the window ``filter`` selects *before* it, and whose version
-        is the one right after the append. ``create`` makes a session that does not exist yet
-        (its ``id`` must be ``session_id`` or ``None``) and starts the turn on it: the first turn
-        of a conversation needs no separate create. It reads the snapshot, then appends.
-        Without ``event_id`` the id is a random UUID.
-
-        ``reserve_event_ids`` is deprecated and will be removed: it does nothing, with a
-        `DeprecationWarning`.
-
-        Raises:
-            SessionNotFound: the session does not exist and ``create`` is ``None``; nothing was
-                written.
-            AccessDenied: the session belongs to another user; nothing was written.
-            UsageError: ``create`` names another session, or another user than ``user_id``.
-        """
-        if reserve_event_ids:
-            warnings.warn(
-                "start_turn's reserve_event_ids is deprecated: the store registers the ids it "
-                "hands out itself; draw the reply's id with draw_event_id instead",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-        event = self._new_event(session_id, message, event_id)
-        self._check_storable(event)
-        new = None
-        if create is not None:  # check_creation refuses another id
-            new = self._new_session(
-                create if create.id else create.model_copy(update={"id": session_id})
-            )
-        snapshot = await _start_turn(
-            self.repository, session_id, event, filter, user_id=user_id, create=new
+    async def acquire_lease(self, session_id: str, version: int, lease: Lease) -> bool:
+        """Take (or renew) the lease on commit ``version`` (0: the session itself); ``False``
+        while another holder's lease runs (see
+        [`SessionRepository.acquire_lease`][asyncsession.repository.SessionRepository.acquire_lease])."""
+        return await self.repository.acquire_lease(
+            _require(session_id, "session_id"), version, lease
         )
-        return event, snapshot
+
+    async def release_lease(self, session_id: str, version: int, holder: str) -> None:
+        """End the lease on commit ``version`` if ``holder`` holds it."""
+        await self.repository.release_lease(_require(session_id, "session_id"), version, holder)
 
     async def find_events_by_user_id(
         self, user_id: str, filter: EventFilter | None = None
@@ -403,49 +377,3 @@ class DefaultSessionService:
             check_trigger(trigger),
             check_strategy(strategy),
         )
-
-
-async def _start_turn(
-    repository: SessionRepository,
-    session_id: str,
-    event: SessionEvent,
-    filter: EventFilter,
-    *,
-    user_id: str | None,
-    create: Session | None,
-) -> SessionSnapshot:
-    """Check the session, append ``event`` (idempotently) at the version of the window read,
-    and return that window (the log before the event) with the version right after the
-    append. A lost compare-and-swap reads again."""
-    if create is not None:
-        if create.id != session_id:
-            raise UsageError(f"the session to create is {create.id!r}, not {session_id!r}")
-        if user_id is not None and create.user_id != user_id:
-            raise UsageError(
-                f"the session to create belongs to {create.user_id!r}, not to {user_id!r}"
-            )
-    for _ in range(_TURN_ATTEMPTS):
-        snapshot = await repository.read_snapshot(session_id, filter)
-        if snapshot is None and create is not None:
-            if await repository.save_if_absent(create):
-                snapshot = SessionSnapshot(session=create, version=0, events=())
-            else:
-                continue  # created concurrently: read it
-        if snapshot is None:
-            raise SessionNotFound(session_id)
-        if user_id is not None and snapshot.session.user_id != user_id:
-            raise AccessDenied(session_id, user_id)
-        ids = [e.id for e in snapshot.events]
-        if event.id in ids:  # a replay of a turn started already
-            before = snapshot.events[: ids.index(event.id)]
-            return dataclasses.replace(snapshot, events=before)
-        if await repository.append_events(session_id, [event], snapshot.version):
-            return dataclasses.replace(snapshot, version=snapshot.version + 1)
-    await repository.append_events(session_id, [event])
-    version = await repository.get_event_version(session_id)
-    snapshot = await repository.read_snapshot(session_id, filter)
-    if snapshot is None:
-        raise SessionNotFound(session_id)
-    return dataclasses.replace(
-        snapshot, version=version, events=tuple(e for e in snapshot.events if e.id != event.id)
-    )

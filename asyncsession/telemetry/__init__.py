@@ -4,16 +4,17 @@ Install the ``[otel]`` extra (``pip install '.[otel]'`` from a clone) and config
 provider in your application; without ``opentelemetry-api`` every piece here is a no-op.
 Compose what you need:
 
-- `TracingAdvisor` and `ModelCallTracingAdvisor` (both from `tracing_advisors`): a ``chat_turn``
-  span per call, with what the turn cost, and a GenAI ``chat {model}`` span per model call;
+- `TracingAdvisor` (first of a client's ``advisors``): a ``chat_turn`` span per call, with
+  what the turn cost; `ModelCallTracingAdvisor` (last of its ``model_advisors``): a GenAI
+  ``chat {model}`` span per model call;
 - `TracingSessionRepository`: a ``session_store <operation>`` span per store operation;
-- `TracingSessionService`: a ``compaction`` span per compaction;
+- `TracingSessionService`: the standard service, with a ``compaction`` span per compaction;
 - `MongoCommandCounter`: a PyMongo command listener that counts a turn's MongoDB commands.
 
-The tool loop adds an ``execute_tool {name}`` span per tool call on its own.
+The turn adds an ``execute_tool {name}`` span per tool call on its own.
 """
 
-from ._advisors import ModelCallTracingAdvisor, TracingAdvisor, tracing_advisors
+from ._advisors import ModelCallTracingAdvisor, TracingAdvisor
 from ._commands import MongoCommandCounter
 from ._repository import TracingSessionRepository
 from ._service import TracingSessionService
@@ -24,5 +25,4 @@ __all__ = [
     "TracingAdvisor",
     "TracingSessionRepository",
     "TracingSessionService",
-    "tracing_advisors",
 ]

@@ -7,38 +7,25 @@ from collections.abc import AsyncIterator, Callable
 from typing import Final
 from urllib.parse import urlsplit
 
-import httpx
+import httpx2
 
 from .._telemetry import AttributeValue, Span, TurnStats, current_turn, start_span, turn_stats
-from ..advisors.base import (
-    LOWEST_PRECEDENCE,
-    TELEMETRY_ORDER,
-    CallContext,
-    CallNext,
-    ChunkStream,
-    StreamNext,
-)
-from ..advisors.contexts import SESSION_ID_CONTEXT_KEY, USER_ID_CONTEXT_KEY
-from ..advisors.ids import REQUEST_ID_CONTEXT_KEY
+from ..advisors import CallContext, CallNext, ChunkStream, StreamNext
 from ..chat import ChatChunk, ChatRequest, ChatResponse
 from ..exceptions import UsageError
 
-__all__ = ["ModelCallTracingAdvisor", "TracingAdvisor", "tracing_advisors"]
+__all__ = ["ModelCallTracingAdvisor", "TracingAdvisor"]
 
 TURN_SPAN: Final = "chat_turn"
 """The name of a turn's span."""
 
 
 def _turn_attributes(ctx: CallContext) -> dict[str, str | bool | None]:
-    def text(key: str) -> str | None:
-        value = ctx.context.get(key)
-        return None if value is None else str(value)
-
     return {
-        "gen_ai.conversation.id": text(SESSION_ID_CONTEXT_KEY),
-        "asyncsession.session.id": text(SESSION_ID_CONTEXT_KEY),
-        "asyncsession.user.id": text(USER_ID_CONTEXT_KEY),
-        "asyncsession.request.id": text(REQUEST_ID_CONTEXT_KEY),
+        "gen_ai.conversation.id": ctx.session_id,
+        "asyncsession.session.id": ctx.session_id,
+        "asyncsession.user.id": ctx.user_id,
+        "asyncsession.request.id": ctx.request_id,
         "asyncsession.turn.streaming": ctx.streaming,
     }
 
@@ -57,7 +44,7 @@ def _end_turn(span: Span, stats: TurnStats) -> None:
 _DEFAULT_PORTS: Final = {"https": 443, "http": 80}
 
 
-def _server_attributes(base_url: str | httpx.URL | None) -> dict[str, AttributeValue | None]:
+def _server_attributes(base_url: str | httpx2.URL | None) -> dict[str, AttributeValue | None]:
     """``server.address`` and ``server.port`` of the model's endpoint; none without a URL."""
     if base_url is None:
         return {}
@@ -71,12 +58,11 @@ def _server_attributes(base_url: str | httpx.URL | None) -> dict[str, AttributeV
 def _model_attributes(
     ctx: CallContext, model: str | None, server: dict[str, AttributeValue | None]
 ) -> dict[str, AttributeValue | None]:
-    session_id = ctx.context.get(SESSION_ID_CONTEXT_KEY)
     return {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": "openai",
         "gen_ai.request.model": model,
-        "gen_ai.conversation.id": None if session_id is None else str(session_id),
+        "gen_ai.conversation.id": ctx.session_id,
         **server,
     }
 
@@ -96,7 +82,7 @@ def _end_model_call(span: Span, response: ChatResponse) -> None:
 
 
 class TracingAdvisor:
-    """A span per chat call: ``chat_turn``, around every other advisor.
+    """A span per chat call: ``chat_turn``. Put it first in the client's ``advisors``.
 
     Its attributes: the session (also as ``gen_ai.conversation.id``), user and request ids of
     the context, whether it streamed, and what the turn cost:
@@ -106,17 +92,7 @@ class TracingAdvisor:
     Everything the turn does (store operations, model calls, tool calls, compaction) nests
     under it. A stream's span ends when the stream ends or is closed; on the stream path the
     span is current only while the chain works on a chunk, never across a ``yield``.
-
-    Args:
-        order: the position in the chain; the default is outside every advisor of ours.
     """
-
-    DEFAULT_ORDER: Final = TELEMETRY_ORDER
-    """The default order: outermost, outside ``IdempotentTurnAdvisor`` (``+ 100``)."""
-
-    def __init__(self, *, order: int = DEFAULT_ORDER) -> None:
-        self.order = order
-        """The position in the chain."""
 
     async def call(
         self, ctx: CallContext, request: ChatRequest, call_next: CallNext
@@ -145,36 +121,27 @@ class TracingAdvisor:
 
 
 class ModelCallTracingAdvisor:
-    """A span per model call, after the OpenTelemetry GenAI conventions: ``chat {model}``.
+    """A span per model call, after the OpenTelemetry GenAI conventions: ``chat {model}``. Put
+    it last in the client's ``model_advisors``.
 
     Its attributes: ``gen_ai.operation.name`` (``chat``), ``gen_ai.provider.name``
     (``openai``), ``gen_ai.request.model``, ``gen_ai.response.model``, ``gen_ai.response.id``,
     ``gen_ai.response.finish_reasons``, ``gen_ai.usage.input_tokens`` /
     ``output_tokens``, ``gen_ai.conversation.id`` (the session id of the context) and, given
-    the client's ``base_url``, ``server.address`` and ``server.port``. It runs innermost, so a
-    tool loop's every round gets its own span.
+    the client's ``base_url``, ``server.address`` and ``server.port``. A tool loop's every round
+    gets its own span.
 
     Args:
-        model: the model of calls whose options name none (the ``ChatClient``'s default).
+        model: the model of calls whose options name none (the client's default).
         base_url: the OpenAI client's ``base_url`` (``openai_client.base_url``), for the
             ``server.address`` and ``server.port`` attributes.
-        order: the position in the chain; the default is next to the model.
     """
 
-    DEFAULT_ORDER: Final = LOWEST_PRECEDENCE
-    """The default order: innermost, once per model call."""
-
     def __init__(
-        self,
-        *,
-        model: str | None = None,
-        base_url: str | httpx.URL | None = None,
-        order: int = DEFAULT_ORDER,
+        self, *, model: str | None = None, base_url: str | httpx2.URL | None = None
     ) -> None:
         self.model = model
         """The model of calls whose options name none."""
-        self.order = order
-        """The position in the chain."""
         self._server = _server_attributes(base_url)
 
     def _start(self, ctx: CallContext, request: ChatRequest) -> Span:
@@ -216,18 +183,6 @@ class ModelCallTracingAdvisor:
                 _end_model_call(span, response)
 
         return _SpanStream(inner, span, current_turn(), finish)
-
-
-def tracing_advisors(
-    *, model: str | None = None, base_url: str | httpx.URL | None = None
-) -> list[TracingAdvisor | ModelCallTracingAdvisor]:
-    """Both tracing advisors, at their default orders: add them to a ``ChatClient``.
-
-    Args:
-        model: the ``ChatClient``'s default model, for calls whose options name none.
-        base_url: the OpenAI client's ``base_url``, for ``server.address`` / ``server.port``.
-    """
-    return [TracingAdvisor(), ModelCallTracingAdvisor(model=model, base_url=base_url)]
 
 
 class _SpanStream(ChunkStream):

@@ -1,23 +1,24 @@
-"""`TracingSessionService`: a span per compaction, around any session service."""
+"""`TracingSessionService`: the standard service, with a span per compaction."""
 
 from __future__ import annotations
 
 from .._telemetry import span
 from ..compaction import CompactionStrategy, TriggerLike
 from ..compaction_protocols import CompactionResult
-from ..service import DelegatingSessionService
+from ..service import DefaultSessionService
 
 __all__ = ["TracingSessionService"]
 
 
-class TracingSessionService(DelegatingSessionService):
-    """Forwards everything to ``delegate``; a compaction runs in a ``compaction`` span.
+class TracingSessionService(DefaultSessionService):
+    """A ``DefaultSessionService`` (same arguments) whose compactions run in a ``compaction``
+    span.
 
     The span's attributes: ``asyncsession.session.id`` (also as ``gen_ai.conversation.id``), the
     strategy and trigger classes, and the outcome: ``asyncsession.compaction.applied``,
     ``.archived_events`` and
     ``.tokens_saved`` (estimated), and ``.error`` when the strategy fell back. Give this service
-    to the advisors and the ``CompactionWorker`` so their compactions are traced; wrap the
+    to the client and the ``CompactionWorker`` so their compactions are traced; wrap the
     repository in a `TracingSessionRepository` to see the store operations inside.
     """
 
@@ -32,7 +33,7 @@ class TracingSessionService(DelegatingSessionService):
             "asyncsession.compaction.trigger": type(trigger).__name__,
         }
         with span("compaction", attributes=attributes) as traced:
-            result = await self.delegate.compact(session_id, trigger, strategy)
+            result = await super().compact(session_id, trigger, strategy)
             traced.set_many(
                 {
                     "asyncsession.compaction.applied": result.applied,

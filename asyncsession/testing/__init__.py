@@ -2,33 +2,26 @@
 
 - `FakeClock`: a settable clock to inject into services.
 - ``asyncsession.testing.contract``: the repository contract kit (needs pytest).
-- ``asyncsession.testing.openai_server``: a scripted OpenAI-compatible HTTP server.
+- `ScriptedOpenAIServer` (``asyncsession.testing.openai_server``): a scripted OpenAI-compatible
+  model, reached through the real ``openai`` client's ``httpx`` transport.
 """
 
 from ._clock import FakeClock
 from .openai_server import (
-    FinishReason,
     RecordedRequest,
-    Responder,
-    ResponseOutcome,
     ScriptedError,
     ScriptedOpenAIServer,
     ScriptedReply,
-    ScriptedReplyOptions,
     ScriptedToolCall,
     ScriptedUsage,
 )
 
 __all__ = [
     "FakeClock",
-    "FinishReason",
     "RecordedRequest",
-    "Responder",
-    "ResponseOutcome",
     "ScriptedError",
     "ScriptedOpenAIServer",
     "ScriptedReply",
-    "ScriptedReplyOptions",
     "ScriptedToolCall",
     "ScriptedUsage",
 ]

@@ -21,8 +21,10 @@ fixture hands out a fresh store per test (closing is idempotent, so its teardown
 again). The kit needs `pytest` and `pytest-asyncio` (the `[testing]` extra: `pip install
 '.[testing]'` from a clone); it is the only part of asyncsession that imports pytest. The tests
 live in one mixin per area (sessions, metadata lookups, recall searches, appends and versions,
-filters and windows, snapshots, leases, compaction, expiry, concurrency, text, lifecycle) under
-`asyncsession.testing._contract`; subclass the combined class, not the mixins.
+filters and windows, snapshots, leases, compaction, expiry, concurrency, text, large bodies,
+lifecycle) under `asyncsession.testing._contract`; subclass the combined class, not the mixins.
+A store that keeps every body in its log, however large, sets ``offloads_large_bodies = False``
+on its subclass: the large-body tests then check that it reads every body back whole.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from ._contract.filters import FiltersContract
 from ._contract.leases import LeasesContract
 from ._contract.lifecycle import LifecycleContract
 from ._contract.metadata import MetadataContract
+from ._contract.offload import OffloadContract
 from ._contract.records import CompactionRecordContract
 from ._contract.search import SearchContract
 from ._contract.sessions import SessionsContract
@@ -89,6 +92,7 @@ class SessionRepositoryContract(
     ExpiryContract,
     ConcurrencyContract,
     TextContract,
+    OffloadContract,
     LifecycleContract,
 ):
     """The contract tests. Subclass with a `repository` fixture returning your store."""

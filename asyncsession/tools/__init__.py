@@ -4,21 +4,21 @@
   a description, a JSON schema generated from a typed function or a pydantic model, and
   ``invoke(arguments_json) -> str``. Arguments that do not validate come back to the model as
   an ``"Error: ..."`` text, for every tool alike.
-- [`AutoMemoryTools`][asyncsession.tools.memory.AutoMemoryTools]: the six long-term memory
+- [`AutoMemoryTools`][asyncsession.tools.AutoMemoryTools]: the six long-term memory
   tools over a [`MemoryStore`][asyncsession.memory.MemoryStore].
-- [`conversation_search`][asyncsession.tools.recall.conversation_search] and
-  [`cross_session_search`][asyncsession.tools.recall.cross_session_search]: recall over the
+- [`conversation_search`][asyncsession.tools.conversation_search] and
+  [`cross_session_search`][asyncsession.tools.cross_session_search]: recall over the
   session log, archived turns included.
 
-The tool loop that runs them is
-[`ToolCallingAdvisor`][asyncsession.advisors.ToolCallingAdvisor]; the advisors
+The chat turn runs them: give them to a client (``ChatClient(..., tools=[...])``) or to one
+call (``tools=[...]``); the advisors
 [`AutoMemoryToolsAdvisor`][asyncsession.advisors.AutoMemoryToolsAdvisor] and
 [`SessionRecallAdvisor`][asyncsession.advisors.SessionRecallAdvisor] offer these tools per call.
 """
 
+from ._memory import MEMORY_TOOL_NAMES, AutoMemoryTools
+from ._recall import conversation_search, cross_session_search
 from ._tool import Tool, tool
-from .memory import MEMORY_TOOL_NAMES, AutoMemoryTools
-from .recall import conversation_search, cross_session_search
 
 __all__ = [
     "MEMORY_TOOL_NAMES",
@@ -28,3 +28,7 @@ __all__ = [
     "cross_session_search",
     "tool",
 ]
+
+# Each public name shows the path users import it from (in reprs, errors and the API docs).
+for _public in (AutoMemoryTools, conversation_search, cross_session_search):
+    _public.__module__ = __name__

@@ -1,6 +1,6 @@
 """The model-facing descriptions of the six memory tools: how to keep memories, for the model.
 
-Kept apart from `asyncsession.tools.memory` because they are prose to edit, not code to read.
+Kept apart from `asyncsession.tools._memory` because they are prose to edit, not code to read.
 """
 
 from __future__ import annotations

@@ -64,7 +64,8 @@ class Tool:
     return_direct: bool = False
     """Return the result to the caller instead of sending it to the model: when every tool
     the model calls in a round is return-direct, the tool loop ends there, without another
-    model call (see [`ToolCallingAdvisor`][asyncsession.advisors.ToolCallingAdvisor])."""
+    model call: the reply's ``finish_reason`` is ``RETURN_DIRECT`` and its ``tool_results``
+    hold the results."""
 
     def __post_init__(self) -> None:
         if not _TOOL_NAME.fullmatch(self.name):

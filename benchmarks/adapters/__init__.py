@@ -41,6 +41,7 @@ __all__ = [
 SYSTEMS: dict[str, str] = {
     "asyncsession": "asyncsession_store:AsyncSessionStore",
     "asyncsession-after-reply": "asyncsession_store:AsyncSessionAfterReplyStore",
+    "asyncsession-question-first": "asyncsession_store:AsyncSessionQuestionFirstStore",
     "asyncsession-advisors": "asyncsession_store:AsyncSessionAdvisorStore",
     "asyncsession-advisors-after-reply": "asyncsession_store:AsyncSessionAdvisorAfterReplyStore",
     "asyncsession-langchain": "asyncsession_frameworks:AsyncSessionLangChainStore",
@@ -51,12 +52,14 @@ SYSTEMS: dict[str, str] = {
     "langchain": "langchain_store:LangChainStore",
     "langchain-model": "langchain_store:LangChainModelStore",
     "pydantic-ai": "pydantic_ai_store:PydanticAIStore",
+    "floor": "floor_store:FloorStore",
 }
 """System name -> ``module:class`` inside this package."""
 
 DISTRIBUTIONS: dict[str, str] = {
     "asyncsession": "asyncsession",
     "asyncsession-after-reply": "asyncsession",
+    "asyncsession-question-first": "asyncsession",
     "asyncsession-advisors": "asyncsession",
     "asyncsession-advisors-after-reply": "asyncsession",
     "asyncsession-langchain": "asyncsession",
@@ -67,15 +70,18 @@ DISTRIBUTIONS: dict[str, str] = {
     "langchain": "langchain-mongodb",
     "langchain-model": "langchain-mongodb",
     "pydantic-ai": "pydantic-ai-slim",
+    "floor": "pymongo",
 }
 """System name -> the distribution whose version the report states."""
 
-PEERS = ("openai-agents", "google-adk", "langchain", "langchain-model", "pydantic-ai")
-"""The peer systems, in report order after asyncsession."""
+PEERS = ("openai-agents", "google-adk", "langchain", "langchain-model", "pydantic-ai", "floor")
+"""The peer systems, in report order after asyncsession; ``floor`` is the least a turn can
+cost on MongoDB (a range read and one insert, no guarantees), what ours are held against."""
 
 OURS = (
     "asyncsession",
     "asyncsession-after-reply",
+    "asyncsession-question-first",
     "asyncsession-advisors",
     "asyncsession-advisors-after-reply",
 )
@@ -94,6 +100,7 @@ MODEL_CALLING = frozenset(
 SHAPES_ONLY = frozenset(
     {
         "asyncsession-after-reply",
+        "asyncsession-question-first",
         "asyncsession-advisors",
         "asyncsession-advisors-after-reply",
         "langchain-model",

@@ -27,7 +27,8 @@ from typing import Any, ClassVar, TypeVar
 
 from asyncsession import Session, SessionEvent
 from asyncsession.exceptions import StorageError
-from asyncsession.service import DelegatingSessionService, SessionService
+from asyncsession.repository import Lease
+from asyncsession.service import DefaultSessionService, SessionService
 
 from .._workload import Message, Turn
 from ._base import StoreUnavailable
@@ -52,11 +53,13 @@ _T = TypeVar("_T")
 APP = "bench"
 
 
-class _LosingOnce(DelegatingSessionService):
-    """Reports the next append failed after writing it: a lost acknowledgement."""
+class _LosingOnce(DefaultSessionService):
+    """Reports the next append failed after writing it: a lost acknowledgement (on the store of
+    ``service``, a `DefaultSessionService`)."""
 
-    def __init__(self, delegate: SessionService) -> None:
-        super().__init__(delegate)
+    def __init__(self, service: SessionService) -> None:
+        assert isinstance(service, DefaultSessionService)
+        super().__init__(service.repository)
         self.lose = True
 
     async def append_events(
@@ -64,8 +67,12 @@ class _LosingOnce(DelegatingSessionService):
         session_id: str,
         events: Sequence[SessionEvent],
         expected_version: int | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> bool:
-        return await self._after(super().append_events(session_id, events, expected_version))
+        return await self._after(
+            super().append_events(session_id, events, expected_version, lease=lease)
+        )
 
     async def _after(self, write: Coroutine[Any, Any, _T]) -> _T:
         result = await write

@@ -3,18 +3,21 @@
 - ``asyncsession`` (the plain API): a turn is what a user following the docs writes by hand:
   ``service.get_events(session_id, EventFilter(last_n=20, ...))`` for the window, then
   ``service.append_message`` for the user message and again for the reply.
-- ``asyncsession-after-reply``: the plain API with the turn stored after the reply, as the
-  peers store it: the same window read, then one ``service.append_messages`` of the question
-  and the reply (one version, one commit).
-- ``asyncsession-advisors``: a turn is one ``ChatClient.call`` through ``SessionTurnAdvisor``
-  and ``SessionMemoryAdvisor`` with the same 20-message window (``event_filter``; what the
-  advisors run: ``start_turn``, then the reply), on a
+- ``asyncsession-after-reply``: the turn stored after the reply, as the peers store it: a
+  snapshot of the window, then one append of the question and the reply at the version read
+  (one commit): 2 commands on MongoDB.
+- ``asyncsession-question-first``: the question stored before the model call, under a lease,
+  and the reply after it: a snapshot, the question's append with a lease at the version read,
+  the reply's at the next version: 3 commands on MongoDB.
+- ``asyncsession-advisors``: a turn is one ``ChatClient.call(..., session_id=...)`` on a client
+  with session memory and the same 20-message window (``event_filter``; what the turn runs: a
+  snapshot read, the question, the reply), on a
   real ``openai.AsyncOpenAI`` client whose HTTP transport is an in-process stub model
   (``httpx.MockTransport``) answering with the turn's reply: no server, no network, the
   SDK's request building and response parsing included.
 - ``asyncsession-advisors-after-reply``: the same ``ChatClient.call`` with
-  ``SessionTurnAdvisor(store_question="with_reply")``: a window read before the model call, then
-  one append of the question and the reply after it (the peers' order, on the advisor path).
+  ``store_question="with_reply"``: a window read before the model call, then one append of the
+  question and the reply after it (the peers' order, on the chat client).
 
 The other scenarios (contention, lost acknowledgements, compaction) use versioned appends with
 stable event ids: the compare-and-swap and the idempotency key they are about.
@@ -24,13 +27,12 @@ from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any, ClassVar, Literal
 
 from pymongo import AsyncMongoClient
 
 from asyncsession import (
-    COMPACTION_SOURCE,
-    SYNTHETIC,
     AssistantMessage,
     DefaultSessionService,
     EventFilter,
@@ -41,14 +43,10 @@ from asyncsession import (
     SessionRepository,
     UserMessage,
 )
-from asyncsession.advisors import (
-    SESSION_ID_CONTEXT_KEY,
-    USER_ID_CONTEXT_KEY,
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
-)
 from asyncsession.compaction_protocols import CompactionRecord
+from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, utc_now
 from asyncsession.openai import ChatClient
+from asyncsession.repository import Lease
 
 from .._commands import CommandCounter
 from .._workload import Message, Turn
@@ -59,13 +57,15 @@ __all__ = [
     "AsyncSessionAdvisorAfterReplyStore",
     "AsyncSessionAdvisorStore",
     "AsyncSessionAfterReplyStore",
+    "AsyncSessionQuestionFirstStore",
     "AsyncSessionStore",
 ]
 
 USER_ID = "bench-user"
+LEASE_TTL = timedelta(seconds=10)
 MAX_RETRIES = 10_000
 
-Mode = Literal["plain", "advisors", "after-reply", "advisors-after-reply"]
+Mode = Literal["plain", "advisors", "after-reply", "question-first", "advisors-after-reply"]
 
 
 def window_filter(size: int) -> EventFilter:
@@ -122,23 +122,17 @@ class AsyncSessionStore:
         self.service = DefaultSessionService(repository)
 
     def _chat_client(self, window: int) -> ChatClient:
-        """The advisor chain on a real ``openai`` client whose transport is the stub model; the
-        memory advisor loads the same window as every other system (its default loads the
-        whole active view, which compaction keeps short in a real app)."""
+        """A chat client with session memory on a real ``openai`` client whose transport is the
+        stub model; the turn loads the same window as every other system (its default loads
+        the whole active view, which compaction keeps short in a real app)."""
         if self._chat is None:
             self._model = StubModel()
             self._chat = ChatClient(
                 self._model.client,
                 model=STUB_MODEL,
-                advisors=[
-                    SessionTurnAdvisor(
-                        self.service,
-                        store_question="with_reply"
-                        if self.mode == "advisors-after-reply"
-                        else "first",
-                    ),
-                    SessionMemoryAdvisor(self.service, event_filter=window_filter(window)),
-                ],
+                sessions=self.service,
+                store_question="with_reply" if self.mode == "advisors-after-reply" else "first",
+                event_filter=window_filter(window),
             )
         return self._chat
 
@@ -175,28 +169,48 @@ class AsyncSessionStore:
         """The plain API turn: read the window, append the question, append the reply."""
         if self.mode in ("advisors", "advisors-after-reply"):
             return await self._advisor_turn(session_id, turn, window)
+        if self.mode in ("after-reply", "question-first"):
+            return await self._versioned_turn(session_id, turn, window)
         history = await self.service.get_events(session_id, window_filter(window))
         assert len(history) <= window, session_id
-        if self.mode == "after-reply":
-            question, reply = (
-                UserMessage(text=turn.user.text),
-                AssistantMessage(text=turn.reply.text),
-            )
-            await self.service.append_messages(session_id, [question, reply])
-            return 0
         await self.service.append_message(session_id, UserMessage(text=turn.user.text))
         await self.service.append_message(session_id, AssistantMessage(text=turn.reply.text))
         return 0
 
+    async def _versioned_turn(self, session_id: str, turn: Turn, window: int) -> int:
+        """A snapshot of the window, then the turn's appends at the version it read: the
+        question and the reply in one (after-reply), or the question under a lease and then
+        the reply (question-first). A lost race reads again (a retry)."""
+        retries = 0
+        while True:
+            snapshot = await self.service.get_snapshot(session_id, window_filter(window))
+            assert snapshot is not None, session_id
+            assert len(snapshot.events) <= window + 2, session_id
+            question = SessionEvent(session_id=session_id, message=UserMessage(text=turn.user.text))
+            reply = SessionEvent(
+                session_id=session_id, message=AssistantMessage(text=turn.reply.text)
+            )
+            version = snapshot.version
+            if self.mode == "after-reply":
+                if await self.repository.append_events(session_id, [question, reply], version):
+                    return retries
+            else:
+                lease = Lease(holder=question.id, expires_at=utc_now() + LEASE_TTL)
+                if await self.repository.append_events(
+                    session_id, [question], version, lease=lease
+                ):
+                    if await self.repository.append_events(session_id, [reply], version + 1):
+                        return retries
+                    await self.repository.append_events(session_id, [reply])
+                    return retries + 1
+            retries += 1
+
     async def _advisor_turn(self, session_id: str, turn: Turn, window: int) -> int:
-        """One ``ChatClient.call`` through the turn and session memory advisors."""
+        """One ``ChatClient.call`` with session memory."""
         chat = self._chat_client(window)
         assert self._model is not None
         self._model.replies[turn.user.tag] = turn.reply.text
-        reply = await chat.call(
-            turn.user.text,
-            context={SESSION_ID_CONTEXT_KEY: session_id, USER_ID_CONTEXT_KEY: USER_ID},
-        )
+        reply = await chat.call(turn.user.text, session_id=session_id, user_id=USER_ID)
         assert reply.text == turn.reply.text, (reply.text[:40], turn.reply.tag)
         return 0
 
@@ -278,18 +292,21 @@ class AsyncSessionStore:
             "seed_batch": self.seed_batch,
             "longest_prompt_messages": 0 if self._model is None else self._model.longest_prompt,
             "turn": (
-                "ChatClient.call (SessionTurnAdvisor + SessionMemoryAdvisor, stub model)"
+                "ChatClient.call with session memory (stub model)"
                 if self.mode == "advisors"
-                else "ChatClient.call (SessionTurnAdvisor(store_question='with_reply') + "
-                "SessionMemoryAdvisor, stub model)"
+                else "ChatClient.call with session memory, store_question='with_reply' (stub model)"
                 if self.mode == "advisors-after-reply"
+                else "read_snapshot + append_events([question, reply], version)"
+                if self.mode == "after-reply"
+                else "read_snapshot + question (leased) at version + reply at version + 1"
+                if self.mode == "question-first"
                 else "get_events(last_n=window) + 2 x append_message"
             ),
         }
 
 
 class AsyncSessionAdvisorStore(AsyncSessionStore):
-    """The same store, with the chat turn run through the advisor chain (see the module)."""
+    """The same store, with the chat turn run by a chat client (see the module)."""
 
     name: ClassVar[str] = "asyncsession-advisors"
     mode: ClassVar[Mode] = "advisors"
@@ -302,17 +319,24 @@ class AsyncSessionAdvisorStore(AsyncSessionStore):
 
 
 class AsyncSessionAdvisorAfterReplyStore(AsyncSessionAdvisorStore):
-    """The advisor chain storing the turn after the reply (see the module)."""
+    """The chat client storing the turn after the reply (see the module)."""
 
     name: ClassVar[str] = "asyncsession-advisors-after-reply"
     mode: ClassVar[Mode] = "advisors-after-reply"
 
 
 class AsyncSessionAfterReplyStore(AsyncSessionStore):
-    """The plain API, with the turn stored after the reply (see the module)."""
+    """The turn stored after the reply, at the version read (see the module)."""
 
     name: ClassVar[str] = "asyncsession-after-reply"
     mode: ClassVar[Mode] = "after-reply"
+
+
+class AsyncSessionQuestionFirstStore(AsyncSessionStore):
+    """The question stored first under a lease, then the reply (see the module)."""
+
+    name: ClassVar[str] = "asyncsession-question-first"
+    mode: ClassVar[Mode] = "question-first"
 
 
 class _Writer:

@@ -1,4 +1,5 @@
-"""The chain: ordering, BaseAdvisor hooks on both paths, chunk streams, per-call advisors."""
+"""Advisors: around the turn and around each model call, in the order given; BaseAdvisor hooks
+on both paths; chunk streams."""
 
 from __future__ import annotations
 
@@ -8,22 +9,10 @@ from dataclasses import dataclass, field
 
 import openai
 import pytest
-from chat_support import MODEL, PATHS, ask, context, label, sent
+from chat_support import MODEL, PATHS, ask, label, sent, turn
 
-from asyncsession import AssistantMessage, DefaultSessionService, SystemMessage
-from asyncsession.advisors import (
-    HIGHEST_PRECEDENCE,
-    BaseAdvisor,
-    CallContext,
-    ChunkStream,
-    SessionContexts,
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
-    StateKey,
-    StreamNext,
-    ToolCallingAdvisor,
-    tool,
-)
+from asyncsession import AssistantMessage, DefaultSessionService, SystemMessage, tool
+from asyncsession.advisors import BaseAdvisor, CallContext, ChunkStream, StreamNext
 from asyncsession.chat import ChatChunk, ChatRequest, ChatResponse
 from asyncsession.exceptions import UsageError
 from asyncsession.openai import ChatClient
@@ -37,30 +26,20 @@ class Seen:
     log: list[str] = field(default_factory=list[str])
     prompts: list[list[str]] = field(default_factory=list[list[str]])
     session_existed: list[bool] = field(default_factory=list[bool])
+    sessions: list[str | None] = field(default_factory=list["str | None"])
     responses: list[str] = field(default_factory=list[str])
 
 
 class Recorder(BaseAdvisor):
-    def __init__(
-        self,
-        name: str,
-        order: int,
-        seen: Seen,
-        service: DefaultSessionService | None = None,
-        *,
-        asks_for_the_session: bool = False,
-    ) -> None:
+    def __init__(self, name: str, seen: Seen, service: DefaultSessionService | None = None) -> None:
         self.name = name
-        self.order = order
         self.seen = seen
         self.service = service
-        self.asks_for_the_session = asks_for_the_session
 
     async def before(self, ctx: CallContext, request: ChatRequest) -> ChatRequest:
         self.seen.log.append(f"{self.name}>")
         self.seen.prompts.append([label(m) for m in request.messages])
-        if self.asks_for_the_session:
-            assert (await SessionContexts.session(ctx)).id == "s"
+        self.seen.sessions.append(None if ctx.session is None else ctx.session.id)
         if self.service is not None:
             exists = await self.service.find_by_id("s") is not None
             self.seen.session_existed.append(exists)
@@ -79,17 +58,19 @@ def lookup(key: str) -> str:
 
 
 def session_client(
-    openai_client: openai.AsyncOpenAI, service: DefaultSessionService, *extra: BaseAdvisor
+    openai_client: openai.AsyncOpenAI,
+    service: DefaultSessionService,
+    *,
+    advisors: tuple[BaseAdvisor, ...] = (),
+    model_advisors: tuple[BaseAdvisor, ...] = (),
 ) -> ChatClient:
     return ChatClient(
         openai_client,
         model=MODEL,
-        advisors=[
-            SessionMemoryAdvisor(service),
-            ToolCallingAdvisor([lookup]),
-            SessionTurnAdvisor(service),
-            *extra,
-        ],
+        sessions=service,
+        tools=[lookup],
+        advisors=advisors,
+        model_advisors=model_advisors,
     )
 
 
@@ -101,111 +82,71 @@ def two_rounds(server: ScriptedOpenAIServer) -> None:
 
 
 @pytest.mark.parametrize("streaming", PATHS)
-async def test_an_advisor_outside_the_turn_advisor_sees_the_whole_turn_once(
+async def test_an_advisor_around_the_turn_sees_the_whole_turn_once(
     streaming: bool,
     server: ScriptedOpenAIServer,
     openai_client: openai.AsyncOpenAI,
     service: DefaultSessionService,
 ) -> None:
-    """An advisor ordered below the turn advisor runs once, before the session is resolved."""
+    """An advisor of ``advisors`` runs once per call, before the session is resolved, on the
+    bare prompt; its ``after`` sees the final reply, already stored."""
     seen = Seen()
-    outer = Recorder("outer", HIGHEST_PRECEDENCE + 100, seen, service)
-    client = session_client(openai_client, service, outer)
+    client = session_client(openai_client, service, advisors=(Recorder("outer", seen, service),))
     two_rounds(server)
 
-    await ask(client, "go", streaming=streaming, context=context("s"))
+    await ask(client, "go", streaming=streaming, **turn("s"))
 
     assert seen.log == ["outer>", "<outer"]
     assert seen.session_existed == [False]
+    assert seen.sessions == [None]
     assert seen.prompts == [["U:go"]]
     assert seen.responses == ["A:done"]
 
 
 @pytest.mark.parametrize("streaming", PATHS)
-async def test_an_advisor_between_turn_and_loop_runs_once_after_the_resolve(
+async def test_a_model_advisor_sees_every_round_with_the_history_and_the_session(
     streaming: bool,
     server: ScriptedOpenAIServer,
     openai_client: openai.AsyncOpenAI,
     service: DefaultSessionService,
 ) -> None:
-    """An advisor between the turn advisor and the loop runs once; its session exists."""
-    seen = Seen()
-    between = Recorder(
-        "between", HIGHEST_PRECEDENCE + 250, seen, service, asks_for_the_session=True
-    )
-    client = session_client(openai_client, service, between)
-    two_rounds(server)
-
-    await ask(client, "go", streaming=streaming, context=context("s"))
-
-    assert seen.log == ["between>", "<between"]
-    assert seen.session_existed == [True]
-
-
-@pytest.mark.parametrize("streaming", PATHS)
-async def test_an_advisor_between_loop_and_memory_runs_every_round_without_history(
-    streaming: bool,
-    server: ScriptedOpenAIServer,
-    openai_client: openai.AsyncOpenAI,
-    service: DefaultSessionService,
-) -> None:
-    """An advisor between the loop and the memory advisor runs per round on the bare prompt."""
+    """An advisor of ``model_advisors`` runs once per model call, on the exact prompt the model
+    gets (history included), with the call's session resolved."""
     server.enqueue(ScriptedReply.text("first"))
-    await ask(
-        session_client(openai_client, service), "hi", streaming=streaming, context=context("s")
-    )
+    await ask(session_client(openai_client, service), "hi", streaming=streaming, **turn("s"))
     seen = Seen()
-    client = session_client(openai_client, service, Recorder("mid", HIGHEST_PRECEDENCE + 500, seen))
+    client = session_client(openai_client, service, model_advisors=(Recorder("inner", seen),))
     two_rounds(server)
 
-    await ask(client, "go", streaming=streaming, context=context("s"))
+    await ask(client, "go", streaming=streaming, **turn("s"))
 
-    assert seen.log == ["mid>", "<mid", "mid>", "<mid"]
-    assert seen.prompts[0] == ["U:go"]
-    assert seen.prompts[1] == ["U:go", "A[lookup]", "T[lookup->value of k]"]
-    assert seen.responses == ["A[lookup]", "A:done"]
-
-
-@pytest.mark.parametrize("streaming", PATHS)
-async def test_an_advisor_inside_the_memory_advisor_sees_the_prompt_with_history(
-    streaming: bool,
-    server: ScriptedOpenAIServer,
-    openai_client: openai.AsyncOpenAI,
-    service: DefaultSessionService,
-) -> None:
-    """An advisor ordered above the memory advisor sees each round's prompt with the history."""
-    server.enqueue(ScriptedReply.text("first"))
-    await ask(
-        session_client(openai_client, service), "hi", streaming=streaming, context=context("s")
-    )
-    seen = Seen()
-    client = session_client(openai_client, service, Recorder("inner", 0, seen))
-    two_rounds(server)
-
-    await ask(client, "go", streaming=streaming, context=context("s"))
-
+    assert seen.log == ["inner>", "<inner", "inner>", "<inner"]
     assert seen.prompts == [
         ["U:hi", "A:first", "U:go"],
         ["U:hi", "A:first", "U:go", "A[lookup]", "T[lookup->value of k]"],
     ]
+    assert seen.sessions == ["s", "s"]
+    assert seen.responses == ["A[lookup]", "A:done"]
 
 
 @pytest.mark.parametrize("streaming", PATHS)
-async def test_advisors_with_the_same_order_keep_registration_order(
+async def test_advisors_run_in_the_order_given(
     streaming: bool, server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
 ) -> None:
-    """Ties keep registration order: the first registered is further out."""
+    """Each list runs in the order given, the first outermost; the turn's advisors wrap the
+    model's."""
     seen = Seen()
     client = ChatClient(
         openai_client,
         model=MODEL,
-        advisors=[Recorder("a", 5, seen), Recorder("b", 5, seen), Recorder("out", 1, seen)],
+        advisors=[Recorder("a", seen), Recorder("b", seen)],
+        model_advisors=[Recorder("m", seen), Recorder("n", seen)],
     )
     server.enqueue(ScriptedReply.text("ok"))
 
-    await ask(client, "go", streaming=streaming, advisors=[Recorder("c", 5, seen)])
+    await ask(client, "go", streaming=streaming)
 
-    assert seen.log == ["out>", "a>", "b>", "c>", "<c", "<b", "<a", "<out"]
+    assert seen.log == ["a>", "b>", "m>", "n>", "<n", "<m", "<b", "<a"]
 
 
 class Shout(BaseAdvisor):
@@ -247,25 +188,19 @@ async def test_after_sees_the_aggregated_stream_while_chunks_pass_untouched(
     assert stream.response.text == "HELLO THERE"
 
 
-ROUNDS: StateKey[int] = StateKey("rounds")
-
-
 class CountRounds(BaseAdvisor):
-    """Counts the model calls of a call in the per-call state."""
-
-    order = 0
+    """Counts the model calls of a call in the call's context."""
 
     async def before(self, ctx: CallContext, request: ChatRequest) -> ChatRequest:
-        ctx.state[ROUNDS] = (ctx.state.get(ROUNDS) or 0) + 1
-        ctx.context["rounds"] = ctx.state[ROUNDS]
+        ctx.context["rounds"] = ctx.context.get("rounds", 0) + 1
         return request
 
 
 async def test_per_call_state_is_fresh_for_every_call(
     server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
 ) -> None:
-    """Advisors share per-call state through the context, never across calls."""
-    client = ChatClient(openai_client, model=MODEL, advisors=[CountRounds()])
+    """Advisors keep per-call state on the context, never across calls."""
+    client = ChatClient(openai_client, model=MODEL, model_advisors=[CountRounds()])
     server.enqueue(ScriptedReply.text("a"), ScriptedReply.text("b"))
 
     first = await client.call("one")
@@ -277,8 +212,6 @@ async def test_per_call_state_is_fresh_for_every_call(
 
 class Cache:
     """Answers without calling the model, on both paths."""
-
-    order = 0
 
     async def call(self, ctx: CallContext, request: ChatRequest, call_next: object) -> ChatResponse:
         return ChatResponse(message=AssistantMessage(text="cached"), finish_reason="stop")
@@ -306,8 +239,6 @@ async def test_an_advisor_can_answer_without_calling_the_model(
 
 class Replay:
     """Yields chunks of its own without calling further in; the chain aggregates them."""
-
-    order = 0
 
     async def call(self, ctx: CallContext, request: ChatRequest, call_next: object) -> ChatResponse:
         raise NotImplementedError

@@ -8,16 +8,10 @@ from pathlib import Path
 
 import openai
 import pytest
-from chat_support import MODEL, context
+from chat_support import MODEL, turn
 
-from asyncsession import DefaultSessionService, SystemMessage, UsageError
-from asyncsession.advisors import (
-    AutoMemoryToolsAdvisor,
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
-    Tool,
-    ToolCallingAdvisor,
-)
+from asyncsession import DefaultSessionService, SystemMessage, Tool, UsageError
+from asyncsession.advisors import AutoMemoryToolsAdvisor
 from asyncsession.chat import ChatOptions
 from asyncsession.memory import CONSOLIDATION_REMINDER, DirectoryMemoryStore
 from asyncsession.openai import ChatClient
@@ -30,16 +24,13 @@ def _client(
     service: DefaultSessionService,
     memory: AutoMemoryToolsAdvisor,
     *,
-    tools: bool = True,
     system: str | None = "You are helpful.",
 ) -> ChatClient:
-    advisors = [SessionTurnAdvisor(service), memory, SessionMemoryAdvisor(service)]
-    if tools:
-        advisors.append(ToolCallingAdvisor())
     return ChatClient(
         openai_client,
         model=MODEL,
-        advisors=advisors,
+        sessions=service,
+        advisors=[memory],
         default_messages=[SystemMessage(text=system)] if system else [],
     )
 
@@ -55,7 +46,6 @@ def test_the_prompt_must_carry_the_placeholder(tmp_path: Path) -> None:
         AutoMemoryToolsAdvisor(None)  # type: ignore[arg-type]
     with pytest.raises(UsageError):
         AutoMemoryToolsAdvisor(store, default_user_id=" ")
-    assert AutoMemoryToolsAdvisor(store).order == AutoMemoryToolsAdvisor.DEFAULT_ORDER
 
 
 async def test_the_prompt_and_the_six_tools_reach_the_model(
@@ -67,7 +57,7 @@ async def test_the_prompt_and_the_six_tools_reach_the_model(
     """The memory prompt with the user's root joins the system message; six tools go out."""
     memory = AutoMemoryToolsAdvisor(DirectoryMemoryStore(tmp_path, scope="base"))
     server.enqueue(ScriptedReply.text("hi"))
-    await _client(openai_client, service, memory).call("hello", context=context("s1", "alice"))
+    await _client(openai_client, service, memory).call("hello", **turn("s1", "alice"))
     sent = server.requests[0]
     system = sent.messages[0]
     assert system["role"] == "system"
@@ -86,9 +76,7 @@ async def test_a_system_message_is_added_when_there_is_none(
     """Without a system message the memory prompt becomes the first one."""
     memory = AutoMemoryToolsAdvisor(DirectoryMemoryStore(tmp_path, scope="base"))
     server.enqueue(ScriptedReply.text("hi"))
-    await _client(openai_client, service, memory, system=None).call(
-        "hello", context=context("s1", "alice")
-    )
+    await _client(openai_client, service, memory, system=None).call("hello", **turn("s1", "alice"))
     assert server.requests[0].messages[0]["role"] == "system"
     assert "MEMORY.md" in server.requests[0].messages[0]["content"]
 
@@ -113,7 +101,7 @@ async def test_the_consolidation_reminder_follows_its_trigger(
     client = _client(openai_client, service, memory)
     for _ in range(2):
         server.enqueue(ScriptedReply.text("ok"))
-        await client.call("hello", context=context("s1", "alice"))
+        await client.call("hello", **turn("s1", "alice"))
     first, second = (r.messages[0]["content"] for r in server.requests)
     assert CONSOLIDATION_REMINDER not in first
     assert second.endswith(CONSOLIDATION_REMINDER)
@@ -136,9 +124,7 @@ async def test_tools_already_present_are_not_duplicated(
     )
     memory = AutoMemoryToolsAdvisor(DirectoryMemoryStore(tmp_path, scope="base"))
     server.enqueue(ScriptedReply.text("ok"))
-    await _client(openai_client, service, memory).call(
-        "hello", context=context("s1", "alice"), tools=[own]
-    )
+    await _client(openai_client, service, memory).call("hello", **turn("s1", "alice"), tools=[own])
     names = [t["function"]["name"] for t in server.requests[0].tools]
     assert names.count("MemoryView") == 1
     assert len(names) == 6
@@ -152,14 +138,11 @@ async def test_it_passes_through_without_tool_support(
     openai_client: openai.AsyncOpenAI,
     service: DefaultSessionService,
 ) -> None:
-    """Without a tool loop, or with tools switched off, the request goes out unchanged."""
+    """With tools switched off (``tool_choice="none"``) the request goes out unchanged."""
     memory = AutoMemoryToolsAdvisor(DirectoryMemoryStore(tmp_path, scope="base"))
-    server.enqueue(ScriptedReply.text("a"), ScriptedReply.text("b"))
-    await _client(openai_client, service, memory, tools=False).call(
-        "hi", context=context("s1", "u")
-    )
+    server.enqueue(ScriptedReply.text("b"))
     await _client(openai_client, service, memory).call(
-        "hi", context=context("s2", "u"), options=ChatOptions(tool_choice="none")
+        "hi", **turn("s2", "u"), options=ChatOptions(tool_choice="none")
     )
     for request in server.requests:
         assert request.messages[0]["content"] == "You are helpful."
@@ -175,12 +158,12 @@ async def test_memories_are_per_user_and_never_global_by_accident(
     """A call without a user id fails unless a default user is set; users get their own root."""
     memory = AutoMemoryToolsAdvisor(DirectoryMemoryStore(tmp_path, scope="base"))
     with pytest.raises(UsageError, match="per user"):
-        await _client(openai_client, service, memory).call("hi", context=context("s1"))
+        await _client(openai_client, service, memory).call("hi", **turn("s1"))
     fallback = AutoMemoryToolsAdvisor(
         DirectoryMemoryStore(tmp_path, scope="base"), default_user_id="guest"
     )
     server.enqueue(ScriptedReply.text("ok"))
-    await _client(openai_client, service, fallback).call("hi", context=context("s2"))
+    await _client(openai_client, service, fallback).call("hi", **turn("s2"))
     assert str(tmp_path / "guest") in server.requests[0].messages[0]["content"]
 
 
@@ -211,7 +194,7 @@ async def test_a_memory_saved_in_one_session_is_read_back_in_a_new_session(
         ),
         ScriptedReply.text("Noted: black, no sugar."),
     )
-    first = await client.call("I take my coffee black, no sugar.", context=context("s-1", "alice"))
+    first = await client.call("I take my coffee black, no sugar.", **turn("s-1", "alice"))
     assert first.text == "Noted: black, no sugar."
 
     server.enqueue(
@@ -219,7 +202,7 @@ async def test_a_memory_saved_in_one_session_is_read_back_in_a_new_session(
         ScriptedReply.tool_calls([ScriptedToolCall("MemoryView", {"path": "coffee.md"})]),
         ScriptedReply.text("Black, no sugar, as always."),
     )
-    second = await client.call("How do I take my coffee?", context=context("s-2", "alice"))
+    second = await client.call("How do I take my coffee?", **turn("s-2", "alice"))
     assert second.text == "Black, no sugar, as always."
     tool_results = [
         m["content"] for r in server.requests[3:] for m in r.messages if m["role"] == "tool"
@@ -236,7 +219,7 @@ async def test_a_memory_saved_in_one_session_is_read_back_in_a_new_session(
         ScriptedReply.tool_calls([ScriptedToolCall("MemoryView", {"path": "coffee.md"})]),
         ScriptedReply.text("I don't know."),
     )
-    await _client(openai_client, service, bob).call("My coffee?", context=context("s-3", "bob"))
+    await _client(openai_client, service, bob).call("My coffee?", **turn("s-3", "bob"))
     bob_result = [m for m in server.requests[-1].messages if m["role"] == "tool"][-1]["content"]
     assert bob_result.startswith("Error:")
     assert json.dumps(bob_result)

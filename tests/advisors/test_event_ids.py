@@ -1,26 +1,13 @@
-"""Event id generators: random by default, idempotent as the seed defines."""
+"""The idempotent event id generator, as the seed defines it."""
 
 from __future__ import annotations
 
 import hashlib
 
 from asyncsession import AssistantMessage, ToolCall, ToolResponse, ToolResponseMessage, UserMessage
-from asyncsession.advisors import (
-    SESSION_ID_CONTEXT_KEY,
-    EventIdGenerator,
-    IdempotentSessionEventIdGenerator,
-    RandomEventIdGenerator,
-)
+from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, IdempotentSessionEventIdGenerator
 
 CONTEXT = {SESSION_ID_CONTEXT_KEY: "s1", "run-id": "r1"}
-
-
-def test_random_ids_differ_every_time() -> None:
-    """The default generator never repeats an id."""
-    ids = RandomEventIdGenerator()
-    assert isinstance(ids, EventIdGenerator)
-    message = UserMessage(text="yes")
-    assert ids.generate(CONTEXT, message) != ids.generate(CONTEXT, message)
 
 
 def test_an_idempotent_id_is_the_type_and_the_sha256_of_fingerprint_and_text() -> None:

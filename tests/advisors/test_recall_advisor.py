@@ -5,18 +5,13 @@ from __future__ import annotations
 import json
 
 import openai
-from chat_support import MODEL, context
+from chat_support import MODEL, turn
 
 from asyncsession import DefaultSessionService, EventFilter
-from asyncsession.advisors import (
-    SessionMemoryAdvisor,
-    SessionRecallAdvisor,
-    SessionTurnAdvisor,
-    ToolCallingAdvisor,
-)
+from asyncsession.advisors import SessionRecallAdvisor
+from asyncsession.compaction import CompactionRequest, CompactionResult
 from asyncsession.openai import ChatClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
-from asyncsession.testing.contract import boundary
 
 
 def _client(
@@ -25,13 +20,16 @@ def _client(
     return ChatClient(
         openai_client,
         model=MODEL,
-        advisors=[
-            SessionTurnAdvisor(service),
-            SessionRecallAdvisor(service, cross_session=cross),
-            ToolCallingAdvisor(),
-            SessionMemoryAdvisor(service),
-        ],
+        sessions=service,
+        advisors=[SessionRecallAdvisor(service, cross_session=cross)],
     )
+
+
+class ArchiveAll:
+    """A compaction that takes every event out of the active view."""
+
+    async def compact(self, request: CompactionRequest) -> CompactionResult:
+        return CompactionResult(compacted_events=(), archived_events=request.events)
 
 
 async def test_the_model_recalls_a_turn_that_compaction_archived(
@@ -40,11 +38,8 @@ async def test_the_model_recalls_a_turn_that_compaction_archived(
     """After compaction archives a turn, conversation_search still finds its text for the model."""
     client = _client(openai_client, service)
     server.enqueue(ScriptedReply.text("Nice, Miso is a lovely name."))
-    await client.call("My cat is called Miso.", context=context("s1", "alice"))
-    events = await service.get_events("s1")
-    version = await service.get_event_version("s1")
-    edge = boundary("s1", [], events)
-    assert await service.repository.append_events("s1", [edge], version)
+    await client.call("My cat is called Miso.", **turn("s1", "alice"))
+    assert (await service.compact("s1", lambda request: True, ArchiveAll())).applied
     assert await service.get_events("s1", EventFilter.active()) == []
 
     server.enqueue(
@@ -53,7 +48,7 @@ async def test_the_model_recalls_a_turn_that_compaction_archived(
         ),
         ScriptedReply.text("Your cat is Miso."),
     )
-    reply = await client.call("What is my cat called?", context=context("s1", "alice"))
+    reply = await client.call("What is my cat called?", **turn("s1", "alice"))
     assert reply.text == "Your cat is Miso."
     result = [m for m in server.requests[-1].messages if m["role"] == "tool"][-1]["content"]
     texts = [row["text"] for row in json.loads(result)]
@@ -68,8 +63,8 @@ async def test_cross_session_search_is_bound_to_the_calls_user(
     """cross_session_search sees the call user's sessions only; bad arguments become errors."""
     client = _client(openai_client, service, cross=True)
     server.enqueue(ScriptedReply.text("ok"), ScriptedReply.text("ok"))
-    await client.call("alice likes Lisbon", context=context("a1", "alice"))
-    await client.call("bob likes Lisbon", context=context("b1", "bob"))
+    await client.call("alice likes Lisbon", **turn("a1", "alice"))
+    await client.call("bob likes Lisbon", **turn("b1", "bob"))
     server.enqueue(
         ScriptedReply.tool_calls(
             [
@@ -80,7 +75,7 @@ async def test_cross_session_search_is_bound_to_the_calls_user(
         ),
         ScriptedReply.text("You like Lisbon."),
     )
-    await client.call("Where do I like?", context=context("a2", "alice"))
+    await client.call("Where do I like?", **turn("a2", "alice"))
     results = [m["content"] for m in server.requests[-1].messages if m["role"] == "tool"]
     assert [row["text"] for row in json.loads(results[0])] == ["alice likes Lisbon"]
     assert results[1].startswith("Error:")

@@ -6,10 +6,9 @@ from typing import Any
 
 import openai
 import pytest
-from chat_support import CLIENTS, MODEL, PATHS, ask, context, stored
+from chat_support import CLIENTS, MODEL, PATHS, ask, stored, turn
 
-from asyncsession import DefaultSessionService
-from asyncsession.advisors import SessionAdvisors, SessionMemoryAdvisor, ToolCallingAdvisor, tool
+from asyncsession import DefaultSessionService, tool
 from asyncsession.chat import ChatChunk
 from asyncsession.openai import ChatClient, ResponsesClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
@@ -41,14 +40,15 @@ def client_of(
     return kind(
         openai_client,
         model=MODEL,
-        advisors=[*SessionAdvisors(service), ToolCallingAdvisor([ticket, owner, lookup])],
+        sessions=service,
+        tools=[ticket, owner, lookup],
     )
 
 
 async def ask_collecting(client: Any, user: str, *, streaming: bool) -> tuple[Any, list[ChatChunk]]:
     if not streaming:
-        return await client.call(user, context=context("s")), []
-    async with client.stream(user, context=context("s")) as stream:
+        return await client.call(user, **turn("s")), []
+    async with client.stream(user, **turn("s")) as stream:
         chunks = [chunk async for chunk in stream]
     return stream.response, chunks
 
@@ -96,11 +96,9 @@ async def test_return_direct_results_reach_the_caller_and_the_log_without_a_mode
     log = ["U:Ticket 7?", "A[ticket,owner]", "T[ticket->ticket 7: open,owner->ticket 7: alice]"]
     assert await stored(store, "s") == log
     events = await store.get_events("s")
-    assert response.context[SessionMemoryAdvisor.REQUEST_EVENT_IDS_CONTEXT_KEY][-1] == (
-        events[-1].id
-    )
+    assert response.request_event_ids[-1] == events[-1].id
 
-    await ask(client, "Thanks", streaming=streaming, context=context("s"))
+    await ask(client, "Thanks", streaming=streaming, **turn("s"))
 
     replayed = server.requests[1]
     if kind is ChatClient:
@@ -145,7 +143,7 @@ async def test_a_mixed_round_sends_every_result_to_the_model(
     )
     client = client_of(ChatClient, openai_client, store)
 
-    response = await ask(client, "go", streaming=streaming, context=context("s"))
+    response = await ask(client, "go", streaming=streaming, **turn("s"))
 
     assert response.text == "Done."
     assert response.tool_results is None
@@ -171,37 +169,12 @@ async def test_return_direct_tools_answer_on_the_last_allowed_round(
     client = ChatClient(
         openai_client,
         model=MODEL,
-        advisors=[*SessionAdvisors(store), ToolCallingAdvisor([ticket], max_rounds=1)],
+        sessions=store,
+        tools=[ticket],
+        max_tool_rounds=1,
     )
 
-    response = await ask(client, "go", streaming=streaming, context=context("s"))
+    response = await ask(client, "go", streaming=streaming, **turn("s"))
 
     assert response.text == "ticket 2: open"
     server.assert_done()
-
-
-@pytest.mark.parametrize("streaming", PATHS)
-async def test_without_a_turn_advisor_the_results_are_not_stored(
-    streaming: bool,
-    server: ScriptedOpenAIServer,
-    openai_client: openai.AsyncOpenAI,
-    store: DefaultSessionService,
-) -> None:
-    """The memory advisor alone stores the call, not the results (as in Spring AI 2.1); the next
-    prompt drops the unanswered call, so it stays valid."""
-    server.enqueue(
-        ScriptedReply.tool_calls([ScriptedToolCall("ticket", {"number": 3}, id="c1")]),
-        ScriptedReply.text("ok"),
-    )
-    client = ChatClient(
-        openai_client,
-        model=MODEL,
-        advisors=[SessionMemoryAdvisor(store), ToolCallingAdvisor([ticket])],
-    )
-
-    response = await ask(client, "go", streaming=streaming, context=context("s"))
-    await ask(client, "next", streaming=streaming, context=context("s"))
-
-    assert response.text == "ticket 3: open"
-    assert (await stored(store, "s"))[:2] == ["U:go", "A[ticket]"]
-    assert [m["role"] for m in server.requests[1].messages] == ["user", "user"]

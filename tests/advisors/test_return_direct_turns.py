@@ -1,5 +1,5 @@
-"""Turns that end on return-direct tools: idempotent retries replay them, and a turn stored with
-its reply (``store_question="with_reply"``) stores them in its one write."""
+"""Turns that end on return-direct tools: retries of their request replay them, and a turn stored
+with its reply (``store_question="with_reply"``) stores them in its one write."""
 
 from __future__ import annotations
 
@@ -9,29 +9,18 @@ from typing import Any
 
 import openai
 import pytest
-from chat_support import MODEL, PATHS, context, label
+from chat_support import MODEL, PATHS, label, turn
 
 from asyncsession import (
     AssistantMessage,
     CreateSessionRequest,
     DefaultSessionService,
     InMemorySessionRepository,
-    InvalidText,
     MongoSessionRepository,
     UserMessage,
 )
-from asyncsession.advisors import (
-    REQUEST_EVENT_IDS_CONTEXT_KEY,
-    REQUEST_ID_CONTEXT_KEY,
-    RESPONSE_EVENT_IDS_CONTEXT_KEY,
-    IdempotentTurnAdvisor,
-    RequestIdEventIdGenerator,
-    SessionAdvisors,
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
-    ToolCallingAdvisor,
-)
 from asyncsession.chat import ChatChunk, ChatResponse
+from asyncsession.exceptions import InvalidText
 from asyncsession.openai import ChatClient, ResponsesClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 from asyncsession.tools import Tool
@@ -91,23 +80,16 @@ def client_of(
     desk: Desk,
     *,
     store_question: Any = "first",
-    idempotent: bool = False,
 ) -> ChatClient | ResponsesClient:
-    """A client with the session advisors, the desk's tools and, if ``idempotent``, the
-    idempotent turn advisor leasing request ids in the store (so that two clients act like
-    two processes)."""
-    advisors: list[Any] = [
-        *SessionAdvisors(
-            service,
-            store_question=store_question,
-            request_event_id_generator=RequestIdEventIdGenerator() if idempotent else None,
-        ),
-        ToolCallingAdvisor(desk.tools()),
-    ]
-    if idempotent:
-        leases: Any = service.repository
-        advisors.append(IdempotentTurnAdvisor(service, leases=leases, poll=0.01))
-    return kind(openai_client, model=MODEL, advisors=advisors)
+    """A client with session memory and the desk's tools (two clients act like two
+    processes: they share only the store)."""
+    return kind(
+        openai_client,
+        model=MODEL,
+        sessions=service,
+        store_question=store_question,
+        tools=desk.tools(),
+    )
 
 
 def ticket_calls(**options: Any) -> ScriptedReply:
@@ -121,7 +103,7 @@ def ticket_calls(**options: Any) -> ScriptedReply:
 
 
 def retry_of(request_id: str) -> dict[str, Any]:
-    return context("s", "alice", **{REQUEST_ID_CONTEXT_KEY: request_id})
+    return turn("s", "alice", request_id=request_id)
 
 
 async def ask(
@@ -129,8 +111,8 @@ async def ask(
 ) -> tuple[ChatResponse, list[ChatChunk]]:
     """The response of one call or stream (read to the end), with the stream's chunks."""
     if not streaming:
-        return await client.call(user, context=ctx), []
-    async with client.stream(user, context=ctx) as stream:
+        return await client.call(user, **ctx), []
+    async with client.stream(user, **ctx) as stream:
         chunks = [chunk async for chunk in stream]
     return stream.response, chunks
 
@@ -184,9 +166,7 @@ async def test_a_retry_of_a_return_direct_turn_replays_it_without_the_model_or_t
     same result chunks); the model and the tools ran once, and the retry stores nothing."""
     server.enqueue(ticket_calls())
     desk = Desk()
-    client = client_of(
-        kind, openai_client, store, desk, store_question=store_question, idempotent=True
-    )
+    client = client_of(kind, openai_client, store, desk, store_question=store_question)
 
     first, first_chunks = await ask(
         client, "Ticket 7?", streaming=first_streaming, ctx=retry_of("r1")
@@ -198,8 +178,8 @@ async def test_a_retry_of_a_return_direct_turn_replays_it_without_the_model_or_t
     assert_returned(again)
     assert again.tool_results == first.tool_results
     assert again.message.tool_calls == first.message.tool_calls
-    for key in (REQUEST_EVENT_IDS_CONTEXT_KEY, RESPONSE_EVENT_IDS_CONTEXT_KEY):
-        assert again.context[key] == first.context[key]
+    assert again.request_event_ids == first.request_event_ids
+    assert again.response_event_ids == first.response_event_ids
     assert len(server.requests) == 1
     assert desk.runs == ["ticket 7", "owner 7"]
     assert await stored(store) == TURN
@@ -230,10 +210,7 @@ async def test_many_concurrent_attempts_of_a_return_direct_request_run_the_tools
     server.enqueue(ticket_calls(hold=hold))
     desks = [Desk() for _ in range(4)]
     clients = [
-        client_of(
-            ChatClient, openai_client, store, d, store_question=store_question, idempotent=True
-        )
-        for d in desks
+        client_of(ChatClient, openai_client, store, d, store_question=store_question) for d in desks
     ]
 
     async def attempts() -> list[tuple[ChatResponse, list[ChatChunk]]]:
@@ -260,7 +237,7 @@ async def test_many_concurrent_attempts_of_a_return_direct_request_run_the_tools
     assert sorted(run for d in desks for run in d.runs) == ["owner 7", "ticket 7"]
     assert await stored(store) == TURN
     assert await store.get_event_version("s") == version
-    ids = {tuple(r.context[REQUEST_EVENT_IDS_CONTEXT_KEY]) for r, _ in [*answers, *retries]}
+    ids = {r.request_event_ids for r, _ in [*answers, *retries]}
     assert len(ids) == 1
 
 
@@ -291,7 +268,7 @@ async def test_with_reply_the_question_the_call_and_the_results_are_one_write(
     desk = Desk()
     client = client_of(kind, openai_client, store, desk, store_question="with_reply")
 
-    response, chunks = await ask(client, "Ticket 7?", streaming=streaming, ctx=context("s"))
+    response, chunks = await ask(client, "Ticket 7?", streaming=streaming, ctx=turn("s"))
 
     assert_returned(response)
     if streaming:
@@ -299,12 +276,12 @@ async def test_with_reply_the_question_the_call_and_the_results_are_one_write(
     assert await stored(store) == ["U:earlier", "A:noted", *TURN]
     assert await store.get_event_version("s") == version + 1
     events = (await store.get_events("s"))[2:]
-    assert response.context[REQUEST_EVENT_IDS_CONTEXT_KEY] == [events[0].id, events[2].id]
-    assert response.context[RESPONSE_EVENT_IDS_CONTEXT_KEY] == [events[1].id]
+    assert response.request_event_ids == (events[0].id, events[2].id)
+    assert response.response_event_ids == (events[1].id,)
     assert events[2].metadata == {"return_direct": True}
     assert len({e.id for e in events}) == 3
 
-    await ask(client, "Thanks", streaming=streaming, ctx=context("s"))
+    await ask(client, "Thanks", streaming=streaming, ctx=turn("s"))
 
     replayed = server.requests[1]
     if kind is ChatClient:
@@ -343,7 +320,7 @@ async def test_with_reply_a_turn_cancelled_during_the_tools_stores_nothing(
     desk = Desk(gate=asyncio.Event())  # never set: the tools run until cancelled
     client = client_of(ChatClient, openai_client, store, desk, store_question="with_reply")
 
-    task = asyncio.create_task(ask(client, "Ticket 7?", streaming=streaming, ctx=context("s")))
+    task = asyncio.create_task(ask(client, "Ticket 7?", streaming=streaming, ctx=turn("s")))
     await asyncio.wait_for(desk.started.wait(), 10)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -370,48 +347,8 @@ async def test_with_reply_results_the_store_refuses_store_nothing_of_the_turn(
     client = client_of(ChatClient, openai_client, store, desk, store_question="with_reply")
 
     with pytest.raises(InvalidText):
-        await ask(client, "Ticket 7?", streaming=streaming, ctx=context("s"))
+        await ask(client, "Ticket 7?", streaming=streaming, ctx=turn("s"))
 
     assert desk.runs == ["ticket 7", "owner 7"]
     assert await stored(store) == ["U:earlier", "A:noted"]
     assert await store.get_event_version("s") == version
-
-
-@pytest.mark.parametrize("streaming", PATHS)
-@pytest.mark.parametrize("store_question", STORE_QUESTION)
-async def test_a_memory_advisor_around_the_loop_stores_and_replays_the_same_turn(
-    store_question: Any,
-    streaming: bool,
-    server: ScriptedOpenAIServer,
-    openai_client: openai.AsyncOpenAI,
-    store: DefaultSessionService,
-) -> None:
-    """With the memory advisor outside the tool loop (it stores the call as the final reply),
-    the turn stores the results after it, and a retry replays the turn without the model."""
-    server.enqueue(ticket_calls())
-    desk = Desk()
-    client = ChatClient(
-        openai_client,
-        model=MODEL,
-        advisors=[
-            IdempotentTurnAdvisor(store),
-            SessionTurnAdvisor(store, store_question=store_question),
-            SessionMemoryAdvisor(
-                store,
-                request_event_id_generator=RequestIdEventIdGenerator(),
-                order=ToolCallingAdvisor.DEFAULT_ORDER - 1,
-            ),
-            ToolCallingAdvisor(desk.tools()),
-        ],
-    )
-
-    first, _ = await ask(client, "Ticket 7?", streaming=streaming, ctx=retry_of("r1"))
-    again, chunks = await ask(client, "Ticket 7?", streaming=streaming, ctx=retry_of("r1"))
-
-    assert_returned(first)
-    assert_returned(again)
-    if streaming:
-        assert result_chunks(chunks) == EXPECTED_CHUNKS
-    assert len(server.requests) == 1
-    assert desk.runs == ["ticket 7", "owner 7"]
-    assert await stored(store) == TURN

@@ -1,4 +1,5 @@
-"""SessionMemoryAdvisor: sessions, history, guards, system messages, writes, ids, compaction."""
+"""Session memory, the reference's behaviours as steps of the turn: sessions, history, guards,
+system messages, writes, ids, compaction."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import openai
 import pytest
-from chat_support import MODEL, PATHS, CountingRepository, ask, context, sent, stored
+from chat_support import MODEL, PATHS, ask, sent, stored, turn
 
 from asyncsession import (
     AssistantMessage,
@@ -20,19 +21,12 @@ from asyncsession import (
     ToolResponse,
     ToolResponseMessage,
     UserMessage,
+    tool,
 )
 from asyncsession.advisors import (
     EVENT_FILTER_CONTEXT_KEY,
-    REQUEST_EVENT_IDS_CONTEXT_KEY,
-    RESPONSE_EVENT_IDS_CONTEXT_KEY,
-    SESSION_METADATA_CONTEXT_KEY,
-    Advisor,
     IdempotentSessionEventIdGenerator,
     MessageFilter,
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
-    ToolCallingAdvisor,
-    tool,
 )
 from asyncsession.compaction import (
     CompactionRequest,
@@ -43,7 +37,6 @@ from asyncsession.exceptions import AccessDenied, MissingSessionId, UsageError
 from asyncsession.messages import MessageType
 from asyncsession.openai import ChatClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
-from asyncsession.testing.contract import boundary
 
 
 @tool
@@ -57,15 +50,11 @@ def memory_client(
     service: DefaultSessionService,
     *,
     loop: bool = False,
-    turn: bool = False,
     **options: Any,
 ) -> ChatClient:
-    advisors: list[Advisor] = [SessionMemoryAdvisor(service, **options)]
-    if loop:
-        advisors.append(ToolCallingAdvisor([lookup]))
-    if turn:
-        advisors.append(SessionTurnAdvisor(service))
-    return ChatClient(openai_client, model=MODEL, advisors=advisors)
+    return ChatClient(
+        openai_client, model=MODEL, sessions=service, tools=[lookup] if loop else (), **options
+    )
 
 
 async def seed(service: DefaultSessionService, *messages: Message, user: str = "alice") -> None:
@@ -96,7 +85,7 @@ async def test_a_call_without_a_session_id_fails_before_the_model_is_called(
     """No session id in the context is a MissingSessionId; nothing is sent or stored."""
     client = memory_client(openai_client, service)
 
-    with pytest.raises(MissingSessionId, match="chat_memory_conversation_id"):
+    with pytest.raises(MissingSessionId, match="session_id"):
         await ask(client, "hi", streaming=streaming)
 
     assert server.requests == []
@@ -105,21 +94,19 @@ async def test_a_call_without_a_session_id_fails_before_the_model_is_called(
 async def test_a_missing_session_is_created_with_the_contexts_user_and_metadata(
     server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI, service: DefaultSessionService
 ) -> None:
-    """The session is auto-created with the context's user id and session metadata."""
+    """The session is auto-created with the call's user id and session metadata."""
     server.enqueue(ScriptedReply.text("hello"), ScriptedReply.text("hello"))
     client = memory_client(openai_client, service)
 
-    await client.call(
-        "hi", context=context("s", "bob", **{SESSION_METADATA_CONTEXT_KEY: {"topic": "x"}})
-    )
-    await client.call("hi", context=context("t"))
+    await client.call("hi", **turn("s", "bob"), metadata={"topic": "x"})
+    await client.call("hi", **turn("t"), metadata={"topic": "y"})
 
     s = await service.find_by_id("s")
     t = await service.find_by_id("t")
     assert s is not None
     assert t is not None
     assert (s.user_id, s.metadata) == ("bob", {"topic": "x"})
-    assert t.user_id == "default-user"
+    assert (t.user_id, t.metadata) == ("default-user", {"topic": "y"})
 
 
 @pytest.mark.parametrize("streaming", PATHS)
@@ -137,7 +124,7 @@ async def test_a_foreign_user_is_refused(
             memory_client(openai_client, service),
             "show me",
             streaming=streaming,
-            context=context("s", "mallory"),
+            **turn("s", "mallory"),
         )
 
     assert server.requests == []
@@ -151,15 +138,18 @@ async def test_without_a_user_id_the_owner_is_not_checked(
     await seed(service, user="alice")
     server.enqueue(ScriptedReply.text("ok"))
 
-    await memory_client(openai_client, service).call("hi", context=context("s"))
+    await memory_client(openai_client, service).call("hi", **turn("s"))
 
     assert await stored(service, "s") == ["U:hi", "A:ok"]
 
 
-def test_trigger_and_strategy_must_be_set_together(service: DefaultSessionService) -> None:
-    """Only one of compaction trigger and strategy is a usage error."""
-    with pytest.raises(UsageError, match="together"):
-        SessionMemoryAdvisor(service, compaction_trigger=lambda request: True)
+def test_compaction_is_a_pair_or_a_compactor(service: DefaultSessionService) -> None:
+    """A trigger without a strategy, or anything that is neither, is a usage error."""
+    client = openai.AsyncOpenAI(api_key="t")
+    with pytest.raises(UsageError, match="pair"):
+        ChatClient(client, model=MODEL, sessions=service, compaction=(always,))  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="compactor"):
+        ChatClient(client, model=MODEL, sessions=service, compaction=object())  # type: ignore[arg-type]
 
 
 # History.
@@ -176,8 +166,8 @@ async def test_history_is_prepended_and_the_turn_stored(
     server.enqueue(ScriptedReply.text("Hi Ann."), ScriptedReply.text("You are Ann."))
     client = memory_client(openai_client, service)
 
-    await ask(client, "I am Ann.", streaming=streaming, context=context("s"))
-    reply = await ask(client, "Who am I?", streaming=streaming, context=context("s"))
+    await ask(client, "I am Ann.", streaming=streaming, **turn("s"))
+    reply = await ask(client, "Who am I?", streaming=streaming, **turn("s"))
 
     assert reply.text == "You are Ann."
     assert sent(server.requests[1].messages) == ["U:I am Ann.", "A:Hi Ann.", "U:Who am I?"]
@@ -193,17 +183,14 @@ async def test_archived_events_never_reach_the_prompt(
     server: ScriptedOpenAIServer,
     openai_client: openai.AsyncOpenAI,
     service: DefaultSessionService,
-    repository: CountingRepository,
 ) -> None:
     """Even with an ``all()`` filter, the active view is merged in and archived events stay out."""
     await seed(service, UserMessage(text="old"), AssistantMessage(text="old reply"))
-    events = await service.get_events("s")
-    edge = boundary("s", [], events)
-    assert await repository.append_events("s", [edge], await service.get_event_version("s"))
+    assert (await service.compact("s", always, ArchiveAll())).applied
     server.enqueue(ScriptedReply.text("ok"))
 
     await memory_client(openai_client, service, event_filter=EventFilter.all()).call(
-        "new", context=context("s")
+        "new", **turn("s")
     )
 
     assert sent(server.requests[0].messages) == ["U:new"]
@@ -212,7 +199,7 @@ async def test_archived_events_never_reach_the_prompt(
 async def test_a_per_call_filter_is_merged_over_the_advisors(
     server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI, service: DefaultSessionService
 ) -> None:
-    """``EVENT_FILTER_CONTEXT_KEY`` narrows the history of one call."""
+    """``event_filter=`` narrows the history of one call."""
     await seed(
         service,
         UserMessage(text="u1"),
@@ -223,7 +210,7 @@ async def test_a_per_call_filter_is_merged_over_the_advisors(
     server.enqueue(ScriptedReply.text("ok"))
 
     await memory_client(openai_client, service).call(
-        "u3", context=context("s", **{EVENT_FILTER_CONTEXT_KEY: EventFilter.last_n(2)})
+        "u3", **turn("s"), event_filter=EventFilter.last_n(2)
     )
 
     assert sent(server.requests[0].messages) == ["U:u2", "A:a2", "U:u3"]
@@ -232,10 +219,17 @@ async def test_a_per_call_filter_is_merged_over_the_advisors(
 async def test_a_per_call_filter_of_the_wrong_type_is_a_usage_error(
     openai_client: openai.AsyncOpenAI, service: DefaultSessionService
 ) -> None:
-    """Only an EventFilter (or None) may sit under ``EVENT_FILTER_CONTEXT_KEY``."""
+    """Only an EventFilter (or None) may be a call's filter, under the keyword or the
+    reference's key."""
     with pytest.raises(UsageError, match="must be an EventFilter"):
         await memory_client(openai_client, service).call(
-            "hi", context=context("s", **{EVENT_FILTER_CONTEXT_KEY: 5})
+            "hi",
+            **turn("s"),
+            event_filter=5,  # type: ignore[arg-type]
+        )
+    with pytest.raises(UsageError, match="must be an EventFilter"):
+        await memory_client(openai_client, service).call(
+            "hi", **turn("s"), context={EVENT_FILTER_CONTEXT_KEY: 5}
         )
 
 
@@ -255,7 +249,7 @@ async def test_a_last_n_window_that_starts_mid_turn_is_extended_to_the_turn_star
     server.enqueue(ScriptedReply.text("ok"))
 
     await memory_client(openai_client, service, event_filter=EventFilter.last_n(2)).call(
-        "u3", context=context("s")
+        "u3", **turn("s")
     )
 
     assert sent(server.requests[0].messages) == ["U:u2", "A[lookup]", "T:c2->r", "A:a2", "U:u3"]
@@ -282,10 +276,8 @@ async def test_an_orphaned_stored_tool_call_never_reaches_the_model(
     )
     server.enqueue(ScriptedReply.text("ok"))
 
-    with caplog.at_level(logging.WARNING, logger="asyncsession.advisors"):
-        await ask(
-            memory_client(openai_client, service), "u3", streaming=streaming, context=context("s")
-        )
+    with caplog.at_level(logging.WARNING, logger="asyncsession.turn"):
+        await ask(memory_client(openai_client, service), "u3", streaming=streaming, **turn("s"))
 
     assert sent(server.requests[0].messages) == ["U:u1", "U:u2", "A:a2", "U:u3"]
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -318,8 +310,8 @@ async def test_orphaned_results_and_half_answered_parallel_calls_are_dropped(
     )
     server.enqueue(ScriptedReply.text("ok"))
 
-    with caplog.at_level(logging.WARNING, logger="asyncsession.advisors"):
-        await memory_client(openai_client, service).call("u4", context=context("s"))
+    with caplog.at_level(logging.WARNING, logger="asyncsession.turn"):
+        await memory_client(openai_client, service).call("u4", **turn("s"))
 
     assert sent(server.requests[0].messages) == [
         "U:u1",
@@ -342,7 +334,7 @@ async def test_a_stored_call_answered_in_the_prompt_is_kept(
     server.enqueue(ScriptedReply.text("thanks"))
 
     await memory_client(openai_client, service).call(
-        messages=[result("c", "client data")], context=context("s")
+        messages=[result("c", "client data")], **turn("s")
     )
 
     assert sent(server.requests[0].messages) == ["U:u1", "A[lookup]", "T:c->client data"]
@@ -365,7 +357,7 @@ async def test_separate_results_of_a_parallel_call_are_stored_as_one_message(
     server.enqueue(ScriptedReply.text("both"))
 
     await memory_client(openai_client, service).call(
-        messages=[result("p1", "one"), result("p2", "two")], context=context("s")
+        messages=[result("p1", "one"), result("p2", "two")], **turn("s")
     )
 
     assert await stored(service, "s") == [
@@ -396,9 +388,9 @@ async def test_a_filter_that_skips_tool_results_does_not_strand_a_stored_call(
     only_chat = MessageFilter.by_message_type(MessageType.USER, MessageType.ASSISTANT)
     client = memory_client(openai_client, service, loop=True, message_filter=only_chat)
 
-    with caplog.at_level(logging.WARNING, logger="asyncsession.advisors"):
-        await ask(client, "go", streaming=streaming, context=context("s"))
-        await ask(client, "next", streaming=streaming, context=context("s"))
+    with caplog.at_level(logging.WARNING, logger="asyncsession.turn"):
+        await ask(client, "go", streaming=streaming, **turn("s"))
+        await ask(client, "next", streaming=streaming, **turn("s"))
 
     assert await stored(service, "s") == [
         "U:go",
@@ -431,8 +423,8 @@ async def test_the_result_of_a_call_the_filter_rejected_is_not_stored(
     no_calls = MessageFilter(lambda m: not (isinstance(m, AssistantMessage) and m.tool_calls))
     client = memory_client(openai_client, service, loop=True, message_filter=no_calls)
 
-    with caplog.at_level(logging.WARNING, logger="asyncsession.advisors"):
-        await client.call("go", context=context("s"))
+    with caplog.at_level(logging.WARNING, logger="asyncsession.turn"):
+        await client.call("go", **turn("s"))
 
     assert await stored(service, "s") == ["U:go", "A:done"]
     assert any("although the MessageFilter accepts it" in r.getMessage() for r in caplog.records)
@@ -452,7 +444,7 @@ async def test_when_the_read_cannot_tell_the_filter_decides_about_a_result(
         message_filter=chat_only,
     )
 
-    await client.call(messages=[result("c", "data")], context=context("s"))
+    await client.call(messages=[result("c", "data")], **turn("s"))
 
     assert await stored(service, "s") == ["U:u1", "A[lookup]", "A:ok"]
 
@@ -463,7 +455,7 @@ async def test_empty_assistant_frames_are_not_stored_by_default(
     """The default MessageFilter skips an empty assistant reply."""
     server.enqueue(ScriptedReply.text(""))
 
-    await memory_client(openai_client, service).call("hi", context=context("s"))
+    await memory_client(openai_client, service).call("hi", **turn("s"))
 
     assert await stored(service, "s") == ["U:hi"]
 
@@ -476,7 +468,7 @@ async def test_a_message_filter_keeps_messages_out_of_the_log_not_the_prompt(
     secret = MessageFilter.contains_text("password").negate() & MessageFilter.skip_empty_messages()
 
     await memory_client(openai_client, service, message_filter=secret).call(
-        "my password is hunter2", context=context("s")
+        "my password is hunter2", **turn("s")
     )
 
     assert sent(server.requests[0].messages) == ["U:my password is hunter2"]
@@ -495,7 +487,7 @@ async def test_system_messages_move_to_the_front_and_exact_repeats_are_sent_once
     client = ChatClient(
         openai_client,
         model=MODEL,
-        advisors=[SessionMemoryAdvisor(service)],
+        sessions=service,
         default_messages=[SystemMessage(text="Be brief.")],
     )
     server.enqueue(ScriptedReply.text("ok"))
@@ -506,7 +498,7 @@ async def test_system_messages_move_to_the_front_and_exact_repeats_are_sent_once
             SystemMessage(text="Answer in French."),
             SystemMessage(text="Be brief."),
         ],
-        context=context("s"),
+        **turn("s"),
     )
 
     assert sent(server.requests[0].messages) == [
@@ -531,7 +523,7 @@ async def test_only_the_latest_stored_system_message_is_sent(
     )
     server.enqueue(ScriptedReply.text("ok"))
 
-    await memory_client(openai_client, service).call("u2", context=context("s"))
+    await memory_client(openai_client, service).call("u2", **turn("s"))
 
     assert sent(server.requests[0].messages) == ["S:v2", "U:u1", "A:a1", "U:u2"]
 
@@ -551,7 +543,7 @@ async def test_a_window_never_drops_the_stored_system_message(
     server.enqueue(ScriptedReply.text("ok"))
 
     await memory_client(openai_client, service, event_filter=EventFilter.last_n(2)).call(
-        "u3", context=context("s")
+        "u3", **turn("s")
     )
 
     assert sent(server.requests[0].messages) == ["S:rules", "U:u2", "A:a2", "U:u3"]
@@ -578,7 +570,7 @@ async def test_round_two_does_not_prepend_the_history_twice(
         memory_client(openai_client, service, loop=True),
         "u2",
         streaming=streaming,
-        context=context("s"),
+        **turn("s"),
     )
 
     assert sent(server.requests[0].messages) == ["U:u1", "A:a1", "U:u2"]
@@ -604,7 +596,7 @@ async def test_history_the_caller_already_sends_is_not_prepended_again(
             {"role": "assistant", "content": "a1"},
             {"role": "user", "content": "u2"},
         ],
-        context=context("s"),
+        **turn("s"),
     )
 
     assert sent(server.requests[0].messages) == ["U:u1", "A:a1", "U:u2"]
@@ -615,7 +607,7 @@ async def test_history_the_caller_already_sends_is_not_prepended_again(
 
 
 @pytest.mark.parametrize("streaming", PATHS)
-async def test_the_ids_of_stored_events_are_in_the_response_context(
+async def test_the_ids_of_stored_events_are_on_the_response(
     streaming: bool,
     server: ScriptedOpenAIServer,
     openai_client: openai.AsyncOpenAI,
@@ -631,12 +623,12 @@ async def test_the_ids_of_stored_events_are_in_the_response_context(
         memory_client(openai_client, service, loop=True),
         "go",
         streaming=streaming,
-        context=context("s"),
+        **turn("s"),
     )
 
     ids = [e.id for e in await service.get_events("s")]
-    assert response.context[REQUEST_EVENT_IDS_CONTEXT_KEY] == [ids[0], ids[2]]
-    assert response.context[RESPONSE_EVENT_IDS_CONTEXT_KEY] == [ids[1], ids[3]]
+    assert response.request_event_ids == (ids[0], ids[2])
+    assert response.response_event_ids == (ids[1], ids[3])
 
 
 @pytest.mark.parametrize("streaming", PATHS)
@@ -647,13 +639,8 @@ async def test_the_idempotent_generator_turns_a_retried_request_into_a_no_op(
     service: DefaultSessionService,
 ) -> None:
     """The same request with the same reply writes the same ids, so the retry stores nothing."""
-    ids = IdempotentSessionEventIdGenerator()
     client = memory_client(
-        openai_client,
-        service,
-        loop=True,
-        request_event_id_generator=ids,
-        response_event_id_generator=ids,
+        openai_client, service, loop=True, event_ids=IdempotentSessionEventIdGenerator()
     )
     for _ in range(2):
         server.enqueue(
@@ -661,16 +648,13 @@ async def test_the_idempotent_generator_turns_a_retried_request_into_a_no_op(
             ScriptedReply.text("done"),
         )
 
-    first = await ask(client, "go", streaming=streaming, context=context("s"))
+    first = await ask(client, "go", streaming=streaming, **turn("s"))
     version = await service.get_event_version("s")
-    second = await ask(client, "go", streaming=streaming, context=context("s"))
+    second = await ask(client, "go", streaming=streaming, **turn("s"))
 
     assert await stored(service, "s") == ["U:go", "A[lookup]", "T[lookup->value of k]", "A:done"]
     assert await service.get_event_version("s") == version
-    assert (
-        first.context[RESPONSE_EVENT_IDS_CONTEXT_KEY]
-        == second.context[RESPONSE_EVENT_IDS_CONTEXT_KEY]
-    )
+    assert first.response_event_ids == second.response_event_ids
 
 
 # Compaction.
@@ -692,13 +676,20 @@ def always(request: CompactionRequest) -> bool:
     return True
 
 
+class ArchiveAll:
+    """A compaction that takes every event out of the active view."""
+
+    async def compact(self, request: CompactionRequest) -> CompactionResult:
+        return CompactionResult(compacted_events=(), archived_events=request.events)
+
+
 async def active(service: DefaultSessionService) -> list[str]:
     events = await service.get_events("s", EventFilter.active())
     return [e.message.text or "" for e in events if e.message is not None]
 
 
 @pytest.mark.parametrize("streaming", PATHS)
-async def test_without_a_turn_advisor_the_memory_advisor_compacts_after_the_turn(
+async def test_the_turn_compacts_once_it_is_complete(
     streaming: bool,
     server: ScriptedOpenAIServer,
     openai_client: openai.AsyncOpenAI,
@@ -707,38 +698,16 @@ async def test_without_a_turn_advisor_the_memory_advisor_compacts_after_the_turn
     """Compaction runs once per complete turn, never after a round that asked for tools."""
     await seed(service, UserMessage(text="u1"), AssistantMessage(text="a1"))
     strategy = CountingStrategy(max_events=2)
-    client = memory_client(
-        openai_client, service, loop=True, compaction_trigger=always, compaction_strategy=strategy
-    )
+    client = memory_client(openai_client, service, loop=True, compaction=(always, strategy))
     server.enqueue(
         ScriptedReply.tool_calls([ScriptedToolCall("lookup", {"key": "k"})]),
         ScriptedReply.text("a2"),
     )
 
-    await ask(client, "u2", streaming=streaming, context=context("s"))
+    await ask(client, "u2", streaming=streaming, **turn("s"))
 
     assert strategy.runs == 1
     assert await active(service) == ["u2", "", "", "a2"]
-
-
-async def test_with_a_compacting_turn_advisor_the_memory_advisor_does_not_compact_too(
-    server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI, service: DefaultSessionService
-) -> None:
-    """When both advisors are configured to compact, the turn runs one compaction."""
-    strategy = CountingStrategy(max_events=2)
-    client = ChatClient(
-        openai_client,
-        model=MODEL,
-        advisors=[
-            SessionTurnAdvisor(service, compaction_trigger=always, compaction_strategy=strategy),
-            SessionMemoryAdvisor(service, compaction_trigger=always, compaction_strategy=strategy),
-        ],
-    )
-    server.enqueue(ScriptedReply.text("a1"))
-
-    await client.call("u1", context=context("s"))
-
-    assert strategy.runs == 1
 
 
 async def test_a_failing_compaction_does_not_fail_the_call(
@@ -754,12 +723,10 @@ async def test_a_failing_compaction_does_not_fail_the_call(
             raise RuntimeError("summarizer down")
 
     server.enqueue(ScriptedReply.text("fine"))
-    client = memory_client(
-        openai_client, service, compaction_trigger=always, compaction_strategy=Broken()
-    )
+    client = memory_client(openai_client, service, compaction=(always, Broken()))
 
-    with caplog.at_level(logging.WARNING, logger="asyncsession.advisors"):
-        response = await client.call("hi", context=context("s"))
+    with caplog.at_level(logging.WARNING, logger="asyncsession.turn"):
+        response = await client.call("hi", **turn("s"))
 
     assert response.text == "fine"
     assert await stored(service, "s") == ["U:hi", "A:fine"]

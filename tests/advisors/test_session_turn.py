@@ -1,27 +1,31 @@
-"""SessionTurnAdvisor: one resolve per call shared with the memory advisor; compaction per turn."""
+"""The turn: one read per call, the owner checked before the model, compaction once the turn is
+complete (inline, or by a background compactor)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Self
 
 import openai
 import pytest
-from chat_support import MODEL, PATHS, CountingRepository, ask, context, stored
+from chat_support import MODEL, PATHS, CountingRepository, ask, stored, turn
 
-from asyncsession import CreateSessionRequest, DefaultSessionService, EventFilter, UserMessage
-from asyncsession.advisors import (
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
-    ToolCallingAdvisor,
+from asyncsession import (
+    CreateSessionRequest,
+    DefaultSessionService,
+    EventFilter,
+    EventType,
+    UserMessage,
     tool,
 )
 from asyncsession.compaction import (
     CompactionRequest,
     CompactionWorker,
     SlidingWindowCompactionStrategy,
+    TriggerLike,
     TurnCountTrigger,
 )
-from asyncsession.exceptions import AccessDenied, MissingSessionId, UsageError
+from asyncsession.exceptions import AccessDenied, MissingSessionId
 from asyncsession.openai import ChatClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
@@ -37,34 +41,31 @@ def always(request: CompactionRequest) -> bool:
 
 
 def turn_client(
-    openai_client: openai.AsyncOpenAI,
-    service: DefaultSessionService,
-    turn: SessionTurnAdvisor,
-    *,
-    memory: SessionMemoryAdvisor | None = None,
+    openai_client: openai.AsyncOpenAI, service: DefaultSessionService, **options: object
 ) -> ChatClient:
     return ChatClient(
         openai_client,
         model=MODEL,
-        advisors=[turn, ToolCallingAdvisor([lookup]), memory or SessionMemoryAdvisor(service)],
+        sessions=service,
+        tools=[lookup],
+        **options,  # type: ignore[arg-type]
     )
 
 
-async def test_trigger_and_strategy_must_be_set_together(service: DefaultSessionService) -> None:
-    """Only one of compaction trigger and strategy is a usage error."""
-    with pytest.raises(UsageError, match="together"):
-        SessionTurnAdvisor(service, compaction_strategy=SlidingWindowCompactionStrategy())
+async def compactions(service: DefaultSessionService) -> int:
+    return sum(e.type == EventType.COMPACTION for e in await service.get_events("s"))
 
 
 @pytest.mark.parametrize("streaming", PATHS)
-async def test_the_turn_resolves_the_session_once_and_the_memory_advisor_reuses_the_read(
+async def test_a_tool_loop_reads_the_session_once(
     streaming: bool,
     server: ScriptedOpenAIServer,
     openai_client: openai.AsyncOpenAI,
     service: DefaultSessionService,
     repository: CountingRepository,
 ) -> None:
-    """A two-round tool loop reads the session once; every other command is an append."""
+    """A two-round tool loop reads the session once; every other call is a commit: the
+    question, the round, the reply."""
     await service.create(CreateSessionRequest(id="s", user_id="alice"))
     await service.append_message("s", UserMessage(text="earlier"))
     repository.reset()
@@ -73,57 +74,16 @@ async def test_the_turn_resolves_the_session_once_and_the_memory_advisor_reuses_
         ScriptedReply.text("done"),
     )
 
-    await ask(
-        turn_client(openai_client, service, SessionTurnAdvisor(service)),
-        "go",
-        streaming=streaming,
-        context=context("s", "alice"),
-    )
+    await ask(turn_client(openai_client, service), "go", streaming=streaming, **turn("s", "alice"))
 
-    assert repository.calls == {
-        "read_snapshot": 1,
-        "append_events": 1,
-        "append_event": 3,
-    }
-
-
-async def test_a_memory_advisor_of_another_service_resolves_the_session_itself(
-    server: ScriptedOpenAIServer,
-    openai_client: openai.AsyncOpenAI,
-    service: DefaultSessionService,
-    repository: CountingRepository,
-) -> None:
-    """Only a memory advisor on the turn's own service shares its read; another reads again."""
-    other = DefaultSessionService(repository, allow_system_messages=True)
-    await service.create(CreateSessionRequest(id="s", user_id="alice"))
-    repository.reset()
-    server.enqueue(ScriptedReply.text("ok"))
-    client = turn_client(
-        openai_client, service, SessionTurnAdvisor(service), memory=SessionMemoryAdvisor(other)
-    )
-
-    await client.call("go", context=context("s"))
-
-    assert repository.calls["find_by_id"] == 1  # the turn: session only
-    assert repository.calls["read_snapshot"] == 1  # the memory advisor: its own resolve
-
-
-async def test_without_a_memory_advisor_the_turn_reads_only_the_session(
-    server: ScriptedOpenAIServer,
-    openai_client: openai.AsyncOpenAI,
-    service: DefaultSessionService,
-    repository: CountingRepository,
-) -> None:
-    """A turn advisor alone finds or creates the session and reads no events."""
-    server.enqueue(ScriptedReply.text("ok"))
-    client = ChatClient(openai_client, model=MODEL, advisors=[SessionTurnAdvisor(service)])
-
-    await client.call("go", context=context("s", "bob"))
-
-    assert repository.calls == {"find_by_id": 1, "save_if_absent": 1}
-    session = await service.find_by_id("s")
-    assert session is not None
-    assert session.user_id == "bob"
+    assert repository.calls == {"read_snapshot": 1, "append_events": 3}
+    assert await stored(service, "s") == [
+        "U:earlier",
+        "U:go",
+        "A[lookup]",
+        "T[lookup->value of k]",
+        "A:done",
+    ]
 
 
 @pytest.mark.parametrize("streaming", PATHS)
@@ -133,15 +93,15 @@ async def test_the_turn_refuses_a_foreign_user_before_the_model_is_called(
     openai_client: openai.AsyncOpenAI,
     service: DefaultSessionService,
 ) -> None:
-    """Ownership is enforced when the turn resolves the session."""
+    """Ownership is enforced when the turn reads the session, before anything is written."""
     await service.create(CreateSessionRequest(id="s", user_id="alice"))
 
     with pytest.raises(AccessDenied):
         await ask(
-            turn_client(openai_client, service, SessionTurnAdvisor(service)),
+            turn_client(openai_client, service),
             "go",
             streaming=streaming,
-            context=context("s", "mallory"),
+            **turn("s", "mallory"),
         )
 
     assert server.requests == []
@@ -151,9 +111,9 @@ async def test_the_turn_refuses_a_foreign_user_before_the_model_is_called(
 async def test_the_turn_needs_a_session_id(
     openai_client: openai.AsyncOpenAI, service: DefaultSessionService
 ) -> None:
-    """A call without a session id fails at the turn advisor."""
+    """A call without a session id fails before anything is sent."""
     with pytest.raises(MissingSessionId):
-        await turn_client(openai_client, service, SessionTurnAdvisor(service)).call("go")
+        await turn_client(openai_client, service).call("go")
 
 
 @pytest.mark.parametrize("streaming", PATHS)
@@ -168,21 +128,15 @@ async def test_a_quiet_trigger_costs_no_database_command(
     await service.create(CreateSessionRequest(id="s", user_id="alice"))
     repository.reset()
     server.enqueue(ScriptedReply.text("ok"))
-    turn = SessionTurnAdvisor(
+    client = turn_client(
+        openai_client,
         service,
-        compaction_trigger=TurnCountTrigger(5),
-        compaction_strategy=SlidingWindowCompactionStrategy(2),
+        compaction=(TurnCountTrigger(5), SlidingWindowCompactionStrategy(2)),
     )
 
-    await ask(
-        turn_client(openai_client, service, turn), "go", streaming=streaming, context=context("s")
-    )
+    await ask(client, "go", streaming=streaming, **turn("s"))
 
-    assert repository.calls == {
-        "read_snapshot": 1,
-        "append_events": 1,
-        "append_event": 1,
-    }
+    assert repository.calls == {"read_snapshot": 1, "append_events": 2}
 
 
 @pytest.mark.parametrize("streaming", PATHS)
@@ -200,17 +154,15 @@ async def test_a_firing_trigger_compacts_once_the_turn_is_complete(
         ScriptedReply.tool_calls([ScriptedToolCall("lookup", {"key": "k"})]),
         ScriptedReply.text("a2"),
     )
-    turn = SessionTurnAdvisor(
+    client = turn_client(
+        openai_client,
         service,
-        compaction_trigger=TurnCountTrigger(1),
-        compaction_strategy=SlidingWindowCompactionStrategy(1),
+        compaction=(TurnCountTrigger(1), SlidingWindowCompactionStrategy(1)),
     )
 
-    await ask(
-        turn_client(openai_client, service, turn), "u2", streaming=streaming, context=context("s")
-    )
+    await ask(client, "u2", streaming=streaming, **turn("s"))
 
-    assert repository.calls["compaction"] == 1
+    assert await compactions(service) == 1
     active = await service.get_events("s", EventFilter.active())
     assert [e.type.name for e in active] == ["USER", "ASSISTANT", "TOOL", "ASSISTANT"]
 
@@ -225,27 +177,34 @@ async def test_a_windowed_read_leaves_the_trigger_to_the_service(
     await service.create(CreateSessionRequest(id="s", user_id="alice"))
     repository.reset()
     server.enqueue(ScriptedReply.text("ok"))
-    turn = SessionTurnAdvisor(
+    client = turn_client(
+        openai_client,
         service,
-        compaction_trigger=TurnCountTrigger(5),
-        compaction_strategy=SlidingWindowCompactionStrategy(2),
+        event_filter=EventFilter.last_n(10),
+        compaction=(TurnCountTrigger(5), SlidingWindowCompactionStrategy(2)),
     )
-    memory = SessionMemoryAdvisor(service, event_filter=EventFilter.last_n(10))
 
-    await turn_client(openai_client, service, turn, memory=memory).call("go", context=context("s"))
+    await client.call("go", **turn("s"))
 
     assert repository.calls["read_snapshot"] == 2
-    assert "compaction" not in repository.calls  # the service read it, the trigger kept quiet
+    assert await compactions(service) == 0  # the service read it, the trigger kept quiet
 
 
 @dataclass
 class Submissions:
-    """A stand-in worker that records what it was handed."""
+    """A stand-in background compactor that records what it was handed."""
 
     session_ids: list[str] = field(default_factory=list[str])
+    trigger: TriggerLike | None = None
 
     def submit(self, session_id: str) -> None:
         self.session_ids.append(session_id)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        pass
 
 
 async def test_with_a_worker_the_complete_turn_is_handed_off(
@@ -258,9 +217,7 @@ async def test_with_a_worker_the_complete_turn_is_handed_off(
         ScriptedReply.text("done"),
     )
 
-    await turn_client(openai_client, service, SessionTurnAdvisor(service, worker=worker)).call(
-        "go", context=context("s")
-    )
+    await turn_client(openai_client, service, compaction=worker).call("go", **turn("s"))
 
     assert worker.session_ids == ["s"]
 
@@ -269,13 +226,10 @@ async def test_a_quiet_worker_trigger_skips_the_submit(
     server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI, service: DefaultSessionService
 ) -> None:
     """The worker's own trigger is asked first, on what the call knows."""
-    worker = Submissions()
-    worker.trigger = TurnCountTrigger(5)  # type: ignore[attr-defined]  # a worker's trigger
+    worker = Submissions(trigger=TurnCountTrigger(5))
     server.enqueue(ScriptedReply.text("ok"))
 
-    await turn_client(openai_client, service, SessionTurnAdvisor(service, worker=worker)).call(
-        "go", context=context("s")
-    )
+    await turn_client(openai_client, service, compaction=worker).call("go", **turn("s"))
 
     assert worker.session_ids == []
 
@@ -289,8 +243,8 @@ async def test_a_compaction_worker_compacts_in_the_background(
     server.enqueue(ScriptedReply.text("a2"))
 
     async with CompactionWorker(service, always, SlidingWindowCompactionStrategy(1)) as worker:
-        client = turn_client(openai_client, service, SessionTurnAdvisor(service, worker=worker))
-        await client.call("u2", context=context("s"))
+        client = turn_client(openai_client, service, compaction=worker)
+        await client.call("u2", **turn("s"))
 
     active = await service.get_events("s", EventFilter.active())
     assert [e.message.text for e in active if e.message is not None] == ["u2", "a2"]
@@ -299,16 +253,13 @@ async def test_a_compaction_worker_compacts_in_the_background(
 async def test_a_final_reply_that_asks_for_tools_is_no_complete_turn(
     server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI, service: DefaultSessionService
 ) -> None:
-    """Without a tool loop, a reply with tool calls (client-side tools) triggers no compaction."""
+    """With no tools offered, a reply with tool calls (the caller's to run) ends the call, and
+    triggers no compaction."""
     worker = Submissions()
-    client = ChatClient(
-        openai_client,
-        model=MODEL,
-        advisors=[SessionTurnAdvisor(service, worker=worker), SessionMemoryAdvisor(service)],
-    )
+    client = ChatClient(openai_client, model=MODEL, sessions=service, compaction=worker)
     server.enqueue(ScriptedReply.tool_calls([ScriptedToolCall("lookup", {"key": "k"})]))
 
-    response = await client.call("go", context=context("s"))
+    response = await client.call("go", **turn("s"))
 
     assert response.has_tool_calls
     assert worker.session_ids == []

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import openai
 import pytest
-from chat_support import MODEL, PATHS, ask, context, stored
-from command_counting import counted_repository
+from chat_support import MODEL, PATHS, ask, stored, turn
 
 from asyncsession import (
     AssistantMessage,
@@ -19,16 +17,6 @@ from asyncsession import (
     InMemorySessionRepository,
     UsageError,
     UserMessage,
-)
-from asyncsession.advisors import (
-    REQUEST_EVENT_IDS_CONTEXT_KEY,
-    REQUEST_ID_CONTEXT_KEY,
-    RESPONSE_EVENT_IDS_CONTEXT_KEY,
-    IdempotentTurnAdvisor,
-    RequestIdEventIdGenerator,
-    SessionAdvisors,
-    SessionTurnAdvisor,
-    ToolCallingAdvisor,
     tool,
 )
 from asyncsession.openai import ChatClient
@@ -46,21 +34,10 @@ def lookup(key: str) -> str:
     return f"value of {key}"
 
 
-def chat(
-    openai_client: openai.AsyncOpenAI, service: DefaultSessionService, *, idempotent: bool = False
-) -> ChatClient:
-    advisors: list[Any] = [
-        *SessionAdvisors(
-            service,
-            store_question="with_reply",
-            request_event_id_generator=RequestIdEventIdGenerator() if idempotent else None,
-        ),
-        ToolCallingAdvisor([lookup]),
-    ]
-    if idempotent:
-        leases: Any = service.repository
-        advisors.append(IdempotentTurnAdvisor(service, leases=leases, poll=0.01))
-    return ChatClient(openai_client, model=MODEL, advisors=advisors)
+def chat(openai_client: openai.AsyncOpenAI, service: DefaultSessionService) -> ChatClient:
+    return ChatClient(
+        openai_client, model=MODEL, sessions=service, store_question="with_reply", tools=[lookup]
+    )
 
 
 async def with_history(service: DefaultSessionService) -> None:
@@ -70,18 +47,15 @@ async def with_history(service: DefaultSessionService) -> None:
     )
 
 
-def test_store_question_is_validated() -> None:
-    """Anything but the two choices is a usage error naming the argument, on both builders."""
+def test_store_question_is_validated(openai_client: openai.AsyncOpenAI) -> None:
+    """Anything but the two choices is a usage error naming the argument."""
     service = DefaultSessionService(InMemorySessionRepository())
-    assert SessionTurnAdvisor(service).store_question == "first"
+    client = ChatClient(openai_client, model=MODEL, sessions=service)
+    assert client.memory is not None
+    assert client.memory.store_question == "first"
     for bad in ("after", None, 1):
         with pytest.raises(UsageError, match="store_question"):
-            SessionTurnAdvisor(service, store_question=bad)  # type: ignore[arg-type]
-        with pytest.raises(UsageError, match="store_question"):
-            SessionAdvisors(service, store_question=bad)  # type: ignore[arg-type]
-    assert SessionAdvisors(service, store_question="with_reply").turn.store_question == (
-        "with_reply"
-    )
+            ChatClient(openai_client, model=MODEL, sessions=service, store_question=bad)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("streaming", PATHS)
@@ -95,14 +69,14 @@ async def test_the_turn_is_one_write_and_the_model_sees_the_question(
     version = await store.get_event_version("s")
     server.enqueue(ScriptedReply.text("hello"))
 
-    reply = await ask(chat(openai_client, store), "hi", streaming=streaming, context=context("s"))
+    reply = await ask(chat(openai_client, store), "hi", streaming=streaming, **turn("s"))
 
     assert [m["content"] for m in server.requests[-1].messages] == ["earlier", "noted", "hi"]
     assert await stored(store, "s") == ["U:earlier", "A:noted", "U:hi", "A:hello"]
     assert await store.get_event_version("s") == version + 1
     events = await store.get_events("s", EventFilter.all())
-    assert reply.context[REQUEST_EVENT_IDS_CONTEXT_KEY] == [events[2].id]
-    assert reply.context[RESPONSE_EVENT_IDS_CONTEXT_KEY] == [events[3].id]
+    assert reply.request_event_ids == (events[2].id,)
+    assert reply.response_event_ids == (events[3].id,)
 
 
 @pytest.mark.parametrize("streaming", PATHS)
@@ -117,7 +91,7 @@ async def test_a_failed_model_call_stores_nothing(
     server.enqueue(ScriptedReply.error(500, "boom"))
 
     with pytest.raises(ChatError):
-        await ask(chat(openai_client, store), "hi", streaming=streaming, context=context("s"))
+        await ask(chat(openai_client, store), "hi", streaming=streaming, **turn("s"))
 
     assert await stored(store, "s") == ["U:earlier", "A:noted"]
     assert await store.get_event_version("s") == version
@@ -128,7 +102,7 @@ async def test_a_cancelled_call_stores_nothing(
 ) -> None:
     await with_history(store)
     server.enqueue(ScriptedReply.text("never", hold=asyncio.Event()))
-    task = asyncio.create_task(chat(openai_client, store).call("hi", context=context("s")))
+    task = asyncio.create_task(chat(openai_client, store).call("hi", **turn("s")))
     await asyncio.wait_for(server.wait_for_request(0), 10)
 
     task.cancel()
@@ -152,7 +126,7 @@ async def test_a_tool_loop_is_stored_in_the_final_write(
         ScriptedReply.text("done"),
     )
 
-    await ask(chat(openai_client, store), "go", streaming=streaming, context=context("s"))
+    await ask(chat(openai_client, store), "go", streaming=streaming, **turn("s"))
 
     assert await stored(store, "s") == [
         "U:earlier",
@@ -166,23 +140,6 @@ async def test_a_tool_loop_is_stored_in_the_final_write(
     assert [m["role"] for m in server.requests[1].messages][-3:] == ["user", "assistant", "tool"]
 
 
-async def test_on_mongodb_the_turn_is_a_read_and_one_commit(
-    mongo_uri: str, server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
-) -> None:
-    """Before the model call one read (no write); after it one insert holding the turn."""
-    async with counted_repository(mongo_uri) as (repository, counter):
-        service = DefaultSessionService(repository)
-        await with_history(service)
-        client = chat(openai_client, service)
-        server.enqueue(*(ScriptedReply.text(f"r{i}") for i in range(6)))
-        for i in range(6):
-            counter.clear()
-            await client.call(f"q{i}", context=context("s"))
-            assert counter.names == ["aggregate", "insert"], counter.names
-        texts = [e.text for e in await service.get_events("s", EventFilter.all())]
-        assert texts[2:] == [t for i in range(6) for t in (f"q{i}", f"r{i}")]
-
-
 @pytest.mark.parametrize("streaming", PATHS)
 async def test_idempotent_retries_store_nothing_twice(
     streaming: bool,
@@ -193,22 +150,22 @@ async def test_idempotent_retries_store_nothing_twice(
     """A failed attempt stores nothing; its retry stores the turn; a retry of the completed
     request replays it without the model; four overlapping attempts call the model once."""
     server.enqueue(ScriptedReply.error(500, "boom"), ScriptedReply.text("answer"))
-    retry = context("s", "alice", **{REQUEST_ID_CONTEXT_KEY: "r1"})
-    client = chat(openai_client, store, idempotent=True)
+    retry = turn("s", "alice", request_id="r1")
+    client = chat(openai_client, store)
     with pytest.raises(ChatError):
-        await ask(client, "q", streaming=streaming, context=retry)
+        await ask(client, "q", streaming=streaming, **retry)
     assert await stored(store, "s") == []
-    first = await ask(client, "q", streaming=streaming, context=retry)
-    again = await ask(client, "q", streaming=streaming, context=retry)
+    first = await ask(client, "q", streaming=streaming, **retry)
+    again = await ask(client, "q", streaming=streaming, **retry)
     assert first.text == again.text == "answer"
     assert len(server.requests) == 2
     assert await stored(store, "s") == ["U:q", "A:answer"]
 
     hold = asyncio.Event()
     server.enqueue(ScriptedReply.text("once", hold=hold))
-    other = context("s", "alice", **{REQUEST_ID_CONTEXT_KEY: "r2"})
-    clients = [chat(openai_client, store, idempotent=True) for _ in range(4)]  # "processes"
-    tasks = [asyncio.create_task(ask(c, "q2", streaming=streaming, context=other)) for c in clients]
+    other = turn("s", "alice", request_id="r2")
+    clients = [chat(openai_client, store) for _ in range(4)]  # "processes"
+    tasks = [asyncio.create_task(ask(c, "q2", streaming=streaming, **other)) for c in clients]
     await asyncio.wait_for(server.wait_for_request(2), 10)
     hold.set()
     assert [r.text for r in await asyncio.gather(*tasks)] == ["once"] * 4
@@ -219,21 +176,20 @@ async def test_idempotent_retries_store_nothing_twice(
 async def test_concurrent_turns_on_one_session_lose_nothing(
     store: DefaultSessionService, openai_client: openai.AsyncOpenAI
 ) -> None:
-    """Thirty turns at once: every question is stored, right before its own reply."""
+    """Thirty turns at once: every question is stored, right before its own reply (a turn
+    whose commit finds another turn stored first is stored after it, whole)."""
 
     def answer(request: RecordedRequest) -> ScriptedReply:
         return ScriptedReply.text(f"re {request.messages[-1]['content']}")
 
     async with (
         ScriptedOpenAIServer(responder=answer) as server,
-        openai.AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0) as client,
+        server.client() as client,
     ):
         await store.create(CreateSessionRequest(id="s", user_id="alice"))
         chat_client = chat(client, store)
         questions = [f"q{i}" for i in range(30)]
-        await asyncio.gather(
-            *(chat_client.call(q, context=context("s", "alice")) for q in questions)
-        )
+        await asyncio.gather(*(chat_client.call(q, **turn("s", "alice")) for q in questions))
     labels = await stored(store, "s")
     assert len(labels) == 60
     pairs = list(zip(labels[::2], labels[1::2], strict=True))

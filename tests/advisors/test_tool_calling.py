@@ -10,11 +10,10 @@ from typing import Annotated
 
 import openai
 import pytest
-from chat_support import MODEL, PATHS, ask, context, sent, stored
+from chat_support import MODEL, PATHS, ask, sent, stored, turn
 from pydantic import BaseModel, Field
 
 from asyncsession import DefaultSessionService
-from asyncsession.advisors import SessionMemoryAdvisor, SessionTurnAdvisor, ToolCallingAdvisor
 from asyncsession.chat import Usage
 from asyncsession.exceptions import ToolError, ToolLoopLimitExceeded, UsageError
 from asyncsession.memory import DirectoryMemoryStore
@@ -126,12 +125,14 @@ async def test_a_tool_from_a_pydantic_model_gets_its_fields_as_keywords() -> Non
     assert await search_tool.invoke('{"query": "cats"}') == "3 hits for cats"
 
 
-def test_the_advisor_rejects_duplicate_names_and_zero_rounds() -> None:
+def test_the_client_rejects_duplicate_names_and_zero_rounds(
+    openai_client: openai.AsyncOpenAI,
+) -> None:
     """Two tools with one name, or fewer than one round, are usage errors."""
     with pytest.raises(UsageError, match="unique"):
-        ToolCallingAdvisor([weather, weather])
-    with pytest.raises(UsageError, match="max_rounds"):
-        ToolCallingAdvisor([weather], max_rounds=0)
+        ChatClient(openai_client, model=MODEL, tools=[weather, weather])
+    with pytest.raises(UsageError, match="max_tool_rounds"):
+        ChatClient(openai_client, model=MODEL, tools=[weather], max_tool_rounds=0)
 
 
 def loop_client(
@@ -142,13 +143,7 @@ def loop_client(
     max_rounds: int = 10,
 ) -> ChatClient:
     return ChatClient(
-        openai_client,
-        model=MODEL,
-        advisors=[
-            SessionTurnAdvisor(service),
-            ToolCallingAdvisor(tools, max_rounds=max_rounds),
-            SessionMemoryAdvisor(service),
-        ],
+        openai_client, model=MODEL, sessions=service, tools=tools, max_tool_rounds=max_rounds
     )
 
 
@@ -169,7 +164,7 @@ async def test_a_two_round_loop_stores_each_message_exactly_once(
         loop_client(openai_client, service, [weather]),
         "Weather?",
         streaming=streaming,
-        context=context("s"),
+        **turn("s"),
     )
 
     assert response.text == "Mild."
@@ -211,9 +206,7 @@ async def test_parallel_tool_calls_run_concurrently(
         ScriptedReply.text("both answered"),
     )
 
-    await ask(
-        loop_client(openai_client, service, [ping]), "go", streaming=streaming, context=context("s")
-    )
+    await ask(loop_client(openai_client, service, [ping]), "go", streaming=streaming, **turn("s"))
 
     assert await stored(service, "s") == [
         "U:go",
@@ -245,7 +238,7 @@ async def test_a_failing_tool_sends_the_error_to_the_model(
         loop_client(openai_client, service, [explode]),
         "go",
         streaming=streaming,
-        context=context("s"),
+        **turn("s"),
     )
 
     assert response.text == "Sorry, that failed."
@@ -276,7 +269,7 @@ async def test_invalid_arguments_go_back_to_the_model(
         ScriptedReply.text("Let me fix that."),
     )
 
-    await loop_client(openai_client, service, [weather]).call("go", context=context("s"))
+    await loop_client(openai_client, service, [weather]).call("go", **turn("s"))
 
     result = server.requests[1].messages[-1]["content"]
     assert result.startswith("Error: ")
@@ -291,7 +284,7 @@ async def test_an_unknown_tool_goes_back_to_the_model(
         ScriptedReply.tool_calls([ScriptedToolCall("nope", {})]), ScriptedReply.text("ok")
     )
 
-    await loop_client(openai_client, service, [weather]).call("go", context=context("s"))
+    await loop_client(openai_client, service, [weather]).call("go", **turn("s"))
 
     assert server.requests[1].messages[-1]["content"] == (
         "Error: there is no tool named 'nope' (available: weather)"
@@ -311,14 +304,14 @@ async def test_a_runaway_loop_stops_after_max_rounds(
     client = loop_client(openai_client, service, [weather], max_rounds=3)
 
     with pytest.raises(ToolLoopLimitExceeded) as raised:
-        await ask(client, "go", streaming=streaming, context=context("s"))
+        await ask(client, "go", streaming=streaming, **turn("s"))
 
     assert raised.value.max_rounds == 3
     assert len(server.requests) == 3
     server.assert_done()
 
 
-async def test_request_tools_join_the_advisors_and_win_a_name_clash(
+async def test_call_tools_join_the_clients_and_win_a_name_clash(
     server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI, service: DefaultSessionService
 ) -> None:
     """Tools passed with the call are offered and run; on a name clash the call's tool wins."""
@@ -339,7 +332,7 @@ async def test_request_tools_join_the_advisors_and_win_a_name_clash(
     )
 
     await loop_client(openai_client, service, [weather]).call(
-        "go", context=context("s"), tools=[local_weather, time]
+        "go", **turn("s"), tools=[local_weather, time]
     )
 
     assert sorted(t["function"]["name"] for t in server.requests[0].tools) == ["time", "weather"]
@@ -359,7 +352,7 @@ async def test_the_final_response_adds_up_the_usage_of_every_round(
         ScriptedReply.text("ok", usage=ScriptedUsage(prompt_tokens=20, completion_tokens=3)),
     )
 
-    response = await loop_client(openai_client, service, [weather]).call("go", context=context("s"))
+    response = await loop_client(openai_client, service, [weather]).call("go", **turn("s"))
 
     assert response.usage == Usage(prompt_tokens=30, completion_tokens=5, total_tokens=35)
 
@@ -380,7 +373,7 @@ async def test_memory_tools_plug_in_as_tools(
         ScriptedReply.text("Saved."),
     )
 
-    await loop_client(openai_client, service, tools).call("Remember this", context=context("s"))
+    await loop_client(openai_client, service, tools).call("Remember this", **turn("s"))
 
     assert server.requests[1].messages[-1]["content"].startswith("Successfully")
     assert "# Index" in await memory.memory_view("MEMORY.md")

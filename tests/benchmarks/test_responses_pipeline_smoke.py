@@ -12,13 +12,13 @@ if str(ROOT) not in sys.path:  # `benchmarks` is a top-level folder, not an inst
     sys.path.insert(0, str(ROOT))
 
 
-async def test_the_responses_pipeline_script_runs_at_two_commands_a_turn(
+async def test_the_responses_pipeline_script_runs_at_three_commands_a_turn(
     mongo_uri: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``python -m benchmarks.responses_pipeline --runs 3 --warmup 1 --mongo``: every path is
     timed, and a Responses turn costs what a Chat Completions turn does in ``chat_pipeline``
-    (3 commands: the read, the question's commit, the reply's; 5 for a two-round tool turn, as
-    many as the repository calls in memory)."""
+    (3 commands: the read, the question's commit and the reply's; 4 for a two-round tool turn,
+    whose round is one more commit; as many as the repository calls in memory)."""
     from benchmarks import responses_pipeline
 
     monkeypatch.setenv("MONGODB_URI", mongo_uri)
@@ -30,9 +30,9 @@ async def test_the_responses_pipeline_script_runs_at_two_commands_a_turn(
         if (cells := [cell.strip() for cell in line.split("|")]) and len(cells) == 5
     }
     assert rows[("MongoDB (commands)", "plain turn, existing session")] == "3"
-    assert rows[("MongoDB (commands)", "two-round tool turn with a reasoning item")] == "5"
+    assert rows[("MongoDB (commands)", "two-round tool turn with a reasoning item")] == "4"
     assert rows[("in-memory (repository calls)", "plain turn, existing session")] == "3"
     memory_tools = ("in-memory (repository calls)", "two-round tool turn with a reasoning item")
-    assert rows[memory_tools] == "5"
+    assert rows[memory_tools] == "4"
     assert "| full chain, MongoDB |" in out
     assert "| bare openai responses stream, the chain's request |" in out

@@ -204,8 +204,8 @@ async def test_the_pipeline_script_runs_and_counts_the_chain_at_the_floor(
 ) -> None:
     """``python -m benchmarks.chat_pipeline --runs 3 --warmup 1 --mongo``: the chain's database
     work per turn does not depend on the runs, so it is checked here: 3 commands for a turn
-    (the read, the question's commit, the reply's), 4 on a new session (its insert besides),
-    never more than the same operations done directly."""
+    (the read, the question's commit, the reply's), 4 on a new session (+ its insert), never
+    more than the same operations done directly."""
     from benchmarks import chat_pipeline
 
     monkeypatch.setenv("MONGODB_URI", mongo_uri)

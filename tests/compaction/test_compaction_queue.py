@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
 
-import openai
 import pytest
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
@@ -22,7 +21,6 @@ from queue_support import (
 )
 
 from asyncsession import DefaultSessionService, MongoSessionRepository
-from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, SessionMemoryAdvisor, SessionTurnAdvisor
 from asyncsession.compaction import (
     CompactionQueue,
     CompactionWorker,
@@ -372,22 +370,14 @@ async def test_without_change_streams_auto_falls_back_to_polling(standalone_uri:
 async def test_the_turn_advisor_enqueues_on_the_shared_queue(
     service: DefaultSessionService, queue: MongoCompactionQueue
 ) -> None:
-    """SessionTurnAdvisor(worker=queue) submits after a complete turn, and a worker running
-    elsewhere compacts the session; the advisors need nothing else."""
+    """A client with ``compaction=queue`` submits after a complete turn, and a worker running
+    elsewhere compacts the session; the client needs nothing else."""
     sid = await new_session(service, turns=2)
-    async with (
-        ScriptedOpenAIServer() as server,
-        openai.AsyncOpenAI(
-            base_url=server.base_url, api_key="test", max_retries=0
-        ) as openai_client,
-    ):
+    async with ScriptedOpenAIServer() as server:
+        openai_client = server.client()
         server.enqueue(ScriptedReply.text("a2"))
-        client = ChatClient(
-            openai_client,
-            model="gpt-test",
-            advisors=[SessionTurnAdvisor(service, worker=queue), SessionMemoryAdvisor(service)],
-        )
-        await client.call("u2", context={SESSION_ID_CONTEXT_KEY: sid})
+        client = ChatClient(openai_client, model="gpt-test", sessions=service, compaction=queue)
+        await client.call("u2", session_id=sid)
     job = await queue.get_job(sid)
     assert job is not None
     assert (job.state, job.submits) == ("queued", 1)

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from datetime import timedelta
-from pathlib import Path
 
 import openai
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "advisors"))
-
-from chat_support import MODEL, PATHS, ask, context, openai_client, server
+from chat_support import MODEL, PATHS, ask, openai_client, server
 
 from asyncsession import DefaultSessionService, EventType, SessionEvent
-from asyncsession.advisors import SessionMemoryAdvisor
 from asyncsession.compaction import (
     USAGE_METADATA_KEY,
     CompactionRequest,
@@ -129,7 +123,7 @@ API_CLIENTS = [
 
 @pytest.mark.parametrize("client_type", API_CLIENTS)
 @pytest.mark.parametrize("streaming", PATHS)
-async def test_the_memory_advisor_stores_usage_and_the_trigger_compacts_inline(
+async def test_the_turn_stores_usage_and_the_trigger_compacts_inline(
     client_type: type[ChatClient] | type[ResponsesClient],
     streaming: bool,
     server: ScriptedOpenAIServer,
@@ -138,20 +132,20 @@ async def test_the_memory_advisor_stores_usage_and_the_trigger_compacts_inline(
     """On both APIs the reply carries the reported usage, and compaction fires on it alone."""
     service = DefaultSessionService(InMemorySessionRepository())
     trigger = ContextWindowTrigger(context_window=1000, fraction=0.5)
-    memory = SessionMemoryAdvisor(
-        service,
-        compaction_trigger=trigger,
-        compaction_strategy=SlidingWindowCompactionStrategy(1),
+    client = client_type(
+        openai_client,
+        model=MODEL,
+        sessions=service,
+        compaction=(trigger, SlidingWindowCompactionStrategy(1)),
     )
-    client = client_type(openai_client, model=MODEL, advisors=[memory])
     server.enqueue(
         ScriptedReply.text("small", usage=ScriptedUsage(prompt_tokens=100, completion_tokens=5)),
         ScriptedReply.text("large", usage=ScriptedUsage(prompt_tokens=600, completion_tokens=5)),
     )
 
-    await ask(client, "one", streaming=streaming, context=context("s"))
+    await ask(client, "one", streaming=streaming, session_id="s")
     first = await service.get_events("s")
-    await ask(client, "two", streaming=streaming, context=context("s"))
+    await ask(client, "two", streaming=streaming, session_id="s")
     second = await service.get_events("s")
 
     assert first[-1].metadata[USAGE_METADATA_KEY] == {"input_tokens": 100, "output_tokens": 5}

@@ -8,7 +8,6 @@ import pytest
 from pydantic import ValidationError
 
 from asyncsession import (
-    SYNTHETIC,
     AssistantMessage,
     CreateSessionRequest,
     EventType,
@@ -17,7 +16,7 @@ from asyncsession import (
     ToolCall,
     UserMessage,
 )
-from asyncsession.events import DEFAULT_TIME_TO_LIVE
+from asyncsession.events import DEFAULT_TIME_TO_LIVE, SYNTHETIC
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,6 @@ from asyncsession import (
     AssistantMessage,
     EventFilter,
     EventType,
-    InvalidFilter,
-    MatchMode,
-    MessageType,
     SessionEvent,
     ToolCall,
     ToolResponse,
@@ -21,6 +18,9 @@ from asyncsession import (
     UsageError,
     UserMessage,
 )
+from asyncsession.exceptions import InvalidFilter
+from asyncsession.filters import MatchMode
+from asyncsession.messages import MessageType
 from asyncsession.testing.contract import assistant, boundary, labels, synthetic, user
 
 

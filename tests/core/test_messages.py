@@ -16,10 +16,8 @@ from asyncsession import (
     ToolResponseMessage,
     UsageError,
     UserMessage,
-    message_from_openai,
-    messages_from_openai,
-    messages_to_openai,
 )
+from asyncsession.messages import message_from_openai, messages_from_openai, messages_to_openai
 
 ROUND_TRIPS: list[Any] = [
     pytest.param({"role": "user", "content": "hi"}, id="user-text"),

@@ -8,17 +8,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import openai
 import pytest
 
 from asyncsession import (
     CreateSessionRequest,
     DefaultSessionService,
-    DelegatingSessionService,
     InMemorySessionRepository,
     Session,
     UsageError,
 )
-from asyncsession.advisors import MessageFilter, SessionMemoryAdvisor, SessionTurnAdvisor
+from asyncsession.advisors import MessageFilter
 from asyncsession.compaction import (
     CompactionRequest,
     RecursiveSummarizationCompactionStrategy,
@@ -29,6 +29,7 @@ from asyncsession.compaction import (
     TurnWindowCompactionStrategy,
     should_compact,
 )
+from asyncsession.openai import ChatClient
 
 NONE: Any = None  # passed where the types forbid it, as an untyped caller would
 JUNK: Any = object()
@@ -41,6 +42,10 @@ class _Summarizer:
 
 def _service() -> DefaultSessionService:
     return DefaultSessionService(InMemorySessionRepository())
+
+
+def _client() -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(api_key="unused", base_url="http://unused.test/v1")
 
 
 @pytest.mark.parametrize(
@@ -58,16 +63,20 @@ def _service() -> DefaultSessionService:
             id="CompactionRequest.of-events",
         ),
         pytest.param(lambda: DefaultSessionService(NONE), id="DefaultSessionService"),
-        pytest.param(lambda: DelegatingSessionService(NONE), id="DelegatingSessionService"),
-        pytest.param(lambda: SessionTurnAdvisor(NONE), id="SessionTurnAdvisor"),
-        pytest.param(lambda: SessionMemoryAdvisor(NONE), id="SessionMemoryAdvisor"),
+        pytest.param(lambda: ChatClient(NONE, model="m"), id="ChatClient"),
+        pytest.param(lambda: ChatClient(_client(), model=NONE), id="ChatClient-model"),
         pytest.param(
-            lambda: SessionMemoryAdvisor(
-                _service(),
-                compaction_trigger=TurnCountTrigger(1),
-                compaction_strategy=JUNK,
+            lambda: ChatClient(_client(), model="m", sessions=_service(), event_ids=JUNK),
+            id="ChatClient-event-ids",
+        ),
+        pytest.param(
+            lambda: ChatClient(
+                _client(),
+                model="m",
+                sessions=_service(),
+                compaction=(TurnCountTrigger(1), JUNK),
             ),
-            id="advisor-strategy-not-a-strategy",
+            id="client-strategy-not-a-strategy",
         ),
     ],
 )
@@ -77,10 +86,11 @@ def test_a_constructor_refuses_none(build: Callable[[], object]) -> None:
         build()
 
 
-def test_an_advisor_without_compaction_takes_two_nones() -> None:
-    """Neither trigger nor strategy is the documented way to turn compaction off."""
-    advisor = SessionMemoryAdvisor(_service(), compaction_trigger=None, compaction_strategy=None)
-    assert advisor.compaction_trigger is None
+def test_a_client_without_compaction_takes_none() -> None:
+    """``compaction=None`` is the documented way to turn compaction off."""
+    chat = ChatClient(_client(), model="m", sessions=_service(), compaction=None)
+    assert chat.memory is not None
+    assert chat.memory.compaction is None
 
 
 _STRATEGIES = [

@@ -5,16 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from asyncsession import (
-    AssistantMessage,
-    CompactionResult,
-    EventFilter,
-    EventType,
-    UsageError,
-    UserMessage,
-)
+from asyncsession import AssistantMessage, EventFilter, EventType, UsageError, UserMessage
 from asyncsession._compaction_pass import compaction_commit
-from asyncsession.compaction_protocols import CompactionRecord
+from asyncsession.compaction_protocols import CompactionRecord, CompactionResult
 from asyncsession.events import COMPACTION_ID
 from asyncsession.testing.contract import labels, synthetic, user
 

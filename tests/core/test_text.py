@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import openai
 import pytest
 
 from asyncsession import (
@@ -12,13 +13,14 @@ from asyncsession import (
     DefaultSessionService,
     EventFilter,
     InMemorySessionRepository,
-    InvalidText,
     Session,
     SessionEvent,
     UsageError,
     UserMessage,
 )
 from asyncsession._text import check_event_text
+from asyncsession.exceptions import InvalidText
+from asyncsession.openai import ChatClient
 from asyncsession.testing._contract.text import LONE, bad_events
 
 
@@ -75,11 +77,12 @@ async def test_the_service_refuses_bad_events_before_a_users_store_sees_them(
 
 
 async def test_the_service_refuses_a_bad_message_at_the_start_of_a_turn() -> None:
-    """``start_turn`` and ``append_message`` refuse too, before any command."""
+    """A chat turn and ``append_message`` refuse too, before any command."""
     store = RecordingStore()
     service = DefaultSessionService(store)
+    chat = _chat(service)
     with pytest.raises(InvalidText):
-        await service.start_turn("s", UserMessage(text=LONE), EventFilter.all())
+        await chat.call(UserMessage(text=LONE), session_id="s")
     with pytest.raises(InvalidText):
         await service.append_message("s", UserMessage(text=f"x{LONE}"))
     assert store.writes == []
@@ -102,13 +105,19 @@ async def test_the_service_refuses_a_bad_session(values: dict[str, Any]) -> None
     with pytest.raises(InvalidText):
         await service.create(request)
     with pytest.raises(InvalidText):
-        await service.start_turn(
-            "s" if request.id is None else request.id,
-            UserMessage(text="hi"),
-            EventFilter.all(),
-            create=request,
+        await _chat(service).call(
+            "hi",
+            session_id="s" if request.id is None else request.id,
+            user_id=request.user_id,
+            metadata=request.metadata,
         )
     assert store.writes == []
+
+
+def _chat(service: DefaultSessionService) -> ChatClient:
+    """A client whose model is never reached: the turns here are refused before it."""
+    unused = openai.AsyncOpenAI(api_key="unused", base_url="http://unused.test/v1")
+    return ChatClient(unused, model="m", sessions=service)
 
 
 async def test_text_with_paired_surrogates_is_kept() -> None:

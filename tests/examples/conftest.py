@@ -4,7 +4,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "advisors"))
 sys.path.insert(0, str(ROOT / "examples"))
 
 from chat_support import openai_client, repository, server, service  # noqa: E402

@@ -1,4 +1,4 @@
-"""The FastAPI example: SSE streaming through the session advisors, against the scripted server."""
+"""The FastAPI example: SSE streaming of chat turns, against the scripted model."""
 
 from __future__ import annotations
 
@@ -268,6 +268,26 @@ async def test_a_retried_post_with_an_idempotency_key_is_answered_from_the_log(
     assert await stored(service, "s1") == ["U:Hi", "A:Only once."]
 
 
+async def test_an_idempotency_key_sent_again_with_another_message_is_a_422(
+    server: ScriptedOpenAIServer, http: httpx.AsyncClient, service: DefaultSessionService
+) -> None:
+    """The same key with another message is a 422 problem (``RequestIdReused``), an ``error``
+    event on the stream: no model call, nothing stored."""
+    server.enqueue(ScriptedReply.text("Paris."))
+    key = {**ALICE, "idempotency-key": "k-1"}
+    await http.post("/sessions/s1/messages", json={"message": "France?"}, headers=key)
+
+    response = await http.post("/sessions/s1/messages", json={"message": "Spain?"}, headers=key)
+    _, streamed = await read_sse(http, "/sessions/s1/stream", "Spain?", headers=key)
+
+    assert_problem(response, 422, "RequestIdReused")
+    assert streamed[-1].event == "error"
+    problem = streamed[-1].json()
+    assert (problem["status"], problem["type"]) == (422, "urn:asyncsession:error:RequestIdReused")
+    assert len(server.requests) == 1
+    assert await stored(service, "s1") == ["U:France?", "A:Paris."]
+
+
 async def test_a_retry_after_a_failed_attempt_runs_the_turn_once_more(
     server: ScriptedOpenAIServer, http: httpx.AsyncClient, service: DefaultSessionService
 ) -> None:
@@ -365,7 +385,7 @@ async def responses_http(
 ) -> AsyncIterator[httpx.AsyncClient]:
     """The example switched to the Responses API (what ``--api responses`` selects)."""
     app = create_app(
-        openai_client, model="gpt-test", service=service, chat_factory=CHAT_APIS["responses"]
+        openai_client, model="gpt-test", service=service, chat_api=CHAT_APIS["responses"]
     )
     async with serving(app) as client:
         yield client

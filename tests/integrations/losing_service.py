@@ -7,16 +7,25 @@ from typing import Any, TypeVar
 
 from asyncsession import SessionEvent
 from asyncsession.exceptions import StorageError
-from asyncsession.service import DelegatingSessionService, SessionService
+from asyncsession.repository import Lease
+from asyncsession.service import DefaultSessionService, SessionService
 
 _T = TypeVar("_T")
 
 
-class LosingService(DelegatingSessionService):
-    """Fails the next ``fail`` appends: after writing them (a lost acknowledgement) or before."""
+class LosingService(DefaultSessionService):
+    """Fails the next ``fail`` appends: after writing them (a lost acknowledgement) or before.
 
-    def __init__(self, delegate: SessionService, *, fail: int, after_write: bool = True) -> None:
-        super().__init__(delegate)
+    It works on the store of ``service`` (a `DefaultSessionService`), with its settings.
+    """
+
+    def __init__(self, service: SessionService, *, fail: int, after_write: bool = True) -> None:
+        assert isinstance(service, DefaultSessionService)
+        super().__init__(
+            service.repository,
+            default_time_to_live=service.default_time_to_live,
+            allow_system_messages=service.allow_system_messages,
+        )
         self.fail = fail
         self.after_write = after_write
 
@@ -25,8 +34,12 @@ class LosingService(DelegatingSessionService):
         session_id: str,
         events: Sequence[SessionEvent],
         expected_version: int | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> bool:
-        return await self._fail_around(super().append_events(session_id, events, expected_version))
+        return await self._fail_around(
+            super().append_events(session_id, events, expected_version, lease=lease)
+        )
 
     async def _fail_around(self, write: Coroutine[Any, Any, _T]) -> _T:
         if self.fail and not self.after_write:

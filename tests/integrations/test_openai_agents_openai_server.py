@@ -36,7 +36,7 @@ async def server() -> AsyncIterator[ScriptedOpenAIServer]:
 
 @pytest.fixture
 async def client(server: ScriptedOpenAIServer) -> AsyncIterator[openai.AsyncOpenAI]:
-    async with openai.AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0) as c:
+    async with server.client() as c:
         yield c
 
 

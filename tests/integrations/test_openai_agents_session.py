@@ -25,7 +25,8 @@ from asyncsession.compaction_protocols import CompactionRecord
 from asyncsession.exceptions import StorageError, UsageError
 from asyncsession.integrations.openai_agents import AgentsSession
 from asyncsession.messages import AssistantMessage, ToolResponseMessage
-from asyncsession.service import DelegatingSessionService, SessionService
+from asyncsession.repository import Lease
+from asyncsession.service import SessionService
 
 Items = list[TResponseInputItem]
 
@@ -272,11 +273,13 @@ async def test_concurrent_pops_and_adds_lose_nothing(service: SessionService) ->
     )
 
 
-class GatedService(DelegatingSessionService):
-    """Holds every append at a gate, telling the test when one has arrived."""
+class GatedService(DefaultSessionService):
+    """Holds every append at a gate, telling the test when one has arrived (on the store of
+    ``service``, a `DefaultSessionService`)."""
 
-    def __init__(self, delegate: SessionService) -> None:
-        super().__init__(delegate)
+    def __init__(self, service: SessionService) -> None:
+        assert isinstance(service, DefaultSessionService)
+        super().__init__(service.repository)
         self.arrived = asyncio.Event()
         self.gate = asyncio.Event()
 
@@ -285,10 +288,12 @@ class GatedService(DelegatingSessionService):
         session_id: str,
         events: Sequence[SessionEvent],
         expected_version: int | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> bool:
         self.arrived.set()
         await self.gate.wait()
-        return await super().append_events(session_id, events, expected_version)
+        return await super().append_events(session_id, events, expected_version, lease=lease)
 
 
 async def test_cancelled_add_finishes_its_write(service: SessionService) -> None:

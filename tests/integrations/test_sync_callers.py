@@ -39,7 +39,8 @@ from asyncsession.integrations.google_adk import AdkSessionService
 from asyncsession.integrations.langchain import LangChainHistory
 from asyncsession.integrations.openai_agents import AgentsSession
 from asyncsession.integrations.pydantic_ai import PydanticAIHistory
-from asyncsession.service import DelegatingSessionService, SessionService
+from asyncsession.repository import Lease
+from asyncsession.service import SessionService
 
 USER: Any = {"role": "user", "content": "hello"}
 
@@ -321,11 +322,13 @@ class SdkEvent:
         return Event(author="user", content=ask(text))
 
 
-class GatedService(DelegatingSessionService):
-    """A service whose appends wait at a gate (an event of the store's loop) and report."""
+class GatedService(DefaultSessionService):
+    """A service whose appends wait at a gate (an event of the store's loop) and report (on the
+    store of ``service``, a `DefaultSessionService`)."""
 
-    def __init__(self, delegate: SessionService) -> None:
-        super().__init__(delegate)
+    def __init__(self, service: SessionService) -> None:
+        assert isinstance(service, DefaultSessionService)
+        super().__init__(service.repository)
         self.gate = asyncio.Event()
         self.entered = threading.Event()
         self.written = threading.Event()
@@ -335,10 +338,12 @@ class GatedService(DelegatingSessionService):
         session_id: str,
         events: Sequence[SessionEvent],
         expected_version: int | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> bool:
         self.entered.set()
         await self.gate.wait()
-        done = await super().append_events(session_id, events, expected_version)
+        done = await super().append_events(session_id, events, expected_version, lease=lease)
         self.written.set()
         return done
 

@@ -1,9 +1,4 @@
-"""Fixtures of the ChatClient tests: the same as the advisor tests'."""
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "advisors"))
+"""Fixtures of the client tests: the same as the advisor tests'."""
 
 from chat_support import openai_client, repository, server, service, store, store_repository
 

@@ -1,21 +1,23 @@
-"""ChatClient on the call path: prompts, options, contexts, and errors mapped to ours."""
+"""ChatClient on the call path: prompts, options, keywords and contexts, and errors mapped to
+ours."""
 
 from __future__ import annotations
 
 import asyncio
 
+import httpx2
 import openai
 import pytest
-from chat_support import MODEL, PATHS, ask, context, sent, stored
+from chat_support import MODEL, PATHS, ask, sent, stored, turn
 
 from asyncsession import DefaultSessionService, SystemMessage, UserMessage
 from asyncsession.advisors import (
+    SESSION_ID_CONTEXT_KEY,
+    USER_ID_CONTEXT_KEY,
     IdempotentSessionEventIdGenerator,
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
 )
 from asyncsession.chat import ChatOptions, Usage
-from asyncsession.exceptions import ChatError, ChatTimeout, UsageError
+from asyncsession.exceptions import ChatError, ChatTimeout, MissingSessionId, UsageError
 from asyncsession.openai import ChatClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedUsage
 
@@ -95,7 +97,7 @@ async def test_a_call_needs_a_prompt_of_one_kind(openai_client: openai.AsyncOpen
     """No user message, or ours mixed with dicts, is a usage error."""
     client = ChatClient(openai_client, model=MODEL, default_messages=[SystemMessage(text="x")])
 
-    with pytest.raises(UsageError, match="needs a user message"):
+    with pytest.raises(UsageError, match="needs a message"):
         await client.call()
     with pytest.raises(UsageError, match="not a mix"):
         await client.call(messages=[UserMessage(text="a"), {"role": "user", "content": "b"}])  # type: ignore[list-item]
@@ -103,23 +105,43 @@ async def test_a_call_needs_a_prompt_of_one_kind(openai_client: openai.AsyncOpen
         ChatClient(openai_client, model="")
 
 
-async def test_the_call_context_overlays_the_default_context(
+async def test_the_references_context_keys_stand_in_for_the_keywords(
     server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI, service: DefaultSessionService
 ) -> None:
-    """``default_context`` applies to every call; a call's context wins key by key."""
-    server.enqueue(ScriptedReply.text("ok"))
-    client = ChatClient(
-        openai_client,
-        model=MODEL,
-        advisors=[SessionMemoryAdvisor(service)],
-        default_context={**context("default-session"), "tenant": "acme"},
-    )
+    """``context={SESSION_ID_CONTEXT_KEY: ...}`` routes a call as ``session_id=`` does; a
+    keyword wins over its key, and the context comes back on the response."""
+    server.enqueue(ScriptedReply.text("ok"), ScriptedReply.text("again"))
+    client = ChatClient(openai_client, model=MODEL, sessions=service)
 
-    response = await client.call("hi", context=context("mine"))
+    response = await client.call(
+        "hi", context={SESSION_ID_CONTEXT_KEY: "mine", USER_ID_CONTEXT_KEY: "ann", "tenant": "acme"}
+    )
+    await client.call("again", session_id="mine", context={SESSION_ID_CONTEXT_KEY: "other"})
 
     assert response.context["tenant"] == "acme"
-    assert await stored(service, "mine") == ["U:hi", "A:ok"]
-    assert await service.find_by_id("default-session") is None
+    assert await stored(service, "mine") == ["U:hi", "A:ok", "U:again", "A:again"]
+    session = await service.find_by_id("mine")
+    assert session is not None
+    assert session.user_id == "ann"
+    assert await service.find_by_id("other") is None
+
+
+async def test_session_keywords_need_a_client_with_sessions(
+    openai_client: openai.AsyncOpenAI, service: DefaultSessionService
+) -> None:
+    """A session id or request id without session memory, a session option without
+    ``sessions``, and a client with sessions but a call without a session id are refused."""
+    plain = ChatClient(openai_client, model=MODEL)
+    with pytest.raises(UsageError, match="session memory"):
+        await plain.call("hi", session_id="s")
+    with pytest.raises(UsageError, match="session memory"):
+        await plain.call("hi", request_id="r")
+    with pytest.raises(UsageError, match="needs a client with sessions"):
+        ChatClient(openai_client, model=MODEL, event_ids=IdempotentSessionEventIdGenerator())
+    with pytest.raises(MissingSessionId, match="session_id"):
+        await ChatClient(openai_client, model=MODEL, sessions=service).call("hi")
+    with pytest.raises(UsageError, match="store_question"):
+        ChatClient(openai_client, model=MODEL, sessions=service, store_question="later")  # type: ignore[arg-type]
 
 
 async def test_the_borrowed_openai_client_stays_open(
@@ -145,10 +167,10 @@ async def test_an_http_error_is_a_chat_error_with_its_status(
     """A 4xx/5xx becomes ChatError with ``status_code``, chained to the SDK's error; the stored
     user message stays."""
     server.enqueue(ScriptedReply.error(status, "nope"))
-    client = ChatClient(openai_client, model=MODEL, advisors=[SessionMemoryAdvisor(service)])
+    client = ChatClient(openai_client, model=MODEL, sessions=service)
 
     with pytest.raises(ChatError, match=f"HTTP {status}: nope") as raised:
-        await ask(client, "hi", streaming=streaming, context=context("s"))
+        await ask(client, "hi", streaming=streaming, **turn("s"))
 
     assert raised.value.status_code == status
     assert isinstance(raised.value.__cause__, openai.APIStatusError)
@@ -165,14 +187,14 @@ async def test_a_timeout_is_a_chat_timeout(
     """A model that does not answer in time raises ChatTimeout; the user message stays stored."""
     never = asyncio.Event()
     server.enqueue(ScriptedReply.text("too late", hold=never))
-    client = ChatClient(openai_client, model=MODEL, advisors=[SessionMemoryAdvisor(service)])
+    client = ChatClient(openai_client, model=MODEL, sessions=service)
 
     with pytest.raises(ChatTimeout) as raised:
         await ask(
             client,
             "hi",
             streaming=streaming,
-            context=context("s"),
+            **turn("s"),
             options=ChatOptions(timeout=0.2),
         )
 
@@ -185,8 +207,9 @@ async def test_a_timeout_is_a_chat_timeout(
 async def test_an_unreachable_server_is_a_chat_error(service: DefaultSessionService) -> None:
     """A connection that cannot be made becomes ChatError without a status."""
     async with ScriptedOpenAIServer() as server:
-        base_url = server.base_url
-    async with openai.AsyncOpenAI(base_url=base_url, api_key="test", max_retries=0) as gone:
+        transport = server.transport
+    http = httpx2.AsyncClient(transport=transport)
+    async with openai.AsyncOpenAI(api_key="t", max_retries=0, http_client=http) as gone:
         client = ChatClient(gone, model=MODEL)
         with pytest.raises(ChatError, match="Could not reach the model") as raised:
             await client.call("hi")
@@ -202,22 +225,17 @@ async def test_a_retry_after_a_model_error_stores_nothing_twice(
     service: DefaultSessionService,
 ) -> None:
     """With idempotent ids, retrying a failed request stores the user message once."""
-    ids = IdempotentSessionEventIdGenerator()
     client = ChatClient(
         openai_client,
         model=MODEL,
-        advisors=[
-            SessionTurnAdvisor(service),
-            SessionMemoryAdvisor(
-                service, request_event_id_generator=ids, response_event_id_generator=ids
-            ),
-        ],
+        sessions=service,
+        event_ids=IdempotentSessionEventIdGenerator(),
     )
     server.enqueue(ScriptedReply.error(500, "overloaded"), ScriptedReply.text("fine"))
 
     with pytest.raises(ChatError):
-        await ask(client, "hi", streaming=streaming, context=context("s"))
-    response = await ask(client, "hi", streaming=streaming, context=context("s"))
+        await ask(client, "hi", streaming=streaming, **turn("s"))
+    response = await ask(client, "hi", streaming=streaming, **turn("s"))
 
     assert response.text == "fine"
     assert await stored(service, "s") == ["U:hi", "A:fine"]

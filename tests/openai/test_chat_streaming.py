@@ -1,4 +1,4 @@
-"""ChatClient.stream: chunks as they arrive, one persisted reply, abandonment, faults, races."""
+"""ChatClient.stream: chunks as they arrive, one persisted reply, abandonment, faults."""
 
 from __future__ import annotations
 
@@ -9,23 +9,16 @@ import openai
 import pytest
 from chat_support import (
     MODEL,
-    PATHS,
     CountingRepository,
     ask,
     assert_no_leaks,
-    context,
     sent,
     stored,
+    turn,
 )
 
-from asyncsession import DefaultSessionService, EventFilter, SessionEvent
-from asyncsession.advisors import (
-    IdempotentSessionEventIdGenerator,
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
-    ToolCallingAdvisor,
-    tool,
-)
+from asyncsession import DefaultSessionService, SessionEvent, tool
+from asyncsession.advisors import IdempotentSessionEventIdGenerator
 from asyncsession.chat import ChatChunk, Usage
 from asyncsession.compaction import (
     CompactionRequest,
@@ -34,8 +27,8 @@ from asyncsession.compaction import (
 )
 from asyncsession.exceptions import StreamInterrupted, UsageError
 from asyncsession.openai import ChatClient
+from asyncsession.repository import Lease
 from asyncsession.testing import (
-    RecordedRequest,
     ScriptedOpenAIServer,
     ScriptedReply,
     ScriptedToolCall,
@@ -71,21 +64,15 @@ def session_client(
     openai_client: openai.AsyncOpenAI,
     service: DefaultSessionService,
     strategy: CountingStrategy | None = None,
-    **memory_options: object,
+    **options: object,
 ) -> ChatClient:
-    turn = (
-        SessionTurnAdvisor(service)
-        if strategy is None
-        else SessionTurnAdvisor(service, compaction_trigger=always, compaction_strategy=strategy)
-    )
     return ChatClient(
         openai_client,
         model=MODEL,
-        advisors=[
-            turn,
-            ToolCallingAdvisor([lookup]),
-            SessionMemoryAdvisor(service, **memory_options),  # type: ignore[arg-type]
-        ],
+        sessions=service,
+        tools=[lookup],
+        compaction=None if strategy is None else (always, strategy),
+        **options,  # type: ignore[arg-type]
     )
 
 
@@ -102,7 +89,7 @@ async def test_the_first_chunks_arrive_while_the_model_is_still_streaming(
         ScriptedReply.text("Hello world", chunk_size=5, pause_after=paused_after, gate=gate)
     )
 
-    async with session_client(openai_client, service).stream("hi", context=context("s")) as stream:
+    async with session_client(openai_client, service).stream("hi", **turn("s")) as stream:
         async with asyncio.timeout(WAIT):
             early = [await anext(stream) for _ in range(paused_after)]
         assert [chunk.text for chunk in early] == ["", "Hello"][:paused_after]
@@ -126,9 +113,7 @@ async def test_the_reply_is_stored_once_after_the_last_chunk_and_before_the_bloc
     stored_at_last_chunk: list[str] = []
     compactions_at_last_chunk = -1
 
-    async with session_client(openai_client, service, strategy).stream(
-        "hi", context=context("s")
-    ) as stream:
+    async with session_client(openai_client, service, strategy).stream("hi", **turn("s")) as stream:
         async for chunk in stream:
             if chunk.usage is not None:
                 stored_at_last_chunk = await stored(service, "s")
@@ -151,8 +136,8 @@ async def test_a_follow_up_request_sees_the_streamed_reply(
     server.enqueue(ScriptedReply.text("It is 42."), ScriptedReply.text("Yes."))
     client = session_client(openai_client, service)
 
-    await ask(client, "Answer?", streaming=True, context=context("s"))
-    await client.call("Sure?", context=context("s"))
+    await ask(client, "Answer?", streaming=True, **turn("s"))
+    await client.call("Sure?", **turn("s"))
 
     assert sent(server.requests[1].messages) == ["U:Answer?", "A:It is 42.", "U:Sure?"]
     assert_no_leaks()
@@ -168,7 +153,7 @@ async def test_a_stream_that_asks_for_tools_continues_with_the_next_round(
     )
     chunks: list[ChatChunk] = []
 
-    async with session_client(openai_client, service).stream("go", context=context("s")) as stream:
+    async with session_client(openai_client, service).stream("go", **turn("s")) as stream:
         chunks = [chunk async for chunk in stream]
 
     finishes = [c.finish_reason for c in chunks if c.finish_reason is not None]
@@ -193,9 +178,7 @@ async def test_breaking_out_abandons_the_stream_and_keeps_the_session_consistent
     gate = asyncio.Event()
     server.enqueue(ScriptedReply.text("A long answer", chunk_size=2, pause_after=3, gate=gate))
 
-    async with session_client(openai_client, service, strategy).stream(
-        "hi", context=context("s")
-    ) as stream:
+    async with session_client(openai_client, service, strategy).stream("hi", **turn("s")) as stream:
         async for chunk in stream:
             if chunk.text:
                 break
@@ -221,7 +204,7 @@ async def test_a_cancelled_consumer_abandons_the_stream(
     client = session_client(openai_client, service)
 
     async def consume() -> None:
-        async with client.stream("hi", context=context("s")) as stream:
+        async with client.stream("hi", **turn("s")) as stream:
             async for chunk in stream:
                 if chunk.text:
                     first_text.set()
@@ -248,9 +231,7 @@ async def test_an_error_in_the_consumer_abandons_the_stream(
     server.enqueue(ScriptedReply.text("Never finished", pause_after=2, gate=gate))
 
     with pytest.raises(KeyError):
-        async with session_client(openai_client, service).stream(
-            "hi", context=context("s")
-        ) as stream:
+        async with session_client(openai_client, service).stream("hi", **turn("s")) as stream:
             async for _ in stream:
                 raise KeyError("consumer bug")
 
@@ -271,7 +252,7 @@ async def test_abandoning_in_the_second_round_keeps_the_first_round(
         ScriptedReply.text("The final answer", pause_after=2, gate=gate),
     )
 
-    async with session_client(openai_client, service).stream("go", context=context("s")) as stream:
+    async with session_client(openai_client, service).stream("go", **turn("s")) as stream:
         async for chunk in stream:
             if chunk.text:
                 break
@@ -292,21 +273,18 @@ async def test_a_dropped_stream_is_interrupted_and_a_retry_stores_nothing_twice(
 ) -> None:
     """A connection that breaks mid-stream raises StreamInterrupted; the user message stays,
     and an idempotent retry stores it once with the reply."""
-    ids = IdempotentSessionEventIdGenerator()
-    client = session_client(
-        openai_client, service, request_event_id_generator=ids, response_event_id_generator=ids
-    )
+    client = session_client(openai_client, service, event_ids=IdempotentSessionEventIdGenerator())
     server.enqueue(
         ScriptedReply.text("Broken reply", chunk_size=2, drop_after=drop_after),
         ScriptedReply.text("Whole reply"),
     )
 
     with pytest.raises(StreamInterrupted) as raised:
-        await ask(client, "hi", streaming=True, context=context("s"))
+        await ask(client, "hi", streaming=True, **turn("s"))
     assert isinstance(raised.value.__cause__, openai.APIConnectionError)
     assert await stored(service, "s") == ["U:hi"]
 
-    await ask(client, "hi", streaming=True, context=context("s"))
+    await ask(client, "hi", streaming=True, **turn("s"))
 
     assert await stored(service, "s") == ["U:hi", "A:Whole reply"]
     assert_no_leaks()
@@ -344,10 +322,12 @@ class SlowAppends(CountingRepository):
         session_id: str,
         events: Sequence[SessionEvent],
         expected_version: int | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> bool:
         self.started.set()
         await self.gate.wait()
-        return await super().append_events(session_id, events, expected_version)
+        return await super().append_events(session_id, events, expected_version, lease=lease)
 
 
 async def test_a_write_that_started_completes_even_if_the_caller_is_cancelled(
@@ -356,8 +336,8 @@ async def test_a_write_that_started_completes_even_if_the_caller_is_cancelled(
     """Cancelling a call while the user message is being stored lets the write finish first."""
     repository = SlowAppends()
     service = DefaultSessionService(repository)
-    client = ChatClient(openai_client, model=MODEL, advisors=[SessionMemoryAdvisor(service)])
-    task = asyncio.create_task(client.call("hi", context=context("s")))
+    client = ChatClient(openai_client, model=MODEL, sessions=service)
+    task = asyncio.create_task(client.call("hi", **turn("s")))
     async with asyncio.timeout(WAIT):
         await repository.started.wait()
 
@@ -368,38 +348,3 @@ async def test_a_write_that_started_completes_even_if_the_caller_is_cancelled(
 
     assert await stored(service, "s") == ["U:hi"]
     assert server.requests == []
-
-
-@pytest.mark.parametrize("streaming", PATHS)
-async def test_two_concurrent_calls_on_one_session_both_persist(
-    streaming: bool, service: DefaultSessionService
-) -> None:
-    """Two calls in flight on one session each store their turn and send only their own."""
-    both_arrived = asyncio.Event()
-
-    def echo(request: RecordedRequest) -> ScriptedReply:
-        question = request.messages[-1]["content"]
-        return ScriptedReply.text(f"re {question}", hold=both_arrived)
-
-    async with (
-        ScriptedOpenAIServer(responder=echo) as echo_server,
-        openai.AsyncOpenAI(base_url=echo_server.base_url, api_key="test", max_retries=0) as oa,
-    ):
-        client = session_client(oa, service)
-        async with asyncio.TaskGroup() as group:
-            first = group.create_task(ask(client, "q1", streaming=streaming, context=context("s")))
-            second = group.create_task(ask(client, "q2", streaming=streaming, context=context("s")))
-            async with asyncio.timeout(WAIT):
-                await echo_server.wait_for_request(1)
-            both_arrived.set()
-        requests = echo_server.requests
-
-    assert (first.result().text, second.result().text) == ("re q1", "re q2")
-    assert sorted(await stored(service, "s")) == ["A:re q1", "A:re q2", "U:q1", "U:q2"]
-    for request in requests:  # each sends its own question last, and the other's reply never
-        users = [m["content"] for m in request.messages if m["role"] == "user"]
-        assert users[-1] in ("q1", "q2")
-        assert len(users) == len(set(users))
-        assert not [m for m in request.messages if m["role"] == "assistant"]
-    active = await service.get_events("s", EventFilter.active())
-    assert len(active) == 4

@@ -161,11 +161,10 @@ async def test_nothing_archived_means_no_flush(
     assert server.requests == []
 
 
-def test_a_flush_client_with_advisors_is_refused(openai_client: openai.AsyncOpenAI) -> None:
-    """The flush conversation must not be stored: a client with advisors is a usage error."""
-    from asyncsession.advisors import SessionMemoryAdvisor
-
+def test_a_flush_client_with_session_memory_is_refused(openai_client: openai.AsyncOpenAI) -> None:
+    """The flush conversation must not be stored: a client with session memory is a usage
+    error."""
     service = DefaultSessionService(InMemorySessionRepository())
-    client = ChatClient(openai_client, model=MODEL, advisors=[SessionMemoryAdvisor(service)])
-    with pytest.raises(UsageError, match="without advisors"):
+    client = ChatClient(openai_client, model=MODEL, sessions=service)
+    with pytest.raises(UsageError, match="without session memory"):
         ModelMemoryFlush(client, DirectoryMemoryStore("unused", scope="x"))

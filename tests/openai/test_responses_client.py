@@ -7,16 +7,10 @@ from typing import Any
 
 import openai
 import pytest
-from chat_support import MODEL, PATHS, ask, assert_no_leaks, context, stored
+from chat_support import MODEL, PATHS, ask, assert_no_leaks, stored, turn
 from pydantic import BaseModel
 
 from asyncsession import DefaultSessionService
-from asyncsession.advisors import (
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
-    ToolCallingAdvisor,
-    tool,
-)
 from asyncsession.chat import ChatChunk, ChatOptions, Usage
 from asyncsession.compaction import CompactionRequest, SlidingWindowCompactionStrategy
 from asyncsession.exceptions import ChatError, StreamInterrupted, UsageError
@@ -28,6 +22,7 @@ from asyncsession.testing import (
     ScriptedToolCall,
     ScriptedUsage,
 )
+from asyncsession.tools import tool
 
 WAIT = 5  # seconds: a bound on waits for events that must happen, never a synchronisation sleep
 
@@ -45,19 +40,12 @@ def always(request: CompactionRequest) -> bool:
 def session_client(
     openai_client: openai.AsyncOpenAI, service: DefaultSessionService, *, compact: bool = False
 ) -> ResponsesClient:
-    turn = (
-        SessionTurnAdvisor(
-            service,
-            compaction_trigger=always,
-            compaction_strategy=SlidingWindowCompactionStrategy(2),
-        )
-        if compact
-        else SessionTurnAdvisor(service)
-    )
     return ResponsesClient(
         openai_client,
         model=MODEL,
-        advisors=[turn, ToolCallingAdvisor([lookup]), SessionMemoryAdvisor(service)],
+        sessions=service,
+        tools=[lookup],
+        compaction=(always, SlidingWindowCompactionStrategy(2)) if compact else None,
     )
 
 
@@ -94,8 +82,8 @@ async def test_a_turn_is_sent_as_items_and_stored(
     )
     client = session_client(openai_client, store)
 
-    reply = await ask(client, "hi", streaming=streaming, context=context("s"))
-    await ask(client, "more", streaming=streaming, context=context("s"))
+    reply = await ask(client, "hi", streaming=streaming, **turn("s"))
+    await ask(client, "more", streaming=streaming, **turn("s"))
 
     assert reply.text == "Hello."
     assert reply.usage == Usage(prompt_tokens=7, completion_tokens=2, total_tokens=9)
@@ -129,8 +117,8 @@ async def test_a_reply_of_hosted_tool_items_alone_is_stored_and_replayed(
     server.enqueue(ScriptedReply(items=[IMAGE_CALL]), ScriptedReply.text("A cat."))
     client = session_client(openai_client, store)
 
-    reply = await ask(client, "draw a cat", streaming=streaming, context=context("s"))
-    await ask(client, "what is it?", streaming=streaming, context=context("s"))
+    reply = await ask(client, "draw a cat", streaming=streaming, **turn("s"))
+    await ask(client, "what is it?", streaming=streaming, **turn("s"))
 
     assert not reply.text
     assert [dict(item) for item in reply.message.items] == [IMAGE_CALL]
@@ -172,8 +160,8 @@ async def test_the_tool_loop_replays_reasoning_with_its_parallel_calls(
     )
     client = session_client(openai_client, store)
 
-    reply = await ask(client, "go", streaming=streaming, context=context("s"))
-    await ask(client, "sure?", streaming=streaming, context=context("s"))
+    reply = await ask(client, "go", streaming=streaming, **turn("s"))
+    await ask(client, "sure?", streaming=streaming, **turn("s"))
 
     assert reply.text == "a and b."
     round_two = server.requests[1].input
@@ -220,7 +208,7 @@ async def test_stream_chunks_are_typed_and_keep_the_raw_event(
         ScriptedReply.text("Done now", chunk_size=3),
     )
     chunks: list[ChatChunk] = []
-    async with session_client(openai_client, store).stream("go", context=context("s")) as stream:
+    async with session_client(openai_client, store).stream("go", **turn("s")) as stream:
         chunks = [chunk async for chunk in stream]
 
     types = [getattr(c.raw, "type", None) for c in chunks]
@@ -244,10 +232,10 @@ async def test_the_reply_is_stored_after_the_last_event_and_compaction_runs_afte
     stored and the turn compacted."""
     server.enqueue(ScriptedReply.text("One."), ScriptedReply.text("Two."))
     client = session_client(openai_client, store, compact=True)
-    await ask(client, "first", streaming=True, context=context("s"))
+    await ask(client, "first", streaming=True, **turn("s"))
     seen: list[list[str]] = []
 
-    async with client.stream("second", context=context("s")) as stream:
+    async with client.stream("second", **turn("s")) as stream:
         async for _ in stream:
             seen.append(await stored(store, "s"))
         after = await store.get_events("s")
@@ -264,7 +252,7 @@ async def test_an_abandoned_stream_stores_no_reply_and_closes_the_connection(
     gate = asyncio.Event()
     server.enqueue(ScriptedReply.text("A long answer", chunk_size=2, pause_after=6, gate=gate))
 
-    async with session_client(openai_client, store).stream("hi", context=context("s")) as stream:
+    async with session_client(openai_client, store).stream("hi", **turn("s")) as stream:
         async for chunk in stream:
             if chunk.text:
                 break
@@ -285,7 +273,7 @@ async def test_a_dropped_stream_is_interrupted_and_stores_no_reply(
     server.enqueue(ScriptedReply.text("Half of it", drop_after=5))
 
     with pytest.raises(StreamInterrupted):
-        await ask(session_client(openai_client, store), "hi", streaming=True, context=context("s"))
+        await ask(session_client(openai_client, store), "hi", streaming=True, **turn("s"))
 
     assert await stored(store, "s") == ["U:hi"]
 
@@ -305,7 +293,7 @@ async def test_a_response_that_does_not_complete_is_a_chat_error(
     client = session_client(openai_client, store)
 
     with pytest.raises(ChatError) as raised:
-        await ask(client, "hi", streaming=streaming, context=context("s"))
+        await ask(client, "hi", streaming=streaming, **turn("s"))
 
     assert not isinstance(raised.value, StreamInterrupted)
     assert await stored(store, "s") == ["U:hi"]
@@ -323,9 +311,7 @@ async def test_http_errors_are_mapped(
     server.enqueue(ScriptedReply.error(429, "Slow down"))
 
     with pytest.raises(ChatError, match="Slow down") as raised:
-        await ask(
-            session_client(openai_client, store), "hi", streaming=streaming, context=context("s")
-        )
+        await ask(session_client(openai_client, store), "hi", streaming=streaming, **turn("s"))
 
     assert raised.value.status_code == 429
     assert isinstance(raised.value.__cause__, openai.RateLimitError)
@@ -395,14 +381,13 @@ async def test_many_concurrent_streams_each_store_their_turn_once(
         )
 
     async with ScriptedOpenAIServer(responder=answer) as own:
-        sdk = openai.AsyncOpenAI(base_url=own.base_url, api_key="t", max_retries=0)
+        sdk = own.client()
         client = session_client(sdk, store)
         async with asyncio.TaskGroup() as tasks:
             for number in range(20):
                 tasks.create_task(
-                    ask(client, f"k{number}", streaming=True, context=context(f"s{number % 10}"))
+                    ask(client, f"k{number}", streaming=True, **turn(f"s{number % 10}"))
                 )
-        await sdk.close()
         own.assert_done()
 
     for session in range(10):

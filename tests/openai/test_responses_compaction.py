@@ -16,15 +16,12 @@ from asyncsession import (
     SystemMessage,
     UserMessage,
 )
-from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, SessionMemoryAdvisor
 from asyncsession.compaction import CompactionRequest, TurnCountTrigger
 from asyncsession.events import COMPACTION_SOURCE
-from asyncsession.openai import (
+from asyncsession.openai import ResponsesClient, ResponsesCompactionStrategy, messages_to_items
+from asyncsession.openai._responses_compaction import (
     COMPACTION_USAGE_KEY,
     RESPONSES_COMPACT_SOURCE,
-    ResponsesClient,
-    ResponsesCompactionStrategy,
-    messages_to_items,
 )
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
 from asyncsession.testing._openai_server.compaction_wire import covered_items
@@ -107,9 +104,9 @@ async def test_compaction_replaces_old_turns_and_the_next_request_starts_from_th
     assert isinstance(usage["input_tokens"], int)
     assert usage["input_tokens"] > 0
 
-    chat = ResponsesClient(openai_client, model=MODEL, advisors=[SessionMemoryAdvisor(store)])
+    chat = ResponsesClient(openai_client, model=MODEL, sessions=store)
     server.enqueue(ScriptedReply.text("answer 6"))
-    await chat.call("question 6", context={SESSION_ID_CONTEXT_KEY: session_id})
+    await chat.call("question 6", session_id=session_id)
 
     replayed = server.requests[1].input
     kinds = [i.get("type") for i in replayed]
@@ -261,28 +258,27 @@ async def test_server_side_compaction_makes_the_next_request_start_from_its_item
     server: ScriptedOpenAIServer,
     openai_client: openai.AsyncOpenAI,
 ) -> None:
-    """``context_management`` is sent; the compacted reply is stored with the archive of what it
-    covers; the next input starts at its compaction item (the system message kept); the
-    compacting event is its own chunk."""
+    """``context_management`` is sent; the compacted reply is stored as a compaction covering
+    what its request sent; the next input is the active view, starting at its compaction item
+    (the system message kept); the compacting event is its own chunk."""
     session_id = await session_with_turns(store, 3)
     management = [{"type": "compaction", "compact_threshold": 10}]
     chat = ResponsesClient(
         openai_client,
         model=MODEL,
-        advisors=[SessionMemoryAdvisor(store)],
+        sessions=store,
         default_messages=[SystemMessage(text="Be brief.")],
         context_management=management,
     )
     server.enqueue(ScriptedReply.text("answer 3"), ScriptedReply.text("answer 4"))
-    context = {SESSION_ID_CONTEXT_KEY: session_id}
 
     if streaming:
-        async with chat.stream("question 3", context=context) as stream:
+        async with chat.stream("question 3", session_id=session_id) as stream:
             raws = [chunk.raw async for chunk in stream]
         assert sum(isinstance(r, ResponseCompactionCompactingEvent) for r in raws) == 1
     else:
-        await chat.call("question 3", context=context)
-    await chat.call("question 4", context=context)
+        await chat.call("question 3", session_id=session_id)
+    await chat.call("question 4", session_id=session_id)
 
     assert server.requests[0].body["context_management"] == management
     first = server.requests[0].input

@@ -1,6 +1,6 @@
-"""A reply the server compacted during (``context_management``) archives what its item covers,
-in the reply's own compare-and-swap, on both stores; with ``store_question="with_reply"`` in the
-compare-and-swap that stores the whole turn."""
+"""A reply the server compacted during (``context_management``) is stored as a compaction
+covering what its request sent, in the turn's last commit, on both stores; with
+``store_question="with_reply"`` in the commit that stores the whole turn."""
 
 from __future__ import annotations
 
@@ -21,26 +21,14 @@ from asyncsession import (
     SystemMessage,
     UserMessage,
 )
-from asyncsession.advisors import (
-    REQUEST_ID_CONTEXT_KEY,
-    SESSION_ID_CONTEXT_KEY,
-    IdempotentTurnAdvisor,
-    RequestIdEventIdGenerator,
-    SessionAdvisors,
-    SessionMemoryAdvisor,
-    ToolCallingAdvisor,
-    tool,
-)
+from asyncsession._turn import SERVER_COMPACTION_STRATEGY, SERVER_COMPACTION_TRIGGER
 from asyncsession.compaction_protocols import CompactionRecord
 from asyncsession.events import COMPACTION_ID
 from asyncsession.filters import EventFilter
-from asyncsession.openai import (
-    SERVER_COMPACTION_STRATEGY,
-    SERVER_COMPACTION_TRIGGER,
-    ResponsesClient,
-    messages_to_items,
-)
+from asyncsession.openai import ResponsesClient, messages_to_items
+from asyncsession.repository import Lease
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
+from asyncsession.tools import tool
 
 MODEL = "gpt-test"
 COMPACTING = [{"type": "compaction", "compact_threshold": 10}]
@@ -67,31 +55,25 @@ def _chat(
     compacting: bool = True,
     store_question: str = "first",
 ) -> ResponsesClient:
-    """A client whose memory advisor stores the question first (alone, as before turns), or a
-    turn that stores it with the reply (``store_question="with_reply"``), with a tool loop."""
-    advisors: list[Any] = [SessionMemoryAdvisor(store)]
-    if store_question == "with_reply":
-        advisors = [
-            *SessionAdvisors(store, store_question="with_reply"),
-            ToolCallingAdvisor([lookup]),
-        ]
+    """A client that stores the question first, or with the reply, with a tool loop."""
     return ResponsesClient(
         openai_client,
         model=MODEL,
-        advisors=advisors,
+        sessions=store,
+        store_question=store_question,  # type: ignore[arg-type]
+        tools=[lookup],
         default_messages=[SystemMessage(text="Be brief.")],
         context_management=COMPACTING if compacting else (),
     )
 
 
 async def _ask(chat: ResponsesClient, text: str, session_id: str, *, streaming: bool) -> None:
-    context = {SESSION_ID_CONTEXT_KEY: session_id}
     if streaming:
-        async with chat.stream(text, context=context) as stream:
+        async with chat.stream(text, session_id=session_id) as stream:
             async for _ in stream:
                 pass
     else:
-        await chat.call(text, context=context)
+        await chat.call(text, session_id=session_id)
 
 
 def _records(events: list[SessionEvent]) -> list[CompactionRecord]:
@@ -102,7 +84,7 @@ def _race(
     store_repository: Any, monkeypatch: pytest.MonkeyPatch, write: Callable[[int], Awaitable[None]]
 ) -> list[int]:
     """Run ``write(n)`` right before the store's ``n``-th compare-and-swap (from 0) of a
-    compaction; returns the list that counts them."""
+    compaction commit; returns the list that counts them."""
     calls: list[int] = []
     append = store_repository.append_events
 
@@ -110,13 +92,14 @@ def _race(
         session_id: str,
         events: Sequence[SessionEvent],
         expected_version: int | None = None,
-        **options: Any,
+        *,
+        lease: Lease | None = None,
     ) -> bool:
         if events and events[-1].type == EventType.COMPACTION:
             calls.append(len(calls))
             await write(calls[-1])
-        applied: bool = await append(session_id, events, expected_version, **options)
-        return applied
+        appended: bool = await append(session_id, events, expected_version, lease=lease)
+        return appended
 
     monkeypatch.setattr(store_repository, "append_events", racing)
     return calls
@@ -185,7 +168,8 @@ async def test_a_write_racing_the_reply_makes_it_read_again_and_stays_active(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A message stored between the read and the compare-and-swap loses the reply's first
-    attempt; the second archives only what the item covers, and nothing is lost or doubled."""
+    attempt; the second covers only what the request sent, and nothing is lost or doubled: the
+    view is the compacted reply, then the message its request did not send."""
     session_id = await session_with_turns(store, 2)
 
     async def write(n: int) -> None:
@@ -200,7 +184,7 @@ async def test_a_write_racing_the_reply_makes_it_read_again_and_stays_active(
 
     assert calls == [0, 1]
     active = await store.get_events(session_id, EventFilter.active())
-    assert [e.text for e in active] == ["racing", "answer 2"]
+    assert [e.text for e in active] == ["answer 2", "racing"]
     log = await store.get_events(session_id)
     texts = [e.text for e in log if e.is_message]
     assert sorted(t for t in texts if t) == sorted(
@@ -345,24 +329,17 @@ async def test_a_retry_of_a_compacted_turn_stored_with_its_reply_replays_it(
     the stream path) still finds it with its reply and replays that, calling no model."""
     session_id = await session_with_turns(store, 1)
     server.enqueue(ScriptedReply.text("answer 1"))
-    leases: Any = store.repository
     chat = ResponsesClient(
         openai_client,
         model=MODEL,
-        advisors=[
-            IdempotentTurnAdvisor(store, leases=leases),
-            *SessionAdvisors(
-                store,
-                store_question="with_reply",
-                request_event_id_generator=RequestIdEventIdGenerator(),
-            ),
-        ],
+        sessions=store,
+        store_question="with_reply",
         context_management=COMPACTING,
     )
-    context = {SESSION_ID_CONTEXT_KEY: session_id, REQUEST_ID_CONTEXT_KEY: "r1"}
+    context = {"session_id": session_id, "request_id": "r1"}
 
-    first = await chat.call("question 1", context=context)
-    async with chat.stream("question 1", context=context) as stream:
+    first = await chat.call("question 1", **context)
+    async with chat.stream("question 1", **context) as stream:
         streamed = "".join([chunk.text async for chunk in stream])
 
     assert (first.text, streamed, stream.response.text) == ("answer 1",) * 3
@@ -380,11 +357,11 @@ async def test_a_retry_of_a_compacted_turn_stored_with_its_reply_replays_it(
 @pytest.mark.parametrize(
     ("store_question", "commands"),
     [
-        # the window read and the question's commit; then the compaction's read and its commit
-        ("first", ["aggregate", "insert", "aggregate", "insert"]),
-        # the window read; then the compaction's read and its commit, which stores the
-        # question too
-        ("with_reply", ["aggregate", "aggregate", "insert"]),
+        # the window read, the question's commit, and the reply's commit, which is the
+        # compaction: the turn read the whole active view, so it commits at the version it knows
+        ("first", ["aggregate", "insert", "insert"]),
+        # the window read and one commit: the question, the reply and the compaction together
+        ("with_reply", ["aggregate", "insert"]),
     ],
 )
 async def test_the_database_commands_of_a_compacted_turn_on_mongodb(
@@ -394,8 +371,8 @@ async def test_the_database_commands_of_a_compacted_turn_on_mongodb(
     server: ScriptedOpenAIServer,
     openai_client: openai.AsyncOpenAI,
 ) -> None:
-    """A turn the server compacted: its compaction is one read and one commit, whether its
-    question is stored first or with the reply."""
+    """A turn the server compacted costs no command more than a plain turn: its reply's commit
+    is the compaction."""
     async with counted_repository(mongo_uri) as (repository, counter):
         service = DefaultSessionService(repository)
         session_id = await session_with_turns(service, 5)
@@ -409,4 +386,4 @@ async def test_the_database_commands_of_a_compacted_turn_on_mongodb(
         active = await service.get_events(session_id, EventFilter.active())
         assert [e.text for e in active] == ["answer 5"]
         assert len(_records(await service.get_events(session_id))) == 1
-    assert sent == commands, sent
+    assert sent == commands

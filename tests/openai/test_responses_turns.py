@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from asyncsession.advisors._history import guard_history
+from asyncsession._turn.log import guard_history
 from asyncsession.compaction import (
     CompactionRequest,
     SlidingWindowCompactionStrategy,

@@ -9,6 +9,7 @@ the server, and answers with one JSON line on stdout (``{"error": ...}`` if it r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import pickle
 import sys
@@ -23,6 +24,7 @@ from asyncsession import (
     EventFilter,
     MongoSessionRepository,
     SessionEvent,
+    SessionExists,
     UserMessage,
 )
 from asyncsession.compaction import SlidingWindowCompactionStrategy
@@ -97,21 +99,23 @@ async def run(service: DefaultSessionService, command: dict[str, Any]) -> dict[s
         assert all(isinstance(e, SessionEvent) for e in commit)
         applied = await service.append_events(sid, commit, expected_version=command["expected"])
         return {"applied": applied}
-    if op == "turn":
-        turn, snapshot = await service.start_turn(
-            sid,
-            UserMessage(text=command["event_id"]),
-            EventFilter.active(),
-            event_id=command["event_id"],
-            user_id="alice",
-            create=CreateSessionRequest(user_id="alice"),
+    if op == "turn":  # a chat turn's first steps: read, create if missing, question at +1
+        question = SessionEvent(
+            id=command["event_id"], session_id=sid, message=UserMessage(text=command["event_id"])
         )
-        return {
-            "event_id": turn.id,
-            "window": [e.id for e in snapshot.events],
-            "version": snapshot.version,
-            "owner": snapshot.session.user_id,
-        }
+        while True:
+            snapshot = await service.get_snapshot(sid, EventFilter.active())
+            if snapshot is None:
+                with contextlib.suppress(SessionExists):  # another process created it
+                    await service.create(CreateSessionRequest(id=sid, user_id="alice"))
+                continue
+            if await service.append_events(sid, [question], snapshot.version):
+                return {
+                    "event_id": question.id,
+                    "window": [e.id for e in snapshot.events],
+                    "version": snapshot.version + 1,
+                    "owner": snapshot.session.user_id,
+                }
     raise ValueError(f"unknown op {op!r}")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from asyncsession import InMemorySessionRepository
+from asyncsession.encryption import EncryptionOptions
 from asyncsession.filters import EventFilter
 from asyncsession.testing.contract import SessionRepositoryContract, user
 
@@ -36,3 +37,12 @@ async def test_a_last_n_read_does_not_scan_the_whole_log() -> None:
     window = await repo.find_events(session.id, Counting(last_n=20))
     assert len(window) == 20
     assert checked <= 21
+
+
+class TestInMemoryEncryptedContract(SessionRepositoryContract):
+    """The contract, on the embedded store with its content encrypted (a local master key)."""
+
+    @pytest.fixture
+    def repository(self) -> InMemorySessionRepository:
+        setting = EncryptionOptions.local(EncryptionOptions.generate_local_key())
+        return InMemorySessionRepository(encryption=setting)

@@ -15,14 +15,13 @@ from pymongo.asynchronous.database import AsyncDatabase
 from asyncsession import (
     CreateSessionRequest,
     DefaultSessionService,
-    DelegatingSessionService,
     InMemorySessionRepository,
     MongoSessionRepository,
     Session,
-    SessionAttributes,
     SessionRepository,
     UsageError,
 )
+from asyncsession.events import SessionAttributes
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -83,10 +82,17 @@ async def test_a_store_refuses_keys_it_cannot_index(
         MongoSessionRepository(mongo_db, indexed_metadata_keys=keys)
 
 
+class _Decorated(DefaultSessionService):
+    """A decorator as users write one: a subclass that overrides something else."""
+
+    async def delete(self, session_id: str) -> None:
+        await super().delete(session_id)
+
+
 async def test_the_service_and_its_decorator_look_sessions_up() -> None:
     repo = InMemorySessionRepository(indexed_metadata_keys=["tenant"])
     service = DefaultSessionService(repo)
-    wrapped = DelegatingSessionService(service)
+    wrapped = _Decorated(repo)
     tenant = _id("acme")
     made = [
         await service.create(CreateSessionRequest(user_id="alice", metadata={"tenant": tenant}))

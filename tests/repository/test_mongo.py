@@ -9,6 +9,7 @@ import pytest
 from mongomock_motor import AsyncMongoMockClient
 from pymongo.asynchronous.database import AsyncDatabase
 
+from asyncsession.encryption import EncryptionOptions
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.testing.contract import SessionRepositoryContract
 
@@ -27,12 +28,31 @@ class TestMongoContract(SessionRepositoryContract):
 
 
 class TestMongoMockContract(SessionRepositoryContract):
-    """The contract, on mongomock-motor: no server, no sessions, no transactions."""
+    """The contract, on mongomock-motor: no server, no sessions, no transactions, and no
+    GridFS bucket (on a database that is not PyMongo's, bodies stay in their commit)."""
+
+    offloads_large_bodies = False
 
     @pytest.fixture
     async def repository(self) -> AsyncIterator[MongoSessionRepository]:
         client = AsyncMongoMockClient(tz_aware=True)
         repo = MongoSessionRepository(client["contract"])
+        await repo.ensure_indexes()
+        yield repo
+        await repo.aclose()
+
+
+class TestMongoEncryptedContract(SessionRepositoryContract):
+    """The contract, on the test server with content encrypted under a local master key."""
+
+    @pytest.fixture
+    async def repository(
+        self, mongo_db: AsyncDatabase[dict[str, Any]]
+    ) -> AsyncIterator[MongoSessionRepository]:
+        setting = EncryptionOptions.local(
+            EncryptionOptions.generate_local_key(), key_vault_namespace=f"{mongo_db.name}.keyvault"
+        )
+        repo = MongoSessionRepository(mongo_db, encryption=setting)
         await repo.ensure_indexes()
         yield repo
         await repo.aclose()

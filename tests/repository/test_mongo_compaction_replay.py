@@ -9,8 +9,9 @@ import pytest
 from pymongo import AsyncMongoClient
 from pymongo.errors import AutoReconnect
 
-from asyncsession import AssistantMessage, EventFilter, EventType, StorageError
+from asyncsession import AssistantMessage, EventFilter, EventType
 from asyncsession.events import Session
+from asyncsession.exceptions import StorageError
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.testing.contract import boundary, synthetic, user
 

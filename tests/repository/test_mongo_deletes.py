@@ -11,8 +11,9 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import AutoReconnect
 
-from asyncsession import EventFilter, Session, StorageError
+from asyncsession import EventFilter, Session
 from asyncsession.events import utc_now
+from asyncsession.exceptions import StorageError
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.repository.mongo._layout import Store
 from asyncsession.testing.contract import user

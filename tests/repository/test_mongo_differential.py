@@ -24,7 +24,6 @@ from asyncsession import (
     EventFilter,
     EventType,
     InMemorySessionRepository,
-    MatchMode,
     Session,
     SessionEvent,
     ToolCall,
@@ -34,6 +33,7 @@ from asyncsession import (
 )
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, utc_now
 from asyncsession.exceptions import StorageError
+from asyncsession.filters import MatchMode
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.testing.contract import boundary
 

@@ -13,13 +13,8 @@ from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import AutoReconnect
 
-from asyncsession import (
-    AssistantMessage,
-    EventFilter,
-    Session,
-    SessionEvent,
-    StorageError,
-)
+from asyncsession import AssistantMessage, EventFilter, Session, SessionEvent
+from asyncsession.exceptions import StorageError
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.testing._mongo_server import LocalMongoServer
 from asyncsession.testing.contract import boundary, synthetic, user

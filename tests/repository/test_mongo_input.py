@@ -37,11 +37,13 @@ NASTY: dict[str, Any] = {
 async def repo(
     request: pytest.FixtureRequest, mongo_db: AsyncDatabase[dict[str, Any]]
 ) -> MongoSessionRepository:
-    """The store on the test server and on mongomock-motor."""
+    """The store on the test server and on mongomock-motor, keeping every body in its commit
+    (no offloading: these tests hold the commit's own size limit; test_mongo_offload.py holds
+    what offloading does)."""
     database: Any = mongo_db
     if request.param == "mongomock":
         database = AsyncMongoMockClient(tz_aware=True)["input"]
-    repository = MongoSessionRepository(database)
+    repository = MongoSessionRepository(database, offload_threshold=None)
     await repository.ensure_indexes()
     return repository
 

@@ -20,12 +20,12 @@ from asyncsession import (
     Message,
     Session,
     SessionEvent,
-    StorageError,
     SystemMessage,
     ToolCall,
     UsageError,
     UserMessage,
 )
+from asyncsession.exceptions import StorageError
 from asyncsession.repository import Lease
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.repository.mongo._layout import event_from_doc, event_to_doc
@@ -172,15 +172,9 @@ def test_a_keyword_regex_finds_every_text_that_contains_the_keyword(
 @pytest.mark.parametrize(
     ("message", "stored"),
     [
-        pytest.param(
-            UserMessage(text='say "hi"\n'), {"text": 'say "hi"\n'}, id="user"
-        ),
-        pytest.param(
-            AssistantMessage(text="ok"), {"text": "ok"}, id="assistant"
-        ),
-        pytest.param(
-            SystemMessage(text="be brief"), {"text": "be brief"}, id="system"
-        ),
+        pytest.param(UserMessage(text='say "hi"\n'), {"text": 'say "hi"\n'}, id="user"),
+        pytest.param(AssistantMessage(text="ok"), {"text": "ok"}, id="assistant"),
+        pytest.param(SystemMessage(text="be brief"), {"text": "be brief"}, id="system"),
         pytest.param(
             UserMessage(text="q", extra={"lang": "en", "$set": 1, "a.b": 2}),
             {"text": "q", "extra": {"lang": "en", "~%24set": 1, "~a%2Eb": 2}},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -10,13 +11,8 @@ from typing import Any
 import pytest
 from pymongo import AsyncMongoClient
 
-from asyncsession import (
-    EventFilter,
-    MongoSessionRepository,
-    Session,
-    StorageError,
-    StorageUnavailable,
-)
+from asyncsession import EventFilter, MongoSessionRepository, Session, StorageUnavailable
+from asyncsession.exceptions import StorageError
 from asyncsession.memory import MemoryBackendError, MongoMemoryStore
 from asyncsession.repository.mongo._timeouts import (
     DEFAULT_SERVER_SELECTION_TIMEOUT_MS,
@@ -176,3 +172,37 @@ async def test_a_frozen_server_fails_each_operation_within_the_bound_then_recove
         texts = [e.message.text for e in await repo.find_events("s1", EventFilter())]  # type: ignore[union-attr]
     assert texts[0] == "hi"
     assert texts[-1] == "again"
+
+
+class _SlowReads:
+    """The commits collection, its reads starting 1.2 s late (a slow network, a busy loop)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def aggregate(self, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(1.2)
+        return await self._inner.aggregate(*args, **kwargs)
+
+
+async def test_one_call_of_the_store_shares_one_deadline(mongo_uri: str) -> None:
+    """``timeoutMS`` bounds a whole call, all its commands together: an append that spends the
+    bound before its first command fails with `StorageUnavailable` at once, where a bound per
+    command would have let every command run its own second."""
+    async with MongoSessionRepository.from_uri(mongo_uri, "deadline", timeoutMS=1000) as setup:
+        await setup.ensure_indexes()
+        await setup.save(Session(id="s1", user_id="u"))
+        async with MongoSessionRepository.from_uri(mongo_uri, "deadline", timeoutMS=1000) as repo:
+            store = repo._store
+            store.commits = _SlowReads(store.commits)  # type: ignore[assignment]
+            started = time.monotonic()
+            with pytest.raises(StorageUnavailable):
+                await repo.append_events("s1", [user("s1", "late")])  # a read, then an insert
+            assert time.monotonic() - started < 1.2 + SLACK
+        assert await setup.find_events("s1", EventFilter()) == []
+        client = setup._client
+        assert client is not None
+        await client.drop_database("deadline")

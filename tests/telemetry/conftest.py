@@ -1,19 +1,13 @@
 """Fixtures of the telemetry tests: an in-memory span exporter on the global tracer provider."""
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from chat_support import openai_client, repository, server, service
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-ROOT = Path(__file__).resolve().parent.parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "advisors"))
-
-from chat_support import openai_client, repository, server, service  # noqa: E402
 
 __all__ = ["exporter", "openai_client", "repository", "server", "service"]
 

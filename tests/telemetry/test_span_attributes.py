@@ -6,18 +6,17 @@ from urllib.parse import urlsplit
 
 import openai
 import pytest
-from chat_support import MODEL, PATHS, ask, context
+from chat_support import MODEL, PATHS, ask, turn
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from asyncsession import CreateSessionRequest, DefaultSessionService, InMemorySessionRepository
-from asyncsession.advisors import SessionMemoryAdvisor, SessionTurnAdvisor
 from asyncsession.compaction import SlidingWindowCompactionStrategy, TurnCountTrigger
 from asyncsession.openai import ChatClient
 from asyncsession.telemetry import (
     ModelCallTracingAdvisor,
+    TracingAdvisor,
     TracingSessionRepository,
     TracingSessionService,
-    tracing_advisors,
 )
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
 
@@ -35,15 +34,13 @@ async def test_turn_model_and_store_spans_name_the_conversation_and_the_server(
     chat = ChatClient(
         openai_client,
         model=MODEL,
-        advisors=[
-            *tracing_advisors(model=MODEL, base_url=openai_client.base_url),
-            SessionTurnAdvisor(service),
-            SessionMemoryAdvisor(service),
-        ],
+        sessions=service,
+        advisors=[TracingAdvisor()],
+        model_advisors=[ModelCallTracingAdvisor(model=MODEL, base_url=openai_client.base_url)],
     )
     server.enqueue(ScriptedReply.text("Hello."))
 
-    await ask(chat, "Hi", streaming=streaming, context=context("conv-7", "alice"))
+    await ask(chat, "Hi", streaming=streaming, **turn("conv-7", "alice"))
 
     spans = exporter.get_finished_spans()
     kinds = {span.name.split(" ")[0] for span in spans}
@@ -54,13 +51,13 @@ async def test_turn_model_and_store_spans_name_the_conversation_and_the_server(
     (model,) = [span for span in spans if span.name == f"chat {MODEL}"]
     assert model.attributes is not None
     url = urlsplit(server.base_url)
-    assert model.attributes["server.address"] == url.hostname == "127.0.0.1"
-    assert model.attributes["server.port"] == url.port
+    assert model.attributes["server.address"] == url.hostname == "scripted-openai.test"
+    assert model.attributes["server.port"] == 80
 
 
 async def test_a_compaction_span_names_the_conversation(exporter: InMemorySpanExporter) -> None:
     """The ``compaction`` span of a traced service carries ``gen_ai.conversation.id``."""
-    service = TracingSessionService(DefaultSessionService(InMemorySessionRepository()))
+    service = TracingSessionService(InMemorySessionRepository())
     await service.create(CreateSessionRequest(id="conv-8", user_id="alice"))
     await service.compact("conv-8", TurnCountTrigger(1), SlidingWindowCompactionStrategy(2))
     (compaction,) = [span for span in exporter.get_finished_spans() if span.name == "compaction"]
@@ -86,7 +83,7 @@ async def test_the_server_port_defaults_by_scheme(
 ) -> None:
     """A base URL without a port names the scheme's default port."""
     chat = ChatClient(
-        openai_client, model=MODEL, advisors=[ModelCallTracingAdvisor(base_url=base_url)]
+        openai_client, model=MODEL, model_advisors=[ModelCallTracingAdvisor(base_url=base_url)]
     )
     server.enqueue(ScriptedReply.text("Hello."))
     await chat.call("Hi")

@@ -10,7 +10,7 @@ from typing import Any
 
 import openai
 import pytest
-from chat_support import MODEL, PATHS, ask, context
+from chat_support import MODEL, PATHS, ask, turn
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -23,20 +23,16 @@ from asyncsession import (
     InMemorySessionRepository,
     MongoSessionRepository,
     UserMessage,
-)
-from asyncsession.advisors import (
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
-    ToolCallingAdvisor,
     tool,
 )
 from asyncsession.compaction import SlidingWindowCompactionStrategy, TurnCountTrigger
 from asyncsession.openai import ChatClient
 from asyncsession.telemetry import (
+    ModelCallTracingAdvisor,
     MongoCommandCounter,
+    TracingAdvisor,
     TracingSessionRepository,
     TracingSessionService,
-    tracing_advisors,
 )
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
@@ -51,12 +47,10 @@ def traced_chat(openai_client: openai.AsyncOpenAI, service: Any) -> ChatClient:
     return ChatClient(
         openai_client,
         model=MODEL,
-        advisors=[
-            *tracing_advisors(model=MODEL),
-            SessionTurnAdvisor(service),
-            ToolCallingAdvisor([lookup]),
-            SessionMemoryAdvisor(service),
-        ],
+        sessions=service,
+        tools=[lookup],
+        advisors=[TracingAdvisor()],
+        model_advisors=[ModelCallTracingAdvisor(model=MODEL)],
     )
 
 
@@ -93,22 +87,22 @@ async def test_a_tool_turn_is_one_turn_span_over_model_tool_and_store_spans(
         traced_chat(openai_client, service),
         "What is k?",
         streaming=streaming,
-        context=context("s1", "alice"),
+        **turn("s1", "alice"),
     )
 
     spans = exporter.get_finished_spans()
-    turn = the(spans, "chat_turn")
-    assert turn.parent is None
-    assert turn.attributes is not None
-    assert turn.attributes["asyncsession.session.id"] == "s1"
-    assert turn.attributes["asyncsession.user.id"] == "alice"
-    assert turn.attributes["asyncsession.turn.streaming"] is streaming
-    assert turn.attributes["asyncsession.turn.model_calls"] == 2
+    whole = the(spans, "chat_turn")
+    assert whole.parent is None
+    assert whole.attributes is not None
+    assert whole.attributes["asyncsession.session.id"] == "s1"
+    assert whole.attributes["asyncsession.user.id"] == "alice"
+    assert whole.attributes["asyncsession.turn.streaming"] is streaming
+    assert whole.attributes["asyncsession.turn.model_calls"] == 2
     models = named(spans, f"chat {MODEL}")
     assert len(models) == 2
     for model in models:
         assert model.kind is SpanKind.CLIENT
-        assert parent_of(model) == turn.context.span_id
+        assert parent_of(model) == whole.context.span_id
         assert model.attributes is not None
         assert model.attributes["gen_ai.operation.name"] == "chat"
         assert model.attributes["gen_ai.request.model"] == MODEL
@@ -125,13 +119,13 @@ async def test_a_tool_turn_is_one_turn_span_over_model_tool_and_store_spans(
     tool_span = the(spans, "execute_tool lookup")
     assert tool_span.attributes is not None
     assert tool_span.attributes["gen_ai.tool.name"] == "lookup"
-    assert parent_of(tool_span) == turn.context.span_id
+    assert parent_of(tool_span) == whole.context.span_id
     stores = named(spans, "session_store ")
     assert stores
-    assert all(parent_of(s) == turn.context.span_id for s in stores)
-    assert turn.attributes["asyncsession.turn.store_operations"] == len(stores)
-    assert all(s.end_time is not None and turn.end_time is not None for s in spans)
-    assert all(s.end_time <= turn.end_time for s in spans)  # type: ignore[operator]
+    assert all(parent_of(s) == whole.context.span_id for s in stores)
+    assert whole.attributes["asyncsession.turn.store_operations"] == len(stores)
+    assert all(s.end_time is not None and whole.end_time is not None for s in spans)
+    assert all(s.end_time <= whole.end_time for s in spans)  # type: ignore[operator]
 
 
 async def test_a_failed_model_call_marks_the_model_and_turn_spans_failed(
@@ -144,7 +138,7 @@ async def test_a_failed_model_call_marks_the_model_and_turn_spans_failed(
     server.enqueue(ScriptedReply.error(500, "boom"))
 
     with pytest.raises(ChatError):
-        await traced_chat(openai_client, service).call("Hi", context=context("s1"))
+        await traced_chat(openai_client, service).call("Hi", **turn("s1"))
 
     spans = exporter.get_finished_spans()
     for span in (the(spans, "chat_turn"), the(spans, "chat ")):
@@ -162,7 +156,7 @@ async def test_an_abandoned_stream_ends_its_spans(
     """A stream closed after its first chunk ends the turn and model spans, marked abandoned."""
     server.enqueue(ScriptedReply.text("A long answer", chunk_size=2))
 
-    async with traced_chat(openai_client, service).stream("Hi", context=context("s1")) as stream:
+    async with traced_chat(openai_client, service).stream("Hi", **turn("s1")) as stream:
         async for _ in stream:
             break
 
@@ -176,7 +170,7 @@ async def test_a_compaction_is_a_span_with_its_outcome(
     service: DefaultSessionService, exporter: InMemorySpanExporter
 ) -> None:
     """``TracingSessionService.compact`` runs in a ``compaction`` span that says what it did."""
-    traced = TracingSessionService(service)
+    traced = TracingSessionService(service.repository)
     await traced.create(CreateSessionRequest(id="s1", user_id="u"))
     for n in range(6):
         await traced.append_message("s1", UserMessage(text=f"m{n}"))
@@ -217,24 +211,22 @@ async def test_on_mongodb_the_turn_span_carries_the_turn_s_command_count(
     openai_client: openai.AsyncOpenAI,
     exporter: InMemorySpanExporter,
 ) -> None:
-    """The first turn of a new session costs 4 commands, a steady turn 3 (read, question,
-    reply), and the traced store changes neither."""
+    """The first turn of a new session costs 4 commands (read, create, question, reply), a
+    steady turn 3 (read, question, reply), and the traced store changes neither; the turn span
+    counts its store operations."""
     service = DefaultSessionService(TracingSessionRepository(counted_mongo))
     server.enqueue(ScriptedReply.text("one"), ScriptedReply.text("two"))
     client = traced_chat(openai_client, service)
 
-    await ask(client, "first", streaming=streaming, context=context("s1"))
-    await ask(client, "second", streaming=streaming, context=context("s1"))
+    await ask(client, "first", streaming=streaming, **turn("s1"))
+    await ask(client, "second", streaming=streaming, **turn("s1"))
 
     turns = named(exporter.get_finished_spans(), "chat_turn")
     assert [t.attributes["asyncsession.turn.db_commands"] for t in turns] == [4, 3]  # type: ignore[index]
-    stores = [s.name for s in named(exporter.get_finished_spans(), "session_store ")]
-    assert "session_store read_snapshot" in stores
-    assert "session_store save_if_absent" in stores
     operations = named(exporter.get_finished_spans(), "session_store ")
-    for turn in turns:
-        mine = [s for s in operations if parent_of(s) == turn.context.span_id]
-        assert turn.attributes["asyncsession.turn.store_operations"] == len(mine)  # type: ignore[index]
+    for span in turns:
+        mine = [s for s in operations if parent_of(s) == span.context.span_id]
+        assert span.attributes["asyncsession.turn.store_operations"] == len(mine)  # type: ignore[index]
 
 
 def test_without_opentelemetry_everything_is_a_no_op() -> None:

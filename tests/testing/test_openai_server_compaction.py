@@ -32,7 +32,7 @@ async def server() -> AsyncIterator[ScriptedOpenAIServer]:
 
 @pytest.fixture
 async def client(server: ScriptedOpenAIServer) -> AsyncIterator[openai.AsyncOpenAI]:
-    async with openai.AsyncOpenAI(base_url=server.base_url, api_key="t", max_retries=0) as client:
+    async with server.client() as client:
         yield client
 
 

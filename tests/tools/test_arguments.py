@@ -10,23 +10,18 @@ from typing import Any
 
 import pytest
 
-from asyncsession import (
-    DefaultSessionService,
-    EventFilter,
-    EventQuery,
-    InMemorySessionRepository,
-)
+from asyncsession import DefaultSessionService, EventFilter, InMemorySessionRepository
 from asyncsession.events import SessionEvent
+from asyncsession.filters import EventQuery
 from asyncsession.memory import DirectoryMemoryStore
-from asyncsession.service import DelegatingSessionService
 from asyncsession.tools import AutoMemoryTools, Tool, conversation_search, tool
 
 
-class _CountingService(DelegatingSessionService):
+class _CountingService(DefaultSessionService):
     """Counts the reads a tool makes, so a test can show a refused call read nothing."""
 
     def __init__(self) -> None:
-        super().__init__(DefaultSessionService(InMemorySessionRepository()))
+        super().__init__(InMemorySessionRepository())
         self.reads = 0
 
     async def get_events(

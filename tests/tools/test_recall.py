@@ -18,7 +18,7 @@ from asyncsession import (
 from asyncsession.testing import FakeClock
 from asyncsession.testing.contract import boundary, summary_turn
 from asyncsession.tools import Tool, conversation_search, cross_session_search
-from asyncsession.tools.recall import NO_RESULTS
+from asyncsession.tools._recall import NO_RESULTS
 
 
 async def _ask(tool: Tool, **arguments: object) -> str:

@@ -13,7 +13,7 @@ import openai
 
 from asyncsession import (
     AssistantMessage,
-    CompactionResult,
+    ChatResponse,
     CreateSessionRequest,
     DefaultSessionService,
     EventFilter,
@@ -25,22 +25,22 @@ from asyncsession import (
     SessionNotFound,
     SessionRepository,
     SessionService,
-    SessionSnapshot,
-    StorageError,
     StorageUnavailable,
+    Tool,
     UsageError,
     UserMessage,
     __version__,
+    tool,
 )
-from asyncsession.advisors import (
-    SESSION_ID_CONTEXT_KEY,
-    SessionMemoryAdvisor,
-    SessionTurnAdvisor,
+from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, BaseAdvisor
+from asyncsession.compaction import (
+    CompactionResult,
+    SlidingWindowCompactionStrategy,
+    TurnCountTrigger,
 )
-from asyncsession.chat import ChatResponse
-from asyncsession.compaction import SlidingWindowCompactionStrategy, TurnCountTrigger
+from asyncsession.exceptions import StorageError
 from asyncsession.openai import ChatClient, ChatStream, ResponsesClient
-from asyncsession.tools import Tool, tool
+from asyncsession.repository import SessionSnapshot
 
 
 async def sessions(service: SessionService) -> None:
@@ -103,18 +103,24 @@ def lookup(key: str) -> str:
 
 
 async def chat(model: openai.AsyncOpenAI, service: SessionService) -> None:
-    """Both OpenAI clients: calls, streams and tools."""
+    """Both OpenAI clients: calls and streams by keyword, tools, compaction, advisors."""
     assert_type(lookup, Tool)
-    advisors = [SessionTurnAdvisor(service), SessionMemoryAdvisor(service)]
-    context = {SESSION_ID_CONTEXT_KEY: "s1"}
-    client = ChatClient(model, model="gpt-4o-mini", advisors=advisors)
-    reply = await client.call("hi", context=context, tools=[lookup])
+    client = ChatClient(
+        model,
+        model="gpt-4o-mini",
+        sessions=service,
+        tools=[lookup],
+        compaction=(TurnCountTrigger(20), SlidingWindowCompactionStrategy(max_events=10)),
+        advisors=[BaseAdvisor()],
+    )
+    reply = await client.call("hi", session_id="s1", user_id="u", request_id="r1")
     assert_type(reply, ChatResponse)
     assert_type(reply.text, str)
-    stream = client.stream("hi", context=context)
+    assert_type(reply.request_event_ids, tuple[str, ...])
+    stream = client.stream("hi", session_id="s1")
     assert_type(stream, ChatStream)
-    responses = ResponsesClient(model, model="gpt-4.1-mini", advisors=advisors)
-    assert_type(await responses.call("hi", context=context), ChatResponse)
-    key: str = SessionMemoryAdvisor.SESSION_ID_CONTEXT_KEY  # the reference's attribute
-    assert key == SESSION_ID_CONTEXT_KEY
+    responses = ResponsesClient(
+        model, model="gpt-4.1-mini", sessions=service, store_question="with_reply"
+    )
+    assert_type(await responses.call("hi", context={SESSION_ID_CONTEXT_KEY: "s1"}), ChatResponse)
     assert_type(AssistantMessage(text="x").text, str | None)

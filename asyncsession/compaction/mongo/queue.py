@@ -7,7 +7,7 @@ submits from every process coalesce::
 
     queue = MongoCompactionQueue(db, trigger=TurnCountTrigger(20))
     await queue.ensure_indexes()
-    advisor = SessionTurnAdvisor(service, worker=queue)   # enqueue after each complete turn
+    chat = ChatClient(client, model="gpt-4.1", sessions=service, compaction=queue)  # submits
 
 **Storage.** One document per session in one collection (``compaction_jobs`` by default), its
 ``_id`` the session id. A submit is one upsert, so a session is queued once however many

@@ -17,10 +17,11 @@
 ``events.id`` refuses an id stored already; only a refused insert looks at what is stored, to
 tell a replay (its ids are this session's), an id of another session and a lost race apart.
 
-**Reads** (``_read``). One aggregate: the session document with ``$unionWith`` of its newest
-commits, by a range when this process knows the newest number (``_newest``), else by a sorted
-find. Older commits are read by ranges only when a window needs them. ``archived`` and the active
-view are derived from the newest ``COMPACTION`` event, as `asyncsession.filters.ReadLog` says.
+**Reads** (``_read``). One aggregate: the session's newest commits, by a range when this
+process knows the newest number (``_newest``), else by a sorted find, with ``$unionWith`` of the
+session document. Older commits are read by ranges only when a window needs them. ``archived``
+and the active view are derived from the newest ``COMPACTION`` event, as
+`asyncsession._view.ReadLog` says.
 
 **Compaction** is an append like any other: its summaries and its boundary, one commit.
 

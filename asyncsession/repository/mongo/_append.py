@@ -28,13 +28,14 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator
 
-import bson
 from pymongo.errors import DuplicateKeyError
 
 from ..._pymongo_errors import storage_errors
 from ...events import SessionEvent
-from ...exceptions import EventIdConflict, EventTooLarge, SessionNotFound, StorageError
+from ...exceptions import EventIdConflict, SessionNotFound, StorageError
 from .._protocol import Lease
+from ._content import encode
+from ._forks import prefix_ids
 from ._layout import (
     COMMIT,
     EVENT_ID,
@@ -45,36 +46,14 @@ from ._layout import (
     Doc,
     Store,
     commit_doc,
-    event_to_doc,
     lease_doc,
 )
 from ._read import first_read
 
-__all__ = ["append", "encoded"]
+__all__ = ["append"]
 
 _ATTEMPTS = 100
 """How many commit numbers an append without a version tries before it gives up."""
-_COMMIT_OVERHEAD = 1024
-"""Room a commit document needs beside its events (session id, number, lease, keys)."""
-
-
-def encoded(store: Store, events: list[SessionEvent]) -> list[Doc]:
-    """The events as their commit holds them.
-
-    Raises:
-        EventTooLarge: the commit would be over the server's document size limit (naming the
-            event that takes it over, and the size the commit has with it).
-    """
-    docs: list[Doc] = []
-    size = _COMMIT_OVERHEAD
-    limit = store.max_document_size
-    for event in events:
-        doc = event_to_doc(event)
-        size += len(bson.encode(doc)) + len(str(len(docs))) + 2
-        if size > limit:
-            raise EventTooLarge(event.id, size, limit)
-        docs.append(doc)
-    return docs
 
 
 async def _incarnation(store: Store, session_id: str, at_least: int = 0) -> tuple[int, int]:
@@ -101,10 +80,40 @@ async def append(
     lease: Lease | None,
 ) -> bool:
     """Append ``events`` (never empty, no id twice) as one commit; see
-    ``SessionRepository.append_events``."""
-    docs = encoded(store, events)
+    ``SessionRepository.append_events``. Bodies are encrypted for the session's owner and large
+    ones uploaded first (`_content`); files of events not committed are deleted after."""
+    owner = store.owners.get(session_id)
+    if owner is None and store.keys is not None:
+        owner = await _owner(store, session_id)
+    batch = await encode(store, owner, events)
+    if batch.wholes:
+        if owner is None and store.newest.get(session_id) is None:
+            owner = await _owner(store, session_id)
+        await batch.upload(store, session_id, owner)
+    dropped: set[str] = set()
     async with _in_turn(store, session_id):
-        return await _append(store, session_id, events, docs, expected_version, lease)
+        done = await _append(
+            store, session_id, events, batch.docs, expected_version, lease, dropped
+        )
+    # An error leaves the files: the insert may have landed unacknowledged, and a file nobody
+    # refers to goes with its session.
+    if batch.files:
+        await batch.discard(store, set() if not done else {e.id for e in events} - dropped)
+    return done
+
+
+async def _owner(store: Store, session_id: str) -> str:
+    """The session's owner, read (it is noted for the appends that follow).
+
+    Raises:
+        SessionNotFound: the session does not exist.
+    """
+    with storage_errors(f"append to session {session_id!r}"):
+        if await first_read(store, session_id, 1) is None:
+            raise SessionNotFound(session_id)
+    owner = store.owners.get(session_id)
+    assert owner is not None
+    return owner
 
 
 @contextlib.asynccontextmanager
@@ -132,13 +141,17 @@ async def _append(
     docs: list[Doc],
     expected_version: int | None,
     lease: Lease | None,
+    dropped: set[str],
 ) -> bool:
+    """The append itself; the ids of the events found stored already (replays) go in
+    ``dropped``."""
     with storage_errors(f"append to session {session_id!r}"):
         incarnation, newest = await _incarnation(store, session_id, expected_version or 0)
         if expected_version is not None and not 0 <= expected_version <= newest:
             # A version the session never had: never write (it would leave a gap), but a batch
             # of replays is still done.
             stored = await _stored(store, session_id, incarnation, events, -1)
+            dropped.update(stored or ())
             return stored is not None and len(stored) == len(events)
         number = newest + 1 if expected_version is None else expected_version + 1
         leased = None if lease is None else lease_doc(lease.holder, lease.expires_at)
@@ -160,6 +173,7 @@ async def _append(
                 incarnation, newest = await _incarnation(store, session_id)
                 continue
             if stored:
+                dropped.update(stored)
                 docs = [d for d in docs if d[EVENT_ID] not in stored]
                 events = [e for e in events if e.id not in stored]
                 if not docs:
@@ -197,6 +211,7 @@ async def _stored(
     fields = {SESSION: 1, COMMIT: 1, INCARNATION: 1, f"{EVENTS}.{EVENT_ID}": 1}
     docs = await store.commits.find(query, fields).to_list(None)
     ours = [d for d in docs if (d[SESSION], d.get(INCARNATION)) == (session_id, incarnation)]
+    prefix = prefix_ids(store, session_id, docs, ids)  # a fork's: replays
     others = [d for d in docs if d not in ours]
     if others and not await _alive(store, session_id, incarnation):
         store.newest.forget(session_id)  # deleted, or created again since this process saw it
@@ -205,10 +220,12 @@ async def _stored(
         if not await _alive(store, doc[SESSION], doc.get(INCARNATION)):
             await store.commits.delete_one({ID: doc[ID], INCARNATION: doc.get(INCARNATION)})
             return None
-        event_id = next((e[EVENT_ID] for e in doc[EVENTS] if e[EVENT_ID] in ids), None)
+        event_id = next(
+            (e[EVENT_ID] for e in doc[EVENTS] if e[EVENT_ID] in ids - prefix), None
+        )
         if event_id is not None and doc[SESSION] != session_id:
             raise EventIdConflict(event_id, session_id, doc[SESSION])
-    stored = {e[EVENT_ID] for d in ours for e in d[EVENTS] if e[EVENT_ID] in ids}
+    stored = {e[EVENT_ID] for d in ours for e in d[EVENTS] if e[EVENT_ID] in ids} | prefix
     if stored:
         return stored
     return set() if any(d[COMMIT] == number for d in ours) else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,24 +20,32 @@ from typing import Any, Final
 from pymongo import ASCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 
-from ...events import Session, SessionEvent
-from ._lineage import Lineages
+from ...encryption import UserKeys
+from ...events import ForkPoint, Session, SessionEvent
+from ...exceptions import UsageError
+from .._offload import Offloading
+from ._gridfs import Bucket
 from ._newest import Newest
+from ._owners import Owners
 
 __all__ = [
     "ATTRIBUTES",
     "BASE",
+    "BODIES",
     "BODY",
     "COMMIT",
     "COMMITS",
     "CREATED_AT",
     "EVENTS",
+    "ERASURES",
     "EVENT_ID",
     "EXPIRES_AT",
+    "FILE",
     "FORKS",
     "HOLDER",
     "ID",
     "INCARNATION",
+    "LARGE",
     "LAST",
     "LEASE",
     "LINEAGE",
@@ -44,12 +53,14 @@ __all__ = [
     "METADATA",
     "OLDEST_FIRST",
     "PARENT",
-    "PAYLOAD",
     "RETAINED",
-    "SESSION",
-    "SESSIONS",
-    "TEXT",
     "THROUGH",
+    "PAYLOAD",
+    "SESSION",
+    "SEALED",
+    "SESSIONS",
+    "SIZE",
+    "TEXT",
     "TIMESTAMP",
     "TYPE",
     "USER_ID",
@@ -73,6 +84,13 @@ SESSIONS: Final = "sessions"
 """The default collection of session documents."""
 COMMITS: Final = "session_commits"
 """The default collection of commit documents: one per committed append."""
+ERASURES: Final = "erasures"
+"""The default collection of the erasures ledger (`asyncsession.erasure.MongoErasureLedger`)."""
+BODIES: Final = "session_bodies"
+"""The default GridFS bucket of offloaded bodies (collections ``session_bodies.files`` and
+``session_bodies.chunks``): one file per offloaded event, its id ``<session id>\x00<event
+id>\x00<random>`` (a session id holds no NUL), so a session's files, and the chunks of an
+upload that died before its files document, are one range of ids."""
 
 # The session document.
 ID: Final = "_id"
@@ -89,25 +107,22 @@ session's:
 a commit an append wrote while the session was being deleted is never read as a commit of a
 new session with the same id."""
 LEASE: Final = "lease"
-"""``{holder, expires_at}``: on a commit, or on the session document (version 0, and, on a
-fork, any commit of its prefix)."""
+"""``{holder, expires_at}``: on a commit, or on the session document (version 0)."""
 HOLDER: Final = "holder"
 PARENT: Final = "parent"
 """On a fork: ``{session, commit, through}``, the session and the point it was forked at (the
-end of ``commit``, or its event ``through``)."""
+end of ``commit``, or its event ``through``). See `_forks` for the fields below."""
+THROUGH: Final = "through"
 BASE: Final = "base"
-"""On a fork: the commit its own commits continue after (the parent's ``commit``)."""
+"""On a fork: the commit its own commits continue after (the parent's point's commit)."""
 LINEAGE: Final = "lineage"
 """On a fork: whose commits its prefix is, oldest first, each ``{session, incarnation, last,
-through}``: that session's commits after the previous entry's ``last`` up to ``last`` (of which
-only the events up to ``through``, when set)."""
+through}``."""
 LAST: Final = "last"
-THROUGH: Final = "through"
 FORKS: Final = "forks"
-"""How many forks were taken of the session (each fork increments it once it is made)."""
+"""How many forks were taken of the session."""
 RETAINED: Final = "retained"
-"""``true`` on a deleted session whose commits forks still read: read by nobody else, its id
-taken, until its last fork is deleted (then it goes)."""
+"""``true`` on a deleted session whose commits forks still read."""
 
 # The commit document.
 SESSION: Final = "session"
@@ -124,8 +139,17 @@ event's ``type`` says which message it is."""
 KIND: Final = "kind"  # layout: the message model's discriminator, never stored
 PAYLOAD: Final = "payload"
 BODY: Final = "body"
-"""What the event says: ``message`` or ``payload``, and ``metadata``; one subdocument, so that it
-can later be replaced by one encrypted value."""
+"""What the event says: ``message`` or ``payload``, and ``metadata``; one subdocument, or, with
+encryption on, that subdocument as one encrypted value (a BSON binary of subtype 6). An
+offloaded event's body is its preview."""
+LARGE: Final = "large"
+"""On an offloaded event, beside its body: ``{file, size, sealed}``, where its whole body is."""
+FILE: Final = "file"
+"""The GridFS file id of an offloaded body."""
+SIZE: Final = "size"
+"""The bytes an offloaded event's content takes as JSON."""
+SEALED: Final = "sealed"
+"""Whether an offloaded body's file holds one encrypted value (else the body as BSON)."""
 TEXT: Final = f"{EVENTS}.{BODY}.{MESSAGE}.text"  # layout: text is the message model's field
 """The path of a message's text, which keyword searches prefilter on."""
 
@@ -143,13 +167,22 @@ class Store:
     )
     """Session id -> the lock its appends in this process take turns with, and how many hold
     or wait for it (an entry goes when none does)."""
-    lineages: Lineages = field(default_factory=Lineages)
-    """Session id -> whose commits its log is made of (see `_lineage`)."""
     double: bool = False
     """Whether the database is mongomock-motor, a test double that runs no ``$unionWith`` (two
     reads instead) and enforces no unique index over array elements (an append looks its ids
     up first)."""
     max_document_size: int = 16 * 1024 * 1024
+    keys: UserKeys | None = None
+    """The data keys content is encrypted with; ``None``: content in clear."""
+    owners: Owners = field(default_factory=Owners)
+    """Session id -> its owner, whose key encrypts what is appended to it."""
+    offloading: Offloading | None = None
+    """When an event's body goes to ``bucket``; ``None``: never."""
+    bucket: Bucket | None = None
+    """The GridFS bucket of offloaded bodies (``None`` on a database that is not PyMongo's)."""
+    lineages: OrderedDict[str, Any] = field(default_factory=OrderedDict[str, Any])
+    """Session id -> whose commits its log is made of (a `_forks.Lineage`, kept and bounded by
+    `_forks`)."""
 
 
 _MESSAGE_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
@@ -229,14 +262,32 @@ def session_fields(session: Session, attributes: list[str]) -> Doc:
 
 
 def session_from_doc(doc: Mapping[str, Any]) -> Session:
-    """The session a session document holds."""
+    """The session a session document holds.
+
+    Raises:
+        UsageError: its metadata is encrypted and the store has no encryption setting.
+    """
     expires = doc.get(EXPIRES_AT)
+    if not isinstance(doc.get(METADATA) or {}, dict):
+        raise UsageError(
+            f"session {doc[ID]!r} holds encrypted metadata: read it with a store given the "
+            "encryption setting it was written with (encryption=)"
+        )
     return Session(
         id=doc[ID],
         user_id=doc[USER_ID],
         created_at=as_utc(doc[CREATED_AT]),
         expires_at=None if expires is None else as_utc(expires),
         metadata=_in(doc.get(METADATA) or {}),
+        forked_from=_fork_point(doc.get(PARENT)),
+    )
+
+
+def _fork_point(parent: Mapping[str, Any] | None) -> ForkPoint | None:
+    if parent is None:
+        return None
+    return ForkPoint(
+        session_id=parent[SESSION], version=parent[COMMIT], event_id=parent.get(THROUGH)
     )
 
 
@@ -259,7 +310,16 @@ def event_to_doc(event: SessionEvent) -> Doc:
 
 
 def event_from_doc(doc: Mapping[str, Any], session_id: str) -> SessionEvent:
-    """The event a commit's entry holds (``archived`` is derived later, by the reader)."""
+    """The event a commit's entry holds (``archived`` is derived later, by the reader).
+
+    Raises:
+        UsageError: the body is encrypted and the store has no encryption setting.
+    """
+    if not isinstance(doc[BODY], dict):
+        raise UsageError(
+            f"session {session_id!r} holds encrypted content: read it with a store given the "
+            "encryption setting it was written with (encryption=)"
+        )
     body = _in(doc[BODY])
     message = body.get(MESSAGE)
     if isinstance(message, dict):

@@ -1,9 +1,9 @@
 """Reads: the snapshot in one command, windows walked back by ranges, a user's events.
 
-A read starts with one aggregate on the session document with ``$unionWith`` of the newest
-commits of the session's log: a range ``commit > known - k`` when this process knows roughly the
-newest number (`_newest`), else the ``k`` highest numbers by a sorted find. A fork's log is its
-parents' commits up to its point and its own after it (`_lineage`): its queries have one branch
+A read starts with one aggregate: the newest commits of the session's log, a range ``commit >
+known - k`` when this process knows roughly the newest number (`_newest`), else the ``k``
+highest numbers by a sorted find, with ``$unionWith`` of the session's document. A fork's log is
+its parents' commits up to its point and its own after it (`_forks`): its queries have one branch
 per session they reach, so the read is still one command when this process knows the lineage,
 and one more the first time it reads the fork. The read returns the session, the version (the
 newest commit read), the newest commit's lease and the events of the commits read. A ``last_n``
@@ -36,6 +36,17 @@ from ...events import EventType, Session, SessionEvent
 from ...filters import EventFilter
 from ...rewinds import RewindRecord
 from .._protocol import Lease, SessionSnapshot
+from ._content import open_commits, open_session
+from ._forks import (
+    Lineage,
+    commits_query,
+    events_of,
+    forget_lineage,
+    known_lineage,
+    lineage_of,
+    note_lineage,
+    owns,
+)
 from ._layout import (
     COMMIT,
     EVENT_ID,
@@ -57,8 +68,6 @@ from ._layout import (
     event_from_doc,
     session_from_doc,
 )
-from ._lineage import Lineage
-from ._prefix import commits_query, events_of, lineage_of, owns
 
 __all__ = [
     "IN_CHUNK",
@@ -141,15 +150,24 @@ def _commits(docs: list[Doc], lineage: Lineage) -> list[Commit]:
 
 
 async def _union(store: Store, session_id: str, pipeline: list[Doc]) -> list[Doc]:
-    """The session document and the commits ``pipeline`` selects: one aggregate where the
-    server runs ``$unionWith``, else two reads."""
+    """The commits ``pipeline`` selects and the session document: one aggregate where the
+    server runs ``$unionWith``, else two reads.
+
+    The commits come first and the session document is unioned onto them: a server that does
+    not serve a ``$unionWith`` subpipeline from an index (the test server scans the collection
+    it names) then scans the sessions, not the far larger commits."""
     if not store.double:
         stages: list[Doc] = [
-            {"$match": {ID: session_id}},
-            {"$unionWith": {"coll": store.commits.name, "pipeline": pipeline}},
+            *pipeline,
+            {
+                "$unionWith": {
+                    "coll": store.sessions.name,
+                    "pipeline": [{"$match": {ID: session_id}}],
+                }
+            },
         ]
         try:
-            return await _aggregate(store.sessions, stages)
+            return await _aggregate(store.commits, stages)
         except NotImplementedError:  # mongomock-motor
             store.double = True
     session = await store.sessions.find_one({ID: session_id})
@@ -178,12 +196,14 @@ async def first_read(
     span: int | None,
     prefilter: Doc | None = None,
     as_of: int | None = None,
+    search: EventFilter | None = None,
 ) -> Suffix | None:
     """The session with the newest ``span`` commits of its log or so, up to ``as_of`` (every
     commit when ``span`` is ``None``; with ``prefilter``, every commit it matches and every
-    boundary); ``None`` if the session does not exist."""
+    boundary); ``None`` if the session does not exist. With encryption on, ``search`` is a text
+    search whose candidates alone are kept (see `_content.open_commits`)."""
     known = store.newest.get(session_id)
-    cached = store.lineages.get(session_id)
+    cached = known_lineage(store, session_id)
     if known is not None and (cached is None or cached.incarnation != known.incarnation):
         known = None  # a range needs the lineage it ranges over
     assumed = cached or Lineage(session_id, -1)
@@ -200,18 +220,18 @@ async def first_read(
         session_doc = next((d for d in docs if COMMIT not in d), None)
         if session_doc is None or session_doc.get(RETAINED):
             store.newest.forget(session_id)
-            store.lineages.forget(session_id)
+            forget_lineage(store, session_id)
             return None
         lineage = lineage_of(session_doc)
         if cached is not None and cached != lineage:  # created again since: read it afresh
             store.newest.forget(session_id)
-            store.lineages.forget(session_id)
-            return await first_read(store, session_id, span, prefilter, as_of)
+            forget_lineage(store, session_id)
+            return await first_read(store, session_id, span, prefilter, as_of, search)
         others = [d for d in docs if COMMIT in d]
         mine = [d for d in others if owns(lineage, d)]
         if not mine and known is not None and known.commit > lineage.base and not sort:
             store.newest.forget(session_id)  # another incarnation: the numbers meant nothing
-            return await first_read(store, session_id, span, prefilter, as_of)
+            return await first_read(store, session_id, span, prefilter, as_of, search)
         if sort and not mine and len(others) == span:  # only commits of a deleted incarnation
             ours = {"$or": [{SESSION: {"$ne": session_id}}, {INCARNATION: lineage.incarnation}]}
             others = await store.commits.find(
@@ -226,6 +246,8 @@ async def first_read(
         if cached is None and lineage.segments:
             low, filled = await _fill(store, lineage, span, prefilter, as_of, mine, low)
             mine += filled
+    await open_session(store, session_doc)
+    await open_commits(store, mine, session_doc[USER_ID], search, f"session {session_id!r}")
     commits = _commits(mine, lineage)
     version = max(lineage.base if as_of is None else min(lineage.base, as_of), 0)
     if commits:
@@ -235,7 +257,7 @@ async def first_read(
     if own and prefilter is None:  # the median of the newest few: a bulk append is rare
         counts = sorted(len(c.events) for c in own[-8:])
         density = float(counts[len(counts) // 2])
-    store.lineages.note(lineage)
+    note_lineage(store, lineage)
     store.newest.note(session_id, lineage.incarnation, version, density)
     return Suffix(
         session=session_from_doc(session_doc),
@@ -286,6 +308,7 @@ async def _older(store: Store, suffix: Suffix, count: int) -> None:
     query = commits_query(suffix.lineage, low, suffix.low - 1)
     with storage_errors(f"read session {suffix.session.id!r}"):
         docs = await store.commits.find(query).to_list(None)
+    await open_commits(store, docs, suffix.session.user_id)
     suffix.commits[:0] = _commits(docs, suffix.lineage)
     suffix.low = low
 
@@ -301,6 +324,7 @@ async def _by_id(store: Store, suffix: Suffix, ids: Sequence[str]) -> list[Sessi
     }
     with storage_errors(f"read session {suffix.session.id!r}"):
         docs = await store.commits.find(query).to_list(None)
+    await open_commits(store, docs, suffix.session.user_id)
     return [e for c in _commits(docs, suffix.lineage) for e in c.events if e.id in wanted]
 
 
@@ -360,6 +384,7 @@ async def _with_points(store: Store, suffix: Suffix) -> None:
     query = {"$and": [commits_query(suffix.lineage), {COMMIT: {"$in": sorted(wanted)}}]}
     with storage_errors(f"read session {suffix.session.id!r}"):
         docs = await store.commits.find(query).to_list(None)
+    await open_commits(store, docs, suffix.session.user_id)
     merged = [*suffix.commits, *_commits(docs, suffix.lineage)]
     suffix.commits[:] = sorted(merged, key=lambda c: c.number)
 
@@ -378,15 +403,25 @@ async def snapshot_of(store: Store, session_id: str, filter: EventFilter) -> Ses
 
 async def find_events(store: Store, session_id: str, filter: EventFilter) -> list[SessionEvent]:
     """The events of one session that ``filter`` selects; empty for an unknown session."""
-    prefilter = _prefilter(filter)
+    searched = store.keys is not None and filter.has_text_criteria  # the server cannot read it
+    prefilter = _SEARCHED if searched else _prefilter(filter)
     if prefilter is not None:
-        suffix = await first_read(store, session_id, None, prefilter, filter.as_of)
+        search = filter if searched else None
+        suffix = await first_read(store, session_id, None, prefilter, filter.as_of, search)
         if suffix is not None:
             await _with_points(store, suffix)
     else:
         span = span_for(store, session_id, filter)
         suffix = await first_read(store, session_id, span, as_of=filter.as_of)
     return [] if suffix is None else await select(store, suffix, filter)
+
+
+_SEARCHED: Final = {
+    f"{EVENTS}.{TYPE}": {
+        "$in": [EventType.USER.name, EventType.ASSISTANT.name, EventType.SYSTEM.name]
+    }
+}
+"""The commits a text search of encrypted content reads: those holding messages with text."""
 
 
 def _prefilter(filter: EventFilter) -> Doc | None:
@@ -406,8 +441,9 @@ async def user_events(store: Store, user_id: str, filter: EventFilter) -> list[S
     """The events of every session of the user that ``filter`` selects, by timestamp (ties in
     the order the sessions were created, then log order), with a plain window."""
     unwindowed = filter.without_window()
-    prefilter = _prefilter(unwindowed)
-    matched: list[SessionEvent] = []
+    searched = store.keys is not None and unwindowed.has_text_criteria
+    prefilter = _SEARCHED if searched else _prefilter(unwindowed)
+    suffixes: list[Suffix] = []
     with storage_errors(f"read the events of user {user_id!r}"):
         sessions = await store.sessions.find(
             {USER_ID: user_id, RETAINED: {"$ne": True}}, sort=OLDEST_FIRST
@@ -425,20 +461,27 @@ async def user_events(store: Store, user_id: str, filter: EventFilter) -> list[S
             by_session: dict[Any, list[Doc]] = {}
             for doc in docs:
                 by_session.setdefault(doc[SESSION], []).append(doc)
+            where = f"the sessions of user {user_id!r}"
+            await open_commits(store, docs, user_id, unwindowed if searched else None, where)
             for doc, lineage in zip(chunk, lineages, strict=True):
+                await open_session(store, doc)
                 sources = {lineage.session, *(s.session for s in lineage.segments)}
                 candidates = [d for source in sources for d in by_session.get(source, [])]
-                suffix = Suffix(
-                    session=session_from_doc(doc),
-                    doc=doc,
-                    lineage=lineage,
-                    commits=_commits(candidates, lineage),
-                    low=1,
-                    version=0,
+                suffixes.append(
+                    Suffix(
+                        session=session_from_doc(doc),
+                        doc=doc,
+                        lineage=lineage,
+                        commits=_commits(candidates, lineage),
+                        low=1,
+                        version=0,
+                    )
                 )
-                if prefilter is not None:
-                    await _with_points(store, suffix)
-                matched += await select(store, suffix, unwindowed)
+    matched: list[SessionEvent] = []
+    for suffix in suffixes:
+        if prefilter is not None:
+            await _with_points(store, suffix)
+        matched += await select(store, suffix, unwindowed)
     matched.sort(key=lambda e: e.timestamp)  # stable: ties keep session order, then log order
     return filter.apply_window(matched)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Self, TypeVar
 
@@ -15,21 +16,31 @@ from ..._checks import require_database
 from ..._lifecycle import Closable
 from ..._pymongo_errors import storage_errors
 from ..._shield import shielded
+from ...encryption import EncryptionOptions, UserKeys
 from ...events import Session, SessionEvent
 from ...exceptions import SessionNotFound
 from ...filters import EventFilter
+from ...memory import MemoryStore
+from .._erasure import ErasureReport, MongoErasureLedger, UserEraser
 from .._metadata_index import DEFAULT_LIMIT, check_lookup
 from .._metadata_index import indexed_keys as _indexed_keys
+from .._offload import DEFAULT_OFFLOAD_THRESHOLD, DEFAULT_PREVIEW_CHARS, Offloading
+from ...rewinds import LogPoint
 from .._protocol import (
     Lease,
     SessionRepository,
     SessionSnapshot,
     check_batch,
+    check_point,
     check_session,
     check_version,
 )
+from .._sealing import keys_of
 from ._append import append
-from ._layout import COMMITS, SESSIONS, Store, create_indexes
+from ._content import read_body
+from ._forks import create_fork_indexes, find_forks, fork, fork_body, lease_version, locate
+from ._gridfs import Bucket
+from ._layout import BODIES, COMMITS, ERASURES, SESSIONS, Store, create_indexes
 from ._read import find_events, first_read, snapshot_of, user_events
 from ._sessions import (
     acquire_lease,
@@ -49,6 +60,17 @@ _WRITE_CONCERN: Final = WriteConcern("majority", j=True)
 _T = TypeVar("_T")
 
 
+@dataclass(frozen=True, slots=True)
+class _Content:
+    """The constructor's arguments about content: encryption, offloading, erasure."""
+
+    encryption: EncryptionOptions | UserKeys | None
+    offload_threshold: int | None
+    preview_chars: int
+    bodies_bucket: str
+    erasures_collection: str
+
+
 class MongoSessionRepository(Closable, SessionRepository):
     """Sessions and their logs in MongoDB; see the module docs for the layout.
 
@@ -62,6 +84,19 @@ class MongoSessionRepository(Closable, SessionRepository):
             [`find_by_metadata`][asyncsession.repository.mongo.MongoSessionRepository.find_by_metadata]
             looks sessions up by (string values only). A session saved before a key was declared
             is found by it once it is saved again.
+        encryption: encrypt each event's content and each session's metadata with the data key
+            of the session's owner (`asyncsession.encryption`; the key vault is on this
+            deployment). The indexed metadata values stay readable. Give every store of a
+            process the same setting (or the same `UserKeys`).
+        offload_threshold: events whose content takes more bytes than this as JSON go whole to
+            the GridFS bucket ``bodies_bucket``, the log keeping a preview (see
+            [`OffloadedBody`][asyncsession.repository.OffloadedBody]); ``None``: never. Needs a
+            PyMongo database (with Motor, bodies stay in their commit).
+        preview_chars: how many characters of each text a preview keeps.
+        bodies_bucket: the GridFS bucket of offloaded bodies.
+        erasures_collection: the collection of the erasures ledger
+            [`erase_user`][asyncsession.repository.mongo.MongoSessionRepository.erase_user]
+            records in (the one the ``erase-user`` command uses by default).
 
     Call [`ensure_indexes`][asyncsession.repository.mongo.MongoSessionRepository.ensure_indexes]
     once (it is idempotent) before serving traffic. The unique indexes carry the log's
@@ -77,9 +112,23 @@ class MongoSessionRepository(Closable, SessionRepository):
         sessions_collection: str = SESSIONS,
         commits_collection: str = COMMITS,
         indexed_metadata_keys: Iterable[str] = (),
+        encryption: EncryptionOptions | UserKeys | None = None,
+        offload_threshold: int | None = DEFAULT_OFFLOAD_THRESHOLD,
+        preview_chars: int = DEFAULT_PREVIEW_CHARS,
+        bodies_bucket: str = BODIES,
+        erasures_collection: str = ERASURES,
     ) -> None:
         require_database(database, "database", "MongoSessionRepository")
-        self._setup(database, None, sessions_collection, commits_collection, indexed_metadata_keys)
+        self._setup(
+            database,
+            None,
+            sessions_collection,
+            commits_collection,
+            indexed_metadata_keys,
+            _Content(
+                encryption, offload_threshold, preview_chars, bodies_bucket, erasures_collection
+            ),
+        )
         identify(database)
 
     def _setup(
@@ -89,16 +138,23 @@ class MongoSessionRepository(Closable, SessionRepository):
         sessions_collection: str,
         commits_collection: str,
         indexed_keys: Iterable[str],
+        content: _Content,
     ) -> None:
         self._database = database
         self._client = client
         self._indexed: asyncio.Task[None] | None = None
         self._timeout = client_timeout(database)
+        pymongo = isinstance(database, AsyncDatabase)
+        offloading = Offloading.of(content.offload_threshold, content.preview_chars)
         self._store = Store(
             sessions=database.get_collection(sessions_collection, write_concern=_WRITE_CONCERN),
             commits=database.get_collection(commits_collection, write_concern=_WRITE_CONCERN),
             indexed_keys=_indexed_keys(indexed_keys),
+            keys=keys_of(content.encryption, database.client),
+            offloading=offloading,
+            bucket=Bucket(database, content.bodies_bucket) if pymongo and offloading else None,
         )
+        self._ledger = MongoErasureLedger(database, collection=content.erasures_collection)
 
     @classmethod
     def from_uri(
@@ -109,6 +165,11 @@ class MongoSessionRepository(Closable, SessionRepository):
         sessions_collection: str = SESSIONS,
         commits_collection: str = COMMITS,
         indexed_metadata_keys: Iterable[str] = (),
+        encryption: EncryptionOptions | UserKeys | None = None,
+        offload_threshold: int | None = DEFAULT_OFFLOAD_THRESHOLD,
+        preview_chars: int = DEFAULT_PREVIEW_CHARS,
+        bodies_bucket: str = BODIES,
+        erasures_collection: str = ERASURES,
         **client_options: Any,
     ) -> Self:
         """A repository with a client of its own, which
@@ -120,13 +181,20 @@ class MongoSessionRepository(Closable, SessionRepository):
         ``client_options`` or the URI set them. ``timeoutMS`` bounds each public call of the
         store end to end, all its commands together, so an unreachable or a frozen server
         raises `StorageUnavailable` within about five seconds instead of PyMongo's thirty or
-        never. ``indexed_metadata_keys`` is as for the constructor.
+        never. The other keywords are as for the constructor.
         """
         options: dict[str, Any] = {"tz_aware": True, **with_web_timeouts(uri, client_options)}
         client: AsyncMongoClient[Any] = AsyncMongoClient(uri, driver=driver_info(), **options)
         repository = cls.__new__(cls)
         repository._setup(
-            client[db_name], client, sessions_collection, commits_collection, indexed_metadata_keys
+            client[db_name],
+            client,
+            sessions_collection,
+            commits_collection,
+            indexed_metadata_keys,
+            _Content(
+                encryption, offload_threshold, preview_chars, bodies_bucket, erasures_collection
+            ),
         )
         return repository
 
@@ -155,6 +223,7 @@ class MongoSessionRepository(Closable, SessionRepository):
         store = self._store
         with storage_errors("create indexes"):
             await create_indexes(store.sessions, store.commits, sharded=sharded)
+            await create_fork_indexes(store)
         self._sharded = sharded
         try:
             hello = await self._database.command("hello")
@@ -166,6 +235,11 @@ class MongoSessionRepository(Closable, SessionRepository):
         size = hello.get("maxBsonObjectSize")
         if isinstance(size, int) and size > 0:
             store.max_document_size = size
+
+    @property
+    def keys(self) -> UserKeys | None:
+        """The user keys the store encrypts with; ``None`` without encryption."""
+        return self._store.keys
 
     _sharded: bool | None = None
     """How `ensure_indexes` last ran (``None``: not yet, in this object)."""
@@ -286,14 +360,90 @@ class MongoSessionRepository(Closable, SessionRepository):
 
         return await self._call(read)
 
+    async def read_body(self, session_id: str, event_id: str) -> SessionEvent | None:
+        """The event as it was appended, its whole body read from GridFS when it was offloaded
+        (see ``SessionRepository.read_body``): one aggregate, and two reads of the file when
+        offloaded."""
+
+        async def read() -> SessionEvent | None:
+            found = await read_body(self._store, session_id, event_id)
+            return found if found is not None else await fork_body(self._store, session_id, event_id)
+
+        return await self._call(read)
+
+    # --- forks -----------------------------------------------------------------------------------
+
+    async def fork(
+        self,
+        session_id: str,
+        child: Session,
+        *,
+        at: int | str | None = None,
+        before: str | None = None,
+    ) -> Session:
+        """Create ``child`` as a fork of the session (see ``SessionRepository.fork``): a read of
+        the parent and the point, then one ``update`` command, at any parent length."""
+        check_point(at, before)
+        check_session(child)
+        await self._indexes()
+        return await self._write(lambda: fork(self._store, session_id, child, at, before))
+
+    async def locate(
+        self, session_id: str, *, at: int | str | None = None, before: str | None = None
+    ) -> tuple[LogPoint, int] | None:
+        """The point ``at`` or ``before`` names, and the session's version: one read."""
+        check_point(at, before)
+        return await self._call(lambda: locate(self._store, session_id, at, before))
+
+    async def find_forks(self, session_id: str) -> list[Session]:
+        """The sessions forked from this one, oldest first: one find."""
+        return await self._call(lambda: find_forks(self._store, session_id))
+
+    # --- erasure ---------------------------------------------------------------------------------
+
+    async def erase_user(
+        self, user_id: str, *, memories: MemoryStore | None = None
+    ) -> ErasureReport:
+        """Erase ``user_id``: their data key first (with encryption on), then their sessions
+        with their events, offloaded bodies and leases, and, given ``memories`` (a memory store
+        of any scope), their memory files.
+
+        A [`UserEraser`][asyncsession.repository.UserEraser] over this store, its data keys and
+        the ledger in ``erasures_collection``: from the moment the key is deleted nothing of the
+        user's can be decrypted, backups included; an erasure interrupted anywhere is finished
+        by the next call, by
+        [`finish_erasures`][asyncsession.repository.mongo.MongoSessionRepository.finish_erasures]
+        or by ``asyncsession erase-user --pending``. Runs to its end even if cancelled.
+        """
+        self._check_open()
+        return await self._eraser(memories).erase_user(user_id)
+
+    async def finish_erasures(self, *, memories: MemoryStore | None = None) -> list[ErasureReport]:
+        """Finish every erasure the ledger holds (the sweep), oldest first."""
+        self._check_open()
+        return await self._eraser(memories).finish_pending()
+
+    def _eraser(self, memories: MemoryStore | None) -> UserEraser:
+        return UserEraser(self, ledger=self._ledger, keys=self._store.keys, memories=memories)
+
     # --- leases ----------------------------------------------------------------------------------
 
     async def acquire_lease(self, session_id: str, version: int, lease: Lease) -> bool:
         """Take or renew the lease on commit ``version`` (0: the session): one conditional
         update."""
         check_version(version)
-        return await self._write(lambda: acquire_lease(self._store, session_id, version, lease))
+
+        async def take() -> bool:
+            own = await lease_version(self._store, session_id, version)
+            return await acquire_lease(self._store, session_id, own, lease)
+
+        return await self._write(take)
 
     async def release_lease(self, session_id: str, version: int, holder: str) -> None:
         """End the lease on commit ``version`` if ``holder`` holds it: one conditional update."""
-        await self._write(lambda: release_lease(self._store, session_id, version, holder))
+
+        async def give_back() -> None:
+            own = await lease_version(self._store, session_id, version)
+            await release_lease(self._store, session_id, own, holder)
+
+        await self._write(give_back)

@@ -17,9 +17,6 @@ __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_MODEL",
     "FinishReason",
-    "MAX_BODY_BYTES",
-    "MAX_HEAD_BYTES",
-    "READ_SIZE",
     "RESPONSES_PATHS",
     "ResponseOutcome",
     "RecordedRequest",
@@ -45,9 +42,6 @@ CHAT_COMPLETIONS_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"}
 RESPONSES_PATHS = frozenset({"/v1/responses", "/responses"})
 DEFAULT_CHUNK_SIZE = 4
 DEFAULT_MODEL = "scripted-model"
-MAX_HEAD_BYTES = 64 * 1024
-MAX_BODY_BYTES = 64 * 1024 * 1024
-READ_SIZE = 64 * 1024
 
 
 def new_call_id() -> str:
@@ -167,7 +161,8 @@ class ScriptedReply:
     shape.
 
     "Chunks" in the fault controls are the SSE events of a streamed reply, ``data: [DONE]``
-    included; a non-streaming reply is a single chunk (status line, headers and body).
+    included; a non-streaming reply is a single chunk (its body). A dropped reply ends as a
+    connection the server closed: the client raises a connection error.
     """
 
     content: str | None = None
@@ -325,12 +320,15 @@ class ScriptedReply:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecordedRequest:
-    """One HTTP request the server received, in arrival order."""
+    """One HTTP request the server received, in arrival order.
+
+    Its properties read the body as the APIs define it: ``messages`` (Chat Completions),
+    ``input`` (the Responses API), ``tools``, ``model``, ``is_stream``, and ``user_text``, the
+    text of the last user message in either shape.
+    """
 
     index: int
     """Position in `ScriptedOpenAIServer.requests`."""
-    connection: int
-    """Which TCP connection carried the request, numbered from 0 in order of arrival."""
     method: str
     """The HTTP method, for example ``"POST"``."""
     path: str
@@ -363,6 +361,18 @@ class RecordedRequest:
         if isinstance(value, str):
             return [{"role": "user", "content": value}]
         return json_objects(value)
+
+    @property
+    def user_text(self) -> str:
+        """The text of the last user message the request sent (either API); empty if none."""
+        for message in reversed(self.input if "input" in self.body else self.messages):
+            if message.get("role") == "user":
+                content: object = message.get("content")
+                if isinstance(content, str):
+                    return content
+                parts = json_objects(content)
+                return "".join(str(p.get("text", "")) for p in parts if "text" in p)
+        return ""
 
     @property
     def tools(self) -> list[dict[str, Any]]:

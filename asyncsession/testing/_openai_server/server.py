@@ -1,28 +1,24 @@
-"""``ScriptedOpenAIServer``: the server, its script queue and the request routing."""
+"""``ScriptedOpenAIServer``: the script queue, the request routing, and the ``httpx`` transport
+the real ``openai.AsyncOpenAI`` client sends its requests through."""
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
+import secrets
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, Self, TypeVar, cast
+
+import httpx2
+import openai
 
 from asyncsession.exceptions import UsageError
 
 from .chat_wire import chat_completion, chat_stream_events, error_body
 from .compaction_wire import COMPACT_PATHS, compacted_body
-from .http import (
-    BadRequest,
-    Connection,
-    HttpRequest,
-    HttpResponse,
-    Outcome,
-    State,
-    json_response,
-    sse_response,
-)
 from .responses_wire import input_problem, response_body, response_events
 from .script import (
     CHAT_COMPLETIONS_PATHS,
@@ -38,61 +34,110 @@ __all__ = ["ScriptedOpenAIServer"]
 
 _PATHS = CHAT_COMPLETIONS_PATHS | RESPONSES_PATHS | COMPACT_PATHS
 _CHECKED_INPUT = RESPONSES_PATHS | COMPACT_PATHS
+BASE_URL = "http://scripted-openai.test/v1"
+"""The base URL of the clients the server makes; requests never leave the process."""
+
+T = TypeVar("T")
 
 
-class ScriptedOpenAIServer:
-    """An OpenAI-compatible server on ``127.0.0.1`` that follows a script.
+class _State(enum.Enum):
+    UNOPENED = "unopened"
+    OPEN = "open"
+    CLOSED = "closed"
 
-    It serves Chat Completions (``POST /v1/chat/completions``) and the Responses API
-    (``POST /v1/responses``, JSON or SSE events, with ``context_management`` compaction) and its
-    ``POST /v1/responses/compact`` (see ``asyncsession.testing._openai_server.compaction_wire``);
-    one script serves them all. Each request takes the next reply from the queue
-    ([`enqueue`][asyncsession.testing._openai_server.server.ScriptedOpenAIServer.enqueue]); when the
-    queue is empty the ``responder``, if any, decides. With neither, the request fails with HTTP 500
-    ("unexpected request: script exhausted") and the failure is recorded, so
-    [`assert_done`][asyncsession.testing._openai_server.server.ScriptedOpenAIServer.assert_done]
-    raises. Every request is recorded in
-    [`requests`][asyncsession.testing._openai_server.server.ScriptedOpenAIServer.requests]. Use it
-    as an async context manager: entering binds a free port, leaving closes the listening socket and
-    every connection and cancels every task the server started.
-    """
+
+async def _within(awaitable: Awaitable[T], request: httpx2.Request) -> T:
+    """``awaitable``, bounded by the request's read timeout as a network transport bounds a
+    wait for the server (``httpx2.ReadTimeout``, which the SDK reports as a timeout)."""
+    timeouts = cast(Mapping[str, float | None], request.extensions.get("timeout", {}))
+    read = timeouts.get("read")
+    try:
+        async with asyncio.timeout(read):
+            return await awaitable
+    except TimeoutError:
+        raise httpx2.ReadTimeout("the scripted server did not answer in time") from None
+
+
+class _Body(httpx2.AsyncByteStream):
+    """A response body sent part by part, with the reply's pause and drop controls; a client
+    that closes it before its end is recorded as gone."""
 
     def __init__(
         self,
-        replies: Iterable[ScriptedReply] = (),
-        *,
-        responder: Responder | None = None,
-        port: int = 0,
+        parts: Sequence[bytes],
+        reply: ScriptedReply,
+        recorded: RecordedRequest,
+        request: httpx2.Request,
     ) -> None:
-        """Create a server; it starts listening when entered.
+        self._parts = parts
+        self._reply = reply
+        self._recorded = recorded
+        self._request = request
+        self._sent = False
 
-        Args:
-            replies: Replies to answer the first requests with, in order.
-            responder: Decides the reply for requests once the queue is empty.
-            port: The port to bind on ``127.0.0.1``; ``0`` picks a free one.
-        """
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        reply = self._reply
+        for position, part in enumerate(self._parts):
+            if position == reply.drop_after:
+                raise httpx2.RemoteProtocolError(
+                    "peer closed connection without sending complete message body"
+                )
+            if position == reply.pause_after and reply.gate is not None:
+                await _within(reply.gate.wait(), self._request)
+            yield part
+        self._sent = True
+
+    async def aclose(self) -> None:
+        if not self._sent:
+            # The server is the only writer of this flag; tests only read and await it.
+            self._recorded._disconnected.set()  # pyright: ignore[reportPrivateUsage]
+
+
+class ScriptedOpenAIServer:
+    """An OpenAI-compatible server that follows a script, reached through an ``httpx``
+    transport (``httpx2.MockTransport``): no socket, no port, the real ``openai`` client.
+
+    It serves Chat Completions (``POST /v1/chat/completions``) and the Responses API
+    (``POST /v1/responses``, JSON or SSE events, with ``context_management`` compaction) and
+    its ``POST /v1/responses/compact``; one script serves them all. Each request takes the next
+    reply from the queue
+    ([`enqueue`][asyncsession.testing.openai_server.ScriptedOpenAIServer.enqueue]); when the
+    queue is empty the ``responder``, if any, decides. With neither, the request fails with HTTP
+    500 ("unexpected request: script exhausted") and the failure is recorded, so
+    [`assert_done`][asyncsession.testing.openai_server.ScriptedOpenAIServer.assert_done]
+    raises. Every request is recorded in
+    [`requests`][asyncsession.testing.openai_server.ScriptedOpenAIServer.requests].
+
+    Get a client with
+    [`client`][asyncsession.testing.openai_server.ScriptedOpenAIServer.client], or give
+    [`transport`][asyncsession.testing.openai_server.ScriptedOpenAIServer.transport] to an
+    ``httpx2.AsyncClient`` of your own. Use the server as an async context manager: leaving it
+    closes the clients it made, and later requests fail to connect.
+
+    Args:
+        replies: Replies to answer the first requests with, in order.
+        responder: Decides the reply for requests once the queue is empty.
+    """
+
+    def __init__(
+        self, replies: Iterable[ScriptedReply] = (), *, responder: Responder | None = None
+    ) -> None:
         self._replies: deque[ScriptedReply] = deque(replies)
         self._responder = responder
-        self._requested_port = port
         self._requests: list[RecordedRequest] = []
         self._failures: list[str] = []
         self._arrived = asyncio.Condition()
-        self._connections: set[asyncio.Task[None]] = set()
-        self._connection_count = 0
-        self._server: asyncio.Server | None = None
-        self._port: int | None = None
-        self._state = State.UNOPENED
+        self._clients: list[openai.AsyncOpenAI] = []
+        self._state = _State.UNOPENED
+        self.transport: httpx2.AsyncBaseTransport = httpx2.MockTransport(self._handle)
+        """The transport that serves the script, for an ``httpx2.AsyncClient`` of your own."""
 
     async def __aenter__(self) -> Self:
-        if self._state is not State.UNOPENED:
+        if self._state is not _State.UNOPENED:
             raise UsageError(
                 f"This ScriptedOpenAIServer is {self._state.value}; it can be entered only once"
             )
-        self._server = await asyncio.start_server(
-            self._on_connect, "127.0.0.1", self._requested_port
-        )
-        self._port = int(self._server.sockets[0].getsockname()[1])
-        self._state = State.OPEN
+        self._state = _State.OPEN
         return self
 
     async def __aexit__(
@@ -104,31 +149,30 @@ class ScriptedOpenAIServer:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop listening, close every connection and wait for the server's tasks to end."""
-        if self._state is State.CLOSED:
-            return
-        self._state = State.CLOSED
-        if self._server is None:
-            return
-        self._server.close()
-        tasks = list(self._connections)
-        for task in tasks:
-            task.cancel()
-        # Handlers end on cancellation; any other outcome has been recorded as a failure.
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await self._server.wait_closed()
-
-    @property
-    def port(self) -> int:
-        """The port the server listens on."""
-        if self._port is None:
-            raise UsageError("The server has no port until it is entered (async with ...)")
-        return self._port
+        """Close the clients the server made; later requests fail to connect."""
+        self._state = _State.CLOSED
+        clients, self._clients = self._clients, []
+        for client in clients:
+            await client.close()
 
     @property
     def base_url(self) -> str:
-        """The ``base_url`` for ``openai.AsyncOpenAI``, ending in ``/v1``."""
-        return f"http://127.0.0.1:{self.port}/v1"
+        """The ``base_url`` of the clients the server makes, ending in ``/v1``."""
+        return BASE_URL
+
+    def client(self, **options: Any) -> openai.AsyncOpenAI:
+        """A real ``openai.AsyncOpenAI`` whose requests this server answers.
+
+        It makes no retries unless ``max_retries`` says so; ``options`` go to
+        ``openai.AsyncOpenAI`` (``timeout``, ``max_retries``, ...). The server closes it when
+        it is closed.
+        """
+        settings: dict[str, Any] = {"api_key": "test", "max_retries": 0, **options}
+        client = openai.AsyncOpenAI(
+            base_url=BASE_URL, http_client=httpx2.AsyncClient(transport=self.transport), **settings
+        )
+        self._clients.append(client)
+        return client
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -138,7 +182,7 @@ class ScriptedOpenAIServer:
     @property
     def failures(self) -> list[str]:
         """Why requests could not be answered from the script (what
-        [`assert_done`][asyncsession.testing._openai_server.server.ScriptedOpenAIServer.assert_done]
+        [`assert_done`][asyncsession.testing.openai_server.ScriptedOpenAIServer.assert_done]
         reports)."""
         return list(self._failures)
 
@@ -176,59 +220,29 @@ class ScriptedOpenAIServer:
         await request.wait_disconnected()
         return request
 
-    def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        # A plain callback, not a coroutine, so the task is tracked before it can run; a
-        # connection accepted after aclose() began is refused.
-        if self._state is not State.OPEN:
-            writer.transport.abort()
-            return
-        connection = Connection(self._connection_count, reader, writer)
-        self._connection_count += 1
-        task = asyncio.get_running_loop().create_task(self._serve(connection))
-        self._connections.add(task)
-        task.add_done_callback(self._connections.discard)
-
-    async def _serve(self, connection: Connection) -> None:
-        abort = True
+    async def _handle(self, request: httpx2.Request) -> httpx2.Response:
+        if self._state is not _State.OPEN:
+            raise httpx2.ConnectError(f"the scripted server is {self._state.value}")
+        recorded = await self._record(request)
         try:
-            while await self._exchange(connection):
-                pass
-            abort = False
-        except Exception as exc:  # A bug in this server: surface it through assert_done().
-            self._failures.append(f"server error: {exc!r}")
-        finally:
-            await connection.close(abort=abort)
+            reply = await self._choose(recorded)
+            return await self._answer(request, recorded, reply)
+        except (asyncio.CancelledError, httpx2.TimeoutException):  # the client went away
+            recorded._disconnected.set()  # pyright: ignore[reportPrivateUsage]
+            raise
 
-    async def _exchange(self, connection: Connection) -> bool:
-        """Read one request and answer it; ``True`` to keep the connection open."""
+    async def _record(self, request: httpx2.Request) -> RecordedRequest:
+        raw = await request.aread()
         try:
-            raw = await connection.read_request()
-        except BadRequest as exc:
-            self._failures.append(f"malformed HTTP request: {exc.message}")
-            failure = ScriptedError(
-                status_code=exc.status, message=exc.message, type="invalid_request_error"
-            )
-            response = json_response(exc.status, error_body(failure), keep_alive=False)
-            await connection.send(response, None)
-            return False
-        if raw is None:
-            return False
-        recorded = await self._record(connection.number, raw)
-        reply = await self._choose(raw, recorded)
-        return await self._answer(connection, raw, recorded, reply)
-
-    async def _record(self, connection: int, raw: HttpRequest) -> RecordedRequest:
-        try:
-            parsed: object = json.loads(raw.body) if raw.body else {}
+            parsed: object = json.loads(raw) if raw else {}
         except ValueError:
             parsed = None
         recorded = RecordedRequest(
             index=len(self._requests),
-            connection=connection,
-            method=raw.method,
-            path=raw.target.split("?", 1)[0],
-            headers=raw.headers,
-            raw_body=raw.body,
+            method=request.method,
+            path=request.url.path,
+            headers={key.lower(): value for key, value in request.headers.items()},
+            raw_body=raw,
             body=cast(dict[str, Any], parsed) if isinstance(parsed, dict) else {},
         )
         async with self._arrived:
@@ -236,7 +250,7 @@ class ScriptedOpenAIServer:
             self._arrived.notify_all()
         return recorded
 
-    async def _choose(self, raw: HttpRequest, recorded: RecordedRequest) -> ScriptedReply:
+    async def _choose(self, recorded: RecordedRequest) -> ScriptedReply:
         """The reply for a request: scripted, from the responder, or an error it has earned."""
         where = f"request {recorded.index} ({recorded.method} {recorded.path})"
         if recorded.method != "POST" or recorded.path not in _PATHS:
@@ -267,76 +281,78 @@ class ScriptedOpenAIServer:
         return ScriptedReply.error(500, "unexpected request: script exhausted")
 
     async def _answer(
-        self,
-        connection: Connection,
-        raw: HttpRequest,
-        recorded: RecordedRequest,
-        reply: ScriptedReply,
-    ) -> bool:
-        """Send the reply while watching for the client to go away; ``True`` to keep alive."""
-        async with asyncio.TaskGroup() as tasks:
-            sending = tasks.create_task(self._send_reply(connection, raw, recorded, reply))
-            watching = tasks.create_task(connection.wait_peer_closed())
-            sending.add_done_callback(lambda _: watching.cancel())
-            watching.add_done_callback(lambda _: sending.cancel())
-        outcome = Outcome.DISCONNECTED if sending.cancelled() else sending.result()
-        if outcome is Outcome.DISCONNECTED:
-            # The server is the only writer of this flag; tests only read and await it.
-            recorded._disconnected.set()  # pyright: ignore[reportPrivateUsage]
-        return outcome is Outcome.KEEP_ALIVE
-
-    async def _send_reply(
-        self,
-        connection: Connection,
-        raw: HttpRequest,
-        recorded: RecordedRequest,
-        reply: ScriptedReply,
-    ) -> Outcome:
+        self, request: httpx2.Request, recorded: RecordedRequest, reply: ScriptedReply
+    ) -> httpx2.Response:
         if reply.hold is not None:
-            await reply.hold.wait()
+            await _within(reply.hold.wait(), request)
         if reply.delay:
-            await asyncio.sleep(reply.delay)
-        keep_alive = raw.keep_alive
+            await _within(asyncio.sleep(reply.delay), request)
+        headers = {"x-request-id": f"req_{secrets.token_hex(12)}", **reply.headers}
         if reply.api_error is not None:
-            response = json_response(
+            return self._json(
+                request,
+                recorded,
+                reply,
                 reply.api_error.status_code,
+                headers,
                 error_body(reply.api_error),
-                keep_alive=keep_alive,
-                head_only=raw.method == "HEAD",
-                extra=reply.headers,
             )
-        elif recorded.path in COMPACT_PATHS:
-            body = compacted_body(recorded)
-            response = json_response(200, body, keep_alive=keep_alive, extra=reply.headers)
-        elif recorded.path in RESPONSES_PATHS:
-            response = self._responses_reply(raw, recorded, reply)
-        elif recorded.is_stream:
-            response = sse_response(
-                chat_stream_events(recorded, reply),
-                keep_alive=keep_alive,
-                chunked=raw.version == "HTTP/1.1",
-                extra=reply.headers,
+        if recorded.path in COMPACT_PATHS:
+            return self._json(request, recorded, reply, 200, headers, compacted_body(recorded))
+        if recorded.path in RESPONSES_PATHS:
+            if recorded.is_stream:
+                return self._events(
+                    request, recorded, reply, headers, response_events(recorded, reply)
+                )
+            if reply.outcome == "error":
+                failure = ScriptedError(
+                    status_code=500, message="The scripted response failed.", type="server_error"
+                )
+                return self._json(request, recorded, reply, 500, headers, error_body(failure))
+            return self._json(
+                request, recorded, reply, 200, headers, response_body(recorded, reply)
             )
-        else:
-            body = chat_completion(recorded, reply).model_dump_json().encode()
-            response = json_response(200, body, keep_alive=keep_alive, extra=reply.headers)
-        return await connection.send(response, reply)
-
-    def _responses_reply(
-        self, raw: HttpRequest, recorded: RecordedRequest, reply: ScriptedReply
-    ) -> HttpResponse:
-        keep_alive = raw.keep_alive
         if recorded.is_stream:
-            return sse_response(
-                response_events(recorded, reply),
-                keep_alive=keep_alive,
-                chunked=raw.version == "HTTP/1.1",
-                extra=reply.headers,
+            return self._events(
+                request, recorded, reply, headers, chat_stream_events(recorded, reply)
             )
-        if reply.outcome == "error":
-            failure = ScriptedError(
-                status_code=500, message="The scripted response failed.", type="server_error"
-            )
-            return json_response(500, error_body(failure), keep_alive=keep_alive)
-        body = response_body(recorded, reply)
-        return json_response(200, body, keep_alive=keep_alive, extra=reply.headers)
+        body = chat_completion(recorded, reply).model_dump_json().encode()
+        return self._json(request, recorded, reply, 200, headers, body)
+
+    @staticmethod
+    def _json(
+        request: httpx2.Request,
+        recorded: RecordedRequest,
+        reply: ScriptedReply,
+        status: int,
+        headers: dict[str, str],
+        body: bytes,
+    ) -> httpx2.Response:
+        """A JSON response, sent whole (one part for the pause and drop controls)."""
+        headers = {"content-type": "application/json", **headers}
+        if reply.drop_after == 0:
+            raise httpx2.RemoteProtocolError("server disconnected without sending a response")
+        return httpx2.Response(
+            status,
+            headers=headers,
+            stream=_Body([body], reply, recorded, request),
+            request=request,
+        )
+
+    @staticmethod
+    def _events(
+        request: httpx2.Request,
+        recorded: RecordedRequest,
+        reply: ScriptedReply,
+        headers: dict[str, str],
+        events: Sequence[bytes],
+    ) -> httpx2.Response:
+        """A ``text/event-stream`` response, one part per event."""
+        headers = {
+            "content-type": "text/event-stream; charset=utf-8",
+            "cache-control": "no-cache",
+            **headers,
+        }
+        return httpx2.Response(
+            200, headers=headers, stream=_Body(events, reply, recorded, request), request=request
+        )

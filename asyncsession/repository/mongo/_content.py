@@ -1,0 +1,251 @@
+"""What a commit holds of its events' content: encrypted or in clear, whole or a preview.
+
+**Encryption.** With a key setting, each event's ``body`` is one value encrypted with the data
+key of the session's owner (`asyncsession.encryption.UserKeys`), and so is a session's
+``metadata`` when it has any; ids, types, timestamps, positions, leases, the owner, the times
+and the indexed metadata (``attributes``) stay in clear. Bodies are encrypted before the commit
+is inserted and decrypted where commits are read (`open_commits`), so the rest of the store sees
+the layout it always did. The owner an append encrypts for comes from `Store.owners`, which every
+read of a session document fills: a warm turn sends no command to learn it.
+
+**Offloading.** An event whose content is over `Store.offloading`'s threshold goes whole to the
+GridFS bucket (encrypted as one value with encryption on) before its commit is inserted; the
+commit holds its preview as ``body`` and ``large: {file, size, sealed}``. A commit that is not
+inserted (a lost race, a replay) has its files deleted at once; one killed in between leaves a
+file that the session's deletion removes (`Bucket.delete_session`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, cast
+
+import bson
+from bson.binary import Binary
+from pymongo.errors import PyMongoError
+
+from ..._pymongo_compat import aggregate
+from ..._pymongo_errors import storage_errors
+from ...encryption import UserKeys
+from ...events import EventType, SessionEvent
+from ...exceptions import EventTooLarge, StorageError
+from ...filters import EventFilter
+from .._sealing import check_candidates, may_match
+from ._gridfs import file_id
+from ._layout import (
+    BODY,
+    COMMIT,
+    EVENT_ID,
+    EVENTS,
+    FILE,
+    ID,
+    INCARNATION,
+    LARGE,
+    METADATA,
+    SEALED,
+    SESSION,
+    SIZE,
+    TIMESTAMP,
+    TYPE,
+    USER_ID,
+    Doc,
+    Store,
+    as_utc,
+    event_from_doc,
+    event_to_doc,
+)
+
+__all__ = [
+    "Batch",
+    "encode",
+    "open_commits",
+    "open_session",
+    "read_body",
+    "seal_session",
+]
+
+_COMMIT_OVERHEAD: Final = 1024
+"""Room a commit document needs beside its events (session id, number, lease, keys)."""
+_BOUNDARIES: Final = (EventType.COMPACTION.name, EventType.REWIND.name)
+
+
+async def seal_session(store: Store, user_id: str, fields: Doc) -> None:
+    """Encrypt the metadata of a session document's ``fields`` in place (with encryption on
+    and metadata to keep)."""
+    if store.keys is not None and fields.get(METADATA):
+        fields[METADATA] = await store.keys.encrypt(user_id, fields[METADATA])
+
+
+async def open_session(store: Store, doc: Doc) -> None:
+    """Decrypt a session document's metadata in place, and note its owner."""
+    user_id: str = doc[USER_ID]
+    store.owners.note(doc[ID], user_id)
+    metadata = doc.get(METADATA)
+    if isinstance(metadata, Binary) and store.keys is not None:
+        doc[METADATA] = await store.keys.decrypt(user_id, metadata)
+
+
+async def open_commits(
+    store: Store,
+    docs: Sequence[Doc],
+    user_id: str,
+    search: EventFilter | None = None,
+    where: str = "",
+) -> None:
+    """Decrypt the bodies of commit documents in place (with encryption on).
+
+    For a text ``search`` of encrypted content, the events its criteria on what is clear leave
+    (the candidates) and the boundaries are kept and decrypted, the others dropped.
+
+    Raises:
+        InvalidFilter: ``search`` has more candidates than ``max_search_candidates``.
+    """
+    keys = store.keys
+    if keys is None:
+        return
+    if search is not None:
+        count = 0
+        for doc in docs:
+            kept = [
+                e
+                for e in doc[EVENTS]
+                if e[TYPE] in _BOUNDARIES
+                or may_match(search, EventType(e[TYPE]), as_utc(e[TIMESTAMP]))
+            ]
+            count += sum(e[TYPE] not in _BOUNDARIES for e in kept)
+            doc[EVENTS] = kept
+        check_candidates(count, keys, where)
+    for doc in docs:
+        for event in doc[EVENTS]:
+            body = event[BODY]
+            if isinstance(body, Binary):
+                event[BODY] = await keys.decrypt(user_id, body)
+
+
+@dataclass(slots=True)
+class Batch:
+    """An append's events as their commit holds them, and the files of their offloaded bodies."""
+
+    docs: list[Doc]
+    wholes: list[tuple[Doc, SessionEvent, int]] = field(
+        default_factory=list[tuple[Doc, SessionEvent, int]]
+    )
+    """The offloaded events: their entry in ``docs``, the whole event, its content's size."""
+    files: dict[str, str] = field(default_factory=dict[str, str])
+    """Event id -> the file its whole body was uploaded to."""
+
+    async def upload(self, store: Store, session_id: str, user_id: str | None) -> None:
+        """Upload the offloaded bodies and point their entries at them."""
+        bucket, keys = store.bucket, store.keys
+        assert bucket is not None
+        with storage_errors(f"store a large body of session {session_id!r}"):
+            for doc, whole, size in self.wholes:
+                body = event_to_doc(whole)[BODY]
+                if keys is not None:
+                    assert user_id is not None
+                    data = bytes(await keys.encrypt(user_id, body))
+                else:
+                    data = bson.encode(body)
+                name = file_id(session_id, whole.id)
+                await bucket.upload(name, data, {SESSION: session_id, EVENT_ID: whole.id})
+                self.files[whole.id] = name
+                doc[LARGE] = {FILE: name, SIZE: size, SEALED: keys is not None}
+
+    async def discard(self, store: Store, committed: set[str]) -> None:
+        """Delete the files of the events that were not committed (best effort: a file left
+        behind goes with its session)."""
+        gone = [name for event_id, name in self.files.items() if event_id not in committed]
+        if gone and store.bucket is not None:
+            with contextlib.suppress(PyMongoError):
+                await store.bucket.delete(gone)
+
+
+async def encode(store: Store, user_id: str | None, events: Sequence[SessionEvent]) -> Batch:
+    """The events as their commit holds them: previews of those to offload, bodies encrypted
+    for ``user_id`` with encryption on (the uploads are `Batch.upload`'s).
+
+    Raises:
+        EventTooLarge: the commit would be over the server's document size limit (naming the
+            event that takes it over, and the size the commit has with it).
+    """
+    offloading = store.offloading if store.bucket is not None else None
+    keys: UserKeys | None = store.keys
+    batch = Batch(docs=[])
+    size = _COMMIT_OVERHEAD
+    limit = store.max_document_size
+    for event in events:
+        content = None if offloading is None else offloading.needs(event)
+        kept = event
+        if content is not None and offloading is not None:
+            kept = offloading.preview(event, len(content))
+        doc = event_to_doc(kept)
+        if keys is not None:
+            assert user_id is not None
+            doc[BODY] = await keys.encrypt(user_id, doc[BODY])
+        if content is not None:
+            doc[LARGE] = {FILE: "", SIZE: len(content), SEALED: keys is not None}
+            batch.wholes.append((doc, event, len(content)))
+        size += len(bson.encode(doc)) + len(str(len(batch.docs))) + 2
+        if size > limit:
+            raise EventTooLarge(event.id, size, limit)
+        batch.docs.append(doc)
+    return batch
+
+
+async def read_body(store: Store, session_id: str, event_id: str) -> SessionEvent | None:
+    """The event as appended, its whole body fetched when offloaded; ``None`` when the
+    session has no such event. One aggregate (the event's commit and the session document),
+    and the file's two reads when the body is offloaded."""
+    pipeline: list[Doc] = [
+        {"$match": {SESSION: session_id, f"{EVENTS}.{EVENT_ID}": event_id}},
+        {"$unionWith": {"coll": store.sessions.name, "pipeline": [{"$match": {ID: session_id}}]}},
+    ]
+    docs: list[Doc] | None = None
+    with storage_errors(f"read session {session_id!r}"):
+        if not store.double:
+            try:
+                docs = await aggregate(store.commits, pipeline)
+            except NotImplementedError:  # mongomock-motor
+                store.double = True
+        if docs is None:
+            session = await store.sessions.find_one({ID: session_id})
+            commits = await store.commits.find(pipeline[0]["$match"]).to_list(None)
+            docs = [*commits, *([session] if session else [])]
+    session_doc = next((d for d in docs if COMMIT not in d), None)
+    if session_doc is None:
+        return None
+    await open_session(store, session_doc)
+    user_id: str = session_doc[USER_ID]
+    found = [
+        e
+        for d in docs
+        if COMMIT in d and d.get(INCARNATION) == session_doc[INCARNATION]
+        for e in d[EVENTS]
+        if e[EVENT_ID] == event_id
+    ]
+    if not found:
+        return None
+    entry = found[0]
+    large = cast(Doc | None, entry.get(LARGE))
+    if large is not None:
+        entry = {**entry, BODY: await _whole_body(store, session_id, user_id, large)}
+    await open_commits(store, [{EVENTS: [entry]}], user_id)
+    return event_from_doc(entry, session_id)
+
+
+async def _whole_body(store: Store, session_id: str, user_id: str, large: Doc) -> Any:
+    """An offloaded body, read from its file: the body document, or its encrypted value."""
+    if store.bucket is None:
+        raise StorageError(
+            f"session {session_id!r} has an offloaded body, which needs a PyMongo database"
+        )
+    with storage_errors(f"read a large body of session {session_id!r}"):
+        data = await store.bucket.download(large[FILE])
+    if data is None:
+        raise StorageError(f"the offloaded body {large[FILE]!r} of session {session_id!r} is gone")
+    if large.get(SEALED):
+        return Binary(data, 6)
+    body: Doc = bson.decode(data)  # pyright: ignore[reportUnknownMemberType]
+    return body
