@@ -174,11 +174,14 @@ class ReadLog:
         its end back.
 
         Raises:
-            Incomplete: the active view reaches before the events held.
+            Incomplete: the walk reaches before the events held (only once every event held
+                was yielded).
         """
         if not active_view:
             for index in range(len(self.events) - 1, self.start - 1, -1):
                 yield self.derived(index)
+            if not self.complete:
+                raise Incomplete()
             return
         high = len(self.events) - 1
         while True:

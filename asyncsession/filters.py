@@ -407,7 +407,9 @@ class EventFilter:
             InvalidFilter: ``as_of`` is set: a list holds no commits (hold the log as it was).
         """
         if self.as_of is not None:
-            raise InvalidFilter("as_of needs a log's commits; apply the filter to the log as it was")
+            raise InvalidFilter(
+                "as_of needs a log's commits; apply the filter to the log as it was"
+            )
         return self.read_backwards(ReadLog.of(log))
 
     def read_backwards(self, log: ReadLog) -> list[SessionEvent]:

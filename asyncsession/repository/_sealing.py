@@ -17,6 +17,7 @@ only the events the read reaches, walking back from the newest.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -260,7 +261,7 @@ async def search_sealed(
             events,
             {e.id: k for k, e in enumerate(events)},
             [at[b] for b in log.boundaries],
-            lambda commit: _held(log.last_of(commit), at),
+            functools.partial(_held, log.last_of, at),
         )
         found.append(filter.read_backwards(part))
     return found
@@ -276,5 +277,7 @@ def _rewound_to(log: LogView, event: SessionEvent) -> int | None:
     return log.last_of(to.version) if to.version > 0 else None
 
 
-def _held(index: int | None, at: Mapping[int, int]) -> int | None:
+def _held(last_of: Callable[[int], int | None], at: Mapping[int, int], commit: int) -> int | None:
+    """The index among the events held of the last event of ``commit`` (``None``: not held)."""
+    index = last_of(commit)
     return None if index is None else at.get(index)

@@ -220,9 +220,7 @@ async def _stored(
         if not await _alive(store, doc[SESSION], doc.get(INCARNATION)):
             await store.commits.delete_one({ID: doc[ID], INCARNATION: doc.get(INCARNATION)})
             return None
-        event_id = next(
-            (e[EVENT_ID] for e in doc[EVENTS] if e[EVENT_ID] in ids - prefix), None
-        )
+        event_id = next((e[EVENT_ID] for e in doc[EVENTS] if e[EVENT_ID] in ids - prefix), None)
         if event_id is not None and doc[SESSION] != session_id:
             raise EventIdConflict(event_id, session_id, doc[SESSION])
     stored = {e[EVENT_ID] for d in ours for e in d[EVENTS] if e[EVENT_ID] in ids} | prefix

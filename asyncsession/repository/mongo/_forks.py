@@ -85,6 +85,7 @@ __all__ = [
     "lineage_of",
     "locate",
     "note_lineage",
+    "on_prefix",
     "owns",
     "prefix_ids",
     "release",
@@ -196,7 +197,7 @@ def commits_query(lineage: Lineage, low: int = 1, high: int | None = None) -> Do
     branches: list[Doc] = []
     own_low = max(low, lineage.base + 1)
     if high is None or own_low <= high:
-        numbers: Doc = {"$gte": own_low} if own_low > 1 else {}
+        numbers: Doc = {"$gt": own_low - 1} if own_low > 1 else {}
         if high is not None:
             numbers["$lte"] = high
         branch: Doc = {SESSION: lineage.session}
@@ -256,9 +257,16 @@ async def _gather(store: Store, session_id: str, pipelines: list[list[Doc]]) -> 
     server runs ``$unionWith``, else one read each."""
     if not store.double:
         stages: list[Doc] = [*pipelines[0]]
-        stages += [{"$unionWith": {"coll": store.commits.name, "pipeline": p}} for p in pipelines[1:]]
+        stages += [
+            {"$unionWith": {"coll": store.commits.name, "pipeline": p}} for p in pipelines[1:]
+        ]
         stages.append(
-            {"$unionWith": {"coll": store.sessions.name, "pipeline": [{"$match": {ID: session_id}}]}}
+            {
+                "$unionWith": {
+                    "coll": store.sessions.name,
+                    "pipeline": [{"$match": {ID: session_id}}],
+                }
+            }
         )
         try:
             return await aggregate(store.commits, stages)
@@ -355,7 +363,12 @@ async def _read_point(
         )
         if holder is None:
             raise UsageError(f"session {session_id!r} has no event {event_id!r}")
-        return doc, lineage, _point_after(lineage, holder, event_id, before=before is not None), version
+        return (
+            doc,
+            lineage,
+            _point_after(lineage, holder, event_id, before=before is not None),
+            version,
+        )
     if at is None:
         return doc, lineage, LogPoint(version=version), version
     assert isinstance(at, int)
@@ -405,15 +418,7 @@ async def fork(
         RETAINED: {"$ne": True},
     }
     with storage_errors(f"fork session {session_id!r}"):
-        result = await store.sessions.bulk_write(
-            [
-                UpdateOne({ID: child.id}, {"$setOnInsert": fields}, upsert=True),
-                UpdateOne(alive, {"$inc": {FORKS: 1}}),
-            ],
-            ordered=True,
-        )
-        created = 0 in (result.upserted_ids or {})
-        parent_alive = result.matched_count == (1 if created else 2)
+        created, parent_alive = await _insert_fork(store, child.id, fields, alive)
         if created and not parent_alive:  # the parent was deleted meanwhile: undo
             await store.sessions.delete_one({ID: child.id, INCARNATION: incarnation})
             await release(store, fields)
@@ -424,6 +429,23 @@ async def fork(
     store.newest.note(child.id, incarnation, point.version)
     store.owners.note(child.id, child.user_id)
     return child.model_copy(update={"forked_from": origin})
+
+
+async def _insert_fork(store: Store, child_id: str, fields: Doc, alive: Doc) -> tuple[bool, bool]:
+    """Insert the fork's document unless its id exists, then count the fork on its parent if
+    the parent is alive: one command (two on mongomock-motor, which runs no bulk update).
+    Whether the fork was inserted, and whether the parent was alive."""
+    insert = {"$setOnInsert": fields}
+    if store.double:
+        inserted = await store.sessions.update_one({ID: child_id}, insert, upsert=True)
+        counted = await store.sessions.update_one(alive, {"$inc": {FORKS: 1}})
+        return inserted.upserted_id is not None, counted.matched_count == 1
+    result = await store.sessions.bulk_write(
+        [UpdateOne({ID: child_id}, insert, upsert=True), UpdateOne(alive, {"$inc": {FORKS: 1}})],
+        ordered=True,
+    )
+    created = 0 in (result.upserted_ids or {})
+    return created, result.matched_count == (1 if created else 2)
 
 
 async def _repeated(store: Store, child: Session, origin: ForkPoint) -> Session:
@@ -472,13 +494,21 @@ async def _lineage(store: Store, session_id: str) -> Lineage | None:
     return lineage
 
 
-async def lease_version(store: Store, session_id: str, version: int) -> int:
-    """Where the lease on commit ``version`` lives: 0 (the session document) for a commit of a
-    fork's prefix, else ``version``."""
-    if version == 0:
-        return 0
-    lineage = await _lineage(store, session_id)
+def lease_version(store: Store, session_id: str, version: int) -> int:
+    """Where the lease on commit ``version`` lives as far as this process knows: 0 (the
+    session document) for a commit of a fork's prefix, else ``version``."""
+    lineage = known_lineage(store, session_id)
     return 0 if lineage is not None and version <= lineage.base else version
+
+
+async def on_prefix(store: Store, session_id: str, version: int) -> bool:
+    """Whether commit ``version`` is one of a fork's prefix (whose lease lives on the session
+    document): after a lease command on the commit found none, which is when a process that
+    did not know the session's lineage asks (one find)."""
+    if version == 0 or known_lineage(store, session_id) is not None:
+        return False
+    lineage = await _lineage(store, session_id)
+    return lineage is not None and version <= lineage.base
 
 
 def prefix_ids(store: Store, session_id: str, docs: Sequence[Doc], ids: set[str]) -> set[str]:
@@ -504,7 +534,9 @@ async def fork_body(store: Store, session_id: str, event_id: str) -> SessionEven
         return None
     query = {"$and": [commits_query(lineage, 1, lineage.base), {f"{EVENTS}.{EVENT_ID}": event_id}]}
     with storage_errors(f"read session {session_id!r}"):
-        doc = await store.commits.find_one(query, {SESSION: 1, COMMIT: 1, INCARNATION: 1, EVENTS: 1})
+        doc = await store.commits.find_one(
+            query, {SESSION: 1, COMMIT: 1, INCARNATION: 1, EVENTS: 1}
+        )
     if doc is None or not any(e[EVENT_ID] == event_id for e in events_of(lineage, doc)):
         return None
     event = await read_body(store, doc[SESSION], event_id)
@@ -542,9 +574,7 @@ async def _drop_commits(store: Store, session_id: str, after: int) -> None:
         query[COMMIT] = {"$gt": after}
     if store.bucket is not None and after > 0:
         docs = await store.commits.find(query, {f"{EVENTS}.{LARGE}.{FILE}": 1}).to_list(None)
-        files = [
-            cast(str, e[LARGE][FILE]) for d in docs for e in d.get(EVENTS, []) if LARGE in e
-        ]
+        files = [cast(str, e[LARGE][FILE]) for d in docs for e in d.get(EVENTS, []) if LARGE in e]
         await store.bucket.delete(files)
     await store.commits.delete_many(query)
     if store.bucket is not None and after == 0:

@@ -48,6 +48,7 @@ from ._forks import (
     owns,
 )
 from ._layout import (
+    BASE,
     COMMIT,
     EVENT_ID,
     EVENTS,
@@ -56,6 +57,7 @@ from ._layout import (
     ID,
     INCARNATION,
     LEASE,
+    LINEAGE,
     OLDEST_FIRST,
     RETAINED,
     SESSION,
@@ -187,7 +189,11 @@ async def _aggregate(collection: AsyncCollection[Doc], pipeline: list[Doc]) -> l
 
 
 def _narrowed(query: Doc, prefilter: Doc | None) -> Doc:
-    return query if prefilter is None else {"$and": [query, {"$or": [prefilter, _BOUNDARY]}]}
+    """``query`` narrowed to the commits ``prefilter`` matches and the boundaries."""
+    if prefilter is None:
+        return query
+    narrowed = {"$or": [prefilter, _BOUNDARY]}
+    return {"$and": [query, narrowed]} if "$or" in query else {**query, **narrowed}
 
 
 async def first_read(
@@ -373,12 +379,16 @@ async def _with_points(store: Store, suffix: Suffix) -> None:
     """Add to a read narrowed by a prefilter the commits its rewinds went back to, so that
     ``archived`` is derived right."""
     held = {c.number for c in suffix.commits}
-    wanted = {
-        RewindRecord.from_event(e).to.version
-        for c in suffix.commits
-        for e in c.events
-        if e.type == EventType.REWIND
-    } - held - {0}
+    wanted = (
+        {
+            RewindRecord.from_event(e).to.version
+            for c in suffix.commits
+            for e in c.events
+            if e.type == EventType.REWIND
+        }
+        - held
+        - {0}
+    )
     if not wanted:
         return
     query = {"$and": [commits_query(suffix.lineage), {COMMIT: {"$in": sorted(wanted)}}]}
@@ -446,7 +456,9 @@ async def user_events(store: Store, user_id: str, filter: EventFilter) -> list[S
     suffixes: list[Suffix] = []
     with storage_errors(f"read the events of user {user_id!r}"):
         sessions = await store.sessions.find(
-            {USER_ID: user_id, RETAINED: {"$ne": True}}, sort=OLDEST_FIRST
+            {USER_ID: user_id, RETAINED: {"$ne": True}},
+            {INCARNATION: 1, BASE: 1, LINEAGE: 1},
+            sort=OLDEST_FIRST,
         ).to_list(None)
         for start in range(0, len(sessions), IN_CHUNK):
             chunk = sessions[start : start + IN_CHUNK]
@@ -464,12 +476,11 @@ async def user_events(store: Store, user_id: str, filter: EventFilter) -> list[S
             where = f"the sessions of user {user_id!r}"
             await open_commits(store, docs, user_id, unwindowed if searched else None, where)
             for doc, lineage in zip(chunk, lineages, strict=True):
-                await open_session(store, doc)
                 sources = {lineage.session, *(s.session for s in lineage.segments)}
                 candidates = [d for source in sources for d in by_session.get(source, [])]
                 suffixes.append(
                     Suffix(
-                        session=session_from_doc(doc),
+                        session=Session(id=doc[ID], user_id=user_id),
                         doc=doc,
                         lineage=lineage,
                         commits=_commits(candidates, lineage),

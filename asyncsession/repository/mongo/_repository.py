@@ -21,11 +21,11 @@ from ...events import Session, SessionEvent
 from ...exceptions import SessionNotFound
 from ...filters import EventFilter
 from ...memory import MemoryStore
+from ...rewinds import LogPoint
 from .._erasure import ErasureReport, MongoErasureLedger, UserEraser
 from .._metadata_index import DEFAULT_LIMIT, check_lookup
 from .._metadata_index import indexed_keys as _indexed_keys
 from .._offload import DEFAULT_OFFLOAD_THRESHOLD, DEFAULT_PREVIEW_CHARS, Offloading
-from ...rewinds import LogPoint
 from .._protocol import (
     Lease,
     SessionRepository,
@@ -38,7 +38,15 @@ from .._protocol import (
 from .._sealing import keys_of
 from ._append import append
 from ._content import read_body
-from ._forks import create_fork_indexes, find_forks, fork, fork_body, lease_version, locate
+from ._forks import (
+    create_fork_indexes,
+    find_forks,
+    fork,
+    fork_body,
+    lease_version,
+    locate,
+    on_prefix,
+)
 from ._gridfs import Bucket
 from ._layout import BODIES, COMMITS, ERASURES, SESSIONS, Store, create_indexes
 from ._read import find_events, first_read, snapshot_of, user_events
@@ -367,7 +375,9 @@ class MongoSessionRepository(Closable, SessionRepository):
 
         async def read() -> SessionEvent | None:
             found = await read_body(self._store, session_id, event_id)
-            return found if found is not None else await fork_body(self._store, session_id, event_id)
+            return (
+                found if found is not None else await fork_body(self._store, session_id, event_id)
+            )
 
         return await self._call(read)
 
@@ -434,8 +444,12 @@ class MongoSessionRepository(Closable, SessionRepository):
         check_version(version)
 
         async def take() -> bool:
-            own = await lease_version(self._store, session_id, version)
-            return await acquire_lease(self._store, session_id, own, lease)
+            own = lease_version(self._store, session_id, version)
+            if await acquire_lease(self._store, session_id, own, lease):
+                return True
+            if await on_prefix(self._store, session_id, own):
+                return await acquire_lease(self._store, session_id, 0, lease)
+            return False
 
         return await self._write(take)
 
@@ -443,7 +457,10 @@ class MongoSessionRepository(Closable, SessionRepository):
         """End the lease on commit ``version`` if ``holder`` holds it: one conditional update."""
 
         async def give_back() -> None:
-            own = await lease_version(self._store, session_id, version)
-            await release_lease(self._store, session_id, own, holder)
+            own = lease_version(self._store, session_id, version)
+            if not await release_lease(self._store, session_id, own, holder) and await on_prefix(
+                self._store, session_id, own
+            ):
+                await release_lease(self._store, session_id, 0, holder)
 
         await self._write(give_back)

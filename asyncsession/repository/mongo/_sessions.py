@@ -222,9 +222,13 @@ async def acquire_lease(store: Store, session_id: str, version: int, lease: Leas
     return False
 
 
-async def release_lease(store: Store, session_id: str, version: int, holder: str) -> None:
-    """End the lease on commit ``version`` if ``holder`` holds it: one conditional update."""
+async def release_lease(store: Store, session_id: str, version: int, holder: str) -> bool:
+    """End the lease on commit ``version`` if ``holder`` holds it: one conditional update;
+    whether it did."""
     query, on_session = _target(session_id, version)
     collection = store.sessions if on_session else store.commits
     with storage_errors(f"release a lease of session {session_id!r}"):
-        await collection.update_one({**query, f"{LEASE}.{HOLDER}": holder}, {"$unset": {LEASE: ""}})
+        result = await collection.update_one(
+            {**query, f"{LEASE}.{HOLDER}": holder}, {"$unset": {LEASE: ""}}
+        )
+    return result.matched_count > 0
