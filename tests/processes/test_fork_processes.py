@@ -10,7 +10,7 @@ import signal
 import sys
 from typing import Any
 
-from process_support import PROCESSES, SCRIPT, Writer, ask_all
+from process_support import SCRIPT, Writer, ask_all
 
 from asyncsession import CreateSessionRequest, DefaultSessionService, EventFilter, UserMessage
 from asyncsession.events import EventType
@@ -80,7 +80,7 @@ async def test_a_forking_process_killed_leaves_whole_forks_that_outlive_their_pa
     session = await service.create(CreateSessionRequest(user_id="alice"))
     for i in range(10):
         await service.append_message(session.id, _user(f"m{i}"))
-    database = service.repository._database.name  # type: ignore[attr-defined]  # noqa: SLF001
+    database = service.repository._database.name  # type: ignore[attr-defined]
     process = await asyncio.create_subprocess_exec(
         sys.executable, str(SCRIPT), mongo_uri, database,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
