@@ -7,7 +7,14 @@ from datetime import datetime
 
 from ..events import EventType
 
-__all__ = ["KNOWN_TYPES", "event_type", "instant", "positive_float", "positive_int"]
+__all__ = [
+    "KNOWN_TYPES",
+    "event_type",
+    "instant",
+    "non_negative_int",
+    "positive_float",
+    "positive_int",
+]
 
 
 def positive_int(text: str) -> int:
@@ -18,6 +25,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be ≥ 1, not {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """A whole number of at least 0 (a version)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be ≥ 0, not {value}")
     return value
 
 
@@ -38,6 +56,7 @@ KNOWN_TYPES = (
     EventType.TOOL,
     EventType.SYSTEM,
     EventType.COMPACTION,
+    EventType.REWIND,
 )
 """The event types the library defines; `--type` takes them by name, in any case."""
 
