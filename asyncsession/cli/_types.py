@@ -17,26 +17,24 @@ __all__ = [
 ]
 
 
-def positive_int(text: str) -> int:
-    """A whole number of at least 1 (argparse adds the flag: `argument --last: must be ≥ 1`)."""
+def _whole(text: str, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be ≥ 1, not {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be ≥ {least}, not {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """A whole number of at least 1 (argparse adds the flag: `argument --last: must be ≥ 1`)."""
+    return _whole(text, 1)
 
 
 def non_negative_int(text: str) -> int:
     """A whole number of at least 0 (a version)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be ≥ 0, not {value}")
-    return value
+    return _whole(text, 0)
 
 
 def positive_float(text: str) -> float:
