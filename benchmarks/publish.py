@@ -70,6 +70,11 @@ SYSTEMS: tuple[tuple[str, str], ...] = (
         "one `append_messages([question, reply])`",
     ),
     (
+        "asyncsession-question-first",
+        "the question stored before the model call, under a lease, the reply after it: a "
+        "snapshot read, the question's append at the version read, the reply's at the next",
+    ),
+    (
         "asyncsession-advisors",
         "one `ChatClient.call(question, session_id=...)` with session memory (a 20-message "
         "window), on a real `openai.AsyncOpenAI` client talking to an in-process stub model",
@@ -94,6 +99,11 @@ SYSTEMS: tuple[tuple[str, str], ...] = (
         "our `PydanticAIHistory` as its guide shows it: `load(limit=20)` for "
         "`message_history=`, then one `store(result.new_messages())` (the request and the "
         "response)",
+    ),
+    (
+        "floor",
+        "the least a turn costs on MongoDB, with no guarantees: a range read of the window, "
+        "then one insert of one document (PyMongo directly)",
     ),
     ("openai-agents", "the Agents SDK's `MongoDBSession`: `get_items(limit=20)`, then `add_items`"),
     ("google-adk", "ADK's `MongoDbSessionService`: `get_session`, then `append_event` per message"),

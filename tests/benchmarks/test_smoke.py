@@ -39,6 +39,7 @@ PEER_PACKAGES = {
     "langchain": "langchain_mongodb",
     "langchain-model": "langchain_mongodb",
     "pydantic-ai": "pydantic_ai",
+    "floor": "pymongo",
 }
 
 TINY = dataclasses.replace(

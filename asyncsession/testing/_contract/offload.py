@@ -200,7 +200,7 @@ class OffloadContract(ContractBase):
         """An event just under the threshold is never a preview, nor is a ``COMPACTION``
         event, however long the view it names."""
         s = (await self.new_session(repository)).id
-        under = user(s, _output(DEFAULT_OFFLOAD_THRESHOLD - 1_000))
+        under = user(s, "u" * (DEFAULT_OFFLOAD_THRESHOLD - 1_000))  # one JSON byte per char
         assert await repository.append_events(s, [under])
         ids = tuple(f"gone-{i:06d}-{'x' * 40}" for i in range(8_000))
         record = CompactionRecord(covered=(), kept=(under.id,), view=(under.id, *ids))
