@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .adapters import MODEL_CALLING, PEERS
+from .adapters import MODEL_CALLING, PEERS, REFERENCE
 
 __all__ = [
     "ADVISORS",
@@ -39,8 +39,8 @@ FRAMEWORKS: tuple[tuple[str, str, str], ...] = (
 
 
 def peers() -> frozenset[str]:
-    """The peer systems: the stores people use today (never ours, never a reference system)."""
-    return frozenset(PEERS)
+    """The peer systems: the stores people use today (never ours, never the floor)."""
+    return frozenset(PEERS) - {REFERENCE}
 
 
 def ok_rows(data: Mapping[str, Any], scenario: str) -> list[dict[str, Any]]:

@@ -23,7 +23,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._goals import GOALS_PAGE, integration_rows, measured_pairs, render_goals_page
+from ._goals import (
+    GOALS_PAGE,
+    floor_section,
+    integration_rows,
+    measured_pairs,
+    render_goals_page,
+)
 from ._page_data import history, is_ours, ok_rows
 from ._reading import WHY, expectations, method, test_server_notes
 from .report import COLUMNS, TABLES, merge_repeats
@@ -256,7 +262,8 @@ test suite, so the harness cannot rot.
 
 def render_page(data: Mapping[str, Any]) -> str:
     """The whole benchmarks page, from the page data alone."""
-    out = [INTRO, *expectations(data), *test_server_notes(data), WHY, *_systems(data)]
+    out = [INTRO, *expectations(data), *floor_section(data), *test_server_notes(data), WHY]
+    out += _systems(data)
     out += method(data)
     out += _integrations(data)
     if "throughput" in data["tables"]:

@@ -26,6 +26,7 @@ __all__ = [
     "MODEL_CALLING",
     "OURS",
     "PEERS",
+    "REFERENCE",
     "SHAPES_ONLY",
     "SYSTEMS",
     "AppendOutcome",
@@ -96,6 +97,10 @@ MODEL_CALLING = frozenset(
     {"asyncsession-advisors", "asyncsession-advisors-after-reply", "langchain-model"}
 )
 """The systems whose turn includes the model call (through the in-process stub model)."""
+
+REFERENCE = "floor"
+"""The reference system: the least a turn can cost on MongoDB, measured beside the peers but
+never one of them (never the "best peer"); our turns are held against it (``x floor``)."""
 
 SHAPES_ONLY = frozenset(
     {

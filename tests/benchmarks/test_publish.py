@@ -147,11 +147,16 @@ def _committed() -> dict[str, Any]:
 
 
 def test_the_readers_page_keeps_no_goal_bookkeeping() -> None:
-    """ "6 of 9 goals met", "met? no" and the like live on the maintainers' page only."""
+    """ "6 of 9 goals met", "met? no" and the like live on the maintainers' page only, but for
+    the store's throughput against the floor, which the readers' page states with each missed
+    goal said plainly (issue 40)."""
     data = _committed()
     page, goals = publish.render_page(data), render_goals_page(data)
+    floor = page.index("## Our turns against the floor")
+    rest = page[:floor] + page[page.index("\n## ", floor + 1) :]
 
-    assert BOOKKEEPING.search(page) is None, BOOKKEEPING.search(page)
+    assert BOOKKEEPING.search(rest) is None, BOOKKEEPING.search(rest)
+    assert "| goal | measured | met? |" in page[floor:]
     assert re.search(r"\d+ of \d+ goals met in this run", goals)
     assert "| goal | measured | met? |" in goals
 

@@ -14,7 +14,7 @@ from pymongo import AsyncMongoClient
 from asyncsession import EventFilter, MongoSessionRepository, Session, StorageUnavailable
 from asyncsession.exceptions import StorageError
 from asyncsession.memory import MemoryBackendError, MongoMemoryStore
-from asyncsession.repository.mongo._timeouts import (
+from asyncsession.repository.mongo._repository import (
     DEFAULT_SERVER_SELECTION_TIMEOUT_MS,
     DEFAULT_TIMEOUT_MS,
     with_web_timeouts,

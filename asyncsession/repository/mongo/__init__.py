@@ -18,12 +18,16 @@
 tell a replay (its ids are this session's), an id of another session and a lost race apart.
 
 **Reads** (``_read``). One aggregate: the session's newest commits, by a range when this
-process knows the newest number (``_newest``), else by a sorted find, with ``$unionWith`` of the
-session document. Older commits are read by ranges only when a window needs them. ``archived``
-and the active view are derived from the newest ``COMPACTION`` event, as
-`asyncsession._view.ReadLog` says.
+process knows the newest number (``_layout.Newest``), else by a sorted find, with
+``$unionWith`` of the session document. Older commits are read by ranges only when a window
+needs them. ``archived`` and the active view are derived from the newest ``COMPACTION``
+event, as `asyncsession._view.ReadLog` says.
 
 **Compaction** is an append like any other: its summaries and its boundary, one commit.
+
+**Content** (``_content``). With encryption on, each event's ``body`` (and a session's
+``metadata``) is one encrypted value; an event over the offload threshold keeps a preview in
+its commit and its whole body in the GridFS bucket ``session_bodies``.
 
 **Durability.** The collections use a journaled majority write concern whatever the client's
 default; writes are shielded from cancellation, and every public call runs under one deadline,

@@ -28,13 +28,14 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator
 
-from pymongo.errors import DuplicateKeyError
+import bson
+from pymongo.errors import DocumentTooLarge, DuplicateKeyError
 
 from ..._pymongo_errors import storage_errors
 from ...events import SessionEvent
-from ...exceptions import EventIdConflict, SessionNotFound, StorageError
+from ...exceptions import EventIdConflict, EventTooLarge, SessionNotFound, StorageError
 from .._protocol import Lease
-from ._content import encode
+from ._content import encode, too_large
 from ._forks import prefix_ids
 from ._layout import (
     COMMIT,
@@ -92,11 +93,15 @@ async def append(
         await batch.upload(store, session_id, owner)
     dropped: set[str] = set()
     async with _in_turn(store, session_id):
-        done = await _append(
-            store, session_id, events, batch.docs, expected_version, lease, dropped
-        )
-    # An error leaves the files: the insert may have landed unacknowledged, and a file nobody
-    # refers to goes with its session.
+        try:
+            done = await _append(
+                store, session_id, events, batch.docs, expected_version, lease, dropped
+            )
+        except EventTooLarge:  # refused before it was sent
+            await batch.discard(store, set())
+            raise
+    # Another error leaves the files: the insert may have landed unacknowledged, and a file
+    # nobody refers to goes with its session.
     if batch.files:
         await batch.discard(store, set() if not done else {e.id for e in events} - dropped)
     return done
@@ -157,12 +162,16 @@ async def _append(
         leased = None if lease is None else lease_doc(lease.holder, lease.expires_at)
         for _ in range(_ATTEMPTS):
             doc = commit_doc(session_id, number, incarnation, docs, leased)
+            if store.double and len(bson.encode(doc)) > store.max_document_size:
+                raise too_large(store, session_id, docs)  # PyMongo refuses it on a server
             try:
                 if store.double and await store.commits.find_one(
                     {f"{EVENTS}.{EVENT_ID}": {"$in": [d[EVENT_ID] for d in docs]}}, {ID: 1}
                 ):
                     raise DuplicateKeyError("an event id is stored already")
                 await store.commits.insert_one(doc)
+            except DocumentTooLarge as exc:
+                raise too_large(store, session_id, docs) from exc
             except DuplicateKeyError:
                 pass
             else:

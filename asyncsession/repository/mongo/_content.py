@@ -33,7 +33,6 @@ from ...events import EventType, SessionEvent
 from ...exceptions import EventTooLarge, StorageError
 from ...filters import EventFilter
 from .._sealing import check_candidates, may_match
-from ._gridfs import file_id
 from ._layout import (
     BODY,
     COMMIT,
@@ -55,6 +54,7 @@ from ._layout import (
     as_utc,
     event_from_doc,
     event_to_doc,
+    file_id,
 )
 
 __all__ = [
@@ -64,10 +64,9 @@ __all__ = [
     "open_session",
     "read_body",
     "seal_session",
+    "too_large",
 ]
 
-_COMMIT_OVERHEAD: Final = 1024
-"""Room a commit document needs beside its events (session id, number, lease, keys)."""
 _BOUNDARIES: Final = (EventType.COMPACTION.name, EventType.REWIND.name)
 
 
@@ -81,7 +80,7 @@ async def seal_session(store: Store, user_id: str, fields: Doc) -> None:
 async def open_session(store: Store, doc: Doc) -> None:
     """Decrypt a session document's metadata in place, and note its owner."""
     user_id: str = doc[USER_ID]
-    store.owners.note(doc[ID], user_id)
+    store.owners.put(doc[ID], user_id)
     metadata = doc.get(METADATA)
     if isinstance(metadata, Binary) and store.keys is not None:
         doc[METADATA] = await store.keys.decrypt(user_id, metadata)
@@ -164,17 +163,11 @@ class Batch:
 
 async def encode(store: Store, user_id: str | None, events: Sequence[SessionEvent]) -> Batch:
     """The events as their commit holds them: previews of those to offload, bodies encrypted
-    for ``user_id`` with encryption on (the uploads are `Batch.upload`'s).
-
-    Raises:
-        EventTooLarge: the commit would be over the server's document size limit (naming the
-            event that takes it over, and the size the commit has with it).
-    """
+    for ``user_id`` with encryption on (the uploads are `Batch.upload`'s). The commit's size is
+    not measured here: the driver refuses one over the limit (`too_large`)."""
     offloading = store.offloading if store.bucket is not None else None
     keys: UserKeys | None = store.keys
     batch = Batch(docs=[])
-    size = _COMMIT_OVERHEAD
-    limit = store.max_document_size
     for event in events:
         content = None if offloading is None else offloading.needs(event)
         kept = event
@@ -187,11 +180,19 @@ async def encode(store: Store, user_id: str | None, events: Sequence[SessionEven
         if content is not None:
             doc[LARGE] = {FILE: "", SIZE: len(content), SEALED: keys is not None}
             batch.wholes.append((doc, event, len(content)))
-        size += len(bson.encode(doc)) + len(str(len(batch.docs))) + 2
-        if size > limit:
-            raise EventTooLarge(event.id, size, limit)
         batch.docs.append(doc)
     return batch
+
+
+def too_large(store: Store, session_id: str, docs: list[Doc]) -> EventTooLarge:
+    """The error for a commit over the server's document size limit: it names the event that
+    takes it over and the size the commit has with it (measured only on this path)."""
+    size = len(bson.encode({SESSION: session_id, COMMIT: 0, INCARNATION: 0, EVENTS: []}))
+    for doc in docs:
+        size += len(bson.encode(doc)) + 8
+        if size > store.max_document_size:
+            return EventTooLarge(doc[EVENT_ID], size, store.max_document_size)
+    return EventTooLarge(docs[-1][EVENT_ID], size, store.max_document_size)
 
 
 async def read_body(store: Store, session_id: str, event_id: str) -> SessionEvent | None:

@@ -9,7 +9,7 @@ directly. Commit numbers continue from one segment to the next, so a range of th
 is a range in each segment: a read of a fork is one query with one branch per segment it
 reaches. A lineage never changes once the session is created (a session deleted and created
 again has another incarnation), so this process keeps the lineages it read in a small bounded
-map (`Store.lineages`), and a fork's reads cost a plain session's commands.
+map (`Store.lineages`, a `_layout.Recent`), and a fork's reads cost a plain session's commands.
 
 **A fork** is a session document that names its parent and the point (``parent``), its
 ``base`` and its ``lineage``. No commit and no offloaded body is copied: the fork reads its
@@ -95,8 +95,6 @@ __all__ = [
 DOOMED: Final = datetime(1970, 1, 1, tzinfo=UTC)
 """The expiry a delete marks a session with before it removes anything."""
 _BOUNDARIES: Final = ("COMPACTION", "REWIND")
-_CAPACITY: Final = 10_000
-"""How many sessions' lineages this process remembers."""
 
 
 # --- lineages -------------------------------------------------------------------------------------
@@ -153,23 +151,17 @@ class Lineage:
 
 def known_lineage(store: Store, session_id: str) -> Lineage | None:
     """What this process last read of the session's lineage, or ``None``."""
-    entry = cast("Lineage | None", store.lineages.get(session_id))
-    if entry is not None:
-        store.lineages.move_to_end(session_id)
-    return entry
+    return cast("Lineage | None", store.lineages.get(session_id))
 
 
 def note_lineage(store: Store, lineage: Lineage) -> None:
-    """Remember ``lineage`` (the least recently used go past the capacity)."""
-    store.lineages[lineage.session] = lineage
-    store.lineages.move_to_end(lineage.session)
-    while len(store.lineages) > _CAPACITY:
-        store.lineages.popitem(last=False)
+    """Remember ``lineage``."""
+    store.lineages.put(lineage.session, lineage)
 
 
 def forget_lineage(store: Store, session_id: str) -> None:
     """Drop what is known of ``session_id``'s lineage (it was deleted)."""
-    store.lineages.pop(session_id, None)
+    store.lineages.forget(session_id)
 
 
 def lineage_of(doc: Mapping[str, Any]) -> Lineage:
@@ -427,7 +419,7 @@ async def fork(
             return await _repeated(store, child, origin)
     note_lineage(store, Lineage(child.id, incarnation, point.version, segments))
     store.newest.note(child.id, incarnation, point.version)
-    store.owners.note(child.id, child.user_id)
+    store.owners.put(child.id, child.user_id)
     return child.model_copy(update={"forked_from": origin})
 
 

@@ -15,24 +15,25 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, Generic, NamedTuple, TypeVar
 
-from pymongo import ASCENDING
+from gridfs import AsyncGridFSBucket
+from gridfs.errors import NoFile
+from pymongo import ASCENDING, WriteConcern
 from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
 
 from ...encryption import UserKeys
 from ...events import ForkPoint, Session, SessionEvent
 from ...exceptions import UsageError
 from .._offload import Offloading
-from ._gridfs import Bucket
-from ._newest import Newest
-from ._owners import Owners
 
 __all__ = [
     "ATTRIBUTES",
     "BASE",
     "BODIES",
     "BODY",
+    "Bucket",
     "COMMIT",
     "COMMITS",
     "CREATED_AT",
@@ -45,6 +46,7 @@ __all__ = [
     "HOLDER",
     "ID",
     "INCARNATION",
+    "Known",
     "LARGE",
     "LAST",
     "LEASE",
@@ -65,6 +67,8 @@ __all__ = [
     "TYPE",
     "USER_ID",
     "Doc",
+    "Newest",
+    "Recent",
     "Store",
     "as_utc",
     "commit_doc",
@@ -72,6 +76,7 @@ __all__ = [
     "event_from_doc",
     "event_to_doc",
     "field_names",
+    "file_id",
     "lease_doc",
     "new_incarnation",
     "session_fields",
@@ -79,6 +84,7 @@ __all__ = [
 ]
 
 Doc = dict[str, Any]
+V = TypeVar("V")
 
 SESSIONS: Final = "sessions"
 """The default collection of session documents."""
@@ -154,6 +160,133 @@ TEXT: Final = f"{EVENTS}.{BODY}.{MESSAGE}.text"  # layout: text is the message m
 """The path of a message's text, which keyword searches prefilter on."""
 
 
+# --- offloaded bodies: files in a GridFS bucket -------------------------------------------------
+
+_SEPARATOR: Final = "\x00"
+_MAJORITY: Final = WriteConcern("majority", j=True)
+
+
+def file_id(session_id: str, event_id: str) -> str:
+    """A new file id for ``event_id``'s body in ``session_id`` (see `BODIES`)."""
+    return f"{session_id}{_SEPARATOR}{event_id}{_SEPARATOR}{secrets.token_hex(8)}"
+
+
+def _files_of(session_id: str) -> dict[str, str]:
+    """The ids of ``session_id``'s files (NUL sorts first, and ``\\x01`` right after it)."""
+    return {"$gte": session_id + _SEPARATOR, "$lt": session_id + "\x01"}
+
+
+class Bucket:
+    """The GridFS bucket of offloaded bodies. GridFS keeps a file as a ``files`` document and
+    ``chunks`` of 255 KiB, the chunks written first, so a reader never sees a file in part.
+    Everything of one session, the chunks of an upload that died before its ``files`` document
+    included, is one range of file ids: a delete removes the chunks of the range, then its
+    ``files`` documents, and one that dies between the two is finished by the next."""
+
+    __slots__ = ("_bucket", "_chunks", "_files")
+
+    def __init__(self, database: AsyncDatabase[Any], name: str) -> None:
+        self._bucket = AsyncGridFSBucket(database, name, write_concern=_MAJORITY)
+        self._files = database.get_collection(f"{name}.files", write_concern=_MAJORITY)
+        self._chunks = database.get_collection(f"{name}.chunks", write_concern=_MAJORITY)
+
+    async def upload(self, file: str, data: bytes, metadata: Mapping[str, Any]) -> None:
+        """Store ``data`` as the file ``file``."""
+        filename = file.split(_SEPARATOR)[1]
+        await self._bucket.upload_from_stream_with_id(file, filename, data, metadata=metadata)
+
+    async def download(self, file: str) -> bytes | None:
+        """The whole file, or ``None`` when it is gone."""
+        try:
+            stream = await self._bucket.open_download_stream(file)
+        except NoFile:
+            return None
+        return await stream.read()
+
+    async def delete(self, files: list[str]) -> None:
+        """Delete these files (the chunks first: a file whose chunks are gone is gone)."""
+        if files:
+            await self._chunks.delete_many({"files_id": {"$in": files}})  # layout: GridFS's
+            await self._files.delete_many({"_id": {"$in": files}})  # layout: GridFS's
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete every file of ``session_id``, whole or in part."""
+        await self._chunks.delete_many({"files_id": _files_of(session_id)})  # layout: GridFS's
+        await self._files.delete_many({"_id": _files_of(session_id)})  # layout: GridFS's
+
+
+# --- what a process remembers of its sessions ---------------------------------------------------
+
+
+class Recent(Generic[V]):
+    """Session id -> what this process last saw of it, at most ``capacity`` sessions (the least
+    recently used go first; an entry is about 200 bytes). An entry is a hint, never a truth:
+    what it was used for is checked against what the server returns."""
+
+    __slots__ = ("_capacity", "_entries")
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        self._capacity = capacity
+        self._entries: OrderedDict[str, V] = OrderedDict()
+
+    def get(self, session_id: str) -> V | None:
+        """What was last seen of ``session_id``, or ``None``."""
+        entry = self._entries.get(session_id)
+        if entry is not None:
+            self._entries.move_to_end(session_id)
+        return entry
+
+    def put(self, session_id: str, entry: V) -> None:
+        """Remember ``entry`` for ``session_id``."""
+        self._entries[session_id] = entry
+        self._entries.move_to_end(session_id)
+        while len(self._entries) > self._capacity:
+            self._entries.popitem(last=False)
+
+    def forget(self, session_id: str) -> None:
+        """Drop what is known of ``session_id`` (it was deleted)."""
+        self._entries.pop(session_id, None)
+
+
+class Known(NamedTuple):
+    """What the process last saw of a session's log."""
+
+    incarnation: int
+    """The session document's incarnation."""
+    commit: int
+    """The newest commit number seen (0: none)."""
+    density: float
+    """Events per commit in the commits last read (1.0 when unknown)."""
+
+
+class Newest(Recent[Known]):
+    """Each session's newest commit, as this process last saw it.
+
+    **What it saves.** A window read needs the newest commits of a session. When the process
+    knows roughly which number the newest has, the read is a range on the ``(session, commit)``
+    index (``commit > known - k``, no upper bound, so commits written meanwhile by anyone are
+    read too); otherwise it is a find sorted by ``commit`` descending. MongoDB serves both from
+    the index; the test server (and any server that sorts in memory) sorts the whole session for
+    the second: measured with ``python -m benchmarks.store_window`` (a window of 20 in a session
+    of 10,000 400-byte messages, two a commit), about 250 ms sorted against 3 ms as a range. The
+    entry also holds the incarnation, so an append following a read of this process needs no
+    read of its own, and how many events recent commits held, so a window's first range is
+    about as many commits as it needs."""
+
+    __slots__ = ()
+
+    def note(
+        self, session_id: str, incarnation: int, commit: int, density: float | None = None
+    ) -> None:
+        """Remember that ``session_id`` (as ``incarnation``) has at least ``commit`` commits,
+        and, when given, how many events its recent commits held."""
+        entry = self.get(session_id)
+        if entry is not None and entry.incarnation == incarnation:
+            commit = max(commit, entry.commit)
+            density = entry.density if density is None else density
+        self.put(session_id, Known(incarnation, commit, density or 1.0))
+
+
 @dataclass(slots=True, kw_only=True)
 class Store:
     """The collections a store works on, and what this process knows of its sessions."""
@@ -169,20 +302,21 @@ class Store:
     or wait for it (an entry goes when none does)."""
     double: bool = False
     """Whether the database is mongomock-motor, a test double that runs no ``$unionWith`` (two
-    reads instead) and enforces no unique index over array elements (an append looks its ids
-    up first)."""
+    reads instead), enforces no unique index over array elements (an append looks its ids up
+    first) and no document size limit (an append measures its commit first)."""
     max_document_size: int = 16 * 1024 * 1024
     keys: UserKeys | None = None
     """The data keys content is encrypted with; ``None``: content in clear."""
-    owners: Owners = field(default_factory=Owners)
-    """Session id -> its owner, whose key encrypts what is appended to it."""
+    owners: Recent[str] = field(default_factory=Recent[str])
+    """Session id -> its owner, whose key encrypts what is appended to it: every read of a
+    session document notes it, so the append after a turn's read sends no command to learn
+    it."""
     offloading: Offloading | None = None
     """When an event's body goes to ``bucket``; ``None``: never."""
     bucket: Bucket | None = None
     """The GridFS bucket of offloaded bodies (``None`` on a database that is not PyMongo's)."""
-    lineages: OrderedDict[str, Any] = field(default_factory=OrderedDict[str, Any])
-    """Session id -> whose commits its log is made of (a `_forks.Lineage`, kept and bounded by
-    `_forks`)."""
+    lineages: Recent[object] = field(default_factory=Recent[object])
+    """Session id -> whose commits its log is made of (a `_forks.Lineage`)."""
 
 
 _MESSAGE_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (

@@ -1,7 +1,7 @@
 """Reads: the snapshot in one command, windows walked back by ranges, a user's events.
 
 A read starts with one aggregate: the newest commits of the session's log, a range ``commit >
-known - k`` when this process knows roughly the newest number (`_newest`), else the ``k``
+known - k`` when this process knows roughly the newest number (`_layout.Newest`), else the ``k``
 highest numbers by a sorted find, with ``$unionWith`` of the session's document. A fork's log is
 its parents' commits up to its point and its own after it (`_forks`): its queries have one branch
 per session they reach, so the read is still one command when this process knows the lineage,
@@ -25,13 +25,13 @@ import inspect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final, cast, overload
 
 from pymongo import DESCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 
 from ..._pymongo_errors import storage_errors
-from ..._view import Incomplete, ReadLog, is_boundary
+from ..._view import BOUNDARY_TYPES, Incomplete, ReadLog
 from ...events import EventType, Session, SessionEvent
 from ...filters import EventFilter
 from ...rewinds import RewindRecord
@@ -85,6 +85,7 @@ __all__ = [
 IN_CHUNK: Final = 256
 """How many sessions one read of a user's events asks for."""
 _BOUNDARY: Final = {f"{EVENTS}.{TYPE}": {"$in": [EventType.COMPACTION.name, EventType.REWIND.name]}}
+_BOUNDARY_NAMES: Final = frozenset(t.name for t in BOUNDARY_TYPES)
 _LEAST_SPAN: Final = 8
 """Commits a window's first range reads at least (when it wants that many events): a session's
 recent commits may hold fewer events than the ones the estimate was made from."""
@@ -98,9 +99,43 @@ class Commit:
     is the session's own (not its prefix's)."""
 
     number: int
-    events: list[SessionEvent]
+    events: list[Doc]
+    """Its events as stored (of a prefix's last commit, those up to the fork's point)."""
     lease: Lease | None
     own: bool = True
+
+
+class _Decoded(Sequence[SessionEvent]):
+    """Events fetched on their own, then stored events decoded when first read: a window
+    decodes the events it looks at."""
+
+    __slots__ = ("_docs", "_events", "_first", "_session_id")
+
+    def __init__(self, first: list[SessionEvent], docs: list[Doc], session_id: str) -> None:
+        self._first = first
+        self._docs = docs
+        self._session_id = session_id
+        self._events: list[SessionEvent | None] = [None] * len(docs)
+
+    def __len__(self) -> int:
+        return len(self._first) + len(self._docs)
+
+    @overload
+    def __getitem__(self, index: int) -> SessionEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[SessionEvent]: ...
+    def __getitem__(self, index: int | slice) -> SessionEvent | Sequence[SessionEvent]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if index < len(self._first):
+            return self._first[index]
+        at = index - len(self._first)
+        event = self._events[at]
+        if event is None:
+            event = self._events[at] = event_from_doc(self._docs[at], self._session_id)
+        return event
 
 
 @dataclass(slots=True)
@@ -141,8 +176,8 @@ def lease_from_doc(doc: Doc | None) -> Lease | None:
 
 
 def _commit(doc: Doc, lineage: Lineage) -> Commit:
-    events = [event_from_doc(e, lineage.session) for e in events_of(lineage, doc)]
     own = doc[SESSION] == lineage.session
+    events = events_of(lineage, doc)
     return Commit(number=doc[COMMIT], events=events, lease=lease_from_doc(doc), own=own)
 
 
@@ -331,21 +366,32 @@ async def _by_id(store: Store, suffix: Suffix, ids: Sequence[str]) -> list[Sessi
     with storage_errors(f"read session {suffix.session.id!r}"):
         docs = await store.commits.find(query).to_list(None)
     await open_commits(store, docs, suffix.session.user_id)
-    return [e for c in _commits(docs, suffix.lineage) for e in c.events if e.id in wanted]
+    sid = suffix.session.id
+    return [
+        event_from_doc(e, sid)
+        for c in _commits(docs, suffix.lineage)
+        for e in c.events
+        if e[EVENT_ID] in wanted
+    ]
 
 
 def _log(suffix: Suffix, detached: list[SessionEvent]) -> ReadLog:
     """What the derivation reads: ``detached`` events fetched by id, then the commits read."""
-    events = [*detached, *(e for c in suffix.commits for e in c.events)]
+    stored = [e for c in suffix.commits for e in c.events]
+    events = _Decoded(detached, stored, suffix.session.id)
     last: dict[int, int] = {}
     index = len(detached) - 1
     for commit in suffix.commits:
         index += len(commit.events)
         last[commit.number] = index
+    start = len(detached)
+    positions = {e.id: i for i, e in enumerate(detached)}
+    positions.update((e[EVENT_ID], start + i) for i, e in enumerate(stored))
+    boundaries = [start + i for i, e in enumerate(stored) if e[TYPE] in _BOUNDARY_NAMES]
     return ReadLog(
         events,
-        {e.id: i for i, e in enumerate(events)},
-        [i for i in range(len(detached), len(events)) if is_boundary(events[i])],
+        positions,
+        boundaries,
         last.get,
         start=len(detached),
         complete=suffix.low <= 1,
@@ -379,12 +425,13 @@ async def _with_points(store: Store, suffix: Suffix) -> None:
     """Add to a read narrowed by a prefilter the commits its rewinds went back to, so that
     ``archived`` is derived right."""
     held = {c.number for c in suffix.commits}
+    sid = suffix.session.id
     wanted = (
         {
-            RewindRecord.from_event(e).to.version
+            RewindRecord.from_event(event_from_doc(e, sid)).to.version
             for c in suffix.commits
             for e in c.events
-            if e.type == EventType.REWIND
+            if e[TYPE] == EventType.REWIND.name
         }
         - held
         - {0}

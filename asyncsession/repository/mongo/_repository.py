@@ -1,21 +1,43 @@
-"""The ``MongoSessionRepository`` class; the package docstring describes the stored layout."""
+"""The ``MongoSessionRepository`` class (the package docstring describes the stored layout),
+and how the store meets its client: the timeouts `from_uri` sets, one deadline per public call,
+and the library's name in the handshake.
+
+PyMongo's defaults wait 30 s to select a server and 20 s to connect, and never time out a socket
+read, so a request made while the server is down hangs for half a minute. A store that owns its
+client fails within these bounds instead, with `StorageUnavailable`. ``timeoutMS`` (PyMongo's
+client-side operation timeout) bounds each operation end to end, retries and a frozen server
+included, which the three per-step timeouts alone do not; PyMongo then uses it in place of
+``serverSelectionTimeoutMS`` and ``socketTimeoutMS``, so it is left out when the caller sets
+either of those (their per-step bounds stay as chosen). An option the caller gives, as a
+keyword or in the URI (in any letter case), wins over these defaults. A borrowed client gets
+none of them: its own ``timeoutMS``, or ``pymongo.timeout(seconds)`` around a call, bounds it.
+
+A public call of the store may send more than one command (a read on the error path of an
+append, a second range of a long window). `call_deadline` makes them share one deadline, the
+client's ``timeoutMS``, so the whole call fails within that bound, not each command.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+import contextlib
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Self, TypeVar
+from typing import Any, Final, Self, TypeVar, cast
+from urllib.parse import parse_qsl, urlsplit
 
-from pymongo import AsyncMongoClient, WriteConcern
+import pymongo
+from pymongo import AsyncMongoClient, MongoClient, WriteConcern
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.driver_info import DriverInfo
 from pymongo.errors import PyMongoError
 
 from ..._checks import require_database
 from ..._lifecycle import Closable
 from ..._pymongo_errors import storage_errors
 from ..._shield import shielded
+from ..._version import __version__
 from ...encryption import EncryptionOptions, UserKeys
 from ...events import Session, SessionEvent
 from ...exceptions import SessionNotFound
@@ -47,8 +69,7 @@ from ._forks import (
     locate,
     on_prefix,
 )
-from ._gridfs import Bucket
-from ._layout import BODIES, COMMITS, ERASURES, SESSIONS, Store, create_indexes
+from ._layout import BODIES, COMMITS, ERASURES, SESSIONS, Bucket, Store, create_indexes
 from ._read import find_events, first_read, snapshot_of, user_events
 from ._sessions import (
     acquire_lease,
@@ -60,12 +81,91 @@ from ._sessions import (
     release_lease,
     save_session,
 )
-from ._timeouts import call_deadline, client_timeout, driver_info, identify, with_web_timeouts
 
-__all__ = ["MongoSessionRepository"]
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT_MS",
+    "DEFAULT_SERVER_SELECTION_TIMEOUT_MS",
+    "DEFAULT_SOCKET_TIMEOUT_MS",
+    "DEFAULT_TIMEOUT_MS",
+    "MongoSessionRepository",
+    "with_web_timeouts",
+]
 
 _WRITE_CONCERN: Final = WriteConcern("majority", j=True)
 _T = TypeVar("_T")
+
+
+# --- the client: timeouts, deadline, handshake ----------------------------------------------
+
+DEFAULT_SERVER_SELECTION_TIMEOUT_MS: Final = 5_000
+"""How long an operation waits for a suitable server (``serverSelectionTimeoutMS``)."""
+DEFAULT_CONNECT_TIMEOUT_MS: Final = 5_000
+"""How long opening one connection may take (``connectTimeoutMS``)."""
+DEFAULT_SOCKET_TIMEOUT_MS: Final = 10_000
+"""How long one reply may take once sent (``socketTimeoutMS``)."""
+DEFAULT_TIMEOUT_MS: Final = 5_000
+"""How long one store operation may take end to end (``timeoutMS``): as long as selecting a
+server, so an unreachable and a frozen server fail within the same bound."""
+
+_DEFAULTS: Final[Mapping[str, int]] = {
+    "serverSelectionTimeoutMS": DEFAULT_SERVER_SELECTION_TIMEOUT_MS,
+    "connectTimeoutMS": DEFAULT_CONNECT_TIMEOUT_MS,
+    "socketTimeoutMS": DEFAULT_SOCKET_TIMEOUT_MS,
+    "timeoutMS": DEFAULT_TIMEOUT_MS,
+}
+
+
+_REPLACED_BY_TIMEOUT: Final = frozenset({"serverselectiontimeoutms", "sockettimeoutms"})
+"""The per-step bounds ``timeoutMS`` would override: a caller who sets one keeps it."""
+
+
+def _uri_option_names(uri: str) -> set[str]:
+    query = urlsplit(uri).query
+    return {name.lower() for name, _ in parse_qsl(query, keep_blank_values=True)}
+
+
+def with_web_timeouts(uri: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The client options with the web timeouts added where neither they nor the URI set one."""
+    given = {name.lower() for name in options} | _uri_option_names(uri)
+    if given & _REPLACED_BY_TIMEOUT:
+        given.add("timeoutms")
+    defaults = {name: value for name, value in _DEFAULTS.items() if name.lower() not in given}
+    return {**defaults, **options}
+
+
+def driver_info() -> DriverInfo:
+    """The library's name and version, for a client's handshake."""
+    return DriverInfo(name="asyncsession", version=__version__)
+
+
+def _driver_client(database: object) -> object:
+    client: object = getattr(database, "client", None)
+    if isinstance(client, AsyncMongoClient):
+        return cast(object, client)
+    return cast(object, getattr(client, "delegate", None))  # Motor wraps a PyMongo client
+
+
+def identify(database: object) -> None:
+    """Name the library in a borrowed PyMongo client's handshake (Motor wraps one)."""
+    client = _driver_client(database)
+    if isinstance(client, AsyncMongoClient | MongoClient):
+        client.append_metadata(driver_info())
+
+
+def client_timeout(database: object) -> float | None:
+    """The client's ``timeoutMS`` in seconds, or ``None`` when it has none (or is no PyMongo
+    client)."""
+    client = _driver_client(database)
+    if isinstance(client, AsyncMongoClient | MongoClient):
+        timeout = client.options.timeout
+        return timeout if timeout else None
+    return None
+
+
+def call_deadline(seconds: float | None) -> contextlib.AbstractContextManager[Any]:
+    """One deadline for every command of a public call (nested in a caller's shorter one);
+    nothing when the client has no ``timeoutMS``."""
+    return pymongo.timeout(seconds) if seconds else contextlib.nullcontext()
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +252,7 @@ class MongoSessionRepository(Closable, SessionRepository):
         self._client = client
         self._indexed: asyncio.Task[None] | None = None
         self._timeout = client_timeout(database)
-        pymongo = isinstance(database, AsyncDatabase)
+        native = isinstance(database, AsyncDatabase)
         offloading = Offloading.of(content.offload_threshold, content.preview_chars)
         self._store = Store(
             sessions=database.get_collection(sessions_collection, write_concern=_WRITE_CONCERN),
@@ -160,7 +260,7 @@ class MongoSessionRepository(Closable, SessionRepository):
             indexed_keys=_indexed_keys(indexed_keys),
             keys=keys_of(content.encryption, database.client),
             offloading=offloading,
-            bucket=Bucket(database, content.bodies_bucket) if pymongo and offloading else None,
+            bucket=Bucket(database, content.bodies_bucket) if native and offloading else None,
         )
         self._ledger = MongoErasureLedger(database, collection=content.erasures_collection)
 

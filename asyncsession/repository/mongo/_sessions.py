@@ -114,7 +114,7 @@ async def insert_session(store: Store, session: Session) -> bool:
         except DuplicateKeyError:
             return False
     store.newest.note(session.id, incarnation, 0)
-    store.owners.note(session.id, session.user_id)
+    store.owners.put(session.id, session.user_id)
     return True
 
 
