@@ -6,6 +6,8 @@ system messages may be stored) and delegates to the repository.
 
 from __future__ import annotations
 
+import asyncio
+import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -55,8 +57,9 @@ _SYSTEM_MESSAGES_DISABLED = (
 )
 
 
-_TURN_ATTEMPTS = 20
-"""How many reads a turn start appends at before it appends without a version."""
+_REWIND_ATTEMPTS = 200
+"""How many times a rewind reads the version and appends at it before it gives up (with a
+growing random pause, at most 0.2 s, after each lost race)."""
 
 
 def _require(value: str, what: str) -> str:
@@ -401,13 +404,13 @@ class DefaultSessionService(SessionService):
             SessionNotFound: the session does not exist.
             UsageError: neither or both of ``to`` and ``before`` are given, or the point is not
                 in the log.
-            StorageError: concurrent writers kept moving the version for every attempt.
+            StorageError: concurrent writers kept moving the version for 200 attempts.
         """
         session_id = _require(session_id, "session_id")
         if (to is None) == (before is None):
             raise UsageError("name the point to rewind to with to or with before (one of them)")
         fixed = event_id if event_id is not None else str(uuid.uuid4())
-        for _ in range(_TURN_ATTEMPTS):
+        for attempt in range(_REWIND_ATTEMPTS):
             located = await self.repository.locate(session_id, at=to, before=before)
             if located is None:
                 raise SessionNotFound(session_id)
@@ -415,9 +418,11 @@ class DefaultSessionService(SessionService):
             event = rewind_event(session_id, point, version, event_id=fixed)
             if await self.repository.append_events(session_id, [event], version):
                 return RewindRecord.from_event(event)
+            # another writer appended first: wait out its burst a little longer each time
+            await asyncio.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))
         raise StorageError(
             f"could not rewind session {session_id!r}: its version moved on at every one of "
-            f"{_TURN_ATTEMPTS} attempts"
+            f"{_REWIND_ATTEMPTS} attempts"
         )
 
     async def acquire_lease(self, session_id: str, version: int, lease: Lease) -> bool:
