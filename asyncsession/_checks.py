@@ -23,6 +23,8 @@ _T = TypeVar("_T")
 def _kind(value: object) -> str:
     if isinstance(value, str):
         return f"the string {value[:40]!r}"
+    if isinstance(value, type):
+        return f"the class {value.__name__} itself (pass an instance)"
     return f"{type(value).__name__} {value!r}"[:80]
 
 
@@ -100,12 +102,18 @@ def require_object(
 ) -> _T:
     """``value`` if it has the ``methods`` of the protocol ``expected`` names.
 
-    Refuses ``None`` and plain values (a string, a number), which users pass by mistake for a
-    repository, a service or a client: they would otherwise fail later with an
-    ``AttributeError``. ``hint`` says what to do instead when the methods are missing.
+    Refuses ``None``, plain values (a string, a number) and classes (``MongoSessionRepository``
+    for ``MongoSessionRepository(db)``), which users pass by mistake for a repository, a
+    service or a client: they would otherwise fail later with an ``AttributeError`` or a
+    ``TypeError``. ``hint`` says what to do instead when the methods are missing.
     """
     if isinstance(value, (str, bytes, int, float)) or value is None:
         raise UsageError(f"{name} must be {expected}, not {_kind(value)}")
+    if isinstance(value, type):
+        raise UsageError(
+            f"{name} must be {expected}, not the class {value.__name__} itself: "
+            f"pass an instance, {value.__name__}(...)"
+        )
     missing = [method for method in methods if not callable(getattr(value, method, None))]
     if missing:
         advice = f"; {hint}" if hint else ""
@@ -114,6 +122,27 @@ def require_object(
             f"(it has no {', '.join(missing)}{advice})"
         )
     return value
+
+
+def require_open_client(value: _T, name: str) -> _T:
+    """``value`` if it is an SDK client (``openai.AsyncOpenAI``) that is not closed.
+
+    A closed client's next request fails inside the SDK; checked before anything is stored, a
+    turn is refused instead of storing a question it cannot answer.
+    """
+    require_object(value, name, "an openai.AsyncOpenAI", methods=())
+    is_closed = getattr(value, "is_closed", None)
+    if callable(is_closed) and is_closed() is True:
+        raise UsageError(
+            f"{name} is closed: build the client with a new openai.AsyncOpenAI, and close "
+            "that only when nothing uses it any more"
+        )
+    return value
+
+
+def require_estimator(value: _T, name: str = "estimator") -> _T:
+    """``value`` if it is a token count estimator (an instance with ``estimate(text)``)."""
+    return require_object(value, name, "a TokenCountEstimator", methods=("estimate",))
 
 
 def require_service(value: _T, name: str) -> _T:

@@ -3,7 +3,7 @@
 `Closable` is used until it is closed: `Closable.aclose` ends it once (closing again does
 nothing), ``async with`` closes it on exit, and a call after closing raises `UsageError` with
 `closed_error`'s message. `running_loop` answers the event-loop question sync callers meet:
-is a loop running in this thread.
+is a loop running in this thread; `declared_loop` what a store says about the loop it belongs to.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import ClassVar, Self
 
 from .exceptions import UsageError
 
-__all__ = ["Closable", "closed_error", "running_loop"]
+__all__ = ["Closable", "ForwardsLoop", "closed_error", "declared_loop", "running_loop"]
 
 
 def closed_error(name: str, what: str = "it") -> UsageError:
@@ -73,3 +73,26 @@ def running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+def declared_loop(store: object) -> tuple[bool, asyncio.AbstractEventLoop | None]:
+    """What ``store`` (a repository or a service, or anything wrapping one) declares about its
+    event loop: ``(loop_bound, event_loop)``; one that declares nothing serves any loop."""
+    bound = getattr(store, "loop_bound", False) is True
+    loop: object = getattr(store, "event_loop", None) if bound else None
+    return bound, loop if isinstance(loop, asyncio.AbstractEventLoop) else None
+
+
+class ForwardsLoop:
+    """For an object over a ``repository`` attribute (a service, a wrapper): its
+    ``loop_bound`` and ``event_loop`` are the repository's. List it before the base class."""
+
+    @property
+    def loop_bound(self) -> bool:
+        """Whether the repository belongs to one event loop."""
+        return declared_loop(getattr(self, "repository", None))[0]
+
+    @property
+    def event_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the repository belongs to, once one has used it."""
+        return declared_loop(getattr(self, "repository", None))[1]

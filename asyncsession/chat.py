@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from .tools import Tool
 
 __all__ = [
-    "RETURN_DIRECT",
     "ChatChunk",
     "ChatOptions",
     "ChatRequest",

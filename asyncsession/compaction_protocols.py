@@ -32,7 +32,6 @@ __all__ = [
     "CompactionResult",
     "CompactionStrategy",
     "CompactionTrigger",
-    "TriggerLike",
     "check_strategy",
     "check_trigger",
     "should_compact",
@@ -126,7 +125,7 @@ def check_trigger(trigger: TriggerLike, name: str = "trigger") -> TriggerLike:
         UsageError: it is neither (for example ``None``), naming the argument ``name``.
     """
     given = cast(object, trigger)  # callers outside the type checker may pass anything
-    if not (isinstance(given, CompactionTrigger) or callable(given)):
+    if isinstance(given, type) or not (isinstance(given, CompactionTrigger) or callable(given)):
         raise UsageError(
             f"{name} must be a compaction trigger or a function of the request, not {given!r}"
         )
@@ -139,7 +138,8 @@ def check_strategy(strategy: CompactionStrategy, name: str = "strategy") -> Comp
     Raises:
         UsageError: it has not (for example ``None``), naming the argument ``name``.
     """
-    if not isinstance(cast(object, strategy), CompactionStrategy):
+    given = cast(object, strategy)
+    if isinstance(given, type) or not isinstance(given, CompactionStrategy):
         raise UsageError(f"{name} must be a compaction strategy, not {strategy!r}")
     return strategy
 
@@ -216,8 +216,8 @@ class CompactionRecord:
     kept: tuple[str, ...]
     """Ids of the existing events that stayed in the active window, in log order."""
     summaries: tuple[str, ...] = ()
-    """Ids of the events the compaction wrote (they carry this record's id under
-    [`COMPACTION_ID`][asyncsession.events.COMPACTION_ID])."""
+    """Ids of the events the compaction wrote (they carry this record's id under the
+    ``compactionId`` metadata key)."""
     trigger: str = ""
     """The class name of the trigger that fired."""
     strategy: str = ""

@@ -30,7 +30,6 @@ erasure runs to its end anyway.
 
 from .repository import (
     ErasureLedger,
-    ErasureRecord,
     ErasureReport,
     InMemoryErasureLedger,
     MongoErasureLedger,
@@ -39,7 +38,6 @@ from .repository import (
 
 __all__ = [
     "ErasureLedger",
-    "ErasureRecord",
     "ErasureReport",
     "InMemoryErasureLedger",
     "MongoErasureLedger",

@@ -37,11 +37,6 @@ from .exceptions import UsageError
 from .messages import AssistantMessage, Message, MessageType
 
 __all__ = [
-    "SYNTHETIC",
-    "COMPACTION_SOURCE",
-    "COMPACTION_ID",
-    "DEFAULT_TIME_TO_LIVE",
-    "MAX_ID_LENGTH",
     "EventType",
     "ForkPoint",
     "Session",

@@ -38,7 +38,7 @@ from .events import EventType, SessionEvent
 from .exceptions import InvalidFilter
 from .messages import MessageType
 
-__all__ = ["DEFAULT_PAGE_SIZE", "EventFilter", "EventQuery", "MatchMode"]
+__all__ = ["EventFilter", "EventQuery", "MatchMode"]
 
 DEFAULT_PAGE_SIZE: Final = 10
 _MAX_KEYWORDS: Final = 20
@@ -203,6 +203,10 @@ class EventFilter:
                 )
             except ValueError as exc:
                 raise InvalidFilter(str(exc)) from exc
+            except TypeError as exc:  # not iterable: EventType itself, a number
+                raise InvalidFilter(
+                    f"event_types must be a list of EventType or str, not {event_types!r}"
+                ) from exc
             kinds = kinds or None
 
         keyword = keyword.lower() if keyword is not None and keyword.strip() else None

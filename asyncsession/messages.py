@@ -3,7 +3,7 @@
 A message is a frozen pydantic value discriminated on ``kind``. What we do not interpret is kept,
 never dropped: multi-part content (images, audio, files, refusals) stays in ``parts``, and keys
 of the OpenAI dict that have no field of ours stay in ``extra``. So
-``message_from_openai(d).to_openai() == [d]`` for every message dict the API accepts, and a
+``messages_from_openai([d])[0].to_openai() == [d]`` for every message dict the API accepts, and a
 tool message list converts back to the same list.
 
 Messages are API-neutral: the same values also round-trip to OpenAI Responses API items
@@ -38,7 +38,6 @@ __all__ = [
     "ToolResponseMessage",
     "SystemMessage",
     "Message",
-    "message_from_openai",
     "messages_from_openai",
     "messages_to_openai",
 ]
@@ -339,7 +338,7 @@ def _require_list(value: object, name: str, expected: str) -> None:
         raise UsageError(f"{name} must be {expected}, not {shown}{hint}")
 
 
-def message_from_openai(message: OpenAIMessage) -> Message:
+def _message_from_openai(message: OpenAIMessage) -> Message:
     """Convert one OpenAI Chat Completions message dict into a message.
 
     A ``role: tool`` dict becomes a ``ToolResponseMessage`` with one response whose name is
@@ -393,7 +392,7 @@ def messages_from_openai(messages: Sequence[OpenAIMessage]) -> list[Message]:
     names: dict[str, str] = {}
     for index, raw in enumerate(messages):
         _require_openai(raw, f"messages[{index}]")
-        message = message_from_openai(raw)
+        message = _message_from_openai(raw)
         if isinstance(message, AssistantMessage):
             names.update({call.id: call.name for call in message.tool_calls})
         if isinstance(message, ToolResponseMessage):

@@ -72,6 +72,8 @@ class RewindRecord:
     """The session's version the rewind was appended at: a rewind to it undoes this one."""
 
     def __post_init__(self) -> None:
+        if not isinstance(cast(object, self.to), LogPoint):
+            raise UsageError(f"to must be a LogPoint, not {type(cast(object, self.to)).__name__}")
         _version(self.from_version, "from_version")
         if self.to.version > self.from_version:
             raise UsageError(
@@ -118,7 +120,7 @@ def rewind_event(
 ) -> SessionEvent:
     """The ``REWIND`` event of a rewind of ``session_id`` to ``to``, to be appended at
     ``from_version``; a fixed ``event_id`` makes a retry of the append a replay."""
-    payload = RewindRecord(to=to, from_version=from_version).to_payload()
+    payload = RewindRecord(to=to, from_version=from_version).to_payload()  # checks both
     if event_id is None:
         return SessionEvent(session_id=session_id, type=EventType.REWIND, payload=payload)
     return SessionEvent(id=event_id, session_id=session_id, type=EventType.REWIND, payload=payload)

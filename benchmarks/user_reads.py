@@ -22,8 +22,8 @@ from typing import Any
 from pymongo import AsyncMongoClient
 
 from asyncsession import EventFilter, MongoSessionRepository, Session, SessionEvent
+from asyncsession.testing._contract._support import assistant, user
 from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable
-from asyncsession.testing.contract import assistant, user
 
 if __package__:
     from ._commands import CommandCounter, Measured

@@ -49,7 +49,8 @@ that failed runs again and stores the user message once. The same key with anoth
 Every error is an RFC 9457 problem document (``application/problem+json`` with ``type``,
 ``title``, ``status``, ``detail`` and ``instance``; ``errors`` with field locations for bad
 input, never the input itself). Bad input is 422, a body over `BODY_LIMIT` bytes 413, a foreign
-user's session 403, a model failure 502, a database that cannot be reached 503 with
+user's session 403, an erased user's content 410 (its data key was deleted: gone for good), a
+model failure 502, a database that cannot be reached 503 with
 ``Retry-After`` and no driver details; our typed errors map to statuses in `ERROR_STATUSES`.
 A foreign user's session and an unreachable database are found before a stream starts, so they
 are HTTP statuses there too; a model failure on the stream is an ``error`` event. A client that
@@ -93,6 +94,7 @@ from asyncsession import (
     ChatError,
     ChatResponse,
     ChatTimeout,
+    ContentErased,
     DefaultSessionService,
     EventIdConflict,
     EventTooLarge,
@@ -181,6 +183,7 @@ the session log is the history). Both take the same arguments."""
 ERROR_STATUSES: tuple[tuple[type[AsyncSessionError], int], ...] = (
     (AccessDenied, 403),
     (SessionNotFound, 404),
+    (ContentErased, 410),
     (SessionExists, 409),
     (TurnInProgress, 409),
     (EventIdConflict, 409),
@@ -194,6 +197,7 @@ ERROR_STATUSES: tuple[tuple[type[AsyncSessionError], int], ...] = (
 request id sent again with another message, ``RequestIdReused``, is a ``UsageError``: 422)."""
 
 _HIDDEN_DETAIL: Mapping[int, str] = {
+    410: "This session's content was erased: it can never be read again.",
     500: "The server failed to handle the request.",
     502: "The model failed to answer; see upstream_status when it answered with one.",
     503: "The session store cannot be reached right now; retry later.",

@@ -50,7 +50,7 @@ from ..advisors import (
     MessageFilter,
 )
 from ..chat import RETURN_DIRECT, ChatChunk, ChatRequest, ChatResponse, Usage
-from ..compaction import USAGE_METADATA_KEY
+from ..compaction.triggers import USAGE_METADATA_KEY
 from ..events import CreateSessionRequest, SessionEvent, utc_now
 from ..exceptions import (
     AccessDenied,

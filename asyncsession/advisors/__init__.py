@@ -12,7 +12,7 @@ first outermost.
 - The reference's context keys, which name the same values as the call's keywords.
 """
 
-from ._auto_memory import AutoMemoryToolsAdvisor, ConsolidationTrigger
+from ._auto_memory import AutoMemoryToolsAdvisor
 from ._base import (
     EVENT_FILTER_CONTEXT_KEY,
     SESSION_ID_CONTEXT_KEY,
@@ -38,7 +38,6 @@ __all__ = [
     "CallContext",
     "CallNext",
     "ChunkStream",
-    "ConsolidationTrigger",
     "EventIdGenerator",
     "IdempotentSessionEventIdGenerator",
     "MessageFilter",

@@ -33,7 +33,8 @@ from .._checks import require_memory_store
 from ..chat import ChatRequest
 from ..events import utc_now
 from ..exceptions import UsageError
-from ..memory import CONSOLIDATION_REMINDER, MEMORY_SYSTEM_PROMPT, MemoryStore
+from ..memory import MemoryStore
+from ..memory.prompt import CONSOLIDATION_REMINDER, MEMORY_SYSTEM_PROMPT
 from ..messages import Message, SystemMessage
 from ..tools import AutoMemoryTools
 from ._base import BaseAdvisor, CallContext

@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
 from .._version import __version__
+from ..exceptions import UsageError
 from ..repository import MongoSessionRepository
 from ._command import Command, Context, Options
 from ._completion import SHELLS, completion_script
+from ._encryption import ENCRYPTION_ENV, encryption_from_file
 from ._errors import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, Failure, failure_of, report
 from ._registry import commands
 from ._streams import diagnostics, flush_stdout, is_closed_pipe
@@ -122,6 +124,15 @@ def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
         help=f"seconds to find and connect to the server (default: {DEFAULT_TIMEOUT:g})",
     )
     options.add_argument(
+        "--encryption",
+        metavar="FILE",
+        default=default(os.environ.get(ENCRYPTION_ENV)),
+        help=(
+            "the encryption setting, a JSON file: encrypted sessions are read decrypted "
+            f"(default: ${ENCRYPTION_ENV})"
+        ),
+    )
+    options.add_argument(
         "--version", action=_VersionAction, nargs=0, help="print the version and exit"
     )
 
@@ -153,12 +164,15 @@ def _parser(out: TextIO, registered: Sequence[Command]) -> _Parser:
     return parser
 
 
-def _open(options: Options) -> MongoSessionRepository:
+def _open(options: Options, encryption: str | None) -> MongoSessionRepository:
     if not options.uri:
         message = "no MongoDB URI: pass --uri or set MONGODB_URI"
         raise Failure(EXIT_UNREACHABLE, "unreachable", message)
+    setting = encryption_from_file(encryption) if encryption else None
     try:
-        return MongoSessionRepository.from_uri(options.uri, options.db, **options.client_options())
+        return MongoSessionRepository.from_uri(
+            options.uri, options.db, encryption=setting, **options.client_options()
+        )
     except Exception as exc:  # pymongo raises several types for a malformed URI
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise Failure(EXIT_UNREACHABLE, "invalid_uri", f"invalid MongoDB URI: {message}") from exc
@@ -204,9 +218,11 @@ async def _run(arguments: list[str], stdout: TextIO, stderr: TextIO) -> int:
     options = Options(uri=args.uri, db=args.db, is_json=args.json, timeout=args.timeout)
     command: Command = args._command
     try:
-        repository = _open(options)
+        repository = _open(options, args.encryption)
     except Failure as failure:
         return report(failure, is_json=options.is_json, err=stderr)
+    except UsageError as exc:
+        return report(Failure(EXIT_USAGE, "usage", str(exc)), is_json=options.is_json, err=stderr)
     ctx = Context(args=args, options=options, out=stdout, err=stderr, repository=repository)
     try:
         return await command.execute(ctx)

@@ -1,60 +1,29 @@
 """Erasure and keys: `erase-user USER` erases a user; `rotate-keys` rewraps the data keys.
 
-Both read the encryption setting from a JSON file (`--encryption FILE`, else
-`$ASYNCSESSION_ENCRYPTION`): ``{"kms_providers": {...}, "provider": ..., "master_key": {...},
-"key_vault_namespace": "encryption.__keyVault"}``, the arguments of `EncryptionOptions`
-(a local key as base64 text).
+Both use the global encryption setting (`--encryption FILE`, else `$ASYNCSESSION_ENCRYPTION`;
+see `asyncsession.cli._encryption`): ``{"kms_providers": {...}, "provider": ...,
+"master_key": {...}, "key_vault_namespace": "encryption.__keyVault"}``, the arguments of
+`EncryptionOptions` (a local key as base64 text).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from pymongo import AsyncMongoClient
 
-from ..encryption import EncryptionOptions, UserKeys
 from ..erasure import ErasureReport, MongoErasureLedger, UserEraser
-from ..exceptions import UsageError
 from ..memory import MongoMemoryStore
 from ._command import Command, Context
+from ._encryption import ENCRYPTION_ENV
 from ._errors import EXIT_OK, EXIT_USAGE, Failure
 
 __all__ = ["COMMANDS"]
-
-ENCRYPTION_ENV = "ASYNCSESSION_ENCRYPTION"
-"""The environment variable naming the encryption setting's JSON file."""
-_FIELDS = {"kms_providers", "provider", "master_key", "key_vault_namespace"}
-
-
-def encryption_from_file(path: str) -> EncryptionOptions:
-    """The encryption setting a JSON file describes."""
-    try:
-        loaded: object = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read the encryption setting {path!r}: {exc}") from exc
-    if not isinstance(loaded, dict) or "kms_providers" not in loaded:
-        raise UsageError(f"{path!r} must hold a JSON object with kms_providers")
-    data = cast(dict[str, Any], loaded)
-    unknown = set(data) - _FIELDS
-    if unknown:
-        raise UsageError(f"{path!r} holds unknown fields: {sorted(unknown)}")
-    return EncryptionOptions(**data)
-
-
-def _encryption_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--encryption",
-        metavar="FILE",
-        default=os.environ.get(ENCRYPTION_ENV),
-        help=f"the encryption setting, a JSON file (default: ${ENCRYPTION_ENV})",
-    )
 
 
 @asynccontextmanager
@@ -85,7 +54,6 @@ def _configure_erase(parser: argparse.ArgumentParser) -> None:
         default="memories",
         help="the memory stores' collection (default: memories)",
     )
-    _encryption_option(parser)
 
 
 def _confirmed(ctx: Context, user_id: str) -> bool:
@@ -131,8 +99,8 @@ async def _erase(ctx: Context) -> int:
     if user_id is not None and not _confirmed(ctx, user_id):
         ctx.note("not confirmed: nothing was erased")
         return EXIT_USAGE
-    encryption = encryption_from_file(ctx.args.encryption) if ctx.args.encryption else None
-    if encryption is None:
+    keys = ctx.repository.keys  # the store's, from the global setting
+    if keys is None:
         ctx.note(
             "no encryption setting (--encryption): no data key is deleted, and copies of the "
             "content in backups stay readable"
@@ -142,7 +110,7 @@ async def _erase(ctx: Context) -> int:
         eraser = UserEraser(
             ctx.repository,
             ledger=MongoErasureLedger(database),
-            keys=None if encryption is None else UserKeys(encryption, client),
+            keys=keys,
             memories=MongoMemoryStore(database, scope="-", collection=ctx.args.memories),
         )
         if user_id is not None:
@@ -169,18 +137,17 @@ def _configure_rotate(parser: argparse.ArgumentParser) -> None:
         type=json.loads,
         help="the master key of --to, as JSON (e.g. an AWS key's region and ARN)",
     )
-    _encryption_option(parser)
 
 
 async def _rotate(ctx: Context) -> int:
     if not ctx.args.encryption:
         message = f"rotate-keys needs the encryption setting: --encryption or ${ENCRYPTION_ENV}"
         raise Failure(EXIT_USAGE, "usage", message)
-    encryption = encryption_from_file(ctx.args.encryption)
-    async with _client(ctx) as client:
-        count = await UserKeys(encryption, client).rotate(
-            user_id=ctx.args.user, provider=ctx.args.to, master_key=ctx.args.master_key
-        )
+    keys = ctx.repository.keys
+    assert keys is not None  # the store was opened with the setting
+    count = await keys.rotate(
+        user_id=ctx.args.user, provider=ctx.args.to, master_key=ctx.args.master_key
+    )
     ctx.emit({"rewrapped": count}, f"rewrapped {count} data key(s); no content was re-encrypted")
     return EXIT_OK
 

@@ -31,10 +31,10 @@ from ..compaction import (
     SlidingWindowCompactionStrategy,
     TokenCountCompactionStrategy,
     TokenCountTrigger,
-    TriggerLike,
     TurnCountTrigger,
     TurnWindowCompactionStrategy,
 )
+from ..compaction_protocols import TriggerLike
 from ..service import DefaultSessionService
 from ._command import Command, Context
 from ._streams import is_closed_pipe

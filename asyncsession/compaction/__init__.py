@@ -43,29 +43,22 @@ from .flush import MemoryFlush, MemoryFlushingCompactionStrategy, run_memory_flu
 from .mongo import (
     CompactionJob,
     CompactionLease,
-    JobState,
     MongoCompactionQueue,
     MongoCompactionWorker,
-    WakeMode,
 )
 from .strategies import (
-    DEFAULT_SHADOW_PROMPT,
-    RECURSIVE_SUMMARIZATION_SOURCE,
     CompactionStrategy,
-    OnSummarizationFailure,
     RecursiveSummarizationCompactionStrategy,
     SlidingWindowCompactionStrategy,
     TokenCountCompactionStrategy,
     TurnWindowCompactionStrategy,
 )
-from .summarizer import DEFAULT_SUMMARIZER_SYSTEM_PROMPT, Summarizer
+from .summarizer import Summarizer
 from .tokens import HeuristicTokenCountEstimator, TokenCountEstimator
 from .triggers import (
-    USAGE_METADATA_KEY,
     CompactionTrigger,
     ContextWindowTrigger,
     TokenCountTrigger,
-    TriggerLike,
     TurnCountTrigger,
     all_of,
     any_of,
@@ -76,10 +69,6 @@ from .window import WindowCompactionStrategy
 from .worker import CompactionOutcome, CompactionTicket, CompactionWorker
 
 __all__ = [
-    "DEFAULT_SHADOW_PROMPT",
-    "DEFAULT_SUMMARIZER_SYSTEM_PROMPT",
-    "RECURSIVE_SUMMARIZATION_SOURCE",
-    "USAGE_METADATA_KEY",
     "CompactionJob",
     "CompactionLease",
     "CompactionOutcome",
@@ -94,22 +83,18 @@ __all__ = [
     "ContextWindowTrigger",
     "EventFormatter",
     "HeuristicTokenCountEstimator",
-    "JobState",
     "MemoryFlush",
     "MemoryFlushingCompactionStrategy",
     "MongoCompactionQueue",
     "MongoCompactionWorker",
-    "OnSummarizationFailure",
     "RecursiveSummarizationCompactionStrategy",
     "SlidingWindowCompactionStrategy",
     "Summarizer",
     "TokenCountCompactionStrategy",
     "TokenCountEstimator",
     "TokenCountTrigger",
-    "TriggerLike",
     "TurnCountTrigger",
     "TurnWindowCompactionStrategy",
-    "WakeMode",
     "WindowCompactionStrategy",
     "all_of",
     "any_of",

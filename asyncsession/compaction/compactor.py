@@ -18,9 +18,8 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
-from ..compaction_protocols import CompactionResult
+from ..compaction_protocols import CompactionResult, TriggerLike
 from .strategies import CompactionStrategy
-from .triggers import TriggerLike
 
 __all__ = ["CompactionQueue", "Compactor"]
 

@@ -30,6 +30,7 @@ from typing import Final, TypeAlias
 
 from pydantic import JsonValue
 
+from .._checks import require_estimator
 from ..compaction_protocols import CompactionRequest, CompactionResult, CompactionStrategy
 from ..events import COMPACTION_SOURCE, SYNTHETIC, EventType, SessionEvent, utc_now
 from ..exceptions import CompactionError, UsageError
@@ -51,10 +52,7 @@ from .summarizer import DEFAULT_SUMMARIZER_SYSTEM_PROMPT, Summarizer
 from .tokens import HeuristicTokenCountEstimator, TokenCountEstimator
 
 __all__ = [
-    "DEFAULT_SHADOW_PROMPT",
-    "RECURSIVE_SUMMARIZATION_SOURCE",
     "CompactionStrategy",
-    "OnSummarizationFailure",
     "RecursiveSummarizationCompactionStrategy",
     "SlidingWindowCompactionStrategy",
     "TokenCountCompactionStrategy",
@@ -93,7 +91,7 @@ class SlidingWindowCompactionStrategy:
     ) -> None:
         self.max_events: int = positive_int(max_events, "max_events")
         self.estimator: TokenCountEstimator = (
-            HeuristicTokenCountEstimator() if estimator is None else estimator
+            HeuristicTokenCountEstimator() if estimator is None else require_estimator(estimator)
         )
 
     async def compact(self, request: CompactionRequest) -> CompactionResult:
@@ -128,7 +126,7 @@ class TurnWindowCompactionStrategy:
     ) -> None:
         self.max_turns: int = positive_int(max_turns, "max_turns")
         self.estimator: TokenCountEstimator = (
-            HeuristicTokenCountEstimator() if estimator is None else estimator
+            HeuristicTokenCountEstimator() if estimator is None else require_estimator(estimator)
         )
 
     async def compact(self, request: CompactionRequest) -> CompactionResult:
@@ -164,7 +162,7 @@ class TokenCountCompactionStrategy:
     ) -> None:
         self.max_tokens: int = positive_int(max_tokens, "max_tokens")
         self.estimator: TokenCountEstimator = (
-            HeuristicTokenCountEstimator() if estimator is None else estimator
+            HeuristicTokenCountEstimator() if estimator is None else require_estimator(estimator)
         )
 
     async def compact(self, request: CompactionRequest) -> CompactionResult:
@@ -252,7 +250,7 @@ class RecursiveSummarizationCompactionStrategy:
         clock: Callable[[], datetime] = utc_now,
         memory_flush: MemoryFlush | None = None,
     ) -> None:
-        if not isinstance(summarizer, Summarizer):
+        if isinstance(summarizer, type) or not isinstance(summarizer, Summarizer):
             raise UsageError(f"summarizer must have an async summarize() method: {summarizer!r}")
         self.max_events_to_keep: int = positive_int(max_events_to_keep, "max_events_to_keep")
         if isinstance(overlap_size, bool) or not isinstance(overlap_size, int) or overlap_size < 0:
@@ -270,7 +268,7 @@ class RecursiveSummarizationCompactionStrategy:
         self.system_prompt: str = system_prompt
         self.shadow_prompt: str = shadow_prompt
         self.estimator: TokenCountEstimator = (
-            HeuristicTokenCountEstimator() if estimator is None else estimator
+            HeuristicTokenCountEstimator() if estimator is None else require_estimator(estimator)
         )
         self.event_formatter: EventFormatter = event_formatter
         self.on_failure: OnSummarizationFailure | None = on_failure

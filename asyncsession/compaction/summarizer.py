@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final, Protocol, runtime_checkable
 
-__all__ = ["DEFAULT_SUMMARIZER_SYSTEM_PROMPT", "Summarizer"]
+__all__ = ["Summarizer"]
 
 DEFAULT_SUMMARIZER_SYSTEM_PROMPT: Final = """\
 You condense conversations between a user and an AI assistant. Your summary will stand in for \

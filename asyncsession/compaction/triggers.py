@@ -24,7 +24,7 @@ from typing import Final
 
 from pydantic import JsonValue
 
-from .._checks import require_int
+from .._checks import require_estimator, require_int
 from ..compaction_protocols import CompactionRequest, CompactionTrigger, TriggerLike, should_compact
 from ..events import SessionEvent
 from ..exceptions import UsageError
@@ -32,11 +32,9 @@ from ._pipeline import events_of, positive_int, split_events, tokens_of
 from .tokens import HeuristicTokenCountEstimator, TokenCountEstimator
 
 __all__ = [
-    "USAGE_METADATA_KEY",
     "CompactionTrigger",
     "ContextWindowTrigger",
     "TokenCountTrigger",
-    "TriggerLike",
     "TurnCountTrigger",
     "all_of",
     "any_of",
@@ -111,7 +109,7 @@ class TokenCountTrigger:
     def __init__(self, threshold: int, *, estimator: TokenCountEstimator | None = None) -> None:
         self.threshold: int = positive_int(threshold, "threshold")
         self.estimator: TokenCountEstimator = (
-            HeuristicTokenCountEstimator() if estimator is None else estimator
+            HeuristicTokenCountEstimator() if estimator is None else require_estimator(estimator)
         )
 
     async def should_compact(self, request: CompactionRequest) -> bool:
@@ -222,7 +220,7 @@ class ContextWindowTrigger:
             raise UsageError(f"fraction must be in (0, 1], not {fraction!r}")
         self.fraction: float = float(fraction)
         self.estimator: TokenCountEstimator = (
-            HeuristicTokenCountEstimator() if estimator is None else estimator
+            HeuristicTokenCountEstimator() if estimator is None else require_estimator(estimator)
         )
 
     @property

@@ -47,13 +47,12 @@ from dataclasses import dataclass
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ..compaction_protocols import CompactionResult
+from ..compaction_protocols import CompactionResult, TriggerLike
 from ..exceptions import CompactionError, UsageError
 from ._pipeline import check_worker_parts, positive_int
 from ._worker_lifecycle import WorkerLifecycle, WorkerState, report_outcome
 from .compactor import Compactor
 from .strategies import CompactionStrategy
-from .triggers import TriggerLike
 
 __all__ = ["CompactionOutcome", "CompactionTicket", "CompactionWorker"]
 

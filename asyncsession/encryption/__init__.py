@@ -16,20 +16,12 @@ Needs the ``[encryption]`` extra: ``pip install 'asyncsession[encryption]'``. Wh
 and what is not: see the security guide (``docs/security.md``).
 """
 
-from ._keys import KEY_NAME_PREFIX, UserKeys, key_name
+from ._keys import UserKeys
 from ._options import (
-    DEFAULT_KEY_CACHE_TTL,
-    DEFAULT_KEY_VAULT_NAMESPACE,
-    DEFAULT_MAX_SEARCH_CANDIDATES,
     EncryptionOptions,
 )
 
 __all__ = [
-    "DEFAULT_KEY_CACHE_TTL",
-    "DEFAULT_KEY_VAULT_NAMESPACE",
-    "DEFAULT_MAX_SEARCH_CANDIDATES",
-    "KEY_NAME_PREFIX",
     "EncryptionOptions",
     "UserKeys",
-    "key_name",
 ]

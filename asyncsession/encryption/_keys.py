@@ -17,6 +17,7 @@ from .._checks import require_text
 from ..exceptions import ContentErased, EncryptionError, StorageUnavailable, UsageError
 from ._engines import Engine, in_process_engine, mongo_engine
 from ._failures import CryptFailure, KeyTaken
+from ._opened import MISSING, Opened
 from ._options import EncryptionOptions
 
 __all__ = ["ENCRYPTED_SUBTYPE", "KEY_NAME_PREFIX", "UserKeys", "key_name"]
@@ -77,7 +78,9 @@ class UserKeys:
     ``asyncsession:user:<user_id>``; MongoDB's unique index on ``keyAltNames`` (created before
     the first key, see `ensure_indexes`) makes it one key per user whichever processes race to
     create it. A key once fetched is kept in the process for `EncryptionOptions.key_cache_ttl`,
-    so encrypting and decrypting a warm user's values sends no command at all.
+    so encrypting and decrypting a warm user's values sends no command at all; a value encrypted
+    or decrypted here is kept decrypted for as long (`EncryptionOptions.opened_cache_bytes`),
+    so reading it again decrypts nothing.
     """
 
     def __init__(
@@ -96,6 +99,7 @@ class UserKeys:
             raise UsageError(f"invalid kms_providers: {exc}") from exc
         self._creating: dict[str, asyncio.Future[None]] = {}
         self._indexed = False
+        self._opened = Opened(options.opened_cache_bytes, options.key_cache_ttl.total_seconds())
         _LIVE.add(self)
 
     def __repr__(self) -> str:
@@ -131,16 +135,18 @@ class UserKeys:
         require_text(user_id, "user_id")
         name = key_name(user_id)
         try:
-            return await self._engine.encrypt(value, name)
+            encrypted = await self._engine.encrypt(value, name)
         except (BSONError, OverflowError, UnicodeEncodeError) as exc:
             raise UsageError(f"this value cannot be encrypted as BSON: {exc}") from exc
         except CryptFailure:
-            pass  # most often: no key yet (a key vault read told it); create it, then retry
-        await self._create(user_id, name)
-        try:
-            return await self._engine.encrypt(value, name)
-        except CryptFailure as failure:
-            raise _error("encrypt", user_id, failure) from failure.__cause__
+            # most often: no key yet (a key vault read told it); create it, then retry
+            await self._create(user_id, name)
+            try:
+                encrypted = await self._engine.encrypt(value, name)
+            except CryptFailure as failure:
+                raise _error("encrypt", user_id, failure) from failure.__cause__
+        self._opened.put(bytes(encrypted), value)
+        return encrypted
 
     async def _create(self, user_id: str, name: str) -> None:
         """Create the user's key once, however many tasks of this process ask at once."""
@@ -179,8 +185,12 @@ class UserKeys:
         """
         require_text(user_id, "user_id")
         encrypted = _check_encrypted(value)
+        ciphertext = bytes(encrypted)
+        known = self._opened.get(ciphertext)
+        if known is not MISSING:
+            return known
         try:
-            return await self._engine.decrypt(encrypted)
+            opened = await self._engine.decrypt(encrypted)
         except CryptFailure as failure:
             key_id = Binary(bytes(encrypted)[1:17], 4)
             try:
@@ -190,6 +200,8 @@ class UserKeys:
             if not present:
                 raise ContentErased(user_id, _key_id_of(encrypted)) from failure.__cause__
             raise _error("decrypt", user_id, failure) from failure.__cause__
+        self._opened.put(ciphertext, opened)
+        return opened
 
     async def has_key(self, user_id: str) -> bool:
         """Whether ``user_id`` has a data key in the key vault (one read of the key vault)."""
@@ -215,6 +227,7 @@ class UserKeys:
         for keys in list(_LIVE):
             if keys._options.key_vault_namespace == namespace:
                 keys._engine.reset()
+                keys._opened.clear()
         return deleted
 
     async def rotate(

@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_KEY_CACHE_TTL",
     "DEFAULT_KEY_VAULT_NAMESPACE",
     "DEFAULT_MAX_SEARCH_CANDIDATES",
+    "DEFAULT_OPENED_CACHE_BYTES",
     "EncryptionOptions",
 ]
 
@@ -26,6 +27,8 @@ DEFAULT_KEY_CACHE_TTL: Final = timedelta(seconds=60)
 """How long a process keeps a data key it has fetched (libmongocrypt's own default)."""
 DEFAULT_MAX_SEARCH_CANDIDATES: Final = 10_000
 """How many events a text search of encrypted content decrypts at most."""
+DEFAULT_OPENED_CACHE_BYTES: Final = 8 * 1024 * 1024
+"""How many bytes of decrypted values a process keeps (for at most `key_cache_ttl`)."""
 LOCAL_KEY_BYTES: Final = 96
 """The size of a local master key: libmongocrypt's requirement."""
 _NEEDS_MASTER_KEY: Final = frozenset({"aws", "azure", "gcp"})
@@ -111,6 +114,12 @@ class EncryptionOptions:
     other criteria (session, user, types, times) leave are decrypted and matched in the
     process. A search that would decrypt more is refused with `InvalidFilter`, never answered
     in part."""
+    opened_cache_bytes: int = DEFAULT_OPENED_CACHE_BYTES
+    """How many bytes of values a process keeps decrypted (0: none), each for at most
+    `key_cache_ttl` after it was encrypted or decrypted here, so that a turn reads its window
+    again without decrypting the events it has seen. They are no more than the process holds
+    already (the data keys themselves, for as long); an erasure in this process drops them at
+    once, and in another process they go within `key_cache_ttl`, as the data key does."""
     _provider: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -143,6 +152,9 @@ class EncryptionOptions:
         limit = cast(object, self.max_search_candidates)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise UsageError(f"max_search_candidates must be an int >= 1, got {limit!r}")
+        cache = cast(object, self.opened_cache_bytes)
+        if isinstance(cache, bool) or not isinstance(cache, int) or cache < 0:
+            raise UsageError(f"opened_cache_bytes must be an int >= 0, got {cache!r}")
         object.__setattr__(self, "_provider", provider)
 
     def __repr__(self) -> str:  # never the keys or credentials themselves
@@ -150,7 +162,8 @@ class EncryptionOptions:
             f"EncryptionOptions(providers={sorted(self.kms_providers)!r}, "
             f"provider={self._provider!r}, key_vault_namespace={self.key_vault_namespace!r}, "
             f"key_cache_ttl={self.key_cache_ttl!r}, "
-            f"max_search_candidates={self.max_search_candidates!r})"
+            f"max_search_candidates={self.max_search_candidates!r}, "
+            f"opened_cache_bytes={self.opened_cache_bytes!r})"
         )
 
     @classmethod
@@ -161,6 +174,7 @@ class EncryptionOptions:
         key_vault_namespace: str = DEFAULT_KEY_VAULT_NAMESPACE,
         key_cache_ttl: timedelta = DEFAULT_KEY_CACHE_TTL,
         max_search_candidates: int = DEFAULT_MAX_SEARCH_CANDIDATES,
+        opened_cache_bytes: int = DEFAULT_OPENED_CACHE_BYTES,
     ) -> EncryptionOptions:
         """Encrypt with a local master key: 96 bytes, or their base64 text.
 
@@ -172,6 +186,7 @@ class EncryptionOptions:
             key_vault_namespace=key_vault_namespace,
             key_cache_ttl=key_cache_ttl,
             max_search_candidates=max_search_candidates,
+            opened_cache_bytes=opened_cache_bytes,
         )
 
     @staticmethod

@@ -6,14 +6,15 @@ plain script, LangChain's worker threads, ``Runner.run_sync``, ADK's ``runner.ru
 in a new thread per run), ``asyncio.run(...)`` around one call. So every store call of an
 adapter goes through a [`StoreLoop`][asyncsession.integrations._loops.StoreLoop], which runs it
 
-- on the loop the store's client belongs to: directly when the caller runs on it, handed over
+- on the loop the store belongs to (its ``event_loop``, which a store that is ``loop_bound``
+  declares): directly when the caller runs on it, handed over
   (``asyncio.run_coroutine_threadsafe``) and awaited, or waited for, when it runs elsewhere;
-- when the client belongs to no loop yet: on the caller's loop if that is a lasting one (a loop
-  in the main thread running code of the caller's, as an app, a server, a notebook or a test
-  does), else on the adapters' own loop (`own_loop`: one daemon thread per process, started on
-  first use), which the store then belongs to. Sync callers, loops in other threads and loops
-  that run a single framework call (``Runner.run_sync``, ``asyncio.run(history.load())``: the
-  loop ends or idles after it) get that one;
+- when a loop-bound store belongs to no loop yet: on the caller's loop if that is a lasting
+  one (a loop in the main thread running code of the caller's, as an app, a server, a notebook
+  or a test does), else on the adapters' own loop (`own_loop`: one daemon thread per process,
+  started on first use), which the store then belongs to. Sync callers, loops in other
+  threads and loops that run a single framework call (``Runner.run_sync``,
+  ``asyncio.run(history.load())``: the loop ends or idles after it) get that one;
 - on the caller's loop for a store that serves any loop (the in-memory store); a sync caller's
   on the loop the adapter was built on while that loop runs (else the adapters' own), so a
   sync call beside a running loop is served by that loop, and one whose loop is blocked waiting
@@ -34,20 +35,16 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, TypeVar
 
-from pymongo import AsyncMongoClient
-
-from .._lifecycle import running_loop
+from .._lifecycle import declared_loop, running_loop
 from .._shield import shielded
 from ..exceptions import UsageError
+from ..repository import SessionRepository
+from ..service import SessionService
 
 __all__ = ["START_BOUND", "StoreLoop", "own_loop"]
 
 START_BOUND: Final = 5.0
 """Seconds a loop has to start a call handed to it before the call is abandoned."""
-_LINKS: Final = ("delegate", "repository", "_repository", "_database", "database", "client")
-"""Attributes followed from a service to the client its store uses (a wrapper's inner service,
-a service's repository, a repository's database, a database's client)."""
-_DEPTH: Final = 6
 _ONE_CALL: Final = (
     "asyncsession.",
     "agents.",
@@ -58,8 +55,10 @@ _ONE_CALL: Final = (
     "langchain.",
     "langgraph.",
 )
-"""Modules whose coroutine, as the one a loop was started to run, means the loop serves that one
-call (tasks these frameworks start inside an app's loop do not count: only the loop's own)."""
+"""Modules whose coroutines, when they are all a loop runs, mean the loop serves that one
+framework call (``Runner.run_sync``, ``asyncio.run(history.load())``)."""
+_NEUTRAL: Final = ("asyncio.", "pymongo.", "motor.", "anyio.", "httpx.", "httpcore.")
+"""Modules whose tasks say nothing about who runs the loop (drivers, transports)."""
 _T = TypeVar("_T")
 
 _own_lock = threading.Lock()
@@ -97,53 +96,19 @@ def _forget_own_loop() -> None:
 os.register_at_fork(after_in_child=_forget_own_loop)
 
 
-def _is_client(value: object) -> bool:
-    if isinstance(value, AsyncMongoClient):
-        return True
-    return type(value).__module__.startswith("motor.") and hasattr(value, "_io_loop")
+def _module_of(task: asyncio.Task[Any]) -> str:
+    """The module of the coroutine ``task`` runs (``""`` when it has none to show)."""
+    frame = getattr(task.get_coro(), "cr_frame", None)
+    return str(frame.f_globals.get("__name__", "")) if frame is not None else ""
 
 
-def _client_of(store: object) -> object | None:
-    """The loop-bound database client ``store`` uses, found through `_LINKS`; ``None`` for a
-    store that serves any loop (the in-memory store, one of your own)."""
-    seen: set[int] = {id(store)}
-    level = [store]
-    for _ in range(_DEPTH):
-        below: list[object] = []
-        for value in level:
-            if _is_client(value):
-                return value
-            for name in _LINKS:
-                try:
-                    linked = getattr(value, name, None)
-                except Exception:  # a property that fails: not a link
-                    continue
-                if linked is not None and id(linked) not in seen:
-                    seen.add(id(linked))
-                    below.append(linked)
-        level = below
-    return None
-
-
-def _bound_loop(client: object) -> asyncio.AbstractEventLoop | None:
-    """The loop ``client`` belongs to; ``None`` until a loop has used it."""
-    name = "_loop" if type(client).__module__.startswith("pymongo.") else "_io_loop"
-    loop: object = getattr(client, name, None)
-    return loop if isinstance(loop, asyncio.AbstractEventLoop) else None
-
-
-def _driven_by(loop: asyncio.AbstractEventLoop) -> str:
-    """The module of the coroutine the loop was started to run to its end (``asyncio.run(x)``,
-    ``run_until_complete(x)``: the task with asyncio's completion callback), or ``""`` for a
-    loop that runs until stopped (a notebook's, a server's ``run_forever``)."""
-    for task in asyncio.all_tasks(loop):
-        callbacks = getattr(task, "_callbacks", None) or ()
-        if any(
-            getattr(entry[0], "__name__", "") == "_run_until_complete_cb" for entry in callbacks
-        ):
-            frame = getattr(task.get_coro(), "cr_frame", None)
-            return str(frame.f_globals.get("__name__", "")) if frame is not None else ""
-    return ""
+def _serves_one_call(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether every task of ``loop`` runs a coroutine of the frameworks or of asyncsession: a
+    loop started for one framework call (an app's, a server's, a notebook's or a test's loop
+    also runs code of its own)."""
+    modules = [_module_of(task) for task in asyncio.all_tasks(loop)]
+    own = [module for module in modules if module and not module.startswith(_NEUTRAL)]
+    return bool(own) and all(module.startswith(_ONE_CALL) for module in own)
 
 
 def _lasting(loop: asyncio.AbstractEventLoop) -> bool:
@@ -153,7 +118,7 @@ def _lasting(loop: asyncio.AbstractEventLoop) -> bool:
     ends or idles; an app, a server, a notebook or a test runs code of its own)."""
     if threading.current_thread() is not threading.main_thread():
         return False
-    return not _driven_by(loop).startswith(_ONE_CALL)
+    return not _serves_one_call(loop)
 
 
 class _Ticket:
@@ -218,23 +183,28 @@ async def _outcome(done: asyncio.Future[Any]) -> None:
 class StoreLoop:
     """Runs an adapter's store calls on the loop its store belongs to (see the module docs).
 
+    The store says which loop that is, with ``loop_bound`` and ``event_loop`` (of
+    [`SessionService`][asyncsession.service.SessionService]; a ``DefaultSessionService`` asks
+    its repository's: `SessionRepository.event_loop`).
+
     Args:
         store: the service (or repository) the adapter calls.
         name: how messages name the adapter (``"LangChainHistory 'trip-42'"``).
     """
 
-    def __init__(self, store: object, name: str) -> None:
-        self._client = _client_of(store)
+    def __init__(self, store: SessionService | SessionRepository, name: str) -> None:
+        self._store = store
+        self._loop_bound = declared_loop(store)[0]
         self._name = name
         self._built_on = running_loop()
 
     def _home(self, caller: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop:
         """The loop a call from ``caller`` (``None``: a sync caller) runs on."""
-        bound = _bound_loop(self._client) if self._client is not None else None
+        bound = declared_loop(self._store)[1] if self._loop_bound else None
         if bound is not None:
             return bound
         if caller is not None:
-            return caller if self._client is None or _lasting(caller) else own_loop()
+            return caller if not self._loop_bound or _lasting(caller) else own_loop()
         built_on = self._built_on  # a sync call beside the loop the adapter was built on: there
         return built_on if built_on is not None and built_on.is_running() else own_loop()
 

@@ -16,7 +16,8 @@ from typing import Final
 
 from pydantic import JsonValue
 
-from ..compaction import CompactionResult, CompactionStrategy, TriggerLike
+from ..compaction import CompactionResult, CompactionStrategy
+from ..compaction_protocols import TriggerLike
 from ..events import CreateSessionRequest, Session, SessionEvent
 from ..exceptions import AccessDenied, SessionExists, SessionNotFound
 from ..filters import EventFilter

@@ -71,7 +71,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
         "install the [google-adk] extra (from a clone: pip install '.[google-adk]')"
     ) from _exc
 
-__all__ = ["ADK_EVENT", "METADATA_KEY", "AdkSessionService", "from_event", "to_message"]
+__all__ = ["AdkSessionService"]
 
 METADATA_KEY: Final = "google_adk"
 """The metadata key of the whole ADK event (on events) and of the ADK scope (on sessions)."""
@@ -112,7 +112,7 @@ def _arguments(args: Mapping[str, Any] | None) -> str:
     return json.dumps(_json(args or {}), separators=(",", ":"), ensure_ascii=False)
 
 
-def to_message(content: types.Content) -> Message:
+def _to_message(content: types.Content) -> Message:
     """The API-neutral view of an ADK event's content (lossy on its own: the event's metadata
     keeps the whole event); ``UsageError`` if it is not a ``google.genai`` ``types.Content``."""
     require_type(content, types.Content, "content", "a google.genai types.Content")
@@ -163,7 +163,7 @@ def _from_message(message: Message) -> types.Content:
     return types.Content(role="user", parts=[types.Part(text=message.text)])
 
 
-def from_event(event: SessionEvent) -> Event:
+def _from_event(event: SessionEvent) -> Event:
     """The ADK event one of our events holds: the stored one when it has it, else one
     converted from its message (a summary, a message another client wrote).
 
@@ -350,7 +350,7 @@ class AdkSessionService(BaseSessionService):
         snapshot = await self.service.get_snapshot(key, read)
         if snapshot is None or not _owned(snapshot.session, user_id):
             return None
-        events = [from_event(event) for event in snapshot.events]
+        events = [_from_event(event) for event in snapshot.events]
         state, updated = await self._session_state(key, snapshot.session.metadata, snapshot.events)
         if recent is not None:
             events = events[-recent:] if recent else []
@@ -483,7 +483,7 @@ class AdkSessionService(BaseSessionService):
     @staticmethod
     def _body(event: Event) -> dict[str, Any]:
         if event.content is not None and event.content.parts:
-            return {"message": to_message(event.content)}
+            return {"message": _to_message(event.content)}
         return {"type": ADK_EVENT, "payload": {"author": event.author}}
 
     async def _session_state(
@@ -494,7 +494,7 @@ class AdkSessionService(BaseSessionService):
         for event in reversed(events):
             state = event.metadata.get(_STATE_KEY)
             if isinstance(state, dict):
-                return dict(state), from_event(event).timestamp
+                return dict(state), _from_event(event).timestamp
         if events:  # the newest events hold no state (written by others): read back further
             everything = await self.service.get_events(key, EventFilter(exclude_archived=False))
             for event in reversed(everything):

@@ -41,7 +41,8 @@ from .._checks import (
     require_text,
     require_type,
 )
-from ..compaction import CompactionResult, CompactionStrategy, TriggerLike
+from ..compaction import CompactionResult, CompactionStrategy
+from ..compaction_protocols import TriggerLike
 from ..events import SessionEvent
 from ..exceptions import UsageError
 from ..messages import (
@@ -67,11 +68,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
     ) from _exc
 
 __all__ = [
-    "METADATA_KEY",
     "LangChainHistory",
-    "from_event",
-    "to_event",
-    "to_message",
     "whole_turns",
 ]
 
@@ -107,11 +104,11 @@ def _require_lc(value: object, name: str) -> None:
     require_type(value, lc.BaseMessage, name, "a LangChain message such as HumanMessage", hint=hint)
 
 
-def to_message(message: lc.BaseMessage) -> Message:
+def _to_message(message: lc.BaseMessage) -> Message:
     """The API-neutral view of ``message``: what our clients, compaction and recall read.
 
     Lossy on its own (the event's metadata keeps the rest, see
-    [`to_event`][asyncsession.integrations.langchain.to_event]).
+    `_to_event`).
 
     Raises:
         UsageError: ``message`` is not a LangChain message.
@@ -143,7 +140,9 @@ def to_message(message: lc.BaseMessage) -> Message:
     return UserMessage(text=text)
 
 
-def to_event(message: lc.BaseMessage, session_id: str, event_id: str | None = None) -> SessionEvent:
+def _to_event(
+    message: lc.BaseMessage, session_id: str, event_id: str | None = None
+) -> SessionEvent:
     """The message event that stores ``message`` losslessly (the whole message in metadata).
 
     Raises:
@@ -155,7 +154,7 @@ def to_event(message: lc.BaseMessage, session_id: str, event_id: str | None = No
         require_text(event_id, "event_id")
     fields: dict[str, Any] = {
         "session_id": session_id,
-        "message": to_message(message),
+        "message": _to_message(message),
         "metadata": {METADATA_KEY: _dump(message)},
     }
     if event_id is not None:
@@ -178,7 +177,7 @@ def _from_message(message: Message) -> lc.BaseMessage:
     return lc.HumanMessage(content=message.text)
 
 
-def from_event(event: SessionEvent) -> list[lc.BaseMessage]:
+def _from_event(event: SessionEvent) -> list[lc.BaseMessage]:
     """The LangChain messages an event holds: the stored one when the event has it, else those
     converted from the event's message (a summary, a message another client wrote; a tool
     message of several results is one ``ToolMessage`` per result).
@@ -339,7 +338,7 @@ class LangChainHistory(BaseChatMessageHistory):
 
     async def _read(self, limit: int | None) -> list[lc.BaseMessage]:
         events = await self._session.active(limit)
-        messages = [message for event in events for message in from_event(event)]
+        messages = [message for event in events for message in _from_event(event)]
         if limit is not None and messages and not _starts_turn(messages[0]):
             messages = whole_turns(await self._read(None), limit)  # the window split a turn
         return messages
@@ -363,7 +362,7 @@ class LangChainHistory(BaseChatMessageHistory):
     async def _add(self, messages: list[lc.BaseMessage]) -> None:
         def build(ids: Sequence[str]) -> list[SessionEvent]:
             return [
-                to_event(message, self.session_id, event_id)
+                _to_event(message, self.session_id, event_id)
                 for event_id, message in zip(ids, messages, strict=True)
             ]
 

@@ -32,8 +32,8 @@ from ..compaction import (
     CompactionStrategy,
     CompactionTicket,
     CompactionWorker,
-    TriggerLike,
 )
+from ..compaction_protocols import TriggerLike
 from ..events import SessionEvent
 from ..exceptions import UsageError
 from ..messages import Message
@@ -223,6 +223,8 @@ class AgentsSession(Closable):
             raise UsageError("inline compaction needs both a trigger and a strategy")
         if worker is not None and trigger is not None:
             raise UsageError("compact inline (trigger and strategy) or through a worker, not both")
+        if worker is not None:
+            require_object(worker, "worker", "a CompactionWorker", methods=("submit",))
         self.session_id = session_id
         self.service = service
         """The service the session lives in."""

@@ -47,7 +47,8 @@ from .._checks import (
     require_text,
     require_type,
 )
-from ..compaction import CompactionResult, CompactionStrategy, TriggerLike
+from ..compaction import CompactionResult, CompactionStrategy
+from ..compaction_protocols import TriggerLike
 from ..events import SessionEvent
 from ..exceptions import UsageError
 from ..messages import (
@@ -86,11 +87,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
     ) from _exc
 
 __all__ = [
-    "METADATA_KEY",
     "PydanticAIHistory",
-    "from_event",
-    "to_event",
-    "to_message",
     "whole_turns_window",
 ]
 
@@ -203,11 +200,11 @@ def _require_model_message(value: object, name: str) -> None:
     )
 
 
-def to_message(message: ModelMessage) -> Message:
+def _to_message(message: ModelMessage) -> Message:
     """The API-neutral view of ``message``: what our clients, compaction and recall read.
 
     Lossy on its own (the event's metadata keeps the rest, see
-    [`to_event`][asyncsession.integrations.pydantic_ai.to_event]).
+    `_to_event`).
 
     Raises:
         UsageError: ``message`` is not a Pydantic AI message.
@@ -232,7 +229,7 @@ def to_message(message: ModelMessage) -> Message:
     return UserMessage(text="\n".join(texts))
 
 
-def to_event(message: ModelMessage, session_id: str, event_id: str | None = None) -> SessionEvent:
+def _to_event(message: ModelMessage, session_id: str, event_id: str | None = None) -> SessionEvent:
     """The message event that stores ``message`` losslessly (the whole message in metadata).
 
     Raises:
@@ -244,7 +241,7 @@ def to_event(message: ModelMessage, session_id: str, event_id: str | None = None
         require_text(event_id, "event_id")
     fields: dict[str, Any] = {
         "session_id": session_id,
-        "message": to_message(message),
+        "message": _to_message(message),
         "metadata": {METADATA_KEY: _dump(message)},
     }
     if event_id is not None:
@@ -277,7 +274,7 @@ def _from_message(message: Message, at: datetime) -> ModelMessage:
     return ModelRequest(parts=[UserPromptPart(content=message.text, timestamp=at)], timestamp=at)
 
 
-def from_event(event: SessionEvent) -> ModelMessage:
+def _from_event(event: SessionEvent) -> ModelMessage:
     """The ``ModelMessage`` an event holds: the stored one when the event has it, else one
     converted from the event's message (a summary, a message another client wrote).
 
@@ -439,7 +436,7 @@ class PydanticAIHistory:
         if limit is not None and limit <= 0:
             return []
         events = await self._session.active(limit)
-        messages = [from_event(event) for event in events]
+        messages = [_from_event(event) for event in events]
         if limit is not None and messages and not _starts_turn(messages[0]):
             return _cut(await self._read(None), limit)  # the window split a tool round: widen it
         self._loaded = {
@@ -478,7 +475,7 @@ class PydanticAIHistory:
             _require_model_message(message, f"messages[{index}]")
             fingerprint = _fingerprint(message)
             event_id = self._loaded.get(fingerprint) or self._event_id(fingerprint)
-            events.append(to_event(message, self.session_id, event_id))
+            events.append(_to_event(message, self.session_id, event_id))
         return events
 
     def _event_id(self, fingerprint: str) -> str:

@@ -18,7 +18,7 @@ system = render_memory_prompt(store.root)
 
 from .directory import DirectoryMemoryStore
 from .mongo import MongoMemoryStore
-from .prompt import CONSOLIDATION_REMINDER, MEMORY_SYSTEM_PROMPT, render_memory_prompt
+from .prompt import render_memory_prompt
 from .store import (
     MemoryBackendError,
     MemoryEntry,
@@ -37,8 +37,6 @@ from .store import (
 )
 
 __all__ = [
-    "CONSOLIDATION_REMINDER",
-    "MEMORY_SYSTEM_PROMPT",
     "DirectoryMemoryStore",
     "MemoryBackendError",
     "MemoryEntry",

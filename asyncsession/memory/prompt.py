@@ -11,7 +11,7 @@ from __future__ import annotations
 from .._checks import require_text
 from ..exceptions import UsageError
 
-__all__ = ["CONSOLIDATION_REMINDER", "MEMORY_SYSTEM_PROMPT", "render_memory_prompt"]
+__all__ = ["render_memory_prompt"]
 
 CONSOLIDATION_REMINDER = (
     "<system-reminder>Consolidate the long-term memory by summarizing and removing redundant "

@@ -32,11 +32,6 @@ from ..exceptions import (
 from ._common import split_path
 
 __all__ = [
-    "DEFAULT_MAX_FILE_BYTES",
-    "DEFAULT_MAX_STORE_BYTES",
-    "MAX_NAME_BYTES",
-    "MAX_PATH_BYTES",
-    "MAX_SCOPE_CHARS",
     "MemoryBackendError",
     "MemoryEntry",
     "MemoryExists",

@@ -15,7 +15,13 @@ from typing import Any, TypedDict, cast, get_args
 from openai import AsyncOpenAI, OpenAI
 from pydantic import JsonValue
 
-from .._checks import require_message, require_object, require_service, require_text
+from .._checks import (
+    require_message,
+    require_object,
+    require_open_client,
+    require_service,
+    require_text,
+)
 from .._turn import Compaction, SessionMemory, StoreQuestion, Turn
 from .._turn.chain import run_call, start_stream
 from .._turn.edit import Edit, EditedStream
@@ -103,7 +109,11 @@ def _tools(items: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool]:
 
 
 def _advisors(items: Iterable[Advisor], name: str) -> tuple[Advisor, ...]:
-    advisors = tuple(items)
+    given = cast(object, items)  # callers outside the type checker may pass anything
+    if isinstance(given, (type, str, bytes)) or not isinstance(given, Iterable):
+        shown = f"the class {given.__name__}" if isinstance(given, type) else repr(given)[:60]
+        raise UsageError(f"{name} must be a list of advisor instances, not {shown}")
+    advisors = tuple(cast(Iterable[Advisor], given))
     for advisor in advisors:
         require_object(advisor, f"{name}[]", "an advisor", methods=("call", "stream"))
     return advisors
@@ -216,7 +226,7 @@ class BaseChatClient(ABC):
                 f"{type(self).__name__} needs an openai.AsyncOpenAI, not the sync openai.OpenAI: "
                 "its calls are async (build the client with AsyncOpenAI(...))"
             )
-        require_object(openai_client, "openai_client", "an openai.AsyncOpenAI", methods=())
+        require_open_client(openai_client, "openai_client")
         if not require_text(model, "model"):
             raise UsageError("model must be a non-empty string")
         self.openai_client = openai_client
@@ -325,6 +335,9 @@ class BaseChatClient(ABC):
         context: Mapping[str, Any] | None,
     ) -> tuple[CallContext, ChatRequest]:
         """The call's context and first request, from the keywords of `call` or `stream`."""
+        closed = getattr(self.openai_client, "is_closed", None)  # checked before anything is stored
+        if callable(closed) and closed() is True:
+            require_open_client(self.openai_client, "openai_client")  # raises, in our words
         prompt = list(self.default_messages)
         if messages is not None:
             prompt.extend(_to_messages(messages, self._convert_dicts))

@@ -7,7 +7,7 @@ from typing import Final
 
 from openai import AsyncOpenAI, OpenAI
 
-from .._checks import require_int, require_memory_store, require_type
+from .._checks import require_estimator, require_int, require_memory_store, require_type
 from ..chat import ChatOptions
 from ..compaction import CompactionRequest, EventFormatter, format_event
 from ..compaction.tokens import HeuristicTokenCountEstimator, TokenCountEstimator
@@ -101,7 +101,9 @@ class ModelMemoryFlush:
         self.max_input_tokens: int = max_input_tokens
         self.max_output_tokens: int = max_output_tokens
         self.system_prompt: str = system_prompt
-        self.estimator: TokenCountEstimator = estimator or HeuristicTokenCountEstimator()
+        self.estimator: TokenCountEstimator = (
+            HeuristicTokenCountEstimator() if estimator is None else require_estimator(estimator)
+        )
         self.event_formatter: EventFormatter = event_formatter
 
     def transcript(self, events: Sequence[SessionEvent]) -> str:

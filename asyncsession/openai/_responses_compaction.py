@@ -28,6 +28,7 @@ from openai import AsyncOpenAI
 from openai.types.responses import CompactedResponse
 from pydantic import JsonValue
 
+from .._checks import require_estimator, require_open_client
 from ..compaction import (
     CompactionRequest,
     CompactionResult,
@@ -84,6 +85,7 @@ class ResponsesCompactionStrategy:
         estimator: TokenCountEstimator | None = None,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
+        require_open_client(openai_client, "openai_client")
         if not isinstance(model, str) or not model.strip():
             raise UsageError(f"model must be a non-empty string, not {model!r}")
         self.openai_client = openai_client
@@ -93,7 +95,7 @@ class ResponsesCompactionStrategy:
         self.instructions = instructions
         """The ``instructions`` of the compact request."""
         self.estimator: TokenCountEstimator = (
-            HeuristicTokenCountEstimator() if estimator is None else estimator
+            HeuristicTokenCountEstimator() if estimator is None else require_estimator(estimator)
         )
         """Estimates ``tokens_estimated_saved``."""
         self.clock = clock

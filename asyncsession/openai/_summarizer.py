@@ -12,6 +12,7 @@ from typing import Any, Final, cast
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion
 
+from .._checks import require_open_client
 from ..exceptions import UsageError
 from ._chat import map_summarizer_errors
 
@@ -38,6 +39,7 @@ class OpenAISummarizer:
     """
 
     def __init__(self, client: AsyncOpenAI, model: str, **options: Any) -> None:
+        require_open_client(client, "client")
         if not isinstance(model, str) or not model.strip():
             raise UsageError("model must be a non-empty string")
         refused = sorted(_REFUSED_OPTIONS.intersection(options))

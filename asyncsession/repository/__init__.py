@@ -8,7 +8,6 @@ it.
 
 from ._erasure import (
     ErasureLedger,
-    ErasureRecord,
     ErasureReport,
     InMemoryErasureLedger,
     MongoErasureLedger,
@@ -16,7 +15,6 @@ from ._erasure import (
 )
 from ._offload import (
     DEFAULT_OFFLOAD_THRESHOLD,
-    DEFAULT_PAGE_CHARS,
     DEFAULT_PREVIEW_CHARS,
     OFFLOADED,
     BodyPage,
@@ -28,12 +26,10 @@ from .mongo import MongoSessionRepository
 
 __all__ = [
     "DEFAULT_OFFLOAD_THRESHOLD",
-    "DEFAULT_PAGE_CHARS",
     "DEFAULT_PREVIEW_CHARS",
     "OFFLOADED",
     "BodyPage",
     "ErasureLedger",
-    "ErasureRecord",
     "ErasureReport",
     "InMemoryErasureLedger",
     "InMemorySessionRepository",

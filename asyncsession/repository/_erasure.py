@@ -188,7 +188,7 @@ class UserEraser:
         keys: UserKeys | None = None,
         memories: MemoryStore | None = None,
     ) -> None:
-        if not isinstance(ledger, ErasureLedger):
+        if isinstance(ledger, type) or not isinstance(ledger, ErasureLedger):
             raise UsageError(f"ledger must be an ErasureLedger, not {type(ledger).__name__}")
         if keys is not None and not isinstance(keys, UserKeys):
             raise UsageError(f"keys must be UserKeys, not {type(keys).__name__}")

@@ -16,6 +16,7 @@ store.
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -337,6 +338,19 @@ class SessionRepository(ABC):
         """End the lease on commit ``version`` if ``holder`` holds it; otherwise do nothing."""
 
     # --- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def loop_bound(self) -> bool:
+        """Whether the store belongs to one event loop, the first that uses it, and refuses
+        every other (a PyMongo or Motor client does). ``False`` (the default): any loop may call
+        it. Adapters that serve sync callers run a loop-bound store's calls on its loop."""
+        return False
+
+    @property
+    def event_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop a `loop_bound` store belongs to; ``None`` until a loop has used it
+        (and always for a store any loop may call)."""
+        return None
 
     @abstractmethod
     async def aclose(self) -> None:

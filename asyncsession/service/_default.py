@@ -24,6 +24,7 @@ from .._checks import (
     user_input,
 )
 from .._compaction_pass import run_compaction
+from .._lifecycle import ForwardsLoop
 from .._text import check_event_text, check_session_text
 from ..compaction_protocols import (
     CompactionResult,
@@ -40,7 +41,7 @@ from ..events import (
     SessionEvent,
     utc_now,
 )
-from ..exceptions import SessionExists, SessionNotFound, StorageError, UsageError
+from ..exceptions import InvalidFilter, SessionExists, SessionNotFound, StorageError, UsageError
 from ..filters import EventFilter, EventQuery
 from ..messages import Message
 from ..repository import Lease, SessionRepository, SessionSnapshot
@@ -69,7 +70,21 @@ def _require(value: str, what: str) -> str:
     return value
 
 
-class DefaultSessionService(SessionService):
+def _filter(value: EventFilter | None, what: str = "filter") -> EventFilter:
+    """``value``, ``EventFilter.all()`` for ``None``; anything else is an `InvalidFilter`."""
+    given = cast(object, value)  # callers outside the type checker may pass anything
+    if given is None:
+        return EventFilter.all()
+    if not isinstance(given, EventFilter):
+        shown = f"the class {given.__name__}" if isinstance(given, type) else repr(given)[:60]
+        raise InvalidFilter(
+            f"{what} must be an EventFilter (EventFilter.all(), EventFilter.active(), "
+            f"EventFilter.last_n(n), ...), not {shown}"
+        )
+    return given
+
+
+class DefaultSessionService(ForwardsLoop, SessionService):
     """The standard ``SessionService`` over a repository.
 
     To change what one operation does (authorize, measure, log), subclass it, override that
@@ -305,7 +320,8 @@ class DefaultSessionService(SessionService):
     ) -> list[SessionEvent]:
         """The matching events, oldest first; empty for an unknown session."""
         return await self.repository.find_events(
-            _require(session_id, "session_id"), filter or EventFilter.all()
+            _require(session_id, "session_id"),
+            filter if isinstance(filter, EventFilter) else _filter(filter),
         )
 
     async def search_events(self, session_id: str, query: EventQuery) -> list[SessionEvent]:
@@ -338,7 +354,10 @@ class DefaultSessionService(SessionService):
     async def get_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
         """The session, its version, its matching events and the newest commit's lease in one
         read; ``None`` if unknown."""
-        return await self.repository.read_snapshot(_require(session_id, "session_id"), filter)
+        return await self.repository.read_snapshot(
+            _require(session_id, "session_id"),
+            filter if isinstance(filter, EventFilter) else _filter(filter),
+        )
 
     async def fork(
         self,
@@ -429,6 +448,7 @@ class DefaultSessionService(SessionService):
         """Take (or renew) the lease on commit ``version`` (0: the session itself); ``False``
         while another holder's lease runs (see
         [`SessionRepository.acquire_lease`][asyncsession.repository.SessionRepository.acquire_lease])."""
+        require_type(lease, Lease, "lease", "a Lease")
         return await self.repository.acquire_lease(
             _require(session_id, "session_id"), version, lease
         )
@@ -442,7 +462,8 @@ class DefaultSessionService(SessionService):
     ) -> list[SessionEvent]:
         """Matching events across all the user's sessions, by timestamp."""
         return await self.repository.find_events_by_user_id(
-            _require(user_id, "user_id"), filter or EventFilter.all()
+            _require(user_id, "user_id"),
+            filter if isinstance(filter, EventFilter) else _filter(filter),
         )
 
     async def compact(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -24,6 +25,19 @@ class SessionService(ABC):
     Subclass `DefaultSessionService` to change one operation (a decorator: authorization,
     metrics) and call ``super()`` for the rest; subclass this to build a service from scratch.
     """
+
+    @property
+    def loop_bound(self) -> bool:
+        """Whether the service's store belongs to one event loop (see
+        [`SessionRepository.loop_bound`][asyncsession.repository.SessionRepository.loop_bound]);
+        ``False`` unless a service says otherwise."""
+        return False
+
+    @property
+    def event_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the service's store belongs to, once one has used it; ``None``
+        unless a service says otherwise."""
+        return None
 
     @property
     def allow_system_messages(self) -> bool:

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from .._checks import REPOSITORY_METHODS, require_object
+from .._lifecycle import ForwardsLoop
 from .._telemetry import AttributeValue, current_turn, span
 from ..events import Session, SessionEvent
 from ..filters import EventFilter
@@ -20,7 +21,7 @@ __all__ = ["TracingSessionRepository"]
 T = TypeVar("T")
 
 
-class TracingSessionRepository(SessionRepository):
+class TracingSessionRepository(ForwardsLoop, SessionRepository):
     """Wraps a repository: every operation runs in a ``session_store <operation>`` span.
 
     A span's attributes: ``db.operation.name`` (the repository method), ``db.system.name``

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from .._telemetry import span
-from ..compaction import CompactionStrategy, TriggerLike
-from ..compaction_protocols import CompactionResult
+from ..compaction import CompactionStrategy
+from ..compaction_protocols import CompactionResult, TriggerLike
 from ..service import DefaultSessionService
 
 __all__ = ["TracingSessionService"]

@@ -9,7 +9,6 @@
 from ._clock import FakeClock
 from .openai_server import (
     RecordedRequest,
-    ScriptedError,
     ScriptedOpenAIServer,
     ScriptedReply,
     ScriptedToolCall,
@@ -19,7 +18,6 @@ from .openai_server import (
 __all__ = [
     "FakeClock",
     "RecordedRequest",
-    "ScriptedError",
     "ScriptedOpenAIServer",
     "ScriptedReply",
     "ScriptedToolCall",

@@ -38,18 +38,6 @@ except ImportError as _exc:  # pragma: no cover - exercised in an environment wi
         "install the [testing] extra (from a clone: pip install '.[testing]')"
     ) from _exc
 
-from ._contract._support import (
-    SHADOW_PROMPT,
-    assistant,
-    boundary,
-    event,
-    label,
-    labels,
-    summary_turn,
-    synthetic,
-    system,
-    user,
-)
 from ._contract.appends import AppendsContract
 from ._contract.compaction import CompactionContract
 from ._contract.concurrency import ConcurrencyContract
@@ -67,17 +55,7 @@ from ._contract.snapshots import SnapshotsContract
 from ._contract.text import TextContract
 
 __all__ = [
-    "SHADOW_PROMPT",
     "SessionRepositoryContract",
-    "assistant",
-    "boundary",
-    "event",
-    "label",
-    "labels",
-    "summary_turn",
-    "synthetic",
-    "system",
-    "user",
 ]
 
 

@@ -29,7 +29,6 @@ mid-response is noticed at once (`ScriptedOpenAIServer.wait_disconnected`).
 
 from ._openai_server.script import (
     RecordedRequest,
-    ScriptedError,
     ScriptedReply,
     ScriptedToolCall,
     ScriptedUsage,
@@ -41,6 +40,5 @@ __all__ = [
     "ScriptedReply",
     "ScriptedToolCall",
     "ScriptedUsage",
-    "ScriptedError",
     "RecordedRequest",
 ]

@@ -16,12 +16,11 @@ call (``tools=[...]``); the advisors
 [`SessionRecallAdvisor`][asyncsession.advisors.SessionRecallAdvisor] offer these tools per call.
 """
 
-from ._memory import MEMORY_TOOL_NAMES, AutoMemoryTools
+from ._memory import AutoMemoryTools
 from ._recall import conversation_search, cross_session_search
 from ._tool import Tool, tool
 
 __all__ = [
-    "MEMORY_TOOL_NAMES",
     "AutoMemoryTools",
     "Tool",
     "conversation_search",

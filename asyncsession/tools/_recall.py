@@ -161,8 +161,8 @@ def _rows(events: Sequence[SessionEvent], *, with_session: bool) -> str:
 
 
 def _bound(service: SessionService, name: str, value: str) -> None:
-    if service is None:  # checked at run time: a tool that fails on its first call is worse
-        raise UsageError("a recall tool needs a session service, not None")
+    if service is None or isinstance(service, type):  # a tool failing at its first call is worse
+        raise UsageError(f"a recall tool needs a session service instance, not {service!r}")
     if not isinstance(value, str) or not value.strip():
         raise UsageError(f"{name} must be a non-empty string")
 

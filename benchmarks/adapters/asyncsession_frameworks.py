@@ -100,7 +100,9 @@ class AsyncSessionLangChainStore(AsyncSessionStore):
     async def seed(self, session_id: str, messages: Sequence[Message]) -> None:
         """The session holding ``messages`` as the adapter stores them."""
         await self.repository.save(Session(id=session_id, user_id=USER_ID))
-        events = [langchain.to_event(_lc(m), session_id, f"{session_id}:{m.tag}") for m in messages]
+        events = [
+            langchain._to_event(_lc(m), session_id, f"{session_id}:{m.tag}") for m in messages
+        ]
         for start in range(0, len(events), self.seed_batch):
             await self.repository.append_events(session_id, events[start : start + self.seed_batch])
 
@@ -177,7 +179,7 @@ class AsyncSessionAdkStore(AsyncSessionStore):
             id=str(uuid.uuid5(google_adk._NAMESPACE, f"{key}\x00{event.id}")),
             session_id=key,
             timestamp=datetime.fromtimestamp(event.timestamp, UTC),
-            message=google_adk.to_message(event.content),
+            message=google_adk._to_message(event.content),
             metadata={
                 google_adk.METADATA_KEY: json.loads(event.model_dump_json()),
                 google_adk._STATE_KEY: {},
@@ -256,7 +258,7 @@ class AsyncSessionPydanticAIStore(AsyncSessionStore):
         """The session holding ``messages`` as the adapter stores them."""
         await self.repository.save(Session(id=session_id, user_id=USER_ID))
         events = [
-            pydantic_ai.to_event(to_model_message(m), session_id, f"{session_id}:{m.tag}")
+            pydantic_ai._to_event(to_model_message(m), session_id, f"{session_id}:{m.tag}")
             for m in messages
         ]
         for start in range(0, len(events), self.seed_batch):

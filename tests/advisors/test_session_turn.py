@@ -22,9 +22,9 @@ from asyncsession.compaction import (
     CompactionRequest,
     CompactionWorker,
     SlidingWindowCompactionStrategy,
-    TriggerLike,
     TurnCountTrigger,
 )
+from asyncsession.compaction_protocols import TriggerLike
 from asyncsession.exceptions import AccessDenied, MissingSessionId
 from asyncsession.openai import ChatClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall

@@ -18,8 +18,8 @@ from asyncsession.compaction import (
     SlidingWindowCompactionStrategy,
     TokenCountCompactionStrategy,
     TurnWindowCompactionStrategy,
-    format_event,
 )
+from asyncsession.compaction._pipeline import format_event
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, EventType, Session, SessionEvent
 from asyncsession.filters import EventFilter
 from asyncsession.messages import (
@@ -30,7 +30,7 @@ from asyncsession.messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from asyncsession.testing.contract import SHADOW_PROMPT
+from asyncsession.testing._contract._support import SHADOW_PROMPT
 
 SESSION = Session(id="s-compaction", user_id="alice")
 SID = SESSION.id

@@ -45,7 +45,7 @@ from asyncsession.compaction_protocols import CompactionRecord
 from asyncsession.events import COMPACTION_ID, COMPACTION_SOURCE, SYNTHETIC, EventType
 from asyncsession.messages import Message
 from asyncsession.repository.mongo import MongoSessionRepository
-from asyncsession.testing.contract import SHADOW_PROMPT
+from asyncsession.testing._contract._support import SHADOW_PROMPT
 
 
 def always(request: CompactionRequest) -> bool:

@@ -24,16 +24,16 @@ from compaction_support import (
 )
 
 from asyncsession.compaction import (
-    DEFAULT_SHADOW_PROMPT,
-    DEFAULT_SUMMARIZER_SYSTEM_PROMPT,
     CompactionRequest,
     CompactionStrategy,
     RecursiveSummarizationCompactionStrategy,
     SlidingWindowCompactionStrategy,
     TokenCountCompactionStrategy,
     TurnWindowCompactionStrategy,
-    format_event,
 )
+from asyncsession.compaction._pipeline import format_event
+from asyncsession.compaction.strategies import DEFAULT_SHADOW_PROMPT
+from asyncsession.compaction.summarizer import DEFAULT_SUMMARIZER_SYSTEM_PROMPT
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, SessionEvent
 from asyncsession.exceptions import CompactionError, UsageError
 from asyncsession.messages import AssistantMessage, ToolCall, ToolResponse, ToolResponseMessage

@@ -16,11 +16,11 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.compaction import (
-    DEFAULT_SUMMARIZER_SYSTEM_PROMPT,
     RecursiveSummarizationCompactionStrategy,
     Summarizer,
     TurnCountTrigger,
 )
+from asyncsession.compaction.summarizer import DEFAULT_SUMMARIZER_SYSTEM_PROMPT
 from asyncsession.exceptions import CompactionError, UsageError
 from asyncsession.openai import OpenAISummarizer
 from asyncsession.testing.openai_server import ScriptedOpenAIServer, ScriptedReply

@@ -10,7 +10,6 @@ from chat_support import MODEL, PATHS, ask, openai_client, server
 
 from asyncsession import DefaultSessionService, EventType, SessionEvent
 from asyncsession.compaction import (
-    USAGE_METADATA_KEY,
     CompactionRequest,
     CompactionWorker,
     ContextWindowTrigger,
@@ -18,6 +17,7 @@ from asyncsession.compaction import (
     TokenCountTrigger,
     usage_metadata,
 )
+from asyncsession.compaction.triggers import USAGE_METADATA_KEY
 from asyncsession.events import SYNTHETIC, CreateSessionRequest, Session, utc_now
 from asyncsession.exceptions import UsageError
 from asyncsession.messages import AssistantMessage, UserMessage

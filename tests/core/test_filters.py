@@ -21,7 +21,7 @@ from asyncsession import (
 from asyncsession.exceptions import InvalidFilter
 from asyncsession.filters import MatchMode
 from asyncsession.messages import MessageType
-from asyncsession.testing.contract import assistant, boundary, labels, synthetic, user
+from asyncsession.testing._contract._support import assistant, boundary, labels, synthetic, user
 
 
 @pytest.mark.parametrize(

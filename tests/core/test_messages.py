@@ -17,7 +17,7 @@ from asyncsession import (
     UsageError,
     UserMessage,
 )
-from asyncsession.messages import message_from_openai, messages_from_openai, messages_to_openai
+from asyncsession.messages import _message_from_openai, messages_from_openai, messages_to_openai
 
 ROUND_TRIPS: list[Any] = [
     pytest.param({"role": "user", "content": "hi"}, id="user-text"),
@@ -73,13 +73,13 @@ ROUND_TRIPS: list[Any] = [
 @pytest.mark.parametrize("raw", ROUND_TRIPS)
 def test_one_message_round_trips_losslessly(raw: dict[str, Any]) -> None:
     """Converting a message dict and back gives the same dict."""
-    assert message_from_openai(raw).to_openai() == [raw]
+    assert _message_from_openai(raw).to_openai() == [raw]
 
 
 @pytest.mark.parametrize("raw", ROUND_TRIPS)
 def test_a_stored_message_round_trips_through_json(raw: dict[str, Any]) -> None:
     """A message survives JSON serialisation inside an event, unknown parts included."""
-    event = SessionEvent(session_id="s", message=message_from_openai(raw))
+    event = SessionEvent(session_id="s", message=_message_from_openai(raw))
     again = SessionEvent.model_validate_json(event.model_dump_json())
     assert again == event
     assert again.message is not None
@@ -120,7 +120,7 @@ def test_a_conversation_round_trips_and_groups_tool_results() -> None:
 
 def test_multipart_text_is_searchable_and_parts_are_kept() -> None:
     """The text of multi-part content is the text parts joined; other parts are kept."""
-    message = message_from_openai(
+    message = _message_from_openai(
         {
             "role": "user",
             "content": [
@@ -149,7 +149,7 @@ def test_multipart_text_is_searchable_and_parts_are_kept() -> None:
 def test_bad_message_dicts_are_rejected_clearly(raw: dict[str, Any]) -> None:
     """Dicts that are not chat messages raise our UsageError."""
     with pytest.raises(UsageError):
-        message_from_openai(raw)
+        _message_from_openai(raw)
 
 
 def test_messages_are_immutable_values() -> None:

@@ -9,7 +9,7 @@ from asyncsession import AssistantMessage, EventFilter, EventType, UsageError, U
 from asyncsession._compaction_pass import compaction_commit
 from asyncsession.compaction_protocols import CompactionRecord, CompactionResult
 from asyncsession.events import COMPACTION_ID
-from asyncsession.testing.contract import labels, synthetic, user
+from asyncsession.testing._contract._support import labels, synthetic, user
 
 
 def _always(_: object) -> bool:

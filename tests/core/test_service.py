@@ -24,7 +24,7 @@ from asyncsession import (
 )
 from asyncsession.compaction import CompactionRequest, CompactionResult
 from asyncsession.testing import FakeClock
-from asyncsession.testing.contract import boundary, system, user
+from asyncsession.testing._contract._support import boundary, system, user
 
 
 @pytest.fixture

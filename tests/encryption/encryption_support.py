@@ -27,3 +27,9 @@ def options_for(
     """A local-key setting whose key vault is in ``database`` (dropped after the test)."""
     namespace = f"{database.name}.keyvault" if database is not None else "vault.keys"
     return EncryptionOptions.local(key, key_vault_namespace=namespace)
+
+
+def encrypted(keys: Any) -> dict[str, Any]:
+    """The arguments of a session store that encrypts with ``keys`` and keeps bodies over
+    2 KiB in its bodies bucket (so the tests' large events are offloaded)."""
+    return {"encryption": keys, "offload_threshold": 2048, "preview_chars": 200}

@@ -1,6 +1,8 @@
 """An erasure that is killed: `python erase_worker.py URI DB STEP` runs `UserEraser.erase_user`
 for alice and ``kill -9``s its own process right after step STEP has been written:
 ``record`` (the ledger), ``sessions`` (their ids recorded), ``key`` (the data key deleted),
+``commits`` and ``chunks`` (inside the first session's delete: the server has deleted its
+commits, or the chunks of its offloaded bodies, and the process dies before it hears of it),
 ``session`` (the first session deleted), ``memories`` (the first memory entry deleted).
 Run by tests/encryption/test_erasure.py.
 """
@@ -13,7 +15,7 @@ import signal
 import sys
 from typing import Any
 
-from pymongo import AsyncMongoClient
+from pymongo import AsyncMongoClient, monitoring
 
 from asyncsession import MongoSessionRepository
 from asyncsession.encryption import UserKeys
@@ -21,19 +23,43 @@ from asyncsession.erasure import MongoErasureLedger, UserEraser
 from asyncsession.memory import MongoMemoryStore
 
 sys.path.insert(0, os.path.dirname(__file__))
-from encryption_support import options_for
+from encryption_support import encrypted, options_for
+
+_AFTER_DELETE = {"commits": "session_commits", "chunks": "session_bodies.chunks"}
+"""Steps that die as a delete command on that collection succeeds."""
 
 
 def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+class _DieAfterDelete(monitoring.CommandListener):
+    """Kills the process when the server has answered a delete on ``collection``."""
+
+    def __init__(self, collection: str | None) -> None:
+        self.collection = collection
+        self.names: dict[int, str] = {}
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name == "delete":
+            self.names[event.request_id] = str(event.command.get("delete"))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        name = self.names.pop(event.request_id, None)
+        if name is not None and name == self.collection:
+            _die()
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        self.names.pop(event.request_id, None)
+
+
 async def main(uri: str, db_name: str, step: str) -> None:
-    client: AsyncMongoClient[Any] = AsyncMongoClient(uri, tz_aware=True)
+    listener = _DieAfterDelete(_AFTER_DELETE.get(step))
+    client: AsyncMongoClient[Any] = AsyncMongoClient(uri, tz_aware=True, event_listeners=[listener])
     database = client[db_name]
-    repository = MongoSessionRepository(database)
     ledger = MongoErasureLedger(database)
     keys = UserKeys(options_for(database), client)
+    repository = MongoSessionRepository(database, **encrypted(keys))
     memories = MongoMemoryStore(database, scope="-", encryption=keys)
 
     def after(obj: Any, name: str, when: str) -> None:

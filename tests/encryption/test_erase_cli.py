@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import sys
@@ -11,15 +12,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bson import Binary
+from bson.codec_options import CodecOptions
+from bson.raw_bson import RawBSONDocument
 from encryption_support import LOCAL_KEY
 
-from asyncsession import MongoSessionRepository, Session
+from asyncsession import (
+    AssistantMessage,
+    EventFilter,
+    MongoSessionRepository,
+    Session,
+    SessionEvent,
+    UserMessage,
+)
 from asyncsession.cli import run
 from asyncsession.encryption import EncryptionOptions, UserKeys
-from asyncsession.exceptions import ContentErased
+from asyncsession.exceptions import ContentErased, EncryptionError
 from asyncsession.memory import MongoMemoryStore
 
 pytestmark = pytest.mark.mongodb
+RAW: CodecOptions[RawBSONDocument] = CodecOptions(document_class=RawBSONDocument)
 
 
 class _Tty(io.StringIO):
@@ -46,9 +58,16 @@ async def deployment(mongo_uri: str, mongo_client: Any, tmp_path: Path) -> Any:
         )
     )
     keys = UserKeys(EncryptionOptions.local(LOCAL_KEY, key_vault_namespace=namespace), mongo_client)
-    repository = MongoSessionRepository(database)
+    repository = MongoSessionRepository(database, encryption=keys)
     for session_id, user in (("a1", "alice"), ("a2", "alice"), ("b1", "bob")):
-        await repository.save(Session(id=session_id, user_id=user))
+        await repository.save(Session(id=session_id, user_id=user, metadata={"about": user}))
+        await repository.append_events(
+            session_id,
+            [
+                SessionEvent(session_id=session_id, message=UserMessage(text=f"{user} asks")),
+                SessionEvent(session_id=session_id, message=AssistantMessage(text="answer")),
+            ],
+        )
     for user in ("alice", "bob"):
         store = MongoMemoryStore(database, scope=user, encryption=keys)
         await store.write("MEMORY.md", f"{user}'s memory", expected_version=None)
@@ -120,18 +139,34 @@ async def test_erase_user_pending_finishes_interrupted_erasures(deployment: Any)
 
 
 async def test_erase_user_without_the_setting_warns(deployment: Any) -> None:
-    """Without the encryption setting the content is deleted, the key is not, and it says so."""
-    base, _, database, keys, _ = deployment
-    code, _, err = await _cli(*base, "erase-user", "alice", "--yes")
-    assert code == 0
+    """Without the encryption setting the content is deleted, the key is not, and it says so
+    (sessions written without encryption); encrypted sessions cannot even be listed: the
+    erasure stops before deleting anything, asking for the setting, and the same erasure
+    with the setting (``--pending``) finishes it."""
+    base, setting, database, keys, _ = deployment
+    plain = MongoSessionRepository(database)
+    await plain.save(Session(id="c1", user_id="carol"))
+    code, _, err = await _cli(*base, "erase-user", "carol", "--yes")
+    assert code == 0, err
     assert "no data key is deleted" in err
-    assert await database["sessions"].count_documents({"user_id": "alice"}) == 0
+    assert await database["sessions"].count_documents({"user_id": "carol"}) == 0
+    code, _, err = await _cli(*base, "erase-user", "alice", "--yes")
+    assert code == 1
+    assert "encryption setting" in err
+    assert await database["sessions"].count_documents({"user_id": "alice"}) == 2
     assert await keys.has_key("alice")
+    code, out, err = await _cli(*base, "erase-user", "--pending", "--encryption", setting)
+    assert code == 0, err
+    assert "erased user 'alice': 1 data key(s), 2 session(s)" in out
+    assert await database["sessions"].count_documents({"user_id": "alice"}) == 0
+    assert not await keys.has_key("alice")
 
 
 async def test_rotate_keys_rewraps_every_key(deployment: Any) -> None:
     """rotate-keys rewraps each user's key (or one user's); the content still decrypts."""
     base, setting, database, keys, backup = deployment
+    commits = database.get_collection("session_commits", codec_options=RAW)
+    content = sorted(doc.raw for doc in await commits.find({}).to_list())
     before = {d["_id"]: d["keyMaterial"] for d in await database["keyvault"].find().to_list()}
     code, out, err = await _cli(*base, "--json", "rotate-keys", "--encryption", setting)
     assert code == 0, err
@@ -142,6 +177,70 @@ async def test_rotate_keys_rewraps_every_key(deployment: Any) -> None:
     code, out, _ = await _cli(*base, "rotate-keys", "--user", "bob", "--encryption", setting)
     assert (code, out.strip()) == (0, "rewrapped 1 data key(s); no content was re-encrypted")
     assert await UserKeys(keys.options, database.client).decrypt("alice", backup) == "backup"
+    assert sorted(doc.raw for doc in await commits.find({}).to_list()) == content  # untouched
     code, _, err = await _cli(*base, "rotate-keys")
     assert code == 2
     assert "encryption setting" in err
+
+
+async def test_rotate_keys_moves_every_key_to_a_new_master_key(
+    deployment: Any, tmp_path: Path
+) -> None:
+    """rotate-keys --to another provider of the setting: the keys are rewrapped under the new
+    master key, the content is not touched, and a setting holding only the new master key
+    reads every session; the old master key can be retired."""
+    base, _, database, keys, _ = deployment
+    new_key = base64.b64encode(bytes(range(96, 192))).decode()
+    namespace = keys.options.key_vault_namespace
+    both = tmp_path / "both.json"
+    both.write_text(
+        json.dumps(
+            {
+                "kms_providers": {"local": {"key": LOCAL_KEY}, "local:new": {"key": new_key}},
+                "provider": "local",
+                "key_vault_namespace": namespace,
+            }
+        )
+    )
+    commits = database.get_collection("session_commits", codec_options=RAW)
+    content = sorted(doc.raw for doc in await commits.find({}).to_list())
+    code, out, err = await _cli(
+        *base, "--json", "rotate-keys", "--to", "local:new", "--encryption", str(both)
+    )
+    assert code == 0, err
+    assert json.loads(out) == {"rewrapped": 2}
+    assert sorted(doc.raw for doc in await commits.find({}).to_list()) == content
+    providers = {d["masterKey"]["provider"] for d in await database["keyvault"].find().to_list()}
+    assert providers == {"local:new"}
+    only_new = EncryptionOptions(
+        kms_providers={"local:new": {"key": new_key}}, key_vault_namespace=namespace
+    )
+    reader = MongoSessionRepository(database, encryption=only_new)
+    for session_id, user in (("a1", "alice"), ("b1", "bob")):
+        events = await reader.find_events(session_id, EventFilter.all())
+        assert [e.text for e in events] == [f"{user} asks", "answer"]
+    with pytest.raises(EncryptionError):  # the old master key opens nothing any more
+        await UserKeys(keys.options, database.client).decrypt("alice", await _a_body(database))
+
+
+async def _a_body(database: Any) -> Binary:
+    doc = await database["session_commits"].find_one({"session": "a1"})
+    body: Binary = doc["events"][0]["body"]
+    return body
+
+
+async def test_export_decrypts_for_the_owner_with_the_setting(deployment: Any) -> None:
+    """export (and show) with the setting write the session decrypted; without it, a usage
+    error that asks for the setting, never ciphertext."""
+    base, setting, _, _, _ = deployment
+    code, out, err = await _cli(*base, "--encryption", setting, "export", "a1")
+    assert code == 0, err
+    events = [SessionEvent.model_validate_json(line) for line in out.splitlines()]
+    assert [e.text for e in events] == ["alice asks", "answer"]
+    code, out, err = await _cli(*base, "show", "a1", "--encryption", setting)
+    assert code == 0, err
+    assert "alice asks" in out
+    code, out, err = await _cli(*base, "export", "a1")
+    assert code == 1
+    assert "encryption setting" in err
+    assert "alice asks" not in out

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from bson import Binary
-from encryption_support import LOCAL_KEY, options_for
+from encryption_support import LOCAL_KEY, encrypted, options_for
 
 from asyncsession import (
     AssistantMessage,
@@ -24,7 +24,8 @@ from asyncsession import (
     SessionEvent,
     UserMessage,
 )
-from asyncsession.encryption import EncryptionOptions, UserKeys, key_name
+from asyncsession.encryption import EncryptionOptions, UserKeys
+from asyncsession.encryption._keys import key_name
 from asyncsession.erasure import (
     ErasureLedger,
     InMemoryErasureLedger,
@@ -36,6 +37,7 @@ from asyncsession.memory import DirectoryMemoryStore, MemoryStore, MongoMemorySt
 from asyncsession.repository import SessionRepository
 
 WORKER = Path(__file__).with_name("erase_worker.py")
+BODIES = ("session_bodies.files", "session_bodies.chunks")
 ALICE_SESSIONS = ("a1", "a2", "a3")
 
 
@@ -63,12 +65,17 @@ async def _seed(
     repository: SessionRepository, ledger: ErasureLedger, keys: UserKeys, memories: MemoryStore
 ) -> World:
     for session_id, user_id in [*((s, "alice") for s in ALICE_SESSIONS), ("b1", "bob")]:
-        await repository.save(Session(id=session_id, user_id=user_id))
+        await repository.save(
+            Session(id=session_id, user_id=user_id, metadata={"topic": f"{user_id}'s health"})
+        )
         await repository.append_events(
             session_id,
             [
                 SessionEvent(session_id=session_id, message=UserMessage(text=f"{user_id} asks")),
                 SessionEvent(session_id=session_id, message=AssistantMessage(text="answer")),
+                SessionEvent(
+                    session_id=session_id, message=AssistantMessage(text=f"{user_id} " * 600)
+                ),  # over the offload threshold: kept in the bodies bucket
             ],
         )
     alice = memories.with_scope("alice")
@@ -82,9 +89,9 @@ async def _seed(
 @pytest.fixture
 async def mongo_world(mongo_client: Any, mongo_db: Any) -> World:
     """Alice and bob on the test server: sessions, events, encrypted memories, data keys."""
-    repository = MongoSessionRepository(mongo_db)
-    await repository.ensure_indexes()
     keys = UserKeys(options_for(mongo_db), mongo_client)
+    repository = MongoSessionRepository(mongo_db, **encrypted(keys))
+    await repository.ensure_indexes()
     memories = MongoMemoryStore(mongo_db, scope="-", encryption=keys)
     await memories.ensure_indexes()
     return await _seed(repository, MongoErasureLedger(mongo_db), keys, memories)
@@ -103,7 +110,7 @@ async def _assert_alice_erased(world: World) -> None:
     assert await world.ledger.pending() == []
     # bob is untouched
     assert [s.id for s in await repository.find_by_user_id("bob")] == ["b1"]
-    assert len(await repository.find_events("b1", EventFilter())) == 2
+    assert len(await repository.find_events("b1", EventFilter())) == 3
     bob = await world.memories.with_scope("bob").read("MEMORY.md")
     assert bob is not None
     assert bob.text == "bob's index"
@@ -121,6 +128,7 @@ async def test_erasure_is_complete_and_final(mongo_world: World, mongo_db: Any) 
     )
     assert not report.resumed
     await _assert_alice_erased(mongo_world)
+    await _no_trace_of_alice(mongo_db)
     assert await mongo_db["memories"].count_documents({"scope": "alice"}) == 0
     again = await mongo_world.eraser().erase_user("alice")
     assert (again.keys_deleted, again.sessions_deleted, again.memory_entries_deleted) == (0, 0, 0)
@@ -130,7 +138,7 @@ async def test_the_in_memory_stores_erase_the_same_way(tmp_path: Path) -> None:
     """The in-memory session store with in-process keys runs the same erasure."""
     keys = UserKeys(options_for(None))
     world = await _seed(
-        InMemorySessionRepository(),
+        InMemorySessionRepository(**encrypted(keys)),
         InMemoryErasureLedger(),
         keys,
         DirectoryMemoryStore(tmp_path, scope="-"),
@@ -213,17 +221,32 @@ async def test_a_cancelled_erasure_runs_to_its_end(mongo_world: World) -> None:
     await _assert_alice_erased(mongo_world)
 
 
+async def _no_trace_of_alice(database: Any) -> None:
+    """Nothing of alice's sessions is left in any collection of the store, raw."""
+    assert await database["sessions"].count_documents({"user_id": "alice"}) == 0
+    commits = {"session": {"$in": list(ALICE_SESSIONS)}}
+    assert await database["session_commits"].count_documents(commits) == 0
+    names = await database["session_bodies.files"].distinct("metadata.session")
+    assert not set(names) & set(ALICE_SESSIONS)
+    chunks = await database["session_bodies.chunks"].find({}, {"files_id": 1}).to_list()
+    assert not [c for c in chunks if str(c["files_id"]).split("\x00")[0] in ALICE_SESSIONS]
+    assert await database["session_bodies.chunks"].count_documents({}) >= 1  # bob's are kept
+    assert await database["erasures"].count_documents({}) == 0
+
+
+STEPS = [
+    ("record", "next call"),  # the ledger holds alice
+    ("sessions", "sweep"),  # ... with her sessions' ids
+    ("key", "next call"),  # her data key is deleted
+    ("commits", "sweep"),  # inside the first session's delete: its commits are gone
+    ("chunks", "next call"),  # ... and the chunks of its offloaded bodies
+    ("session", "sweep"),  # the first session is deleted
+    ("memories", "next call"),  # the first memory entry is deleted
+]
+
+
 @pytest.mark.mongodb
-@pytest.mark.parametrize(
-    ("step", "finisher"),
-    [
-        ("record", "next call"),
-        ("sessions", "sweep"),
-        ("key", "next call"),
-        ("session", "sweep"),
-        ("memories", "next call"),
-    ],
-)
+@pytest.mark.parametrize(("step", "finisher"), STEPS)
 async def test_an_erasure_killed_at_each_step_is_finished(
     mongo_uri: str,
     mongo_client: Any,
@@ -232,8 +255,10 @@ async def test_an_erasure_killed_at_each_step_is_finished(
     step: str,
     finisher: str,
 ) -> None:
-    """``kill -9`` of the erasing process right after each step: the erasure is pending; from
-    the key step on, alice's content is unreadable; the next call or the sweep finishes it."""
+    """``kill -9`` of the erasing process right after each step (an OS process killed between
+    two commands): the erasure is pending; from the key step on, alice's content is
+    unreadable to a cold process (what is left of her sessions reads as ContentErased); the
+    next call or the sweep finishes it, and nothing of hers is left in any collection."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         str(WORKER),
@@ -247,18 +272,28 @@ async def test_an_erasure_killed_at_each_step_is_finished(
         stdout, _ = await process.communicate()
     assert process.returncode == -9, stdout
     assert [r.user_id for r in await mongo_world.ledger.pending()] == ["alice"]
-    key_gone = step in ("key", "session", "memories")
+    key_gone = step not in ("record", "sessions")
     assert await mongo_world.keys.has_key("alice") is not key_gone
+    left = await mongo_db["sessions"].distinct("_id", {"user_id": "alice"})
+    assert len(left) == (2 if step == "session" else 0 if step == "memories" else 3)
     if key_gone:  # this process still holds the key for up to key_cache_ttl; a cold one:
         cold = UserKeys(mongo_world.keys.options, mongo_client)
         with pytest.raises(ContentErased):
             await cold.decrypt("alice", mongo_world.backup)
+        reader = MongoSessionRepository(mongo_db, **encrypted(cold))
+        for session_id in left:
+            with pytest.raises(ContentErased):
+                await reader.find_by_id(session_id)
+            if step != "commits" or session_id != "a1":
+                with pytest.raises(ContentErased):
+                    await reader.find_events(session_id, EventFilter())
     if finisher == "next call":
         reports = [await mongo_world.eraser().erase_user("alice")]
     else:
         reports = await mongo_world.eraser().finish_pending()
     assert [(r.user_id, r.resumed) for r in reports] == [("alice", True)]
     await _assert_alice_erased(mongo_world)
+    await _no_trace_of_alice(mongo_db)
 
 
 @pytest.mark.mongodb

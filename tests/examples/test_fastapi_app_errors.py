@@ -14,7 +14,14 @@ from chat_support import stored
 from example_support import ALICE, assert_problem, read_sse, serving
 from fastapi_app import BODY_LIMIT, create_app
 
-from asyncsession import DefaultSessionService, InMemorySessionRepository, TurnInProgress
+from asyncsession import (
+    DefaultSessionService,
+    InMemorySessionRepository,
+    Session,
+    TurnInProgress,
+    UserMessage,
+)
+from asyncsession.encryption import EncryptionOptions
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
 
 TEN_MB = 10 * 1024 * 1024
@@ -213,6 +220,26 @@ async def test_an_unexpected_error_is_a_500_problem_without_its_text(
     assert "secret-words" not in response.text
     assert "27017" not in response.text
     assert body["detail"] == "The server failed to handle the request."
+
+
+async def test_an_erased_users_session_is_a_410_problem(
+    server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
+) -> None:
+    """A session whose content was encrypted with a data key that is gone (the user was
+    erased) is 410 Gone, with our own detail (no user or key id)."""
+    setting = EncryptionOptions.local(EncryptionOptions.generate_local_key())
+    repository = InMemorySessionRepository(encryption=setting)
+    service = DefaultSessionService(repository)
+    await repository.save(Session(id="s1", user_id="alice"))
+    await service.append_message("s1", UserMessage(text="my diagnosis"))
+    assert repository.keys is not None
+    await repository.keys.delete_key("alice")
+    async with serving(create_app(openai_client, model="gpt-test", service=service)) as client:
+        response = await client.get("/sessions/s1/messages", headers=ALICE)
+
+    body = assert_problem(response, 410, "ContentErased")
+    assert "diagnosis" not in response.text
+    assert body["detail"] == "This session's content was erased: it can never be read again."
 
 
 async def test_the_stream_opens_before_the_models_first_token(

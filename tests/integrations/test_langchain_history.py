@@ -32,8 +32,8 @@ from asyncsession.exceptions import StorageError, UsageError
 from asyncsession.integrations.langchain import (
     METADATA_KEY,
     LangChainHistory,
-    from_event,
-    to_event,
+    _from_event,
+    _to_event,
     whole_turns,
 )
 from asyncsession.messages import (
@@ -142,23 +142,23 @@ async def test_messages_are_real_message_events(service: SessionService) -> None
 
 def test_unknown_fields_stay_in_the_log() -> None:
     """A field this LangChain version does not know is kept in the event as stored."""
-    event = to_event(AIMessage(content="hi", id="x"), "s")
+    event = _to_event(AIMessage(content="hi", id="x"), "s")
     stored = dict(event.metadata[METADATA_KEY])  # type: ignore[arg-type]
     stored["added_in_a_later_version"] = {"x": 1}
     later = event.model_copy(update={"metadata": {METADATA_KEY: stored}})
     assert later.metadata[METADATA_KEY]["added_in_a_later_version"] == {"x": 1}  # type: ignore[index,call-overload]
-    assert from_event(later) == [AIMessage(content="hi", id="x")]
+    assert _from_event(later) == [AIMessage(content="hi", id="x")]
 
 
 def test_events_of_other_writers_convert() -> None:
     """A summary or a message our chat client wrote has no stored message: it converts."""
-    assert from_event(SessionEvent(session_id="s", message=UserMessage(text="hi"))) == [
+    assert _from_event(SessionEvent(session_id="s", message=UserMessage(text="hi"))) == [
         HumanMessage(content="hi")
     ]
-    reply = from_event(SessionEvent(session_id="s", message=AssistantMessage(text="yo")))
+    reply = _from_event(SessionEvent(session_id="s", message=AssistantMessage(text="yo")))
     assert reply == [AIMessage(content="yo")]
     with pytest.raises(UsageError):
-        from_event(SessionEvent(session_id="s", type=EventType.of("ACME.AUDIT"), payload={"a": 1}))
+        _from_event(SessionEvent(session_id="s", type=EventType.of("ACME.AUDIT"), payload={"a": 1}))
 
 
 @pytest.mark.filterwarnings(  # langchain-core 1.x deprecates the runnable (removal in 2.0)

@@ -11,15 +11,15 @@ from hypothesis import strategies as st
 
 import asyncsession.memory as memory
 from asyncsession.memory import (
-    CONSOLIDATION_REMINDER,
-    MEMORY_SYSTEM_PROMPT,
     MemoryPathError,
     MemoryStore,
     normalize_memory_path,
     render_memory_prompt,
     validate_memory_scope,
 )
-from asyncsession.tools import MEMORY_TOOL_NAMES, AutoMemoryTools, Tool
+from asyncsession.memory.prompt import CONSOLIDATION_REMINDER, MEMORY_SYSTEM_PROMPT
+from asyncsession.tools import AutoMemoryTools, Tool
+from asyncsession.tools._memory import MEMORY_TOOL_NAMES
 
 
 def test_as_tools_names_the_six_tools_in_order(tools: AutoMemoryTools) -> None:

@@ -15,7 +15,7 @@ from asyncsession.messages import (
     ToolResponse,
     ToolResponseMessage,
     UserMessage,
-    message_from_openai,
+    _message_from_openai,
     messages_to_openai,
 )
 from asyncsession.openai import items_to_messages, messages_to_items
@@ -181,7 +181,7 @@ def test_chat_completions_messages_to_items() -> None:
     """Messages of Chat Completions (or made by hand) become valid Responses input items."""
     messages = [
         SystemMessage(text="rules", role="developer"),
-        message_from_openai(
+        _message_from_openai(
             {
                 "role": "user",
                 "content": [

@@ -20,7 +20,7 @@ from asyncsession import (
     SessionEvent,
 )
 from asyncsession.events import SYNTHETIC, EventType
-from asyncsession.testing.contract import boundary
+from asyncsession.testing._contract._support import boundary
 
 
 async def test_versioned_appends_have_exactly_one_winner_per_round(

@@ -14,7 +14,7 @@ from asyncsession.events import SessionEvent
 from asyncsession.filters import EventFilter
 from asyncsession.messages import ToolResponse, ToolResponseMessage
 from asyncsession.repository import SessionRepository
-from asyncsession.testing.contract import labels, user
+from asyncsession.testing._contract._support import labels, user
 
 
 @pytest.fixture(params=["memory", pytest.param("mongo", marks=pytest.mark.mongodb)])

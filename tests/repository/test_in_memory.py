@@ -7,7 +7,8 @@ import pytest
 from asyncsession import InMemorySessionRepository
 from asyncsession.encryption import EncryptionOptions
 from asyncsession.filters import EventFilter
-from asyncsession.testing.contract import SessionRepositoryContract, user
+from asyncsession.testing._contract._support import user
+from asyncsession.testing.contract import SessionRepositoryContract
 
 
 class TestInMemoryContract(SessionRepositoryContract):

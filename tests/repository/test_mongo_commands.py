@@ -32,7 +32,7 @@ from asyncsession import (
 from asyncsession.compaction import SlidingWindowCompactionStrategy
 from asyncsession.repository import Lease
 from asyncsession.repository.mongo import MongoSessionRepository
-from asyncsession.testing.contract import assistant, user
+from asyncsession.testing._contract._support import assistant, user
 
 WINDOW = EventFilter.active().merge(EventFilter.last_n(10))
 

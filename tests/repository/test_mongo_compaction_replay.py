@@ -13,7 +13,7 @@ from asyncsession import AssistantMessage, EventFilter, EventType
 from asyncsession.events import Session
 from asyncsession.exceptions import StorageError
 from asyncsession.repository.mongo import MongoSessionRepository
-from asyncsession.testing.contract import boundary, synthetic, user
+from asyncsession.testing._contract._support import boundary, synthetic, user
 
 
 class LoseCompactionReply:

@@ -24,7 +24,7 @@ from asyncsession import (
     SessionEvent,
 )
 from asyncsession.repository.mongo import MongoSessionRepository
-from asyncsession.testing.contract import boundary, synthetic, user
+from asyncsession.testing._contract._support import boundary, synthetic, user
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from asyncsession.events import utc_now
 from asyncsession.exceptions import StorageError
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.repository.mongo._layout import Store
-from asyncsession.testing.contract import user
+from asyncsession.testing._contract._support import user
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, utc_now
 from asyncsession.exceptions import StorageError
 from asyncsession.filters import MatchMode
 from asyncsession.repository.mongo import MongoSessionRepository
-from asyncsession.testing.contract import boundary
+from asyncsession.testing._contract._support import boundary
 
 AUDIT = EventType.of("ACME.AUDIT")
 WORDS = ["alpha", "Beta", "gamma.x", "50%", "a_b", "(x)", "Ünï", "tool"]

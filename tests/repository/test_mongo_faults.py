@@ -16,8 +16,8 @@ from pymongo.errors import AutoReconnect
 from asyncsession import AssistantMessage, EventFilter, Session, SessionEvent
 from asyncsession.exceptions import StorageError
 from asyncsession.repository.mongo import MongoSessionRepository
+from asyncsession.testing._contract._support import boundary, synthetic, user
 from asyncsession.testing._mongo_server import LocalMongoServer
-from asyncsession.testing.contract import boundary, synthetic, user
 
 
 @pytest.fixture

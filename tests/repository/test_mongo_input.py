@@ -20,7 +20,7 @@ from asyncsession import (
 )
 from asyncsession.events import MAX_ID_LENGTH
 from asyncsession.repository.mongo import MongoSessionRepository
-from asyncsession.testing.contract import boundary, synthetic, user
+from asyncsession.testing._contract._support import boundary, synthetic, user
 
 NASTY: dict[str, Any] = {
     "$set": {"version": 99, "seq": 0},

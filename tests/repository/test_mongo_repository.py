@@ -30,7 +30,7 @@ from asyncsession.repository import Lease
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.repository.mongo._layout import event_from_doc, event_to_doc
 from asyncsession.repository.mongo._read import keyword_regex
-from asyncsession.testing.contract import user
+from asyncsession.testing._contract._support import user
 
 
 async def test_from_uri_owns_its_client_and_closes_it(mongo_uri: str) -> None:

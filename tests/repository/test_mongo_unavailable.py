@@ -19,8 +19,8 @@ from asyncsession.repository.mongo._repository import (
     DEFAULT_TIMEOUT_MS,
     with_web_timeouts,
 )
+from asyncsession.testing._contract._support import user
 from asyncsession.testing._mongo_server import LocalMongoServer
-from asyncsession.testing.contract import user
 
 SLACK = 2.0  # seconds beyond the bound: a loaded two-core box, never the 30 s PyMongo default
 

@@ -22,7 +22,7 @@ from asyncsession import (
 from asyncsession.events import utc_now
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.repository.mongo import _read as _mongo_reads
-from asyncsession.testing.contract import assistant, boundary, synthetic, user
+from asyncsession.testing._contract._support import assistant, boundary, synthetic, user
 
 CHUNK = 4
 

@@ -16,7 +16,7 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.testing import FakeClock
-from asyncsession.testing.contract import boundary, summary_turn
+from asyncsession.testing._contract._support import boundary, summary_turn
 from asyncsession.tools import Tool, conversation_search, cross_session_search
 from asyncsession.tools._recall import NO_RESULTS
 

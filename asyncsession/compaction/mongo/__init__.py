@@ -9,14 +9,12 @@ They use the compaction types above them (triggers, strategies, `Compactor`) and
 MongoDB half of `asyncsession.compaction`, which re-exports them.
 """
 
-from .queue import CompactionJob, CompactionLease, JobState, MongoCompactionQueue
-from .worker import MongoCompactionWorker, WakeMode
+from .queue import CompactionJob, CompactionLease, MongoCompactionQueue
+from .worker import MongoCompactionWorker
 
 __all__ = [
     "CompactionJob",
     "CompactionLease",
-    "JobState",
     "MongoCompactionQueue",
     "MongoCompactionWorker",
-    "WakeMode",
 ]

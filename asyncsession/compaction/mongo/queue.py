@@ -43,9 +43,8 @@ from pymongo.errors import OperationFailure
 from ..._checks import require_database, require_text, require_type
 from ..._lifecycle import Closable
 from ..._pymongo_errors import storage_errors
-from ...compaction_protocols import check_trigger
+from ...compaction_protocols import TriggerLike, check_trigger
 from ...exceptions import UsageError
-from ..triggers import TriggerLike
 from ._leases import (
     JobDoc,
     JobState,
@@ -57,7 +56,7 @@ from ._leases import (
     submit_update,
 )
 
-__all__ = ["CompactionJob", "CompactionLease", "JobState", "MongoCompactionQueue"]
+__all__ = ["CompactionJob", "CompactionLease", "MongoCompactionQueue"]
 
 DEFAULT_COLLECTION: Final = "compaction_jobs"
 DEFAULT_RETENTION: Final = timedelta(days=1)

@@ -41,13 +41,12 @@ from typing import Any, Final, Literal
 
 from ..._checks import require_type
 from ..._shield import shielded
-from ...compaction_protocols import CompactionResult
+from ...compaction_protocols import CompactionResult, TriggerLike
 from ...exceptions import CompactionError, SessionNotFound, StorageError, UsageError
 from .._pipeline import check_worker_parts, positive_int
 from .._worker_lifecycle import WorkerLifecycle, report_outcome
 from ..compactor import Compactor
 from ..strategies import CompactionStrategy
-from ..triggers import TriggerLike
 from ..worker import CompactionOutcome
 from .queue import CompactionLease, MongoCompactionQueue
 

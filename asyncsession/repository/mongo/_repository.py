@@ -168,6 +168,25 @@ def call_deadline(seconds: float | None) -> contextlib.AbstractContextManager[An
     return pymongo.timeout(seconds) if seconds else contextlib.nullcontext()
 
 
+def _loop_bound(client: object) -> bool:
+    return isinstance(client, AsyncMongoClient) or type(client).__module__.startswith("motor.")
+
+
+def _client_loop(client: object) -> asyncio.AbstractEventLoop | None:
+    """The loop ``client`` belongs to, ``None`` before one used it.
+
+    PyMongo's ``AsyncMongoClient`` records the first loop that used it (``_loop``) with no
+    public accessor (4.x), and Motor's ``get_io_loop()`` would bind the client to the current
+    loop as it answers (it records the loop in ``_io_loop``): this is the one place that reads
+    those attributes, so adapters ask the store instead.
+    """
+    if not _loop_bound(client):
+        return None
+    name = "_loop" if type(client).__module__.startswith("pymongo.") else "_io_loop"
+    loop: object = getattr(client, name, None)
+    return loop if isinstance(loop, asyncio.AbstractEventLoop) else None
+
+
 @dataclass(frozen=True, slots=True)
 class _Content:
     """The constructor's arguments about content: encryption, offloading, erasure."""
@@ -363,6 +382,17 @@ class MongoSessionRepository(Closable, SessionRepository):
         except Exception:
             self._indexed = None  # the next append tries again
             raise
+
+    @property
+    def loop_bound(self) -> bool:
+        """``True`` for a PyMongo or Motor client: it belongs to the first event loop that
+        uses it."""
+        return _loop_bound(self._database.client)
+
+    @property
+    def event_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the database's client belongs to; ``None`` until a loop used it."""
+        return _client_loop(self._database.client)
 
     async def aclose(self) -> None:
         """Stop using the store; closes the client only if
