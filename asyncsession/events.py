@@ -6,8 +6,9 @@ by a repository. An event wraps either a chat message (types ``USER``, ``ASSISTA
 ``SYSTEM``) or, for an event type of your own made with
 [`EventType.of`][asyncsession.events.EventType.of], a JSON payload that is never sent to the model.
 
-Events are never edited. Compaction only flags them ``archived``; deleting the session is the
-only way they leave the log.
+Events are never edited. A compaction or a rewind appends a *boundary* that names the active
+view, and ``archived`` is derived from the newest one on read; deleting the session is the only
+way events leave the log (a fork reads its parent's first events as its own, without copies).
 
 Timestamps are UTC-aware and kept to the millisecond, the precision BSON dates have, so every
 store returns the timestamp it was given. Naive datetimes are rejected.
@@ -37,6 +38,7 @@ from .messages import AssistantMessage, Message, MessageType
 
 __all__ = [
     "EventType",
+    "ForkPoint",
     "Session",
     "SessionAttributes",
     "SessionEvent",
@@ -98,6 +100,11 @@ class EventType:
     """The record every applied compaction appends to the log: a custom type (never sent to the
     model, never in the active view) whose payload reads back as a
     [`CompactionRecord`][asyncsession.compaction_protocols.CompactionRecord]."""
+    REWIND: ClassVar[EventType]
+    """The boundary a rewind appends: a custom type (never sent to the model, never in the
+    active view) whose payload reads back as a
+    [`RewindRecord`][asyncsession.rewinds.RewindRecord]: the active view is the one the log had
+    at an earlier point, then whatever is appended after the rewind."""
 
     name: str
 
@@ -181,10 +188,25 @@ EventType.ASSISTANT = EventType("ASSISTANT")
 EventType.TOOL = EventType("TOOL")
 EventType.SYSTEM = EventType("SYSTEM")
 EventType.COMPACTION = EventType("COMPACTION")
+EventType.REWIND = EventType("REWIND")
 
 
 class _Frozen(BaseModel):
     model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
+
+
+class ForkPoint(_Frozen):
+    """Where a fork's log begins: the log of ``session_id`` up to a point, which the fork reads
+    as its own first events (they are not copied)."""
+
+    session_id: str
+    """The session forked (the parent)."""
+    version: int = Field(ge=0)
+    """The parent's commit the prefix ends in: the fork's version starts there, and its own
+    commits continue the numbering."""
+    event_id: str | None = None
+    """The last event of the prefix when it ends inside commit ``version``; ``None`` when the
+    prefix holds the whole commit (or is empty, at version 0)."""
 
 
 class Session(_Frozen):
@@ -200,6 +222,9 @@ class Session(_Frozen):
     """When the session may be swept; ``None`` means never. Defaults to 60 days after creation."""
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     """Your key/value data: model, tags, anything JSON can hold."""
+    forked_from: ForkPoint | None = None
+    """The session and point this one was forked from (set by a store's ``fork``, never by a
+    ``save``: a save keeps what is stored); ``None`` for a session that is no fork."""
 
     @model_validator(mode="before")
     @classmethod

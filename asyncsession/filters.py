@@ -11,11 +11,17 @@ of a turn is extended back to the user message that starts it, so a prompt never
 tool result or a reply. Text searches, pages and reads across sessions are never extended.
 
 **Archived and the active view are derived** from the log (Spring AI 2.1): let B be the newest
-``COMPACTION`` event (a compaction's boundary). The active view (``active_view=True``) is the
-events B's record names (``CompactionRecord.view``), in that order, then the message events
-after B; a message at or before B that B does not name reads ``archived=True``. Custom events
-are in the active view only when ``event_types`` asks, and only those after B. An
-``active_view`` read returns view order, every other read log order.
+boundary (a compaction's ``COMPACTION`` event or a rewind's ``REWIND`` event). After a
+compaction, the active view (``active_view=True``) is the events B's record names
+(``CompactionRecord.view``), in that order, then the message events after B; after a rewind, it
+is the active view the log had at the point B's record names, then the message events after B.
+A message at or before B that is not in the view reads ``archived=True``. Custom events are in
+the active view only when ``event_types`` asks, and only those a message in their place would
+be. An ``active_view`` read returns view order, every other read log order.
+
+**Time travel.** ``as_of=v`` reads the log as it was at version ``v``: only the commits up to
+``v``, with ``archived`` and the view as their boundaries said then; a version past the
+newest reads the log as it is.
 """
 
 from __future__ import annotations
@@ -79,6 +85,7 @@ _FIELDS: Final = (
     "pattern",
     "page",
     "page_size",
+    "as_of",
 )
 
 
@@ -101,6 +108,7 @@ class EventFilter:
             compile text from users or models into a pattern.
         page: the zero-based page number, with ``page_size``.
         page_size: the size of a page; ``page`` defaults to 0.
+        as_of: read the log as it was at this version (see the module docs).
 
     Raises:
         InvalidFilter: a criterion is out of range, or ``last_n`` is combined with a page.
@@ -121,6 +129,7 @@ class EventFilter:
         "pattern",
         "page",
         "page_size",
+        "as_of",
     )
 
     last_n: ClassVar[_LastN] = _LastN()
@@ -139,6 +148,7 @@ class EventFilter:
     pattern: re.Pattern[str] | None
     page: int | None
     page_size: int | None
+    as_of: int | None
 
     def __init__(
         self,
@@ -157,6 +167,7 @@ class EventFilter:
         pattern: re.Pattern[str] | str | None = None,
         page: int | None = None,
         page_size: int | None = None,
+        as_of: int | None = None,
     ) -> None:
         for name, value in (("from_", from_), ("to", to)):
             if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
@@ -173,6 +184,10 @@ class EventFilter:
             raise InvalidFilter("page_size must be set when page is set")
         if last_n is not None and page_size is not None:
             raise InvalidFilter("last_n and page/page_size are mutually exclusive")
+        if as_of is not None and (isinstance(as_of, bool) or not isinstance(as_of, int)):
+            raise InvalidFilter(f"as_of must be a version (an int), not {as_of!r}")
+        if as_of is not None and as_of < 0:
+            raise InvalidFilter("as_of must be >= 0")
 
         types = None
         if message_types is not None:
@@ -233,6 +248,7 @@ class EventFilter:
             "pattern": compiled,
             "page": 0 if page is None and page_size is not None else page,
             "page_size": page_size,
+            "as_of": as_of,
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -332,6 +348,8 @@ class EventFilter:
                 changes[name] = value
         if other.keywords is not None:
             changes["match_mode"] = other.match_mode
+        if other.as_of is not None:
+            changes["as_of"] = other.as_of
         for flag in ("exclude_synthetic", "exclude_archived", "active_view"):
             changes[flag] = getattr(self, flag) or getattr(other, flag)
         window = other if other.has_window else self
@@ -387,7 +405,15 @@ class EventFilter:
 
     def apply(self, log: Sequence[SessionEvent]) -> list[SessionEvent]:
         """The reference read of one session's whole log held as a list (``archived`` derived
-        from its newest boundary, whatever the events say; see the module docs)."""
+        from its boundaries, whatever the events say; see the module docs).
+
+        Raises:
+            InvalidFilter: ``as_of`` is set: a list holds no commits (hold the log as it was).
+        """
+        if self.as_of is not None:
+            raise InvalidFilter(
+                "as_of needs a log's commits; apply the filter to the log as it was"
+            )
         return self.read_backwards(ReadLog.of(log))
 
     def read_backwards(self, log: ReadLog) -> list[SessionEvent]:

@@ -176,6 +176,18 @@ class PendingCall(BaseModel):
     arguments: str
 
 
+class EditIn(BaseModel):
+    """The body of an edit: the message that replaces an earlier one, and, to keep both
+    conversations, the id of the fork the new reply goes to."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    message: str = Field(min_length=1, max_length=32_000)
+    fork_to: str | None = Field(
+        default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:@-]+$"
+    )
+
+
 class ChatOut(BaseModel):
     """The reply to a chat request."""
 
@@ -199,6 +211,8 @@ class DecisionsIn(BaseModel):
 
 SessionId = Annotated[str, Path(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:@-]+$")]
 """A session id in the path: 1 to 128 letters, digits and ``._:@-``; anything else is 422."""
+EventId = Annotated[str, Path(min_length=1, max_length=200)]
+"""An event id in the path (as ``request_event_ids`` gave it)."""
 UserId = Annotated[str, Header(alias="x-user-id", pattern=r"\S", max_length=128)]
 """The caller's user id: a stand-in for real authentication; blank is refused (422)."""
 IdempotencyKey = Annotated[str | None, Header(alias="idempotency-key", max_length=200)]
@@ -685,6 +699,27 @@ def create_app(
         decisions: dict[str, bool | str] = dict.fromkeys(body.approve, True)
         decisions.update({call_id: reason or False for call_id, reason in body.reject.items()})
         response = await chat.resume(session_id, decisions, user_id=user_id)
+        return ChatOut(**_done(response))
+
+    @app.post("/sessions/{session_id}/messages/{event_id}/edit")
+    async def edit(  # pyright: ignore[reportUnusedFunction]
+        session_id: SessionId,
+        event_id: EventId,
+        body: EditIn,
+        user_id: UserId,
+        idempotency_key: IdempotencyKey = None,
+    ) -> ChatOut:
+        """Edit and regenerate: replace the user message ``event_id`` (a ``request_event_ids``
+        entry of an earlier reply) and wait for the new reply. The session is rewound to just
+        before it (the old turn stays in its log, archived), or, with ``fork_to``, forked
+        there into a new session that gets the new reply, keeping both."""
+        _, chat = runtime.ready()
+        response = await chat.call(
+            body.message,
+            replace=event_id,
+            fork_to=body.fork_to,
+            **turn(session_id, user_id, idempotency_key),
+        )
         return ChatOut(**_done(response))
 
     @app.get("/sessions/{session_id}/messages")

@@ -37,7 +37,8 @@ LAYERS: dict[str, int] = {
     "asyncsession.messages": 1,
     "asyncsession.events": 1,
     "asyncsession.filters": 1,
-    "asyncsession._view": 1,  # archived and the active view, derived from the newest boundary
+    "asyncsession._view": 1,  # archived and the active view, derived from the boundaries
+    "asyncsession.rewinds": 1,  # points of a log, and the record a rewind leaves
     "asyncsession._text": 1,  # text that cannot be stored (lone surrogates), for every store
     "asyncsession._checks": 1,  # argument checks at public entry points: UsageError
     "asyncsession.compaction_protocols": 2,

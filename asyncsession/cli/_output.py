@@ -10,6 +10,7 @@ from ..compaction_protocols import CompactionRecord
 from ..events import EventType, SessionEvent
 from ..exceptions import UsageError
 from ..messages import AssistantMessage, ToolResponseMessage
+from ..rewinds import RewindRecord
 
 __all__ = ["CELL_WIDTH", "cell", "describe", "table"]
 
@@ -34,6 +35,14 @@ def describe(event: SessionEvent) -> str:
             return _compaction(CompactionRecord.from_event(event))
         except UsageError:
             pass  # not a record this release reads: show the payload as it is
+    if event.type == EventType.REWIND:
+        try:
+            record = RewindRecord.from_event(event)
+        except UsageError:
+            pass  # not a record this release reads: show the payload as it is
+        else:
+            to = "" if record.to.event_id is None else f", after event {record.to.event_id}"
+            return f"rewind to version {record.to.version}{to} (made at {record.from_version})"
     if message is None:
         return json.dumps(event.payload, ensure_ascii=False)
     if isinstance(message, AssistantMessage) and message.tool_calls:

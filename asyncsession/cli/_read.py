@@ -10,7 +10,7 @@ from ..filters import EventFilter
 from ._command import Command, Context
 from ._errors import EXIT_OK
 from ._output import describe, table
-from ._types import event_type, positive_int
+from ._types import event_type, non_negative_int, positive_int
 
 __all__ = ["COMMANDS"]
 
@@ -62,6 +62,12 @@ def _configure_show(parser: argparse.ArgumentParser) -> None:
         help="the newest N events; the window may start earlier to keep a turn whole",
     )
     parser.add_argument("--keyword", help="only events whose text contains this")
+    parser.add_argument(
+        "--as-of",
+        type=non_negative_int,
+        metavar="VERSION",
+        help="the log as it was at this version: what the model saw then (with --active)",
+    )
 
 
 async def _show(ctx: Context) -> int:
@@ -72,6 +78,7 @@ async def _show(ctx: Context) -> int:
         event_types=args.types or None,
         last_n=None if args.archived else args.last,  # --last then counts archived events
         keyword=args.keyword,
+        as_of=args.as_of,
     )
     snapshot = await ctx.repository.read_snapshot(args.session_id, filter)
     if snapshot is None:

@@ -14,6 +14,7 @@ from ._compact import COMMANDS as COMPACT
 from ._delete import COMMANDS as DELETE
 from ._erase import COMMANDS as ERASE
 from ._export import COMMANDS as EXPORT
+from ._forks import COMMANDS as FORKS
 from ._read import COMMANDS as READ
 from ._worker import COMMANDS as WORKER
 
@@ -21,7 +22,7 @@ __all__ = ["commands"]
 
 # Each command module is imported by name (`from ._x import COMMANDS`), never as `from . import
 # _x`, which would make this module depend on the package `__init__` that imports it.
-_GROUPS = (READ, EXPORT, COMPACT, DELETE, ERASE, ADMIN, WORKER)
+_GROUPS = (READ, EXPORT, FORKS, COMPACT, DELETE, ERASE, ADMIN, WORKER)
 
 
 def commands() -> tuple[Command, ...]:

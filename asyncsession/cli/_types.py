@@ -7,18 +7,34 @@ from datetime import datetime
 
 from ..events import EventType
 
-__all__ = ["KNOWN_TYPES", "event_type", "instant", "positive_float", "positive_int"]
+__all__ = [
+    "KNOWN_TYPES",
+    "event_type",
+    "instant",
+    "non_negative_int",
+    "positive_float",
+    "positive_int",
+]
 
 
-def positive_int(text: str) -> int:
-    """A whole number of at least 1 (argparse adds the flag: `argument --last: must be ≥ 1`)."""
+def _whole(text: str, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be ≥ 1, not {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be ≥ {least}, not {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """A whole number of at least 1 (argparse adds the flag: `argument --last: must be ≥ 1`)."""
+    return _whole(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """A whole number of at least 0 (a version)."""
+    return _whole(text, 0)
 
 
 def positive_float(text: str) -> float:
@@ -38,6 +54,7 @@ KNOWN_TYPES = (
     EventType.TOOL,
     EventType.SYSTEM,
     EventType.COMPACTION,
+    EventType.REWIND,
 )
 """The event types the library defines; `--type` takes them by name, in any case."""
 

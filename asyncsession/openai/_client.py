@@ -7,6 +7,7 @@ call and the stream); a subclass supplies the innermost step, the model request 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, TypedDict, cast, get_args
@@ -23,6 +24,7 @@ from .._checks import (
 )
 from .._turn import Compaction, Decisions, SessionMemory, StoreQuestion, Turn
 from .._turn.chain import run_call, start_stream
+from .._turn.edit import Edit, EditedStream
 from ..advisors import (
     EVENT_FILTER_CONTEXT_KEY,
     SESSION_ID_CONTEXT_KEY,
@@ -444,6 +446,8 @@ class BaseChatClient(ABC):
         event_filter: EventFilter | None = None,
         metadata: Mapping[str, JsonValue] | None = None,
         context: Mapping[str, Any] | None = None,
+        replace: str | None = None,
+        fork_to: str | None = None,
     ) -> ChatResponse:
         """One chat turn.
 
@@ -464,6 +468,12 @@ class BaseChatClient(ABC):
             metadata: the metadata of a session the call creates.
             context: the advisor context; the reference's keys (``SESSION_ID_CONTEXT_KEY``,
                 ...) may stand in for the keywords.
+            replace: edit and regenerate: the event id of an earlier user message of the
+                session that ``message`` replaces. The session is rewound to just before it
+                (its later events stay in the log, archived) and the turn runs from there.
+            fork_to: with ``replace``, keep both versions: the session is forked just before
+                the replaced message into a new session of this id, where the turn runs (the
+                reply's context names it); the original session is not touched.
 
         Raises:
             ChatError: the model call failed (``ChatTimeout`` when it timed out); ``status_code``
@@ -474,14 +484,16 @@ class BaseChatClient(ABC):
             RequestIdReused: ``request_id`` was sent before with another message.
             ToolLoopLimitExceeded: the model kept asking for tools.
         """
+        edit = self._edit(session_id, user_id, request_id, replace, fork_to)
         ctx, request = self._prepare(
-            False, message, session_id, user_id, request_id, messages, options, tools,
-            max_tool_rounds, event_filter, metadata, context,
+            False, message, fork_to or session_id, user_id, request_id, messages, options,
+            tools, max_tool_rounds, event_filter, metadata, context,
         )  # fmt: skip
+        run = self._run_turn if edit is None else functools.partial(self._run_edited, edit)
         if self.advisors:
-            response = await run_call(self.advisors, ctx, request, self._run_turn)
+            response = await run_call(self.advisors, ctx, request, run)
         else:
-            response = await self._turn(ctx, request).run()
+            response = await run(ctx, request)
         return dataclasses.replace(response, context=dict(ctx.context))
 
     def stream(
@@ -498,17 +510,62 @@ class BaseChatClient(ABC):
         event_filter: EventFilter | None = None,
         metadata: Mapping[str, JsonValue] | None = None,
         context: Mapping[str, Any] | None = None,
+        replace: str | None = None,
+        fork_to: str | None = None,
     ) -> ChatStream:
         """A streamed chat turn: ``async with client.stream(...) as stream``.
 
-        Takes the arguments of `call`. Nothing is sent until the first chunk is asked for;
-        errors surface while iterating. See [`ChatStream`][asyncsession.openai.ChatStream].
+        Takes the arguments of `call` (``replace`` and ``fork_to`` edit and regenerate, as
+        there). Nothing is sent until the first chunk is asked for; errors surface while
+        iterating. See [`ChatStream`][asyncsession.openai.ChatStream].
         """
+        edit = self._edit(session_id, user_id, request_id, replace, fork_to)
         ctx, request = self._prepare(
-            True, message, session_id, user_id, request_id, messages, options, tools,
-            max_tool_rounds, event_filter, metadata, context,
+            True, message, fork_to or session_id, user_id, request_id, messages, options,
+            tools, max_tool_rounds, event_filter, metadata, context,
         )  # fmt: skip
-        return ChatStream(ctx, start_stream(self.advisors, ctx, request, self._stream_turn))
+        inner = self._stream_turn if edit is None else functools.partial(self._stream_edited, edit)
+        return ChatStream(ctx, start_stream(self.advisors, ctx, request, inner))
+
+    def _edit(
+        self,
+        session_id: str | None,
+        user_id: str | None,
+        request_id: str | None,
+        replace: str | None,
+        fork_to: str | None,
+    ) -> Edit | None:
+        """The edit step of a call with ``replace`` (``None`` without).
+
+        Raises:
+            UsageError: ``fork_to`` without ``replace``, or ``replace`` without session memory
+                or an explicit ``session_id``.
+        """
+        replaced = _text(replace, "replace")
+        fork = _text(fork_to, "fork_to")
+        if replaced is None:
+            if fork is not None:
+                raise UsageError("fork_to needs replace=<the event id of the message replaced>")
+            return None
+        session = _text(session_id, "session_id")
+        if self.memory is None or session is None:
+            raise UsageError("replace needs a client with session memory and a session_id")
+        return Edit(
+            session_id=session,
+            replace=replaced,
+            fork_to=fork,
+            user_id=_text(user_id, "user_id"),
+            request_id=_text(request_id, "request_id"),
+        )
+
+    async def _run_edited(self, edit: Edit, ctx: CallContext, request: ChatRequest) -> ChatResponse:
+        assert self.memory is not None
+        await edit.apply(self.memory.service)
+        return await self._run_turn(ctx, request)
+
+    def _stream_edited(self, edit: Edit, ctx: CallContext, request: ChatRequest) -> ChunkStream:
+        assert self.memory is not None
+        return EditedStream(edit, self.memory.service, lambda: self._stream_turn(ctx, request))
 
     async def resume(
         self,

@@ -5,7 +5,9 @@ holds one or more events in order, and the session's **version** is the number o
 commit (0 before the first). Every appended batch is one commit, and so is a compaction: its
 summaries, then one ``COMPACTION`` event (the *boundary*) whose record names the active view.
 Nothing once committed is rewritten; ``archived`` is derived on read from the newest boundary
-(see [`EventFilter`][asyncsession.filters.EventFilter]).
+(see [`EventFilter`][asyncsession.filters.EventFilter]). A rewind is a commit too: one
+``REWIND`` boundary. A **fork** is a session whose log begins with another's up to a point,
+read from there, never copied; its own commits continue the numbering after that point.
 
 The backend owns *selection*: filtering and windows are pushed into its reads where their cost
 grows with the log. ``asyncsession.testing.contract`` checks the whole contract against any
@@ -27,6 +29,7 @@ from ..compaction_protocols import CompactionRecord
 from ..events import EventType, Session, SessionEvent
 from ..exceptions import UsageError
 from ..filters import EventFilter
+from ..rewinds import LogPoint, RewindRecord
 from ._metadata_index import check_principal
 from ._offload import DEFAULT_PAGE_CHARS, BodyPage, page_of
 
@@ -35,6 +38,8 @@ __all__ = [
     "SessionRepository",
     "SessionSnapshot",
     "check_batch",
+    "check_owner",
+    "check_point",
     "check_session",
 ]
 
@@ -138,15 +143,73 @@ class SessionRepository(ABC):
 
     @abstractmethod
     async def delete(self, session_id: str) -> None:
-        """Remove the session and all its events; an unknown id is not an error."""
+        """Remove the session and all its events; an unknown id is not an error.
+
+        A fork never loses what it reads: while forks read a deleted session's events, the
+        store keeps those events (and nothing else of it) out of sight, and keeps its id taken
+        (`save_if_absent` returns ``False``, `save` raises `SessionExists`) until the last such
+        fork is deleted.
+        """
 
     @abstractmethod
     async def delete_expired_sessions(self, before: datetime) -> int:
-        """Remove every session that expired strictly before ``before``, with its events.
+        """Remove every session that expired strictly before ``before``, with its events (kept
+        out of sight for its forks, as `delete` says).
 
         The expiry is re-checked atomically per session, so a TTL extended concurrently wins.
         Returns how many sessions were removed.
         """
+
+    # --- forks ---------------------------------------------------------------------------------
+
+    @abstractmethod
+    async def fork(
+        self,
+        session_id: str,
+        child: Session,
+        *,
+        at: int | str | None = None,
+        before: str | None = None,
+    ) -> Session:
+        """Create ``child`` as a fork of the session: its log begins with the session's log up
+        to a point, which it reads without a copy, and its own commits continue from there.
+
+        The point is the end of commit ``at`` (a version), just after the event ``at`` (an
+        event id), just before the event ``before``, or, with neither, the session's version
+        now. The fork's version starts at the point's commit; its reads show the prefix's
+        events as its own (with its ``session_id``), appending a prefix event's id to it is a
+        replay, and the parent stays writable: what the parent appends later is not the
+        fork's. ``child``'s ``id``, expiry and metadata are taken as given, and its ``user_id``
+        must be the parent's (a fork stays under its owner's key, and an erasure of the owner
+        erases it); the stored session names the parent and the point in ``forked_from``. A
+        fork repeated with the same child id and point (after a lost reply) returns the fork
+        made the first time. The parent's offloaded bodies are shared, not copied:
+        ``read_body`` of the fork reads them, and they stay while the fork reads them.
+
+        Raises:
+            SessionNotFound: the session does not exist (or was deleted meanwhile).
+            SessionExists: ``child.id`` is another session's, or a fork of another point.
+            UsageError: both ``at`` and ``before`` are given, the point is not in the log (a
+                version past the newest, an unknown event, a point inside a boundary's
+                commit), or ``child.user_id`` is not the parent's.
+        """
+
+    @abstractmethod
+    async def locate(
+        self, session_id: str, *, at: int | str | None = None, before: str | None = None
+    ) -> tuple[LogPoint, int] | None:
+        """The point of the session's log that ``at`` or ``before`` name (as for `fork`), and
+        the session's version; ``None`` for an unknown session.
+
+        The point is canonical: ``event_id`` is ``None`` when it is the end of its commit.
+
+        Raises:
+            UsageError: as for `fork`.
+        """
+
+    @abstractmethod
+    async def find_forks(self, session_id: str) -> list[Session]:
+        """The sessions forked from this one (not their forks), oldest first."""
 
     # --- the log -------------------------------------------------------------------------------
 
@@ -311,8 +374,8 @@ def check_batch(session_id: str, events: Sequence[SessionEvent]) -> list[Session
     first; the second is a replay of it). Every store calls it before it writes.
 
     Raises:
-        UsageError: an event belongs to another session, or a ``COMPACTION`` event is not the
-            last of the batch or does not hold a compaction record.
+        UsageError: an event belongs to another session, or a ``COMPACTION`` or ``REWIND``
+            event is not the last of the batch or does not hold its record.
         InvalidText: a string of an event does not encode as UTF-8 (a lone surrogate).
     """
     batch: dict[str, SessionEvent] = {}
@@ -321,12 +384,15 @@ def check_batch(session_id: str, events: Sequence[SessionEvent]) -> list[Session
             raise UsageError(
                 f"event {event.id!r} belongs to session {event.session_id!r}, not {session_id!r}"
             )
-        if event.type == EventType.COMPACTION:
+        if event.type in (EventType.COMPACTION, EventType.REWIND):
             if event is not events[-1]:
                 raise UsageError(
-                    f"the COMPACTION event {event.id!r} must be the last of its append"
+                    f"the {event.type} event {event.id!r} must be the last of its append"
                 )
-            CompactionRecord.from_event(event)
+            if event.type == EventType.COMPACTION:
+                CompactionRecord.from_event(event)
+            else:
+                RewindRecord.from_event(event)
         check_event_text(event)
         batch.setdefault(event.id, event)
     return list(batch.values())
@@ -354,3 +420,39 @@ def check_version(version: int, name: str = "version") -> int:
     if isinstance(given, bool) or not isinstance(given, int) or given < 0:
         raise UsageError(f"{name} must be an int >= 0, not {given!r}")
     return version
+
+
+def check_point(at: int | str | None, before: str | None) -> None:
+    """Refuse a point named twice or not as a version or an event id.
+
+    Raises:
+        UsageError: both are given, ``at`` is neither an int >= 0 nor a non-empty string, or
+            ``before`` is not a non-empty string.
+    """
+    if at is not None and before is not None:
+        raise UsageError("name the point with at or with before, not both")
+    given = cast(object, at)
+    if isinstance(given, bool) or not isinstance(given, int | str | None):
+        raise UsageError(f"at must be a version (an int) or an event id, not {given!r}")
+    if isinstance(given, int):
+        check_version(given, "at")
+    if isinstance(given, str) and not given:
+        raise UsageError("at must be a non-empty event id")
+    other = cast(object, before)
+    if other is not None and (not isinstance(other, str) or not other):
+        raise UsageError(f"before must be a non-empty event id, not {other!r}")
+
+
+def check_owner(parent: Session, child: Session) -> None:
+    """Refuse a fork for another owner than its parent's: a fork reads its parent's events as
+    its own, encrypted (on a store with encryption) with the parent's owner's key, and an
+    erasure of that owner erases the fork with the parent.
+
+    Raises:
+        UsageError: ``child.user_id`` is not ``parent.user_id``.
+    """
+    if child.user_id != parent.user_id:
+        raise UsageError(
+            f"a fork of session {parent.id!r} belongs to its owner {parent.user_id!r}, "
+            f"not {child.user_id!r}"
+        )

@@ -17,8 +17,9 @@ only the events the read reaches, walking back from the newest.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast, overload
@@ -32,6 +33,7 @@ from ..events import EventType, SessionEvent
 from ..exceptions import InvalidFilter, UsageError
 from ..filters import EventFilter
 from ..messages import MessageType
+from ..rewinds import RewindRecord
 from ._offload import content_json
 
 __all__ = [
@@ -147,9 +149,15 @@ class LogView:
     user_id: str
     entries: Sequence[SessionEvent | Sealed]
     count: int
-    boundary: int
-    view: tuple[str, ...]
     positions: Mapping[str, int]
+    boundaries: Sequence[int]
+    """The indices of its boundary events (compactions', rewinds'), ascending."""
+    last_of: Callable[[int], int | None]
+    """Commit number -> the index of its last event (see `asyncsession._view.ReadLog`)."""
+
+    def read(self, events: Sequence[SessionEvent]) -> ReadLog:
+        """The derivation over ``events``, this log's entries as events."""
+        return ReadLog(events, self.positions, self.boundaries, self.last_of)
 
 
 class _Closed(Exception):
@@ -209,9 +217,7 @@ async def read_sealed(keys: UserKeys, log: LogView, filter: EventFilter) -> list
     step = 16 if filter.last_n is None else 2 * filter.last_n + 2
     while True:
         try:
-            return filter.read_backwards(
-                ReadLog(_Opened(log, opened), log.boundary, log.view, log.positions)
-            )
+            return filter.read_backwards(log.read(_Opened(log, opened)))
         except _Closed as closed:
             await _open(keys, log, opened, range(max(0, closed.index - step + 1), closed.index + 1))
             step *= 2
@@ -237,10 +243,41 @@ async def search_sealed(
     check_candidates(sum(len(indexes) for indexes in chosen), keys, where)
     found: list[list[SessionEvent]] = []
     for log, indexes in zip(logs, chosen, strict=True):
-        if log.boundary >= 0:  # the newest boundary names the view: archived derives from it
-            indexes = sorted({*indexes, log.boundary})
         opened: dict[int, SessionEvent] = {}
-        await _open(keys, log, opened, indexes)
-        events = [_Opened(log, opened)[index] for index in indexes]
-        found.append(filter.read_backwards(ReadLog.of(events)))
+        # archived derives from the boundaries, and a rewind's from the event it went back to
+        await _open(keys, log, opened, list(log.boundaries))
+        held = {*indexes, *log.boundaries}
+        for boundary in log.boundaries:
+            event = opened[boundary] if boundary in opened else log.entries[boundary]
+            target = _rewound_to(log, cast(SessionEvent, event))
+            if target is not None:
+                held.add(target)
+        chosen_indexes = sorted(held)
+        await _open(keys, log, opened, chosen_indexes)
+        whole = _Opened(log, opened)
+        events = [whole[index] for index in chosen_indexes]
+        at = {index: k for k, index in enumerate(chosen_indexes)}
+        part = ReadLog(
+            events,
+            {e.id: k for k, e in enumerate(events)},
+            [at[b] for b in log.boundaries],
+            functools.partial(_held, log.last_of, at),
+        )
+        found.append(filter.read_backwards(part))
     return found
+
+
+def _rewound_to(log: LogView, event: SessionEvent) -> int | None:
+    """The index of the last event before the point a ``REWIND`` event goes back to."""
+    if event.type != EventType.REWIND:
+        return None
+    to = RewindRecord.from_event(event).to
+    if to.event_id is not None:
+        return log.positions.get(to.event_id)
+    return log.last_of(to.version) if to.version > 0 else None
+
+
+def _held(last_of: Callable[[int], int | None], at: Mapping[int, int], commit: int) -> int | None:
+    """The index among the events held of the last event of ``commit`` (``None``: not held)."""
+    index = last_of(commit)
+    return None if index is None else at.get(index)

@@ -2,14 +2,16 @@
 
 Every operation runs to completion without awaiting, so on one event loop it is atomic with
 respect to every other task; a lock makes it safe from several threads too. An append is O(1)
-amortised (a compaction's also takes its view), and a ``last_n`` read walks back from the end
-of the log, so its cost follows the window, not the log. Nothing survives the process.
+amortised, and a ``last_n`` read walks back from the end of the log, so its cost follows the
+window, not the log. A fork refers to its parent's events (`_memory_log`): O(1) whatever the
+parent's length. Nothing survives the process.
 
 **Encryption** (``encryption=``): each event's content and each session's metadata are kept
 encrypted with the owner's data key (in a key vault of this process), as the MongoDB store keeps
 them, and decrypted on read: a read takes the log under the lock and decrypts, outside it, only
 the events it reaches. **Large bodies** are offloaded as the MongoDB store offloads them: the log
-holds the preview, a dictionary beside it the whole event.
+holds the preview, a dictionary beside it the whole event. A fork belongs to its parent's owner,
+so it reads the parent's sealed events with the same key, and its parent's bodies by reference.
 """
 
 from __future__ import annotations
@@ -17,21 +19,22 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from bson.binary import Binary
 
 from .._lifecycle import closed_error
-from .._view import ReadLog
-from ..compaction_protocols import CompactionRecord
+from .._view import is_boundary
 from ..encryption import EncryptionOptions, UserKeys
-from ..events import EventType, Session, SessionAttributes, SessionEvent
-from ..exceptions import EventIdConflict, SessionNotFound
+from ..events import ForkPoint, Session, SessionAttributes, SessionEvent
+from ..exceptions import EventIdConflict, SessionExists, SessionNotFound
 from ..filters import EventFilter
 from ..memory import MemoryStore
+from ..rewinds import LogPoint
 from ._erasure import ErasureReport, InMemoryErasureLedger, UserEraser
+from ._memory_log import Entry as _Entry
+from ._memory_log import MemoryLog as _Log
 from ._metadata_index import DEFAULT_LIMIT, check_lookup, index_entries, index_entry, indexed_keys
 from ._offload import DEFAULT_OFFLOAD_THRESHOLD, DEFAULT_PREVIEW_CHARS, Offloading
 from ._protocol import (
@@ -39,54 +42,14 @@ from ._protocol import (
     SessionRepository,
     SessionSnapshot,
     check_batch,
+    check_owner,
+    check_point,
     check_session,
     check_version,
 )
 from ._sealing import LogView, Sealed, keys_of, open_event, read_sealed, seal_event, search_sealed
 
 __all__ = ["InMemorySessionRepository"]
-
-
-@dataclass(slots=True)
-class _Log:
-    session: Session
-    """The session; its metadata is empty while it is sealed in ``metadata``."""
-    entries: list[str] = field(default_factory=list[str])
-    """The index entries of the session's metadata, for ``find_by_metadata``."""
-    metadata: Binary | None = None
-    """The session's metadata, encrypted (with encryption on and metadata to keep)."""
-    events: list[SessionEvent | Sealed] = field(default_factory=list[SessionEvent | Sealed])
-    """The log: events, or sealed events with encryption on; previews of offloaded ones."""
-    bodies: dict[str, SessionEvent | Sealed] = field(
-        default_factory=dict[str, SessionEvent | Sealed]
-    )
-    """The whole events the log holds previews of, by id."""
-    positions: dict[str, int] = field(default_factory=dict[str, int])
-    """Each event id's index in ``events``."""
-    version: int = 0
-    boundary: int = -1
-    """The index of the newest ``COMPACTION`` event; -1 when none."""
-    view: tuple[str, ...] = ()
-    """The ids of the active view that boundary names."""
-    leases: dict[int, Lease] = field(default_factory=dict[int, Lease])
-    """Commit number (0: the session) -> its lease."""
-
-    def read(self) -> ReadLog:
-        """The log of a store without encryption, whose entries are all events."""
-        events = cast(list[SessionEvent], self.events)
-        return ReadLog(events, self.boundary, self.view, self.positions)
-
-    def taken(self) -> LogView:
-        """The log as it is now, to read outside the lock."""
-        return LogView(
-            session_id=self.session.id,
-            user_id=self.session.user_id,
-            entries=self.events,
-            count=len(self.events),
-            boundary=self.boundary,
-            view=self.view,
-            positions=self.positions,
-        )
 
 
 class _OpenLock:
@@ -108,9 +71,6 @@ class _OpenLock:
 
     def __exit__(self, *exc_info: object) -> None:
         self._lock.__exit__(None, None, None)
-
-
-_Entry = SessionEvent | Sealed
 
 
 class InMemorySessionRepository(SessionRepository):
@@ -147,6 +107,11 @@ class InMemorySessionRepository(SessionRepository):
         self._ledger = InMemoryErasureLedger()
         self._logs: dict[str, _Log] = {}
         self._owners: dict[str, str] = {}
+        """Event id -> the session whose own events hold it."""
+        self._retained: dict[str, _Log] = {}
+        """Deleted sessions whose events forks still read."""
+        self._dependents: dict[str, set[str]] = {}
+        """Session id -> the live sessions whose prefix reads its events."""
         self._lock = _OpenLock()
 
     @property
@@ -163,6 +128,8 @@ class InMemorySessionRepository(SessionRepository):
         with self._lock:
             self._logs.clear()
             self._owners.clear()
+            self._retained.clear()
+            self._dependents.clear()
             self._lock.closed = True
 
     async def __aenter__(self) -> InMemorySessionRepository:
@@ -188,15 +155,22 @@ class InMemorySessionRepository(SessionRepository):
         return session.model_copy(update={"metadata": metadata})
 
     async def save(self, session: Session) -> Session:
-        """Create or update a session; an update keeps ``created_at``, the log and the version."""
+        """Create or update a session; an update keeps ``created_at``, the log, the version and
+        ``forked_from``.
+
+        Raises:
+            SessionExists: the id is a deleted session's whose events forks still read.
+        """
         check_session(session)
-        kept, sealed = await self._sealed(session)
+        kept, sealed = await self._sealed(_plain(session))
         entries = index_entries(session, self._indexed_keys)
         with self._lock:
             log = self._logs.get(session.id)
+            if session.id in self._retained:
+                raise SessionExists(session.id)
             if log is None:
                 self._logs[session.id] = _Log(session=kept, entries=entries, metadata=sealed)
-                return session
+                return _plain(session)
             log.session = log.session.model_copy(
                 update={
                     "user_id": kept.user_id,
@@ -213,10 +187,10 @@ class InMemorySessionRepository(SessionRepository):
     async def save_if_absent(self, session: Session) -> bool:
         """Insert the session unless its id exists."""
         check_session(session)
-        kept, sealed = await self._sealed(session)
+        kept, sealed = await self._sealed(_plain(session))
         entries = index_entries(session, self._indexed_keys)
         with self._lock:
-            if session.id in self._logs:
+            if session.id in self._logs or session.id in self._retained:
                 return False
             self._logs[session.id] = _Log(session=kept, entries=entries, metadata=sealed)
             return True
@@ -266,10 +240,40 @@ class InMemorySessionRepository(SessionRepository):
             self._drop(session_id)
 
     def _drop(self, session_id: str) -> None:
+        """Remove the session; keep its events that forks read (out of sight) until they go."""
         log = self._logs.pop(session_id, None)
-        if log is not None:
-            for event_id in log.positions:
-                self._owners.pop(event_id, None)
+        if log is None:
+            return
+        for piece in log.pieces:
+            readers = self._dependents.get(piece.log.session.id)
+            if readers is not None:
+                readers.discard(session_id)
+            self._collect(piece.log.session.id)
+        readers = self._dependents.get(session_id)
+        if not readers:
+            self._dependents.pop(session_id, None)
+            self._forget(log, 0)
+            return
+        self._retained[session_id] = log
+        needed = max(
+            p.stop
+            for reader in readers
+            for p in self._logs[reader].pieces
+            if p.log.session.id == session_id
+        )
+        self._forget(log, needed)
+
+    def _collect(self, session_id: str) -> None:
+        """Forget a deleted session whose events no fork reads any more."""
+        if session_id in self._retained and not self._dependents.get(session_id):
+            self._dependents.pop(session_id, None)
+            self._forget(self._retained.pop(session_id), 0)
+
+    def _forget(self, log: _Log, keep: int) -> None:
+        """Forget the own events of ``log`` from index ``keep`` on (their ids are free again),
+        with their bodies."""
+        for event_id in log.forget(keep):
+            self._owners.pop(event_id, None)
 
     async def delete_expired_sessions(self, before: datetime) -> int:
         """Remove every session that expired strictly before ``before``."""
@@ -341,8 +345,9 @@ class InMemorySessionRepository(SessionRepository):
             for event in batch:
                 owner = self._owners.get(event.id)
                 if owner is not None and owner != session_id:
-                    raise EventIdConflict(event.id, session_id, owner)
-                if owner is None:
+                    if log.position(event.id) is None:  # not a prefix event of this fork
+                        raise EventIdConflict(event.id, session_id, owner)
+                elif owner is None:
                     fresh.append(event)
             if not fresh:  # replays only; an empty batch compares the version
                 return bool(batch) or expected_version in (None, log.version)
@@ -355,10 +360,10 @@ class InMemorySessionRepository(SessionRepository):
                 if whole is not None:
                     log.bodies[event.id] = whole
                 self._owners[event.id] = session_id
+            log.ends.append(len(log.events))
             log.version += 1
-            if fresh[-1].type == EventType.COMPACTION:
-                log.boundary = len(log.events) - 1
-                log.view = CompactionRecord.from_event(fresh[-1]).view
+            if is_boundary(fresh[-1]):
+                log.boundaries.append(len(log.events) - 1)
             if lease is not None:
                 log.leases[log.version] = lease
             return True
@@ -376,6 +381,7 @@ class InMemorySessionRepository(SessionRepository):
                 raise SessionNotFound(session_id)
             if version > log.version:
                 return False
+            version = _own(log, version)
             held = log.leases.get(version)
             if held is not None and held.holder != lease.holder and held.is_live(now):
                 return False
@@ -386,8 +392,11 @@ class InMemorySessionRepository(SessionRepository):
         """End the lease on commit ``version`` if ``holder`` holds it."""
         with self._lock:
             log = self._logs.get(session_id)
-            held = None if log is None else log.leases.get(version)
-            if log is not None and held is not None and held.holder == holder:
+            if log is None:
+                return
+            version = _own(log, version)
+            held = log.leases.get(version)
+            if held is not None and held.holder == holder:
                 del log.leases[version]
 
     # --- reads ---------------------------------------------------------------------------------
@@ -407,8 +416,8 @@ class InMemorySessionRepository(SessionRepository):
             if log is None:
                 return []
             if self._keys is None:
-                return filter.read_backwards(log.read())
-            taken = log.taken()
+                return filter.read_backwards(log.read(filter.as_of))
+            taken = log.taken(filter.as_of)
         return await self._read(taken, filter)
 
     async def read_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
@@ -417,15 +426,17 @@ class InMemorySessionRepository(SessionRepository):
             log = self._logs.get(session_id)
             if log is None:
                 return None
+            version = log.version if filter.as_of is None else min(filter.as_of, log.version)
+            lease = log.leases.get(_own(log, version))
             if self._keys is None:
                 return SessionSnapshot(
                     session=log.session,
-                    version=log.version,
-                    events=tuple(filter.read_backwards(log.read())),
-                    lease=log.leases.get(log.version),
+                    version=version,
+                    events=tuple(filter.read_backwards(log.read(filter.as_of))),
+                    lease=lease,
                 )
             kept = (log.session, log.metadata)
-            version, lease, taken = log.version, log.leases.get(log.version), log.taken()
+            taken = log.taken(filter.as_of)
         return SessionSnapshot(
             session=await self._opened(kept),
             version=version,
@@ -439,9 +450,9 @@ class InMemorySessionRepository(SessionRepository):
         found: list[list[SessionEvent]] = []
         with self._lock:
             logs = [log for log in self._logs.values() if log.session.user_id == user_id]
-            taken = [log.taken() for log in logs]
+            taken = [log.taken(filter.as_of) for log in logs]
             if self._keys is None:
-                found = [unwindowed.read_backwards(log.read()) for log in logs]
+                found = [unwindowed.read_backwards(log.read(filter.as_of)) for log in logs]
         if self._keys is not None and unwindowed.has_text_criteria:
             where = f"the sessions of user {user_id!r}"
             found = await search_sealed(self._keys, taken, unwindowed, where)
@@ -463,14 +474,91 @@ class InMemorySessionRepository(SessionRepository):
             log = self._logs.get(session_id)
             if log is None:
                 return None
-            entry = log.bodies.get(event_id)
+            entry = log.body(event_id)
             if entry is None:
-                index = log.positions.get(event_id)
-                if index is None:
-                    return None
-                entry = log.events[index]
+                return None
             user_id = log.session.user_id
         if isinstance(entry, Sealed):
             assert self._keys is not None
             return await open_event(self._keys, user_id, session_id, entry)
         return entry
+
+    # --- forks ---------------------------------------------------------------------------------
+
+    async def fork(
+        self,
+        session_id: str,
+        child: Session,
+        *,
+        at: int | str | None = None,
+        before: str | None = None,
+    ) -> Session:
+        """Create ``child`` as a fork of the session (see ``SessionRepository.fork``): it
+        refers to the parent's events and bodies, O(1) whatever their number."""
+        check_point(at, before)
+        check_session(child)
+        kept, sealed = await self._sealed(_plain(child))
+        entries = index_entries(child, self._indexed_keys)
+        with self._lock:
+            parent = self._logs.get(session_id)
+            if parent is None:
+                raise SessionNotFound(session_id)
+            check_owner(parent.session, child)
+            point = parent.locate(at, before)
+            origin = ForkPoint(
+                session_id=session_id, version=point.version, event_id=point.event_id
+            )
+            existing = self._logs.get(child.id)
+            if existing is not None or child.id in self._retained:
+                if existing is not None and existing.session.forked_from == origin:
+                    stored = (existing.session, existing.metadata)
+                else:
+                    raise SessionExists(child.id)
+            else:
+                pieces = parent.prefix_at(point)
+                log = _Log(
+                    session=kept.model_copy(update={"forked_from": origin}),
+                    entries=entries,
+                    metadata=sealed,
+                    base=point.version,
+                    version=point.version,
+                    pieces=pieces,
+                )
+                self._logs[child.id] = log
+                for piece in pieces:
+                    self._dependents.setdefault(piece.log.session.id, set()).add(child.id)
+                stored = (log.session, log.metadata)
+        return await self._opened(stored)
+
+    async def locate(
+        self, session_id: str, *, at: int | str | None = None, before: str | None = None
+    ) -> tuple[LogPoint, int] | None:
+        """The point ``at`` or ``before`` names, and the session's version."""
+        check_point(at, before)
+        with self._lock:
+            log = self._logs.get(session_id)
+            return None if log is None else (log.locate(at, before), log.version)
+
+    async def find_forks(self, session_id: str) -> list[Session]:
+        """The sessions forked from this one, oldest first."""
+        with self._lock:
+            kept = [
+                (log.session, log.metadata)
+                for log in self._logs.values()
+                if log.session.forked_from is not None
+                and log.session.forked_from.session_id == session_id
+            ]
+        return await self._sessions(kept)
+
+
+def _plain(session: Session) -> Session:
+    """``session`` as a save creates it: no fork (only `fork` makes one)."""
+    if session.forked_from is None:
+        return session
+    return session.model_copy(update={"forked_from": None})
+
+
+def _own(log: _Log, version: int) -> int:
+    """Where the lease on commit ``version`` lives: 0 (the session) for a commit of a fork's
+    prefix."""
+    return version if version > log.base else 0

@@ -6,6 +6,8 @@ system messages may be stored) and delegates to the repository.
 
 from __future__ import annotations
 
+import asyncio
+import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -39,10 +41,11 @@ from ..events import (
     SessionEvent,
     utc_now,
 )
-from ..exceptions import InvalidFilter, SessionExists, UsageError
+from ..exceptions import InvalidFilter, SessionExists, SessionNotFound, StorageError, UsageError
 from ..filters import EventFilter, EventQuery
 from ..messages import Message
 from ..repository import Lease, SessionRepository, SessionSnapshot
+from ..rewinds import RewindRecord, rewind_event
 from ._protocol import SessionService
 
 __all__ = ["DefaultSessionService"]
@@ -55,8 +58,9 @@ _SYSTEM_MESSAGES_DISABLED = (
 )
 
 
-_TURN_ATTEMPTS = 20
-"""How many reads a turn start appends at before it appends without a version."""
+_REWIND_ATTEMPTS = 200
+"""How many times a rewind reads the version and appends at it before it gives up (with a
+growing random pause, at most 0.2 s, after each lost race)."""
 
 
 def _require(value: str, what: str) -> str:
@@ -353,6 +357,91 @@ class DefaultSessionService(ForwardsLoop, SessionService):
         return await self.repository.read_snapshot(
             _require(session_id, "session_id"),
             filter if isinstance(filter, EventFilter) else _filter(filter),
+        )
+
+    async def fork(
+        self,
+        session_id: str,
+        *,
+        at: int | str | None = None,
+        before: str | None = None,
+        fork_id: str | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
+    ) -> Session:
+        """A new session (a *fork*) whose log begins with this one's up to a point, which it
+        reads as its own first events without a copy; both sessions stay writable.
+
+        The point is the end of version ``at``, just after the event ``at`` (an event id), just
+        before the event ``before`` (to edit that message: fork before it, then append the new
+        one), or, with neither, the session's version now. The fork belongs to the same user
+        (and, on a store with encryption, stays under that user's key), has the service's
+        default time to live, the parent's metadata unless ``metadata`` is given, and names
+        its parent and point in ``forked_from``. Its version starts at the point's version.
+        Give ``fork_id`` to make a retry (after a lost reply) return the same fork.
+
+        Raises:
+            SessionNotFound: the session does not exist.
+            SessionExists: ``fork_id`` is another session's.
+            UsageError: both ``at`` and ``before`` are given, or the point is not in the log.
+        """
+        session_id = _require(session_id, "session_id")
+        parent = await self.repository.find_by_id(session_id)
+        if parent is None:
+            raise SessionNotFound(session_id)
+        request = CreateSessionRequest(
+            id=fork_id,
+            user_id=parent.user_id,
+            metadata=dict(parent.metadata if metadata is None else metadata),
+        )
+        return await self.repository.fork(
+            session_id, self._new_session(request), at=at, before=before
+        )
+
+    async def rewind(
+        self,
+        session_id: str,
+        *,
+        to: int | str | None = None,
+        before: str | None = None,
+        event_id: str | None = None,
+    ) -> RewindRecord:
+        """Make the active view the one the log had at a point: one append of a ``REWIND``
+        boundary at the session's version (a lost compare-and-swap reads again).
+
+        The point is the end of version ``to``, just after the event ``to`` (an event id), or
+        just before the event ``before`` (to edit that message: rewind before it, then append
+        the new one). The events after the point leave the active view and the windows (they
+        read ``archived=True``) but stay in the log, searchable; a later rewind forward brings
+        them back: ``rewind(session_id, to=record.from_version)`` undoes this one. Compactions
+        compose with it (the newest boundary decides), and the session's metadata is not
+        touched. Give ``event_id`` (say, fixed by a request id) to make a retry a replay.
+
+        Returns:
+            the record the rewind appended (``from_version``: the version it was appended at).
+
+        Raises:
+            SessionNotFound: the session does not exist.
+            UsageError: neither or both of ``to`` and ``before`` are given, or the point is not
+                in the log.
+            StorageError: concurrent writers kept moving the version for 200 attempts.
+        """
+        session_id = _require(session_id, "session_id")
+        if (to is None) == (before is None):
+            raise UsageError("name the point to rewind to with to or with before (one of them)")
+        fixed = event_id if event_id is not None else str(uuid.uuid4())
+        for attempt in range(_REWIND_ATTEMPTS):
+            located = await self.repository.locate(session_id, at=to, before=before)
+            if located is None:
+                raise SessionNotFound(session_id)
+            point, version = located
+            event = rewind_event(session_id, point, version, event_id=fixed)
+            if await self.repository.append_events(session_id, [event], version):
+                return RewindRecord.from_event(event)
+            # another writer appended first: wait out its burst a little longer each time
+            await asyncio.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))
+        raise StorageError(
+            f"could not rewind session {session_id!r}: its version moved on at every one of "
+            f"{_REWIND_ATTEMPTS} attempts"
         )
 
     async def acquire_lease(self, session_id: str, version: int, lease: Lease) -> bool:

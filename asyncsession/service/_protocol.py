@@ -14,6 +14,7 @@ from ..events import CreateSessionRequest, Session, SessionEvent
 from ..filters import EventFilter, EventQuery
 from ..messages import Message
 from ..repository import Lease, SessionSnapshot
+from ..rewinds import RewindRecord
 
 __all__ = ["SessionService"]
 
@@ -137,6 +138,31 @@ class SessionService(ABC):
     async def get_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
         """The session, its version, its matching events and the newest commit's lease in one
         read; ``None`` for an unknown session."""
+
+    @abstractmethod
+    async def fork(
+        self,
+        session_id: str,
+        *,
+        at: int | str | None = None,
+        before: str | None = None,
+        fork_id: str | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
+    ) -> Session:
+        """A new session whose log begins with this one's up to a point, read without a copy;
+        both stay writable."""
+
+    @abstractmethod
+    async def rewind(
+        self,
+        session_id: str,
+        *,
+        to: int | str | None = None,
+        before: str | None = None,
+        event_id: str | None = None,
+    ) -> RewindRecord:
+        """Make the active view the one the log had at a point, by appending a ``REWIND``
+        boundary: nothing leaves the log."""
 
     @abstractmethod
     async def find_events_by_user_id(

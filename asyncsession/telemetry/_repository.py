@@ -14,6 +14,7 @@ from .._telemetry import AttributeValue, current_turn, span
 from ..events import Session, SessionEvent
 from ..filters import EventFilter
 from ..repository import Lease, SessionRepository, SessionSnapshot
+from ..rewinds import LogPoint
 
 __all__ = ["TracingSessionRepository"]
 
@@ -116,6 +117,35 @@ class TracingSessionRepository(ForwardsLoop, SessionRepository):
         """Traced."""
         return await self._traced(
             "delete_expired_sessions", None, lambda: self.repository.delete_expired_sessions(before)
+        )
+
+    async def fork(
+        self,
+        session_id: str,
+        child: Session,
+        *,
+        at: int | str | None = None,
+        before: str | None = None,
+    ) -> Session:
+        """Traced."""
+        return await self._traced(
+            "fork",
+            session_id,
+            lambda: self.repository.fork(session_id, child, at=at, before=before),
+        )
+
+    async def locate(
+        self, session_id: str, *, at: int | str | None = None, before: str | None = None
+    ) -> tuple[LogPoint, int] | None:
+        """Traced."""
+        return await self._traced(
+            "locate", session_id, lambda: self.repository.locate(session_id, at=at, before=before)
+        )
+
+    async def find_forks(self, session_id: str) -> list[Session]:
+        """Traced."""
+        return await self._traced(
+            "find_forks", session_id, lambda: self.repository.find_forks(session_id)
         )
 
     async def append_event(self, event: SessionEvent) -> None:

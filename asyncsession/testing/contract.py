@@ -22,7 +22,8 @@ again). The kit needs `pytest` and `pytest-asyncio` (the `[testing]` extra: `pip
 '.[testing]'` from a clone); it is the only part of asyncsession that imports pytest. The tests
 live in one mixin per area (sessions, metadata lookups, recall searches, appends and versions,
 filters and windows, snapshots, leases, compaction, expiry, concurrency, text, large bodies,
-lifecycle) under `asyncsession.testing._contract`; subclass the combined class, not the mixins.
+forks and rewinds, lifecycle) under `asyncsession.testing._contract`; subclass the combined
+class, not the mixins.
 A store that keeps every body in its log, however large, sets ``offloads_large_bodies = False``
 on its subclass: the large-body tests then check that it reads every body back whole.
 """
@@ -42,6 +43,7 @@ from ._contract.compaction import CompactionContract
 from ._contract.concurrency import ConcurrencyContract
 from ._contract.expiry import ExpiryContract
 from ._contract.filters import FiltersContract
+from ._contract.forks import ForkContract
 from ._contract.leases import LeasesContract
 from ._contract.lifecycle import LifecycleContract
 from ._contract.metadata import MetadataContract
@@ -71,6 +73,7 @@ class SessionRepositoryContract(
     ConcurrencyContract,
     TextContract,
     OffloadContract,
+    ForkContract,
     LifecycleContract,
 ):
     """The contract tests. Subclass with a `repository` fixture returning your store."""

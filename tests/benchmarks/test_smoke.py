@@ -309,3 +309,20 @@ async def test_the_adk_adapter_is_seeded_as_append_event_stores() -> None:
     )
     for size in (None, 4):
         assert read(await batched._get("s", size)) == read(await one_by_one._get("s", size))
+
+
+@pytest.mark.mongodb
+async def test_the_fork_script_runs_and_counts_forks_and_rewinds_at_their_budgets(
+    mongo_uri: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``benchmarks/forks.py --quick``: a fork is 2 commands and writes no commit at any parent
+    length; a rewind is 2 (a locate read, one append)."""
+    from benchmarks import forks
+
+    monkeypatch.setenv("MONGODB_URI", mongo_uri)
+    await forks.main(quick=True)
+    tables = capsys.readouterr().out.split("\n\n")
+    fork_rows = [line.split("|")[1:-1] for line in tables[1].splitlines()[2:]]
+    assert [(row[1].strip(), row[4].strip()) for row in fork_rows] == [("2", "0"), ("2", "0")]
+    rewind_rows = [line.split("|")[1:-1] for line in tables[3].splitlines()[2:]]
+    assert [row[1].strip() for row in rewind_rows] == ["2", "2"]

@@ -116,6 +116,16 @@ async def run(service: DefaultSessionService, command: dict[str, Any]) -> dict[s
                     "version": snapshot.version + 1,
                     "owner": snapshot.session.user_id,
                 }
+    if op == "forks":  # `count` forks of the session as it is now, one after another
+        forks = [await service.fork(sid) for _ in range(command["count"])]
+        return {"forks": [[f.id, f.forked_from.version if f.forked_from else -1] for f in forks]}
+    if op == "rewinds":  # `count` rewinds to version `to`, each at the version it read
+        records = [await service.rewind(sid, to=command["to"]) for _ in range(command["count"])]
+        return {"from": [r.from_version for r in records]}
+    if op == "fork_forever":  # forks until killed, printing each one's id once it is made
+        while True:
+            made = await service.fork(sid)
+            print(json.dumps({"fork": made.id}), flush=True)
     raise ValueError(f"unknown op {op!r}")
 
 

@@ -36,6 +36,7 @@ from ...events import SessionEvent
 from ...exceptions import EventIdConflict, EventTooLarge, SessionNotFound, StorageError
 from .._protocol import Lease
 from ._content import encode, too_large
+from ._forks import prefix_ids
 from ._layout import (
     COMMIT,
     EVENT_ID,
@@ -219,6 +220,7 @@ async def _stored(
     fields = {SESSION: 1, COMMIT: 1, INCARNATION: 1, f"{EVENTS}.{EVENT_ID}": 1}
     docs = await store.commits.find(query, fields).to_list(None)
     ours = [d for d in docs if (d[SESSION], d.get(INCARNATION)) == (session_id, incarnation)]
+    prefix = prefix_ids(store, session_id, docs, ids)  # a fork's: replays
     others = [d for d in docs if d not in ours]
     if others and not await _alive(store, session_id, incarnation):
         store.newest.forget(session_id)  # deleted, or created again since this process saw it
@@ -227,10 +229,10 @@ async def _stored(
         if not await _alive(store, doc[SESSION], doc.get(INCARNATION)):
             await store.commits.delete_one({ID: doc[ID], INCARNATION: doc.get(INCARNATION)})
             return None
-        event_id = next((e[EVENT_ID] for e in doc[EVENTS] if e[EVENT_ID] in ids), None)
+        event_id = next((e[EVENT_ID] for e in doc[EVENTS] if e[EVENT_ID] in ids - prefix), None)
         if event_id is not None and doc[SESSION] != session_id:
             raise EventIdConflict(event_id, session_id, doc[SESSION])
-    stored = {e[EVENT_ID] for d in ours for e in d[EVENTS] if e[EVENT_ID] in ids}
+    stored = {e[EVENT_ID] for d in ours for e in d[EVENTS] if e[EVENT_ID] in ids} | prefix
     if stored:
         return stored
     return set() if any(d[COMMIT] == number for d in ours) else None

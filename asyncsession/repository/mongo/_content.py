@@ -67,7 +67,7 @@ __all__ = [
     "too_large",
 ]
 
-_BOUNDARY: Final = EventType.COMPACTION.name
+_BOUNDARIES: Final = (EventType.COMPACTION.name, EventType.REWIND.name)
 
 
 async def seal_session(store: Store, user_id: str, fields: Doc) -> None:
@@ -110,10 +110,10 @@ async def open_commits(
             kept = [
                 e
                 for e in doc[EVENTS]
-                if e[TYPE] == _BOUNDARY
+                if e[TYPE] in _BOUNDARIES
                 or may_match(search, EventType(e[TYPE]), as_utc(e[TIMESTAMP]))
             ]
-            count += sum(e[TYPE] != _BOUNDARY for e in kept)
+            count += sum(e[TYPE] not in _BOUNDARIES for e in kept)
             doc[EVENTS] = kept
         check_candidates(count, keys, where)
     for doc in docs:

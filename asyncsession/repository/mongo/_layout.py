@@ -24,12 +24,13 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 
 from ...encryption import UserKeys
-from ...events import Session, SessionEvent
+from ...events import ForkPoint, Session, SessionEvent
 from ...exceptions import UsageError
 from .._offload import Offloading
 
 __all__ = [
     "ATTRIBUTES",
+    "BASE",
     "BODIES",
     "BODY",
     "Bucket",
@@ -41,15 +42,21 @@ __all__ = [
     "EVENT_ID",
     "EXPIRES_AT",
     "FILE",
+    "FORKS",
     "HOLDER",
     "ID",
     "INCARNATION",
     "Known",
     "LARGE",
+    "LAST",
     "LEASE",
+    "LINEAGE",
     "MESSAGE",
     "METADATA",
     "OLDEST_FIRST",
+    "PARENT",
+    "RETAINED",
+    "THROUGH",
     "PAYLOAD",
     "SESSION",
     "SEALED",
@@ -108,6 +115,20 @@ new session with the same id."""
 LEASE: Final = "lease"
 """``{holder, expires_at}``: on a commit, or on the session document (version 0)."""
 HOLDER: Final = "holder"
+PARENT: Final = "parent"
+"""On a fork: ``{session, commit, through}``, the session and the point it was forked at (the
+end of ``commit``, or its event ``through``). See `_forks` for the fields below."""
+THROUGH: Final = "through"
+BASE: Final = "base"
+"""On a fork: the commit its own commits continue after (the parent's point's commit)."""
+LINEAGE: Final = "lineage"
+"""On a fork: whose commits its prefix is, oldest first, each ``{session, incarnation, last,
+through}``."""
+LAST: Final = "last"
+FORKS: Final = "forks"
+"""How many forks were taken of the session."""
+RETAINED: Final = "retained"
+"""``true`` on a deleted session whose commits forks still read."""
 
 # The commit document.
 SESSION: Final = "session"
@@ -294,6 +315,8 @@ class Store:
     """When an event's body goes to ``bucket``; ``None``: never."""
     bucket: Bucket | None = None
     """The GridFS bucket of offloaded bodies (``None`` on a database that is not PyMongo's)."""
+    lineages: Recent[object] = field(default_factory=Recent[object])
+    """Session id -> whose commits its log is made of (a `_forks.Lineage`)."""
 
 
 _MESSAGE_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
@@ -390,6 +413,15 @@ def session_from_doc(doc: Mapping[str, Any]) -> Session:
         created_at=as_utc(doc[CREATED_AT]),
         expires_at=None if expires is None else as_utc(expires),
         metadata=_in(doc.get(METADATA) or {}),
+        forked_from=_fork_point(doc.get(PARENT)),
+    )
+
+
+def _fork_point(parent: Mapping[str, Any] | None) -> ForkPoint | None:
+    if parent is None:
+        return None
+    return ForkPoint(
+        session_id=parent[SESSION], version=parent[COMMIT], event_id=parent.get(THROUGH)
     )
 
 

@@ -1,24 +1,29 @@
 """Reads: the snapshot in one command, windows walked back by ranges, a user's events.
 
-A read starts with one aggregate: the session's newest commits, a range ``commit > known - k``
-when this process knows roughly the newest number (`_layout.Newest`), else the ``k`` highest
-numbers by a sorted find, with ``$unionWith`` of the session's document. It returns the
-session, the version (the newest commit read), the newest commit's lease and the events of the
-commits read. A ``last_n`` window that those events do not fill reads the next older range
-(four times larger each time); a window of the active view stops at the newest boundary, and
-fetches by id the events its view names that lie before the commits read. Reads that need
-every event (no window) read every commit at once; a keyword search first narrows them on the
-server to the commits whose text may match, and the boundaries.
+A read starts with one aggregate: the newest commits of the session's log, a range ``commit >
+known - k`` when this process knows roughly the newest number (`_layout.Newest`), else the ``k``
+highest numbers by a sorted find, with ``$unionWith`` of the session's document. A fork's log is
+its parents' commits up to its point and its own after it (`_forks`): its queries have one branch
+per session they reach, so the read is still one command when this process knows the lineage,
+and one more the first time it reads the fork. The read returns the session, the version (the
+newest commit read), the newest commit's lease and the events of the commits read. A ``last_n``
+window that those events do not fill reads the next older range (four times larger each time);
+so does a view that a rewind restored from further back, and a compaction's view fetches by id
+the events it names that lie before the commits read. Reads that need every event (no window)
+read every commit at once; a keyword search first narrows them on the server to the commits
+whose text may match, the boundaries, and the commits rewinds went back to. A read ``as_of`` a
+version reads the commits up to it only.
 
-``archived`` and the view order are derived by `asyncsession._view.ReadLog`, the reference
-for a log held as a list: the commits read, oldest first, are that list (or its newest part).
+``archived`` and the view order are derived by `asyncsession._view.ReadLog`, the reference for
+a log held as a list: the commits read, oldest first, are that list (or its newest part), and
+it says when it needs more.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast, overload
 
@@ -26,12 +31,24 @@ from pymongo import DESCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 
 from ..._pymongo_errors import storage_errors
-from ..._view import ReadLog, view_of
+from ..._view import BOUNDARY_TYPES, Incomplete, ReadLog
 from ...events import EventType, Session, SessionEvent
 from ...filters import EventFilter
+from ...rewinds import RewindRecord
 from .._protocol import Lease, SessionSnapshot
 from ._content import open_commits, open_session
+from ._forks import (
+    Lineage,
+    commits_query,
+    events_of,
+    forget_lineage,
+    known_lineage,
+    lineage_of,
+    note_lineage,
+    owns,
+)
 from ._layout import (
+    BASE,
     COMMIT,
     EVENT_ID,
     EVENTS,
@@ -40,7 +57,9 @@ from ._layout import (
     ID,
     INCARNATION,
     LEASE,
+    LINEAGE,
     OLDEST_FIRST,
+    RETAINED,
     SESSION,
     TEXT,
     TYPE,
@@ -65,8 +84,8 @@ __all__ = [
 
 IN_CHUNK: Final = 256
 """How many sessions one read of a user's events asks for."""
-_COMPACTION: Final = EventType.COMPACTION.name
-_BOUNDARY: Final = {f"{EVENTS}.{TYPE}": _COMPACTION}
+_BOUNDARY: Final = {f"{EVENTS}.{TYPE}": {"$in": [EventType.COMPACTION.name, EventType.REWIND.name]}}
+_BOUNDARY_NAMES: Final = frozenset(t.name for t in BOUNDARY_TYPES)
 _LEAST_SPAN: Final = 8
 """Commits a window's first range reads at least (when it wants that many events): a session's
 recent commits may hold fewer events than the ones the estimate was made from."""
@@ -76,25 +95,30 @@ _WHOLE_VIEW: Final = 64
 
 @dataclass(slots=True)
 class Commit:
-    """A commit as read: its number, its events (as stored), its lease."""
+    """A commit of a session's log as read: its number, its events, its lease, and whether it
+    is the session's own (not its prefix's)."""
 
     number: int
     events: list[Doc]
+    """Its events as stored (of a prefix's last commit, those up to the fork's point)."""
     lease: Lease | None
+    own: bool = True
 
 
 class _Decoded(Sequence[SessionEvent]):
-    """Stored events decoded when first read: a window decodes the events it looks at."""
+    """Events fetched on their own, then stored events decoded when first read: a window
+    decodes the events it looks at."""
 
-    __slots__ = ("_docs", "_events", "_session_id")
+    __slots__ = ("_docs", "_events", "_first", "_session_id")
 
-    def __init__(self, docs: list[Doc], session_id: str) -> None:
+    def __init__(self, first: list[SessionEvent], docs: list[Doc], session_id: str) -> None:
+        self._first = first
         self._docs = docs
         self._session_id = session_id
         self._events: list[SessionEvent | None] = [None] * len(docs)
 
     def __len__(self) -> int:
-        return len(self._docs)
+        return len(self._first) + len(self._docs)
 
     @overload
     def __getitem__(self, index: int) -> SessionEvent: ...
@@ -103,9 +127,14 @@ class _Decoded(Sequence[SessionEvent]):
     def __getitem__(self, index: int | slice) -> SessionEvent | Sequence[SessionEvent]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        event = self._events[index]
+        if index < 0:
+            index += len(self)
+        if index < len(self._first):
+            return self._first[index]
+        at = index - len(self._first)
+        event = self._events[at]
         if event is None:
-            event = self._events[index] = event_from_doc(self._docs[index], self._session_id)
+            event = self._events[at] = event_from_doc(self._docs[at], self._session_id)
         return event
 
 
@@ -116,13 +145,25 @@ class Suffix:
     session: Session
     doc: Doc
     """The session document."""
-    incarnation: int
+    lineage: Lineage
     commits: list[Commit]
     """Oldest first."""
     low: int
     """Every commit numbered ``low`` or more is in ``commits``; 1: the whole log."""
     version: int
     """The newest commit's number (0: none)."""
+
+    @property
+    def incarnation(self) -> int:
+        """The session document's incarnation."""
+        return self.lineage.incarnation
+
+    @property
+    def lease(self) -> Lease | None:
+        """The lease on the newest commit read (on the session when that is not its own)."""
+        if self.commits and self.commits[-1].own:
+            return self.commits[-1].lease
+        return lease_from_doc(self.doc)
 
 
 def lease_from_doc(doc: Doc | None) -> Lease | None:
@@ -134,13 +175,15 @@ def lease_from_doc(doc: Doc | None) -> Lease | None:
     return Lease(holder=str(fields[HOLDER]), expires_at=as_utc(fields[EXPIRES_AT]))
 
 
-def _commit(doc: Doc) -> Commit:
-    return Commit(number=doc[COMMIT], events=doc[EVENTS], lease=lease_from_doc(doc))
+def _commit(doc: Doc, lineage: Lineage) -> Commit:
+    own = doc[SESSION] == lineage.session
+    events = events_of(lineage, doc)
+    return Commit(number=doc[COMMIT], events=events, lease=lease_from_doc(doc), own=own)
 
 
-def _events(docs: list[Doc], session_id: str) -> list[SessionEvent]:
-    """The events of commit documents, decoded, in log order."""
-    return [event_from_doc(e, session_id) for d in docs for e in d[EVENTS]]
+def _commits(docs: list[Doc], lineage: Lineage) -> list[Commit]:
+    """The commits of the log among ``docs``, oldest first."""
+    return sorted((_commit(d, lineage) for d in docs if owns(lineage, d)), key=lambda c: c.number)
 
 
 async def _union(store: Store, session_id: str, pipeline: list[Doc]) -> list[Doc]:
@@ -180,68 +223,114 @@ async def _aggregate(collection: AsyncCollection[Doc], pipeline: list[Doc]) -> l
     return docs
 
 
+def _narrowed(query: Doc, prefilter: Doc | None) -> Doc:
+    """``query`` narrowed to the commits ``prefilter`` matches and the boundaries."""
+    if prefilter is None:
+        return query
+    narrowed = {"$or": [prefilter, _BOUNDARY]}
+    return {"$and": [query, narrowed]} if "$or" in query else {**query, **narrowed}
+
+
 async def first_read(
     store: Store,
     session_id: str,
     span: int | None,
     prefilter: Doc | None = None,
+    as_of: int | None = None,
     search: EventFilter | None = None,
 ) -> Suffix | None:
-    """The session with its newest ``span`` commits or so (every commit when ``None``; with
-    ``prefilter``, every commit it matches and every boundary); ``None`` if the session does
-    not exist. With encryption on, ``search`` is a text search whose candidates alone are kept
-    (see `_content.open_commits`)."""
+    """The session with the newest ``span`` commits of its log or so, up to ``as_of`` (every
+    commit when ``span`` is ``None``; with ``prefilter``, every commit it matches and every
+    boundary); ``None`` if the session does not exist. With encryption on, ``search`` is a text
+    search whose candidates alone are kept (see `_content.open_commits`)."""
     known = store.newest.get(session_id)
-    query: Doc = {SESSION: session_id}
-    if prefilter is not None:
-        query["$or"] = [prefilter, _BOUNDARY]
-    sort = span is not None and known is None
-    if span is not None and known is not None:
-        query[COMMIT] = {"$gt": known.commit - span}
-    pipeline: list[Doc] = [{"$match": query}]
+    cached = known_lineage(store, session_id)
+    if known is not None and (cached is None or cached.incarnation != known.incarnation):
+        known = None  # a range needs the lineage it ranges over
+    assumed = cached or Lineage(session_id, -1)
+    sort = span is not None and (known is None or (as_of is not None and known.commit < as_of))
+    low = 1
+    if span is not None and not sort:
+        assert known is not None
+        low = max(1, (known.commit if as_of is None else as_of) - span + 1)
+    pipeline: list[Doc] = [{"$match": _narrowed(commits_query(assumed, low, as_of), prefilter)}]
     if sort:
         pipeline += [{"$sort": {COMMIT: DESCENDING}}, {"$limit": span}]
     with storage_errors(f"read session {session_id!r}"):
         docs = await _union(store, session_id, pipeline)
         session_doc = next((d for d in docs if COMMIT not in d), None)
-        if session_doc is None:
+        if session_doc is None or session_doc.get(RETAINED):
             store.newest.forget(session_id)
+            forget_lineage(store, session_id)
             return None
-        incarnation: int = session_doc[INCARNATION]
+        lineage = lineage_of(session_doc)
+        if cached is not None and cached != lineage:  # created again since: read it afresh
+            store.newest.forget(session_id)
+            forget_lineage(store, session_id)
+            return await first_read(store, session_id, span, prefilter, as_of, search)
         others = [d for d in docs if COMMIT in d]
-        mine = [d for d in others if d.get(INCARNATION) == incarnation]
-        if not mine and known is not None and known.commit > 0 and span is not None and not sort:
+        mine = [d for d in others if owns(lineage, d)]
+        if not mine and known is not None and known.commit > lineage.base and not sort:
             store.newest.forget(session_id)  # another incarnation: the numbers meant nothing
-            return await first_read(store, session_id, span, prefilter, search)
+            return await first_read(store, session_id, span, prefilter, as_of, search)
         if sort and not mine and len(others) == span:  # only commits of a deleted incarnation
-            mine = await store.commits.find(
-                {SESSION: session_id, INCARNATION: incarnation},
+            ours = {"$or": [{SESSION: {"$ne": session_id}}, {INCARNATION: lineage.incarnation}]}
+            others = await store.commits.find(
+                {"$and": [commits_query(lineage, 1, as_of), ours]},
                 sort=[(COMMIT, DESCENDING)],
-                limit=span,
+                limit=span or 0,
             ).to_list(None)
-            others = mine
-    mine.sort(key=lambda d: d[COMMIT])
-    version = mine[-1][COMMIT] if mine else 0
-    if span is None or (known is not None and not sort):
-        low = 1 if span is None or known is None else max(1, known.commit - span + 1)
-    else:
-        low = 1 if len(others) < span else min(d[COMMIT] for d in others)
+            mine = [d for d in others if owns(lineage, d)]
+        if sort:
+            assert span is not None
+            low = 1 if len(others) < span else min(d[COMMIT] for d in others)
+        if cached is None and lineage.segments:
+            low, filled = await _fill(store, lineage, span, prefilter, as_of, mine, low)
+            mine += filled
     await open_session(store, session_doc)
     await open_commits(store, mine, session_doc[USER_ID], search, f"session {session_id!r}")
-    commits = [_commit(d) for d in mine]
+    commits = _commits(mine, lineage)
+    version = max(lineage.base if as_of is None else min(lineage.base, as_of), 0)
+    if commits:
+        version = max(version, commits[-1].number)
     density = None
-    if commits and prefilter is None:  # the median of the newest few: a bulk append is rare
-        counts = sorted(len(c.events) for c in commits[-8:])
+    own = [c for c in commits if c.own]
+    if own and prefilter is None:  # the median of the newest few: a bulk append is rare
+        counts = sorted(len(c.events) for c in own[-8:])
         density = float(counts[len(counts) // 2])
-    store.newest.note(session_id, incarnation, version, density)
+    note_lineage(store, lineage)
+    store.newest.note(session_id, lineage.incarnation, version, density)
     return Suffix(
         session=session_from_doc(session_doc),
         doc=session_doc,
-        incarnation=incarnation,
+        lineage=lineage,
         commits=commits,
         low=low,
         version=version,
     )
+
+
+async def _fill(
+    store: Store,
+    lineage: Lineage,
+    span: int | None,
+    prefilter: Doc | None,
+    as_of: int | None,
+    mine: list[Doc],
+    low: int,
+) -> tuple[int, list[Doc]]:
+    """What a first read of a fork whose lineage this process did not know missed: the prefix
+    commits its window reaches (all of them without a window). Returns the new ``low``."""
+    top = lineage.base if as_of is None else min(lineage.base, as_of)
+    if low > top + 1:
+        return low, []  # its own commits filled the window
+    wanted = top if span is None else span - len(mine)
+    if wanted <= 0 or top < 1:
+        return max(1, min(low, top + 1)), []
+    first = max(1, top - wanted + 1)
+    query = _narrowed(commits_query(lineage, first, top), prefilter)
+    docs = await store.commits.find(query).to_list(None)
+    return (1 if first == 1 or span is None else first), docs
 
 
 def span_for(store: Store, session_id: str, filter: EventFilter) -> int | None:
@@ -257,16 +346,11 @@ def span_for(store: Store, session_id: str, filter: EventFilter) -> int | None:
 async def _older(store: Store, suffix: Suffix, count: int) -> None:
     """Read the ``count`` commits before the oldest read (all of them when fewer are left)."""
     low = max(1, suffix.low - count)
-    query = {
-        SESSION: suffix.session.id,
-        INCARNATION: suffix.incarnation,
-        COMMIT: {"$gte": low, "$lt": suffix.low},
-    }
+    query = commits_query(suffix.lineage, low, suffix.low - 1)
     with storage_errors(f"read session {suffix.session.id!r}"):
         docs = await store.commits.find(query).to_list(None)
     await open_commits(store, docs, suffix.session.user_id)
-    older = sorted((_commit(d) for d in docs), key=lambda c: c.number)
-    suffix.commits[:0] = older
+    suffix.commits[:0] = _commits(docs, suffix.lineage)
     suffix.low = low
 
 
@@ -274,77 +358,118 @@ async def _by_id(store: Store, suffix: Suffix, ids: Sequence[str]) -> list[Sessi
     """The events with these ids among the commits before the oldest read, in log order."""
     wanted = set(ids)
     query = {
-        SESSION: suffix.session.id,
-        INCARNATION: suffix.incarnation,
-        f"{EVENTS}.{EVENT_ID}": {"$in": list(wanted)},
+        "$and": [
+            commits_query(suffix.lineage, 1, suffix.low - 1),
+            {f"{EVENTS}.{EVENT_ID}": {"$in": list(wanted)}},
+        ]
     }
     with storage_errors(f"read session {suffix.session.id!r}"):
-        docs = await store.commits.find(query, sort=[(COMMIT, 1)]).to_list(None)
+        docs = await store.commits.find(query).to_list(None)
     await open_commits(store, docs, suffix.session.user_id)
-    return [e for e in _events(docs, suffix.session.id) if e.id in wanted]
+    sid = suffix.session.id
+    return [
+        event_from_doc(e, sid)
+        for c in _commits(docs, suffix.lineage)
+        for e in c.events
+        if e[EVENT_ID] in wanted
+    ]
 
 
-def _matched(log: ReadLog, filter: EventFilter, exhausted: list[bool]) -> Iterator[SessionEvent]:
-    """What ``filter`` matches in ``log``, newest first; notes in ``exhausted`` when it ran out
-    (the window wants older events than were read)."""
-    for event in log.newest_first(active_view=filter.active_view):
-        if filter.matches(event):
-            yield event
-    exhausted.append(True)
+def _log(suffix: Suffix, detached: list[SessionEvent]) -> ReadLog:
+    """What the derivation reads: ``detached`` events fetched by id, then the commits read."""
+    stored = [e for c in suffix.commits for e in c.events]
+    events = _Decoded(detached, stored, suffix.session.id)
+    last: dict[int, int] = {}
+    index = len(detached) - 1
+    for commit in suffix.commits:
+        index += len(commit.events)
+        last[commit.number] = index
+    start = len(detached)
+    positions = {e.id: i for i, e in enumerate(detached)}
+    positions.update((e[EVENT_ID], start + i) for i, e in enumerate(stored))
+    boundaries = [start + i for i, e in enumerate(stored) if e[TYPE] in _BOUNDARY_NAMES]
+    return ReadLog(
+        events,
+        positions,
+        boundaries,
+        last.get,
+        start=len(detached),
+        complete=suffix.low <= 1,
+    )
 
 
 async def select(store: Store, suffix: Suffix, filter: EventFilter) -> list[SessionEvent]:
     """The events of ``suffix``'s session that ``filter`` selects, reading older commits
-    while the window needs them."""
+    while the derivation or the window needs them."""
     step = max(8, len(suffix.commits))
+    detached: list[SessionEvent] = []
     while True:
-        stored = [e for c in suffix.commits for e in c.events]
-        events: Sequence[SessionEvent] = _Decoded(stored, suffix.session.id)
-        boundary = next(
-            (i for i in range(len(stored) - 1, -1, -1) if stored[i][TYPE] == _COMPACTION), -1
-        )
-        view = () if boundary < 0 else view_of(events[boundary])
-        positions = {e[EVENT_ID]: i for i, e in enumerate(stored)}
-        if filter.active_view and boundary >= 0:
-            missing = [i for i in view if i not in positions]
-            if missing and suffix.low > 1:
-                found = await _by_id(store, suffix, missing)
-                events = [*found, *events]
-                boundary += len(found)
-                positions = {e.id: i for i, e in enumerate(events)}
-        log = ReadLog(events, boundary, view, positions)
-        exhausted: list[bool] = []
-        window = filter.window_of_newest_first(_matched(log, filter, exhausted))
-        if not exhausted or suffix.low <= 1 or (filter.active_view and boundary >= 0):
-            return window
-        if filter.last_n is None:  # the whole view back to its boundary: the rest at once
-            step = suffix.low
+        try:
+            return filter.read_backwards(_log(suffix, detached))
+        except Incomplete as need:
+            if need.ids:
+                found = await _by_id(store, suffix, need.ids)
+                if len(found) == len(set(need.ids)):
+                    detached = [*found, *detached]
+                    continue
+                step = suffix.low  # a view naming what the log lacks: read it all
+            elif need.version is not None:
+                step = max(step, suffix.low - need.version + 1)
+            elif filter.last_n is None:  # the rest at once
+                step = suffix.low
         await _older(store, suffix, step)
         step *= 4
 
 
+async def _with_points(store: Store, suffix: Suffix) -> None:
+    """Add to a read narrowed by a prefilter the commits its rewinds went back to, so that
+    ``archived`` is derived right."""
+    held = {c.number for c in suffix.commits}
+    sid = suffix.session.id
+    wanted = (
+        {
+            RewindRecord.from_event(event_from_doc(e, sid)).to.version
+            for c in suffix.commits
+            for e in c.events
+            if e[TYPE] == EventType.REWIND.name
+        }
+        - held
+        - {0}
+    )
+    if not wanted:
+        return
+    query = {"$and": [commits_query(suffix.lineage), {COMMIT: {"$in": sorted(wanted)}}]}
+    with storage_errors(f"read session {suffix.session.id!r}"):
+        docs = await store.commits.find(query).to_list(None)
+    await open_commits(store, docs, suffix.session.user_id)
+    merged = [*suffix.commits, *_commits(docs, suffix.lineage)]
+    suffix.commits[:] = sorted(merged, key=lambda c: c.number)
+
+
 async def snapshot_of(store: Store, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
     """The session, its version, the events ``filter`` selects and the newest lease."""
-    suffix = await first_read(store, session_id, span_for(store, session_id, filter))
+    span = span_for(store, session_id, filter)
+    suffix = await first_read(store, session_id, span, as_of=filter.as_of)
     if suffix is None:
         return None
     events = await select(store, suffix, filter)
-    lease = suffix.commits[-1].lease if suffix.commits else lease_from_doc(suffix.doc)
     return SessionSnapshot(
-        session=suffix.session, version=suffix.version, events=tuple(events), lease=lease
+        session=suffix.session, version=suffix.version, events=tuple(events), lease=suffix.lease
     )
 
 
 async def find_events(store: Store, session_id: str, filter: EventFilter) -> list[SessionEvent]:
     """The events of one session that ``filter`` selects; empty for an unknown session."""
-    if store.keys is not None and filter.has_text_criteria:  # the server cannot read the text
-        suffix = await first_read(store, session_id, None, _SEARCHED, filter)
-        return [] if suffix is None else await select(store, suffix, filter)
-    prefilter = _prefilter(filter)
+    searched = store.keys is not None and filter.has_text_criteria  # the server cannot read it
+    prefilter = _SEARCHED if searched else _prefilter(filter)
     if prefilter is not None:
-        suffix = await first_read(store, session_id, None, prefilter)
+        search = filter if searched else None
+        suffix = await first_read(store, session_id, None, prefilter, filter.as_of, search)
+        if suffix is not None:
+            await _with_points(store, suffix)
     else:
-        suffix = await first_read(store, session_id, span_for(store, session_id, filter))
+        span = span_for(store, session_id, filter)
+        suffix = await first_read(store, session_id, span, as_of=filter.as_of)
     return [] if suffix is None else await select(store, suffix, filter)
 
 
@@ -375,31 +500,46 @@ async def user_events(store: Store, user_id: str, filter: EventFilter) -> list[S
     unwindowed = filter.without_window()
     searched = store.keys is not None and unwindowed.has_text_criteria
     prefilter = _SEARCHED if searched else _prefilter(unwindowed)
-    logs: list[tuple[str, list[Doc]]] = []
+    suffixes: list[Suffix] = []
     with storage_errors(f"read the events of user {user_id!r}"):
         sessions = await store.sessions.find(
-            {USER_ID: user_id}, {INCARNATION: 1}, sort=OLDEST_FIRST
+            {USER_ID: user_id, RETAINED: {"$ne": True}},
+            {INCARNATION: 1, BASE: 1, LINEAGE: 1},
+            sort=OLDEST_FIRST,
         ).to_list(None)
         for start in range(0, len(sessions), IN_CHUNK):
             chunk = sessions[start : start + IN_CHUNK]
-            query: Doc = {SESSION: {"$in": [s[ID] for s in chunk]}}
-            if prefilter is not None:
-                query["$or"] = [prefilter, _BOUNDARY]
+            lineages = [lineage_of(s) for s in chunk]
+            plain = [lineage.session for lineage in lineages if not lineage.segments]
+            branches: list[Doc] = [{SESSION: {"$in": plain}}] if plain else []
+            branches += [commits_query(lin) for lin in lineages if lin.segments]
+            query = _narrowed(branches[0] if len(branches) == 1 else {"$or": branches}, prefilter)
+            if filter.as_of is not None:
+                query = {"$and": [query, {COMMIT: {"$lte": filter.as_of}}]}
             docs = await store.commits.find(query).to_list(None)
             by_session: dict[Any, list[Doc]] = {}
             for doc in docs:
-                by_session.setdefault((doc[SESSION], doc.get(INCARNATION)), []).append(doc)
-            for session in chunk:
-                mine = sorted(
-                    by_session.get((session[ID], session[INCARNATION]), []), key=lambda d: d[COMMIT]
+                by_session.setdefault(doc[SESSION], []).append(doc)
+            where = f"the sessions of user {user_id!r}"
+            await open_commits(store, docs, user_id, unwindowed if searched else None, where)
+            for doc, lineage in zip(chunk, lineages, strict=True):
+                sources = {lineage.session, *(s.session for s in lineage.segments)}
+                candidates = [d for source in sources for d in by_session.get(source, [])]
+                suffixes.append(
+                    Suffix(
+                        session=Session(id=doc[ID], user_id=user_id),
+                        doc=doc,
+                        lineage=lineage,
+                        commits=_commits(candidates, lineage),
+                        low=1,
+                        version=0,
+                    )
                 )
-                logs.append((session[ID], mine))
-    every = [doc for _, mine in logs for doc in mine]
-    where = f"the sessions of user {user_id!r}"
-    await open_commits(store, every, user_id, unwindowed if searched else None, where)
     matched: list[SessionEvent] = []
-    for session_id, mine in logs:
-        matched += unwindowed.read_backwards(ReadLog.of(_events(mine, session_id)))
+    for suffix in suffixes:
+        if prefilter is not None:
+            await _with_points(store, suffix)
+        matched += await select(store, suffix, unwindowed)
     matched.sort(key=lambda e: e.timestamp)  # stable: ties keep session order, then log order
     return filter.apply_window(matched)
 

@@ -43,6 +43,7 @@ from ...events import Session, SessionEvent
 from ...exceptions import SessionNotFound
 from ...filters import EventFilter
 from ...memory import MemoryStore
+from ...rewinds import LogPoint
 from .._erasure import ErasureReport, MongoErasureLedger, UserEraser
 from .._metadata_index import DEFAULT_LIMIT, check_lookup
 from .._metadata_index import indexed_keys as _indexed_keys
@@ -52,12 +53,22 @@ from .._protocol import (
     SessionRepository,
     SessionSnapshot,
     check_batch,
+    check_point,
     check_session,
     check_version,
 )
 from .._sealing import keys_of
 from ._append import append
 from ._content import read_body
+from ._forks import (
+    create_fork_indexes,
+    find_forks,
+    fork,
+    fork_body,
+    lease_version,
+    locate,
+    on_prefix,
+)
 from ._layout import BODIES, COMMITS, ERASURES, SESSIONS, Bucket, Store, create_indexes
 from ._read import find_events, first_read, snapshot_of, user_events
 from ._sessions import (
@@ -339,6 +350,7 @@ class MongoSessionRepository(Closable, SessionRepository):
         store = self._store
         with storage_errors("create indexes"):
             await create_indexes(store.sessions, store.commits, sharded=sharded)
+            await create_fork_indexes(store)
         self._sharded = sharded
         try:
             hello = await self._database.command("hello")
@@ -490,7 +502,42 @@ class MongoSessionRepository(Closable, SessionRepository):
         """The event as it was appended, its whole body read from GridFS when it was offloaded
         (see ``SessionRepository.read_body``): one aggregate, and two reads of the file when
         offloaded."""
-        return await self._call(lambda: read_body(self._store, session_id, event_id))
+
+        async def read() -> SessionEvent | None:
+            found = await read_body(self._store, session_id, event_id)
+            return (
+                found if found is not None else await fork_body(self._store, session_id, event_id)
+            )
+
+        return await self._call(read)
+
+    # --- forks -----------------------------------------------------------------------------------
+
+    async def fork(
+        self,
+        session_id: str,
+        child: Session,
+        *,
+        at: int | str | None = None,
+        before: str | None = None,
+    ) -> Session:
+        """Create ``child`` as a fork of the session (see ``SessionRepository.fork``): a read of
+        the parent and the point, then one ``update`` command, at any parent length."""
+        check_point(at, before)
+        check_session(child)
+        await self._indexes()
+        return await self._write(lambda: fork(self._store, session_id, child, at, before))
+
+    async def locate(
+        self, session_id: str, *, at: int | str | None = None, before: str | None = None
+    ) -> tuple[LogPoint, int] | None:
+        """The point ``at`` or ``before`` names, and the session's version: one read."""
+        check_point(at, before)
+        return await self._call(lambda: locate(self._store, session_id, at, before))
+
+    async def find_forks(self, session_id: str) -> list[Session]:
+        """The sessions forked from this one, oldest first: one find."""
+        return await self._call(lambda: find_forks(self._store, session_id))
 
     # --- erasure ---------------------------------------------------------------------------------
 
@@ -525,8 +572,25 @@ class MongoSessionRepository(Closable, SessionRepository):
         """Take or renew the lease on commit ``version`` (0: the session): one conditional
         update."""
         check_version(version)
-        return await self._write(lambda: acquire_lease(self._store, session_id, version, lease))
+
+        async def take() -> bool:
+            own = lease_version(self._store, session_id, version)
+            if await acquire_lease(self._store, session_id, own, lease):
+                return True
+            if await on_prefix(self._store, session_id, own):
+                return await acquire_lease(self._store, session_id, 0, lease)
+            return False
+
+        return await self._write(take)
 
     async def release_lease(self, session_id: str, version: int, holder: str) -> None:
         """End the lease on commit ``version`` if ``holder`` holds it: one conditional update."""
-        await self._write(lambda: release_lease(self._store, session_id, version, holder))
+
+        async def give_back() -> None:
+            own = lease_version(self._store, session_id, version)
+            if not await release_lease(self._store, session_id, own, holder) and await on_prefix(
+                self._store, session_id, own
+            ):
+                await release_lease(self._store, session_id, 0, holder)
+
+        await self._write(give_back)

@@ -10,7 +10,7 @@ finds the document expired whatever its ``before``), and the session is never re
 expiry intact meanwhile. The sweep claims each expired session
 with the same mark, atomically re-checking the expiry (a session whose expiry was extended
 meanwhile is left alone), and removes each on its own, shielded: a cancelled sweep stops after
-the session it is on.
+the session it is on. A session whose commits forks read is retained instead (`_forks`).
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from pymongo.errors import DuplicateKeyError
 from ..._pymongo_errors import storage_errors
 from ..._shield import shielded
 from ...events import Session, SessionAttributes
-from ...exceptions import SessionNotFound
+from ...exceptions import SessionExists, SessionNotFound
 from .._metadata_index import index_entries, index_entry
 from .._protocol import Lease
 from ._content import open_session, seal_session
+from ._forks import DOOMED, retain
 from ._layout import (
     ATTRIBUTES,
     COMMIT,
@@ -37,7 +38,9 @@ from ._layout import (
     ID,
     INCARNATION,
     LEASE,
+    LINEAGE,
     OLDEST_FIRST,
+    RETAINED,
     SESSION,
     USER_ID,
     Doc,
@@ -59,8 +62,8 @@ __all__ = [
     "save_session",
 ]
 
-_DOOMED: Final = datetime(1970, 1, 1, tzinfo=UTC)
-"""The expiry a delete marks a session with before it removes anything."""
+_LIVE: Final = {RETAINED: {"$ne": True}}
+"""What every lookup of sessions asks: not a deleted session kept for its forks."""
 
 
 async def _fields(store: Store, session: Session) -> Doc:
@@ -76,7 +79,7 @@ async def save_session(store: Store, session: Session) -> Session:
         for attempt in range(2):
             try:
                 doc = await store.sessions.find_one_and_update(
-                    {ID: session.id},
+                    {ID: session.id, **_LIVE},
                     {
                         "$set": fields,
                         "$setOnInsert": {
@@ -88,6 +91,8 @@ async def save_session(store: Store, session: Session) -> Session:
                     return_document=ReturnDocument.AFTER,
                 )
             except DuplicateKeyError:  # two upserts of a new id raced: the other inserted
+                if await store.sessions.find_one({ID: session.id, RETAINED: True}, {ID: 1}):
+                    raise SessionExists(session.id) from None
                 if attempt:
                     raise
                 continue
@@ -116,7 +121,7 @@ async def insert_session(store: Store, session: Session) -> bool:
 async def find_by_id(store: Store, session_id: str) -> Session | None:
     """The session, or ``None``."""
     with storage_errors(f"read session {session_id!r}"):
-        doc = await store.sessions.find_one({ID: session_id})
+        doc = await store.sessions.find_one({ID: session_id, **_LIVE})
     if doc is None:
         return None
     await open_session(store, doc)
@@ -129,9 +134,9 @@ async def find_sessions(
     """The sessions of a user (``name`` ``None`` or the principal) or with an indexed metadata
     value, oldest first: one find on an index."""
     if name is None or name == SessionAttributes.PRINCIPAL_NAME:
-        query: Doc = {USER_ID: value}
+        query: Doc = {USER_ID: value, **_LIVE}
     else:
-        query = {ATTRIBUTES: index_entry(name, value)}
+        query = {ATTRIBUTES: index_entry(name, value), **_LIVE}
     with storage_errors(f"find sessions by {name or USER_ID} {value!r}"):
         cursor = store.sessions.find(query, sort=OLDEST_FIRST, limit=limit or 0)
         docs = await cursor.to_list(None)
@@ -142,14 +147,16 @@ async def find_sessions(
 
 async def _remove(store: Store, session_id: str, claim: Doc) -> bool:
     """Mark the session doomed if ``claim`` still matches it, then remove its commits and its
-    document; whether it was there to remove."""
+    document (or retain it for its forks); whether it was there to remove."""
     doc = await store.sessions.find_one_and_update(
-        {ID: session_id, **claim}, {"$set": {EXPIRES_AT: _DOOMED}}, {INCARNATION: 1}
+        {ID: session_id, **claim}, {"$set": {EXPIRES_AT: DOOMED}}, {INCARNATION: 1, LINEAGE: 1}
     )
     if doc is None and claim:
         return False  # its expiry was extended since the sweep found it
     store.newest.forget(session_id)
     store.owners.forget(session_id)
+    if doc is not None and await retain(store, doc):
+        return True
     await store.commits.delete_many({SESSION: session_id})
     if store.bucket is not None:
         await store.bucket.delete_session(session_id)
@@ -170,10 +177,10 @@ async def delete_expired(store: Store, before: datetime) -> int:
     """Remove every session that expired strictly before ``before``; how many were removed."""
     removed = 0
     with storage_errors("delete expired sessions"):
-        docs = await store.sessions.find({EXPIRES_AT: {"$lt": before}}, {ID: 1}).to_list(None)
+        claim = {EXPIRES_AT: {"$lt": before}, **_LIVE}
+        docs = await store.sessions.find(claim, {ID: 1}).to_list(None)
     for doc in docs:
         with storage_errors(f"delete expired session {doc[ID]!r}"):
-            claim = {EXPIRES_AT: {"$lt": before}}
             removed += await shielded(_remove(store, doc[ID], claim))
     return removed
 
@@ -215,9 +222,13 @@ async def acquire_lease(store: Store, session_id: str, version: int, lease: Leas
     return False
 
 
-async def release_lease(store: Store, session_id: str, version: int, holder: str) -> None:
-    """End the lease on commit ``version`` if ``holder`` holds it: one conditional update."""
+async def release_lease(store: Store, session_id: str, version: int, holder: str) -> bool:
+    """End the lease on commit ``version`` if ``holder`` holds it: one conditional update;
+    whether it did."""
     query, on_session = _target(session_id, version)
     collection = store.sessions if on_session else store.commits
     with storage_errors(f"release a lease of session {session_id!r}"):
-        await collection.update_one({**query, f"{LEASE}.{HOLDER}": holder}, {"$unset": {LEASE: ""}})
+        result = await collection.update_one(
+            {**query, f"{LEASE}.{HOLDER}": holder}, {"$unset": {LEASE: ""}}
+        )
+    return result.matched_count > 0

@@ -1,0 +1,613 @@
+"""Forks on MongoDB: whose commits a log is made of, making a fork in two commands, finding a
+point, and deletes that keep what forks read.
+
+**Lineage.** A session's log is its own commits, numbered after its ``base``, and, for a fork,
+the commits of the sessions its prefix reads: *segments*, oldest first, each a session's commits
+from the one after the previous segment's last up to its own ``last`` (of that last commit, only
+the events up to ``through`` when it is set). A fork of a fork names its grandparent's commits
+directly. Commit numbers continue from one segment to the next, so a range of the log's numbers
+is a range in each segment: a read of a fork is one query with one branch per segment it
+reaches. A lineage never changes once the session is created (a session deleted and created
+again has another incarnation), so this process keeps the lineages it read in a small bounded
+map (`Store.lineages`, a `_layout.Recent`), and a fork's reads cost a plain session's commands.
+
+**A fork** is a session document that names its parent and the point (``parent``), its
+``base`` and its ``lineage``. No commit and no offloaded body is copied: the fork reads its
+parents' commits, and `read_body` their files. Making one is a read of the parent and the point
+(one aggregate), then one ``update`` command with two statements, in order: insert the fork's
+document, then count the fork on the parent's document *if the parent is still alive* (not
+marked for deletion, same incarnation). If the second matched, any delete of the parent that
+follows finds the fork (below); if not, the parent was deleted meanwhile: the fork's document
+is removed again and the fork fails with `SessionNotFound`.
+
+**Deletes.** A delete marks the session doomed first (``_sessions``). Then, if live forks read
+its commits (their lineage names it), it is *retained*: its document stays, marked
+``retained`` (no read finds it, sweeps pass it by, and its id stays taken), and only the commits
+its forks read stay, with their offloaded bodies (the commits after the furthest point a fork
+reads go, and their files). When the last such fork is deleted, a retained session goes too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final, cast
+
+from pymongo import ASCENDING, DESCENDING, UpdateOne
+
+from ..._pymongo_compat import aggregate
+from ..._pymongo_errors import storage_errors
+from ...events import ForkPoint, Session, SessionEvent
+from ...exceptions import SessionExists, SessionNotFound, UsageError
+from ...rewinds import LogPoint
+from .._metadata_index import index_entries
+from .._protocol import check_owner
+from ._content import open_session, read_body, seal_session
+from ._layout import (
+    BASE,
+    COMMIT,
+    CREATED_AT,
+    EVENT_ID,
+    EVENTS,
+    EXPIRES_AT,
+    FILE,
+    FORKS,
+    ID,
+    INCARNATION,
+    LARGE,
+    LAST,
+    LINEAGE,
+    PARENT,
+    RETAINED,
+    SESSION,
+    THROUGH,
+    TYPE,
+    Doc,
+    Store,
+    new_incarnation,
+    session_fields,
+    session_from_doc,
+)
+
+__all__ = [
+    "DOOMED",
+    "Lineage",
+    "commits_query",
+    "create_fork_indexes",
+    "events_of",
+    "find_forks",
+    "fork",
+    "fork_body",
+    "forget_lineage",
+    "known_lineage",
+    "lease_version",
+    "lineage_of",
+    "locate",
+    "note_lineage",
+    "on_prefix",
+    "owns",
+    "prefix_ids",
+    "release",
+    "retain",
+]
+
+DOOMED: Final = datetime(1970, 1, 1, tzinfo=UTC)
+"""The expiry a delete marks a session with before it removes anything."""
+_BOUNDARIES: Final = ("COMPACTION", "REWIND")
+
+
+# --- lineages -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """Commits ``first`` to ``last`` of ``session`` (of incarnation ``incarnation``), the last
+    one up to its event ``through`` when set."""
+
+    session: str
+    incarnation: int
+    first: int
+    last: int
+    through: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """A session's log: its segments, then its own commits (numbered after ``base``)."""
+
+    session: str
+    incarnation: int
+    base: int = 0
+    segments: tuple[Segment, ...] = ()
+
+    def clipped(self, commit: int, through: str | None) -> tuple[Segment, ...]:
+        """The segments of a fork of this log at the point (``commit``, ``through``)."""
+        kept: list[Segment] = []
+        for segment in self.segments:
+            if segment.first > commit:
+                break
+            if segment.last < commit or (segment.last == commit and through is None):
+                kept.append(segment)
+            else:
+                kept.append(
+                    Segment(segment.session, segment.incarnation, segment.first, commit, through)
+                )
+        if commit > self.base:
+            kept.append(Segment(self.session, self.incarnation, self.base + 1, commit, through))
+        return tuple(kept)
+
+    def segment_of(self, session: str, incarnation: object, commit: int) -> Segment | None:
+        """The segment that reads commit ``commit`` of ``session`` (``None``: none does)."""
+        for segment in self.segments:
+            if (
+                segment.session == session
+                and segment.incarnation == incarnation
+                and segment.first <= commit <= segment.last
+            ):
+                return segment
+        return None
+
+
+def known_lineage(store: Store, session_id: str) -> Lineage | None:
+    """What this process last read of the session's lineage, or ``None``."""
+    return cast("Lineage | None", store.lineages.get(session_id))
+
+
+def note_lineage(store: Store, lineage: Lineage) -> None:
+    """Remember ``lineage``."""
+    store.lineages.put(lineage.session, lineage)
+
+
+def forget_lineage(store: Store, session_id: str) -> None:
+    """Drop what is known of ``session_id``'s lineage (it was deleted)."""
+    store.lineages.forget(session_id)
+
+
+def lineage_of(doc: Mapping[str, Any]) -> Lineage:
+    """The lineage a session document holds (a plain session's has no segments)."""
+    first = 1
+    segments: list[Segment] = []
+    for entry in cast(list[Doc], doc.get(LINEAGE) or []):
+        segments.append(
+            Segment(entry[SESSION], entry[INCARNATION], first, entry[LAST], entry.get(THROUGH))
+        )
+        first = entry[LAST] + 1
+    return Lineage(doc[ID], doc[INCARNATION], int(doc.get(BASE) or 0), tuple(segments))
+
+
+def _segments_doc(segments: tuple[Segment, ...]) -> list[Doc]:
+    return [
+        {SESSION: s.session, INCARNATION: s.incarnation, LAST: s.last, THROUGH: s.through}
+        for s in segments
+    ]
+
+
+def commits_query(lineage: Lineage, low: int = 1, high: int | None = None) -> Doc:
+    """The commits numbered ``low`` to ``high`` (no bound: ``None``) of the session's log: its
+    own (of any incarnation: a reader checks with `owns`), and its segments' (of theirs)."""
+    branches: list[Doc] = []
+    own_low = max(low, lineage.base + 1)
+    if high is None or own_low <= high:
+        numbers: Doc = {"$gt": own_low - 1} if own_low > 1 else {}
+        if high is not None:
+            numbers["$lte"] = high
+        branch: Doc = {SESSION: lineage.session}
+        if numbers:
+            branch[COMMIT] = numbers
+        branches.append(branch)
+    for segment in lineage.segments:
+        first = max(low, segment.first)
+        last = segment.last if high is None else min(high, segment.last)
+        if first <= last:
+            branches.append(
+                {
+                    SESSION: segment.session,
+                    INCARNATION: segment.incarnation,
+                    COMMIT: {"$gte": first, "$lte": last},
+                }
+            )
+    if not branches:
+        return {SESSION: lineage.session, COMMIT: {"$lt": 0}}  # nothing
+    return branches[0] if len(branches) == 1 else {"$or": branches}
+
+
+def owns(lineage: Lineage, doc: Mapping[str, Any]) -> bool:
+    """Whether the commit ``doc`` is one of the log's (of the right incarnation and number)."""
+    number: int = doc[COMMIT]
+    if doc[SESSION] == lineage.session:
+        return doc.get(INCARNATION) == lineage.incarnation and number > lineage.base
+    return lineage.segment_of(doc[SESSION], doc.get(INCARNATION), number) is not None
+
+
+def events_of(lineage: Lineage, doc: Mapping[str, Any]) -> list[Doc]:
+    """The events of the commit ``doc`` that the log holds: all of them, but for the last
+    commit of a segment cut at an event."""
+    events = cast(list[Doc], doc[EVENTS])
+    if doc[SESSION] == lineage.session:
+        return events
+    segment = lineage.segment_of(doc[SESSION], doc.get(INCARNATION), doc[COMMIT])
+    if segment is None or segment.through is None or doc[COMMIT] != segment.last:
+        return events
+    for index, event in enumerate(events):
+        if event[EVENT_ID] == segment.through:
+            return events[: index + 1]
+    return events
+
+
+async def create_fork_indexes(store: Store) -> None:
+    """The indexes forks need: the forks of a session, and who reads a session's commits."""
+    await store.sessions.create_index([(f"{PARENT}.{SESSION}", ASCENDING)], sparse=True)
+    await store.sessions.create_index([(f"{LINEAGE}.{SESSION}", ASCENDING)], sparse=True)
+
+
+# --- reading a session and a point ----------------------------------------------------------------
+
+
+async def _gather(store: Store, session_id: str, pipelines: list[list[Doc]]) -> list[Doc]:
+    """The commits each pipeline selects and the session document: one aggregate where the
+    server runs ``$unionWith``, else one read each."""
+    if not store.double:
+        stages: list[Doc] = [*pipelines[0]]
+        stages += [
+            {"$unionWith": {"coll": store.commits.name, "pipeline": p}} for p in pipelines[1:]
+        ]
+        stages.append(
+            {
+                "$unionWith": {
+                    "coll": store.sessions.name,
+                    "pipeline": [{"$match": {ID: session_id}}],
+                }
+            }
+        )
+        try:
+            return await aggregate(store.commits, stages)
+        except NotImplementedError:  # mongomock-motor
+            store.double = True
+    session = await store.sessions.find_one({ID: session_id})
+    if session is None:
+        return []
+    docs = [session]
+    for pipeline in pipelines:
+        docs += await store.commits.find(pipeline[0]["$match"]).to_list(None)
+    return docs
+
+
+def _alive(doc: Doc | None) -> Doc | None:
+    return None if doc is None or doc.get(RETAINED) else doc
+
+
+def _newest_pipeline(session_id: str) -> list[Doc]:
+    return [{"$match": {SESSION: session_id}}, {"$sort": {COMMIT: DESCENDING}}, {"$limit": 1}]
+
+
+async def _version(store: Store, lineage: Lineage, docs: list[Doc]) -> int:
+    """The session's version, from the newest own commit among ``docs`` (one more find when an
+    older incarnation's commit was in the way)."""
+    newest = sorted(
+        (d for d in docs if COMMIT in d and d[SESSION] == lineage.session),
+        key=lambda d: cast(int, d[COMMIT]),
+    )[-1:]
+    if newest and not owns(lineage, newest[0]):
+        newest = await store.commits.find(
+            {SESSION: lineage.session, INCARNATION: lineage.incarnation},
+            {COMMIT: 1, SESSION: 1, INCARNATION: 1},
+            sort=[(COMMIT, DESCENDING)],
+            limit=1,
+        ).to_list(None)
+    return max([lineage.base, *(cast(int, d[COMMIT]) for d in newest if owns(lineage, d))])
+
+
+def _point_after(lineage: Lineage, commit: Doc, event_id: str, *, before: bool) -> LogPoint:
+    """The point just after ``event_id`` of the commit ``commit`` (just before it, with
+    ``before``), canonical: no event at the end of a commit.
+
+    Raises:
+        UsageError: the point is inside the commit of a boundary.
+    """
+    events = events_of(lineage, commit)
+    ids = [e[EVENT_ID] for e in events]
+    index = ids.index(event_id) - (1 if before else 0)
+    number: int = commit[COMMIT]
+    if index < 0:
+        return LogPoint(version=number - 1)
+    if index == len(ids) - 1:
+        return LogPoint(version=number)
+    if events[-1][TYPE] in _BOUNDARIES:
+        raise UsageError(
+            f"the point after event {ids[index]!r} is inside the commit of a boundary: a log "
+            "is never there"
+        )
+    return LogPoint(version=number, event_id=ids[index])
+
+
+async def _read_point(
+    store: Store, session_id: str, at: int | str | None, before: str | None
+) -> tuple[Doc, Lineage, LogPoint, int] | None:
+    """The session document, its lineage, the point ``at`` or ``before`` names and the
+    session's version: one aggregate; ``None`` for an unknown session.
+
+    Raises:
+        UsageError: the point is not in the log.
+    """
+    event_id = before if before is not None else at
+    pipelines = [_newest_pipeline(session_id)]
+    if isinstance(event_id, str):
+        pipelines.insert(0, [{"$match": {f"{EVENTS}.{EVENT_ID}": event_id}}])
+    with storage_errors(f"read session {session_id!r}"):
+        docs = await _gather(store, session_id, pipelines)
+        doc = _alive(next((d for d in docs if COMMIT not in d), None))
+        if doc is None:
+            return None
+        lineage = lineage_of(doc)
+        version = await _version(store, lineage, docs)
+    note_lineage(store, lineage)
+    if isinstance(event_id, str):
+        holder = next(
+            (
+                d
+                for d in docs
+                if COMMIT in d
+                and owns(lineage, d)
+                and any(e[EVENT_ID] == event_id for e in events_of(lineage, d))
+            ),
+            None,
+        )
+        if holder is None:
+            raise UsageError(f"session {session_id!r} has no event {event_id!r}")
+        return (
+            doc,
+            lineage,
+            _point_after(lineage, holder, event_id, before=before is not None),
+            version,
+        )
+    if at is None:
+        return doc, lineage, LogPoint(version=version), version
+    assert isinstance(at, int)
+    if at > version:
+        raise UsageError(f"session {session_id!r} is at version {version}, not {at}")
+    return doc, lineage, LogPoint(version=at), version
+
+
+async def locate(
+    store: Store, session_id: str, at: int | str | None, before: str | None
+) -> tuple[LogPoint, int] | None:
+    """The point ``at`` or ``before`` names, and the session's version: one read."""
+    found = await _read_point(store, session_id, at, before)
+    return None if found is None else (found[2], found[3])
+
+
+# --- making a fork --------------------------------------------------------------------------------
+
+
+async def fork(
+    store: Store, session_id: str, child: Session, at: int | str | None, before: str | None
+) -> Session:
+    """Create ``child`` as a fork of the session at the point ``at`` or ``before`` names:
+    two commands (see the module docs)."""
+    found = await _read_point(store, session_id, at, before)
+    if found is None:
+        raise SessionNotFound(session_id)
+    doc, lineage, point, _ = found
+    await open_session(store, doc)
+    check_owner(session_from_doc(doc), child)
+    origin = ForkPoint(session_id=session_id, version=point.version, event_id=point.event_id)
+    segments = lineage.clipped(point.version, point.event_id)
+    incarnation = new_incarnation()
+    fields = session_fields(child, index_entries(child, store.indexed_keys))
+    await seal_session(store, child.user_id, fields)
+    fields |= {
+        CREATED_AT: child.created_at,
+        INCARNATION: incarnation,
+        PARENT: {SESSION: session_id, COMMIT: point.version, THROUGH: point.event_id},
+        BASE: point.version,
+        LINEAGE: _segments_doc(segments),
+    }
+    alive = {
+        ID: session_id,
+        INCARNATION: lineage.incarnation,
+        EXPIRES_AT: {"$ne": DOOMED},
+        RETAINED: {"$ne": True},
+    }
+    with storage_errors(f"fork session {session_id!r}"):
+        created, parent_alive = await _insert_fork(store, child.id, fields, alive)
+        if created and not parent_alive:  # the parent was deleted meanwhile: undo
+            await store.sessions.delete_one({ID: child.id, INCARNATION: incarnation})
+            await release(store, fields)
+            raise SessionNotFound(session_id)
+        if not created:
+            return await _repeated(store, child, origin)
+    note_lineage(store, Lineage(child.id, incarnation, point.version, segments))
+    store.newest.note(child.id, incarnation, point.version)
+    store.owners.put(child.id, child.user_id)
+    return child.model_copy(update={"forked_from": origin})
+
+
+async def _insert_fork(store: Store, child_id: str, fields: Doc, alive: Doc) -> tuple[bool, bool]:
+    """Insert the fork's document unless its id exists, then count the fork on its parent if
+    the parent is alive: one command (two on mongomock-motor, which runs no bulk update).
+    Whether the fork was inserted, and whether the parent was alive."""
+    insert = {"$setOnInsert": fields}
+    if store.double:
+        inserted = await store.sessions.update_one({ID: child_id}, insert, upsert=True)
+        counted = await store.sessions.update_one(alive, {"$inc": {FORKS: 1}})
+        return inserted.upserted_id is not None, counted.matched_count == 1
+    result = await store.sessions.bulk_write(
+        [UpdateOne({ID: child_id}, insert, upsert=True), UpdateOne(alive, {"$inc": {FORKS: 1}})],
+        ordered=True,
+    )
+    created = 0 in (result.upserted_ids or {})
+    return created, result.matched_count == (1 if created else 2)
+
+
+async def _repeated(store: Store, child: Session, origin: ForkPoint) -> Session:
+    """The fork a repeated call finds (the first call's reply was lost).
+
+    Raises:
+        SessionExists: ``child.id`` is another session, or a fork of another point.
+    """
+    existing = _alive(await store.sessions.find_one({ID: child.id}))
+    if existing is None:
+        raise SessionExists(child.id)
+    await open_session(store, existing)
+    stored = session_from_doc(existing)
+    if stored.forked_from != origin:
+        raise SessionExists(child.id)
+    return stored
+
+
+async def find_forks(store: Store, session_id: str) -> list[Session]:
+    """The sessions forked from this one, oldest first: one find on an index."""
+    with storage_errors(f"find the forks of session {session_id!r}"):
+        docs = await store.sessions.find(
+            {f"{PARENT}.{SESSION}": session_id, RETAINED: {"$ne": True}},
+            sort=[(CREATED_AT, ASCENDING), (ID, ASCENDING)],
+        ).to_list(None)
+    for doc in docs:
+        await open_session(store, doc)
+    return [session_from_doc(d) for d in docs]
+
+
+# --- what the rest of the store asks of a fork ----------------------------------------------------
+
+
+async def _lineage(store: Store, session_id: str) -> Lineage | None:
+    """The session's lineage, read when this process does not know it (one find)."""
+    known = known_lineage(store, session_id)
+    if known is not None:
+        return known
+    doc = _alive(
+        await store.sessions.find_one({ID: session_id}, {INCARNATION: 1, BASE: 1, LINEAGE: 1})
+    )
+    if doc is None:
+        return None
+    lineage = lineage_of(doc)
+    note_lineage(store, lineage)
+    return lineage
+
+
+def lease_version(store: Store, session_id: str, version: int) -> int:
+    """Where the lease on commit ``version`` lives as far as this process knows: 0 (the
+    session document) for a commit of a fork's prefix, else ``version``."""
+    lineage = known_lineage(store, session_id)
+    return 0 if lineage is not None and version <= lineage.base else version
+
+
+async def on_prefix(store: Store, session_id: str, version: int) -> bool:
+    """Whether commit ``version`` is one of a fork's prefix (whose lease lives on the session
+    document): after a lease command on the commit found none, which is when a process that
+    did not know the session's lineage asks (one find)."""
+    if version == 0 or known_lineage(store, session_id) is not None:
+        return False
+    lineage = await _lineage(store, session_id)
+    return lineage is not None and version <= lineage.base
+
+
+def prefix_ids(store: Store, session_id: str, docs: Sequence[Doc], ids: set[str]) -> set[str]:
+    """The ids among ``ids`` that the commits ``docs`` hold as part of the session's prefix
+    (an append of them to the fork is a replay); none when this process does not know the
+    session's lineage (an append reads it first)."""
+    lineage = known_lineage(store, session_id)
+    if lineage is None or not lineage.segments:
+        return set()
+    return {
+        e[EVENT_ID]
+        for d in docs
+        if d[SESSION] != session_id and owns(lineage, d)
+        for e in events_of(lineage, d)
+        if e[EVENT_ID] in ids
+    }
+
+
+async def fork_body(store: Store, session_id: str, event_id: str) -> SessionEvent | None:
+    """``read_body`` of a fork's prefix event: read from the parent's commit, as the fork's."""
+    lineage = await _lineage(store, session_id)
+    if lineage is None or not lineage.segments:
+        return None
+    query = {"$and": [commits_query(lineage, 1, lineage.base), {f"{EVENTS}.{EVENT_ID}": event_id}]}
+    with storage_errors(f"read session {session_id!r}"):
+        doc = await store.commits.find_one(
+            query, {SESSION: 1, COMMIT: 1, INCARNATION: 1, EVENTS: 1}
+        )
+    if doc is None or not any(e[EVENT_ID] == event_id for e in events_of(lineage, doc)):
+        return None
+    event = await read_body(store, doc[SESSION], event_id)
+    return None if event is None else event.model_copy(update={"session_id": session_id})
+
+
+# --- deletes that keep what forks read ------------------------------------------------------------
+
+
+async def _readers(store: Store, session_id: str, incarnation: object) -> list[Doc]:
+    """The live sessions whose prefix reads the commits of this session (and incarnation)."""
+    return await store.sessions.find(
+        {
+            LINEAGE: {"$elemMatch": {SESSION: session_id, INCARNATION: incarnation}},
+            EXPIRES_AT: {"$ne": DOOMED},
+        },
+        {LINEAGE: 1},
+    ).to_list(None)
+
+
+def _needed(readers: list[Doc], session_id: str, incarnation: object) -> int:
+    """The newest commit of the session that one of ``readers`` reads."""
+    return max(
+        cast(int, entry[LAST])
+        for reader in readers
+        for entry in reader[LINEAGE]
+        if entry[SESSION] == session_id and entry[INCARNATION] == incarnation
+    )
+
+
+async def _drop_commits(store: Store, session_id: str, after: int) -> None:
+    """Remove the session's commits after ``after`` (all of them at 0) and their files."""
+    query: Doc = {SESSION: session_id}
+    if after > 0:
+        query[COMMIT] = {"$gt": after}
+    if store.bucket is not None and after > 0:
+        docs = await store.commits.find(query, {f"{EVENTS}.{LARGE}.{FILE}": 1}).to_list(None)
+        files = [cast(str, e[LARGE][FILE]) for d in docs for e in d.get(EVENTS, []) if LARGE in e]
+        await store.bucket.delete(files)
+    await store.commits.delete_many(query)
+    if store.bucket is not None and after == 0:
+        await store.bucket.delete_session(session_id)
+
+
+async def retain(store: Store, doc: Doc) -> bool:
+    """Keep the doomed session ``doc`` (its id and incarnation) for the forks that read its
+    commits, if any do: whether it is kept. Drops what no fork reads."""
+    session_id, incarnation = doc[ID], doc[INCARNATION]
+    forget_lineage(store, session_id)
+    readers = await _readers(store, session_id, incarnation)
+    if not readers:
+        await release(store, doc)
+        return False
+    await store.sessions.update_one(
+        {ID: session_id, INCARNATION: incarnation}, {"$set": {RETAINED: True}}
+    )
+    await _collect(store, session_id, incarnation)  # its last fork may have gone meanwhile
+    await release(store, doc)
+    return True
+
+
+async def release(store: Store, doc: Mapping[str, Any]) -> None:
+    """The session ``doc`` no longer reads its prefix: remove what of the retained sessions of
+    its lineage nobody reads any more."""
+    for entry in cast(list[Doc], doc.get(LINEAGE) or []):
+        await _collect(store, entry[SESSION], entry[INCARNATION])
+
+
+async def _collect(store: Store, session_id: str, incarnation: object) -> None:
+    """Remove the retained session (of this incarnation) if no fork reads it any more, else
+    the commits no fork reads."""
+    query = {ID: session_id, INCARNATION: incarnation, RETAINED: True}
+    found = await store.sessions.find_one(query, {ID: 1, LINEAGE: 1})
+    if found is None:
+        return
+    readers = await _readers(store, session_id, incarnation)
+    if readers:
+        await _drop_commits(store, session_id, _needed(readers, session_id, incarnation))
+        return
+    await _drop_commits(store, session_id, 0)
+    await store.sessions.delete_one(query)
+    await release(store, found)
