@@ -160,7 +160,8 @@ async def test_a_branch_is_a_fork_that_copies_nothing(service: SessionService) -
     await session.create_branch_from_turn(2, "alt")
     assert session.current_branch_id == "alt"
     fork = await service.find_by_id("chat/branches/alt")
-    assert fork is not None and fork.forked_from is not None
+    assert fork is not None
+    assert fork.forked_from is not None
     assert fork.forked_from.session_id == "chat"
     assert fork.forked_from.version == 1  # just before turn 2
     # The fork reads the parent's first two events (the same ids) as its own; its log
