@@ -18,8 +18,12 @@ Agents SDK conversation, and ``get_items`` returns every item exactly as ``add_i
 from __future__ import annotations
 
 import hashlib
+import json
+import re
+import time
 import uuid
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import JsonValue
@@ -35,7 +39,7 @@ from ..compaction import (
 )
 from ..compaction_protocols import TriggerLike
 from ..events import SessionEvent
-from ..exceptions import UsageError
+from ..exceptions import SessionExists, UsageError
 from ..messages import Message
 from ..openai import items_to_messages, messages_to_items
 from ..service import SessionService
@@ -58,6 +62,57 @@ if TYPE_CHECKING:
     from agents.items import TResponseInputItem
 
 __all__ = ["AgentsSession"]
+
+
+_MAIN_BRANCH = "main"
+"""The branch every ``AgentsSession`` starts on: the session itself."""
+_BRANCH_OF_KEY = "agents_branch_of"
+"""Metadata key of a branch's session: the id of the session it is a branch of."""
+_BRANCH_KEY = "agents_branch"
+"""Metadata key of a branch's session: the branch's id."""
+
+
+def _is_user(item: Mapping[str, Any]) -> bool:
+    return item.get("role") == "user"
+
+
+def _preview(content: Any, max_length: int | None = None) -> str:
+    """A user item's content as text (JSON for a list of parts), cut to ``max_length``."""
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    if max_length is not None and len(text) > max_length:
+        return text[:max_length] + "..."
+    return text
+
+
+def _texts(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):
+        parts = cast("list[object]", content)
+        return [
+            str(cast("dict[str, Any]", part).get("text", ""))
+            for part in parts
+            if isinstance(part, dict)
+        ]
+    return []
+
+
+def _stamp(moment: datetime) -> str:
+    """A time as SQLite's ``CURRENT_TIMESTAMP`` spells it (UTC, to the second)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _turn(
+    number: int, item: Mapping[str, Any], event: SessionEvent, cut: int | None
+) -> dict[str, Any]:
+    content = item.get("content", "")
+    return {
+        "turn": number,
+        "content": _preview(content, cut),
+        "full_content": content,
+        "timestamp": _stamp(event.timestamp),
+        "can_branch": True,
+    }
 
 
 def _always(request: CompactionRequest) -> bool:
@@ -168,6 +223,13 @@ class AgentsSession(Closable):
     after it stored a model response; you may call
     [`compact`][asyncsession.integrations.openai_agents.AgentsSession.compact] yourself.
 
+    **Branches.** The branch operations of the SDK's ``AdvancedSQLiteSession``, by the same
+    names (``create_branch_from_turn``, ``switch_to_branch``, ``list_branches``,
+    ``delete_branch``...): each object starts on ``main``, the session itself; a branch is a
+    fork of the branch it was made from (`SessionService.fork`), in the session
+    ``<session_id>/branches/<branch id>``, and the protocol's calls read and write the current
+    branch.
+
     System and developer items are stored only by a service built with
     ``allow_system_messages=True``; otherwise ``add_items`` raises ``UsageError``.
 
@@ -242,13 +304,33 @@ class AgentsSession(Closable):
         self._trigger = trigger
         self._strategy = strategy
         self._worker = worker
-        self._session = AdapterSession(
-            service, session_id, user_id=user_id, creator=self.user_id, metadata=self.metadata
-        )
+        self._owner = user_id
+        self._branch = _MAIN_BRANCH
+        self._sessions: dict[str, AdapterSession] = {}
+        self._session = self._adapter(_MAIN_BRANCH)
         self._loop = StoreLoop(service, f"AgentsSession {session_id!r}")
 
     def __repr__(self) -> str:
         return f"AgentsSession(session_id={self.session_id!r})"
+
+    def _branch_key(self, branch_id: str) -> str:
+        """The id of the session that holds a branch (the session itself for ``main``)."""
+        if branch_id == _MAIN_BRANCH:
+            return self.session_id
+        return f"{self.session_id}/branches/{branch_id}"
+
+    def _adapter(self, branch_id: str) -> AdapterSession:
+        session = self._sessions.get(branch_id)
+        if session is None:
+            session = AdapterSession(
+                self.service,
+                self._branch_key(branch_id),
+                user_id=self._owner,
+                creator=self.user_id,
+                metadata=self.metadata,
+            )
+            self._sessions[branch_id] = session
+        return session
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -257,7 +339,8 @@ class AgentsSession(Closable):
         await self.aclose()
 
     async def _release(self) -> None:
-        self._session.forget_retries()
+        for session in self._sessions.values():
+            session.forget_retries()
 
     def _closed_error(self) -> UsageError:
         return UsageError(
@@ -309,13 +392,15 @@ class AgentsSession(Closable):
                 f"session {self.session_id!r} cannot store these items: {exc}"
             ) from exc
 
+        target = self._session
+
         def build(ids: Sequence[str]) -> list[SessionEvent]:
             return [
-                SessionEvent(id=event_id, session_id=self.session_id, message=message)
+                SessionEvent(id=event_id, session_id=target.session_id, message=message)
                 for event_id, message in zip(ids, messages, strict=True)
             ]
 
-        write = self._session.append_retrying(
+        write = target.append_retrying(
             _fingerprint(messages), len(messages), build, lambda _: str(uuid.uuid4())
         )
         await self._loop.run(write, write=True)
@@ -369,7 +454,7 @@ class AgentsSession(Closable):
         if self._worker is not None:
             if self.user_id != self.session_id:  # a user was given: check it on the store's loop
                 await self._loop.run(self._session.exists())
-            return self._worker.submit(self.session_id)
+            return self._worker.submit(self._session.session_id)
         if self._trigger is None or self._strategy is None:
             return None
         return await self._loop.run(
@@ -384,3 +469,225 @@ class AgentsSession(Closable):
         the history, and are ignored.
         """
         await self.compact()
+
+    # --- branches, as the SDK's AdvancedSQLiteSession has them ----------------------------------
+
+    @property
+    def current_branch_id(self) -> str:
+        """The branch this object reads and writes: ``"main"`` (the session itself) until
+        [`switch_to_branch`][asyncsession.integrations.openai_agents.AgentsSession.switch_to_branch]
+        or a new branch moves it."""
+        return self._branch
+
+    async def get_conversation_turns(self, branch_id: str | None = None) -> list[dict[str, Any]]:
+        """The user turns of a branch (the current one when ``None``), numbered from 1.
+
+        Each is a dict of ``turn``, ``content`` (its first 100 characters), ``full_content``,
+        ``timestamp`` and ``can_branch`` (always true), as the SDK's advanced session gives.
+
+        Raises:
+            AccessDenied: the session belongs to another user.
+        """
+        self._check_open()
+        return await self._loop.run(self._turns(branch_id, None))
+
+    async def find_turns_by_content(
+        self, search_term: str, branch_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The user turns of a branch whose text contains ``search_term`` (ASCII letters in
+        any case), in the form of
+        [`get_conversation_turns`][asyncsession.integrations.openai_agents.AgentsSession.get_conversation_turns]
+        with the whole content as ``content``.
+
+        Raises:
+            AccessDenied: the session belongs to another user.
+        """
+        self._check_open()
+        return await self._loop.run(self._turns(branch_id, search_term))
+
+    async def _turns(self, branch_id: str | None, term: str | None) -> list[dict[str, Any]]:
+        pattern = None if term is None else re.compile(re.escape(term), re.IGNORECASE | re.ASCII)
+        turns: list[dict[str, Any]] = []
+        users = await self._user_items(self._adapter(branch_id or self._branch))
+        for number, (event, item) in enumerate(users, 1):
+            if pattern is None:
+                turns.append(_turn(number, item, event, 100))
+            elif any(pattern.search(text) for text in _texts(item.get("content", ""))):
+                turns.append(_turn(number, item, event, None))
+        return turns
+
+    @staticmethod
+    async def _user_items(
+        session: AdapterSession,
+    ) -> list[tuple[SessionEvent, Mapping[str, Any]]]:
+        return [
+            (event, item)
+            for event in await session.active(None)
+            for item in _items_of(event)
+            if _is_user(item)
+        ]
+
+    async def create_branch_from_turn(
+        self, turn_number: int, branch_name: str | None = None
+    ) -> str:
+        """Branch the current branch just before the user message of turn ``turn_number``
+        and switch to the new branch; returns its id.
+
+        The branch is a fork of the current branch's session (`SessionService.fork`): it reads
+        the turns before ``turn_number`` without a copy, and what is written to it leaves the
+        branch it came from as it was. Without ``branch_name`` the id is
+        ``branch_from_turn_<n>_<unix time>`` (with ``_2``, ``_3``... when that is taken).
+
+        Raises:
+            UsageError: (a ``ValueError``) the turn has no user message on the current branch,
+                ``branch_name`` is blank, or a branch of this session has that id.
+            AccessDenied: the session belongs to another user.
+        """
+        if branch_name is not None and not branch_name.strip():
+            raise UsageError("Branch name cannot be empty")
+        self._check_open()
+        return await self._loop.run(self._create_branch(turn_number, branch_name), write=True)
+
+    async def create_branch_from_content(
+        self, search_term: str, branch_name: str | None = None
+    ) -> str:
+        """[`create_branch_from_turn`][asyncsession.integrations.openai_agents.AgentsSession.create_branch_from_turn]
+        at the first user turn of the current branch whose text contains ``search_term``.
+
+        Raises:
+            UsageError: no user turn contains it, or as ``create_branch_from_turn``.
+        """
+        matches = await self.find_turns_by_content(search_term)
+        if not matches:
+            raise UsageError(f"No user turns found containing {search_term!r}")
+        return await self.create_branch_from_turn(int(matches[0]["turn"]), branch_name)
+
+    async def _create_branch(self, turn_number: int, branch_name: str | None) -> str:
+        source = self._session
+        users = await self._user_items(source)
+        if not 1 <= turn_number <= len(users):
+            raise UsageError(
+                f"Turn {turn_number} does not contain a user message in branch {self._branch!r}"
+            )
+        point = users[turn_number - 1][0].id
+        parent = await self.service.find_by_id(source.session_id)
+        inherited = dict(parent.metadata) if parent is not None else {}
+        if branch_name is not None:
+            names = [branch_name]
+        else:
+            base = f"branch_from_turn_{turn_number}_{int(time.time())}"
+            names = [base, *(f"{base}_{n}" for n in range(2, 1000))]
+        for name in names:
+            key = self._branch_key(name)
+            # A fork id names one fork: the same parent and point again would return it.
+            if name != _MAIN_BRANCH and await self.service.find_by_id(key) is None:
+                metadata = {**inherited, _BRANCH_OF_KEY: self.session_id, _BRANCH_KEY: name}
+                try:
+                    await self.service.fork(
+                        source.session_id, before=point, fork_id=key, metadata=metadata
+                    )
+                except SessionExists:
+                    continue
+                self._switch(name)
+                return name
+        raise UsageError(f"Branch ID {names[-1]!r} has already been used. Choose a new branch ID.")
+
+    def _switch(self, branch_id: str) -> None:
+        self._branch = branch_id
+        self._session = self._adapter(branch_id)
+
+    async def switch_to_branch(self, branch_id: str) -> None:
+        """Read and write ``branch_id`` from now on (this object only).
+
+        Raises:
+            UsageError: (a ``ValueError``) the branch does not exist.
+            AccessDenied: the session belongs to another user.
+        """
+        self._check_open()
+        await self._loop.run(self._switch_checked(branch_id))
+
+    async def _switch_checked(self, branch_id: str) -> None:
+        if not await self._branch_exists(branch_id):
+            raise UsageError(f"Branch {branch_id!r} does not exist")
+        self._switch(branch_id)
+
+    async def _branch_exists(self, branch_id: str) -> bool:
+        if not branch_id.strip():
+            return False
+        session = self._adapter(branch_id)
+        session.check(found := await self.service.find_by_id(session.session_id))
+        if found is None:
+            return False
+        return branch_id == _MAIN_BRANCH or found.metadata.get(_BRANCH_OF_KEY) == self.session_id
+
+    async def delete_branch(self, branch_id: str, force: bool = False) -> None:
+        """Delete a branch: its session and the events written to it (what it read from the
+        branch it came from stays there). Other branches made from it keep what they read.
+
+        Raises:
+            UsageError: (a ``ValueError``) ``branch_id`` is blank, ``main``, does not exist,
+                or is the current branch and ``force`` is false (with ``force`` this object
+                switches to ``main`` first).
+            AccessDenied: the session belongs to another user.
+        """
+        if not branch_id or not branch_id.strip():
+            raise UsageError("Branch ID cannot be empty")
+        if branch_id == _MAIN_BRANCH:
+            raise UsageError("Cannot delete the 'main' branch")
+        if branch_id == self._branch and not force:
+            raise UsageError(
+                f"Cannot delete current branch {branch_id!r}. "
+                "Use force=True or switch branches first"
+            )
+        self._check_open()
+        await self._loop.run(self._delete_branch(branch_id), write=True)
+
+    async def _delete_branch(self, branch_id: str) -> None:
+        if not await self._branch_exists(branch_id):
+            raise UsageError(f"Branch {branch_id!r} does not exist")
+        if branch_id == self._branch:
+            self._switch(_MAIN_BRANCH)
+        await self.service.delete(self._branch_key(branch_id))
+        self._sessions.pop(branch_id, None)
+
+    async def list_branches(self) -> list[dict[str, Any]]:
+        """The branches of this session: ``main`` first (once it exists), then the others
+        oldest first, each a dict of ``branch_id``, ``message_count`` (items), ``user_turns``,
+        ``is_current`` and ``created_at``, as the SDK's advanced session gives.
+
+        Raises:
+            AccessDenied: the session belongs to another user.
+        """
+        self._check_open()
+        return await self._loop.run(self._list_branches())
+
+    async def _list_branches(self) -> list[dict[str, Any]]:
+        main = await self.service.find_by_id(self.session_id)
+        self._adapter(_MAIN_BRANCH).check(main)
+        if main is None:
+            return []
+        # A branch belongs to the session's owner, as every fork belongs to its parent's.
+        found = await self.service.find_by_user_id(main.user_id)
+        names = [
+            str(session.metadata.get(_BRANCH_KEY))
+            for session in sorted(found, key=lambda session: (session.created_at, session.id))
+            if session.metadata.get(_BRANCH_OF_KEY) == self.session_id
+            and session.id == self._branch_key(str(session.metadata.get(_BRANCH_KEY)))
+        ]
+        branches: list[dict[str, Any]] = []
+        for name in [_MAIN_BRANCH, *names]:
+            session = self._adapter(name)
+            found_session = await self.service.find_by_id(session.session_id)
+            if found_session is None:  # deleted meanwhile
+                continue
+            items = [item for event in await session.active(None) for item in _items_of(event)]
+            branches.append(
+                {
+                    "branch_id": name,
+                    "message_count": len(items),
+                    "user_turns": sum(1 for item in items if _is_user(item)),
+                    "is_current": name == self._branch,
+                    "created_at": _stamp(found_session.created_at),
+                }
+            )
+        return branches
