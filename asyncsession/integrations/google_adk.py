@@ -206,6 +206,12 @@ def _kept(event: Event, message: Message | None) -> dict[str, JsonValue]:
     return dump
 
 
+def _holds_adk(event: SessionEvent) -> bool:
+    """Whether ``event`` reads as an ADK event: one ADK stored, or a message. Boundaries our
+    log keeps (a compaction's, a rewind's) are not ADK's and stay out of its session."""
+    return event.message is not None or isinstance(event.metadata.get(METADATA_KEY), dict)
+
+
 def _from_event(event: SessionEvent) -> Event:
     """The ADK event one of our events holds: the stored one when it has it, else one
     converted from its message (a summary, a message another client wrote).
@@ -403,7 +409,7 @@ class AdkSessionService(BaseSessionService):
         snapshot = await self.service.get_snapshot(key, read)
         if snapshot is None or not _owned(snapshot.session, user_id):
             return None
-        events = [_from_event(event) for event in snapshot.events]
+        events = [_from_event(event) for event in snapshot.events if _holds_adk(event)]
         state, updated = await self._session_state(key, snapshot.session.metadata, snapshot.events)
         if recent is not None:
             events = events[-recent:] if recent else []

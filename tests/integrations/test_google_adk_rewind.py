@@ -16,6 +16,7 @@ from google.adk.sessions import BaseSessionService, InMemorySessionService
 from google.genai import types
 
 from asyncsession import EventFilter
+from asyncsession.compaction import TurnCountTrigger, TurnWindowCompactionStrategy
 from asyncsession.integrations.google_adk import AdkSessionService
 from asyncsession.service import SessionService
 
@@ -91,3 +92,28 @@ async def test_a_rewind_to_an_unknown_invocation_is_adks_error(service: SessionS
         await runner.rewind_async(user_id="u", session_id="s", rewind_before_invocation_id="nope")
     events = await service.get_events(adk.session_key("app", "u", "s"), EventFilter.all())
     assert events == []
+
+
+async def test_a_session_our_compaction_and_rewind_touched_still_reads_in_adk(
+    service: SessionService,
+) -> None:
+    """Our own boundaries (a compaction's and a rewind's, appended through the service, not
+    ADK) are not ADK events: `get_session` reads the messages around them, as ADK would."""
+    adk = AdkSessionService(service)
+    replies = [types.Content(role="model", parts=[types.Part(text=f"r{n}")]) for n in range(4)]
+    model = ScriptedModel(model="scripted", replies=replies, sent=[])
+    runner = Runner(app_name="app", agent=LlmAgent(name="a", model=model), session_service=adk)
+    await adk.create_session(app_name="app", user_id="u", session_id="s")
+    for text in ("one", "two", "three"):
+        await _run(runner, text)
+    key = adk.session_key("app", "u", "s")
+    result = await service.compact(key, TurnCountTrigger(2), TurnWindowCompactionStrategy(2))
+    assert result.applied
+    got = await adk.get_session(app_name="app", user_id="u", session_id="s")
+    assert got is not None
+    assert [_text(event.content) for event in got.events] == ["two", "r1", "three", "r2"]
+    first = (await service.get_events(key, EventFilter.all()))[0]
+    await service.rewind(key, to=first.id)
+    got = await adk.get_session(app_name="app", user_id="u", session_id="s")
+    assert got is not None
+    assert [_text(event.content) for event in got.events] == ["one"]
