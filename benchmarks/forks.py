@@ -20,7 +20,6 @@ tables; nothing here is a timed test.
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import sys
 import time
@@ -38,12 +37,13 @@ from asyncsession import (
     SessionEvent,
     UserMessage,
 )
-from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable
 
 if __package__:
     from ._commands import CommandCounter
+    from ._server import bench_uri
 else:  # run as a script: benchmarks/ is on sys.path
     from _commands import CommandCounter  # type: ignore[no-redef]
+    from _server import bench_uri  # type: ignore[no-redef]
 
 WINDOW = EventFilter.active().merge(EventFilter.last_n(20))
 TEXT = ("The quick brown fox jumps over the lazy dog while the agent plans its next step. " * 5)[
@@ -81,15 +81,7 @@ async def _timed(repo: MongoSessionRepository, session_id: str) -> float:
 
 async def main(quick: bool = False) -> None:
     """Run the measurements and print the tables."""
-    server: LocalMongoServer | None = None
-    uri = os.environ.get("MONGODB_URI")
-    if not uri:
-        executable = find_server_executable()
-        if executable is None:
-            sys.exit("Set MONGODB_URI, or ASYNCSESSION_SECANTUSD to the test server's launcher.")
-        server = LocalMongoServer(executable)
-        server.start()
-        uri = server.uri(w="majority", journal="true")
+    uri, stop_server = bench_uri(w="majority", journal="true")
     counter = CommandCounter(count_bytes=True)
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
         uri, tz_aware=True, event_listeners=[counter]
@@ -143,8 +135,7 @@ async def main(quick: bool = False) -> None:
     finally:
         await client.drop_database(name)
         await client.close()
-        if server is not None:
-            server.stop()
+        stop_server()
 
     host = uri.split("://", 1)[-1].split("@")[-1].split("/")[0]
     options = uri.split("?", 1)[1] if "?" in uri else "(none)"

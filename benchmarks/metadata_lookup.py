@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
-import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -26,12 +24,13 @@ from pymongo import AsyncMongoClient
 
 from asyncsession import MongoSessionRepository, Session
 from asyncsession.events import SessionAttributes
-from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable
 
 if __package__:
     from ._commands import CommandCounter, Measured
+    from ._server import bench_uri
 else:  # run as a script: benchmarks/ is on sys.path
     from _commands import CommandCounter, Measured  # type: ignore[no-redef]
+    from _server import bench_uri  # type: ignore[no-redef]
 
 USER = "heavy-user"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -77,15 +76,7 @@ async def main() -> None:
     args = parser.parse_args()
     sessions = 300 if args.quick else args.sessions
     runs = 1 if args.quick else 5
-    server: LocalMongoServer | None = None
-    uri = os.environ.get("MONGODB_URI")
-    if not uri:
-        executable = find_server_executable()
-        if executable is None:
-            sys.exit("Set MONGODB_URI, or ASYNCSESSION_SECANTUSD to the test server's launcher.")
-        server = LocalMongoServer(executable)
-        server.start()
-        uri = server.uri(w="majority", journal="true")
+    uri, stop_server = bench_uri(w="majority", journal="true")
     counter = CommandCounter(count_bytes=True)
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
         uri, tz_aware=True, event_listeners=[counter]
@@ -117,8 +108,7 @@ async def main() -> None:
     finally:
         await client.drop_database(name)
         await client.close()
-        if server is not None:
-            server.stop()
+        stop_server()
     print(f"{sessions} sessions of one user (filled in {filled:.0f} s); median of {runs} runs.\n")
     print("| Lookup | Sessions | Commands | Round trips | Median ms | KiB received |")
     print("|---|---:|---:|---:|---:|---:|")

@@ -38,12 +38,13 @@ from asyncsession import (
 from asyncsession.compaction_protocols import CompactionRecord
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC
 from asyncsession.repository import Lease
-from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable
 
 if __package__:
     from ._commands import CommandCounter, Measured
+    from ._server import bench_uri
 else:  # run as a script: benchmarks/ is on sys.path
     from _commands import CommandCounter, Measured  # type: ignore[no-redef]
+    from _server import bench_uri  # type: ignore[no-redef]
 
 WINDOW = EventFilter.active().merge(EventFilter.last_n(20))
 TEXT = "The quick brown fox jumps over the lazy dog while the agent plans its next step. " * 3
@@ -349,15 +350,7 @@ async def scaling(
 
 async def main(quick: bool = False) -> None:
     """Run every measurement and print the tables; ``quick`` runs them tiny (a smoke run)."""
-    server: LocalMongoServer | None = None
-    uri = os.environ.get("MONGODB_URI")
-    if not uri:
-        executable = find_server_executable()
-        if executable is None:
-            sys.exit("Set MONGODB_URI, or ASYNCSESSION_SECANTUSD to the test server's launcher.")
-        server = LocalMongoServer(executable)
-        server.start()
-        uri = server.uri(w="majority", journal="true")
+    uri, stop_server = bench_uri(w="majority", journal="true")
     counter = CommandCounter()
     wire = ByteCounter()
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
@@ -385,8 +378,7 @@ async def main(quick: bool = False) -> None:
         await client.drop_database(name)
         await client.drop_database(f"{name}_storage")
         await client.close()
-        if server is not None:
-            server.stop()
+        stop_server()
 
     options = uri.split("?", 1)[1] if "?" in uri else "(none)"
     host = uri.split("://", 1)[-1].split("@")[-1].split("/")[0]

@@ -12,7 +12,6 @@ of its model request and reply. Nothing here is timed.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import uuid
 from typing import Any
@@ -31,25 +30,18 @@ from asyncsession import (
 from asyncsession.compaction import TurnCountTrigger
 from asyncsession.openai import ResponsesClient, ResponsesCompactionStrategy
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
-from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable
 
 if __package__:
     from ._commands import CommandCounter
+    from ._server import bench_uri
 else:  # run as a script
     from _commands import CommandCounter  # type: ignore[no-redef]
+    from _server import bench_uri  # type: ignore[no-redef]
 
 
 async def main(turns: int) -> None:
     """Store ``turns`` turns of 400-character messages, compact once, print the figures."""
-    server: LocalMongoServer | None = None
-    uri = os.environ.get("MONGODB_URI")
-    if not uri:
-        executable = find_server_executable()
-        if executable is None:
-            sys.exit("Set MONGODB_URI, or ASYNCSESSION_SECANTUSD to the test server's launcher.")
-        server = LocalMongoServer(executable)
-        server.start()
-        uri = server.uri(w="majority", journal="true")
+    uri, stop_server = bench_uri(w="majority", journal="true")
     counter = CommandCounter(count_bytes=True)
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
         uri, tz_aware=True, event_listeners=[counter]
@@ -98,8 +90,7 @@ async def main(turns: int) -> None:
     finally:
         await client.drop_database(name)
         await client.close()
-        if server is not None:
-            server.stop()
+        stop_server()
     print(f"{turns} turns of 400-character messages; {result.archived_event_count} archived.\n")
     print(
         "| Pass | Commands | Round trips | KiB sent | KiB received | HTTP KiB out | HTTP KiB in |"

@@ -28,7 +28,6 @@ options). It prints a Markdown table; nothing here is a timed test.
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import sys
 import time
@@ -47,7 +46,11 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.repository.mongo._layout import event_from_doc
-from asyncsession.testing._mongo_server import LocalMongoServer, find_server_executable
+
+if __package__:
+    from ._server import bench_uri
+else:  # run as a script: benchmarks/ is on sys.path
+    from _server import bench_uri  # type: ignore[no-redef]
 
 WINDOW = EventFilter.active().merge(EventFilter.last_n(20))
 TEXT = ("The quick brown fox jumps over the lazy dog while the agent plans its next step. " * 5)[
@@ -169,15 +172,7 @@ async def throughput(
 
 async def main(quick: bool = False) -> list[tuple[int, str, float, float]]:
     """Measure and print; returns the rows (messages, what, median ms, p90 ms)."""
-    server: LocalMongoServer | None = None
-    uri = os.environ.get("MONGODB_URI")
-    if not uri:
-        executable = find_server_executable()
-        if executable is None:
-            sys.exit("Set MONGODB_URI, or ASYNCSESSION_SECANTUSD to the test server's launcher.")
-        server = LocalMongoServer(executable)
-        server.start()
-        uri = server.uri(w="majority", journal="true", retryWrites="false")
+    uri, stop_server = bench_uri(w="majority", journal="true", retryWrites="false")
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri, tz_aware=True)
     name = f"bench_window_{uuid.uuid4().hex[:8]}"
     rows: list[tuple[int, str, float, float]] = []
@@ -224,8 +219,7 @@ async def main(quick: bool = False) -> list[tuple[int, str, float, float]]:
     finally:
         await client.drop_database(name)
         await client.close()
-        if server is not None:
-            server.stop()
+        stop_server()
     print(f"URI: `{uri}`\n")
     print("| Messages | What | Median ms | p90 ms |")
     print("|---:|---|---:|---:|")
