@@ -38,6 +38,7 @@ except ImportError as _exc:  # pragma: no cover - exercised in an environment wi
         "install the [testing] extra (from a clone: pip install '.[testing]')"
     ) from _exc
 
+from ..repository import SessionRepository
 from ._contract.appends import AppendsContract
 from ._contract.compaction import CompactionContract
 from ._contract.concurrency import ConcurrencyContract
@@ -79,3 +80,7 @@ class SessionRepositoryContract(
     """The contract tests. Subclass with a `repository` fixture returning your store."""
 
     pytestmark = pytest.mark.asyncio
+
+    @pytest.fixture(autouse=True)
+    def _store_under_test(self, repository: SessionRepository) -> None:
+        self.repo = repository

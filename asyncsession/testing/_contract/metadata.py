@@ -13,7 +13,6 @@ import pytest
 
 from ...events import Session, SessionAttributes
 from ...exceptions import UsageError
-from ...repository import SessionRepository
 from ._support import ContractBase, new_id
 
 __all__ = ["MetadataContract"]
@@ -25,119 +24,100 @@ _T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 class MetadataContract(ContractBase):
     """Contract tests for ``find_by_metadata``."""
 
-    async def test_find_by_metadata_returns_the_matching_sessions_oldest_first(
-        self, repository: SessionRepository
-    ) -> None:
+    async def test_find_by_metadata_returns_the_matching_sessions_oldest_first(self) -> None:
         """Only sessions holding the value under the key are found, by creation time then id."""
         agent, other = new_id("agent"), new_id("agent")
-        late = await self.new_session(
-            repository, created_at=_T0 + timedelta(hours=2), metadata={_AGENT: agent}
-        )
-        early = await self.new_session(repository, created_at=_T0, metadata={_AGENT: agent})
+        late = await self.new_session(created_at=_T0 + timedelta(hours=2), metadata={_AGENT: agent})
+        early = await self.new_session(created_at=_T0, metadata={_AGENT: agent})
         ties = sorted(
             [
                 await self.new_session(
-                    repository, created_at=_T0 + timedelta(hours=1), metadata={_AGENT: agent}
+                    created_at=_T0 + timedelta(hours=1), metadata={_AGENT: agent}
                 )
                 for _ in range(3)
             ],
             key=lambda s: s.id,
         )
-        await self.new_session(repository, metadata={_AGENT: other})
-        await self.new_session(repository, metadata={SessionAttributes.AGENT_MODEL: agent})
-        found = await repository.find_by_metadata(_AGENT, agent)
+        await self.new_session(metadata={_AGENT: other})
+        await self.new_session(metadata={SessionAttributes.AGENT_MODEL: agent})
+        found = await self.repo.find_by_metadata(_AGENT, agent)
         assert [s.id for s in found] == [early.id, *(s.id for s in ties), late.id]
         assert found[0] == early
-        assert [s.id for s in await repository.find_by_metadata(_AGENT, other)] != []
-        assert await repository.find_by_metadata(_AGENT, new_id("nobody")) == []
+        assert [s.id for s in await self.repo.find_by_metadata(_AGENT, other)] != []
+        assert await self.repo.find_by_metadata(_AGENT, new_id("nobody")) == []
 
-    async def test_find_by_metadata_is_bounded_by_its_limit(
-        self, repository: SessionRepository
-    ) -> None:
+    async def test_find_by_metadata_is_bounded_by_its_limit(self) -> None:
         """``limit`` keeps the oldest sessions; a limit below 1 is refused."""
         agent = new_id("agent")
         made = [
-            await self.new_session(
-                repository, created_at=_T0 + timedelta(minutes=i), metadata={_AGENT: agent}
-            )
+            await self.new_session(created_at=_T0 + timedelta(minutes=i), metadata={_AGENT: agent})
             for i in range(5)
         ]
-        found = await repository.find_by_metadata(_AGENT, agent, limit=2)
+        found = await self.repo.find_by_metadata(_AGENT, agent, limit=2)
         assert [s.id for s in found] == [made[0].id, made[1].id]
-        assert len(await repository.find_by_metadata(_AGENT, agent, limit=50)) == 5
+        assert len(await self.repo.find_by_metadata(_AGENT, agent, limit=50)) == 5
         with pytest.raises(UsageError):
-            await repository.find_by_metadata(_AGENT, agent, limit=0)
+            await self.repo.find_by_metadata(_AGENT, agent, limit=0)
 
-    async def test_find_by_metadata_refuses_a_key_the_store_does_not_index(
-        self, repository: SessionRepository
-    ) -> None:
+    async def test_find_by_metadata_refuses_a_key_the_store_does_not_index(self) -> None:
         """An undeclared key is a usage error, even if sessions hold it."""
         key = new_id("undeclared")
-        await self.new_session(repository, metadata={key: "x"})
+        await self.new_session(metadata={key: "x"})
         with pytest.raises(UsageError, match="not indexed"):
-            await repository.find_by_metadata(key, "x")
+            await self.repo.find_by_metadata(key, "x")
 
-    async def test_find_by_metadata_matches_strings_only(
-        self, repository: SessionRepository
-    ) -> None:
+    async def test_find_by_metadata_matches_strings_only(self) -> None:
         """A number, list or object under an indexed key is not a string value."""
         value = new_id("v")
-        await self.new_session(repository, metadata={_AGENT: [value]})
-        await self.new_session(repository, metadata={_AGENT: {"name": value}})
-        await self.new_session(repository, metadata={SessionAttributes.AGENT_VERSION: 3})
-        assert await repository.find_by_metadata(_AGENT, value) == []
-        assert await repository.find_by_metadata(SessionAttributes.AGENT_VERSION, "3") == []
+        await self.new_session(metadata={_AGENT: [value]})
+        await self.new_session(metadata={_AGENT: {"name": value}})
+        await self.new_session(metadata={SessionAttributes.AGENT_VERSION: 3})
+        assert await self.repo.find_by_metadata(_AGENT, value) == []
+        assert await self.repo.find_by_metadata(SessionAttributes.AGENT_VERSION, "3") == []
 
-    async def test_a_save_moves_a_session_between_values(
-        self, repository: SessionRepository
-    ) -> None:
+    async def test_a_save_moves_a_session_between_values(self) -> None:
         """An update's metadata replaces what the lookup sees; a deleted session is gone."""
         before, after = new_id("agent"), new_id("agent")
-        session = await self.new_session(repository, metadata={_AGENT: before})
-        await repository.save(session.model_copy(update={"metadata": {_AGENT: after}}))
-        assert await repository.find_by_metadata(_AGENT, before) == []
-        assert [s.id for s in await repository.find_by_metadata(_AGENT, after)] == [session.id]
-        await repository.save(session.model_copy(update={"metadata": {}}))
-        assert await repository.find_by_metadata(_AGENT, after) == []
-        await repository.save(session)
-        await repository.delete(session.id)
-        assert await repository.find_by_metadata(_AGENT, before) == []
+        session = await self.new_session(metadata={_AGENT: before})
+        await self.repo.save(session.model_copy(update={"metadata": {_AGENT: after}}))
+        assert await self.repo.find_by_metadata(_AGENT, before) == []
+        assert [s.id for s in await self.repo.find_by_metadata(_AGENT, after)] == [session.id]
+        await self.repo.save(session.model_copy(update={"metadata": {}}))
+        assert await self.repo.find_by_metadata(_AGENT, after) == []
+        await self.repo.save(session)
+        await self.repo.delete(session.id)
+        assert await self.repo.find_by_metadata(_AGENT, before) == []
 
-    async def test_save_if_absent_indexes_the_new_session(
-        self, repository: SessionRepository
-    ) -> None:
+    async def test_save_if_absent_indexes_the_new_session(self) -> None:
         """A session inserted by ``save_if_absent`` is found; a refused insert changes nothing."""
         agent = new_id("agent")
         session = Session(id=new_id(), user_id="alice", metadata={_AGENT: agent})
-        assert await repository.save_if_absent(session)
+        assert await self.repo.save_if_absent(session)
         rival = session.model_copy(update={"metadata": {_AGENT: new_id("agent")}})
-        assert not await repository.save_if_absent(rival)
-        assert await repository.find_by_metadata(_AGENT, agent) == [session]
+        assert not await self.repo.save_if_absent(rival)
+        assert await self.repo.find_by_metadata(_AGENT, agent) == [session]
 
-    async def test_the_principal_is_the_user_id(self, repository: SessionRepository) -> None:
+    async def test_the_principal_is_the_user_id(self) -> None:
         """A lookup by the principal finds the user's sessions, with or without the attribute,
         oldest first and bounded; a session naming another principal is refused."""
         owner = new_id("user")
-        plain = await self.new_session(repository, owner, created_at=_T0)
+        plain = await self.new_session(owner, created_at=_T0)
         named = await self.new_session(
-            repository,
             owner,
             created_at=_T0 + timedelta(seconds=1),
             metadata={SessionAttributes.PRINCIPAL_NAME: owner},
         )
-        await self.new_session(repository, new_id("user"))
-        found = await repository.find_by_metadata(SessionAttributes.PRINCIPAL_NAME, owner)
+        await self.new_session(new_id("user"))
+        found = await self.repo.find_by_metadata(SessionAttributes.PRINCIPAL_NAME, owner)
         assert [s.id for s in found] == [plain.id, named.id]
-        assert [s.id for s in await repository.find_by_user_id(owner)] == [plain.id, named.id]
-        limited = await repository.find_by_metadata(
-            SessionAttributes.PRINCIPAL_NAME, owner, limit=1
-        )
+        assert [s.id for s in await self.repo.find_by_user_id(owner)] == [plain.id, named.id]
+        limited = await self.repo.find_by_metadata(SessionAttributes.PRINCIPAL_NAME, owner, limit=1)
         assert [s.id for s in limited] == [plain.id]
         impostor = Session(
             id=new_id(), user_id=owner, metadata={SessionAttributes.PRINCIPAL_NAME: "mallory"}
         )
         with pytest.raises(UsageError, match="principal_name"):
-            await repository.save(impostor)
+            await self.repo.save(impostor)
         with pytest.raises(UsageError, match="principal_name"):
-            await repository.save_if_absent(impostor)
-        assert await repository.find_by_id(impostor.id) is None
+            await self.repo.save_if_absent(impostor)
+        assert await self.repo.find_by_id(impostor.id) is None

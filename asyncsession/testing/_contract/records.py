@@ -18,7 +18,6 @@ from ...compaction_protocols import (
 from ...events import COMPACTION_ID, EventType, SessionEvent
 from ...exceptions import UsageError
 from ...filters import EventFilter
-from ...repository import SessionRepository
 from ...service import DefaultSessionService
 from ._support import ContractBase, labels, summary_turn
 
@@ -46,19 +45,17 @@ def _always(request: CompactionRequest) -> bool:
 class CompactionRecordContract(ContractBase):
     """Contract tests for the ``COMPACTION`` event an applied compaction appends."""
 
-    async def test_a_compaction_appends_one_record_with_its_summaries(
-        self, repository: SessionRepository
-    ) -> None:
+    async def test_a_compaction_appends_one_record_with_its_summaries(self) -> None:
         """One record at the end, after its summaries, naming what was covered, kept and
         written and the new view; one version."""
-        service = DefaultSessionService(repository)
-        s = (await self.new_session(repository)).id
-        u1, u2, u3, u4 = await self.append(repository, s, "u1", "u2", "u3", "u4")
-        version = await repository.get_event_version(s)
+        service = DefaultSessionService(self.repo)
+        s = (await self.new_session()).id
+        u1, u2, u3, u4 = await self.append(s, "u1", "u2", "u3", "u4")
+        version = await self.repo.get_event_version(s)
         result = await service.compact(s, _always, _SummarizeAllButLast("one"))
         assert result.applied
-        assert await repository.get_event_version(s) == version + 1
-        log = await repository.find_events(s, EventFilter.all())
+        assert await self.repo.get_event_version(s) == version + 1
+        log = await self.repo.find_events(s, EventFilter.all())
         assert log[-1].type == EventType.COMPACTION
         record = CompactionRecord.from_event(log[-1])
         summaries = [e for e in log if e.is_synthetic]
@@ -68,7 +65,7 @@ class CompactionRecordContract(ContractBase):
         assert len(summaries) == 2
         assert [e.id for e in log[-3:-1]] == list(record.summaries)
         assert record.view == (*record.summaries, u3.id, u4.id)
-        active = await repository.find_events(s, EventFilter.active())
+        active = await self.repo.find_events(s, EventFilter.active())
         assert tuple(e.id for e in active) == record.view
         assert all(e.metadata[COMPACTION_ID] == log[-1].id for e in summaries)
         assert record.strategy == "_SummarizeAllButLast"
@@ -77,19 +74,17 @@ class CompactionRecordContract(ContractBase):
         assert record.tokens_after > 0
         assert not log[-1].archived
 
-    async def test_the_record_is_never_in_the_active_view_nor_archived_later(
-        self, repository: SessionRepository
-    ) -> None:
+    async def test_the_record_is_never_in_the_active_view_nor_archived_later(self) -> None:
         """A second compaction covers messages only; both records stay, unarchived."""
-        service = DefaultSessionService(repository)
-        s = (await self.new_session(repository)).id
-        await self.append(repository, s, "u1", "u2", "u3")
+        service = DefaultSessionService(self.repo)
+        s = (await self.new_session()).id
+        await self.append(s, "u1", "u2", "u3")
         assert (await service.compact(s, _always, _SummarizeAllButLast("one"))).applied
-        await self.append(repository, s, "u4", "u5")
+        await self.append(s, "u4", "u5")
         assert (await service.compact(s, _always, _SummarizeAllButLast("two"))).applied
-        active = await repository.find_events(s, EventFilter.active())
+        active = await self.repo.find_events(s, EventFilter.active())
         assert labels(active) == ["Σ?", "Σ:two", "u4", "u5"]
-        log = await repository.find_events(s, EventFilter.all())
+        log = await self.repo.find_events(s, EventFilter.all())
         records = [e for e in log if e.type == EventType.COMPACTION]
         assert len(records) == 2
         assert not any(e.archived for e in records)
@@ -99,26 +94,24 @@ class CompactionRecordContract(ContractBase):
         first_summaries = CompactionRecord.from_event(records[0]).summaries
         assert set(first_summaries) <= set(second.covered)
         only = EventFilter(event_types=[EventType.COMPACTION])
-        assert [e.id for e in await repository.find_events(s, only)] == [r.id for r in records]
+        assert [e.id for e in await self.repo.find_events(s, only)] == [r.id for r in records]
 
-    async def test_a_compaction_that_changes_nothing_leaves_no_record(
-        self, repository: SessionRepository
-    ) -> None:
+    async def test_a_compaction_that_changes_nothing_leaves_no_record(self) -> None:
         """A quiet trigger, or a strategy that keeps everything, writes nothing."""
-        service = DefaultSessionService(repository)
-        s = (await self.new_session(repository)).id
-        await self.append(repository, s, "u1", "u2")
-        version = await repository.get_event_version(s)
+        service = DefaultSessionService(self.repo)
+        s = (await self.new_session()).id
+        await self.append(s, "u1", "u2")
+        version = await self.repo.get_event_version(s)
         quiet = await service.compact(s, lambda r: False, _SummarizeAllButLast("x"))
         assert not quiet.applied
-        assert await repository.get_event_version(s) == version
-        log = await repository.find_events(s, EventFilter.all())
+        assert await self.repo.get_event_version(s) == version
+        log = await self.repo.find_events(s, EventFilter.all())
         assert [e.type for e in log] == [EventType.USER, EventType.USER]
 
-    async def test_a_message_event_is_not_a_record(self, repository: SessionRepository) -> None:
+    async def test_a_message_event_is_not_a_record(self) -> None:
         """Reading a record from another event is refused."""
-        s = (await self.new_session(repository)).id
-        (u1,) = await self.append(repository, s, "u1")
+        s = (await self.new_session()).id
+        (u1,) = await self.append(s, "u1")
         with pytest.raises(UsageError):
             CompactionRecord.from_event(u1)
         bad = SessionEvent(session_id=s, type=EventType.COMPACTION, payload={"covered": 3})
