@@ -31,7 +31,6 @@ from ._openai_server.script import (
     RecordedRequest,
     ScriptedReply,
     ScriptedToolCall,
-    ScriptedUsage,
 )
 from ._openai_server.server import ScriptedOpenAIServer
 
@@ -39,6 +38,5 @@ __all__ = [
     "ScriptedOpenAIServer",
     "ScriptedReply",
     "ScriptedToolCall",
-    "ScriptedUsage",
     "RecordedRequest",
 ]

@@ -17,23 +17,20 @@ import openai
 
 from asyncsession.exceptions import UsageError
 
-from .chat_wire import chat_completion, chat_stream_events, error_body
-from .compaction_wire import COMPACT_PATHS, compacted_body
-from .responses_wire import input_problem, response_body, response_events
-from .script import (
-    CHAT_COMPLETIONS_PATHS,
-    RESPONSES_PATHS,
-    RecordedRequest,
-    Responder,
-    ScriptedError,
-    ScriptedReply,
-    call_responder,
+from .script import RecordedRequest, Responder, ScriptedError, ScriptedReply, call_responder
+from .wire import (
+    chat_completion,
+    chat_events,
+    compacted_body,
+    error_body,
+    input_problem,
+    response_body,
+    response_events,
 )
 
 __all__ = ["ScriptedOpenAIServer"]
 
-_PATHS = CHAT_COMPLETIONS_PATHS | RESPONSES_PATHS | COMPACT_PATHS
-_CHECKED_INPUT = RESPONSES_PATHS | COMPACT_PATHS
+_CHAT, _RESPONSES, _COMPACT = "/chat/completions", "/responses", "/responses/compact"
 BASE_URL = "http://scripted-openai.test/v1"
 """The base URL of the clients the server makes; requests never leave the process."""
 
@@ -47,8 +44,7 @@ class _State(enum.Enum):
 
 
 async def _within(awaitable: Awaitable[T], request: httpx2.Request) -> T:
-    """``awaitable``, bounded by the request's read timeout as a network transport bounds a
-    wait for the server (``httpx2.ReadTimeout``, which the SDK reports as a timeout)."""
+    """``awaitable`` within the request's read timeout, which the SDK reports as a timeout."""
     timeouts = cast(Mapping[str, float | None], request.extensions.get("timeout", {}))
     read = timeouts.get("read")
     try:
@@ -253,7 +249,8 @@ class ScriptedOpenAIServer:
     async def _choose(self, recorded: RecordedRequest) -> ScriptedReply:
         """The reply for a request: scripted, from the responder, or an error it has earned."""
         where = f"request {recorded.index} ({recorded.method} {recorded.path})"
-        if recorded.method != "POST" or recorded.path not in _PATHS:
+        endpoint = recorded.path.removeprefix("/v1")
+        if recorded.method != "POST" or endpoint not in (_CHAT, _RESPONSES, _COMPACT):
             self._failures.append(f"unexpected {where}: no such endpoint")
             return ScriptedReply.error(
                 404, f"Invalid URL ({recorded.method} {recorded.path})", code="unknown_url"
@@ -261,7 +258,7 @@ class ScriptedOpenAIServer:
         if not recorded.body:
             self._failures.append(f"{where}: the body is empty or not a JSON object")
             return ScriptedReply.error(400, "The request body must be a JSON object.")
-        problem = input_problem(recorded) if recorded.path in _CHECKED_INPUT else None
+        problem = input_problem(recorded) if endpoint != _CHAT else None
         if problem is not None:
             self._failures.append(f"{where}: the API would reject the input: {problem}")
             return ScriptedReply.error(400, problem)
@@ -287,72 +284,36 @@ class ScriptedOpenAIServer:
             await _within(reply.hold.wait(), request)
         if reply.delay:
             await _within(asyncio.sleep(reply.delay), request)
-        headers = {"x-request-id": f"req_{secrets.token_hex(12)}", **reply.headers}
+        endpoint, status = recorded.path.removeprefix("/v1"), 200
+        body, parts = b"", None
         if reply.api_error is not None:
-            return self._json(
-                request,
-                recorded,
-                reply,
-                reply.api_error.status_code,
-                headers,
-                error_body(reply.api_error),
+            status, body = reply.api_error.status_code, error_body(reply.api_error)
+        elif endpoint == _COMPACT:
+            body = compacted_body(recorded)
+        elif endpoint == _RESPONSES and recorded.is_stream:
+            parts = response_events(recorded, reply)
+        elif endpoint == _RESPONSES and reply.outcome == "error":
+            failure = ScriptedError(
+                status_code=500, message="The scripted response failed.", type="server_error"
             )
-        if recorded.path in COMPACT_PATHS:
-            return self._json(request, recorded, reply, 200, headers, compacted_body(recorded))
-        if recorded.path in RESPONSES_PATHS:
-            if recorded.is_stream:
-                return self._events(
-                    request, recorded, reply, headers, response_events(recorded, reply)
-                )
-            if reply.outcome == "error":
-                failure = ScriptedError(
-                    status_code=500, message="The scripted response failed.", type="server_error"
-                )
-                return self._json(request, recorded, reply, 500, headers, error_body(failure))
-            return self._json(
-                request, recorded, reply, 200, headers, response_body(recorded, reply)
-            )
-        if recorded.is_stream:
-            return self._events(
-                request, recorded, reply, headers, chat_stream_events(recorded, reply)
-            )
-        body = chat_completion(recorded, reply).model_dump_json().encode()
-        return self._json(request, recorded, reply, 200, headers, body)
-
-    @staticmethod
-    def _json(
-        request: httpx2.Request,
-        recorded: RecordedRequest,
-        reply: ScriptedReply,
-        status: int,
-        headers: dict[str, str],
-        body: bytes,
-    ) -> httpx2.Response:
-        """A JSON response, sent whole (one part for the pause and drop controls)."""
-        headers = {"content-type": "application/json", **headers}
-        if reply.drop_after == 0:
+            status, body = 500, error_body(failure)
+        elif endpoint == _RESPONSES:
+            body = response_body(recorded, reply)
+        elif recorded.is_stream:
+            parts = chat_events(recorded, reply)
+        else:
+            body = chat_completion(recorded, reply)
+        headers = {"x-request-id": f"req_{secrets.token_hex(12)}", **reply.headers}
+        if parts is not None:
+            headers = {
+                "content-type": "text/event-stream; charset=utf-8",
+                "cache-control": "no-cache",
+                **headers,
+            }
+        elif reply.drop_after == 0:
             raise httpx2.RemoteProtocolError("server disconnected without sending a response")
-        return httpx2.Response(
-            status,
-            headers=headers,
-            stream=_Body([body], reply, recorded, request),
-            request=request,
-        )
-
-    @staticmethod
-    def _events(
-        request: httpx2.Request,
-        recorded: RecordedRequest,
-        reply: ScriptedReply,
-        headers: dict[str, str],
-        events: Sequence[bytes],
-    ) -> httpx2.Response:
-        """A ``text/event-stream`` response, one part per event."""
-        headers = {
-            "content-type": "text/event-stream; charset=utf-8",
-            "cache-control": "no-cache",
-            **headers,
-        }
-        return httpx2.Response(
-            200, headers=headers, stream=_Body(events, reply, recorded, request), request=request
-        )
+        else:
+            headers = {"content-type": "application/json", **headers}
+            parts = [body]  # sent whole: one part for the pause and drop controls
+        stream = _Body(parts, reply, recorded, request)
+        return httpx2.Response(status, headers=headers, stream=stream, request=request)
