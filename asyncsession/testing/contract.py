@@ -39,20 +39,18 @@ except ImportError as _exc:  # pragma: no cover - exercised in an environment wi
     ) from _exc
 
 from ..repository import SessionRepository
-from ._contract.appends import AppendsContract
-from ._contract.compaction import CompactionContract
-from ._contract.concurrency import ConcurrencyContract
-from ._contract.expiry import ExpiryContract
-from ._contract.filters import FiltersContract
+from ._contract.appends import AppendsContract, ConcurrencyContract, SnapshotsContract
+from ._contract.compaction import CompactionContract, CompactionRecordContract
+from ._contract.filters import FiltersContract, SearchContract
 from ._contract.forks import ForkContract
 from ._contract.leases import LeasesContract
-from ._contract.lifecycle import LifecycleContract
-from ._contract.metadata import MetadataContract
 from ._contract.offload import OffloadContract
-from ._contract.records import CompactionRecordContract
-from ._contract.search import SearchContract
-from ._contract.sessions import SessionsContract
-from ._contract.snapshots import SnapshotsContract
+from ._contract.sessions import (
+    ExpiryContract,
+    LifecycleContract,
+    MetadataContract,
+    SessionsContract,
+)
 from ._contract.text import TextContract
 
 __all__ = [

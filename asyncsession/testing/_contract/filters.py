@@ -1,33 +1,25 @@
-"""The contract kit: filters and windows.
+"""The contract kit: reads.
 
-Types, time ranges, text searches, last-N turn windows, pages and views.
+Filters by type, time and text, last-N turn windows, pages and views; and recall searches
+(``SessionService.search_events`` with an ``EventQuery``, which the service translates into an
+``EventFilter``): literal keywords, any/all, ``since`` to the microsecond, pages, message events
+only (archived included, summaries on request).
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from ...events import EventType, SessionEvent
-from ...filters import EventFilter, MatchMode
-from ...messages import (
-    AssistantMessage,
-    MessageType,
-    ToolCall,
-    ToolResponse,
-    ToolResponseMessage,
-)
-from ._support import (
-    ContractBase,
-    assistant,
-    event,
-    labels,
-    new_id,
-    synthetic,
-    system,
-    user,
-)
+import pytest
 
-__all__ = ["FiltersContract"]
+from ...events import EventType, SessionEvent
+from ...exceptions import InvalidFilter
+from ...filters import EventFilter, EventQuery, MatchMode
+from ...messages import AssistantMessage, MessageType, ToolCall, ToolResponse, ToolResponseMessage
+from ...service import DefaultSessionService
+from ._support import ContractBase, assistant, event, labels, new_id, synthetic, system, user
+
+__all__ = ["FiltersContract", "SearchContract"]
 
 
 class FiltersContract(ContractBase):
@@ -125,11 +117,7 @@ class FiltersContract(ContractBase):
         await self.append(session.id, "100% done", "snake_case", "100% snake_case", "other")
         any_ = EventFilter.keywords_search(["0%", "e_c"], MatchMode.ANY)
         all_ = EventFilter.keywords_search(["0%", "E_C"], MatchMode.ALL)
-        assert await self.texts(session.id, any_) == [
-            "100% done",
-            "snake_case",
-            "100% snake_case",
-        ]
+        assert await self.texts(session.id, any_) == ["100% done", "snake_case", "100% snake_case"]
         assert await self.texts(session.id, all_) == ["100% snake_case"]
 
     async def test_pattern_search_matches_with_the_regex(self) -> None:
@@ -190,12 +178,7 @@ class FiltersContract(ContractBase):
             EventType.ASSISTANT,
         ]
         assert labels(window)[0] == "U2"
-        assert await self.texts(s, EventFilter.last_n(4)) == [
-            "U2",
-            "None",
-            "None",
-            "A2'",
-        ]
+        assert await self.texts(s, EventFilter.last_n(4)) == ["U2", "None", "None", "A2'"]
         assert await self.texts(s, EventFilter.last_n(5)) == [
             "U1",
             "A1",
@@ -237,12 +220,7 @@ class FiltersContract(ContractBase):
         old = (await self.repo.find_events(s, EventFilter.all()))[2]
         await self.compact(s, drop=[old])
         window = EventFilter(exclude_archived=True, last_n=2, message_types=list(MessageType))
-        assert await self.texts(s, window) == [
-            "U1",
-            "A1",
-            "A2a",
-            "A2b",
-        ]
+        assert await self.texts(s, window) == ["U1", "A1", "A2a", "A2b"]
 
     async def test_pages_are_zero_indexed_in_chronological_order(self) -> None:
         """Pages cut the matching events in order, from page 0."""
@@ -250,11 +228,7 @@ class FiltersContract(ContractBase):
         await self.append(session.id, *(f"msg-{i}" for i in range(1, 6)))
         pages = [await self.texts(session.id, EventFilter(page=p, page_size=2)) for p in range(4)]
         assert pages == [["msg-1", "msg-2"], ["msg-3", "msg-4"], ["msg-5"], []]
-        assert await self.texts(session.id, EventFilter(page_size=3)) == [
-            "msg-1",
-            "msg-2",
-            "msg-3",
-        ]
+        assert await self.texts(session.id, EventFilter(page_size=3)) == ["msg-1", "msg-2", "msg-3"]
 
     async def test_a_huge_page_number_returns_an_empty_page(self) -> None:
         """A page far past the end is empty, with no overflow."""
@@ -314,3 +288,113 @@ class FiltersContract(ContractBase):
         assert [e.payload for e in await self.repo.find_events(s, asked)] == [{"n": 2}]
         assert len(await self.repo.find_events(s, EventFilter(event_types=[audit]))) == 2
         assert await self.texts(s, EventFilter.active()) == ["u2", "a2"]
+
+
+_T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+
+
+def _texts(events: list[SessionEvent]) -> list[str]:
+    return [e.text or "" for e in events]
+
+
+class SearchContract(ContractBase):
+    """Contract tests for ``search_events``."""
+
+    async def _search(self, session_id: str, *keywords: str, **options: object) -> list[str]:
+        query = EventQuery(keywords=keywords, **options)  # type: ignore[arg-type]
+        return _texts(await DefaultSessionService(self.repo).search_events(session_id, query))
+
+    async def test_keywords_match_literally_ignoring_case(self) -> None:
+        """``%``, ``_`` and ``[`` are text, not wildcards; case is ignored."""
+        session = await self.new_session()
+        texts = ["100% sure", "100 percent", "a_b", "axb", "[Draft] plan", "draft plan"]
+        await self.append(session.id, *texts)
+        assert await self._search(session.id, "%") == ["100% sure"]
+        assert await self._search(session.id, "_") == ["a_b"]
+        assert await self._search(session.id, "[d") == ["[Draft] plan"]
+        assert await self._search(session.id, "DRAFT") == ["[Draft] plan", "draft plan"]
+        assert await self._search(session.id, "a.b") == []
+
+    async def test_any_or_all_of_the_keywords(self) -> None:
+        """ANY (the default) needs one keyword, ALL every one."""
+        session = await self.new_session()
+        await self.append(session.id, "invoice sent", "refund asked", "invoice refund")
+        both = ("invoice", "refund")
+        assert await self._search(session.id, *both) == [
+            "invoice sent",
+            "refund asked",
+            "invoice refund",
+        ]
+        assert await self._search(session.id, *both, match_mode=MatchMode.ALL) == ["invoice refund"]
+
+    async def test_message_types_and_message_events_only(self) -> None:
+        """Only message events are searched, of the asked types; a custom event's payload and a
+        summary (unless asked for) are not, an archived message is."""
+        session = await self.new_session()
+        asked = user(session.id, "where is my parcel")
+        await self.repo.append_events(
+            session.id,
+            [
+                asked,
+                assistant(session.id, "your parcel ships today"),
+                SessionEvent(
+                    session_id=session.id, type=EventType.of("NOTE"), payload={"text": "parcel"}
+                ),
+                synthetic(session.id, AssistantMessage(text="summary: a parcel")),
+            ],
+        )
+        await self.compact(session.id, drop=[asked])
+        assert await self._search(session.id, "parcel") == [
+            "where is my parcel",
+            "your parcel ships today",
+        ]
+        users = await self._search(
+            session.id, "parcel", message_types=frozenset({MessageType.USER})
+        )
+        assert users == ["where is my parcel"]
+        with_summaries = await self._search(session.id, "parcel", include_synthetic=True)
+        assert with_summaries[-1] == "summary: a parcel"
+
+    async def test_since_compares_to_the_microsecond(self) -> None:
+        """An event stamped before ``since`` by any amount is left out."""
+        session = await self.new_session()
+        await self.repo.append_events(
+            session.id,
+            [
+                user(session.id, "tick early", timestamp=_T0),
+                user(session.id, "tick late", timestamp=_T0 + timedelta(milliseconds=1)),
+            ],
+        )
+        at = _T0
+        assert await self._search(session.id, "tick", since=at) == ["tick early", "tick late"]
+        just_after = _T0 + timedelta(microseconds=1)
+        assert await self._search(session.id, "tick", since=just_after) == ["tick late"]
+        last = _T0 + timedelta(microseconds=1000)
+        assert await self._search(session.id, "tick", since=last) == ["tick late"]
+        beyond = _T0 + timedelta(microseconds=1001)
+        assert await self._search(session.id, "tick", since=beyond) == []
+
+    async def test_pages_of_matches_oldest_first(self) -> None:
+        """Matches come a page at a time; a page past the end is empty."""
+        session = await self.new_session()
+        await self.append(session.id, *(f"match {i}" for i in range(5)), "other")
+        pages = [
+            await self._search(session.id, "match", page=page, page_size=2) for page in range(4)
+        ]
+        assert pages == [["match 0", "match 1"], ["match 2", "match 3"], ["match 4"], []]
+
+    async def test_a_query_is_bounded(self) -> None:
+        """At most 20 keywords of 1 to 200 characters; anything else is refused up front."""
+        session = await self.new_session()
+        await self.append(session.id, "x" * 200)
+        assert await self._search(session.id, "x" * 200) == ["x" * 200]
+        assert len(await self._search(session.id, *("x" * (i + 1) for i in range(20)))) == 1
+        for keywords in [(), ("x",) * 21, ("x" * 201,), (" ",), ("x", "")]:
+            with pytest.raises(InvalidFilter):
+                EventQuery(keywords=keywords)
+        with pytest.raises(InvalidFilter):
+            EventQuery(keywords=("x",), since=_T0.replace(tzinfo=None))
+        with pytest.raises(InvalidFilter):
+            EventQuery(keywords=("x",), page_size=0)
+        with pytest.raises(InvalidFilter):
+            EventQuery(keywords=("x",), match_mode="most")  # type: ignore[arg-type]

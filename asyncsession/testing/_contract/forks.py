@@ -12,6 +12,8 @@ import asyncio
 import random
 from datetime import timedelta
 
+import pytest
+
 from ...events import EventType, Session, SessionEvent, utc_now
 from ...exceptions import SessionExists, SessionNotFound, UsageError
 from ...filters import EventFilter
@@ -41,11 +43,7 @@ class ForkContract(ContractBase):
     """Contract tests of forks, rewinds and ``as_of`` reads."""
 
     async def rewind(
-        self,
-        session_id: str,
-        *,
-        at: int | str | None = None,
-        before: str | None = None,
+        self, session_id: str, *, at: int | str | None = None, before: str | None = None
     ) -> RewindRecord:
         """Rewind at the session's version to the point named; require it to succeed."""
         located = await self.repo.locate(session_id, at=at, before=before)
@@ -117,10 +115,7 @@ class ForkContract(ContractBase):
         )
         assert await self.repo.get_event_version(after.id) == 2
         assert await self.repo.append_events(after.id, [user(after.id, "q2b")], 2)
-        assert labels(await self.repo.find_events(after.id, EventFilter.last_n(2))) == [
-            "q2",
-            "q2b",
-        ]
+        assert labels(await self.repo.find_events(after.id, EventFilter.last_n(2))) == ["q2", "q2b"]
 
     async def test_forks_of_forks_and_their_windows(self) -> None:
         parent = await self.new_session()
@@ -152,42 +147,22 @@ class ForkContract(ContractBase):
         parent = await self.new_session()
         p = parent.id
         await self.append(p, "a", "b")
-        try:
+        with pytest.raises(SessionNotFound):
             await self.repo.fork(new_id(), _child(parent))
-        except SessionNotFound:
-            pass
-        else:
-            raise AssertionError("a fork of an unknown session")
         for at, before in ((3, None), ("no-such-event", None), (None, "no-such-event"), (1, "x")):
-            try:
+            with pytest.raises(UsageError):
                 await self.repo.fork(p, _child(parent), at=at, before=before)
-            except UsageError:
-                pass
-            else:
-                raise AssertionError(f"a fork at {at!r}/{before!r}")
-        try:
+        with pytest.raises(UsageError):
             await self.repo.fork(p, Session(id=new_id(), user_id="mallory"))
-        except UsageError:
-            pass
-        else:
-            raise AssertionError("a fork for another owner")
         other = await self.new_session()
-        try:
+        with pytest.raises(SessionExists):
             await self.repo.fork(p, Session(id=other.id, user_id=parent.user_id))
-        except SessionExists:
-            pass
-        else:
-            raise AssertionError("a fork over an existing session")
         child = _child(parent)
         made = await self.repo.fork(p, child, at=1)
         again = await self.repo.fork(p, child, at=1)  # a retry after a lost reply
         assert (again.id, again.forked_from) == (made.id, made.forked_from)
-        try:
+        with pytest.raises(SessionExists):
             await self.repo.fork(p, child, at=2)
-        except SessionExists:
-            pass
-        else:
-            raise AssertionError("the same fork id at another point")
         assert len(await self.repo.find_forks(p)) == 1
 
     async def test_deleting_a_parent_loses_nothing_a_fork_reads(self) -> None:

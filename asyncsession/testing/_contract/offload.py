@@ -18,19 +18,8 @@ from ...compaction_protocols import CompactionRecord
 from ...events import EventType, SessionEvent, utc_now
 from ...exceptions import EventTooLarge, UsageError
 from ...filters import EventFilter
-from ...messages import (
-    AssistantMessage,
-    ToolCall,
-    ToolResponse,
-    ToolResponseMessage,
-    UserMessage,
-)
-from ...repository import (
-    DEFAULT_OFFLOAD_THRESHOLD,
-    DEFAULT_PREVIEW_CHARS,
-    OFFLOADED,
-    OffloadedBody,
-)
+from ...messages import AssistantMessage, ToolCall, ToolResponse, ToolResponseMessage, UserMessage
+from ...repository import DEFAULT_OFFLOAD_THRESHOLD, DEFAULT_PREVIEW_CHARS, OFFLOADED, OffloadedBody
 from ._support import ContractBase, boundary, event, new_id, user
 
 __all__ = ["OffloadContract"]
@@ -167,10 +156,7 @@ class OffloadContract(ContractBase):
             "image_url": "data:image/png;base64," + "iVBO" * 80_000,
         }
         look: dict[str, JsonValue] = {"type": "input_text", "text": "look"}
-        asked = event(
-            s,
-            UserMessage(text=_output(BIG, "q"), parts=(look, image)),
-        )
+        asked = event(s, UserMessage(text=_output(BIG, "q"), parts=(look, image)))
         replied = event(s, AssistantMessage(text=_output(BIG, "a")))
         audit = SessionEvent(
             session_id=s, type=EventType.of("ACME.AUDIT"), payload={"blob": _output(BIG, "p")}

@@ -1,21 +1,24 @@
-"""The contract kit: sessions.
+"""The contract kit: sessions and the store's lifecycle.
 
-Save, find by id and by user, save-if-absent and delete.
+Save, find by id, by user and by indexed metadata, save-if-absent, delete, the expiry sweep,
+and closing the store (``aclose()`` is idempotent, ``async with`` closes it, a call after closing
+raises `UsageError`). The lifecycle tests close the store the ``repository`` fixture gives
+them, so the fixture hands out a fresh store per test.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
-from ...events import Session
+import pytest
+
+from ...events import Session, SessionAttributes, utc_now
+from ...exceptions import UsageError
 from ...filters import EventFilter
-from ._support import (
-    ContractBase,
-    new_id,
-    user,
-)
+from ._support import ContractBase, new_id, user
 
-__all__ = ["SessionsContract"]
+__all__ = ["ExpiryContract", "LifecycleContract", "MetadataContract", "SessionsContract"]
 
 
 class SessionsContract(ContractBase):
@@ -97,3 +100,172 @@ class SessionsContract(ContractBase):
         second = await self.new_session()
         await self.repo.append_event(e.model_copy(update={"session_id": second.id}))
         assert await self.texts(second.id, EventFilter.all()) == ["hello"]
+
+
+_AGENT = SessionAttributes.AGENT_NAME
+_T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
+
+
+class MetadataContract(ContractBase):
+    """Contract tests for ``find_by_metadata``."""
+
+    async def test_find_by_metadata_returns_the_matching_sessions_oldest_first(self) -> None:
+        """Only sessions holding the value under the key are found, by creation time then id."""
+        agent, other = new_id("agent"), new_id("agent")
+        late = await self.new_session(created_at=_T0 + timedelta(hours=2), metadata={_AGENT: agent})
+        early = await self.new_session(created_at=_T0, metadata={_AGENT: agent})
+        ties = sorted(
+            [
+                await self.new_session(
+                    created_at=_T0 + timedelta(hours=1), metadata={_AGENT: agent}
+                )
+                for _ in range(3)
+            ],
+            key=lambda s: s.id,
+        )
+        await self.new_session(metadata={_AGENT: other})
+        await self.new_session(metadata={SessionAttributes.AGENT_MODEL: agent})
+        found = await self.repo.find_by_metadata(_AGENT, agent)
+        assert [s.id for s in found] == [early.id, *(s.id for s in ties), late.id]
+        assert found[0] == early
+        assert [s.id for s in await self.repo.find_by_metadata(_AGENT, other)] != []
+        assert await self.repo.find_by_metadata(_AGENT, new_id("nobody")) == []
+
+    async def test_find_by_metadata_is_bounded_by_its_limit(self) -> None:
+        """``limit`` keeps the oldest sessions; a limit below 1 is refused."""
+        agent = new_id("agent")
+        made = [
+            await self.new_session(created_at=_T0 + timedelta(minutes=i), metadata={_AGENT: agent})
+            for i in range(5)
+        ]
+        found = await self.repo.find_by_metadata(_AGENT, agent, limit=2)
+        assert [s.id for s in found] == [made[0].id, made[1].id]
+        assert len(await self.repo.find_by_metadata(_AGENT, agent, limit=50)) == 5
+        with pytest.raises(UsageError):
+            await self.repo.find_by_metadata(_AGENT, agent, limit=0)
+
+    async def test_find_by_metadata_refuses_a_key_the_store_does_not_index(self) -> None:
+        """An undeclared key is a usage error, even if sessions hold it."""
+        key = new_id("undeclared")
+        await self.new_session(metadata={key: "x"})
+        with pytest.raises(UsageError, match="not indexed"):
+            await self.repo.find_by_metadata(key, "x")
+
+    async def test_find_by_metadata_matches_strings_only(self) -> None:
+        """A number, list or object under an indexed key is not a string value."""
+        value = new_id("v")
+        await self.new_session(metadata={_AGENT: [value]})
+        await self.new_session(metadata={_AGENT: {"name": value}})
+        await self.new_session(metadata={SessionAttributes.AGENT_VERSION: 3})
+        assert await self.repo.find_by_metadata(_AGENT, value) == []
+        assert await self.repo.find_by_metadata(SessionAttributes.AGENT_VERSION, "3") == []
+
+    async def test_a_save_moves_a_session_between_values(self) -> None:
+        """An update's metadata replaces what the lookup sees; a deleted session is gone."""
+        before, after = new_id("agent"), new_id("agent")
+        session = await self.new_session(metadata={_AGENT: before})
+        await self.repo.save(session.model_copy(update={"metadata": {_AGENT: after}}))
+        assert await self.repo.find_by_metadata(_AGENT, before) == []
+        assert [s.id for s in await self.repo.find_by_metadata(_AGENT, after)] == [session.id]
+        await self.repo.save(session.model_copy(update={"metadata": {}}))
+        assert await self.repo.find_by_metadata(_AGENT, after) == []
+        await self.repo.save(session)
+        await self.repo.delete(session.id)
+        assert await self.repo.find_by_metadata(_AGENT, before) == []
+
+    async def test_save_if_absent_indexes_the_new_session(self) -> None:
+        """A session inserted by ``save_if_absent`` is found; a refused insert changes nothing."""
+        agent = new_id("agent")
+        session = Session(id=new_id(), user_id="alice", metadata={_AGENT: agent})
+        assert await self.repo.save_if_absent(session)
+        rival = session.model_copy(update={"metadata": {_AGENT: new_id("agent")}})
+        assert not await self.repo.save_if_absent(rival)
+        assert await self.repo.find_by_metadata(_AGENT, agent) == [session]
+
+    async def test_the_principal_is_the_user_id(self) -> None:
+        """A lookup by the principal finds the user's sessions, with or without the attribute,
+        oldest first and bounded; a session naming another principal is refused."""
+        owner = new_id("user")
+        plain = await self.new_session(owner, created_at=_T0)
+        named = await self.new_session(
+            owner,
+            created_at=_T0 + timedelta(seconds=1),
+            metadata={SessionAttributes.PRINCIPAL_NAME: owner},
+        )
+        await self.new_session(new_id("user"))
+        found = await self.repo.find_by_metadata(SessionAttributes.PRINCIPAL_NAME, owner)
+        assert [s.id for s in found] == [plain.id, named.id]
+        assert [s.id for s in await self.repo.find_by_user_id(owner)] == [plain.id, named.id]
+        limited = await self.repo.find_by_metadata(SessionAttributes.PRINCIPAL_NAME, owner, limit=1)
+        assert [s.id for s in limited] == [plain.id]
+        impostor = Session(
+            id=new_id(), user_id=owner, metadata={SessionAttributes.PRINCIPAL_NAME: "mallory"}
+        )
+        with pytest.raises(UsageError, match="principal_name"):
+            await self.repo.save(impostor)
+        with pytest.raises(UsageError, match="principal_name"):
+            await self.repo.save_if_absent(impostor)
+        assert await self.repo.find_by_id(impostor.id) is None
+
+
+class ExpiryContract(ContractBase):
+    """Contract tests for `delete_expired_sessions`."""
+
+    async def test_delete_expired_sessions_deletes_only_expired_sessions_and_their_events(
+        self,
+    ) -> None:
+        """Only sessions that expired strictly before the instant go, with their events."""
+        now = utc_now()
+        expired = await self.new_session(expires_at=now - timedelta(seconds=60))
+        extended = await self.new_session(expires_at=now + timedelta(seconds=60))
+        default = await self.new_session()
+        never = await self.new_session(expires_at=None)
+        exactly = await self.new_session(expires_at=now)
+        await self.append(expired.id, "old")
+        await self.append(extended.id, "new")
+        assert await self.repo.delete_expired_sessions(now) >= 1
+        assert await self.repo.find_by_id(expired.id) is None
+        assert await self.repo.find_events(expired.id, EventFilter.all()) == []
+        for kept in (extended, default, never, exactly):
+            assert await self.repo.find_by_id(kept.id) is not None
+        assert await self.texts(extended.id, EventFilter.all()) == ["new"]
+
+    async def test_a_ttl_extended_before_the_sweep_wins(self) -> None:
+        """A session whose expiry was moved past the sweep's instant is kept."""
+        now = utc_now()
+        session = await self.new_session(expires_at=now - timedelta(seconds=1))
+        await self.repo.save(session.model_copy(update={"expires_at": now + timedelta(hours=1)}))
+        await self.repo.delete_expired_sessions(now)
+        assert await self.repo.find_by_id(session.id) is not None
+
+
+class LifecycleContract(ContractBase):
+    """Contract tests for `aclose` and ``async with``."""
+
+    async def test_aclose_is_idempotent_and_a_call_after_it_is_a_usage_error(self) -> None:
+        """Closing twice is fine; reads and writes after closing raise UsageError."""
+        session = await self.new_session()
+        store = cast(Any, self.repo)
+        await store.aclose()
+        await store.aclose()
+        with pytest.raises(UsageError, match="closed"):
+            await self.repo.find_by_id(session.id)
+        with pytest.raises(UsageError, match="closed"):
+            await self.repo.append_event(user(session.id, "late"))
+        with pytest.raises(UsageError, match="closed"):
+            await self.repo.find_events(session.id, EventFilter.all())
+        with pytest.raises(UsageError, match="closed"):
+            await self.new_session()
+
+    async def test_async_with_hands_back_the_store_and_closes_it(self) -> None:
+        """Inside the block the store works; after it, the store is closed."""
+        store = cast(Any, self.repo)
+        async with store as entered:
+            assert entered is self.repo
+            session = await self.new_session()
+            assert await self.repo.find_by_id(session.id) == session
+        with pytest.raises(UsageError, match="closed"):
+            await self.repo.find_by_id(session.id)
+        with pytest.raises(UsageError, match="closed"):
+            async with store:
+                pass  # pragma: no cover - entering a closed store raises
