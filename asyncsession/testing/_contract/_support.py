@@ -14,7 +14,7 @@ from ...compaction_protocols import CompactionRecord
 from ...events import COMPACTION_SOURCE, SYNTHETIC, EventType, Session, SessionEvent, utc_now
 from ...filters import EventFilter
 from ...messages import AssistantMessage, Message, SystemMessage, UserMessage
-from ...repository import SessionRepository
+from ...repository import SessionRepository, SessionSnapshot
 
 __all__ = [
     "SHADOW_PROMPT",
@@ -122,9 +122,19 @@ class ContractBase:
             await self.repo.append_event(e)
         return events
 
+    async def log(self, session_id: str) -> list[SessionEvent]:
+        """Every event of the session, in log order."""
+        return await self.repo.find_events(session_id, EventFilter.all())
+
     async def texts(self, session_id: str, filter: EventFilter | None = None) -> list[str]:
         """The labels of the events a read returns (the whole log by default)."""
         return labels(await self.repo.find_events(session_id, filter or EventFilter.all()))
+
+    async def snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot:
+        """The snapshot of a session that exists."""
+        snapshot = await self.repo.read_snapshot(session_id, filter)
+        assert snapshot is not None
+        return snapshot
 
     async def compact(
         self,
@@ -137,8 +147,7 @@ class ContractBase:
         """Append a compaction at the current version and require it to succeed: the active
         view without ``drop``, with ``summaries`` placed before ``before`` (first when
         ``None``). Returns its boundary."""
-        snapshot = await self.repo.read_snapshot(session_id, EventFilter.active())
-        assert snapshot is not None
+        snapshot = await self.snapshot(session_id, EventFilter.active())
         dropped = {e.id for e in drop}
         kept = [e for e in snapshot.events if e.id not in dropped]
         at = 0 if before is None else [e.id for e in kept].index(before.id)

@@ -40,7 +40,7 @@ class AppendsContract(ContractBase):
             await self.repo.append_event(
                 user(session.id, f"msg-{i + 1}", timestamp=base - timedelta(seconds=offset))
             )
-        assert await self.texts(session.id, EventFilter.all()) == [f"msg-{i}" for i in range(1, 6)]
+        assert await self.texts(session.id) == [f"msg-{i}" for i in range(1, 6)]
 
     async def test_append_of_the_same_event_id_is_an_idempotent_replay(self) -> None:
         """Appending an id the session has changes nothing, the version included."""
@@ -50,7 +50,7 @@ class AppendsContract(ContractBase):
         version = await self.repo.get_event_version(session.id)
         await self.repo.append_event(e)
         await self.repo.append_event(e.model_copy(update={"message": UserMessage(text="changed")}))
-        assert await self.texts(session.id, EventFilter.all()) == ["once"]
+        assert await self.texts(session.id) == ["once"]
         assert await self.repo.get_event_version(session.id) == version
 
     async def test_append_with_an_event_id_of_another_session_is_rejected(self) -> None:
@@ -62,9 +62,9 @@ class AppendsContract(ContractBase):
         with pytest.raises(EventIdConflict) as info:
             await self.repo.append_event(e.model_copy(update={"session_id": b.id}))
         assert info.value.owner_session_id == a.id
-        assert await self.repo.find_events(b.id, EventFilter.all()) == []
+        assert await self.log(b.id) == []
         assert await self.repo.get_event_version(b.id) == 0
-        assert await self.texts(a.id, EventFilter.all()) == ["in a"]
+        assert await self.texts(a.id) == ["in a"]
 
     @pytest.mark.parametrize("later", [0, 150], ids=["newest", "long since appended"])
     async def test_an_id_the_service_drew_is_still_refused_in_another_session(
@@ -87,9 +87,9 @@ class AppendsContract(ContractBase):
         with pytest.raises(EventIdConflict) as info:
             await service.append_events(b.id, [copy])
         assert info.value.owner_session_id == a.id
-        assert await self.repo.find_events(b.id, EventFilter.all()) == []
+        assert await self.log(b.id) == []
         assert await self.repo.get_event_version(b.id) == version
-        texts = await self.texts(a.id, EventFilter.all())
+        texts = await self.texts(a.id)
         assert texts[:1] == ["in a"]
         assert len(texts) == 1 + later
 
@@ -102,7 +102,7 @@ class AppendsContract(ContractBase):
         batch = [user(b.id, "fresh"), taken.model_copy(update={"session_id": b.id})]
         with pytest.raises(EventIdConflict):
             await self.repo.append_events(b.id, batch)
-        assert await self.repo.find_events(b.id, EventFilter.all()) == []
+        assert await self.log(b.id) == []
 
     async def test_append_to_an_unknown_session_is_rejected(self) -> None:
         """Appending to a session that does not exist raises ``SessionNotFound``."""
@@ -127,7 +127,7 @@ class AppendsContract(ContractBase):
         session = await self.new_session()
         batch = [user(session.id, "u"), assistant(session.id, "a"), user(session.id, "u2")]
         assert await self.repo.append_events(session.id, batch)
-        assert await self.texts(session.id, EventFilter.all()) == ["u", "a", "u2"]
+        assert await self.texts(session.id) == ["u", "a", "u2"]
         assert await self.repo.get_event_version(session.id) == 1
 
     async def test_a_versioned_append_with_a_stale_version_writes_nothing(self) -> None:
@@ -135,7 +135,7 @@ class AppendsContract(ContractBase):
         session = await self.new_session()
         await self.append(session.id, "first")
         assert not await self.repo.append_events(session.id, [user(session.id, "late")], 0)
-        assert await self.texts(session.id, EventFilter.all()) == ["first"]
+        assert await self.texts(session.id) == ["first"]
         assert await self.repo.get_event_version(session.id) == 1
         assert await self.repo.append_events(session.id, [user(session.id, "now")], 1)
         assert await self.repo.get_event_version(session.id) == 2
@@ -147,7 +147,7 @@ class AppendsContract(ContractBase):
         assert await self.repo.append_events(session.id, batch, 0)
         assert await self.repo.append_events(session.id, batch, 0)
         assert await self.repo.append_events(session.id, batch)
-        assert await self.texts(session.id, EventFilter.all()) == ["q", "a"]
+        assert await self.texts(session.id) == ["q", "a"]
         assert await self.repo.get_event_version(session.id) == 1
 
     async def test_a_partly_replayed_batch_appends_only_the_new_events(self) -> None:
@@ -156,7 +156,7 @@ class AppendsContract(ContractBase):
         q = user(session.id, "q")
         await self.repo.append_event(q)
         assert await self.repo.append_events(session.id, [q, assistant(session.id, "a")], 1)
-        assert await self.texts(session.id, EventFilter.all()) == ["q", "a"]
+        assert await self.texts(session.id) == ["q", "a"]
         assert await self.repo.get_event_version(session.id) == 2
 
     async def test_messages_round_trip_losslessly(self) -> None:
@@ -203,7 +203,7 @@ class AppendsContract(ContractBase):
             ),
         ]
         assert await self.repo.append_events(session.id, events)
-        assert await self.repo.find_events(session.id, EventFilter.all()) == events
+        assert await self.log(session.id) == events
 
     async def test_custom_event_type_with_the_longest_name_round_trips(self) -> None:
         """An event of a custom type whose name has 64 characters comes back with its payload."""
@@ -214,7 +214,7 @@ class AppendsContract(ContractBase):
             session_id=session.id, type=EventType.of(name), payload={"action": "exported"}
         )
         await self.repo.append_event(e)
-        stored = await self.repo.find_events(session.id, EventFilter.all())
+        stored = await self.log(session.id)
         assert stored == [e]
         assert stored[0].type == EventType.of(name)
         assert not stored[0].is_message
@@ -246,8 +246,7 @@ class SnapshotsContract(ContractBase):
         """``read_snapshot`` returns session, version and window; ``None`` if unknown."""
         session = await self.new_session()
         await self.append(session.id, "a", "b", "c")
-        snapshot = await self.repo.read_snapshot(session.id, EventFilter.last_n(2))
-        assert snapshot is not None
+        snapshot = await self.snapshot(session.id, EventFilter.last_n(2))
         assert snapshot.session == session
         assert snapshot.version == 3
         assert labels(snapshot.events) == ["b", "c"]
@@ -257,8 +256,7 @@ class SnapshotsContract(ContractBase):
     async def test_a_snapshot_of_a_new_session_has_version_zero_and_no_events(self) -> None:
         """A session without commits reads back empty at version 0."""
         session = await self.new_session()
-        snapshot = await self.repo.read_snapshot(session.id, EventFilter.active())
-        assert snapshot is not None
+        snapshot = await self.snapshot(session.id, EventFilter.active())
         assert (snapshot.session, snapshot.version, snapshot.events) == (session, 0, ())
 
     async def test_the_snapshot_version_guards_the_next_append(self) -> None:
@@ -266,12 +264,10 @@ class SnapshotsContract(ContractBase):
         refused and a fresh snapshot sees the other writer's events."""
         s = (await self.new_session()).id
         await self.append(s, "a")
-        first = await self.repo.read_snapshot(s, EventFilter.last_n(10))
-        assert first is not None
+        first = await self.snapshot(s, EventFilter.last_n(10))
         assert await self.repo.append_events(s, [user(s, "b")], first.version)
         assert not await self.repo.append_events(s, [user(s, "late")], first.version)
-        second = await self.repo.read_snapshot(s, EventFilter.last_n(10))
-        assert second is not None
+        second = await self.snapshot(s, EventFilter.last_n(10))
         assert second.version == first.version + 1
         assert labels(second.events) == ["a", "b"]
 
@@ -305,7 +301,7 @@ class ConcurrencyContract(ContractBase):
             )
             assert results.count(True) == 1
             assert await self.repo.get_event_version(session.id) == version + 1
-        assert len(await self.repo.find_events(session.id, EventFilter.all())) == 10
+        assert len(await self.log(session.id)) == 10
 
     async def test_the_claim_loop_gives_exactly_one_holder(self) -> None:
         """The seed's "state as the newest event" claim loop: of N claimers, exactly one holds."""
@@ -344,7 +340,7 @@ class ConcurrencyContract(ContractBase):
                 await self.repo.append_event(user(session.id, f"w{w}-{i}"))
 
         await asyncio.gather(*(writer(w) for w in range(32)))
-        texts = await self.texts(session.id, EventFilter.all())
+        texts = await self.texts(session.id)
         assert len(texts) == len(set(texts)) == 640
         for w in range(32):
             mine = [t for t in texts if t.startswith(f"w{w}-")]
@@ -358,14 +354,13 @@ class ConcurrencyContract(ContractBase):
 
         async def turn(i: int) -> None:
             await self.repo.save_if_absent(Session(id=s, user_id="alice"))
-            snapshot = await self.repo.read_snapshot(s, EventFilter.last_n(3))
-            assert snapshot is not None
+            snapshot = await self.snapshot(s, EventFilter.last_n(3))
             question = user(s, f"q{i}")
             if not await self.repo.append_events(s, [question], snapshot.version):
                 await self.repo.append_events(s, [question])
 
         await asyncio.gather(*(turn(i) for i in range(20)))
-        assert sorted(await self.texts(s, EventFilter.all())) == sorted(f"q{i}" for i in range(20))
+        assert sorted(await self.texts(s)) == sorted(f"q{i}" for i in range(20))
         assert await self.repo.get_event_version(s) == 20
 
     async def test_compaction_and_appends_racing_lose_nothing(self) -> None:
@@ -391,8 +386,7 @@ class ConcurrencyContract(ContractBase):
             while True:
                 await asyncio.sleep(0)
                 last = appended.is_set()
-                snapshot = await self.repo.read_snapshot(s, EventFilter.active())
-                assert snapshot is not None
+                snapshot = await self.snapshot(s, EventFilter.active())
                 active = snapshot.events
                 summary = synthetic(s, AssistantMessage(text=f"c{c}"))
                 edge = boundary(s, [summary, *active[1:]], active[:1])
@@ -403,7 +397,7 @@ class ConcurrencyContract(ContractBase):
         results = await asyncio.gather(appenders(), *(compactor(c) for c in range(4)))
         applied = sum(r for r in results if isinstance(r, int))
         assert applied > 0  # of the compactors' last attempts, after the appends, one wins
-        log = await self.repo.find_events(s, EventFilter.all())
+        log = await self.log(s)
         real = [x.text for x in log if not x.is_synthetic]
         assert real[:10] == [f"seed-{i}" for i in range(10)]
         for w in range(4):

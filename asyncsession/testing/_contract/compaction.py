@@ -53,7 +53,7 @@ class CompactionContract(ContractBase):
         summary = summary_turn(s, "summary")
         edge = await self.compact(s, drop=[u1, a1], summaries=summary, before=u2)
         assert await self.repo.get_event_version(s) == version + 1
-        log = await self.repo.find_events(s, EventFilter.all())
+        log = await self.log(s)
         assert [e.id for e in log[-3:]] == [summary[0].id, summary[1].id, edge.id]
         assert flagged(log) == [
             ("u1", True),
@@ -116,7 +116,7 @@ class CompactionContract(ContractBase):
         not even when the view's read asks for its type."""
         s = (await self.new_session()).id
         await self.append(s, "u1", "u2")
-        assert not any(e.archived for e in await self.repo.find_events(s, EventFilter.all()))
+        assert not any(e.archived for e in await self.log(s))
         await self.compact(s)
         asked = EventFilter.active().merge(EventFilter(event_types=[EventType.COMPACTION]))
         assert await self.repo.find_events(s, asked) == []
@@ -131,7 +131,7 @@ class CompactionContract(ContractBase):
         await self.repo.append_events(s, [user(s, "u1"), assistant(s, "a1")])
         u2, a2 = user(s, "u2"), assistant(s, "a2")
         await self.repo.append_events(s, [u2, a2])
-        older = await self.repo.find_events(s, EventFilter.all())
+        older = await self.log(s)
         summary = summary_turn(s, "sum")
         await self.compact(s, drop=older[:2], summaries=summary)
         await self.repo.append_events(s, [user(s, "u3"), assistant(s, "a3a"), assistant(s, "a3b")])
@@ -150,10 +150,7 @@ class CompactionContract(ContractBase):
         assert await self.texts(s, window) == ["u2", "a2", "u3", "a3a", "a3b"]
         window = EventFilter.active().merge(EventFilter.last_n(6))
         assert await self.texts(s, window) == ["Σ?", "Σ:sum", "u2", "a2", "u3", "a3a", "a3b"]
-        snapshot = await self.repo.read_snapshot(
-            s, EventFilter.active().merge(EventFilter.last_n(2))
-        )
-        assert snapshot is not None
+        snapshot = await self.snapshot(s, EventFilter.active().merge(EventFilter.last_n(2)))
         assert labels(snapshot.events) == ["u3", "a3a", "a3b"]
 
     async def test_repeated_summarizations_append_and_the_view_follows_the_newest(self) -> None:
@@ -256,13 +253,13 @@ class CompactionContract(ContractBase):
         summary = synthetic(s, AssistantMessage(text="summary"))
         commit = [summary, boundary(s, [summary, u2], [u1, a1])]
         assert await self.repo.append_events(s, commit, version)
-        log = await self.repo.find_events(s, EventFilter.all())
+        log = await self.log(s)
         assert await self.repo.append_events(s, commit, version)
-        assert await self.repo.find_events(s, EventFilter.all()) == log
+        assert await self.log(s) == log
         assert await self.repo.get_event_version(s) == version + 1
         other = [boundary(s, [u1], [a1, u2])]
         assert not await self.repo.append_events(s, other, version)
-        assert await self.repo.find_events(s, EventFilter.all()) == log
+        assert await self.log(s) == log
 
     async def test_a_stale_version_is_refused_and_changes_nothing(self) -> None:
         """A compaction at an old or future version returns ``False``; log, view and version
@@ -275,7 +272,7 @@ class CompactionContract(ContractBase):
         assert not await self.repo.append_events(s, commit, version - 1)
         assert not await self.repo.append_events(s, commit, version + 1)
         assert await self.repo.get_event_version(s) == version
-        log = await self.repo.find_events(s, EventFilter.all())
+        log = await self.log(s)
         assert flagged(log) == [("u1", False), ("a1", False), ("u2", False)]
 
     async def test_a_boundary_must_end_its_commit_and_hold_a_record(self) -> None:
@@ -289,14 +286,14 @@ class CompactionContract(ContractBase):
         with pytest.raises(UsageError):
             await self.repo.append_events(s, [bad])
         assert await self.repo.get_event_version(s) == 1
-        assert await self.texts(s, EventFilter.all()) == ["u1"]
+        assert await self.texts(s) == ["u1"]
 
     async def test_archived_on_an_appended_event_is_ignored(self) -> None:
         """``archived`` is derived on read, never taken from the event appended."""
         s = (await self.new_session()).id
         flagged_in = user(s, "u1").as_archived()
         await self.repo.append_event(flagged_in)
-        (stored,) = await self.repo.find_events(s, EventFilter.all())
+        (stored,) = await self.log(s)
         assert not stored.archived
         assert await self.texts(s, EventFilter.active()) == ["u1"]
 
@@ -338,7 +335,7 @@ class CompactionRecordContract(ContractBase):
         result = await service.compact(s, _always, _SummarizeAllButLast("one"))
         assert result.applied
         assert await self.repo.get_event_version(s) == version + 1
-        log = await self.repo.find_events(s, EventFilter.all())
+        log = await self.log(s)
         assert log[-1].type == EventType.COMPACTION
         record = CompactionRecord.from_event(log[-1])
         summaries = [e for e in log if e.is_synthetic]
@@ -367,7 +364,7 @@ class CompactionRecordContract(ContractBase):
         assert (await service.compact(s, _always, _SummarizeAllButLast("two"))).applied
         active = await self.repo.find_events(s, EventFilter.active())
         assert labels(active) == ["Σ?", "Σ:two", "u4", "u5"]
-        log = await self.repo.find_events(s, EventFilter.all())
+        log = await self.log(s)
         records = [e for e in log if e.type == EventType.COMPACTION]
         assert len(records) == 2
         assert not any(e.archived for e in records)
@@ -388,7 +385,7 @@ class CompactionRecordContract(ContractBase):
         quiet = await service.compact(s, lambda r: False, _SummarizeAllButLast("x"))
         assert not quiet.applied
         assert await self.repo.get_event_version(s) == version
-        log = await self.repo.find_events(s, EventFilter.all())
+        log = await self.log(s)
         assert [e.type for e in log] == [EventType.USER, EventType.USER]
 
     async def test_a_message_event_is_not_a_record(self) -> None:

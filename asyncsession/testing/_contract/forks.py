@@ -64,7 +64,7 @@ class ForkContract(ContractBase):
         assert (child.forked_from.session_id, child.forked_from.version) == (p, 2)
         assert child.forked_from.event_id is None
         assert await self.repo.get_event_version(child.id) == 2
-        read = await self.repo.find_events(child.id, EventFilter.all())
+        read = await self.log(child.id)
         assert labels(read) == ["a", "b"]
         assert {e.session_id for e in read} == {child.id}
         stored = await self.repo.find_by_id(child.id)
@@ -74,12 +74,11 @@ class ForkContract(ContractBase):
         assert await self.repo.append_events(child.id, [user(child.id, "x")], 2)
         assert not await self.repo.append_events(child.id, [user(child.id, "y")], 2)
         await self.append(p, "d")
-        assert labels(await self.repo.find_events(child.id, EventFilter.all())) == ["a", "b", "x"]
-        assert labels(await self.repo.find_events(p, EventFilter.all())) == ["a", "b", "c", "d"]
+        assert await self.texts(child.id) == ["a", "b", "x"]
+        assert await self.texts(p) == ["a", "b", "c", "d"]
         assert await self.repo.get_event_version(child.id) == 3
         assert await self.repo.get_event_version(p) == 4
-        snapshot = await self.repo.read_snapshot(child.id, EventFilter.last_n(2))
-        assert snapshot is not None
+        snapshot = await self.snapshot(child.id, EventFilter.last_n(2))
         assert snapshot.version == 3
         assert labels(snapshot.events) == ["b", "x"]
         assert [s.id for s in await self.repo.find_forks(p)] == [child.id]
@@ -94,20 +93,16 @@ class ForkContract(ContractBase):
         after = await self.repo.fork(p, _child(parent), at=second[0].id)
         assert after.forked_from is not None
         assert (after.forked_from.version, after.forked_from.event_id) == (2, second[0].id)
-        assert labels(await self.repo.find_events(after.id, EventFilter.all())) == [
-            "q1",
-            "r1",
-            "q2",
-        ]
+        assert await self.texts(after.id) == ["q1", "r1", "q2"]
         before = await self.repo.fork(p, _child(parent), before=second[0].id)
         assert before.forked_from is not None
         assert (before.forked_from.version, before.forked_from.event_id) == (1, None)
-        assert labels(await self.repo.find_events(before.id, EventFilter.all())) == ["q1", "r1"]
+        assert await self.texts(before.id) == ["q1", "r1"]
         whole = await self.repo.fork(p, _child(parent), at=second[-1].id)
         assert whole.forked_from is not None
         assert (whole.forked_from.version, whole.forked_from.event_id) == (2, None)
         start = await self.repo.fork(p, _child(parent), before=first[0].id)
-        assert await self.repo.find_events(start.id, EventFilter.all()) == []
+        assert await self.log(start.id) == []
         assert await self.repo.get_event_version(start.id) == 0
         # appending a prefix event's id to the fork is a replay; its own continue after it
         assert await self.repo.append_events(
@@ -115,7 +110,7 @@ class ForkContract(ContractBase):
         )
         assert await self.repo.get_event_version(after.id) == 2
         assert await self.repo.append_events(after.id, [user(after.id, "q2b")], 2)
-        assert labels(await self.repo.find_events(after.id, EventFilter.last_n(2))) == ["q2", "q2b"]
+        assert await self.texts(after.id, EventFilter.last_n(2)) == ["q2", "q2b"]
 
     async def test_forks_of_forks_and_their_windows(self) -> None:
         parent = await self.new_session()
@@ -125,22 +120,11 @@ class ForkContract(ContractBase):
         await self.append(one.id, "o1", "o2")
         two = await self.repo.fork(one.id, _child(parent), at=5)
         await self.append(two.id, "t1")
-        assert labels(await self.repo.find_events(two.id, EventFilter.all())) == [
-            "p0",
-            "p1",
-            "p2",
-            "p3",
-            "o1",
-            "t1",
-        ]
-        assert labels(await self.repo.find_events(two.id, EventFilter.last_n(3))) == [
-            "p3",
-            "o1",
-            "t1",
-        ]
+        assert await self.texts(two.id) == ["p0", "p1", "p2", "p3", "o1", "t1"]
+        assert await self.texts(two.id, EventFilter.last_n(3)) == ["p3", "o1", "t1"]
         assert await self.repo.get_event_version(two.id) == 6
         three = await self.repo.fork(two.id, _child(parent), at=2)
-        assert labels(await self.repo.find_events(three.id, EventFilter.all())) == ["p0", "p1"]
+        assert await self.texts(three.id) == ["p0", "p1"]
         assert [s.id for s in await self.repo.find_forks(one.id)] == [two.id]
 
     async def test_fork_refuses_what_it_cannot_make(self) -> None:
@@ -173,21 +157,17 @@ class ForkContract(ContractBase):
         grandchild = await self.repo.fork(child.id, _child(parent), at=2)
         await self.repo.delete(p)
         assert await self.repo.find_by_id(p) is None
-        assert await self.repo.find_events(p, EventFilter.all()) == []
+        assert await self.log(p) == []
         assert p not in {s.id for s in await self.repo.find_by_user_id(parent.user_id)}
         assert not await self.repo.save_if_absent(Session(id=p, user_id=parent.user_id))
-        assert labels(await self.repo.find_events(child.id, EventFilter.all())) == ["a", "b"]
+        assert await self.texts(child.id) == ["a", "b"]
         await self.repo.delete(child.id)
-        assert labels(await self.repo.find_events(grandchild.id, EventFilter.all())) == ["a", "b"]
+        assert await self.texts(grandchild.id) == ["a", "b"]
         assert await self.repo.append_events(grandchild.id, [user(grandchild.id, "g")], 2)
-        assert labels(await self.repo.find_events(grandchild.id, EventFilter.last_n(5))) == [
-            "a",
-            "b",
-            "g",
-        ]
+        assert await self.texts(grandchild.id, EventFilter.last_n(5)) == ["a", "b", "g"]
         await self.repo.delete(grandchild.id)
         assert await self.repo.save_if_absent(Session(id=p, user_id=parent.user_id))
-        assert await self.repo.find_events(p, EventFilter.all()) == []
+        assert await self.log(p) == []
 
     async def test_an_expired_parent_is_swept_and_its_forks_keep_reading(self) -> None:
         now = utc_now()
@@ -198,12 +178,12 @@ class ForkContract(ContractBase):
         later = now + timedelta(hours=1)
         assert await self.repo.delete_expired_sessions(later) >= 1
         assert await self.repo.find_by_id(p) is None
-        assert labels(await self.repo.find_events(child.id, EventFilter.all())) == ["a"]
+        assert await self.texts(child.id) == ["a"]
         assert await self.repo.find_by_id(child.id) is not None
         # a second sweep finds nothing more of it
         assert await self.repo.find_by_id(p) is None
         await self.repo.delete_expired_sessions(later)
-        assert labels(await self.repo.find_events(child.id, EventFilter.all())) == ["a"]
+        assert await self.texts(child.id) == ["a"]
 
     async def test_a_fresh_fork_takes_its_lease_on_the_version_it_starts_at(self) -> None:
         parent = await self.new_session()
@@ -214,15 +194,12 @@ class ForkContract(ContractBase):
         assert not await self.repo.acquire_lease(
             child.id, 2, Lease(holder="other", expires_at=held.expires_at)
         )
-        snapshot = await self.repo.read_snapshot(child.id, EventFilter.last_n(1))
-        assert snapshot is not None
+        snapshot = await self.snapshot(child.id, EventFilter.last_n(1))
         assert snapshot.lease == held
-        parent_snapshot = await self.repo.read_snapshot(parent.id, EventFilter.last_n(1))
-        assert parent_snapshot is not None
+        parent_snapshot = await self.snapshot(parent.id, EventFilter.last_n(1))
         assert parent_snapshot.lease is None
         await self.repo.release_lease(child.id, 2, "turn")
-        snapshot = await self.repo.read_snapshot(child.id, EventFilter.last_n(1))
-        assert snapshot is not None
+        snapshot = await self.snapshot(child.id, EventFilter.last_n(1))
         assert snapshot.lease is None
 
     async def test_a_fork_reads_its_parents_offloaded_bodies_after_the_parent_is_gone(self) -> None:
@@ -255,12 +232,9 @@ class ForkContract(ContractBase):
         record = await self.rewind(s, before=q2.id)
         assert (record.to, record.from_version) == (LogPoint(version=1), 2)
         assert await self.repo.get_event_version(s) == 3
-        assert labels(await self.repo.find_events(s, EventFilter.active())) == ["q1", "r1"]
-        assert labels(await self.repo.find_events(s, EventFilter(last_n=10, active_view=True))) == [
-            "q1",
-            "r1",
-        ]
-        every = await self.repo.find_events(s, EventFilter.all())
+        assert await self.texts(s, EventFilter.active()) == ["q1", "r1"]
+        assert await self.texts(s, EventFilter(last_n=10, active_view=True)) == ["q1", "r1"]
+        every = await self.log(s)
         assert [(e.text, e.archived) for e in every if e.is_message] == [
             ("q1", False),
             ("r1", False),
@@ -272,20 +246,10 @@ class ForkContract(ContractBase):
         assert [(e.id, e.archived) for e in found] == [(q2.id, True)]
         edited = user(s, "q2 edited")
         assert await self.repo.append_events(s, [edited, assistant(s, "r2'")], 3)
-        assert labels(await self.repo.find_events(s, EventFilter.active())) == [
-            "q1",
-            "r1",
-            "q2 edited",
-            "r2'",
-        ]
+        assert await self.texts(s, EventFilter.active()) == ["q1", "r1", "q2 edited", "r2'"]
         undo = await self.rewind(s, at=record.from_version)
         assert undo.to == LogPoint(version=2)
-        assert labels(await self.repo.find_events(s, EventFilter.active())) == [
-            "q1",
-            "r1",
-            "q2 k1",
-            "r2",
-        ]
+        assert await self.texts(s, EventFilter.active()) == ["q1", "r1", "q2 k1", "r2"]
         stored = await self.repo.find_by_id(s)
         assert stored is not None
         assert stored.metadata == {"keep": "me"}
@@ -299,12 +263,12 @@ class ForkContract(ContractBase):
         await self.compact(s, drop=[a])  # version 4: the view is b, c
         _, e = await self.append(s, "d", "e")  # versions 5, 6
         await self.rewind(s, at=5)  # the view at 5: b, c, d
-        assert labels(await self.repo.find_events(s, EventFilter.active())) == ["b", "c", "d"]
+        assert await self.texts(s, EventFilter.active()) == ["b", "c", "d"]
         await self.compact(s, drop=[b])  # the view is c, d
-        assert labels(await self.repo.find_events(s, EventFilter.active())) == ["c", "d"]
+        assert await self.texts(s, EventFilter.active()) == ["c", "d"]
         await self.rewind(s, at=3)  # before the first compaction: a, b, c
-        assert labels(await self.repo.find_events(s, EventFilter.active())) == ["a", "b", "c"]
-        archived = {x.text for x in await self.repo.find_events(s, EventFilter.all()) if x.archived}
+        assert await self.texts(s, EventFilter.active()) == ["a", "b", "c"]
+        archived = {x.text for x in await self.log(s) if x.archived}
         assert archived == {"d", "e"}
         assert e.id not in {
             x.id for x in await self.repo.find_events(s, EventFilter.last_n(9)) if not x.archived
@@ -315,7 +279,7 @@ class ForkContract(ContractBase):
         turn = [user(s, "q"), assistant(s, "r1"), assistant(s, "r2")]
         assert await self.repo.append_events(s, turn)
         await self.rewind(s, at=turn[1].id)
-        assert labels(await self.repo.find_events(s, EventFilter.active())) == ["q", "r1"]
+        assert await self.texts(s, EventFilter.active()) == ["q", "r1"]
 
     # --- as_of -----------------------------------------------------------------------------------
 
@@ -358,8 +322,7 @@ class ForkContract(ContractBase):
             for f, then in zip(_READS, reads, strict=True):
                 asked = f.merge(EventFilter(as_of=version))
                 assert await self.repo.find_events(s, asked) == then, (version, f)
-            snapshot = await self.repo.read_snapshot(s, EventFilter(last_n=3, as_of=version))
-            assert snapshot is not None
+            snapshot = await self.snapshot(s, EventFilter(last_n=3, as_of=version))
             assert snapshot.version == version
             assert list(snapshot.events) == reads[2]
         # a fork reads as of its versions what its parent did then, under its own id
@@ -393,12 +356,12 @@ class ForkContract(ContractBase):
 
         results = await asyncio.gather(*(write(i) for i in range(40)), *(take() for _ in range(40)))
         forks = [r for r in results if isinstance(r, Session)]
-        log = await self.repo.find_events(p, EventFilter.all())
+        log = await self.log(p)
         assert len(log) == 80
         for child in forks:
             assert child.forked_from is not None
             version = child.forked_from.version
-            mine = await self.repo.find_events(child.id, EventFilter.all())
+            mine = await self.log(child.id)
             assert [e.id for e in mine] == [e.id for e in log[: 2 * version]]
             assert await self.repo.get_event_version(child.id) == version
 
@@ -421,7 +384,7 @@ class ForkContract(ContractBase):
         wins = await asyncio.gather(*(write(i) for i in range(30)), *(rewind() for _ in range(30)))
         version = await self.repo.get_event_version(s)
         assert version == 1 + sum(wins)
-        log = await self.repo.find_events(s, EventFilter.all())
+        log = await self.log(s)
         assert len(log) == version
         newest_rewind = max(
             (i for i, e in enumerate(log) if e.type == EventType.REWIND), default=None
@@ -450,6 +413,4 @@ class ForkContract(ContractBase):
                 if isinstance(child, Session):
                     assert child.forked_from is not None
                     expected = ["a", "b"][: child.forked_from.version]
-                    assert labels(await self.repo.find_events(child.id, EventFilter.all())) == (
-                        expected
-                    )
+                    assert await self.texts(child.id) == (expected)

@@ -36,8 +36,7 @@ class LeasesContract(ContractBase):
 
     async def lease_of(self, session_id: str) -> Lease | None:
         """The lease a snapshot reports."""
-        snapshot = await self.repo.read_snapshot(session_id, EventFilter.last_n(1))
-        assert snapshot is not None
+        snapshot = await self.snapshot(session_id, EventFilter.last_n(1))
         return snapshot.lease
 
     async def test_a_commit_carries_its_lease_until_the_next_commit(self) -> None:

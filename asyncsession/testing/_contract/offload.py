@@ -84,7 +84,7 @@ class OffloadContract(ContractBase):
         assert await self.repo.append_events(s, events)
         tool = events[2]
         for read in (
-            await self.repo.find_events(s, EventFilter.all()),
+            await self.log(s),
             await self.repo.find_events(s, EventFilter.active()),
             await self._window(s),
         ):
@@ -93,7 +93,7 @@ class OffloadContract(ContractBase):
             assert read[1] == events[1]
             assert read[3] == events[3]
             self._check_preview(read[2], tool)
-        preview = (await self.repo.find_events(s, EventFilter.all()))[2]
+        preview = (await self.log(s))[2]
         assert isinstance(preview.message, ToolResponseMessage)
         responses = preview.message.responses
         assert [r.id for r in responses] == ["call-1", "call-2"]
@@ -109,8 +109,7 @@ class OffloadContract(ContractBase):
         assert await self.repo.read_body(new_id(), tool.id) is None
 
     async def _window(self, session_id: str) -> list[SessionEvent]:
-        snapshot = await self.repo.read_snapshot(session_id, EventFilter.last_n(10))
-        assert snapshot is not None
+        snapshot = await self.snapshot(session_id, EventFilter.last_n(10))
         return list(snapshot.events)
 
     async def test_pages_read_an_offloaded_text_whole(self) -> None:
@@ -163,7 +162,7 @@ class OffloadContract(ContractBase):
         )
         small = user(s, "small")
         assert await self.repo.append_events(s, [asked, replied, audit, small])
-        read = await self.repo.find_events(s, EventFilter.all())
+        read = await self.log(s)
         for got, whole in zip(read[:3], (asked, replied, audit), strict=True):
             self._check_preview(got, whole)
             assert await self.repo.read_body(s, whole.id) == whole
@@ -189,7 +188,7 @@ class OffloadContract(ContractBase):
         record = CompactionRecord(covered=(), kept=(under.id,), view=(under.id, *ids))
         edge = SessionEvent(session_id=s, type=EventType.COMPACTION, payload=record.to_payload())
         assert await self.repo.append_events(s, [edge], 1)
-        read = await self.repo.find_events(s, EventFilter.all())
+        read = await self.log(s)
         assert read == [under, edge]
         assert await self.repo.find_events(s, EventFilter.active()) == [under]
 
@@ -225,7 +224,7 @@ class OffloadContract(ContractBase):
             try:
                 await self.repo.append_events(s, events)
             except EventTooLarge:
-                assert await self.repo.find_events(s, EventFilter.all()) == []
+                assert await self.log(s) == []
                 return
         else:
             assert await self.repo.append_events(s, events)
@@ -262,7 +261,7 @@ class OffloadContract(ContractBase):
         assert [e.id for e in await self.repo.find_events(s, EventFilter.active())] == [
             events[3].id
         ]
-        logged = await self.repo.find_events(s, EventFilter.all())
+        logged = await self.log(s)
         assert logged[2].id == events[2].id
         assert logged[2].archived
         self._check_preview(logged[2].model_copy(update={"archived": False}), events[2])

@@ -15,7 +15,6 @@ from pydantic import JsonValue
 
 from ...events import EventType, Session, SessionEvent
 from ...exceptions import InvalidText
-from ...filters import EventFilter
 from ...messages import AssistantMessage, ToolCall, UserMessage
 from ._support import ContractBase, boundary, new_id, user
 
@@ -75,7 +74,7 @@ class TextContract(ContractBase):
             await self.repo.append_events(session.id, [fresh, bad])
         with pytest.raises(InvalidText):
             await self.repo.append_events(session.id, [fresh, bad], expected_version=1)
-        assert await self.repo.find_events(session.id, EventFilter.all()) == [good]
+        assert await self.log(session.id) == [good]
         assert await self.repo.get_event_version(session.id) == 1
         # The ids were not taken: the good event appends now.
         assert await self.repo.append_events(session.id, [fresh])
@@ -90,7 +89,7 @@ class TextContract(ContractBase):
         edge = boundary(session.id, [summary, events[1]], [events[0]])
         with pytest.raises(InvalidText):
             await self.repo.append_events(session.id, [summary, edge], 1)
-        assert await self.repo.find_events(session.id, EventFilter.all()) == events
+        assert await self.log(session.id) == events
         assert await self.repo.get_event_version(session.id) == 1
 
     @pytest.mark.parametrize("field", ["id", "user_id", "metadata key", "metadata value"])
@@ -128,7 +127,7 @@ class TextContract(ContractBase):
             SessionEvent(session_id=session.id, type=custom, payload={"😀": {"ß": "𝄞"}}),
         ]
         await self.repo.append_events(session.id, events)
-        assert await self.repo.find_events(session.id, EventFilter.all()) == events
+        assert await self.log(session.id) == events
         stored = await self.repo.find_by_id(session.id)
         assert stored is not None
         assert stored.metadata == {"😀": "ü"}

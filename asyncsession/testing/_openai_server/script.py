@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -19,7 +18,6 @@ __all__ = [
     "ScriptedError",
     "ScriptedReply",
     "ScriptedToolCall",
-    "call_responder",
     "estimate_tokens",
     "json_objects",
 ]
@@ -87,8 +85,6 @@ class ScriptedError:
     """``error.type`` in the body, such as ``"invalid_request_error"`` or ``"server_error"``."""
     code: str | None = None
     """``error.code`` in the body."""
-    param: str | None = None
-    """``error.param`` in the body."""
 
 
 class ScriptedReplyOptions(TypedDict, total=False):
@@ -379,9 +375,3 @@ def json_objects(value: object) -> list[dict[str, Any]]:
 
 Responder = Callable[[RecordedRequest], ScriptedReply | Awaitable[ScriptedReply]]
 """Decides the reply to a request; may be a plain or an ``async`` function."""
-
-
-async def call_responder(responder: Responder, request: RecordedRequest) -> object:
-    """Run a plain or async responder; ``object``, as an untyped one may return anything."""
-    produced = responder(request)
-    return await produced if inspect.isawaitable(produced) else produced

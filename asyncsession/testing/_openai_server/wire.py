@@ -80,7 +80,7 @@ def error_body(failure: ScriptedError) -> bytes:
     detail = {
         "message": failure.message,
         "type": failure.type,
-        "param": failure.param,
+        "param": None,
         "code": failure.code,
     }
     return _json({"error": detail})
