@@ -317,61 +317,47 @@ def _opened(item: dict[str, Any]) -> dict[str, Any]:
             return {**item, "status": "in_progress"}
 
 
+def _event(kind: str, **fields: Any) -> dict[str, Any]:
+    return {"type": f"response.{kind}", **fields}
+
+
+def _deltas(kind: str, text: str, size: int, **at: Any) -> list[dict[str, Any]]:
+    return [_event(f"{kind}.delta", **at, delta=piece) for piece in _pieces(text, size)]
+
+
 def _item_events(index: int, item: dict[str, Any], size: int) -> list[dict[str, Any]]:
     where = {"item_id": item["id"], "output_index": index}
-    events: list[dict[str, Any]] = [
-        {"type": "response.output_item.added", "output_index": index, "item": _opened(item)}
-    ]
+    events = [_event("output_item.added", output_index=index, item=_opened(item))]
     if item["type"] == "reasoning":
         text = item["summary"][0]["text"]
         at = {**where, "summary_index": 0}
         events += [
-            {
-                "type": "response.reasoning_summary_part.added",
-                **at,
-                "part": {"type": "summary_text", "text": ""},
-            },
-            *(
-                {"type": "response.reasoning_summary_text.delta", **at, "delta": piece}
-                for piece in _pieces(text, size)
+            _event("reasoning_summary_part.added", **at, part={"type": "summary_text", "text": ""}),
+            *_deltas("reasoning_summary_text", text, size, **at),
+            _event("reasoning_summary_text.done", **at, text=text),
+            _event(
+                "reasoning_summary_part.done", **at, part={"type": "summary_text", "text": text}
             ),
-            {"type": "response.reasoning_summary_text.done", **at, "text": text},
-            {
-                "type": "response.reasoning_summary_part.done",
-                **at,
-                "part": {"type": "summary_text", "text": text},
-            },
         ]
     elif item["type"] == "message":
-        full = item["content"][0]
+        part = item["content"][0]
         at = {**where, "content_index": 0}
         empty: dict[str, Any] = {"type": "output_text", "text": "", "annotations": []}
         events += [
-            {"type": "response.content_part.added", **at, "part": empty},
-            *(
-                {"type": "response.output_text.delta", **at, "delta": piece, "logprobs": []}
-                for piece in _pieces(full["text"], size)
-            ),
-            {"type": "response.output_text.done", **at, "text": full["text"], "logprobs": []},
-            {"type": "response.content_part.done", **at, "part": full},
+            _event("content_part.added", **at, part=empty),
+            *_deltas("output_text", part["text"], size, **at, logprobs=[]),
+            _event("output_text.done", **at, text=part["text"], logprobs=[]),
+            _event("content_part.done", **at, part=part),
         ]
     elif item["type"] == "compaction":
-        events.append({"type": "response.compaction.compacting", **where})
+        events.append(_event("compaction.compacting", **where))
     elif item["type"] == "function_call":
         arguments = item["arguments"]
         events += [
-            *(
-                {"type": "response.function_call_arguments.delta", **where, "delta": piece}
-                for piece in _pieces(arguments, size)
-            ),
-            {
-                "type": "response.function_call_arguments.done",
-                **where,
-                "name": item["name"],
-                "arguments": arguments,
-            },
+            *_deltas("function_call_arguments", arguments, size, **where),
+            _event("function_call_arguments.done", **where, name=item["name"], arguments=arguments),
         ]
-    events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    events.append(_event("output_item.done", output_index=index, item=item))
     return events
 
 
@@ -379,19 +365,14 @@ def response_events(request: RecordedRequest, reply: ScriptedReply) -> list[byte
     """``event: <type>`` / ``data: <json>`` events, numbered by ``sequence_number``."""
     response = _Response(request, reply)
     started = response.body("in_progress", output=False)
-    events: list[dict[str, Any]] = [
-        {"type": "response.created", "response": started},
-        {"type": "response.in_progress", "response": started},
-    ]
+    events = [_event("created", response=started), _event("in_progress", response=started)]
     for index, item in enumerate(response.items):
         events += _item_events(index, item, reply.chunk_size)
     if reply.outcome == "error":
         failure = {"code": "server_error", "message": "The scripted stream failed.", "param": None}
         events.append({"type": "error", **failure})
     else:
-        events.append(
-            {"type": f"response.{reply.outcome}", "response": response.body(reply.outcome)}
-        )
+        events.append(_event(reply.outcome, response=response.body(reply.outcome)))
     return [
         f"event: {event['type']}\ndata: ".encode()
         + _json({**event, "sequence_number": number})
