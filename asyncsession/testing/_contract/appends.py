@@ -34,13 +34,13 @@ class AppendsContract(ContractBase):
 
     async def test_appended_events_are_returned_in_append_order(self) -> None:
         """Events come back in the order they were appended, whatever their timestamps."""
-        session = await self.new_session()
+        s = (await self.new_session()).id
         base = utc_now()
         for i, offset in enumerate([5, 1, 4, 2, 3]):
             await self.repo.append_event(
-                user(session.id, f"msg-{i + 1}", timestamp=base - timedelta(seconds=offset))
+                user(s, f"msg-{i + 1}", timestamp=base - timedelta(seconds=offset))
             )
-        assert await self.texts(session.id) == [f"msg-{i}" for i in range(1, 6)]
+        assert await self.texts(s) == [f"msg-{i}" for i in range(1, 6)]
 
     async def test_append_of_the_same_event_id_is_an_idempotent_replay(self) -> None:
         """Appending an id the session has changes nothing, the version included."""
@@ -124,49 +124,49 @@ class AppendsContract(ContractBase):
 
     async def test_a_batch_is_one_version_in_order(self) -> None:
         """``append_events`` appends a batch in order and moves the version once."""
-        session = await self.new_session()
-        batch = [user(session.id, "u"), assistant(session.id, "a"), user(session.id, "u2")]
-        assert await self.repo.append_events(session.id, batch)
-        assert await self.texts(session.id) == ["u", "a", "u2"]
-        assert await self.repo.get_event_version(session.id) == 1
+        s = (await self.new_session()).id
+        batch = [user(s, "u"), assistant(s, "a"), user(s, "u2")]
+        assert await self.repo.append_events(s, batch)
+        assert await self.texts(s) == ["u", "a", "u2"]
+        assert await self.repo.get_event_version(s) == 1
 
     async def test_a_versioned_append_with_a_stale_version_writes_nothing(self) -> None:
         """A batch whose expected version is stale returns ``False`` and changes nothing."""
-        session = await self.new_session()
-        await self.append(session.id, "first")
-        assert not await self.repo.append_events(session.id, [user(session.id, "late")], 0)
-        assert await self.texts(session.id) == ["first"]
-        assert await self.repo.get_event_version(session.id) == 1
-        assert await self.repo.append_events(session.id, [user(session.id, "now")], 1)
-        assert await self.repo.get_event_version(session.id) == 2
+        s = (await self.new_session()).id
+        await self.append(s, "first")
+        assert not await self.repo.append_events(s, [user(s, "late")], 0)
+        assert await self.texts(s) == ["first"]
+        assert await self.repo.get_event_version(s) == 1
+        assert await self.repo.append_events(s, [user(s, "now")], 1)
+        assert await self.repo.get_event_version(s) == 2
 
     async def test_idempotent_replay_through_append_events(self) -> None:
         """A retried batch (versioned or not) whose events are stored is a no-op that succeeds."""
-        session = await self.new_session()
-        batch = [user(session.id, "q"), assistant(session.id, "a")]
-        assert await self.repo.append_events(session.id, batch, 0)
-        assert await self.repo.append_events(session.id, batch, 0)
-        assert await self.repo.append_events(session.id, batch)
-        assert await self.texts(session.id) == ["q", "a"]
-        assert await self.repo.get_event_version(session.id) == 1
+        s = (await self.new_session()).id
+        batch = [user(s, "q"), assistant(s, "a")]
+        assert await self.repo.append_events(s, batch, 0)
+        assert await self.repo.append_events(s, batch, 0)
+        assert await self.repo.append_events(s, batch)
+        assert await self.texts(s) == ["q", "a"]
+        assert await self.repo.get_event_version(s) == 1
 
     async def test_a_partly_replayed_batch_appends_only_the_new_events(self) -> None:
         """Events of a batch that are stored already are skipped; the rest are appended."""
-        session = await self.new_session()
-        q = user(session.id, "q")
+        s = (await self.new_session()).id
+        q = user(s, "q")
         await self.repo.append_event(q)
-        assert await self.repo.append_events(session.id, [q, assistant(session.id, "a")], 1)
-        assert await self.texts(session.id) == ["q", "a"]
-        assert await self.repo.get_event_version(session.id) == 2
+        assert await self.repo.append_events(s, [q, assistant(s, "a")], 1)
+        assert await self.texts(s) == ["q", "a"]
+        assert await self.repo.get_event_version(s) == 2
 
     async def test_messages_round_trip_losslessly(self) -> None:
         """Every message shape, metadata and timestamps come back exactly as appended."""
-        session = await self.new_session()
+        s = (await self.new_session()).id
         stamp = datetime(2026, 6, 1, 12, 30, 15, 250000, tzinfo=UTC)
         events = [
-            event(session.id, SystemMessage(text="be brief", role="developer"), timestamp=stamp),
+            event(s, SystemMessage(text="be brief", role="developer"), timestamp=stamp),
             event(
-                session.id,
+                s,
                 UserMessage(
                     text="look",
                     parts=(
@@ -178,7 +178,7 @@ class AppendsContract(ContractBase):
                 metadata={"client": {"ip": "127.0.0.1"}, "n": 1.5},
             ),
             event(
-                session.id,
+                s,
                 AssistantMessage(
                     tool_calls=(
                         ToolCall(id="call_1", name="weather", arguments='{"city": "Paris"}'),
@@ -187,7 +187,7 @@ class AppendsContract(ContractBase):
                 ),
             ),
             event(
-                session.id,
+                s,
                 ToolResponseMessage(
                     responses=(
                         ToolResponse(id="call_1", name="weather", data="sunny"),
@@ -195,26 +195,22 @@ class AppendsContract(ContractBase):
                     )
                 ),
             ),
-            event(session.id, AssistantMessage(text="Sunny at noon.", extra={"refusal": None})),
+            event(s, AssistantMessage(text="Sunny at noon.", extra={"refusal": None})),
             SessionEvent(
-                session_id=session.id,
-                type=EventType.of("ACME.AUDIT"),
-                payload={"a": [1, {"b": True}]},
+                session_id=s, type=EventType.of("ACME.AUDIT"), payload={"a": [1, {"b": True}]}
             ),
         ]
-        assert await self.repo.append_events(session.id, events)
-        assert await self.log(session.id) == events
+        assert await self.repo.append_events(s, events)
+        assert await self.log(s) == events
 
     async def test_custom_event_type_with_the_longest_name_round_trips(self) -> None:
         """An event of a custom type whose name has 64 characters comes back with its payload."""
         name = "ACME." + "X" * 59
         assert len(name) == 64
-        session = await self.new_session()
-        e = SessionEvent(
-            session_id=session.id, type=EventType.of(name), payload={"action": "exported"}
-        )
+        s = (await self.new_session()).id
+        e = SessionEvent(session_id=s, type=EventType.of(name), payload={"action": "exported"})
         await self.repo.append_event(e)
-        stored = await self.log(session.id)
+        stored = await self.log(s)
         assert stored == [e]
         assert stored[0].type == EventType.of(name)
         assert not stored[0].is_message
@@ -222,20 +218,16 @@ class AppendsContract(ContractBase):
     async def test_a_read_by_event_type_returns_the_events_of_that_type(self) -> None:
         """``event_types`` selects events of those types, message types included."""
         audit, other = EventType.of("ACME.AUDIT"), EventType.of("ACME.OTHER")
-        session = await self.new_session()
-        await self.append(session.id, "hello")
+        s = (await self.new_session()).id
+        await self.append(s, "hello")
         for i in range(3):
-            await self.repo.append_event(
-                SessionEvent(session_id=session.id, type=audit, payload={"i": i})
-            )
-            await self.repo.append_event(
-                SessionEvent(session_id=session.id, type=other, payload={})
-            )
-        found = await self.repo.find_events(session.id, EventFilter(event_types=[audit]))
+            await self.repo.append_event(SessionEvent(session_id=s, type=audit, payload={"i": i}))
+            await self.repo.append_event(SessionEvent(session_id=s, type=other, payload={}))
+        found = await self.repo.find_events(s, EventFilter(event_types=[audit]))
         assert [e.payload for e in found] == [{"i": 0}, {"i": 1}, {"i": 2}]
-        newest = await self.repo.find_events(session.id, EventFilter(event_types=[audit], last_n=1))
+        newest = await self.repo.find_events(s, EventFilter(event_types=[audit], last_n=1))
         assert [e.payload for e in newest] == [{"i": 2}]
-        users = await self.repo.find_events(session.id, EventFilter(event_types=[EventType.USER]))
+        users = await self.repo.find_events(s, EventFilter(event_types=[EventType.USER]))
         assert labels(users) == ["hello"]
 
 
@@ -288,20 +280,18 @@ class ConcurrencyContract(ContractBase):
 
     async def test_versioned_append_has_exactly_one_concurrent_winner(self) -> None:
         """Of 50 concurrent writers with one expected version, exactly one appends, each round."""
-        session = await self.new_session()
+        s = (await self.new_session()).id
         for round_ in range(10):
-            version = await self.repo.get_event_version(session.id)
+            version = await self.repo.get_event_version(s)
             results = await asyncio.gather(
                 *(
-                    self.repo.append_events(
-                        session.id, [user(session.id, f"r{round_}-w{i}")], version
-                    )
+                    self.repo.append_events(s, [user(s, f"r{round_}-w{i}")], version)
                     for i in range(50)
                 )
             )
             assert results.count(True) == 1
-            assert await self.repo.get_event_version(session.id) == version + 1
-        assert len(await self.log(session.id)) == 10
+            assert await self.repo.get_event_version(s) == version + 1
+        assert len(await self.log(s)) == 10
 
     async def test_the_claim_loop_gives_exactly_one_holder(self) -> None:
         """The seed's "state as the newest event" claim loop: of N claimers, exactly one holds."""

@@ -31,43 +31,39 @@ class FiltersContract(ContractBase):
 
     async def test_message_types_filter_keeps_only_those_types(self) -> None:
         """``message_types`` selects messages of those roles."""
-        session = await self.new_session()
-        await self.repo.append_events(
-            session.id, [user(session.id, "q"), assistant(session.id, "a"), user(session.id, "q2")]
-        )
+        s = (await self.new_session()).id
+        await self.repo.append_events(s, [user(s, "q"), assistant(s, "a"), user(s, "q2")])
         only = EventFilter(message_types=[MessageType.ASSISTANT])
-        assert await self.texts(session.id, only) == ["a"]
+        assert await self.texts(s, only) == ["a"]
 
     async def test_time_range_filter_is_inclusive(self) -> None:
         """``from_`` and ``to`` include events exactly at their instants."""
-        session = await self.new_session()
+        s = (await self.new_session()).id
         base = datetime(2026, 5, 1, tzinfo=UTC)
         for i in range(4):
             await self.repo.append_event(
-                user(session.id, f"t{i}", timestamp=base + timedelta(seconds=60 * i))
+                user(s, f"t{i}", timestamp=base + timedelta(seconds=60 * i))
             )
         window = EventFilter(from_=base + timedelta(seconds=60), to=base + timedelta(seconds=120))
-        assert await self.texts(session.id, window) == ["t1", "t2"]
+        assert await self.texts(s, window) == ["t1", "t2"]
 
     async def test_exclude_synthetic_hides_summary_events(self) -> None:
         """``real_only`` leaves out synthetic events; ``all`` keeps them."""
-        session = await self.new_session()
-        await self.repo.append_event(user(session.id, "real"))
-        await self.repo.append_event(synthetic(session.id, AssistantMessage(text="summary")))
-        assert await self.texts(session.id, EventFilter.real_only()) == ["real"]
-        assert await self.texts(session.id) == ["real", "Σ:summary"]
+        s = (await self.new_session()).id
+        await self.repo.append_event(user(s, "real"))
+        await self.repo.append_event(synthetic(s, AssistantMessage(text="summary")))
+        assert await self.texts(s, EventFilter.real_only()) == ["real"]
+        assert await self.texts(s) == ["real", "Σ:summary"]
 
     async def test_exclude_archived_hides_archived_events(self) -> None:
         """Archived events are hidden from the active view and kept in the whole log."""
-        session = await self.new_session()
-        old, _new = await self.append(session.id, "old", "new")
-        await self.compact(session.id, drop=[old])
+        s = (await self.new_session()).id
+        old, _new = await self.append(s, "old", "new")
+        await self.compact(s, drop=[old])
         messages = EventFilter(message_types=list(MessageType))
-        assert await self.texts(session.id, EventFilter.active()) == ["new"]
-        assert await self.texts(session.id, messages.merge(EventFilter(exclude_archived=True))) == [
-            "new"
-        ]
-        assert await self.texts(session.id, messages) == ["old", "new"]
+        assert await self.texts(s, EventFilter.active()) == ["new"]
+        assert await self.texts(s, messages.merge(EventFilter(exclude_archived=True))) == ["new"]
+        assert await self.texts(s, messages) == ["old", "new"]
 
     async def test_keyword_search_is_case_insensitive_and_matches_wildcard_characters_literally(
         self,
@@ -113,46 +109,42 @@ class FiltersContract(ContractBase):
 
     async def test_keywords_search_combines_terms_with_any_or_all(self) -> None:
         """Several keywords match any or all of the terms, literally."""
-        session = await self.new_session()
-        await self.append(session.id, "100% done", "snake_case", "100% snake_case", "other")
+        s = (await self.new_session()).id
+        await self.append(s, "100% done", "snake_case", "100% snake_case", "other")
         any_ = EventFilter.keywords_search(["0%", "e_c"], MatchMode.ANY)
         all_ = EventFilter.keywords_search(["0%", "E_C"], MatchMode.ALL)
-        assert await self.texts(session.id, any_) == ["100% done", "snake_case", "100% snake_case"]
-        assert await self.texts(session.id, all_) == ["100% snake_case"]
+        assert await self.texts(s, any_) == ["100% done", "snake_case", "100% snake_case"]
+        assert await self.texts(s, all_) == ["100% snake_case"]
 
     async def test_pattern_search_matches_with_the_regex(self) -> None:
         """``pattern`` is a Python regex searched in the text."""
-        session = await self.new_session()
-        await self.append(session.id, "msg-1", "msg-2", "msg-13")
-        found = await self.texts(session.id, EventFilter.pattern_search(r"^msg-1\d?$"))
+        s = (await self.new_session()).id
+        await self.append(s, "msg-1", "msg-2", "msg-13")
+        found = await self.texts(s, EventFilter.pattern_search(r"^msg-1\d?$"))
         assert found == ["msg-1", "msg-13"]
 
     async def test_text_searches_skip_events_without_text(self) -> None:
         """Tool results and custom events have no text, so searches never return them."""
-        session = await self.new_session()
+        s = (await self.new_session()).id
         await self.repo.append_events(
-            session.id,
+            s,
             [
                 event(
-                    session.id,
+                    s,
                     ToolResponseMessage(responses=(ToolResponse(id="c", name="t", data="needle"),)),
                 ),
-                SessionEvent(
-                    session_id=session.id, type=EventType.of("ACME.X"), payload={"t": "needle"}
-                ),
-                user(session.id, "a needle"),
+                SessionEvent(session_id=s, type=EventType.of("ACME.X"), payload={"t": "needle"}),
+                user(s, "a needle"),
             ],
         )
-        assert await self.texts(session.id, EventFilter(keyword="needle")) == ["a needle"]
+        assert await self.texts(s, EventFilter(keyword="needle")) == ["a needle"]
 
     async def test_last_n_returns_the_newest_events_in_chronological_order(self) -> None:
         """``last_n`` returns the newest events, oldest first."""
-        session = await self.new_session()
-        await self.append(session.id, *(f"msg-{i}" for i in range(1, 6)))
-        assert await self.texts(session.id, EventFilter.last_n(2)) == ["msg-4", "msg-5"]
-        assert await self.texts(session.id, EventFilter.last_n(10)) == [
-            f"msg-{i}" for i in range(1, 6)
-        ]
+        s = (await self.new_session()).id
+        await self.append(s, *(f"msg-{i}" for i in range(1, 6)))
+        assert await self.texts(s, EventFilter.last_n(2)) == ["msg-4", "msg-5"]
+        assert await self.texts(s, EventFilter.last_n(10)) == [f"msg-{i}" for i in range(1, 6)]
 
     async def test_last_n_is_extended_to_the_start_of_its_turn(self) -> None:
         """A window that would start mid-turn reaches back to the turn's user message."""
@@ -224,22 +216,18 @@ class FiltersContract(ContractBase):
 
     async def test_pages_are_zero_indexed_in_chronological_order(self) -> None:
         """Pages cut the matching events in order, from page 0."""
-        session = await self.new_session()
-        await self.append(session.id, *(f"msg-{i}" for i in range(1, 6)))
-        pages = [await self.texts(session.id, EventFilter(page=p, page_size=2)) for p in range(4)]
+        s = (await self.new_session()).id
+        await self.append(s, *(f"msg-{i}" for i in range(1, 6)))
+        pages = [await self.texts(s, EventFilter(page=p, page_size=2)) for p in range(4)]
         assert pages == [["msg-1", "msg-2"], ["msg-3", "msg-4"], ["msg-5"], []]
-        assert await self.texts(session.id, EventFilter(page_size=3)) == ["msg-1", "msg-2", "msg-3"]
+        assert await self.texts(s, EventFilter(page_size=3)) == ["msg-1", "msg-2", "msg-3"]
 
     async def test_a_huge_page_number_returns_an_empty_page(self) -> None:
         """A page far past the end is empty, with no overflow."""
-        session = await self.new_session()
-        await self.append(session.id, "only")
-        assert (
-            await self.repo.find_events(session.id, EventFilter(page=2**31 - 1, page_size=10)) == []
-        )
-        assert (
-            await self.repo.find_events(session.id, EventFilter(page=2**62, page_size=2**31)) == []
-        )
+        s = (await self.new_session()).id
+        await self.append(s, "only")
+        assert await self.repo.find_events(s, EventFilter(page=2**31 - 1, page_size=10)) == []
+        assert await self.repo.find_events(s, EventFilter(page=2**62, page_size=2**31)) == []
 
     async def test_find_events_by_user_id_orders_by_timestamp_across_sessions_and_pages(
         self,
@@ -306,26 +294,22 @@ class SearchContract(ContractBase):
 
     async def test_keywords_match_literally_ignoring_case(self) -> None:
         """``%``, ``_`` and ``[`` are text, not wildcards; case is ignored."""
-        session = await self.new_session()
+        s = (await self.new_session()).id
         texts = ["100% sure", "100 percent", "a_b", "axb", "[Draft] plan", "draft plan"]
-        await self.append(session.id, *texts)
-        assert await self._search(session.id, "%") == ["100% sure"]
-        assert await self._search(session.id, "_") == ["a_b"]
-        assert await self._search(session.id, "[d") == ["[Draft] plan"]
-        assert await self._search(session.id, "DRAFT") == ["[Draft] plan", "draft plan"]
-        assert await self._search(session.id, "a.b") == []
+        await self.append(s, *texts)
+        assert await self._search(s, "%") == ["100% sure"]
+        assert await self._search(s, "_") == ["a_b"]
+        assert await self._search(s, "[d") == ["[Draft] plan"]
+        assert await self._search(s, "DRAFT") == ["[Draft] plan", "draft plan"]
+        assert await self._search(s, "a.b") == []
 
     async def test_any_or_all_of_the_keywords(self) -> None:
         """ANY (the default) needs one keyword, ALL every one."""
-        session = await self.new_session()
-        await self.append(session.id, "invoice sent", "refund asked", "invoice refund")
+        s = (await self.new_session()).id
+        await self.append(s, "invoice sent", "refund asked", "invoice refund")
         both = ("invoice", "refund")
-        assert await self._search(session.id, *both) == [
-            "invoice sent",
-            "refund asked",
-            "invoice refund",
-        ]
-        assert await self._search(session.id, *both, match_mode=MatchMode.ALL) == ["invoice refund"]
+        assert await self._search(s, *both) == ["invoice sent", "refund asked", "invoice refund"]
+        assert await self._search(s, *both, match_mode=MatchMode.ALL) == ["invoice refund"]
 
     async def test_message_types_and_message_events_only(self) -> None:
         """Only message events are searched, of the asked types; a custom event's payload and a
@@ -357,38 +341,36 @@ class SearchContract(ContractBase):
 
     async def test_since_compares_to_the_microsecond(self) -> None:
         """An event stamped before ``since`` by any amount is left out."""
-        session = await self.new_session()
+        s = (await self.new_session()).id
         await self.repo.append_events(
-            session.id,
+            s,
             [
-                user(session.id, "tick early", timestamp=_T0),
-                user(session.id, "tick late", timestamp=_T0 + timedelta(milliseconds=1)),
+                user(s, "tick early", timestamp=_T0),
+                user(s, "tick late", timestamp=_T0 + timedelta(milliseconds=1)),
             ],
         )
         at = _T0
-        assert await self._search(session.id, "tick", since=at) == ["tick early", "tick late"]
+        assert await self._search(s, "tick", since=at) == ["tick early", "tick late"]
         just_after = _T0 + timedelta(microseconds=1)
-        assert await self._search(session.id, "tick", since=just_after) == ["tick late"]
+        assert await self._search(s, "tick", since=just_after) == ["tick late"]
         last = _T0 + timedelta(microseconds=1000)
-        assert await self._search(session.id, "tick", since=last) == ["tick late"]
+        assert await self._search(s, "tick", since=last) == ["tick late"]
         beyond = _T0 + timedelta(microseconds=1001)
-        assert await self._search(session.id, "tick", since=beyond) == []
+        assert await self._search(s, "tick", since=beyond) == []
 
     async def test_pages_of_matches_oldest_first(self) -> None:
         """Matches come a page at a time; a page past the end is empty."""
-        session = await self.new_session()
-        await self.append(session.id, *(f"match {i}" for i in range(5)), "other")
-        pages = [
-            await self._search(session.id, "match", page=page, page_size=2) for page in range(4)
-        ]
+        s = (await self.new_session()).id
+        await self.append(s, *(f"match {i}" for i in range(5)), "other")
+        pages = [await self._search(s, "match", page=page, page_size=2) for page in range(4)]
         assert pages == [["match 0", "match 1"], ["match 2", "match 3"], ["match 4"], []]
 
     async def test_a_query_is_bounded(self) -> None:
         """At most 20 keywords of 1 to 200 characters; anything else is refused up front."""
-        session = await self.new_session()
-        await self.append(session.id, "x" * 200)
-        assert await self._search(session.id, "x" * 200) == ["x" * 200]
-        assert len(await self._search(session.id, *("x" * (i + 1) for i in range(20)))) == 1
+        s = (await self.new_session()).id
+        await self.append(s, "x" * 200)
+        assert await self._search(s, "x" * 200) == ["x" * 200]
+        assert len(await self._search(s, *("x" * (i + 1) for i in range(20)))) == 1
         for keywords in [(), ("x",) * 21, ("x" * 201,), (" ",), ("x", "")]:
             with pytest.raises(InvalidFilter):
                 EventQuery(keywords=keywords)

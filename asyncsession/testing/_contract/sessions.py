@@ -243,16 +243,16 @@ class LifecycleContract(ContractBase):
 
     async def test_aclose_is_idempotent_and_a_call_after_it_is_a_usage_error(self) -> None:
         """Closing twice is fine; reads and writes after closing raise UsageError."""
-        session = await self.new_session()
+        s = (await self.new_session()).id
         store = cast(Any, self.repo)
         await store.aclose()
         await store.aclose()
         with pytest.raises(UsageError, match="closed"):
-            await self.repo.find_by_id(session.id)
+            await self.repo.find_by_id(s)
         with pytest.raises(UsageError, match="closed"):
-            await self.repo.append_event(user(session.id, "late"))
+            await self.repo.append_event(user(s, "late"))
         with pytest.raises(UsageError, match="closed"):
-            await self.log(session.id)
+            await self.log(s)
         with pytest.raises(UsageError, match="closed"):
             await self.new_session()
 

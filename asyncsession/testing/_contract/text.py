@@ -63,34 +63,34 @@ class TextContract(ContractBase):
     ) -> None:
         """Appending such an event (alone or in a batch, versioned or not) raises
         `InvalidText` and leaves the log and its version as they were."""
-        session = await self.new_session()
-        good = user(session.id, "kept")
+        s = (await self.new_session()).id
+        good = user(s, "kept")
         await self.repo.append_event(good)
-        bad = bad_events(session.id)[place]
-        fresh = user(session.id, "never written")
+        bad = bad_events(s)[place]
+        fresh = user(s, "never written")
         with pytest.raises(InvalidText):
             await self.repo.append_event(bad)
         with pytest.raises(InvalidText):
-            await self.repo.append_events(session.id, [fresh, bad])
+            await self.repo.append_events(s, [fresh, bad])
         with pytest.raises(InvalidText):
-            await self.repo.append_events(session.id, [fresh, bad], expected_version=1)
-        assert await self.log(session.id) == [good]
-        assert await self.repo.get_event_version(session.id) == 1
+            await self.repo.append_events(s, [fresh, bad], expected_version=1)
+        assert await self.log(s) == [good]
+        assert await self.repo.get_event_version(s) == 1
         # The ids were not taken: the good event appends now.
-        assert await self.repo.append_events(session.id, [fresh])
-        assert await self.repo.get_event_version(session.id) == 2
+        assert await self.repo.append_events(s, [fresh])
+        assert await self.repo.get_event_version(s) == 2
 
     async def test_a_compaction_inserting_a_lone_surrogate_is_refused(self) -> None:
         """A compaction whose summary holds such a string changes nothing."""
-        session = await self.new_session()
-        events = [user(session.id, "a"), user(session.id, "b")]
-        await self.repo.append_events(session.id, events)
-        summary = user(session.id, LONE)
-        edge = boundary(session.id, [summary, events[1]], [events[0]])
+        s = (await self.new_session()).id
+        events = [user(s, "a"), user(s, "b")]
+        await self.repo.append_events(s, events)
+        summary = user(s, LONE)
+        edge = boundary(s, [summary, events[1]], [events[0]])
         with pytest.raises(InvalidText):
-            await self.repo.append_events(session.id, [summary, edge], 1)
-        assert await self.log(session.id) == events
-        assert await self.repo.get_event_version(session.id) == 1
+            await self.repo.append_events(s, [summary, edge], 1)
+        assert await self.log(s) == events
+        assert await self.repo.get_event_version(s) == 1
 
     @pytest.mark.parametrize("field", ["id", "user_id", "metadata key", "metadata value"])
     async def test_a_session_with_a_lone_surrogate_is_refused(self, field: str) -> None:
@@ -120,14 +120,14 @@ class TextContract(ContractBase):
 
     async def test_valid_non_ascii_text_round_trips(self) -> None:
         """Paired surrogates' characters, NUL-free scripts and emoji are kept exactly."""
-        session = await self.new_session(metadata={"😀": "ü"})
+        s = (await self.new_session(metadata={"😀": "ü"})).id
         custom = EventType.of("ACME.TEXT")
         events = [
-            user(session.id, "héllo 😀 世界", metadata={"ключ": ["😀"]}),
-            SessionEvent(session_id=session.id, type=custom, payload={"😀": {"ß": "𝄞"}}),
+            user(s, "héllo 😀 世界", metadata={"ключ": ["😀"]}),
+            SessionEvent(session_id=s, type=custom, payload={"😀": {"ß": "𝄞"}}),
         ]
-        await self.repo.append_events(session.id, events)
-        assert await self.log(session.id) == events
-        stored = await self.repo.find_by_id(session.id)
+        await self.repo.append_events(s, events)
+        assert await self.log(s) == events
+        stored = await self.repo.find_by_id(s)
         assert stored is not None
         assert stored.metadata == {"😀": "ü"}
