@@ -36,7 +36,6 @@ import secrets
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, cast
 
 import httpx2
@@ -160,12 +159,7 @@ class ScriptedOpenAIServer:
         self._state = "open"
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
