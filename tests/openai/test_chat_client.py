@@ -19,16 +19,14 @@ from asyncsession.advisors import (
 from asyncsession.chat import ChatOptions, Usage
 from asyncsession.exceptions import ChatError, ChatTimeout, MissingSessionId, UsageError
 from asyncsession.openai import ChatClient
-from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedUsage
+from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
 
 
 async def test_a_call_returns_the_reply_with_its_metadata(
     server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
 ) -> None:
     """Text, finish reason, usage, model and id come back; the model and prompt went out."""
-    server.enqueue(
-        ScriptedReply.text("Hi!", usage=ScriptedUsage(prompt_tokens=7, completion_tokens=2))
-    )
+    server.enqueue(ScriptedReply.text("Hi!", prompt_tokens=7, completion_tokens=2))
     client = ChatClient(openai_client, model=MODEL)
 
     response = await client.call("Hello")

@@ -32,7 +32,6 @@ from asyncsession.testing import (
     ScriptedOpenAIServer,
     ScriptedReply,
     ScriptedToolCall,
-    ScriptedUsage,
 )
 
 WAIT = 5  # seconds: a bound on waits for events that must happen, never a synchronisation sleep
@@ -107,9 +106,7 @@ async def test_the_reply_is_stored_once_after_the_last_chunk_and_before_the_bloc
     """The last chunk (usage) arrives before anything is stored; the reply is stored, once,
     by the time the iteration ends, inside the block."""
     strategy = CountingStrategy()
-    server.enqueue(
-        ScriptedReply.text("Sure.", usage=ScriptedUsage(prompt_tokens=3, completion_tokens=1))
-    )
+    server.enqueue(ScriptedReply.text("Sure.", prompt_tokens=3, completion_tokens=1))
     stored_at_last_chunk: list[str] = []
     compactions_at_last_chunk = -1
 

@@ -20,7 +20,6 @@ from asyncsession.testing import (
     ScriptedOpenAIServer,
     ScriptedReply,
     ScriptedToolCall,
-    ScriptedUsage,
 )
 from asyncsession.tools import tool
 
@@ -77,7 +76,7 @@ async def test_a_turn_is_sent_as_items_and_stored(
     """A call sends the history as input items with store=False and encrypted reasoning asked
     for, and stores the user message and the reply."""
     server.enqueue(
-        ScriptedReply.text("Hello.", usage=ScriptedUsage(prompt_tokens=7, completion_tokens=2)),
+        ScriptedReply.text("Hello.", prompt_tokens=7, completion_tokens=2),
         ScriptedReply.text("Again."),
     )
     client = session_client(openai_client, store)

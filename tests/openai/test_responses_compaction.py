@@ -24,8 +24,8 @@ from asyncsession.openai._responses_compaction import (
     RESPONSES_COMPACT_SOURCE,
 )
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
-from asyncsession.testing._openai_server.compaction_wire import covered_items
 from asyncsession.testing._openai_server.script import json_objects
+from asyncsession.testing._openai_server.wire import covered_items
 
 MODEL = "gpt-test"
 COMPACT = ScriptedReply.text("")
