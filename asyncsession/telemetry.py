@@ -1,0 +1,418 @@
+"""OpenTelemetry traces of chat turns, model calls, tool calls, compactions and store operations.
+
+Install the ``[otel]`` extra (``pip install '.[otel]'`` from a clone) and configure a tracer
+provider in your application; without ``opentelemetry-api`` every piece here is a no-op.
+Compose what you need:
+
+- `TracingAdvisor` (first of a client's ``advisors``): a ``chat_turn`` span per call, with
+  what the turn cost; registered on the store's ``AsyncMongoClient`` too, it counts the turn's
+  MongoDB commands;
+- `ModelCallTracingAdvisor` (last of its ``model_advisors``): a GenAI ``chat {model}`` span per
+  model call;
+- `TracingSessionService`: the standard service over a traced store, with a
+  ``session_store <operation>`` span per store operation and a ``compaction`` span per
+  compaction.
+
+The turn adds an ``execute_tool {name}`` span per tool call on its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from typing import Any, Final, TypeVar, cast
+from urllib.parse import urlsplit
+
+import httpx2
+from pymongo import monitoring
+
+from ._checks import REPOSITORY_METHODS, require_object
+from ._lifecycle import ForwardsLoop
+from ._telemetry import AttributeValue, Span, TurnStats, current_turn, span, start_span, turn_stats
+from .advisors import CallContext, CallNext, ChunkStream, StreamNext
+from .chat import ChatChunk, ChatRequest, ChatResponse
+from .compaction import CompactionStrategy
+from .compaction_protocols import CompactionResult, TriggerLike
+from .exceptions import UsageError
+from .repository import SessionRepository
+from .service import DefaultSessionService
+
+__all__ = ["ModelCallTracingAdvisor", "TracingAdvisor", "TracingSessionService"]
+
+_HANDSHAKES: Final = frozenset(
+    {"hello", "ismaster", "isMaster", "ping", "endSessions", "saslStart", "saslContinue"}
+)
+_DEFAULT_PORTS: Final = {"https": 443, "http": 80}
+_M = TypeVar("_M", bound=Callable[..., Awaitable[Any]])
+
+
+def _turn_attributes(ctx: CallContext) -> dict[str, AttributeValue | None]:
+    return {
+        "gen_ai.conversation.id": ctx.session_id,
+        "asyncsession.session.id": ctx.session_id,
+        "asyncsession.user.id": ctx.user_id,
+        "asyncsession.request.id": ctx.request_id,
+        "asyncsession.turn.streaming": ctx.streaming,
+    }
+
+
+def _end_turn(turn: Span, stats: TurnStats) -> None:
+    turn.set_many(
+        {
+            "asyncsession.turn.model_calls": stats.model_calls,
+            "asyncsession.turn.db_commands": stats.db_commands,
+            "asyncsession.turn.store_operations": stats.store_operations,
+        }
+    )
+    turn.end()
+
+
+def _end_model_call(call: Span, response: ChatResponse) -> None:
+    usage = response.usage
+    call.set_many(
+        {
+            "gen_ai.response.model": response.model,
+            "gen_ai.response.id": response.id,
+            "gen_ai.response.finish_reasons": [response.finish_reason or "unknown"],
+            "gen_ai.usage.input_tokens": None if usage is None else usage.prompt_tokens,
+            "gen_ai.usage.output_tokens": None if usage is None else usage.completion_tokens,
+        }
+    )
+    call.end()
+
+
+class TracingAdvisor(monitoring.CommandListener):
+    """A span per chat call: ``chat_turn``. Put it first in the client's ``advisors``.
+
+    Its attributes: the session (also as ``gen_ai.conversation.id``), user and request ids of
+    the context, whether it streamed, and what the turn cost: ``asyncsession.turn.model_calls``
+    (counted by a `ModelCallTracingAdvisor`), ``asyncsession.turn.store_operations`` (counted by
+    a `TracingSessionService`'s store) and ``asyncsession.turn.db_commands``: the MongoDB
+    commands sent, handshakes and pings aside, when the advisor is also registered on the
+    store's client: ``tracing = TracingAdvisor()``, then ``AsyncMongoClient(uri,
+    event_listeners=[tracing])`` or ``MongoSessionRepository.from_uri(uri, db,
+    event_listeners=[tracing])``. Any instance counts for every turn, concurrent ones included.
+
+    Everything the turn does (store operations, model calls, tool calls, compaction) nests
+    under its span. A stream's span ends when the stream ends or is closed; on the stream path
+    the span is current only while the chain works on a chunk, never across a ``yield``.
+    """
+
+    async def call(
+        self, ctx: CallContext, request: ChatRequest, call_next: CallNext
+    ) -> ChatResponse:
+        """The rest of the chain inside a ``chat_turn`` span."""
+        turn = start_span("chat_turn", attributes=_turn_attributes(ctx))
+        stats = TurnStats()
+        try:
+            with turn.activate(), turn_stats(stats):
+                return await call_next(ctx, request)
+        except BaseException as exc:
+            turn.fail(exc)
+            raise
+        finally:
+            _end_turn(turn, stats)
+
+    def stream(
+        self, ctx: CallContext, request: ChatRequest, call_next: StreamNext
+    ) -> AsyncIterator[ChatChunk]:
+        """The rest of the chain's stream inside a ``chat_turn`` span."""
+        stats = TurnStats()
+        turn = start_span("chat_turn", attributes=_turn_attributes(ctx))
+        with turn.activate(), turn_stats(stats):
+            inner = call_next(ctx, request)
+        return _SpanStream(inner, turn, stats, lambda _: _end_turn(turn, stats))
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        """Count the command towards the turn current in the task that sends it."""
+        stats = current_turn()
+        if stats is not None and event.command_name not in _HANDSHAKES:
+            stats.db_commands += 1
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        """Nothing to do."""
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        """Nothing to do."""
+
+
+class ModelCallTracingAdvisor:
+    """A span per model call, after the OpenTelemetry GenAI conventions: ``chat {model}``. Put
+    it last in the client's ``model_advisors``; each round of a tool loop gets its own span.
+
+    Its attributes: ``gen_ai.operation.name`` (``chat``), ``gen_ai.provider.name``
+    (``openai``), ``gen_ai.request.model``, ``gen_ai.response.model``, ``gen_ai.response.id``,
+    ``gen_ai.response.finish_reasons``, ``gen_ai.usage.input_tokens`` /
+    ``output_tokens``, ``gen_ai.conversation.id`` (the session id of the context) and, given
+    ``base_url``, ``server.address`` and ``server.port``.
+
+    Args:
+        model: the model of calls whose options name none (the client's default).
+        base_url: the OpenAI client's ``base_url`` (``openai_client.base_url``).
+    """
+
+    def __init__(
+        self, *, model: str | None = None, base_url: str | httpx2.URL | None = None
+    ) -> None:
+        self.model = model
+        """The model of calls whose options name none."""
+        url = urlsplit(str(base_url)) if base_url is not None else None
+        self._server: dict[str, AttributeValue | None] = (
+            {}
+            if url is None
+            else {
+                "server.address": url.hostname,
+                "server.port": url.port or _DEFAULT_PORTS.get(url.scheme),
+            }
+        )
+
+    def _start(self, ctx: CallContext, request: ChatRequest) -> Span:
+        model = request.options.model or self.model
+        stats = current_turn()
+        if stats is not None:
+            stats.model_calls += 1
+        attributes: dict[str, AttributeValue | None] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": model,
+            "gen_ai.conversation.id": ctx.session_id,
+            **self._server,
+        }
+        return start_span(
+            f"chat {model}" if model else "chat", kind="client", attributes=attributes
+        )
+
+    async def call(
+        self, ctx: CallContext, request: ChatRequest, call_next: CallNext
+    ) -> ChatResponse:
+        """The model call inside its span."""
+        call = self._start(ctx, request)
+        try:
+            with call.activate():
+                response = await call_next(ctx, request)
+        except BaseException as exc:
+            call.fail(exc)
+            call.end()
+            raise
+        _end_model_call(call, response)
+        return response
+
+    def stream(
+        self, ctx: CallContext, request: ChatRequest, call_next: StreamNext
+    ) -> AsyncIterator[ChatChunk]:
+        """The model's stream inside its span, which ends with the stream."""
+        call = self._start(ctx, request)
+        with call.activate():
+            inner = call_next(ctx, request)
+
+        def finish(response: ChatResponse | None) -> None:
+            if response is None:
+                call.end()
+            else:
+                _end_model_call(call, response)
+
+        return _SpanStream(inner, call, current_turn(), finish)
+
+
+class _SpanStream(ChunkStream):
+    """A stream whose span is current while it produces a chunk, and ends with it."""
+
+    __slots__ = ("_finish", "_inner", "_span", "_stats")
+
+    def __init__(
+        self,
+        inner: ChunkStream,
+        span: Span,
+        stats: TurnStats | None,
+        finish: Callable[[ChatResponse | None], None],
+    ) -> None:
+        super().__init__()
+        self._inner = inner
+        self._span = span
+        self._stats = stats
+        self._finish: Callable[[ChatResponse | None], None] | None = finish
+
+    @contextlib.contextmanager
+    def _current(self) -> Generator[None, None, None]:
+        with self._span.activate():
+            if self._stats is None:
+                yield
+            else:
+                with turn_stats(self._stats):
+                    yield
+
+    def _done(self, response: ChatResponse | None) -> None:
+        finish, self._finish = self._finish, None
+        if finish is not None:
+            finish(response)
+
+    async def __anext__(self) -> ChatChunk:
+        try:
+            with self._current():
+                return await self._inner.__anext__()
+        except StopAsyncIteration:
+            self._done(self._produced())
+            raise
+        except BaseException as exc:
+            self._span.fail(exc)
+            self._done(None)
+            raise
+
+    def _produced(self) -> ChatResponse | None:
+        try:
+            return self._inner.response
+        except UsageError:  # not read to the end
+            return None
+
+    async def aclose(self) -> None:
+        try:
+            with self._current():
+                await self._inner.aclose()
+        finally:
+            if self._finish is not None:
+                self._span.set("asyncsession.stream.abandoned", True)
+            self._done(None)
+
+
+def _session_of(parameter: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The session id an operation names: its first argument when that is a ``session_id``, a
+    ``session`` or an ``event``; ``None`` for the others (a user id, a metadata name)."""
+    value = args[0] if args else kwargs.get(parameter or "")
+    if parameter == "session_id":
+        return value
+    if parameter in ("session", "event"):
+        return getattr(value, "session_id", None) or getattr(value, "id", None)
+    return None
+
+
+def _first_parameter(method: Callable[..., Any]) -> str | None:
+    names = [name for name in inspect.signature(method).parameters if name != "self"]
+    return names[0] if names else None
+
+
+def _forward(method: _M) -> _M:
+    name, parameter = method.__name__, _first_parameter(method)
+
+    async def traced(self: _TracedRepository, *args: Any, **kwargs: Any) -> Any:
+        work = getattr(self.repository, name)
+        return await self.traced(name, _session_of(parameter, args, kwargs), work(*args, **kwargs))
+
+    traced.__name__ = traced.__qualname__ = name
+    return cast(_M, traced)
+
+
+class _TracedRepository(ForwardsLoop, SessionRepository):
+    """A repository whose every operation runs in a ``session_store <operation>`` span and
+    counts towards the current turn's ``store_operations``; methods of the wrapped store beyond
+    the base class (``ensure_indexes``) pass through, traced."""
+
+    def __init__(self, repository: SessionRepository) -> None:
+        self.repository = repository
+        name = type(repository).__name__
+        self._attributes: dict[str, AttributeValue | None] = {
+            "asyncsession.store": name,
+            "db.system.name": "mongodb" if name.startswith("Mongo") else None,
+        }
+
+    def __repr__(self) -> str:
+        return f"traced({self.repository!r})"
+
+    async def traced(self, operation: str, session_id: str | None, work: Awaitable[Any]) -> Any:
+        stats = current_turn()
+        if stats is not None:
+            stats.store_operations += 1
+        attributes = {
+            **self._attributes,
+            "db.operation.name": operation,
+            "asyncsession.session.id": session_id,
+            "gen_ai.conversation.id": session_id,
+        }
+        with span(f"session_store {operation}", kind="client", attributes=attributes):
+            return await work
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self.repository, name)
+        if not inspect.iscoroutinefunction(found):
+            return found
+        parameter = _first_parameter(found)
+
+        @functools.wraps(found)
+        async def traced(*args: Any, **kwargs: Any) -> Any:
+            session_id = _session_of(parameter, args, kwargs)
+            return await self.traced(name, session_id, found(*args, **kwargs))
+
+        return traced
+
+    save = _forward(SessionRepository.save)
+    save_if_absent = _forward(SessionRepository.save_if_absent)
+    find_by_id = _forward(SessionRepository.find_by_id)
+    find_by_user_id = _forward(SessionRepository.find_by_user_id)
+    find_by_metadata = _forward(SessionRepository.find_by_metadata)
+    delete = _forward(SessionRepository.delete)
+    delete_expired_sessions = _forward(SessionRepository.delete_expired_sessions)
+    fork = _forward(SessionRepository.fork)
+    locate = _forward(SessionRepository.locate)
+    find_forks = _forward(SessionRepository.find_forks)
+    append_events = _forward(SessionRepository.append_events)
+    append_event = _forward(SessionRepository.append_event)
+    find_events = _forward(SessionRepository.find_events)
+    find_events_by_user_id = _forward(SessionRepository.find_events_by_user_id)
+    get_event_version = _forward(SessionRepository.get_event_version)
+    read_snapshot = _forward(SessionRepository.read_snapshot)
+    read_body = _forward(SessionRepository.read_body)
+    read_body_page = _forward(SessionRepository.read_body_page)
+    acquire_lease = _forward(SessionRepository.acquire_lease)
+    release_lease = _forward(SessionRepository.release_lease)
+    aclose = _forward(SessionRepository.aclose)
+
+
+class TracingSessionService(DefaultSessionService):
+    """A ``DefaultSessionService`` (same arguments) over a traced store, whose compactions run
+    in a ``compaction`` span.
+
+    Each store operation runs in a ``session_store <operation>`` span: ``db.operation.name``
+    (the repository method), ``db.system.name`` (``mongodb`` for the MongoDB store),
+    ``asyncsession.store`` (the store's class) and ``asyncsession.session.id`` (also as
+    ``gen_ai.conversation.id``) where the operation names one; each counts towards the
+    current turn's ``asyncsession.turn.store_operations``. Its ``repository`` is the traced
+    store (the given one stays its owner's to close): pass it wherever a repository is wanted.
+
+    The ``compaction`` span's attributes: ``asyncsession.session.id`` (also as
+    ``gen_ai.conversation.id``), the strategy and trigger classes, and the outcome:
+    ``asyncsession.compaction.applied``, ``.archived_events``, ``.tokens_saved`` (estimated),
+    and ``.error`` when the strategy fell back. Give this service to the client and the
+    compaction worker so their compactions are traced.
+    """
+
+    def __init__(self, repository: SessionRepository, **options: Any) -> None:
+        require_object(
+            repository,
+            "TracingSessionService's repository",
+            "a SessionRepository such as InMemorySessionRepository()",
+            methods=REPOSITORY_METHODS,
+        )
+        super().__init__(_TracedRepository(repository), **options)
+
+    async def compact(
+        self, session_id: str, trigger: TriggerLike, strategy: CompactionStrategy
+    ) -> CompactionResult:
+        """Compact inside a ``compaction`` span."""
+        attributes = {
+            "asyncsession.session.id": session_id,
+            "gen_ai.conversation.id": session_id,
+            "asyncsession.compaction.strategy": type(strategy).__name__,
+            "asyncsession.compaction.trigger": type(trigger).__name__,
+        }
+        with span("compaction", attributes=attributes) as traced:
+            result = await super().compact(session_id, trigger, strategy)
+            traced.set_many(
+                {
+                    "asyncsession.compaction.applied": result.applied,
+                    "asyncsession.compaction.archived_events": result.archived_event_count,
+                    "asyncsession.compaction.tokens_saved": result.tokens_estimated_saved,
+                    "asyncsession.compaction.error": result.error,
+                }
+            )
+        return result
