@@ -9,7 +9,7 @@ import pytest
 from chat_support import MODEL, PATHS, ask, turn
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from asyncsession import CreateSessionRequest, DefaultSessionService, InMemorySessionRepository
+from asyncsession import CreateSessionRequest, InMemorySessionRepository
 from asyncsession.compaction import SlidingWindowCompactionStrategy, TurnCountTrigger
 from asyncsession.openai import ChatClient
 from asyncsession.telemetry import ModelCallTracingAdvisor, TracingAdvisor, TracingSessionService
