@@ -12,7 +12,6 @@ from ..rewinds import RewindRecord
 from ..service import DefaultSessionService
 from ._command import Command, Context
 from ._errors import EXIT_OK
-from ._output import table
 
 __all__ = ["COMMANDS", "point"]
 
@@ -66,13 +65,13 @@ async def _lineage(ctx: Context) -> int:
     for fork in forks:
         at = "?" if fork.forked_from is None else str(fork.forked_from.version)
         rows.append([fork.id, fork.created_at.isoformat(), at])
-    table(rows, ctx.out)
+    ctx.table(rows)
     print(f"{len(forks)} fork(s)", file=ctx.out)
     rows = [["REWIND", "MADE AT", "TO VERSION", "TO EVENT"]]
     for record, event in rewinds:
         to_event = record.to.event_id or "-"
         rows.append([event.id, str(record.from_version), str(record.to.version), to_event])
-    table(rows, ctx.out)
+    ctx.table(rows)
     print(f"{len(rewinds)} rewind(s)", file=ctx.out)
     return EXIT_OK
 

@@ -1,18 +1,62 @@
-"""Reading commands: `sessions USER` lists a user's sessions; `show SESSION` prints a log."""
+"""Reading commands: `sessions USER` lists a user's sessions, `show SESSION` prints a log and
+`export SESSION` writes it whole as JSON Lines (an offloaded body read back in place of its
+preview)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
-from ..events import SessionEvent
-from ..exceptions import SessionNotFound
+import anyio
+
+from ..compaction_protocols import CompactionRecord
+from ..events import EventType, SessionEvent
+from ..exceptions import SessionNotFound, UsageError
 from ..filters import EventFilter
-from ._command import Command, Context
+from ..messages import AssistantMessage, ToolResponseMessage
+from ..repository import OffloadedBody, SessionRepository
+from ..rewinds import RewindRecord
+from ._command import Command, Context, event_type, non_negative_int, positive_int
 from ._errors import EXIT_OK
-from ._output import describe, table
-from ._types import event_type, non_negative_int, positive_int
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "EXPORT_PAGE", "describe"]
+
+EXPORT_PAGE = 500
+
+
+def describe(event: SessionEvent) -> str:
+    """The event's content on one line: text, tool calls, tool results, what a compaction did,
+    or the payload."""
+    message = event.message
+    if event.type == EventType.COMPACTION:
+        try:
+            return _compaction(CompactionRecord.from_event(event))
+        except UsageError:
+            pass  # not a record this release reads: show the payload as it is
+    if event.type == EventType.REWIND:
+        try:
+            record = RewindRecord.from_event(event)
+        except UsageError:
+            pass  # not a record this release reads: show the payload as it is
+        else:
+            to = "" if record.to.event_id is None else f", after event {record.to.event_id}"
+            return f"rewind to version {record.to.version}{to} (made at {record.from_version})"
+    if message is None:
+        return json.dumps(event.payload, ensure_ascii=False)
+    if isinstance(message, AssistantMessage) and message.tool_calls:
+        calls = ", ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
+        return (f"{message.text} " if message.text else "") + f"-> {calls}"
+    if isinstance(message, ToolResponseMessage):
+        return ", ".join(f"{r.name or r.id} = {r.data}" for r in message.responses)
+    return message.text or ""
+
+
+def _compaction(record: CompactionRecord) -> str:
+    return (
+        f"{record.strategy} (trigger {record.trigger}): {len(record.covered)} covered, "
+        f"{len(record.kept)} kept, {len(record.summaries)} written, "
+        f"~{record.tokens_before} -> ~{record.tokens_after} tokens"
+    )
 
 
 def _configure_sessions(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +79,7 @@ async def _sessions(ctx: Context) -> int:
     for session, version in zip(sessions, versions, strict=True):
         expires = session.expires_at.isoformat() if session.expires_at else "never"
         rows.append([session.id, session.created_at.isoformat(), expires, str(version)])
-    table(rows, ctx.out)
+    ctx.table(rows)
     print(f"{len(sessions)} session(s) of {user_id}", file=ctx.out)
     return EXIT_OK
 
@@ -106,7 +150,7 @@ async def _show(ctx: Context) -> int:
         )
         time, kind = event.timestamp.isoformat(), str(event.type)
         rows.append([str(number), time, kind, flags or "-", describe(event)])
-    table(rows, ctx.out)
+    ctx.table(rows)
     print(f"{len(events)} event(s), version {version}", file=ctx.out)
     if widened:
         print(
@@ -114,6 +158,59 @@ async def _show(ctx: Context) -> int:
             "its turn's user message, so the turn is shown whole",
             file=ctx.out,
         )
+    return EXIT_OK
+
+
+def _configure_export(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session_id")
+    parser.add_argument(
+        "--output", "-o", help="file to write; - is standard output (default: standard output)"
+    )
+
+
+async def _whole(repo: SessionRepository, event: SessionEvent) -> SessionEvent:
+    """The event with its whole body (its preview when the body is gone)."""
+    if OffloadedBody.of(event) is None:
+        return event
+    whole = await repo.read_body(event.session_id, event.id)
+    return event if whole is None else whole.model_copy(update={"archived": event.archived})
+
+
+async def _export(ctx: Context) -> int:
+    args, repo = ctx.args, ctx.repository
+    if await repo.find_by_id(args.session_id) is None:
+        raise SessionNotFound(args.session_id)
+    to_file = args.output not in (None, "-")
+    target = await anyio.open_file(args.output, "w", encoding="utf-8") if to_file else None
+    written = 0
+    try:
+        with ctx.progress(f"exporting {args.session_id}") as bar:
+            page = 0
+            while True:
+                events = await repo.find_events(
+                    args.session_id, EventFilter(page=page, page_size=EXPORT_PAGE)
+                )
+                whole = [await _whole(repo, event) for event in events]
+                lines = "".join(event.model_dump_json() + "\n" for event in whole)
+                if target is None:
+                    ctx.out.write(lines)
+                else:
+                    await target.write(lines)
+                written += len(events)
+                bar.advance(len(events))
+                if len(events) < EXPORT_PAGE:
+                    break
+                page += 1
+    finally:
+        if target is not None:
+            await target.aclose()
+    summary = {"session_id": args.session_id, "events": written}
+    if ctx.options.is_json and target is not None:
+        ctx.emit(summary)
+    elif ctx.options.is_json:  # standard output holds the events themselves
+        print(json.dumps(summary), file=ctx.err)
+    else:
+        print(f"exported {written} event(s) of {args.session_id}", file=ctx.err)
     return EXIT_OK
 
 
@@ -125,4 +222,10 @@ COMMANDS = (
         execute=_sessions,
     ),
     Command(name="show", help="print a session's log", configure=_configure_show, execute=_show),
+    Command(
+        name="export",
+        help="write a session's log as JSON Lines",
+        configure=_configure_export,
+        execute=_export,
+    ),
 )
