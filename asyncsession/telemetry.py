@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import Any, Final, TypeVar, cast
 from urllib.parse import urlsplit
@@ -48,42 +49,53 @@ _DEFAULT_PORTS: Final = {"https": 443, "http": 80}
 _M = TypeVar("_M", bound=Callable[..., Awaitable[Any]])
 
 
-def _turn_attributes(ctx: CallContext) -> dict[str, AttributeValue | None]:
-    return {
-        "gen_ai.conversation.id": ctx.session_id,
-        "asyncsession.session.id": ctx.session_id,
-        "asyncsession.user.id": ctx.user_id,
-        "asyncsession.request.id": ctx.request_id,
-        "asyncsession.turn.streaming": ctx.streaming,
-    }
+@contextlib.contextmanager
+def _current(span: Span, stats: TurnStats | None) -> Generator[None, None, None]:
+    with span.activate():
+        if stats is None:
+            yield
+        else:
+            with turn_stats(stats):
+                yield
 
 
-def _end_turn(turn: Span, stats: TurnStats) -> None:
-    turn.set_many(
-        {
-            "asyncsession.turn.model_calls": stats.model_calls,
-            "asyncsession.turn.db_commands": stats.db_commands,
-            "asyncsession.turn.store_operations": stats.store_operations,
-        }
-    )
-    turn.end()
+class _Tracing(ABC):
+    """A tracing advisor: the rest of the chain runs inside the span `_start` opens, which
+    `_end` ends when the call returns or fails, or when the stream ends or is closed."""
+
+    @abstractmethod
+    def _start(self, ctx: CallContext, request: ChatRequest) -> tuple[Span, TurnStats | None]: ...
+
+    @abstractmethod
+    def _end(self, span: Span, stats: TurnStats | None, response: ChatResponse | None) -> None: ...
+
+    async def call(
+        self, ctx: CallContext, request: ChatRequest, call_next: CallNext
+    ) -> ChatResponse:
+        """The rest of the chain inside the span."""
+        span, stats = self._start(ctx, request)
+        response = None
+        try:
+            with _current(span, stats):
+                response = await call_next(ctx, request)
+            return response
+        except BaseException as exc:
+            span.fail(exc)
+            raise
+        finally:
+            self._end(span, stats, response)
+
+    def stream(
+        self, ctx: CallContext, request: ChatRequest, call_next: StreamNext
+    ) -> AsyncIterator[ChatChunk]:
+        """The rest of the chain's stream inside the span, which ends with the stream."""
+        span, stats = self._start(ctx, request)
+        with _current(span, stats):
+            inner = call_next(ctx, request)
+        return _SpanStream(inner, span, stats, lambda response: self._end(span, stats, response))
 
 
-def _end_model_call(call: Span, response: ChatResponse) -> None:
-    usage = response.usage
-    call.set_many(
-        {
-            "gen_ai.response.model": response.model,
-            "gen_ai.response.id": response.id,
-            "gen_ai.response.finish_reasons": [response.finish_reason or "unknown"],
-            "gen_ai.usage.input_tokens": None if usage is None else usage.prompt_tokens,
-            "gen_ai.usage.output_tokens": None if usage is None else usage.completion_tokens,
-        }
-    )
-    call.end()
-
-
-class TracingAdvisor(monitoring.CommandListener):
+class TracingAdvisor(_Tracing, monitoring.CommandListener):
     """A span per chat call: ``chat_turn``. Put it first in the client's ``advisors``.
 
     Its attributes: the session (also as ``gen_ai.conversation.id``), user and request ids of
@@ -100,30 +112,22 @@ class TracingAdvisor(monitoring.CommandListener):
     the span is current only while the chain works on a chunk, never across a ``yield``.
     """
 
-    async def call(
-        self, ctx: CallContext, request: ChatRequest, call_next: CallNext
-    ) -> ChatResponse:
-        """The rest of the chain inside a ``chat_turn`` span."""
-        turn = start_span("chat_turn", attributes=_turn_attributes(ctx))
-        stats = TurnStats()
-        try:
-            with turn.activate(), turn_stats(stats):
-                return await call_next(ctx, request)
-        except BaseException as exc:
-            turn.fail(exc)
-            raise
-        finally:
-            _end_turn(turn, stats)
+    def _start(self, ctx: CallContext, request: ChatRequest) -> tuple[Span, TurnStats | None]:
+        attributes: dict[str, AttributeValue | None] = {
+            "gen_ai.conversation.id": ctx.session_id,
+            "asyncsession.session.id": ctx.session_id,
+            "asyncsession.user.id": ctx.user_id,
+            "asyncsession.request.id": ctx.request_id,
+            "asyncsession.turn.streaming": ctx.streaming,
+        }
+        return start_span("chat_turn", attributes=attributes), TurnStats()
 
-    def stream(
-        self, ctx: CallContext, request: ChatRequest, call_next: StreamNext
-    ) -> AsyncIterator[ChatChunk]:
-        """The rest of the chain's stream inside a ``chat_turn`` span."""
-        stats = TurnStats()
-        turn = start_span("chat_turn", attributes=_turn_attributes(ctx))
-        with turn.activate(), turn_stats(stats):
-            inner = call_next(ctx, request)
-        return _SpanStream(inner, turn, stats, lambda _: _end_turn(turn, stats))
+    def _end(self, span: Span, stats: TurnStats | None, response: ChatResponse | None) -> None:
+        if stats is not None:
+            span.set("asyncsession.turn.model_calls", stats.model_calls)
+            span.set("asyncsession.turn.db_commands", stats.db_commands)
+            span.set("asyncsession.turn.store_operations", stats.store_operations)
+        span.end()
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         """Count the command towards the turn current in the task that sends it."""
@@ -138,7 +142,7 @@ class TracingAdvisor(monitoring.CommandListener):
         """Nothing to do."""
 
 
-class ModelCallTracingAdvisor:
+class ModelCallTracingAdvisor(_Tracing):
     """A span per model call, after the OpenTelemetry GenAI conventions: ``chat {model}``. Put
     it last in the client's ``model_advisors``; each round of a tool loop gets its own span.
 
@@ -168,7 +172,7 @@ class ModelCallTracingAdvisor:
             }
         )
 
-    def _start(self, ctx: CallContext, request: ChatRequest) -> Span:
+    def _start(self, ctx: CallContext, request: ChatRequest) -> tuple[Span, TurnStats | None]:
         model = request.options.model or self.model
         stats = current_turn()
         if stats is not None:
@@ -180,40 +184,24 @@ class ModelCallTracingAdvisor:
             "gen_ai.conversation.id": ctx.session_id,
             **self._server,
         }
-        return start_span(
-            f"chat {model}" if model else "chat", kind="client", attributes=attributes
-        )
+        name = f"chat {model}" if model else "chat"
+        return start_span(name, kind="client", attributes=attributes), stats
 
-    async def call(
-        self, ctx: CallContext, request: ChatRequest, call_next: CallNext
-    ) -> ChatResponse:
-        """The model call inside its span."""
-        call = self._start(ctx, request)
-        try:
-            with call.activate():
-                response = await call_next(ctx, request)
-        except BaseException as exc:
-            call.fail(exc)
-            call.end()
-            raise
-        _end_model_call(call, response)
-        return response
-
-    def stream(
-        self, ctx: CallContext, request: ChatRequest, call_next: StreamNext
-    ) -> AsyncIterator[ChatChunk]:
-        """The model's stream inside its span, which ends with the stream."""
-        call = self._start(ctx, request)
-        with call.activate():
-            inner = call_next(ctx, request)
-
-        def finish(response: ChatResponse | None) -> None:
-            if response is None:
-                call.end()
-            else:
-                _end_model_call(call, response)
-
-        return _SpanStream(inner, call, current_turn(), finish)
+    def _end(self, span: Span, stats: TurnStats | None, response: ChatResponse | None) -> None:
+        if response is not None:
+            usage = response.usage
+            span.set_many(
+                {
+                    "gen_ai.response.model": response.model,
+                    "gen_ai.response.id": response.id,
+                    "gen_ai.response.finish_reasons": [response.finish_reason or "unknown"],
+                    "gen_ai.usage.input_tokens": None if usage is None else usage.prompt_tokens,
+                    "gen_ai.usage.output_tokens": (
+                        None if usage is None else usage.completion_tokens
+                    ),
+                }
+            )
+        span.end()
 
 
 class _SpanStream(ChunkStream):
@@ -234,15 +222,6 @@ class _SpanStream(ChunkStream):
         self._stats = stats
         self._finish: Callable[[ChatResponse | None], None] | None = finish
 
-    @contextlib.contextmanager
-    def _current(self) -> Generator[None, None, None]:
-        with self._span.activate():
-            if self._stats is None:
-                yield
-            else:
-                with turn_stats(self._stats):
-                    yield
-
     def _done(self, response: ChatResponse | None) -> None:
         finish, self._finish = self._finish, None
         if finish is not None:
@@ -250,7 +229,7 @@ class _SpanStream(ChunkStream):
 
     async def __anext__(self) -> ChatChunk:
         try:
-            with self._current():
+            with _current(self._span, self._stats):
                 return await self._inner.__anext__()
         except StopAsyncIteration:
             self._done(self._produced())
@@ -268,7 +247,7 @@ class _SpanStream(ChunkStream):
 
     async def aclose(self) -> None:
         try:
-            with self._current():
+            with _current(self._span, self._stats):
                 await self._inner.aclose()
         finally:
             if self._finish is not None:
