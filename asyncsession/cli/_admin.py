@@ -8,8 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +16,7 @@ from pymongo import AsyncMongoClient
 from ..erasure import ErasureReport, MongoErasureLedger, UserEraser
 from ..exceptions import SessionNotFound
 from ..memory import MongoMemoryStore
-from ._command import Command, Context, instant
+from ._command import Command, Context, client_options, instant
 from ._errors import EXIT_OK, EXIT_USAGE, Failure
 
 __all__ = ["COMMANDS"]
@@ -71,18 +69,6 @@ async def _ensure_indexes(ctx: Context) -> int:
     return EXIT_OK
 
 
-@asynccontextmanager
-async def _client(ctx: Context) -> AsyncGenerator[AsyncMongoClient[Any], None]:
-    assert ctx.options.uri is not None  # the command line refuses to start without one
-    client: AsyncMongoClient[Any] = AsyncMongoClient(
-        ctx.options.uri, tz_aware=True, **ctx.options.client_options()
-    )
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
 def _configure_erase(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("user_id", nargs="?", help="the user to erase")
     parser.add_argument(
@@ -105,7 +91,7 @@ def _confirmed(ctx: Context, user_id: str) -> bool:
     if ctx.args.yes:
         return True
     reader = sys.stdin
-    if ctx.options.is_json or reader is None or not reader.isatty():
+    if ctx.is_json or reader is None or not reader.isatty():
         raise Failure(
             EXIT_USAGE,
             "usage",
@@ -150,8 +136,11 @@ async def _erase(ctx: Context) -> int:
             "no encryption setting (--encryption): no data key is deleted, and copies of the "
             "content in backups stay readable"
         )
-    async with _client(ctx) as client:
-        database = client[ctx.options.db]
+    client: AsyncMongoClient[Any] = AsyncMongoClient(
+        ctx.args.uri, tz_aware=True, **client_options(ctx.args)
+    )
+    async with client:
+        database = client[ctx.args.db]
         eraser = UserEraser(
             ctx.repository,
             ledger=MongoErasureLedger(database),

@@ -17,7 +17,7 @@ from ..encryption import EncryptionOptions
 from ..exceptions import UsageError
 from ..repository import MongoSessionRepository
 from ._admin import COMMANDS as ADMIN
-from ._command import Command, Context, Options, positive_float
+from ._command import Command, Context, client_options, positive_float
 from ._compact import COMMANDS as COMPACT
 from ._errors import (
     EXIT_OK,
@@ -258,14 +258,17 @@ def _encryption_from_file(path: str) -> EncryptionOptions:
     return EncryptionOptions(**data)
 
 
-def _open(options: Options, encryption: str | None) -> MongoSessionRepository:
-    if not options.uri:
+def _open(args: argparse.Namespace) -> MongoSessionRepository:
+    if not args.uri:
         message = "no MongoDB URI: pass --uri or set MONGODB_URI"
         raise Failure(EXIT_UNREACHABLE, "unreachable", message)
-    setting = _encryption_from_file(encryption) if encryption else None
+    try:
+        setting = _encryption_from_file(args.encryption) if args.encryption else None
+    except UsageError as exc:
+        raise Failure(EXIT_USAGE, "usage", str(exc)) from exc
     try:
         return MongoSessionRepository.from_uri(
-            options.uri, options.db, encryption=setting, **options.client_options()
+            args.uri, args.db, encryption=setting, **client_options(args)
         )
     except Exception as exc:  # pymongo raises several types for a malformed URI
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -305,24 +308,22 @@ async def _run(arguments: list[str], stdout: TextIO, stderr: TextIO) -> int:
     if args.command == COMPLETION:
         stdout.write(_completion_script(args.shell, parser))
         return EXIT_OK
-    options = Options(uri=args.uri, db=args.db, is_json=args.json, timeout=args.timeout)
     command: Command = args._command
     try:
-        repository = _open(options, args.encryption)
+        repository = _open(args)
     except Failure as failure:
-        return report(failure, is_json=options.is_json, err=stderr)
-    except UsageError as exc:
-        return report(Failure(EXIT_USAGE, "usage", str(exc)), is_json=options.is_json, err=stderr)
-    ctx = Context(args=args, options=options, out=stdout, err=stderr, repository=repository)
+        return report(failure, is_json=args.json, err=stderr)
     try:
-        return await command.execute(ctx)
+        return await command.execute(
+            Context(args=args, out=stdout, err=stderr, repository=repository)
+        )
     except Exception as exc:
         if is_closed_pipe(exc):
             raise
-        mapped = failure_of(exc, uri=options.uri, timeout=options.timeout)
+        mapped = failure_of(exc, uri=args.uri, timeout=args.timeout)
         if mapped is None:
             raise
-        return report(mapped, is_json=options.is_json, err=stderr)
+        return report(mapped, is_json=args.json, err=stderr)
     finally:
         await repository.aclose()
 

@@ -12,21 +12,21 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TextIO, TypeVar
 
+from .._describe import cell
 from ..events import EventType
 from ..repository import MongoSessionRepository
 
 __all__ = [
-    "CELL_WIDTH",
     "KNOWN_TYPES",
     "Command",
     "Context",
-    "Options",
     "Progress",
+    "client_options",
     "event_type",
     "instant",
     "non_negative_int",
@@ -35,26 +35,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-CELL_WIDTH = 120
-"""The most characters a table cell shows; longer text ends in `…` (`--json` has it whole)."""
-_ESCAPES = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t"})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Options:
-    """The global options, given before or after the command."""
-
-    uri: str | None
-    db: str
-    is_json: bool
-    timeout: float
-    """Seconds to find and connect to the server before giving up (`--timeout`)."""
-
-    def client_options(self) -> dict[str, Any]:
-        """The options of every `AsyncMongoClient` the command line builds: a server that is
-        down is reported within `timeout` seconds instead of the driver's 30."""
-        millis = max(1, int(self.timeout * 1000))
-        return {"serverSelectionTimeoutMS": millis, "connectTimeoutMS": millis}
 
 
 class Progress:
@@ -122,11 +102,11 @@ class Progress:
             self._drawn = False
 
 
-def cell(text: str) -> str:
-    """`text` on one line of at most `CELL_WIDTH` characters: breaks and tabs escaped."""
-    flat = text.translate(_ESCAPES)
-    flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in flat)
-    return flat if len(flat) <= CELL_WIDTH else flat[: CELL_WIDTH - 1] + "…"
+def client_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options of every `AsyncMongoClient` the command line builds: a server that is down
+    is reported within `--timeout` seconds instead of the driver's 30."""
+    millis = max(1, int(args.timeout * 1000))
+    return {"serverSelectionTimeoutMS": millis, "connectTimeoutMS": millis}
 
 
 @dataclass(slots=True, kw_only=True)
@@ -134,33 +114,36 @@ class Context:
     """What a running command gets: its arguments, its streams and the store."""
 
     args: argparse.Namespace
-    """The parsed arguments of the command (global options included)."""
-    options: Options
+    """The parsed arguments of the command, the global options (`uri`, `db`, `json`,
+    `timeout`, `encryption`) included."""
     out: TextIO
     """Where results go (standard output)."""
     err: TextIO
     """Where progress, notes and errors go (standard error)."""
     repository: MongoSessionRepository
-    """The session store, opened with `options.client_options()`; closed after the command."""
-    extras: dict[str, object] = field(default_factory=dict[str, object])
-    """Room for a command's own state; the command line never reads it."""
+    """The session store, opened with `client_options(args)`; closed after the command."""
+
+    @property
+    def is_json(self) -> bool:
+        """Whether the output is for machines (`--json`)."""
+        return bool(self.args.json)
 
     def emit(self, data: Mapping[str, Any] | list[Any], text: str | None = None) -> None:
         """Print `data` as JSON under `--json`, else `text` (if any)."""
-        if self.options.is_json:
+        if self.is_json:
             print(json.dumps(data, ensure_ascii=False), file=self.out)
         elif text is not None:
             print(text, file=self.out)
 
     def note(self, text: str) -> None:
         """A remark for people on standard error; silent under `--json`."""
-        if not self.options.is_json:
+        if not self.is_json:
             print(text, file=self.err)
 
     def progress(self, label: str, total: int | None = None) -> Progress:
         """A progress bar on standard error; drawn only on a terminal and never under `--json`."""
         try:
-            enabled = not self.options.is_json and self.err.isatty()
+            enabled = not self.is_json and self.err.isatty()
         except ValueError:  # a closed stream
             enabled = False
         return Progress(self.err, label, total, enabled=enabled)

@@ -36,7 +36,7 @@ async def _lineage(ctx: Context) -> int:
         for event in await repo.find_events(session_id, EventFilter(event_types=[EventType.REWIND]))
     ]
     origin = session.forked_from
-    if ctx.options.is_json:
+    if ctx.is_json:
         ctx.emit(
             {
                 "forked_from": None if origin is None else origin.model_dump(mode="json"),

@@ -9,54 +9,17 @@ import json
 
 import anyio
 
-from ..compaction_protocols import CompactionRecord
-from ..events import EventType, SessionEvent
-from ..exceptions import SessionNotFound, UsageError
+from .._describe import describe
+from ..events import SessionEvent
+from ..exceptions import SessionNotFound
 from ..filters import EventFilter
-from ..messages import AssistantMessage, ToolResponseMessage
 from ..repository import OffloadedBody, SessionRepository
-from ..rewinds import RewindRecord
 from ._command import Command, Context, event_type, non_negative_int, positive_int
 from ._errors import EXIT_OK
 
-__all__ = ["COMMANDS", "EXPORT_PAGE", "describe"]
+__all__ = ["COMMANDS", "EXPORT_PAGE"]
 
 EXPORT_PAGE = 500
-
-
-def describe(event: SessionEvent) -> str:
-    """The event's content on one line: text, tool calls, tool results, what a compaction did,
-    or the payload."""
-    message = event.message
-    if event.type == EventType.COMPACTION:
-        try:
-            return _compaction(CompactionRecord.from_event(event))
-        except UsageError:
-            pass  # not a record this release reads: show the payload as it is
-    if event.type == EventType.REWIND:
-        try:
-            record = RewindRecord.from_event(event)
-        except UsageError:
-            pass  # not a record this release reads: show the payload as it is
-        else:
-            to = "" if record.to.event_id is None else f", after event {record.to.event_id}"
-            return f"rewind to version {record.to.version}{to} (made at {record.from_version})"
-    if message is None:
-        return json.dumps(event.payload, ensure_ascii=False)
-    if isinstance(message, AssistantMessage) and message.tool_calls:
-        calls = ", ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
-        return (f"{message.text} " if message.text else "") + f"-> {calls}"
-    if isinstance(message, ToolResponseMessage):
-        return ", ".join(f"{r.name or r.id} = {r.data}" for r in message.responses)
-    return message.text or ""
-
-
-def _compaction(record: CompactionRecord) -> str:
-    return (
-        f"{record.strategy} (trigger {record.trigger}): {len(record.covered)} covered, "
-        f"{len(record.kept)} kept, {len(record.summaries)} written, "
-        f"~{record.tokens_before} -> ~{record.tokens_after} tokens"
-    )
 
 
 def _configure_sessions(parser: argparse.ArgumentParser) -> None:
@@ -67,7 +30,7 @@ async def _sessions(ctx: Context) -> int:
     repo, user_id = ctx.repository, ctx.args.user_id
     sessions = await repo.find_by_user_id(user_id)
     versions = [await repo.get_event_version(session.id) for session in sessions]
-    if ctx.options.is_json:
+    if ctx.is_json:
         ctx.emit(
             [
                 {**session.model_dump(mode="json"), "version": version}
@@ -134,7 +97,7 @@ async def _show(ctx: Context) -> int:
             events = events[-args.last :] if args.last else []
     version = snapshot.version
     widened = args.last is not None and len(events) > args.last
-    if ctx.options.is_json:
+    if ctx.is_json:
         body: dict[str, object] = {
             "version": version,
             "events": [e.model_dump(mode="json") for e in events],
@@ -205,9 +168,9 @@ async def _export(ctx: Context) -> int:
         if target is not None:
             await target.aclose()
     summary = {"session_id": args.session_id, "events": written}
-    if ctx.options.is_json and target is not None:
+    if ctx.is_json and target is not None:
         ctx.emit(summary)
-    elif ctx.options.is_json:  # standard output holds the events themselves
+    elif ctx.is_json:  # standard output holds the events themselves
         print(json.dumps(summary), file=ctx.err)
     else:
         print(f"exported {written} event(s) of {args.session_id}", file=ctx.err)
