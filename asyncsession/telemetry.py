@@ -96,20 +96,15 @@ class _Tracing(ABC):
 
 
 class TracingAdvisor(_Tracing, monitoring.CommandListener):
-    """A span per chat call: ``chat_turn``. Put it first in the client's ``advisors``.
+    """A ``chat_turn`` span per chat call, under which everything the turn does nests. Put it
+    first in the client's ``advisors``.
 
-    Its attributes: the session (also as ``gen_ai.conversation.id``), user and request ids of
-    the context, whether it streamed, and what the turn cost: ``asyncsession.turn.model_calls``
-    (counted by a `ModelCallTracingAdvisor`), ``asyncsession.turn.store_operations`` (counted by
-    a `TracingSessionService`'s store) and ``asyncsession.turn.db_commands``: the MongoDB
-    commands sent, handshakes and pings aside, when the advisor is also registered on the
-    store's client: ``tracing = TracingAdvisor()``, then ``AsyncMongoClient(uri,
-    event_listeners=[tracing])`` or ``MongoSessionRepository.from_uri(uri, db,
-    event_listeners=[tracing])``. Any instance counts for every turn, concurrent ones included.
-
-    Everything the turn does (store operations, model calls, tool calls, compaction) nests
-    under its span. A stream's span ends when the stream ends or is closed; on the stream path
-    the span is current only while the chain works on a chunk, never across a ``yield``.
+    Its attributes: the session (also as ``gen_ai.conversation.id``), user and request ids,
+    whether it streamed, and what the turn cost: ``asyncsession.turn.model_calls``,
+    ``.store_operations`` (counted by a `ModelCallTracingAdvisor` and a `TracingSessionService`)
+    and ``.db_commands``, the MongoDB commands sent (handshakes aside) when the advisor is also
+    in the ``event_listeners`` of the store's client. A stream's span ends with the stream and
+    is current only while the chain works on a chunk, never across a ``yield``.
     """
 
     def _start(self, ctx: CallContext, request: ChatRequest) -> tuple[Span, TurnStats | None]:
@@ -349,20 +344,14 @@ class _TracedRepository(ForwardsLoop, SessionRepository):
 
 class TracingSessionService(DefaultSessionService):
     """A ``DefaultSessionService`` (same arguments) over a traced store, whose compactions run
-    in a ``compaction`` span.
+    in a ``compaction`` span. Give it to the client and the compaction worker.
 
-    Each store operation runs in a ``session_store <operation>`` span: ``db.operation.name``
-    (the repository method), ``db.system.name`` (``mongodb`` for the MongoDB store),
-    ``asyncsession.store`` (the store's class) and ``asyncsession.session.id`` (also as
-    ``gen_ai.conversation.id``) where the operation names one; each counts towards the
-    current turn's ``asyncsession.turn.store_operations``. Its ``repository`` is the traced
+    Each store operation runs in a ``session_store <operation>`` span (``db.operation.name``,
+    ``db.system.name``, ``asyncsession.store``, and the session id where the operation names
+    one) and counts towards the turn's ``store_operations``. Its ``repository`` is the traced
     store (the given one stays its owner's to close): pass it wherever a repository is wanted.
-
-    The ``compaction`` span's attributes: ``asyncsession.session.id`` (also as
-    ``gen_ai.conversation.id``), the strategy and trigger classes, and the outcome:
-    ``asyncsession.compaction.applied``, ``.archived_events``, ``.tokens_saved`` (estimated),
-    and ``.error`` when the strategy fell back. Give this service to the client and the
-    compaction worker so their compactions are traced.
+    The ``compaction`` span holds the session id, the strategy and trigger classes, and
+    ``asyncsession.compaction.applied``, ``.archived_events``, ``.tokens_saved`` and ``.error``.
     """
 
     def __init__(self, repository: SessionRepository, **options: Any) -> None:

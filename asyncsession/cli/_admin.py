@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from datetime import UTC, datetime
@@ -109,13 +110,7 @@ def _confirmed(ctx: Context, user_id: str) -> bool:
 
 def _emit_report(ctx: Context, report: ErasureReport) -> None:
     ctx.emit(
-        {
-            "user_id": report.user_id,
-            "keys_deleted": report.keys_deleted,
-            "sessions_deleted": report.sessions_deleted,
-            "memory_entries_deleted": report.memory_entries_deleted,
-            "resumed": report.resumed,
-        },
+        dataclasses.asdict(report),
         f"erased user {report.user_id!r}: {report.keys_deleted} data key(s), "
         f"{report.sessions_deleted} session(s), {report.memory_entries_deleted} memory "
         f"entr{'y' if report.memory_entries_deleted == 1 else 'ies'}"
