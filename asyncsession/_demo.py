@@ -168,7 +168,9 @@ async def _stores(
 
 def _describe(event: SessionEvent) -> str:
     """The event on one line, as `asyncsession show` has it, with its flags."""
-    flags = " [archived]" * event.archived + " [synthetic]" * event.is_synthetic
+    flags = (" [archived]" if event.archived else "") + (
+        " [synthetic]" if event.is_synthetic else ""
+    )
     return f"{event.type!s:<10} {cell(describe(event))}{flags}"
 
 

@@ -46,7 +46,10 @@ class Progress:
     TICK = 0.2
 
     def __init__(self, stream: TextIO, label: str, total: int | None, *, enabled: bool) -> None:
-        self.stream, self.label, self.total, self.enabled = stream, label, total, enabled
+        self.stream = stream
+        self.label = label
+        self.total = total
+        self.enabled = enabled
         self.done = 0
         self._started = time.monotonic()
         self._drawn = False

@@ -35,7 +35,6 @@ __all__ = [
     "flush_stdout",
     "is_closed_pipe",
     "report",
-    "write_or_drop",
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNREACHABLE = 0, 1, 2, 3, 4
@@ -47,7 +46,9 @@ class Failure(Exception):
 
     def __init__(self, code: int, kind: str, message: str) -> None:
         super().__init__(message)
-        self.code, self.kind, self.message = code, kind, message
+        self.code = code
+        self.kind = kind
+        self.message = message
 
 
 def failure_of(error: BaseException, *, uri: str | None, timeout: float) -> Failure | None:
@@ -87,9 +88,9 @@ def report(failure: Failure, *, is_json: bool, err: TextIO) -> int:
     when nobody reads `err` any more."""
     if is_json:
         body = {"error": {"kind": failure.kind, "message": failure.message, "code": failure.code}}
-        write_or_drop(err, json.dumps(body, ensure_ascii=False))
+        _write_or_drop(err, json.dumps(body, ensure_ascii=False))
     else:
-        write_or_drop(err, f"error: {failure.message}")
+        _write_or_drop(err, f"error: {failure.message}")
     return failure.code
 
 
@@ -118,7 +119,7 @@ def flush_stdout() -> None:
         os.close(null)
 
 
-def write_or_drop(stream: TextIO, line: str) -> None:
+def _write_or_drop(stream: TextIO, line: str) -> None:
     """Write one line and flush it; a reader that has gone is not an error worth a line."""
     try:
         print(line, file=stream, flush=True)
@@ -148,7 +149,7 @@ class _Records(logging.Handler):
             first = str(error).splitlines()[0] if str(error) else ""
             message += f": {type(error).__name__}" + (f": {first}" if first else "")
         kind = "warning" if record.levelno < logging.ERROR else "error"
-        write_or_drop(self._err, _line(kind, message, record.name, is_json=self._is_json))
+        _write_or_drop(self._err, _line(kind, message, record.name, is_json=self._is_json))
 
 
 @contextlib.contextmanager
@@ -165,7 +166,7 @@ def diagnostics(err: TextIO, *, is_json: bool) -> Generator[None, None, None]:
         line: str | None = None,
     ) -> None:
         text = " ".join(str(message).split())
-        write_or_drop(err, _line("warning", text, category.__name__, is_json=is_json))
+        _write_or_drop(err, _line("warning", text, category.__name__, is_json=is_json))
 
     root = logging.getLogger()
     handler = None if root.handlers else _Records(err, is_json=is_json)
