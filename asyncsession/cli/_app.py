@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, NoReturn, TextIO
 
+from .._mongo_uri import first_line
 from .._version import __version__
 from ..encryption import EncryptionOptions
-from ..exceptions import UsageError
 from ..repository import MongoSessionRepository
 from ._admin import COMMANDS as ADMIN
 from ._command import Command, Context, client_options, positive_float
@@ -245,24 +245,22 @@ def _encryption_from_file(path: str) -> EncryptionOptions:
     try:
         return EncryptionOptions(**json.loads(Path(path).read_text(encoding="utf-8")))
     except (OSError, ValueError, TypeError) as exc:  # TypeError: not an object, unknown fields
-        raise UsageError(f"cannot read the encryption setting {path!r}: {exc}") from exc
+        message = f"cannot read the encryption setting {path!r}: {exc}"
+        raise Failure(EXIT_USAGE, "usage", message) from exc
 
 
 def _open(args: argparse.Namespace) -> MongoSessionRepository:
     if not args.uri:
         message = "no MongoDB URI: pass --uri or set MONGODB_URI"
         raise Failure(EXIT_UNREACHABLE, "unreachable", message)
-    try:
-        setting = _encryption_from_file(args.encryption) if args.encryption else None
-    except UsageError as exc:
-        raise Failure(EXIT_USAGE, "usage", str(exc)) from exc
+    setting = _encryption_from_file(args.encryption) if args.encryption else None
     try:
         return MongoSessionRepository.from_uri(
             args.uri, args.db, encryption=setting, **client_options(args)
         )
     except Exception as exc:  # pymongo raises several types for a malformed URI
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise Failure(EXIT_UNREACHABLE, "invalid_uri", f"invalid MongoDB URI: {message}") from exc
+        message = f"invalid MongoDB URI: {first_line(exc)}"
+        raise Failure(EXIT_UNREACHABLE, "invalid_uri", message) from exc
 
 
 async def run(

@@ -30,6 +30,7 @@ __all__ = [
     "event_type",
     "instant",
     "non_negative_int",
+    "point",
     "positive_float",
     "positive_int",
 ]
@@ -193,6 +194,11 @@ def positive_int(text: str) -> int:
 def non_negative_int(text: str) -> int:
     """A whole number of at least 0 (a version)."""
     return _whole(text, 0)
+
+
+def point(text: str) -> int | str:
+    """A point of a log: a version (a whole number >= 0) or an event id."""
+    return int(text) if text.isdigit() else text
 
 
 def positive_float(text: str) -> float:

@@ -10,15 +10,10 @@ from ..exceptions import SessionNotFound
 from ..filters import EventFilter
 from ..rewinds import RewindRecord
 from ..service import DefaultSessionService
-from ._command import Command, Context
+from ._command import Command, Context, point
 from ._errors import EXIT_OK
 
-__all__ = ["COMMANDS", "point"]
-
-
-def point(text: str) -> int | str:
-    """A point of a log on the command line: a version (a whole number >= 0) or an event id."""
-    return int(text) if text.isdigit() else text
+__all__ = ["COMMANDS"]
 
 
 def _configure_lineage(parser: argparse.ArgumentParser) -> None:
