@@ -32,7 +32,7 @@ from pymongo import monitoring
 from ._checks import REPOSITORY_METHODS, require_object
 from ._lifecycle import ForwardsLoop
 from ._telemetry import AttributeValue, Span, TurnStats, current_turn, span, start_span, turn_stats
-from .advisors import CallContext, CallNext, ChunkStream, StreamNext
+from .advisors import CallContext, CallNext, StreamNext
 from .chat import ChatChunk, ChatRequest, ChatResponse
 from .compaction import CompactionStrategy
 from .compaction_protocols import CompactionResult, TriggerLike
@@ -85,14 +85,40 @@ class _Tracing(ABC):
         finally:
             self._end(span, stats, response)
 
-    def stream(
+    async def stream(
         self, ctx: CallContext, request: ChatRequest, call_next: StreamNext
     ) -> AsyncIterator[ChatChunk]:
-        """The rest of the chain's stream inside the span, which ends with the stream."""
+        """The rest of the chain's stream inside the span, which is current only while a chunk
+        is produced, and ends with the stream (closed early: ``asyncsession.stream.abandoned``)."""
         span, stats = self._start(ctx, request)
-        with _current(span, stats):
-            inner = call_next(ctx, request)
-        return _SpanStream(inner, span, stats, lambda response: self._end(span, stats, response))
+        response: ChatResponse | None = None
+        try:
+            with _current(span, stats):
+                inner = call_next(ctx, request)
+        except BaseException as exc:
+            span.fail(exc)
+            self._end(span, stats, None)
+            raise
+        try:
+            while True:
+                with _current(span, stats):
+                    try:
+                        chunk = await anext(inner)
+                    except StopAsyncIteration:
+                        break
+                yield chunk
+            with contextlib.suppress(UsageError):  # a stream that did not say what it produced
+                response = inner.response
+        except GeneratorExit:  # closed early: close the rest inside the span
+            span.set("asyncsession.stream.abandoned", True)
+            with _current(span, stats):
+                await inner.aclose()
+            raise
+        except BaseException as exc:
+            span.fail(exc)
+            raise
+        finally:
+            self._end(span, stats, response)
 
 
 class TracingAdvisor(_Tracing, monitoring.CommandListener):
@@ -197,57 +223,6 @@ class ModelCallTracingAdvisor(_Tracing):
                 }
             )
         span.end()
-
-
-class _SpanStream(ChunkStream):
-    """A stream whose span is current while it produces a chunk, and ends with it."""
-
-    __slots__ = ("_finish", "_inner", "_span", "_stats")
-
-    def __init__(
-        self,
-        inner: ChunkStream,
-        span: Span,
-        stats: TurnStats | None,
-        finish: Callable[[ChatResponse | None], None],
-    ) -> None:
-        super().__init__()
-        self._inner = inner
-        self._span = span
-        self._stats = stats
-        self._finish: Callable[[ChatResponse | None], None] | None = finish
-
-    def _done(self, response: ChatResponse | None) -> None:
-        finish, self._finish = self._finish, None
-        if finish is not None:
-            finish(response)
-
-    async def __anext__(self) -> ChatChunk:
-        try:
-            with _current(self._span, self._stats):
-                return await self._inner.__anext__()
-        except StopAsyncIteration:
-            self._done(self._produced())
-            raise
-        except BaseException as exc:
-            self._span.fail(exc)
-            self._done(None)
-            raise
-
-    def _produced(self) -> ChatResponse | None:
-        try:
-            return self._inner.response
-        except UsageError:  # not read to the end
-            return None
-
-    async def aclose(self) -> None:
-        try:
-            with _current(self._span, self._stats):
-                await self._inner.aclose()
-        finally:
-            if self._finish is not None:
-                self._span.set("asyncsession.stream.abandoned", True)
-            self._done(None)
 
 
 def _session_of(parameter: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

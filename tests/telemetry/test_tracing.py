@@ -158,9 +158,13 @@ async def test_an_abandoned_stream_ends_its_spans(
             break
 
     spans = exporter.get_finished_spans()
-    for span in (the(spans, "chat_turn"), the(spans, "chat ")):
+    turn_span, model = the(spans, "chat_turn"), the(spans, "chat ")
+    for span in (turn_span, model):
         assert span.attributes is not None
         assert span.attributes["asyncsession.stream.abandoned"] is True
+    assert model.end_time is not None
+    assert turn_span.end_time is not None
+    assert model.end_time <= turn_span.end_time  # the model's stream is closed inside the turn
 
 
 async def test_a_compaction_is_a_span_with_its_outcome(
