@@ -19,7 +19,6 @@ The turn adds an ``execute_tool {name}`` span per tool call on its own.
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
@@ -241,8 +240,10 @@ def _first_parameter(method: Callable[..., Any]) -> str | None:
     return names[0] if names else None
 
 
-def _forward(method: _M) -> _M:
-    name, parameter = method.__name__, _first_parameter(method)
+def _forward(method: _M, name: str = "") -> _M:
+    """A method that runs the wrapped store's ``name`` (default: the method's) traced."""
+    name = name or method.__name__
+    parameter = _first_parameter(method)
 
     async def traced(self: _TracedRepository, *args: Any, **kwargs: Any) -> Any:
         work = getattr(self.repository, name)
@@ -283,16 +284,7 @@ class _TracedRepository(ForwardsLoop, SessionRepository):
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self.repository, name)
-        if not inspect.iscoroutinefunction(found):
-            return found
-        parameter = _first_parameter(found)
-
-        @functools.wraps(found)
-        async def traced(*args: Any, **kwargs: Any) -> Any:
-            session_id = _session_of(parameter, args, kwargs)
-            return await self.traced(name, session_id, found(*args, **kwargs))
-
-        return traced
+        return _forward(found, name).__get__(self) if inspect.iscoroutinefunction(found) else found
 
     save = _forward(SessionRepository.save)
     save_if_absent = _forward(SessionRepository.save_if_absent)
