@@ -242,4 +242,4 @@ async def _execute(ctx: Context) -> int:
 
 
 COMMANDS = (Command(name="worker", help=HELP, configure=configure, execute=_execute),)
-"""The ``worker`` command, registered in `asyncsession.cli._registry`."""
+"""The ``worker`` command, registered in `asyncsession.cli._app`."""
