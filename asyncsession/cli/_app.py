@@ -208,20 +208,18 @@ autoload -U +X bashcompinit && bashcompinit
 
 def _fish(prog: str, commands: Mapping[str, list[str]], top: list[str]) -> str:
     names = " ".join(commands)
+    outside = f"not __fish_seen_subcommand_from {names}"
     lines = [
         f"# fish completion for {prog}: {prog} completion fish | source",
         f"complete -c {prog} -f",
-        f'complete -c {prog} -n "not __fish_seen_subcommand_from {names}" -a "{names}"',
-    ]
-    lines += [
-        f'complete -c {prog} -n "not __fish_seen_subcommand_from {names}" -l {flag[2:]}'
-        for flag in top
-    ]
-    for name, options in commands.items():
-        lines += [
+        f'complete -c {prog} -n "{outside}" -a "{names}"',
+        *(f'complete -c {prog} -n "{outside}" -l {flag[2:]}' for flag in top),
+        *(
             f'complete -c {prog} -n "__fish_seen_subcommand_from {name}" -l {flag[2:]}'
+            for name, options in commands.items()
             for flag in options
-        ]
+        ),
+    ]
     return "\n".join(lines) + "\n"
 
 
