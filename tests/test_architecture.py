@@ -44,6 +44,7 @@ LAYERS: dict[str, int] = {
     "asyncsession.compaction_protocols": 2,
     "asyncsession.encryption": 2,  # data keys per user, for every store (libmongocrypt)
     "asyncsession.repository": 3,
+    "asyncsession._describe": 3,  # events on one line for people (the CLI's tables, the demo)
     "asyncsession.memory": 3,  # the memory stores: storage, beside the session stores
     "asyncsession.service": 4,
     "asyncsession._compaction_pass": 4,
