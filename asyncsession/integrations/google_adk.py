@@ -4,29 +4,12 @@ Needs Google ADK: the ``[google-adk]`` extra (``pip install '.[google-adk]'`` fr
 
     runner = Runner(agent=agent, app_name="travel", session_service=AdkSessionService(service))
 
-An ADK session is one of our sessions, owned by the ADK user, its app and ADK id in the
-session's metadata (under ``"google_adk"``). Every ADK event is one of our events: one with
-content is a real message event (a user's text a user message, the model's text and function
-calls an assistant message, function responses a tool message), so compaction, recall search,
-the memory tools, the CLI and our own clients read the same log; one without content (a state
-change, a transfer) is an ``ADK.EVENT`` event. The conversion is lossless: each event also
-keeps the ADK event, as its JSON, in its metadata under ``"google_adk"`` (without its content
-when the message holds that content exactly: text, function calls, function responses), and the
-service reads exactly that back.
-
-**Large tool results.** A result the store offloads (over its ``offload_threshold``) reads back
-as its preview: the function response is ``{"result": <its first characters as JSON>,
-"total_chars": <the whole length>}``, and the event keeps its id, author, invocation and state.
-
-**State.** Each stored event also carries the session's state after it, so a read needs only the
-newest events. ``append_event`` computes that state from the newest stored one and appends with
-the session's version as the expected version (compare-and-swap), retrying when another writer
-came first: concurrent appends, from any number of tasks or processes, never lose a state
-update. App state (``app:`` keys) and user state (``user:`` keys) live the same way in one
-session per app and one per app and user.
-
-Over 500 lines: the event conversion, the state kept beside each event and the service that
-reads both back are one idea, the ADK session on our log.
+An ADK session is one of our sessions, owned by the ADK user. An ADK event with content is a
+real message event (a user's text a user message, the model's text and function calls an
+assistant message, function responses a tool message), one without content an ``ADK.EVENT``;
+each keeps the ADK event as JSON in its metadata under ``"google_adk"`` (without a content its
+message holds exactly), and the session's state after it, so a read needs only the newest
+events. App (``app:``) and user (``user:``) state live in one session per app and per user.
 """
 
 from __future__ import annotations
@@ -43,7 +26,7 @@ from urllib.parse import quote
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
-from .._checks import require_event, require_service, require_text, require_type
+from .._checks import require_service, require_text
 from ..events import CreateSessionRequest, EventType, Session, SessionEvent
 from ..exceptions import SessionExists, SessionNotFound, UsageError
 from ..filters import EventFilter
@@ -98,9 +81,7 @@ def _json(value: object) -> JsonValue:
 
 
 def _state(state: Mapping[str, Any]) -> JsonValue:
-    """``state`` as JSON, as ADK's database service stores it: rich values (datetimes, models,
-    sets, bytes) in their JSON form; only when one cannot be, every value JSON has no form for
-    (a callable, an object of your own) as its ``repr``, with a warning."""
+    """``state`` as JSON, as ADK's database service stores it (see the class docs)."""
     try:
         return _json(state)
     except Exception:
@@ -121,9 +102,7 @@ def _arguments(args: Mapping[str, Any] | None) -> str:
 
 
 def _to_message(content: types.Content) -> Message:
-    """The API-neutral view of an ADK event's content (lossy on its own: the event's metadata
-    keeps the whole event); ``UsageError`` if it is not a ``google.genai`` ``types.Content``."""
-    require_type(content, types.Content, "content", "a google.genai types.Content")
+    """The API-neutral view of an ADK event's content (lossy: the metadata keeps the event)."""
     parts = content.parts or []
     text = "".join(p.text for p in parts if p.text and not p.thought)
     answers = [p.function_response for p in parts if p.function_response is not None]
@@ -192,9 +171,8 @@ def _from_message(message: Message, cut: Sequence[int] | None = None) -> types.C
 
 
 def _kept(event: Event, message: Message | None) -> dict[str, JsonValue]:
-    """What an event's metadata keeps of the ADK event: all of it, or all but a content its
-    message holds exactly (then the metadata stays small, and a large tool result is kept once,
-    in the message, where the store can offload it and read it back as a preview)."""
+    """The ADK event, without a content its message holds exactly (so a large tool result is
+    kept once, in the message, where the store can offload it)."""
     dump = _dump(event)
     if (
         message is not None
@@ -207,22 +185,15 @@ def _kept(event: Event, message: Message | None) -> dict[str, JsonValue]:
 
 
 def _holds_adk(event: SessionEvent) -> bool:
-    """Whether ``event`` reads as an ADK event: one ADK stored, or a message. Boundaries our
-    log keeps (a compaction's, a rewind's) are not ADK's and stay out of its session."""
+    """Whether ``event`` reads as an ADK event: not a boundary of ours (a compaction's, a
+    rewind's)."""
     return event.message is not None or isinstance(event.metadata.get(METADATA_KEY), dict)
 
 
 def _from_event(event: SessionEvent) -> Event:
-    """The ADK event one of our events holds: the stored one when it has it, else one
-    converted from its message (a summary, a message another client wrote).
-
-    An event the store offloaded reads back as its preview: each function response holds
-    ``{"result": <the first characters>, "total_chars": <the whole length>}``.
-
-    Raises:
-        UsageError: ``event`` is not a `SessionEvent`, or it holds neither.
-    """
-    stored = require_event(event, "event").metadata.get(METADATA_KEY)
+    """The ADK event one of our events holds: the stored one, else one converted from its
+    message (a summary, a message another client wrote); an offloaded one as its preview."""
+    stored = event.metadata.get(METADATA_KEY)
     marker = OffloadedBody.of(event)
     if isinstance(stored, dict):
         fields = dict(stored)
@@ -232,8 +203,7 @@ def _from_event(event: SessionEvent) -> Event:
                 mode="json", exclude_none=True
             )
         return Event.model_validate_json(json.dumps(fields))
-    if event.message is None:
-        raise UsageError(f"event {event.id!r} holds no ADK event and no message")
+    assert event.message is not None  # _holds_adk
     content = _from_message(event.message, marker.chars if marker is not None else None)
     return Event(
         id=event.id,
@@ -274,36 +244,22 @@ def _owned(session: Session | None, user_id: str) -> bool:
 class AdkSessionService(BaseSessionService):
     """Google ADK's ``BaseSessionService`` on a ``SessionService`` (see the module docs).
 
-    Any service works: ``DefaultSessionService`` over the in-memory or the MongoDB repository,
-    or a store of your own. The service is safe to share between concurrent tasks, and several
-    services (in several processes) may share one store.
+    Safe to share between concurrent tasks; several services and processes may share a store.
+    What it guarantees (the Google ADK guide has the details):
 
-    **Scoping.** ADK scopes a session id by app and user; our session ids are global, so the
-    ADK session ``(app, user, id)`` is our session ``adk/<app>/<user>/<id>`` (each part
-    percent-encoded), owned by ``user``, with ``{"app", "user_id", "session_id"}`` in its
-    metadata. ``prefix`` changes the ``adk`` part.
-
-    **Idempotency.** An event's stored id derives from the session and the ADK event's id, so
-    appending an event again (a retry after a lost acknowledgement) is a replay: nothing is
-    stored twice and no state delta is applied twice.
-
-    **Owners.** A session is found only by its owner: an ADK session of one user is never
-    another user's (their ids differ), and a session under an ``adk/`` id that another writer
-    created for a different user, or without the ADK scope, is not found (``get_session``
-    returns ``None``, ``append_event`` raises ``SessionNotFoundError``, ``delete_session`` does
-    nothing), as ADK answers for another user's session.
-
-    **Stale session objects.** ADK's database service rejects an append through a session
-    object that another writer has overtaken; this one appends (as ADK's in-memory service
-    does) and computes the state from the stored one, so no update is lost.
-
-    **Event loops.** Every call runs on the event loop the store belongs to (a MongoDB client
-    belongs to the first loop that uses it; when a loop that may end would be the first, such as
-    the one ``Runner.run`` starts in a new thread for each run, the adapters' own loop, a
-    background thread, takes it), so the sync ``runner.run`` and ``asyncio.run`` around single
-    calls work on MongoDB as on the in-memory store.
-
-    System messages are never written: ADK has none (its instructions are not events).
+    - the ADK session ``(app, user, id)`` is our session ``adk/<app>/<user>/<id>`` (each part
+      percent-encoded; ``prefix`` replaces ``adk``), owned by ``user``; a session there that
+      another writer made for a different user, or without the ADK scope, is not found;
+    - an event's stored id derives from the session and the ADK event's id, so appending it
+      again is a replay: nothing is stored twice and no state delta is applied twice;
+    - ``append_event`` computes the state from the newest stored one and appends with
+      compare-and-swap, retrying when another writer came first, so no state update is lost,
+      even through a stale session object (ADK's database service would reject that append);
+    - a state value JSON cannot encode is stored as its ``repr``, with a warning, as ADK's
+      database service does; a tool result the store offloads reads back as its preview,
+      ``{"result": <the first characters>, "total_chars": <the whole length>}``;
+    - every call runs on the event loop the store belongs to, so the sync ``runner.run`` and
+      ``asyncio.run`` around single calls work on MongoDB.
 
     Args:
         service: where the sessions live.

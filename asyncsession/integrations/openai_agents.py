@@ -70,14 +70,6 @@ def _is_user(item: Mapping[str, Any]) -> bool:
     return item.get("role") == "user"
 
 
-def _preview(content: Any, max_length: int | None = None) -> str:
-    """A user item's content as text (JSON for a list of parts), cut to ``max_length``."""
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-    if max_length is not None and len(text) > max_length:
-        return text[:max_length] + "..."
-    return text
-
-
 def _texts(content: Any) -> list[str]:
     if isinstance(content, str):
         return [content]
@@ -100,9 +92,10 @@ def _turn(
     number: int, item: Mapping[str, Any], event: SessionEvent, cut: int | None
 ) -> dict[str, Any]:
     content = item.get("content", "")
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
     return {
         "turn": number,
-        "content": _preview(content, cut),
+        "content": text[:cut] + "..." if cut is not None and len(text) > cut else text,
         "full_content": content,
         "timestamp": _stamp(event.timestamp),
         "can_branch": True,
@@ -131,20 +124,22 @@ def _fingerprint(messages: Sequence[Message]) -> str:
     return digest.hexdigest()
 
 
-class _PopNewest:
-    """A one-off strategy: archive the newest active event and keep all but its last item."""
+class _Archive:
+    """A one-off strategy: archive every active event, or (``pop``) the newest item: the newest
+    event, its other items written back. ``newest`` is the newest item (``None``: none)."""
 
-    def __init__(self) -> None:
-        self.popped: dict[str, Any] | None = None
+    def __init__(self, pop: bool) -> None:
+        self._pop = pop
+        self.newest: dict[str, Any] | None = None
 
     async def compact(self, request: CompactionRequest) -> CompactionResult:
         events = request.events
-        self.popped = None
+        self.newest = _items_of(events[-1])[-1] if events else None
         if not events:
             return CompactionResult.unchanged(events)
+        if not self._pop:
+            return CompactionResult(compacted_events=(), archived_events=events)
         newest = events[-1]
-        items = _items_of(newest)
-        self.popped = items[-1]
         rest = tuple(
             SessionEvent(
                 session_id=newest.session_id,
@@ -152,22 +147,9 @@ class _PopNewest:
                 message=message,
                 metadata=dict(newest.metadata),
             )
-            for message in items_to_messages(items[:-1])
+            for message in items_to_messages(_items_of(newest)[:-1])
         )
         return CompactionResult(compacted_events=(*events[:-1], *rest), archived_events=(newest,))
-
-
-class _ArchiveAll:
-    """A one-off strategy: archive every active event."""
-
-    def __init__(self) -> None:
-        self.archived = 0
-
-    async def compact(self, request: CompactionRequest) -> CompactionResult:
-        self.archived = len(request.events)
-        if not request.events:
-            return CompactionResult.unchanged(request.events)
-        return CompactionResult(compacted_events=(), archived_events=request.events)
 
 
 class AgentsSession(History, Closable):
@@ -332,17 +314,16 @@ class AgentsSession(History, Closable):
             AccessDenied: the session belongs to another user; nothing was changed.
         """
         self._check_open()
-        return await self._loop.run(self._pop(), write=True)
+        return await self._loop.run(self._archive(pop=True), write=True)
 
-    async def _pop(self) -> TResponseInputItem | None:
-        while True:
-            strategy = _PopNewest()
+    async def _archive(self, pop: bool) -> TResponseInputItem | None:
+        while True:  # until no other writer moved the version between the read and the swap
+            strategy = _Archive(pop)
             result = await self._session.compact(_always, strategy)
-            if result is None or strategy.popped is None:
+            if result is None or strategy.newest is None:
                 return None
             if result.applied:
-                return cast("TResponseInputItem", strategy.popped)
-            # Another writer moved the version between the read and the swap: read again.
+                return cast("TResponseInputItem", strategy.newest)
 
     async def clear_session(self) -> None:
         """Archive every active event, so the session's history is empty (nothing is deleted).
@@ -351,14 +332,7 @@ class AgentsSession(History, Closable):
             AccessDenied: the session belongs to another user; nothing was changed.
         """
         self._check_open()
-        await self._loop.run(self._clear(), write=True)
-
-    async def _clear(self) -> None:
-        while True:
-            strategy = _ArchiveAll()
-            result = await self._session.compact(_always, strategy)
-            if result is None or strategy.archived == 0 or result.applied:
-                return
+        await self._loop.run(self._archive(pop=False), write=True)
 
     async def compact(self) -> CompactionResult | CompactionTicket | None:
         """Compact now: inline (the result), through the worker (its ticket), or not (``None``,

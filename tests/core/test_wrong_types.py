@@ -34,7 +34,6 @@ from asyncsession.compaction import (
     TurnCountTrigger,
 )
 from asyncsession.compaction import TurnWindowCompactionStrategy as TurnWindowStrategy
-from asyncsession.integrations import google_adk as adk
 from asyncsession.integrations import pydantic_ai as pai
 from asyncsession.integrations.google_adk import AdkSessionService
 from asyncsession.integrations.langchain import LangChainHistory
@@ -219,7 +218,6 @@ _MISTAKES: list[Any] = [
     ),
     pytest.param(lambda: pai.whole_turns_window(TEXT), "keep", id="pydantic-ai-keep"),
     pytest.param(lambda: AdkSessionService(_repository()), WRAP, id="adk-repository"),
-    pytest.param(lambda: adk._to_message(TEXT), "content.*Content", id="adk-text"),
     pytest.param(lambda: SessionRecallAdvisor(_repository()), WRAP, id="recall-repository"),
     pytest.param(
         lambda: ChatClient(_async_openai(), model="m", sessions=_repository()),
