@@ -51,9 +51,7 @@ try:
         ModelMessage,
         ModelMessagesTypeAdapter,
         ModelRequest,
-        ModelRequestPart,
         ModelResponse,
-        ModelResponsePart,
         RetryFeedbackPart,
         RetryPromptPart,
         SystemPromptPart,
@@ -102,46 +100,27 @@ def _unwrap_bytes(value: object) -> object:
     return value
 
 
-def _has_bytes(value: object) -> bool:
-    if isinstance(value, bytes | bytearray):
-        return True
-    if isinstance(value, dict):
-        return any(_has_bytes(item) for item in cast("dict[object, object]", value).values())
-    if isinstance(value, list | tuple):
-        return any(_has_bytes(item) for item in cast("list[object]", value))
-    return False
-
-
-def _with_parts(
-    message: ModelMessage, change: Callable[[object], object], test: Callable[[object], bool]
-) -> ModelMessage:
-    """``message`` with ``change`` applied to the free-form fields of its parts that ``test``
-    picks (the message itself when none)."""
-    parts: list[Any] = []
-    for part in cast("list[Any]", message.parts):
-        fields = {
-            name: change(getattr(part, name))
-            for name in _FREE_FORM
-            if test(getattr(part, name, None))
-        }
-        parts.append(dataclasses.replace(part, **fields) if fields else part)
-    if all(new is old for new, old in zip(parts, message.parts, strict=True)):
-        return message
-    if isinstance(message, ModelRequest):
-        return dataclasses.replace(message, parts=cast("list[ModelRequestPart]", parts))
-    return dataclasses.replace(message, parts=cast("list[ModelResponsePart]", parts))
+def _with_parts(message: ModelMessage, change: Callable[[object], object]) -> ModelMessage:
+    """``message`` with ``change`` applied to the free-form fields of its parts."""
+    parts: list[Any] = [
+        dataclasses.replace(
+            part,
+            **{name: change(getattr(part, name)) for name in _FREE_FORM if hasattr(part, name)},
+        )
+        for part in cast("list[Any]", message.parts)
+    ]
+    return cast("ModelMessage", dataclasses.replace(cast("Any", message), parts=parts))
 
 
 def _dump(message: ModelMessage) -> dict[str, JsonValue]:
     """The message's JSON-mode dump, bytes in its parts' free-form fields kept as bytes."""
-    stored = _with_parts(message, _wrap_bytes, _has_bytes)
-    dumped = ModelMessagesTypeAdapter.dump_python([stored], mode="json")
+    dumped = ModelMessagesTypeAdapter.dump_python([_with_parts(message, _wrap_bytes)], mode="json")
     return cast("dict[str, JsonValue]", dumped[0])
 
 
 def _load(stored: dict[str, Any]) -> ModelMessage:
     message = ModelMessagesTypeAdapter.validate_python([stored])[0]
-    return _with_parts(message, _unwrap_bytes, lambda value: isinstance(value, dict | list))
+    return _with_parts(message, _unwrap_bytes)
 
 
 def _fingerprint(message: ModelMessage) -> str:
