@@ -66,18 +66,6 @@ def _dump(message: lc.BaseMessage) -> dict[str, JsonValue]:
     return cast("dict[str, JsonValue]", to_jsonable_python(lc.message_to_dict(message)))
 
 
-def _text(content: str | list[str | dict[str, Any]]) -> str:
-    if isinstance(content, str):
-        return content
-    texts: list[str] = []
-    for block in content:
-        if isinstance(block, str):
-            texts.append(block)
-        elif block.get("type") == "text" and isinstance(block.get("text"), str):
-            texts.append(cast("str", block["text"]))
-    return "".join(texts)
-
-
 def _arguments(args: Mapping[str, Any]) -> str:
     return json.dumps(to_jsonable_python(args), separators=(",", ":"), ensure_ascii=False)
 
@@ -97,7 +85,7 @@ def _checked(messages: Sequence[lc.BaseMessage]) -> list[lc.BaseMessage]:
 
 def _to_message(message: lc.BaseMessage) -> Message:
     """The API-neutral view of ``message`` (lossy: the event's metadata keeps the rest)."""
-    text = _text(message.content)
+    text = str(message.text)  # the text blocks, joined
     if isinstance(message, lc.AIMessage):
         calls = [
             ToolCall(id=call["id"] or "", name=call["name"], arguments=_arguments(call["args"]))
