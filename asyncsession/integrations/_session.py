@@ -178,7 +178,6 @@ class History:
         self,
         session_id: str,
         service: SessionService,
-        *,
         user_id: str | None,
         metadata: Mapping[str, JsonValue] | None,
         trigger: TriggerLike | None,

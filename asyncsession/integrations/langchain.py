@@ -209,14 +209,7 @@ class LangChainHistory(History, BaseChatMessageHistory):
     ) -> None:
         if history_size is not None and require_int(history_size, "history_size") < 1:
             raise UsageError("history_size must be at least 1")
-        super().__init__(
-            session_id,
-            service,
-            user_id=user_id,
-            metadata=metadata,
-            trigger=trigger,
-            strategy=strategy,
-        )
+        super().__init__(session_id, service, user_id, metadata, trigger, strategy)
         self.history_size = history_size
         """How many newest messages a read returns (whole turns); all if ``None``."""
 

@@ -214,14 +214,7 @@ class AgentsSession(History, Closable):
         strategy: CompactionStrategy | None = None,
         worker: CompactionWorker | None = None,
     ) -> None:
-        super().__init__(
-            session_id,
-            service,
-            user_id=user_id,
-            metadata=metadata,
-            trigger=trigger,
-            strategy=strategy,
-        )
+        super().__init__(session_id, service, user_id, metadata, trigger, strategy)
         if worker is not None and trigger is not None:
             raise UsageError("compact inline (trigger and strategy) or through a worker, not both")
         if worker is not None:

@@ -287,14 +287,7 @@ class PydanticAIHistory(History):
         trigger: TriggerLike | None = None,
         strategy: CompactionStrategy | None = None,
     ) -> None:
-        super().__init__(
-            session_id,
-            service,
-            user_id=user_id,
-            metadata=metadata,
-            trigger=trigger,
-            strategy=strategy,
-        )
+        super().__init__(session_id, service, user_id, metadata, trigger, strategy)
         self._loaded: dict[str, str] = {}
         """Fingerprint to event id of the last load's messages whose id is not derived (events
         written by others), so storing them again is a replay."""
