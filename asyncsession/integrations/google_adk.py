@@ -38,7 +38,7 @@ from ..messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from ..repository import OffloadedBody
+from ..repository import OffloadedBody, SessionSnapshot
 from ..service import SessionService
 from ._loops import StoreLoop
 
@@ -366,11 +366,23 @@ class AdkSessionService(BaseSessionService):
         if snapshot is None or not _owned(snapshot.session, user_id):
             return None
         events = [_from_event(event) for event in snapshot.events if _holds_adk(event)]
-        state, updated = await self._session_state(key, snapshot.session.metadata, snapshot.events)
         if recent is not None:
             events = events[-recent:] if recent else []
         if after is not None:
             events = [event for event in events if event.timestamp >= after]
+        return await self._adk_session(app_name, user_id, session_id, snapshot, events)
+
+    async def _adk_session(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        snapshot: SessionSnapshot,
+        events: list[Event],
+    ) -> AdkSession:
+        """The ADK session ``snapshot`` holds, its state merged with the app's and user's."""
+        metadata = snapshot.session.metadata
+        state, updated = await self._session_state(snapshot.session.id, metadata, snapshot.events)
         return AdkSession(
             id=session_id,
             app_name=app_name,
@@ -406,19 +418,9 @@ class AdkSessionService(BaseSessionService):
             )
             if snapshot is None or not _owned(snapshot.session, owner):
                 continue
-            state, updated = await self._session_state(
-                session_key, snapshot.session.metadata, snapshot.events
-            )
             scope = cast("dict[str, Any]", snapshot.session.metadata[METADATA_KEY])
-            sessions.append(
-                AdkSession(
-                    id=str(scope["session_id"]),
-                    app_name=app_name,
-                    user_id=owner,
-                    state=await self._merged(app_name, owner, state),
-                    last_update_time=updated,
-                )
-            )
+            adk_id = str(scope["session_id"])
+            sessions.append(await self._adk_session(app_name, owner, adk_id, snapshot, []))
         sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return ListSessionsResponse(sessions=sessions)
 
