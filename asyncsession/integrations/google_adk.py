@@ -71,6 +71,7 @@ _IN_MESSAGE: Final = "content_in_message"
 """Set in a stored ADK event whose content its message holds (the event keeps none)."""
 _SCOPE_STATE: Final = EventType.of("ADK.STATE")
 _SCOPE_SESSION: Final = EventType.of("ADK.SESSION")
+_SCOPE_READ: Final = EventFilter(event_types=frozenset({_SCOPE_STATE}), last_n=1)
 _NAMESPACE: Final = uuid.UUID("0b7f6f5e-2a55-4f4b-8a41-3d6f1c9e2b07")
 _MAX_ATTEMPTS: Final = 1000
 _log = logging.getLogger("asyncsession")
@@ -228,6 +229,11 @@ def _split(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], di
     return app, user, session
 
 
+def _scope(newest: Sequence[SessionEvent]) -> dict[str, Any]:
+    """A scope's state: the one its newest state event holds."""
+    return dict(cast("dict[str, Any]", newest[-1].metadata[_STATE_KEY])) if newest else {}
+
+
 def _part(value: str) -> str:
     return quote(value, safe="")
 
@@ -327,11 +333,7 @@ class AdkSessionService(BaseSessionService):
             await self.service.create(request)
         except SessionExists as exc:
             raise AlreadyExistsError(f"Session with id {session_id} already exists.") from exc
-        stamp = str(uuid.uuid4())
-        if app_delta:
-            await self._update_scope(self._app_key(app_name), app_delta, stamp)
-        if user_delta:
-            await self._update_scope(self._user_key(app_name, user_id), user_delta, stamp)
+        await self._update_scopes(app_name, user_id, app_delta, user_delta, str(uuid.uuid4()))
         await self._register(app_name, {"session": key, "user_id": user_id, "deleted": False})
         return AdkSession(
             id=session_id,
@@ -453,28 +455,15 @@ class AdkSessionService(BaseSessionService):
             return event
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
-        app_delta, user_delta, session_delta = _split(event.actions.state_delta or {})
-        key = self.session_key(session.app_name, session.user_id, session.id)
-        store = self._store(key, session, event, (app_delta, user_delta, session_delta))
-        await self._loop.run(store, write=True)
+        await self._loop.run(self._store(session, event), write=True)
         self._commit_event_to_session(session, event)
         session.last_update_time = event.timestamp
         return event
 
-    async def _store(
-        self,
-        key: str,
-        session: AdkSession,
-        event: Event,
-        deltas: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
-    ) -> None:
-        app_delta, user_delta, session_delta = deltas
-        if app_delta:
-            await self._update_scope(self._app_key(session.app_name), app_delta, event.id)
-        if user_delta:
-            await self._update_scope(
-                self._user_key(session.app_name, session.user_id), user_delta, event.id
-            )
+    async def _store(self, session: AdkSession, event: Event) -> None:
+        key = self.session_key(session.app_name, session.user_id, session.id)
+        app, user, delta = _split(event.actions.state_delta or {})
+        await self._update_scopes(session.app_name, session.user_id, app, user, event.id)
         event_id = str(uuid.uuid5(_NAMESPACE, f"{key}\x00{event.id}"))
         read = EventFilter(exclude_archived=False, last_n=1)
         for _ in range(_MAX_ATTEMPTS):
@@ -482,7 +471,7 @@ class AdkSessionService(BaseSessionService):
             if snapshot is None or not _owned(snapshot.session, session.user_id):
                 raise SessionNotFoundError(f"Session {session.id} not found.")
             state, _ = await self._session_state(key, snapshot.session.metadata, snapshot.events)
-            state.update(session_delta)
+            state.update(delta)
             body = self._body(event)
             stored = SessionEvent(
                 id=event_id,
@@ -526,20 +515,22 @@ class AdkSessionService(BaseSessionService):
         return dict(scope.get("state") or {}), float(scope.get("created") or 0.0)
 
     async def _merged(self, app_name: str, user_id: str, state: dict[str, Any]) -> dict[str, Any]:
-        for name, value in (await self._scope_state(self._app_key(app_name))).items():
-            state[State.APP_PREFIX + name] = value
+        app = await self._scope_state(self._app_key(app_name))
         user = await self._scope_state(self._user_key(app_name, user_id))
-        for name, value in user.items():
-            state[State.USER_PREFIX + name] = value
+        state.update({State.APP_PREFIX + name: value for name, value in app.items()})
+        state.update({State.USER_PREFIX + name: value for name, value in user.items()})
         return state
 
     async def _scope_state(self, scope_key: str) -> dict[str, Any]:
-        newest = await self.service.get_events(
-            scope_key, EventFilter(event_types=frozenset({_SCOPE_STATE}), last_n=1)
-        )
-        if not newest:
-            return {}
-        return dict(cast("dict[str, Any]", newest[-1].metadata[_STATE_KEY]))
+        return _scope(await self.service.get_events(scope_key, _SCOPE_READ))
+
+    async def _update_scopes(
+        self, app_name: str, user_id: str, app: dict[str, Any], user: dict[str, Any], stamp: str
+    ) -> None:
+        if app:
+            await self._update_scope(self._app_key(app_name), app, stamp)
+        if user:
+            await self._update_scope(self._user_key(app_name, user_id), user, stamp)
 
     async def _ensure(self, scope_key: str) -> None:
         with contextlib.suppress(SessionExists):
@@ -550,17 +541,11 @@ class AdkSessionService(BaseSessionService):
         applies nothing)."""
         event_id = str(uuid.uuid5(_NAMESPACE, f"{scope_key}\x00{stamp}"))
         for _ in range(_MAX_ATTEMPTS):
-            snapshot = await self.service.get_snapshot(
-                scope_key, EventFilter(event_types=frozenset({_SCOPE_STATE}), last_n=1)
-            )
+            snapshot = await self.service.get_snapshot(scope_key, _SCOPE_READ)
             if snapshot is None:
                 await self._ensure(scope_key)
                 continue
-            state: dict[str, Any] = (
-                dict(cast("dict[str, Any]", snapshot.events[-1].metadata[_STATE_KEY]))
-                if snapshot.events
-                else {}
-            )
+            state = _scope(snapshot.events)
             state.update(delta)
             stored = SessionEvent(
                 id=event_id,
