@@ -7,12 +7,14 @@ Whatever the store refuses or fails at comes back as a string too, never as an e
 starts with ``"Error"`` (``"Error: ..."`` for anything the model can fix; ``"Error reading
 path: ..."`` and the like when the backend itself fails). Successes start with
 ``"Successfully"``, except `MemoryView`, which returns the listing or the numbered file. Only
-cancellation and programming errors propagate.
+cancellation and programming errors propagate. The words are the reference's, whatever the
+store: they are chosen by the `MemoryStoreError.reason` the store raised.
 """
 
 from __future__ import annotations
 
 import asyncio
+import posixpath
 import random
 import re
 from collections.abc import Callable
@@ -22,22 +24,13 @@ from typing import ClassVar, cast
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._checks import require_object
-from ..exceptions import UsageError
-from ..memory.store import (
-    MemoryBackendError,
-    MemoryExists,
-    MemoryIsADirectory,
-    MemoryNotFound,
-    MemoryPathError,
-    MemoryStore,
-    MemoryStoreError,
-    MemoryWriteConflict,
-    normalize_memory_path,
-)
-from ._memory_descriptions import (
+from ..exceptions import MemoryStoreError, UsageError
+from ..memory.store import MemoryStore
+from ._memory_prompts import (
     CREATE_DESCRIPTION,
     DELETE_DESCRIPTION,
     INSERT_DESCRIPTION,
+    MEMORY_SYSTEM_PROMPT,
     RENAME_DESCRIPTION,
     STR_REPLACE_DESCRIPTION,
     VIEW_DESCRIPTION,
@@ -76,80 +69,55 @@ class _Args(BaseModel):
 
 
 class MemoryViewArgs(_Args):
-    """Arguments of `MemoryView`."""
-
     path: str = Field(
         description=(
             "File or directory to show, relative to the memory root. Use '' or '/' for the "
             "root and 'MEMORY.md' for the index."
         )
     )
-    """File or directory to show."""
     view_range: str | None = Field(
         default=None,
         description="Optional line range 'start,end' (e.g. '1,50') when viewing a file.",
     )
-    """Optional ``"start,end"`` line range."""
 
 
 class MemoryCreateArgs(_Args):
-    """Arguments of `MemoryCreate`."""
-
     path: str = Field(
         description="Path of the new file, relative to the memory root (e.g. 'user_role.md')."
     )
-    """Path of the new file."""
     file_text: str = Field(
         description="The whole file: the front matter block, then the memory itself."
     )
-    """The whole file."""
 
 
 class MemoryStrReplaceArgs(_Args):
-    """Arguments of `MemoryStrReplace`."""
-
     path: str = Field(description="File to edit, relative to the memory root.")
-    """File to edit."""
     old_str: str = Field(
         description="Exact text to replace; it must occur exactly once and must not be empty."
     )
-    """Exact text to replace."""
     new_str: str = Field(description="Replacement text; empty to delete old_str.")
-    """Replacement text."""
 
 
 class MemoryInsertArgs(_Args):
-    """Arguments of `MemoryInsert`."""
-
     path: str = Field(description="File to change, relative to the memory root.")
-    """File to change."""
     insert_line: int = Field(
         description=(
             "Non-negative line number to insert after: 0 inserts before the first line, the "
             "file's line count appends at the end."
         )
     )
-    """Line number to insert after."""
     insert_text: str = Field(
         description="Text to insert as new line(s), e.g. '- [Title](file.md) — one-line hook'."
     )
-    """Text to insert."""
 
 
 class MemoryDeleteArgs(_Args):
-    """Arguments of `MemoryDelete`."""
-
     path: str = Field(description="File or directory to delete, relative to the memory root.")
-    """File or directory to delete."""
 
 
 class MemoryRenameArgs(_Args):
-    """Arguments of `MemoryRename`."""
-
     old_path: str = Field(description="Current path of the file or directory.")
-    """Current path."""
     new_path: str = Field(description="New path; it must not exist yet.")
-    """New path."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,16 +135,13 @@ def _split_lines(text: str) -> list[str]:
 
 
 def _resolve(path: str) -> str:
-    """A tool's path argument as a normalised store path: blank or ``"/"`` is the root."""
-    if not path or not path.strip() or path == "/":
-        return ""
-    return normalize_memory_path(path)
+    """A tool's path argument as a store path: blank or ``"/"`` is the root (the store
+    normalises and checks the rest)."""
+    return "" if not path or not path.strip() or path == "/" else path
 
 
 def _failure(exc: MemoryStoreError, backend_prefix: str) -> str:
-    if isinstance(exc, MemoryBackendError):
-        return f"{backend_prefix}: {exc}"
-    return f"Error: {exc}"
+    return f"{backend_prefix}: {exc}" if exc.reason == "backend" else f"Error: {exc}"
 
 
 class AutoMemoryTools:
@@ -196,6 +161,9 @@ class AutoMemoryTools:
         chat = ChatClient(client, model="gpt-4.1", tools=tools.as_tools())  # the same six
         ```
     """
+
+    SYSTEM_PROMPT: ClassVar[str] = MEMORY_SYSTEM_PROMPT
+    """The system prompt's template; ``{memories_root}`` is its only placeholder."""
 
     def __init__(self, store: MemoryStore, *, max_attempts: int = 20) -> None:
         """Wrap a store.
@@ -225,6 +193,12 @@ class AutoMemoryTools:
     def root(self) -> str:
         """The memory root shown to the model."""
         return self._store.root
+
+    @property
+    def system_prompt(self) -> str:
+        """The system prompt that teaches the model to keep its memory with these tools, with
+        the store's root filled in (`AutoMemoryToolsAdvisor` adds it for you)."""
+        return self.SYSTEM_PROMPT.replace("{memories_root}", self._store.root)
 
     def as_tools(self) -> list[Tool]:
         """The six tools for a tool-calling model, in `MEMORY_TOOL_NAMES` order."""
@@ -313,13 +287,12 @@ class AutoMemoryTools:
     async def memory_delete(self, path: str) -> str:
         """Delete a file, or a directory with everything in it (never the root)."""
         try:
-            rel = _resolve(path)
-            if not rel:
-                return "Error: Cannot delete the memories root directory."
             try:
-                entry = await self._store.delete(rel)
-            except MemoryNotFound:
-                return f"Error: Path does not exist: {path}"
+                entry = await self._store.delete(_resolve(path))
+            except MemoryStoreError as exc:
+                if exc.reason == "not_found":
+                    return f"Error: Path does not exist: {path}"
+                raise
             kind = "directory" if entry.is_dir else "file"
             return f"Successfully deleted {kind}: {path}"
         except MemoryStoreError as exc:
@@ -328,18 +301,17 @@ class AutoMemoryTools:
     async def memory_rename(self, old_path: str, new_path: str) -> str:
         """Move a file or directory to a path that does not exist yet."""
         try:
-            old = _resolve(old_path)
-            new = _resolve(new_path)
-            if not old:
-                return "Error: Cannot rename the memories root directory."
+            old, new = _resolve(old_path), _resolve(new_path)
             for attempt in range(self._max_attempts):
                 try:
                     await self._store.rename(old, new)
-                except MemoryNotFound:
-                    return f"Error: Source path does not exist: {old_path}"
-                except MemoryExists:
-                    return f"Error: Destination path already exists: {new_path}"
-                except MemoryWriteConflict:
+                except MemoryStoreError as exc:
+                    if exc.reason == "not_found":
+                        return f"Error: Source path does not exist: {old_path}"
+                    if exc.reason == "exists":
+                        return f"Error: Destination path already exists: {new_path}"
+                    if exc.reason != "conflict":
+                        raise
                     await self._backoff(attempt)
                     continue
                 return f"Successfully renamed '{old_path}' to '{new_path}'"
@@ -351,16 +323,20 @@ class AutoMemoryTools:
         rel = _resolve(path)
         try:
             file = await self._store.read(rel)
-        except MemoryIsADirectory:
+        except MemoryStoreError as exc:
+            if exc.reason != "is_a_directory":
+                raise
             return await self._listing(rel, path or "/")
         if file is None:
             return f"Error: Path does not exist: {path}"
-        return _numbered(file.text, rel.rpartition("/")[2], view_range)
+        return _numbered(file.text, posixpath.basename(posixpath.normpath(rel)), view_range)
 
     async def _listing(self, rel: str, shown: str) -> str:
         try:
             entries = await self._store.list_dir(rel)
-        except MemoryNotFound:
+        except MemoryStoreError as exc:
+            if exc.reason != "not_found":
+                raise
             return f"Error: Path does not exist: {shown}"
         out = [f"Contents of {shown}:\n\n"]
         for entry in entries:
@@ -370,7 +346,9 @@ class AutoMemoryTools:
             out.append(f"  {entry.name}/\n")
             try:
                 children = await self._store.list_dir(f"{rel}/{entry.name}" if rel else entry.name)
-            except (MemoryNotFound, MemoryPathError):
+            except MemoryStoreError as exc:
+                if exc.reason not in ("not_found", "invalid_path"):
+                    raise
                 continue  # removed while we were listing, or too deep to address
             for child in children:
                 suffix = "/" if child.is_dir else f" ({child.size} bytes)"
@@ -382,11 +360,11 @@ class AutoMemoryTools:
         exists = (
             f"Error: File already exists: {path}. Use MemoryStrReplace to modify existing files."
         )
-        if not rel:
-            return exists
         try:
             await self._store.write(rel, file_text, expected_version=None)
-        except (MemoryExists, MemoryIsADirectory):
+        except MemoryStoreError as exc:
+            if exc.reason not in ("exists", "is_a_directory"):
+                raise
             return exists
         return f"Successfully created file: {path} ({len(file_text.encode('utf-8'))} bytes)"
 
@@ -396,7 +374,9 @@ class AutoMemoryTools:
         for attempt in range(self._max_attempts):
             try:
                 file = await self._store.read(rel)
-            except MemoryIsADirectory:
+            except MemoryStoreError as exc:
+                if exc.reason != "is_a_directory":
+                    raise
                 return f"Error: Path is a directory, not a file: {path}"
             if file is None:
                 return f"Error: File does not exist: {path}"
@@ -405,7 +385,9 @@ class AutoMemoryTools:
                 return outcome
             try:
                 await self._store.write(rel, outcome.text, expected_version=file.version)
-            except MemoryWriteConflict:
+            except MemoryStoreError as exc:
+                if exc.reason != "conflict":
+                    raise
                 await self._backoff(attempt)
                 continue
             return outcome.message

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ...events import EventType, SessionEvent
-from ...exceptions import InvalidFilter
+from ...exceptions import UsageError
 from ...filters import EventQuery, MatchMode
 from ...messages import AssistantMessage, MessageType
 from ...repository import SessionRepository
@@ -140,11 +140,11 @@ class SearchContract(ContractBase):
             == 1
         )
         for keywords in [(), ("x",) * 21, ("x" * 201,), (" ",), ("x", "")]:
-            with pytest.raises(InvalidFilter):
+            with pytest.raises(UsageError):
                 EventQuery(keywords=keywords)
-        with pytest.raises(InvalidFilter):
+        with pytest.raises(UsageError):
             EventQuery(keywords=("x",), since=_T0.replace(tzinfo=None))
-        with pytest.raises(InvalidFilter):
+        with pytest.raises(UsageError):
             EventQuery(keywords=("x",), page_size=0)
-        with pytest.raises(InvalidFilter):
+        with pytest.raises(UsageError):
             EventQuery(keywords=("x",), match_mode="most")  # type: ignore[arg-type]

@@ -2,7 +2,7 @@
 
 A string with a lone surrogate (``"\\ud83d"``) does not encode as UTF-8. Wherever it sits in an
 event or a session (text, payload, metadata, keys or values, at any depth), the store raises
-[`InvalidText`][asyncsession.exceptions.InvalidText] before it writes anything (the service
+[`UsageError`][asyncsession.exceptions.UsageError] before it writes anything (the service
 refuses them too, before any store sees them).
 """
 
@@ -14,7 +14,7 @@ import pytest
 from pydantic import JsonValue
 
 from ...events import EventType, Session, SessionEvent
-from ...exceptions import InvalidText
+from ...exceptions import UsageError
 from ...filters import EventFilter
 from ...messages import AssistantMessage, ToolCall, UserMessage
 from ...repository import SessionRepository
@@ -64,17 +64,17 @@ class TextContract(ContractBase):
         self, repository: SessionRepository, place: str
     ) -> None:
         """Appending such an event (alone or in a batch, versioned or not) raises
-        `InvalidText` and leaves the log and its version as they were."""
+        `UsageError` and leaves the log and its version as they were."""
         session = await self.new_session(repository)
         good = user(session.id, "kept")
         await repository.append_event(good)
         bad = bad_events(session.id)[place]
         fresh = user(session.id, "never written")
-        with pytest.raises(InvalidText):
+        with pytest.raises(UsageError):
             await repository.append_event(bad)
-        with pytest.raises(InvalidText):
+        with pytest.raises(UsageError):
             await repository.append_events(session.id, [fresh, bad])
-        with pytest.raises(InvalidText):
+        with pytest.raises(UsageError):
             await repository.append_events(session.id, [fresh, bad], expected_version=1)
         assert await repository.find_events(session.id, EventFilter.all()) == [good]
         assert await repository.get_event_version(session.id) == 1
@@ -91,7 +91,7 @@ class TextContract(ContractBase):
         await repository.append_events(session.id, events)
         summary = user(session.id, LONE)
         edge = boundary(session.id, [summary, events[1]], [events[0]])
-        with pytest.raises(InvalidText):
+        with pytest.raises(UsageError):
             await repository.append_events(session.id, [summary, edge], 1)
         assert await repository.find_events(session.id, EventFilter.all()) == events
         assert await repository.get_event_version(session.id) == 1
@@ -100,16 +100,16 @@ class TextContract(ContractBase):
     async def test_a_session_with_a_lone_surrogate_is_refused(
         self, repository: SessionRepository, field: str
     ) -> None:
-        """Saving such a session (either way) raises `InvalidText` and stores nothing."""
+        """Saving such a session (either way) raises `UsageError` and stores nothing."""
         values: dict[str, Any] = {"id": new_id(), "user_id": "alice"}
         if field in ("id", "user_id"):
             values[field] = f"{values[field]}-{LONE}"
         else:
             values["metadata"] = {LONE: 1} if field == "metadata key" else {"k": [LONE]}
         session = Session(**values)
-        with pytest.raises(InvalidText):
+        with pytest.raises(UsageError):
             await repository.save(session)
-        with pytest.raises(InvalidText):
+        with pytest.raises(UsageError):
             await repository.save_if_absent(session)
         if field != "id":
             assert await repository.find_by_id(session.id) is None
@@ -122,7 +122,7 @@ class TextContract(ContractBase):
     ) -> None:
         """An update with bad metadata keeps the session as it was."""
         session = await self.new_session(repository, metadata={"k": "v"})
-        with pytest.raises(InvalidText):
+        with pytest.raises(UsageError):
             await repository.save(session.model_copy(update={"metadata": {"k": LONE}}))
         assert await repository.find_by_id(session.id) == session
 
