@@ -17,7 +17,7 @@ import asyncio
 import posixpath
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import ClassVar, cast
 
@@ -140,8 +140,15 @@ def _resolve(path: str) -> str:
     return "" if not path or not path.strip() or path == "/" else path
 
 
-def _failure(exc: MemoryStoreError, backend_prefix: str) -> str:
-    return f"{backend_prefix}: {exc}" if exc.reason == "backend" else f"Error: {exc}"
+async def _answered(work: Awaitable[str], backend: str, **answers: str) -> str:
+    """The tool's answer: `work`'s, or the text for the reason the store refused: one of
+    ``answers``, ``"<backend>: ..."`` when the backend failed, else ``"Error: <message>"``."""
+    try:
+        return await work
+    except MemoryStoreError as exc:
+        if exc.reason in answers:
+            return answers[exc.reason]
+        return f"{backend}: {exc}" if exc.reason == "backend" else f"Error: {exc}"
 
 
 class AutoMemoryTools:
@@ -221,17 +228,21 @@ class AutoMemoryTools:
 
     async def memory_view(self, path: str, view_range: str | None = None) -> str:
         """List a directory two levels deep, or show a file with line numbers."""
-        try:
-            return await self._view(path, view_range)
-        except MemoryStoreError as exc:
-            return _failure(exc, "Error reading path")
+        return await _answered(self._view(path, view_range), "Error reading path")
 
     async def memory_create(self, path: str, file_text: str) -> str:
         """Create a new file; parents are created, an existing path is refused."""
-        try:
-            return await self._create(path, file_text)
-        except MemoryStoreError as exc:
-            return _failure(exc, "Error creating file")
+
+        async def create() -> str:
+            await self._store.write(_resolve(path), file_text, expected_version=None)
+            return f"Successfully created file: {path} ({len(file_text.encode('utf-8'))} bytes)"
+
+        exists = (
+            f"Error: File already exists: {path}. Use MemoryStrReplace to modify existing files."
+        )
+        return await _answered(
+            create(), "Error creating file", exists=exists, is_a_directory=exists
+        )
 
     async def memory_str_replace(self, path: str, old_str: str, new_str: str) -> str:
         """Replace the single occurrence of `old_str` in a file with `new_str`."""
@@ -260,10 +271,7 @@ class AutoMemoryTools:
                 + _snippet(updated, index, new_str),
             )
 
-        try:
-            return await self._edit(path, edit)
-        except MemoryStoreError as exc:
-            return _failure(exc, "Error editing file")
+        return await self._edit(path, edit, "Error editing file")
 
     async def memory_insert(self, path: str, insert_line: int, insert_text: str) -> str:
         """Insert `insert_text` as new line(s) after line `insert_line` (0 = at the top)."""
@@ -279,45 +287,39 @@ class AutoMemoryTools:
             updated = "\n".join(lines) + ("\n" if text.endswith("\n") else "")
             return _Edit(updated, f"Successfully inserted text at line {insert_line} in: {path}")
 
-        try:
-            return await self._edit(path, edit)
-        except MemoryStoreError as exc:
-            return _failure(exc, "Error inserting into file")
+        return await self._edit(path, edit, "Error inserting into file")
 
     async def memory_delete(self, path: str) -> str:
         """Delete a file, or a directory with everything in it (never the root)."""
-        try:
-            try:
-                entry = await self._store.delete(_resolve(path))
-            except MemoryStoreError as exc:
-                if exc.reason == "not_found":
-                    return f"Error: Path does not exist: {path}"
-                raise
-            kind = "directory" if entry.is_dir else "file"
-            return f"Successfully deleted {kind}: {path}"
-        except MemoryStoreError as exc:
-            return _failure(exc, "Error deleting path")
+
+        async def delete() -> str:
+            entry = await self._store.delete(_resolve(path))
+            return f"Successfully deleted {'directory' if entry.is_dir else 'file'}: {path}"
+
+        missing = f"Error: Path does not exist: {path}"
+        return await _answered(delete(), "Error deleting path", not_found=missing)
 
     async def memory_rename(self, old_path: str, new_path: str) -> str:
         """Move a file or directory to a path that does not exist yet."""
-        try:
-            old, new = _resolve(old_path), _resolve(new_path)
+
+        async def rename() -> str:
             for attempt in range(self._max_attempts):
                 try:
-                    await self._store.rename(old, new)
+                    await self._store.rename(_resolve(old_path), _resolve(new_path))
                 except MemoryStoreError as exc:
-                    if exc.reason == "not_found":
-                        return f"Error: Source path does not exist: {old_path}"
-                    if exc.reason == "exists":
-                        return f"Error: Destination path already exists: {new_path}"
                     if exc.reason != "conflict":
                         raise
                     await self._backoff(attempt)
                     continue
                 return f"Successfully renamed '{old_path}' to '{new_path}'"
             return _gave_up(old_path)
-        except MemoryStoreError as exc:
-            return _failure(exc, "Error renaming path")
+
+        return await _answered(
+            rename(),
+            "Error renaming path",
+            not_found=f"Error: Source path does not exist: {old_path}",
+            exists=f"Error: Destination path already exists: {new_path}",
+        )
 
     async def _view(self, path: str, view_range: str | None) -> str:
         rel = _resolve(path)
@@ -355,43 +357,31 @@ class AutoMemoryTools:
                 out.append(f"    {child.name}{suffix}\n")
         return "".join(out)
 
-    async def _create(self, path: str, file_text: str) -> str:
-        rel = _resolve(path)
-        exists = (
-            f"Error: File already exists: {path}. Use MemoryStrReplace to modify existing files."
-        )
-        try:
-            await self._store.write(rel, file_text, expected_version=None)
-        except MemoryStoreError as exc:
-            if exc.reason not in ("exists", "is_a_directory"):
-                raise
-            return exists
-        return f"Successfully created file: {path} ({len(file_text.encode('utf-8'))} bytes)"
-
-    async def _edit(self, path: str, edit: Callable[[str], _Edit | str]) -> str:
+    async def _edit(self, path: str, edit: Callable[[str], _Edit | str], failed: str) -> str:
         """Read, transform and compare-and-set a file, retrying on concurrent changes."""
-        rel = _resolve(path)
-        for attempt in range(self._max_attempts):
-            try:
-                file = await self._store.read(rel)
-            except MemoryStoreError as exc:
-                if exc.reason != "is_a_directory":
-                    raise
-                return f"Error: Path is a directory, not a file: {path}"
-            if file is None:
-                return f"Error: File does not exist: {path}"
-            outcome = edit(file.text)
-            if isinstance(outcome, str):
-                return outcome
-            try:
-                await self._store.write(rel, outcome.text, expected_version=file.version)
-            except MemoryStoreError as exc:
-                if exc.reason != "conflict":
-                    raise
-                await self._backoff(attempt)
-                continue
-            return outcome.message
-        return _gave_up(path)
+
+        async def run() -> str:
+            for attempt in range(self._max_attempts):
+                file = await self._store.read(_resolve(path))
+                if file is None:
+                    return f"Error: File does not exist: {path}"
+                outcome = edit(file.text)
+                if isinstance(outcome, str):
+                    return outcome
+                try:
+                    await self._store.write(
+                        _resolve(path), outcome.text, expected_version=file.version
+                    )
+                except MemoryStoreError as exc:
+                    if exc.reason != "conflict":
+                        raise
+                    await self._backoff(attempt)
+                    continue
+                return outcome.message
+            return _gave_up(path)
+
+        directory = f"Error: Path is a directory, not a file: {path}"
+        return await _answered(run(), failed, is_a_directory=directory)
 
     async def _backoff(self, attempt: int) -> None:
         if attempt + 1 < self._max_attempts:
