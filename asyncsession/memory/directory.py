@@ -179,27 +179,22 @@ def _map_os_errors(rel: str) -> Generator[None, None, None]:
 class DirectoryMemoryStore(BaseMemoryStore):
     """One scope's memory files in ``<root>/<scope>/`` on the local filesystem.
 
-    The scope key is percent-encoded into a single directory name, so any scope (``"../bob"``
-    too) stays a direct child of `root`; on case-insensitive filesystems scopes that differ only
-    in case share a directory. Every call runs its blocking I/O in a worker thread
-    (`anyio.to_thread`), so the event loop never blocks, and a write that has started finishes
-    even if the caller is cancelled: the cancellation waits for it (and keeps the scope's lock
-    until then), so nothing the caller does next can see it in progress.
+    The scope key is percent-encoded into one directory name, so any scope (``"../bob"`` too)
+    stays a direct child of `root`; on case-insensitive filesystems scopes that differ only in
+    case share a directory. Blocking I/O runs in a worker thread, and a write that has started
+    finishes even if the caller is cancelled (the cancellation waits for it).
 
-    Sandbox: paths are validated as `MemoryStore` says; then the real path (symlinks
-    resolved) must lie inside the scope directory, so a symlink that leads out of it is neither
-    read, listed, written nor deleted through. Symlinks that stay inside are followed for reads
-    and writes; delete and rename act on the link itself. Special files (FIFOs, devices) are
-    refused. Created directories are ``0700`` and files ``0600``.
+    Sandbox: beyond the path rules of `MemoryStore`, a path whose real path (symlinks resolved)
+    leaves the scope directory is neither read, listed, written nor deleted through; links that
+    stay inside are followed for reads and writes, and delete and rename act on the link itself.
+    Special files are refused. Directories are created ``0700``, files ``0600``.
 
-    Concurrency: a file's version is a digest of its content. Within one process, all writers
-    of a scope directory (any number of store instances, same event loop) take one shared
-    lock; across processes, writers also hold the scope's lock file (``flock``). Under both,
-    a write re-reads the file and compares versions before an atomic replace (write to a
-    temporary file, ``fsync``, rename), and checks the limits, so no edit is lost and readers
-    never see a torn file, whichever process writes. (On Windows, without ``fcntl``, only the
-    writers of one process are serialised.) The lock file needs a local filesystem: ``flock``
-    over NFS is not reliable; use `MongoMemoryStore` there.
+    Concurrency: writers of a scope in one process share a lock, and writers in other processes
+    wait on the scope's lock file (``flock``); under both a write compares versions (a digest of
+    the content) and checks the limits before an atomic replace, so no edit is lost and readers
+    never see a torn file. The lock file needs a local POSIX filesystem (``flock`` over NFS is
+    not reliable; on Windows only one process's writers are serialised): use `MongoMemoryStore`
+    elsewhere.
     """
 
     def __init__(
@@ -290,11 +285,7 @@ class DirectoryMemoryStore(BaseMemoryStore):
 
     @contextlib.contextmanager
     def _file_lock(self) -> Generator[None, None, None]:
-        """Hold the scope's lock file exclusively (``flock``), so the writers of other processes
-        wait: a write's check, limit check and replace are one step for every process. The lock
-        file lives beside the scope directory under a name no scope maps to (it starts with
-        ``#``, which a percent-encoded scope never holds). Where ``fcntl`` does not exist
-        (Windows) only writers of one process are serialised."""
+        """Hold the scope's lock file (``flock``) so the writers of other processes wait."""
         if fcntl is None:  # pragma: no cover - not on POSIX
             yield
             return

@@ -54,49 +54,32 @@ def _proper_prefixes(rel: str) -> list[str]:
 
 def _prefix_range(rel: str) -> dict[str, str]:
     """A ``path`` filter matching everything strictly below the directory `rel`."""
-    # '/' + 1 == '0', so ["d/", "d0") holds exactly the paths that start with "d/".
     return {"$gte": rel + "/", "$lt": rel + "0"}
 
 
 class MongoMemoryStore(BaseMemoryStore):
-    r"""One scope's memory files in a MongoDB collection (default ``memories``).
+    """One scope's memory files in a MongoDB collection (default ``memories``), one document
+    per file (the layout is in the internals pages).
 
-    Storage layout: one document per file, ``{_id: "<scope><path>", scope, path, text,
-    version, size, updated_at}``. The ``_id`` is a plain string (the separator, U+001F, may
-    appear in neither scopes nor paths), so lookups by file are point reads on the ``_id``
-    index and uniqueness per (scope, path) comes for free. Directories are implicit: a
-    directory exists while some file's path lies under it, and listing one is a range query on
-    ``path``. Every query filters by ``scope``, so a store never sees another scope's documents.
+    Concurrent agents of one scope, in any number of processes, never lose an edit: a write is
+    a compare-and-set on the file's version, and the loser gets reason ``"conflict"``. A move
+    that races an edit keeps the edit. A directory moves file by file: not atomic as a whole (a
+    reader may briefly see it half done), but once started it runs to completion even if the
+    caller is cancelled. The scope's size limit is checked before a write, so racing writers
+    can overshoot it by their own writes at most.
 
-    Atomicity: a write is a compare-and-set on ``version`` (``update_one({_id, scope, version:
-    expected}, ...)``; a create is an ``insert_one`` that fails on a duplicate ``_id``), so
-    concurrent agents of one scope, in any number of processes, never lose an edit: the loser
-    gets reason ``"conflict"``, re-reads and retries. Versions are random 63-bit tokens, so a
-    file deleted and re-created never reuses a version a stale writer might hold.
-
-    Moves: a file moves by inserting the copy, then deleting the original only if its version
-    is unchanged; if it changed, the copy is dropped and the move retried with the fresh
-    original, so an edit racing a move is never lost. A directory moves file by file: the move
-    is not atomic as a whole (a reader may briefly see it half done), but once started it runs
-    to completion even if the caller is cancelled. The file-versus-directory checks on create
-    and the scope size limit are check-then-act, so racing writers can overshoot the limit by
-    at most their own writes.
-
-    The collection comes from a PyMongo `AsyncDatabase` (a Motor database works too, e.g.
-    mongomock-motor in tests); the store borrows it and never closes the client. Call
-    `ensure_indexes` once at startup.
-
-    Durability and outages: writes use a journaled majority write concern (``w="majority",
-    j=True``) whatever the client's default, as the session store does. A server that cannot be
-    reached raises an error that is both a `MemoryStoreError` (reason ``"backend"``) and a
+    The store borrows the database (a PyMongo `AsyncDatabase`, or a Motor one) and never closes
+    the client; call `ensure_indexes` once at startup. Writes use a journaled majority write
+    concern whatever the client's default. A server that cannot be reached raises an error that
+    is both a `MemoryStoreError` (reason ``"backend"``) and a
     `asyncsession.exceptions.StorageUnavailable`.
 
-    Encryption at rest: given ``encryption``, each file's ``text`` is stored encrypted with the
+    Encryption at rest: given ``encryption``, each file's text is stored encrypted with the
     data key of the user the scope names (the scope is the user id, as
-    `asyncsession.advisors.AutoMemoryToolsAdvisor` scopes it), and decrypted when read; the path,
-    size, version and time stay in clear, since listings and limits need them. A file of a user
-    whose key was deleted raises `asyncsession.exceptions.ContentErased` when read. Files
-    written before encryption was turned on are read as they are.
+    `asyncsession.advisors.AutoMemoryToolsAdvisor` scopes it); path, size, version and time stay
+    in clear. A file of a user whose key was deleted raises
+    `asyncsession.exceptions.ContentErased` when read; files written before encryption was
+    turned on are read as they are.
     """
 
     def __init__(
