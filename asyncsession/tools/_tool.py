@@ -23,7 +23,7 @@ import re
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from typing import Any, Final, cast, overload
 
 from griffe import Docstring, DocstringSection, DocstringSectionKind, Parser
@@ -318,18 +318,13 @@ def tool(
     ``idempotent=True`` one a takeover may run again, ``needs_approval`` one that waits for a
     person (see [`Tool`][asyncsession.tools.Tool]).
     """
-    if function is not None:
-        return Tool.from_function(function)
-
-    def decorate(function: Callable[..., Any]) -> Tool:
-        return Tool.from_function(
-            function,
-            name=name,
-            description=description,
-            strict=strict,
-            return_direct=return_direct,
-            idempotent=idempotent,
-            needs_approval=needs_approval,
-        )
-
-    return decorate
+    decorate = partial(
+        Tool.from_function,
+        name=name,
+        description=description,
+        strict=strict,
+        return_direct=return_direct,
+        idempotent=idempotent,
+        needs_approval=needs_approval,
+    )
+    return decorate if function is None else decorate(function)
