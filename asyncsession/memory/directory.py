@@ -140,6 +140,15 @@ def _scope_dirname(scope: str) -> str:
     return name
 
 
+def _entry(name: str, st: os.stat_result) -> MemoryEntry | None:
+    """A directory or a regular file as an entry; ``None`` for anything else."""
+    if stat.S_ISDIR(st.st_mode):
+        return MemoryEntry(name=name, is_dir=True, size=0)
+    if stat.S_ISREG(st.st_mode):
+        return MemoryEntry(name=name, is_dir=False, size=st.st_size)
+    return None
+
+
 def _version(data: bytes) -> int:
     """The version token of some file content: a 63-bit BLAKE2b digest."""
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big") >> 1
@@ -339,11 +348,10 @@ class DirectoryMemoryStore(BaseMemoryStore):
             st = os.stat(real)
         except (FileNotFoundError, NotADirectoryError):
             return MemoryEntry(name="", is_dir=True, size=0) if not rel else None
-        if stat.S_ISDIR(st.st_mode):
-            return MemoryEntry(name=name, is_dir=True, size=0)
-        if stat.S_ISREG(st.st_mode):
-            return MemoryEntry(name=name, is_dir=False, size=st.st_size)
-        raise MemoryStoreError("invalid_path", rel, f"Not a regular file or directory: '{rel}'")
+        entry = _entry(name, st)
+        if entry is None:
+            raise MemoryStoreError("invalid_path", rel, f"Not a regular file or directory: '{rel}'")
+        return entry
 
     def _read_sync(self, rel: str) -> MemoryFile | None:
         real = self._resolve(self._scope_dir(create=False), rel)
@@ -411,10 +419,9 @@ class DirectoryMemoryStore(BaseMemoryStore):
                         st = item.stat(follow_symlinks=False)
                 except OSError:
                     continue  # vanished or unreadable meanwhile
-                if stat.S_ISDIR(st.st_mode):
-                    entries.append(MemoryEntry(name=item.name, is_dir=True, size=0))
-                elif stat.S_ISREG(st.st_mode):
-                    entries.append(MemoryEntry(name=item.name, is_dir=False, size=st.st_size))
+                entry = _entry(item.name, st)
+                if entry is not None:  # special files are left out
+                    entries.append(entry)
         entries.sort(key=lambda entry: entry.name)
         return entries
 

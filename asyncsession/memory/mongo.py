@@ -46,12 +46,6 @@ def _map_pymongo_errors(rel: str) -> contextlib.AbstractContextManager[None]:
     )
 
 
-def _proper_prefixes(rel: str) -> list[str]:
-    """The ancestors of a normalised path, outermost first, without the root."""
-    parts = rel.split("/")
-    return ["/".join(parts[:i]) for i in range(1, len(parts))]
-
-
 def _prefix_range(rel: str) -> dict[str, str]:
     """A ``path`` filter matching everything strictly below the directory `rel`."""
     return {"$gte": rel + "/", "$lt": rel + "0"}
@@ -221,7 +215,9 @@ class MongoMemoryStore(BaseMemoryStore):
         fields = {"text": stored, "version": version, "size": size, "updated_at": datetime.now(UTC)}
         with _map_pymongo_errors(rel):
             if expected_version is None:
-                await self._check_can_create(rel)
+                await self._check_parents(rel)
+                if await self._is_dir(rel):
+                    raise MemoryStoreError("is_a_directory", rel)
                 await self._check_store_limit(rel, size)
                 try:
                     await self._collection.insert_one(
@@ -327,7 +323,8 @@ class MongoMemoryStore(BaseMemoryStore):
 
     async def _check_parents(self, rel: str) -> None:
         """Refuse a path whose ancestors include a file."""
-        prefixes = _proper_prefixes(rel)
+        parts = rel.split("/")
+        prefixes = ["/".join(parts[:i]) for i in range(1, len(parts))]
         if not prefixes:
             return
         doc = await self._collection.find_one(
@@ -336,11 +333,6 @@ class MongoMemoryStore(BaseMemoryStore):
         )
         if doc is not None:
             raise MemoryStoreError("not_a_directory", str(doc["path"]))
-
-    async def _check_can_create(self, rel: str) -> None:
-        await self._check_parents(rel)
-        if await self._is_dir(rel):
-            raise MemoryStoreError("is_a_directory", rel)
 
     async def _check_store_limit(self, rel: str, size: int) -> None:
         """Refuse a write that grows the scope beyond its limit (shrinking is always allowed)."""

@@ -19,7 +19,7 @@ import random
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import ClassVar, cast
+from typing import ClassVar, Final, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -47,16 +47,6 @@ __all__ = [
     "MemoryStrReplaceArgs",
     "MemoryViewArgs",
 ]
-
-MEMORY_TOOL_NAMES = (
-    "MemoryView",
-    "MemoryCreate",
-    "MemoryStrReplace",
-    "MemoryInsert",
-    "MemoryDelete",
-    "MemoryRename",
-)
-"""The model-facing names of the six memory tools, in the order `as_tools` returns them."""
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -118,6 +108,18 @@ class MemoryDeleteArgs(_Args):
 class MemoryRenameArgs(_Args):
     old_path: str = Field(description="Current path of the file or directory.")
     new_path: str = Field(description="New path; it must not exist yet.")
+
+
+_TOOLS: Final = (
+    ("MemoryView", VIEW_DESCRIPTION, MemoryViewArgs, "memory_view"),
+    ("MemoryCreate", CREATE_DESCRIPTION, MemoryCreateArgs, "memory_create"),
+    ("MemoryStrReplace", STR_REPLACE_DESCRIPTION, MemoryStrReplaceArgs, "memory_str_replace"),
+    ("MemoryInsert", INSERT_DESCRIPTION, MemoryInsertArgs, "memory_insert"),
+    ("MemoryDelete", DELETE_DESCRIPTION, MemoryDeleteArgs, "memory_delete"),
+    ("MemoryRename", RENAME_DESCRIPTION, MemoryRenameArgs, "memory_rename"),
+)
+MEMORY_TOOL_NAMES: Final = tuple(name for name, *_ in _TOOLS)
+"""The model-facing names of the six memory tools, in the order `as_tools` returns them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,20 +212,8 @@ class AutoMemoryTools:
     def as_tools(self) -> list[Tool]:
         """The six tools for a tool-calling model, in `MEMORY_TOOL_NAMES` order."""
         return [
-            Tool.from_model(name, description, arguments, function)
-            for name, description, arguments, function in (
-                ("MemoryView", VIEW_DESCRIPTION, MemoryViewArgs, self.memory_view),
-                ("MemoryCreate", CREATE_DESCRIPTION, MemoryCreateArgs, self.memory_create),
-                (
-                    "MemoryStrReplace",
-                    STR_REPLACE_DESCRIPTION,
-                    MemoryStrReplaceArgs,
-                    self.memory_str_replace,
-                ),
-                ("MemoryInsert", INSERT_DESCRIPTION, MemoryInsertArgs, self.memory_insert),
-                ("MemoryDelete", DELETE_DESCRIPTION, MemoryDeleteArgs, self.memory_delete),
-                ("MemoryRename", RENAME_DESCRIPTION, MemoryRenameArgs, self.memory_rename),
-            )
+            Tool.from_model(name, description, arguments, getattr(self, method))
+            for name, description, arguments, method in _TOOLS
         ]
 
     async def memory_view(self, path: str, view_range: str | None = None) -> str:
