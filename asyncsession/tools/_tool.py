@@ -168,20 +168,17 @@ class Tool:
         )
         is_async = inspect.iscoroutinefunction(function)
 
-        async def run(arguments: str) -> str:
-            values = _validate(tool_name, arguments_model, arguments)
+        async def call(**values: Any) -> Any:
             args = [values.pop(key) for key in positional]
             if is_async:
-                result = await function(*args, **values)
-            else:
-                result = await asyncio.to_thread(function, *args, **values)
-            return _as_text(result)
+                return await function(*args, **values)
+            return await asyncio.to_thread(function, *args, **values)
 
-        return cls(
-            name=tool_name,
-            description=description if description is not None else documented,
-            parameters=_schema(arguments_model),
-            function=run,
+        return cls.from_model(
+            tool_name,
+            description if description is not None else documented,
+            arguments_model,
+            call,
             strict=strict,
             return_direct=return_direct,
             idempotent=idempotent,
