@@ -45,11 +45,11 @@ from ..chat import APPROVAL_REQUIRED, RETURN_DIRECT, ChatChunk, ChatRequest, Cha
 from ..events import CreateSessionRequest, SessionEvent
 from ..exceptions import (
     AccessDenied,
-    MissingSessionId,
     RequestIdReused,
     SessionExists,
     ToolLoopLimitExceeded,
     TurnInProgress,
+    UsageError,
 )
 from ..messages import (
     AssistantMessage,
@@ -299,7 +299,7 @@ class Turn:
         ctx = self.ctx
         session_id = ctx.session_id
         if session_id is None:
-            raise MissingSessionId("No session id for a client with session memory")
+            raise UsageError("No session id for a client with session memory")
         self._session_id = session_id
         self._read_filter = memory.history_filter(ctx.event_filter)
         service = memory.service

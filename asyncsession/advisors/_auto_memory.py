@@ -34,7 +34,6 @@ from ..chat import ChatRequest
 from ..events import utc_now
 from ..exceptions import UsageError
 from ..memory import MemoryStore
-from ..memory.prompt import CONSOLIDATION_REMINDER, MEMORY_SYSTEM_PROMPT
 from ..messages import Message, SystemMessage
 from ..tools import AutoMemoryTools
 from ._base import BaseAdvisor, CallContext
@@ -46,6 +45,11 @@ ConsolidationTrigger: TypeAlias = Callable[[ChatRequest, datetime], bool | Await
 request and the current time, sync or async."""
 
 _PLACEHOLDER: Final = "{memories_root}"
+CONSOLIDATION_REMINDER: Final = (
+    "<system-reminder>Consolidate the long-term memory by summarizing and removing redundant "
+    "information.</system-reminder>"
+)
+"""Appended to the system message when it is time to tidy the memory store."""
 
 
 def _never(request: ChatRequest, now: datetime) -> bool:
@@ -75,7 +79,7 @@ class AutoMemoryToolsAdvisor(BaseAdvisor):
         *,
         per_user: bool = True,
         default_user_id: str | None = None,
-        memory_system_prompt: str = MEMORY_SYSTEM_PROMPT,
+        memory_system_prompt: str = AutoMemoryTools.SYSTEM_PROMPT,
         consolidation_trigger: ConsolidationTrigger = _never,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:

@@ -26,7 +26,7 @@ from ..chat import (
     ToolCallDelta,
     Usage,
 )
-from ..exceptions import ChatError, ChatTimeout, CompactionError, StreamInterrupted
+from ..exceptions import ChatError, ChatTimeout, CompactionError
 from ..messages import AssistantMessage, ToolCall
 from ..tools import Tool
 
@@ -48,7 +48,7 @@ def map_openai_errors(*, streaming: bool = False) -> Generator[None]:
 
     Args:
         streaming: the block reads a stream that has started: a broken connection is then a
-            ``StreamInterrupted``, not a failed request.
+            ``ChatError``, not a failed request.
     """
     try:
         yield
@@ -61,7 +61,7 @@ def map_openai_errors(*, streaming: bool = False) -> Generator[None]:
         ) from exc
     except openai.APIConnectionError as exc:
         if streaming:
-            raise StreamInterrupted(
+            raise ChatError(
                 f"The model's stream broke off before it finished: {exc.message}"
             ) from exc
         raise ChatError(f"Could not reach the model: {exc.message}") from exc
@@ -224,7 +224,7 @@ class ModelStream(ChunkStream):
     """The innermost stream of a chain: one streamed Chat Completions request.
 
     The request is sent when the first chunk is asked for. A stream that ends without a finish
-    reason raises ``StreamInterrupted``, as does a connection that breaks mid-stream.
+    reason raises ``ChatError``, as does a connection that breaks mid-stream.
     """
 
     __slots__ = ("_aggregator", "_client", "_closed", "_done", "_params", "_sdk")
@@ -252,7 +252,7 @@ class ModelStream(ChunkStream):
         except StopAsyncIteration:
             await self.aclose()
             if not self._aggregator.is_finished:
-                raise StreamInterrupted(
+                raise ChatError(
                     "The model's stream ended before it finished (no finish reason)"
                 ) from None
             self._done = True

@@ -37,7 +37,7 @@ from ..advisors import (
 )
 from ..chat import ChatOptions, ChatRequest, ChatResponse
 from ..compaction_protocols import check_strategy, check_trigger
-from ..exceptions import MissingSessionId, UsageError
+from ..exceptions import UsageError
 from ..filters import EventFilter
 from ..messages import Message, UserMessage, messages_from_openai
 from ..service import SessionService
@@ -381,7 +381,7 @@ class BaseChatClient(ABC):
                 f"{type(self).__name__}(..., sessions=service)"
             )
         if self.memory is not None and session_id is None:
-            raise MissingSessionId(
+            raise UsageError(
                 "No session id for a client with session memory: pass session_id=... on "
                 "every call; there is no shared fallback session, which would merge the "
                 "history of different users"
@@ -478,7 +478,7 @@ class BaseChatClient(ABC):
         Raises:
             ChatError: the model call failed (``ChatTimeout`` when it timed out); ``status_code``
                 is set for HTTP errors.
-            MissingSessionId: a client with session memory got no session id.
+            UsageError: a client with session memory got no session id.
             AccessDenied: ``user_id`` does not own the session; nothing was stored.
             TurnInProgress: another turn of the session did not finish within ``wait``.
             RequestIdReused: ``request_id`` was sent before with another message.
@@ -611,7 +611,7 @@ class BaseChatClient(ABC):
         values = dict(context or {})
         session = _text(session_id, "session_id")
         if session is None:
-            raise MissingSessionId("resume needs the session id of the paused turn")
+            raise UsageError("resume needs the session id of the paused turn")
         user = _text(user_id or values.get(USER_ID_CONTEXT_KEY), "user_id")
         values[SESSION_ID_CONTEXT_KEY] = session
         if user is not None:

@@ -19,7 +19,7 @@ from openai.types.responses import (
 
 from ..advisors import ChunkStream
 from ..chat import ChatChunk, ChatRequest, ChatResponse
-from ..exceptions import ChatError, StreamInterrupted
+from ..exceptions import ChatError
 from ._chat import map_openai_errors
 from ._responses_convert import (
     chunk_from_event,
@@ -59,7 +59,7 @@ class ResponsesModelStream(ChunkStream):
     The reply is the ``response.completed`` event's response (the items of the
     ``response.output_item.done`` events when it carries none). ``response.failed``,
     ``response.incomplete`` and ``error`` events raise ``ChatError``; a stream that ends without
-    ``response.completed`` raises ``StreamInterrupted``. Either way nothing is produced, so no
+    ``response.completed`` raises ``ChatError``. Either way nothing is produced, so no
     advisor stores a half reply.
     """
 
@@ -103,7 +103,7 @@ class ResponsesModelStream(ChunkStream):
                 event = await self._sdk.__anext__()
         except StopAsyncIteration:
             await self.aclose()
-            raise StreamInterrupted(
+            raise ChatError(
                 "The model's stream ended before it finished (no response.completed event)"
             ) from None
         except BaseException:

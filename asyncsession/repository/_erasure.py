@@ -21,7 +21,7 @@ from .._checks import require_text
 from .._pymongo_errors import storage_errors
 from .._shield import shielded
 from ..encryption import UserKeys
-from ..exceptions import ContentErased, MemoryNotFound, UsageError
+from ..exceptions import ContentErased, MemoryStoreError, UsageError
 from ..memory import MemoryStore
 from ._protocol import SessionRepository
 
@@ -248,7 +248,9 @@ class UserEraser:
         for entry in await store.list_dir(""):
             try:
                 await store.delete(entry.name)
-            except MemoryNotFound:
+            except MemoryStoreError as exc:
+                if exc.reason != "not_found":
+                    raise
                 continue  # deleted meanwhile
             deleted += 1
         return deleted

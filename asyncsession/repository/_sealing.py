@@ -8,7 +8,7 @@ server cannot look into an encrypted value, so a read selects by what is clear a
 it returns. A **text search** (a keyword, keywords or a pattern) must read the text of every
 event its other criteria leave: those events, the *candidates*, are decrypted and matched in the
 process, at most `EncryptionOptions.max_search_candidates` of them for one search; a search with
-more is refused (`InvalidFilter`), never answered in part.
+more is refused (`UsageError`), never answered in part.
 
 The in-memory store keeps sealed events (`Sealed`) and reads them here (`read_sealed`,
 `search_sealed`): its read takes a `LogView` of the log under its lock, then decrypts outside it
@@ -30,7 +30,7 @@ from pymongo import AsyncMongoClient
 from .._view import ReadLog
 from ..encryption import EncryptionOptions, UserKeys
 from ..events import EventType, SessionEvent
-from ..exceptions import InvalidFilter, UsageError
+from ..exceptions import UsageError
 from ..filters import EventFilter
 from ..messages import MessageType
 from ..rewinds import RewindRecord
@@ -90,11 +90,11 @@ def check_candidates(count: int, keys: UserKeys, where: str) -> None:
     """Refuse a text search of encrypted content with more candidates than the setting allows.
 
     Raises:
-        InvalidFilter: ``count`` is over ``max_search_candidates``.
+        UsageError: ``count`` is over ``max_search_candidates``.
     """
     limit = keys.options.max_search_candidates
     if count > limit:
-        raise InvalidFilter(
+        raise UsageError(
             f"this text search of {where} would decrypt {count} events of encrypted content, "
             f"more than max_search_candidates ({limit}): narrow it by time (from_, to, since) "
             "or by message type"
@@ -230,7 +230,7 @@ async def search_sealed(
     ``logs``: their candidates decrypted, at most ``max_search_candidates`` in all.
 
     Raises:
-        InvalidFilter: the logs hold more candidates than that.
+        UsageError: the logs hold more candidates than that.
     """
     chosen: list[list[int]] = []
     for log in logs:

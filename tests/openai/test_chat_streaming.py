@@ -25,7 +25,7 @@ from asyncsession.compaction import (
     CompactionResult,
     SlidingWindowCompactionStrategy,
 )
-from asyncsession.exceptions import StreamInterrupted, UsageError
+from asyncsession.exceptions import ChatError, UsageError
 from asyncsession.openai import ChatClient
 from asyncsession.repository import Lease
 from asyncsession.testing import (
@@ -268,7 +268,7 @@ async def test_a_dropped_stream_is_interrupted_and_a_retry_stores_nothing_twice(
     openai_client: openai.AsyncOpenAI,
     service: DefaultSessionService,
 ) -> None:
-    """A connection that breaks mid-stream raises StreamInterrupted; the user message stays,
+    """A connection that breaks mid-stream raises ChatError; the user message stays,
     and an idempotent retry stores it once with the reply."""
     client = session_client(openai_client, service, event_ids=IdempotentSessionEventIdGenerator())
     server.enqueue(
@@ -276,7 +276,7 @@ async def test_a_dropped_stream_is_interrupted_and_a_retry_stores_nothing_twice(
         ScriptedReply.text("Whole reply"),
     )
 
-    with pytest.raises(StreamInterrupted) as raised:
+    with pytest.raises(ChatError) as raised:
         await ask(client, "hi", streaming=True, **turn("s"))
     assert isinstance(raised.value.__cause__, openai.APIConnectionError)
     assert await stored(service, "s") == ["U:hi"]

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ...events import EventType, SessionEvent
-from ...exceptions import InvalidFilter
+from ...exceptions import UsageError
 from ...filters import EventFilter, EventQuery, MatchMode
 from ...messages import AssistantMessage, MessageType, ToolCall, ToolResponse, ToolResponseMessage
 from ...service import DefaultSessionService
@@ -372,11 +372,11 @@ class SearchContract(ContractBase):
         assert await self._search(s, "x" * 200) == ["x" * 200]
         assert len(await self._search(s, *("x" * (i + 1) for i in range(20)))) == 1
         for keywords in [(), ("x",) * 21, ("x" * 201,), (" ",), ("x", "")]:
-            with pytest.raises(InvalidFilter):
+            with pytest.raises(UsageError):
                 EventQuery(keywords=keywords)
-        with pytest.raises(InvalidFilter):
+        with pytest.raises(UsageError):
             EventQuery(keywords=("x",), since=_T0.replace(tzinfo=None))
-        with pytest.raises(InvalidFilter):
+        with pytest.raises(UsageError):
             EventQuery(keywords=("x",), page_size=0)
-        with pytest.raises(InvalidFilter):
+        with pytest.raises(UsageError):
             EventQuery(keywords=("x",), match_mode="most")  # type: ignore[arg-type]

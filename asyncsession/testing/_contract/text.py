@@ -2,7 +2,7 @@
 
 A string with a lone surrogate (``"\\ud83d"``) does not encode as UTF-8. Wherever it sits in an
 event or a session (text, payload, metadata, keys or values, at any depth), the store raises
-[`InvalidText`][asyncsession.exceptions.InvalidText] before it writes anything (the service
+[`UsageError`][asyncsession.exceptions.UsageError] before it writes anything (the service
 refuses them too, before any store sees them).
 """
 
@@ -14,7 +14,7 @@ import pytest
 from pydantic import JsonValue
 
 from ...events import EventType, Session, SessionEvent
-from ...exceptions import InvalidText
+from ...exceptions import UsageError
 from ...messages import AssistantMessage, ToolCall, UserMessage
 from ._support import ContractBase, boundary, new_id, user
 
@@ -62,17 +62,17 @@ class TextContract(ContractBase):
         self, place: str
     ) -> None:
         """Appending such an event (alone or in a batch, versioned or not) raises
-        `InvalidText` and leaves the log and its version as they were."""
+        `UsageError` and leaves the log and its version as they were."""
         s = (await self.new_session()).id
         good = user(s, "kept")
         await self.repo.append_event(good)
         bad = bad_events(s)[place]
         fresh = user(s, "never written")
-        with pytest.raises(InvalidText):
+        with pytest.raises(UsageError):
             await self.repo.append_event(bad)
-        with pytest.raises(InvalidText):
+        with pytest.raises(UsageError):
             await self.repo.append_events(s, [fresh, bad])
-        with pytest.raises(InvalidText):
+        with pytest.raises(UsageError):
             await self.repo.append_events(s, [fresh, bad], expected_version=1)
         assert await self.log(s) == [good]
         assert await self.repo.get_event_version(s) == 1
@@ -87,23 +87,23 @@ class TextContract(ContractBase):
         await self.repo.append_events(s, events)
         summary = user(s, LONE)
         edge = boundary(s, [summary, events[1]], [events[0]])
-        with pytest.raises(InvalidText):
+        with pytest.raises(UsageError):
             await self.repo.append_events(s, [summary, edge], 1)
         assert await self.log(s) == events
         assert await self.repo.get_event_version(s) == 1
 
     @pytest.mark.parametrize("field", ["id", "user_id", "metadata key", "metadata value"])
     async def test_a_session_with_a_lone_surrogate_is_refused(self, field: str) -> None:
-        """Saving such a session (either way) raises `InvalidText` and stores nothing."""
+        """Saving such a session (either way) raises `UsageError` and stores nothing."""
         values: dict[str, Any] = {"id": new_id(), "user_id": "alice"}
         if field in ("id", "user_id"):
             values[field] = f"{values[field]}-{LONE}"
         else:
             values["metadata"] = {LONE: 1} if field == "metadata key" else {"k": [LONE]}
         session = Session(**values)
-        with pytest.raises(InvalidText):
+        with pytest.raises(UsageError):
             await self.repo.save(session)
-        with pytest.raises(InvalidText):
+        with pytest.raises(UsageError):
             await self.repo.save_if_absent(session)
         if field != "id":
             assert await self.repo.find_by_id(session.id) is None
@@ -114,7 +114,7 @@ class TextContract(ContractBase):
     async def test_an_existing_session_is_not_updated_with_a_lone_surrogate(self) -> None:
         """An update with bad metadata keeps the session as it was."""
         session = await self.new_session(metadata={"k": "v"})
-        with pytest.raises(InvalidText):
+        with pytest.raises(UsageError):
             await self.repo.save(session.model_copy(update={"metadata": {"k": LONE}}))
         assert await self.repo.find_by_id(session.id) == session
 
