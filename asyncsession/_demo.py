@@ -42,7 +42,8 @@ from .exceptions import AsyncSessionError
 from .filters import EventFilter
 from .memory import DirectoryMemoryStore, MemoryStore, MongoMemoryStore
 from .messages import AssistantMessage, SystemMessage, ToolResponseMessage, messages_to_openai
-from .openai import ChatClient, OpenAISummarizer, ResponsesClient, items_to_messages
+from .openai import ChatClient, OpenAISummarizer, ResponsesClient
+from .openai._responses_items import items_to_messages
 from .repository import InMemorySessionRepository, MongoSessionRepository, SessionRepository
 from .service import DefaultSessionService
 from .testing import RecordedRequest, ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall

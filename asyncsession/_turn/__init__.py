@@ -4,13 +4,15 @@ The clients in ``asyncsession.openai`` build a `Turn` per call; advisors go arou
 """
 
 from .calls import Decisions
+from .compaction import SERVER_COMPACTION_STRATEGY, SERVER_COMPACTION_TRIGGER
 from .log import (
-    SERVER_COMPACTION_STRATEGY,
-    SERVER_COMPACTION_TRIGGER,
+    RETURNED_METADATA_KEY,
     Compaction,
+    SessionMemory,
+    StoreQuestion,
     compacted_during,
+    request_event_id,
 )
-from .session import RETURNED_METADATA_KEY, SessionMemory, StoreQuestion, request_event_id
 from .turn import Turn
 
 __all__ = [

@@ -36,12 +36,17 @@ from pydantic import JsonValue
 
 from .._shield import shielded
 from .._text import check_event_text
-from ..advisors import (
+from ..chat import (
+    APPROVAL_REQUIRED,
+    RETURN_DIRECT,
     Advisor,
     CallContext,
+    ChatChunk,
+    ChatRequest,
+    ChatResponse,
     ChunkStream,
+    Usage,
 )
-from ..chat import APPROVAL_REQUIRED, RETURN_DIRECT, ChatChunk, ChatRequest, ChatResponse, Usage
 from ..events import CreateSessionRequest, SessionEvent
 from ..exceptions import (
     AccessDenied,
@@ -62,49 +67,45 @@ from ..messages import (
 from ..repository import Lease, SessionSnapshot
 from ..tools import Tool
 from .calls import (
-    APPROVAL_METADATA_KEY,
-    READ_TOOL_OUTPUT,
     Decisions,
     cut_results,
-    interrupted_calls,
     needing_approval,
     newest_pause,
     not_run,
-    noted_preview,
     reader_for,
-    refuse_unknown_results,
     run_tools,
     still_waiting,
     stored_reply,
-    unanswered,
     went_on,
 )
 from .chain import StepStream, run_call, start_stream
+from .compaction import commit_compacted, compact_after_turn, known_active_view
 from .log import (
     ACTIVE_VIEW,
+    APPROVAL_METADATA_KEY,
     LATEST_SYSTEM_FILTER,
     ORPHAN_WARNING,
+    READ_TOOL_OUTPUT,
+    RETURNED_METADATA_KEY,
     LeaseHolder,
+    SessionMemory,
     Waiting,
     can_tell_newest,
-    commit_compacted,
-    compact_after_turn,
     compacted_during,
     contains_run,
     guard_history,
     history_system_messages,
-    known_active_view,
+    interrupted_calls,
     last_request_message,
     latest_system,
     newest_answers,
+    noted_preview,
+    refuse_unknown_results,
+    request_event_id,
     same_content,
     seconds_left,
     system_first,
-)
-from .session import (
-    RETURNED_METADATA_KEY,
-    SessionMemory,
-    request_event_id,
+    unanswered,
     usage_metadata,
 )
 

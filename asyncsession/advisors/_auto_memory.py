@@ -30,14 +30,13 @@ from datetime import datetime
 from typing import Final, TypeAlias
 
 from .._checks import require_memory_store
-from ..chat import ChatRequest
+from ..chat import Advisor, CallContext, ChatRequest
 from ..events import utc_now
 from ..exceptions import UsageError
 from ..memory import MemoryStore
 from ..memory.prompt import CONSOLIDATION_REMINDER, MEMORY_SYSTEM_PROMPT
 from ..messages import Message, SystemMessage
 from ..tools import AutoMemoryTools
-from ._base import BaseAdvisor, CallContext
 
 __all__ = ["AutoMemoryToolsAdvisor", "ConsolidationTrigger"]
 
@@ -52,7 +51,7 @@ def _never(request: ChatRequest, now: datetime) -> bool:
     return False
 
 
-class AutoMemoryToolsAdvisor(BaseAdvisor):
+class AutoMemoryToolsAdvisor(Advisor):
     """Give the model long-term memory: the memory prompt and the six memory tools.
 
     Args:

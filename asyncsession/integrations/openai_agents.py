@@ -7,7 +7,7 @@ Needs the SDK: the ``[agents]`` extra (``pip install '.[agents]'`` from a clone)
     result = await Runner.run(agent, "Hello", session=session)
 
 The SDK's items are Responses API input items, and they are stored as real message events,
-converted by [`items_to_messages`][asyncsession.openai.items_to_messages] (the conversion the
+converted by ``items_to_messages`` (the conversion the
 Responses client uses): a user item is a user message, a run of model items (reasoning, text,
 function calls, item types we do not interpret) is one assistant message that keeps the items
 as given, a run of function-call outputs is one tool message. So compaction, turn-aware windows,
@@ -41,7 +41,7 @@ from ..compaction_protocols import TriggerLike
 from ..events import SessionEvent
 from ..exceptions import SessionExists, UsageError
 from ..messages import Message
-from ..openai import items_to_messages, messages_to_items
+from ..openai._responses_items import items_to_messages, messages_to_items
 from ..service import SessionService
 from ._loops import StoreLoop
 from ._session import AdapterSession

@@ -40,7 +40,7 @@ from ..compaction import (
 from ..events import COMPACTION_SOURCE, SYNTHETIC, EventType, SessionEvent, utc_now
 from ..exceptions import CompactionError, UsageError
 from ..messages import AssistantMessage, Message
-from ._chat import map_openai_errors
+from ._client import map_openai_errors
 from ._responses_items import items_to_messages, messages_to_items
 
 __all__ = ["COMPACTION_USAGE_KEY", "RESPONSES_COMPACT_SOURCE", "ResponsesCompactionStrategy"]

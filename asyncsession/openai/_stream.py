@@ -32,8 +32,7 @@ from typing import Any, Self
 
 from .._shield import shielded
 from .._turn.chain import close_streams
-from ..advisors import CallContext, ChunkStream
-from ..chat import ChatChunk, ChatResponse
+from ..chat import CallContext, ChatChunk, ChatResponse, ChunkStream
 from ..exceptions import UsageError
 
 __all__ = ["ChatStream"]
@@ -49,7 +48,7 @@ class ChatStream:
     """A streamed chat call; use it as ``async with client.stream(...) as stream``.
 
     Iterate it for [`ChatChunk`][asyncsession.chat.ChatChunk] values; read
-    [`response`][asyncsession.openai.ChatStream.response] once the iteration has ended.
+    ``response`` once the iteration has ended.
     Leaving the ``async with`` block closes the model's HTTP stream; a stream left before its end is
     abandoned (see the module docs).
     """

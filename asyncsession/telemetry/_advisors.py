@@ -10,8 +10,15 @@ from urllib.parse import urlsplit
 import httpx2
 
 from .._telemetry import AttributeValue, Span, TurnStats, current_turn, start_span, turn_stats
-from ..advisors import CallContext, CallNext, ChunkStream, StreamNext
-from ..chat import ChatChunk, ChatRequest, ChatResponse
+from ..chat import (
+    CallContext,
+    CallNext,
+    ChatChunk,
+    ChatRequest,
+    ChatResponse,
+    ChunkStream,
+    StreamNext,
+)
 from ..exceptions import UsageError
 
 __all__ = ["ModelCallTracingAdvisor", "TracingAdvisor"]

@@ -11,7 +11,7 @@ import pytest
 from asyncsession import AssistantMessage, UserMessage
 from asyncsession.exceptions import UsageError
 from asyncsession.messages import messages_from_openai, messages_to_openai
-from asyncsession.openai import items_to_messages, messages_to_items
+from asyncsession.openai._responses_items import items_to_messages, messages_to_items
 
 OURS: Any = [UserMessage(text="hi"), AssistantMessage(text="hello")]
 WIRE: Any = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]

@@ -13,7 +13,8 @@ from chat_support import PATHS, ask, session_with_turns
 from asyncsession import DefaultSessionService, EventType, SystemMessage, UserMessage
 from asyncsession.compaction_protocols import CompactionRecord
 from asyncsession.filters import EventFilter
-from asyncsession.openai import ResponsesClient, messages_to_items
+from asyncsession.openai import ResponsesClient
+from asyncsession.openai._responses_items import messages_to_items
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
 
 COMPACTING = [{"type": "compaction", "compact_threshold": 10}]

@@ -18,7 +18,7 @@ from asyncsession.messages import (
     _message_from_openai,
     messages_to_openai,
 )
-from asyncsession.openai import items_to_messages, messages_to_items
+from asyncsession.openai._responses_items import items_to_messages, messages_to_items
 
 REASONING: dict[str, Any] = {
     "type": "reasoning",

@@ -25,7 +25,8 @@ from asyncsession._turn import SERVER_COMPACTION_STRATEGY, SERVER_COMPACTION_TRI
 from asyncsession.compaction_protocols import CompactionRecord
 from asyncsession.events import COMPACTION_ID
 from asyncsession.filters import EventFilter
-from asyncsession.openai import ResponsesClient, messages_to_items
+from asyncsession.openai import ResponsesClient
+from asyncsession.openai._responses_items import messages_to_items
 from asyncsession.repository import Lease
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 from asyncsession.tools import tool

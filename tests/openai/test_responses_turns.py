@@ -15,7 +15,7 @@ from asyncsession.compaction import (
 )
 from asyncsession.events import Session, SessionEvent
 from asyncsession.messages import Message
-from asyncsession.openai import items_to_messages, messages_to_items
+from asyncsession.openai._responses_items import items_to_messages, messages_to_items
 
 
 def reasoning(n: int) -> dict[str, Any]:

@@ -32,14 +32,14 @@ from asyncsession import (
     __version__,
     tool,
 )
-from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, BaseAdvisor
+from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, Advisor
 from asyncsession.compaction import (
     CompactionResult,
     SlidingWindowCompactionStrategy,
     TurnCountTrigger,
 )
 from asyncsession.exceptions import StorageError
-from asyncsession.openai import ChatClient, ChatStream, ResponsesClient
+from asyncsession.openai import ChatClient, ResponsesClient
 from asyncsession.repository import SessionSnapshot
 
 
@@ -111,14 +111,15 @@ async def chat(model: openai.AsyncOpenAI, service: SessionService) -> None:
         sessions=service,
         tools=[lookup],
         compaction=(TurnCountTrigger(20), SlidingWindowCompactionStrategy(max_events=10)),
-        advisors=[BaseAdvisor()],
+        advisors=[Advisor()],
     )
     reply = await client.call("hi", session_id="s1", user_id="u", request_id="r1")
     assert_type(reply, ChatResponse)
     assert_type(reply.text, str)
     assert_type(reply.request_event_ids, tuple[str, ...])
     stream = client.stream("hi", session_id="s1")
-    assert_type(stream, ChatStream)
+    async with stream as chunks:
+        assert_type(chunks.response, ChatResponse)
     responses = ResponsesClient(
         model, model="gpt-4.1-mini", sessions=service, store_question="with_reply"
     )
