@@ -10,10 +10,12 @@ from ._client import ChatClient
 from ._memory_flush import ModelMemoryFlush
 from ._responses import ResponsesClient
 from ._responses_compaction import ResponsesCompactionStrategy
+from ._stream import ChatStream
 from ._summarizer import OpenAISummarizer
 
 __all__ = [
     "ChatClient",
+    "ChatStream",
     "ModelMemoryFlush",
     "OpenAISummarizer",
     "ResponsesClient",
@@ -23,6 +25,7 @@ __all__ = [
 # Each public name shows the path users import it from (in reprs, errors and the API docs).
 for _public in (
     ChatClient,
+    ChatStream,
     ModelMemoryFlush,
     OpenAISummarizer,
     ResponsesClient,

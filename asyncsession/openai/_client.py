@@ -678,7 +678,7 @@ class ChatClient:
 
         Takes the arguments of `call` (``replace`` and ``fork_to`` edit and regenerate, as
         there). Nothing is sent until the first chunk is asked for; errors surface while
-        iterating. See the streaming guide.
+        iterating. See [`ChatStream`][asyncsession.openai.ChatStream].
         """
         edit = self._edit(session_id, user_id, request_id, replace, fork_to)
         ctx, request = self._prepare(

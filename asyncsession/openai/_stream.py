@@ -48,7 +48,7 @@ class ChatStream:
     """A streamed chat call; use it as ``async with client.stream(...) as stream``.
 
     Iterate it for [`ChatChunk`][asyncsession.chat.ChatChunk] values; read
-    ``response`` once the iteration has ended.
+    [`response`][asyncsession.openai.ChatStream.response] once the iteration has ended.
     Leaving the ``async with`` block closes the model's HTTP stream; a stream left before its end is
     abandoned (see the module docs).
     """

@@ -39,7 +39,7 @@ from asyncsession.compaction import (
     TurnCountTrigger,
 )
 from asyncsession.exceptions import StorageError
-from asyncsession.openai import ChatClient, ResponsesClient
+from asyncsession.openai import ChatClient, ChatStream, ResponsesClient
 from asyncsession.repository import SessionSnapshot
 
 
@@ -118,8 +118,7 @@ async def chat(model: openai.AsyncOpenAI, service: SessionService) -> None:
     assert_type(reply.text, str)
     assert_type(reply.request_event_ids, tuple[str, ...])
     stream = client.stream("hi", session_id="s1")
-    async with stream as chunks:
-        assert_type(chunks.response, ChatResponse)
+    assert_type(stream, ChatStream)
     responses = ResponsesClient(
         model, model="gpt-4.1-mini", sessions=service, store_question="with_reply"
     )
