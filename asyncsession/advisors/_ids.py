@@ -56,13 +56,10 @@ class IdempotentSessionEventIdGenerator:
     def generate(self, context: Mapping[str, Any], message: Message) -> str:
         """The event id for ``message``, stored during a call with this advisor context:
         ``<message type>-<sha256 of fingerprint and message key>``."""
-        fingerprint = ",".join(f"{key}:{_render(context.get(key))}" for key in self.context_keys)
+        values = [(key, context.get(key)) for key in self.context_keys]
+        fingerprint = ",".join(f"{k}:{'null' if v is None else str(v)}" for k, v in values)
         digest = hashlib.sha256(f"{fingerprint}:{_message_key(message)}".encode()).hexdigest()
         return f"{message.message_type.value}-{digest}"
-
-
-def _render(value: object) -> str:
-    return "null" if value is None else str(value)
 
 
 def _message_key(message: Message) -> str:

@@ -327,15 +327,6 @@ def chunk_from_openai(chunk: ChatCompletionChunk) -> ChatChunk:
     )
 
 
-async def complete(client: AsyncOpenAI, request: ChatRequest, default_model: str) -> ChatResponse:
-    """One non-streamed Chat Completions request."""
-    with map_openai_errors():
-        completion: ChatCompletion = await client.chat.completions.create(
-            **create_params(request, default_model), stream=False
-        )
-    return response_from_completion(completion)
-
-
 class ModelStream(ChunkStream):
     """The innermost stream of a chain: one streamed Chat Completions request.
 
@@ -777,7 +768,11 @@ class ChatClient:
 
     async def _complete(self, ctx: CallContext, request: ChatRequest) -> ChatResponse:
         """The innermost step of the call path: one model request."""
-        return await complete(self.openai_client, request, self.model)
+        with map_openai_errors():
+            completion: ChatCompletion = await self.openai_client.chat.completions.create(
+                **create_params(request, self.model), stream=False
+            )
+        return response_from_completion(completion)
 
     def _open_stream(self, ctx: CallContext, request: ChatRequest) -> ChunkStream:
         """The innermost step of the stream path: one streamed model request."""

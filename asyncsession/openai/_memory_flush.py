@@ -31,10 +31,6 @@ DEFAULT_MEMORY_FLUSH_PROMPT: Final = (
 """The flush model's instructions."""
 
 
-def _is_sdk(client: object) -> bool:
-    return isinstance(client, (AsyncOpenAI, OpenAI))
-
-
 class ModelMemoryFlush:
     """A [`MemoryFlush`][asyncsession.compaction.MemoryFlush] run by a model with memory tools.
 
@@ -83,7 +79,11 @@ class ModelMemoryFlush:
         estimator: TokenCountEstimator | None = None,
         event_formatter: EventFormatter = format_event,
     ) -> None:
-        wraps = " (wrap it: ChatClient(openai_client, model=...))" if _is_sdk(client) else ""
+        wraps = (
+            " (wrap it: ChatClient(openai_client, model=...))"
+            if isinstance(client, AsyncOpenAI | OpenAI)
+            else ""
+        )
         require_type(client, ChatClient, "client", "a ChatClient", hint=wraps)
         require_memory_store(store, "store")
         if client.memory is not None:

@@ -182,28 +182,6 @@ def chunk_from_event(event: ResponseStreamEvent) -> ChatChunk:
             return ChatChunk(raw=event)
 
 
-async def complete_response(
-    client: AsyncOpenAI,
-    request: ChatRequest,
-    default_model: str,
-    *,
-    store: bool,
-    include: Sequence[str],
-    context_management: Sequence[Mapping[str, Any]] = (),
-) -> ChatResponse:
-    """One non-streamed ``responses.create`` request."""
-    params = create_params(
-        request,
-        default_model,
-        store=store,
-        include=include,
-        context_management=context_management,
-    )
-    with map_openai_errors():
-        response: Response = await client.responses.create(**params, stream=False)
-    return response_from_response(response)
-
-
 class ResponsesModelStream(ChunkStream):
     """One streamed ``responses.create`` request: every event becomes a chunk at once.
 
@@ -216,25 +194,10 @@ class ResponsesModelStream(ChunkStream):
 
     __slots__ = ("_client", "_closed", "_done_items", "_params", "_reply", "_sdk")
 
-    def __init__(
-        self,
-        client: AsyncOpenAI,
-        request: ChatRequest,
-        default_model: str,
-        *,
-        store: bool,
-        include: Sequence[str],
-        context_management: Sequence[Mapping[str, Any]] = (),
-    ) -> None:
+    def __init__(self, client: AsyncOpenAI, params: dict[str, Any]) -> None:
         super().__init__()
         self._client = client
-        self._params = create_params(
-            request,
-            default_model,
-            store=store,
-            include=include,
-            context_management=context_management,
-        )
+        self._params = params
         self._sdk: AsyncStream[ResponseStreamEvent] | None = None
         self._done_items: dict[int, ResponseOutputItem] = {}
         self._reply: ChatResponse | None = None
@@ -370,9 +333,8 @@ class ResponsesClient(ChatClient):
         """Messages given as dicts are Responses API input items."""
         return items_to_messages(messages)
 
-    async def _complete(self, ctx: CallContext, request: ChatRequest) -> ChatResponse:
-        return await complete_response(
-            self.openai_client,
+    def _params(self, request: ChatRequest) -> dict[str, Any]:
+        return create_params(
             request,
             self.model,
             store=self.store,
@@ -380,12 +342,12 @@ class ResponsesClient(ChatClient):
             context_management=self.context_management,
         )
 
+    async def _complete(self, ctx: CallContext, request: ChatRequest) -> ChatResponse:
+        with map_openai_errors():
+            response: Response = await self.openai_client.responses.create(
+                **self._params(request), stream=False
+            )
+        return response_from_response(response)
+
     def _open_stream(self, ctx: CallContext, request: ChatRequest) -> ChunkStream:
-        return ResponsesModelStream(
-            self.openai_client,
-            request,
-            self.model,
-            store=self.store,
-            include=self.include,
-            context_management=self.context_management,
-        )
+        return ResponsesModelStream(self.openai_client, self._params(request))
