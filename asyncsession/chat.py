@@ -1,24 +1,11 @@
-"""The values a chat call passes through the advisor chain, and the chain itself.
+"""The values a chat call passes through the advisor chain (`ChatOptions`, `ChatRequest`,
+`ChatResponse`, `ChatChunk`), and the chain itself.
 
 They know nothing about the OpenAI SDK: ``asyncsession.openai`` converts at its edge, so an
-advisor (and its tests) never touches SDK types.
-
-- [`ChatOptions`][asyncsession.chat.ChatOptions]: the model parameters of a call (model,
-  temperature, tool choice, ...).
-- [`ChatRequest`][asyncsession.chat.ChatRequest]: the prompt, the options and the tools offered to
-  the model.
-- [`ChatResponse`][asyncsession.chat.ChatResponse]: the model's reply (one assistant message) with
-  its finish reason and usage, plus the advisor context once the call is over; when return-direct
-  tools answered the reply, their results.
-- [`ChatChunk`][asyncsession.chat.ChatChunk]: one streamed delta: text, tool-call fragments, finish
-  reason or usage.
-
-The advisor protocol, the call context, the chunk stream of the stream path and the
-``MessageFilter`` are defined here too and exported from ``asyncsession.advisors``, where the
-advisor guide documents them. An advisor wraps what is further in: the client's ``advisors``
-wrap the whole turn (once per call), its ``model_advisors`` each model call (once per round of
-the tool loop), the first of each list outermost. Advisors keep no per-call state on ``self``:
-per-call data goes on the `CallContext`.
+advisor (and its tests) never touches SDK types. The advisor protocol, the call context, the
+chunk stream of the stream path and the ``MessageFilter`` are defined here and exported from
+``asyncsession.advisors``, where the advisor guide documents them. Advisors keep no per-call
+state on ``self``: per-call data goes on the `CallContext`.
 """
 
 from __future__ import annotations

@@ -108,19 +108,14 @@ class AutoMemoryToolsAdvisor(Advisor):
             )
         return self.store.with_scope(user_id)
 
-    async def _reminder_due(self, request: ChatRequest) -> bool:
-        outcome = self.consolidation_trigger(request, self._clock())
-        if inspect.isawaitable(outcome):
-            outcome = await outcome
-        return bool(outcome)
-
     async def before(self, ctx: CallContext, request: ChatRequest) -> ChatRequest:
         """Add the memory prompt and the memory tools of the call's user."""
         if request.options.tool_choice == "none":
             return request
         store = self._store_for(ctx)
         addition = self.memory_system_prompt.replace(_PLACEHOLDER, store.root)
-        if await self._reminder_due(request):
+        due = self.consolidation_trigger(request, self._clock())
+        if await due if inspect.isawaitable(due) else due:
             addition += "\n\n" + CONSOLIDATION_REMINDER
         messages = _with_system_addition(request.messages, addition)
         present = {t.name for t in request.tools}

@@ -16,7 +16,7 @@ from typing import Any, Final, TypedDict, cast
 
 import openai
 from openai import AsyncOpenAI, AsyncStream, OpenAI
-from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessage
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.completion_usage import CompletionUsage
 from pydantic import JsonValue
 
@@ -154,10 +154,6 @@ def _text(value: object, name: str) -> str | None:
     return value
 
 
-def _metadata(metadata: Mapping[Any, JsonValue]) -> dict[str, JsonValue]:
-    return {str(key): value for key, value in metadata.items()}
-
-
 @contextmanager
 def map_openai_errors(*, streaming: bool = False) -> Generator[None]:
     """Translate SDK errors raised inside the block into the most specific error of ours.
@@ -264,13 +260,15 @@ def _usage(usage: CompletionUsage | None) -> Usage | None:
     )
 
 
-def _assistant(message: ChatCompletionMessage) -> AssistantMessage:
+def response_from_completion(completion: ChatCompletion) -> ChatResponse:
+    """The first choice of a completion as our response."""
+    choice = completion.choices[0]
+    message = choice.message
     calls: list[ToolCall] = []
     for call in message.tool_calls or ():
         if call.type == "function":
-            calls.append(
-                ToolCall(id=call.id, name=call.function.name, arguments=call.function.arguments)
-            )
+            function = call.function
+            calls.append(ToolCall(id=call.id, name=function.name, arguments=function.arguments))
         else:
             custom = call.custom
             calls.append(
@@ -281,14 +279,8 @@ def _assistant(message: ChatCompletionMessage) -> AssistantMessage:
         extra["refusal"] = message.refusal
     if message.audio is not None:
         extra["audio"] = {"id": message.audio.id}  # the assistant-message param takes the id
-    return AssistantMessage(text=message.content, tool_calls=tuple(calls), extra=extra)
-
-
-def response_from_completion(completion: ChatCompletion) -> ChatResponse:
-    """The first choice of a completion as our response."""
-    choice = completion.choices[0]
     return ChatResponse(
-        message=_assistant(choice.message),
+        message=AssistantMessage(text=message.content, tool_calls=tuple(calls), extra=extra),
         finish_reason=choice.finish_reason,
         usage=_usage(completion.usage),
         model=completion.model,
@@ -552,7 +544,7 @@ class ChatClient:
             user_id=user_id,
             request_id=request_id,
             event_filter=event_filter,
-            metadata=_metadata(metadata) if metadata else {},
+            metadata={str(key): value for key, value in metadata.items()},
             context=values,
             streaming=streaming,
         )
@@ -636,16 +628,20 @@ class ChatClient:
             RequestIdReused: ``request_id`` was sent before with another message.
             ToolLoopLimitExceeded: the model kept asking for tools.
         """
-        edit = self._edit(session_id, user_id, request_id, replace, fork_to)
+        edit = (
+            None
+            if replace is None and fork_to is None
+            else self._edit(session_id, user_id, request_id, replace, fork_to)
+        )
         ctx, request = self._prepare(
             False, message, fork_to or session_id, user_id, request_id, messages, options,
             tools, max_tool_rounds, event_filter, metadata, context,
         )  # fmt: skip
-        run = self._run_turn if edit is None else edit.before_call(self._run_turn)
-        if self.advisors:
-            response = await run_call(self.advisors, ctx, request, run)
+        if edit is None and not self.advisors:
+            response = await self._turn(ctx, request).run()
         else:
-            response = await run(ctx, request)
+            run = self._run_turn if edit is None else edit.before_call(self._run_turn)
+            response = await run_call(self.advisors, ctx, request, run)
         return dataclasses.replace(response, context=dict(ctx.context))
 
     def stream(
@@ -671,7 +667,11 @@ class ChatClient:
         there). Nothing is sent until the first chunk is asked for; errors surface while
         iterating. See [`ChatStream`][asyncsession.openai.ChatStream].
         """
-        edit = self._edit(session_id, user_id, request_id, replace, fork_to)
+        edit = (
+            None
+            if replace is None and fork_to is None
+            else self._edit(session_id, user_id, request_id, replace, fork_to)
+        )
         ctx, request = self._prepare(
             True, message, fork_to or session_id, user_id, request_id, messages, options,
             tools, max_tool_rounds, event_filter, metadata, context,
@@ -687,8 +687,6 @@ class ChatClient:
         replace: str | None,
         fork_to: str | None,
     ) -> Edit | None:
-        if replace is None and fork_to is None:
-            return None
         return Edit.of(
             None if self.memory is None else self.memory.service,
             _text(session_id, "session_id"),
