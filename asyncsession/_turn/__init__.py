@@ -6,17 +6,14 @@ The clients in ``asyncsession.openai`` build a `Turn` per call; advisors go arou
 from .calls import Decisions
 from .compaction import SERVER_COMPACTION_STRATEGY, SERVER_COMPACTION_TRIGGER
 from .log import (
-    RETURNED_METADATA_KEY,
     Compaction,
     SessionMemory,
     StoreQuestion,
-    compacted_during,
     request_event_id,
 )
 from .turn import Turn
 
 __all__ = [
-    "RETURNED_METADATA_KEY",
     "SERVER_COMPACTION_STRATEGY",
     "SERVER_COMPACTION_TRIGGER",
     "Compaction",
@@ -24,6 +21,5 @@ __all__ = [
     "SessionMemory",
     "StoreQuestion",
     "Turn",
-    "compacted_during",
     "request_event_id",
 ]

@@ -115,12 +115,8 @@ def _to_messages(
     return items  # type: ignore[return-value]  # no mappings, so messages of ours
 
 
-def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
-    return item if isinstance(item, Tool) else Tool.from_function(item)
-
-
 def _tools(items: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool]:
-    tools = [_as_tool(item) for item in items]
+    tools = [item if isinstance(item, Tool) else Tool.from_function(item) for item in items]
     names = [t.name for t in tools]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
