@@ -31,6 +31,7 @@ import openai
 from pymongo.errors import PyMongoError
 
 from ._mongo_uri import describe_failure
+from ._responses_items import items_to_messages
 from .advisors import AutoMemoryToolsAdvisor
 from .compaction import (
     CompactionWorker,
@@ -43,7 +44,6 @@ from .filters import EventFilter
 from .memory import DirectoryMemoryStore, MemoryStore, MongoMemoryStore
 from .messages import AssistantMessage, SystemMessage, ToolResponseMessage, messages_to_openai
 from .openai import ChatClient, OpenAISummarizer, ResponsesClient
-from .openai._responses_items import items_to_messages
 from .repository import InMemorySessionRepository, MongoSessionRepository, SessionRepository
 from .service import DefaultSessionService
 from .testing import RecordedRequest, ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall

@@ -30,6 +30,7 @@ from pydantic import JsonValue
 
 from .._checks import SERVICE_METHODS, require_nonblank, require_object
 from .._lifecycle import Closable
+from .._responses_items import items_to_messages, messages_to_items
 from ..compaction import (
     CompactionRequest,
     CompactionResult,
@@ -41,7 +42,6 @@ from ..compaction_protocols import TriggerLike
 from ..events import SessionEvent
 from ..exceptions import SessionExists, UsageError
 from ..messages import Message
-from ..openai._responses_items import items_to_messages, messages_to_items
 from ..service import SessionService
 from ._loops import StoreLoop
 from ._session import AdapterSession

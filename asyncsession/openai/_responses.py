@@ -21,6 +21,7 @@ from openai.types.responses import (
     ResponseUsage,
 )
 
+from .._responses_items import assistant_from_output, items_to_messages, messages_to_items
 from ..chat import (
     CallContext,
     ChatChunk,
@@ -34,7 +35,6 @@ from ..exceptions import ChatError, StreamInterrupted, UsageError
 from ..messages import Message
 from ..tools import Tool
 from ._client import ChatClient, ClientOptions, map_openai_errors
-from ._responses_items import assistant_from_output, items_to_messages, messages_to_items
 
 __all__ = ["DEFAULT_INCLUDE", "ResponsesClient"]
 

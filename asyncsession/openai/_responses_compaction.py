@@ -13,6 +13,7 @@ from openai.types.responses import CompactedResponse
 from pydantic import JsonValue
 
 from .._checks import require_estimator, require_open_client
+from .._responses_items import items_to_messages, messages_to_items
 from ..compaction import (
     CompactionRequest,
     CompactionResult,
@@ -25,7 +26,6 @@ from ..events import COMPACTION_SOURCE, SYNTHETIC, EventType, SessionEvent, utc_
 from ..exceptions import CompactionError, UsageError
 from ..messages import AssistantMessage, Message
 from ._client import map_openai_errors
-from ._responses_items import items_to_messages, messages_to_items
 
 __all__ = ["COMPACTION_USAGE_KEY", "RESPONSES_COMPACT_SOURCE", "ResponsesCompactionStrategy"]
 

@@ -12,9 +12,9 @@ from typing import Any, cast
 
 from pydantic import BaseModel, JsonValue
 
-from .._checks import require_many, require_message
-from ..exceptions import UsageError
-from ..messages import (
+from ._checks import require_many, require_message
+from .exceptions import UsageError
+from .messages import (
     AssistantMessage,
     Message,
     SystemMessage,
