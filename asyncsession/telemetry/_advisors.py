@@ -11,6 +11,7 @@ import httpx2
 
 from .._telemetry import AttributeValue, Span, TurnStats, current_turn, start_span, turn_stats
 from ..chat import (
+    Advisor,
     CallContext,
     CallNext,
     ChatChunk,
@@ -88,7 +89,7 @@ def _end_model_call(span: Span, response: ChatResponse) -> None:
     span.end()
 
 
-class TracingAdvisor:
+class TracingAdvisor(Advisor):
     """A span per chat call: ``chat_turn``. Put it first in the client's ``advisors``.
 
     Its attributes: the session (also as ``gen_ai.conversation.id``), user and request ids of
@@ -127,7 +128,7 @@ class TracingAdvisor:
         return _SpanStream(inner, span, stats, lambda _: _end_turn(span, stats))
 
 
-class ModelCallTracingAdvisor:
+class ModelCallTracingAdvisor(Advisor):
     """A span per model call, after the OpenTelemetry GenAI conventions: ``chat {model}``. Put
     it last in the client's ``model_advisors``.
 
