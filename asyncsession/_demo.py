@@ -31,6 +31,7 @@ from pymongo.errors import PyMongoError
 
 from ._describe import cell, describe
 from ._mongo_uri import describe_failure
+from ._responses_items import items_to_messages
 from .advisors import AutoMemoryToolsAdvisor
 from .compaction import (
     CompactionWorker,
@@ -42,7 +43,7 @@ from .exceptions import AsyncSessionError
 from .filters import EventFilter
 from .memory import DirectoryMemoryStore, MemoryStore, MongoMemoryStore
 from .messages import SystemMessage, messages_to_openai
-from .openai import ChatClient, OpenAISummarizer, ResponsesClient, items_to_messages
+from .openai import ChatClient, OpenAISummarizer, ResponsesClient
 from .repository import InMemorySessionRepository, MongoSessionRepository, SessionRepository
 from .service import DefaultSessionService
 from .testing import RecordedRequest, ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall

@@ -31,8 +31,7 @@ from pymongo import monitoring
 from ._checks import REPOSITORY_METHODS, require_object
 from ._lifecycle import ForwardsLoop
 from ._telemetry import AttributeValue, Span, TurnStats, current_turn, span, start_span, turn_stats
-from .advisors import CallContext, CallNext, StreamNext
-from .chat import ChatChunk, ChatRequest, ChatResponse
+from .chat import Advisor, CallContext, CallNext, ChatChunk, ChatRequest, ChatResponse, StreamNext
 from .compaction import CompactionStrategy
 from .compaction_protocols import CompactionResult, TriggerLike
 from .exceptions import UsageError
@@ -58,7 +57,7 @@ def _current(span: Span, stats: TurnStats | None) -> Generator[None, None, None]
                 yield
 
 
-class _Tracing(ABC):
+class _Tracing(Advisor, ABC):
     """A tracing advisor: the rest of the chain runs inside the span `_start` opens, which
     `_end` ends when the call returns or fails, or when the stream ends or is closed."""
 

@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     "asyncsession._view": 1,  # archived and the active view, derived from the boundaries
     "asyncsession.rewinds": 1,  # points of a log, and the record a rewind leaves
     "asyncsession._text": 1,  # text that cannot be stored (lone surrogates), for every store
+    "asyncsession._responses_items": 1,  # messages <-> Responses API items (client, adapters)
     "asyncsession._checks": 1,  # argument checks at public entry points: UsageError
     "asyncsession.compaction_protocols": 2,
     "asyncsession.encryption": 2,  # data keys per user, for every store (libmongocrypt)

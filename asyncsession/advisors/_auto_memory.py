@@ -30,13 +30,12 @@ from datetime import datetime
 from typing import Final, TypeAlias
 
 from .._checks import require_memory_store
-from ..chat import ChatRequest
+from ..chat import Advisor, CallContext, ChatRequest
 from ..events import utc_now
 from ..exceptions import UsageError
 from ..memory import MemoryStore
 from ..messages import Message, SystemMessage
 from ..tools import AutoMemoryTools
-from ._base import BaseAdvisor, CallContext
 
 __all__ = ["AutoMemoryToolsAdvisor", "ConsolidationTrigger"]
 
@@ -56,7 +55,7 @@ def _never(request: ChatRequest, now: datetime) -> bool:
     return False
 
 
-class AutoMemoryToolsAdvisor(BaseAdvisor):
+class AutoMemoryToolsAdvisor(Advisor):
     """Give the model long-term memory: the memory prompt and the six memory tools.
 
     Args:
@@ -113,19 +112,14 @@ class AutoMemoryToolsAdvisor(BaseAdvisor):
             )
         return self.store.with_scope(user_id)
 
-    async def _reminder_due(self, request: ChatRequest) -> bool:
-        outcome = self.consolidation_trigger(request, self._clock())
-        if inspect.isawaitable(outcome):
-            outcome = await outcome
-        return bool(outcome)
-
     async def before(self, ctx: CallContext, request: ChatRequest) -> ChatRequest:
         """Add the memory prompt and the memory tools of the call's user."""
         if request.options.tool_choice == "none":
             return request
         store = self._store_for(ctx)
         addition = self.memory_system_prompt.replace(_PLACEHOLDER, store.root)
-        if await self._reminder_due(request):
+        due = self.consolidation_trigger(request, self._clock())
+        if await due if inspect.isawaitable(due) else due:
             addition += "\n\n" + CONSOLIDATION_REMINDER
         messages = _with_system_addition(request.messages, addition)
         present = {t.name for t in request.tools}

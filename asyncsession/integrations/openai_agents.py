@@ -5,10 +5,10 @@ Needs the SDK: the ``[agents]`` extra (``pip install '.[agents]'`` from a clone)
     session = AgentsSession("conversation-42", service, user_id="alice")
     result = await Runner.run(agent, "Hello", session=session)
 
-The SDK's items (Responses API input items) are stored as real message events, converted by
-[`items_to_messages`][asyncsession.openai.items_to_messages]: a user item a user message, a run
-of model items one assistant message that keeps them as given, a run of function-call outputs
-one tool message. ``get_items`` returns every item exactly as ``add_items`` got it.
+The SDK's items (Responses API input items) are stored as real message events, converted the way
+the Responses client converts them: a user item a user message, a run of model items one
+assistant message that keeps them as given, a run of function-call outputs one tool message.
+``get_items`` returns every item exactly as ``add_items`` got it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pydantic import JsonValue
 
 from .._checks import require_object
 from .._lifecycle import Closable
+from .._responses_items import items_to_messages, messages_to_items
 from ..compaction import (
     CompactionRequest,
     CompactionResult,
@@ -37,7 +38,6 @@ from ..compaction_protocols import TriggerLike
 from ..events import SessionEvent
 from ..exceptions import SessionExists, UsageError
 from ..messages import Message
-from ..openai import items_to_messages, messages_to_items
 from ..service import SessionService
 from ._session import AdapterSession, History, whole_turns
 

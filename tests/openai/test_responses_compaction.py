@@ -16,9 +16,10 @@ from asyncsession import (
     SystemMessage,
     UserMessage,
 )
+from asyncsession._responses_items import messages_to_items
 from asyncsession.compaction import CompactionRequest, TurnCountTrigger
 from asyncsession.events import COMPACTION_SOURCE
-from asyncsession.openai import ResponsesClient, ResponsesCompactionStrategy, messages_to_items
+from asyncsession.openai import ResponsesClient, ResponsesCompactionStrategy
 from asyncsession.openai._responses_compaction import (
     COMPACTION_USAGE_KEY,
     RESPONSES_COMPACT_SOURCE,
