@@ -176,8 +176,9 @@ def test_every_checked_entry_point_answers_a_wrong_type_with_usage_error() -> No
     # message_from_openai became private: the mistakes below still call them; 47 before the
     # memory helpers render_memory_prompt, normalize_memory_path and validate_memory_scope left,
     # their checks run inside the stores and AutoMemoryTools; 46 before langchain's whole_turns
-    # left the public API and TracingSessionService took over TracingSessionRepository's job).
-    assert reached.count("UsageError") >= 44
+    # left the public API and TracingSessionService took over TracingSessionRepository's job;
+    # 44 before the Responses item converters items_to_messages/messages_to_items became private).
+    assert reached.count("UsageError") >= 42
 
 
 def _service() -> DefaultSessionService:
