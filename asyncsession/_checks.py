@@ -160,12 +160,6 @@ def require_compactor(value: _T, name: str) -> _T:
     )
 
 
-def require_repository(value: _T, name: str) -> _T:
-    """``value`` if it has a session repository's methods; a service is told where its is."""
-    hint = "a service's repository is its .repository" if _has(value, SERVICE_METHODS) else ""
-    return require_object(value, name, "a SessionRepository", methods=REPOSITORY_METHODS, hint=hint)
-
-
 def require_memory_store(value: _T, name: str) -> _T:
     """``value`` if it has a memory store's methods; a path is told which store takes one."""
     if isinstance(value, str):
@@ -201,5 +195,6 @@ def user_input(what: str) -> Generator[None]:
     try:
         yield
     except ValidationError as exc:
-        first = exc.errors()[0] if exc.errors() else {"msg": str(exc)}
-        raise UsageError(f"{what}: {first['msg']}") from exc
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise UsageError(f"{what}: {where + ': ' if where else ''}{first['msg']}") from exc

@@ -43,7 +43,6 @@ from ..filters import EventFilter
 from ..messages import (
     AssistantMessage,
     Message,
-    MessageType,
     SystemMessage,
     ToolCall,
     ToolResponse,
@@ -124,7 +123,7 @@ def sees_pairs(read_filter: EventFilter) -> bool:
     kinds = read_filter.message_types
     types = read_filter.event_types
     return (
-        (kinds is None or {MessageType.ASSISTANT, MessageType.TOOL} <= set(kinds))
+        (kinds is None or {"assistant", "tool"} <= set(kinds))
         and (types is None or {EventType.ASSISTANT, EventType.TOOL} <= set(types))
         and read_filter.page_size is None
         and read_filter.from_ is None

@@ -62,7 +62,6 @@ from ..filters import EventFilter
 from ..messages import (
     AssistantMessage,
     Message,
-    MessageType,
     SystemMessage,
     ToolResponseMessage,
     UserMessage,
@@ -108,7 +107,7 @@ ORPHAN_WARNING: Final = (
 
 
 LATEST_SYSTEM_FILTER = EventFilter(
-    message_types=[MessageType.SYSTEM],
+    message_types=["system"],
     exclude_synthetic=True,
     exclude_archived=True,
     active_view=True,
@@ -258,7 +257,7 @@ def last_request_message(
 def can_tell_newest(read_filter: EventFilter) -> bool:
     """Whether the events of this read show the newest stored tool call, if there is one."""
     assistant_visible = (
-        read_filter.message_types is None or MessageType.ASSISTANT in read_filter.message_types
+        read_filter.message_types is None or "assistant" in read_filter.message_types
     ) and (read_filter.event_types is None or EventType.ASSISTANT in read_filter.event_types)
     return (
         assistant_visible

@@ -76,7 +76,7 @@ def request_event_id(session_id: str, request_id: str, message: Message, *, repl
     tools) get one id each, whatever they hold; a tool call or its results get the id of their
     tool-call ids, so a round is stored once per request."""
     if reply or isinstance(message, UserMessage):
-        kind = "reply" if reply else message.message_type.value
+        kind = "reply" if reply else message.message_type
         text = f"{len(session_id)}:{session_id}:{request_id}:{kind}"
         return f"{kind}-{hashlib.sha256(text.encode()).hexdigest()}"
     return _ROUNDS.generate({"session": session_id, "request": request_id}, message)

@@ -64,7 +64,7 @@ class IdempotentSessionEventIdGenerator:
         """``<message type>-<sha256 of fingerprint and message key>``."""
         fingerprint = ",".join(f"{key}:{_render(context.get(key))}" for key in self.context_keys)
         digest = hashlib.sha256(f"{fingerprint}:{_message_key(message)}".encode()).hexdigest()
-        return f"{message.message_type.value}-{digest}"
+        return f"{message.message_type}-{digest}"
 
 
 def _render(value: object) -> str:

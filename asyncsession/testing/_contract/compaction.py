@@ -12,7 +12,7 @@ import pytest
 from ...events import EventType, SessionEvent
 from ...exceptions import SessionNotFound, UsageError
 from ...filters import EventFilter
-from ...messages import AssistantMessage, MessageType
+from ...messages import MESSAGE_TYPES, AssistantMessage
 from ...repository import SessionRepository
 from ._support import (
     ContractBase,
@@ -29,7 +29,7 @@ from ._support import (
 
 __all__ = ["CompactionContract"]
 
-MESSAGES = EventFilter(message_types=list(MessageType))
+MESSAGES = EventFilter(message_types=MESSAGE_TYPES)
 """Every message event, in log order (boundaries left out)."""
 
 

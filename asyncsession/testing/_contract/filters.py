@@ -8,10 +8,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from ...events import EventType, SessionEvent
-from ...filters import EventFilter, MatchMode
+from ...filters import EventFilter
 from ...messages import (
+    MESSAGE_TYPES,
     AssistantMessage,
-    MessageType,
     ToolCall,
     ToolResponse,
     ToolResponseMessage,
@@ -48,7 +48,7 @@ class FiltersContract(ContractBase):
         await repository.append_events(
             session.id, [user(session.id, "q"), assistant(session.id, "a"), user(session.id, "q2")]
         )
-        only = EventFilter(message_types=[MessageType.ASSISTANT])
+        only = EventFilter(message_types=["assistant"])
         assert await self.texts(repository, session.id, only) == ["a"]
 
     async def test_time_range_filter_is_inclusive(self, repository: SessionRepository) -> None:
@@ -79,7 +79,7 @@ class FiltersContract(ContractBase):
         session = await self.new_session(repository)
         old, _new = await self.append(repository, session.id, "old", "new")
         await self.compact(repository, session.id, drop=[old])
-        messages = EventFilter(message_types=list(MessageType))
+        messages = EventFilter(message_types=MESSAGE_TYPES)
         assert await self.texts(repository, session.id, EventFilter.active()) == ["new"]
         assert await self.texts(
             repository, session.id, messages.merge(EventFilter(exclude_archived=True))
@@ -139,8 +139,8 @@ class FiltersContract(ContractBase):
         await self.append(
             repository, session.id, "100% done", "snake_case", "100% snake_case", "other"
         )
-        any_ = EventFilter.keywords_search(["0%", "e_c"], MatchMode.ANY)
-        all_ = EventFilter.keywords_search(["0%", "E_C"], MatchMode.ALL)
+        any_ = EventFilter.keywords_search(["0%", "e_c"], "any")
+        all_ = EventFilter.keywords_search(["0%", "E_C"], "all")
         assert await self.texts(repository, session.id, any_) == [
             "100% done",
             "snake_case",
@@ -241,7 +241,7 @@ class FiltersContract(ContractBase):
         )
         assert await self.texts(repository, s, EventFilter(keyword="x", last_n=1)) == ["A3 x"]
         assert await self.texts(repository, s, EventFilter(page=1, page_size=2)) == ["A2 x", "A3 x"]
-        only_assistant = EventFilter(message_types=[MessageType.ASSISTANT], last_n=2)
+        only_assistant = EventFilter(message_types=["assistant"], last_n=2)
         assert await self.texts(repository, s, only_assistant) == ["A2 x", "A3 x"]
         t = (await self.new_session(repository)).id
         await repository.append_events(
@@ -266,7 +266,7 @@ class FiltersContract(ContractBase):
         )
         old = (await repository.find_events(s, EventFilter.all()))[2]
         await self.compact(repository, s, drop=[old])
-        window = EventFilter(exclude_archived=True, last_n=2, message_types=list(MessageType))
+        window = EventFilter(exclude_archived=True, last_n=2, message_types=MESSAGE_TYPES)
         assert await self.texts(repository, s, window) == [
             "U1",
             "A1",

@@ -1,7 +1,7 @@
-"""The contract kit: recall searches (``SessionService.search_events`` with an ``EventQuery``).
+"""The contract kit: recall searches (``SessionService.search_events``).
 
-The service translates a query into an ``EventFilter``; these tests hold the store to what the
-query promises: literal keywords, any/all, message types, ``since`` to the microsecond, pages,
+The service translates a search into an ``EventFilter``; these tests hold the store to what the
+search promises: literal keywords, any/all, message types, ``since`` to the microsecond, pages,
 message events only (archived included, summaries on request).
 """
 
@@ -13,8 +13,8 @@ import pytest
 
 from ...events import EventType, SessionEvent
 from ...exceptions import InvalidFilter
-from ...filters import EventQuery, MatchMode
-from ...messages import AssistantMessage, MessageType
+from ...filters import EventFilter
+from ...messages import AssistantMessage
 from ...repository import SessionRepository
 from ...service import DefaultSessionService
 from ._support import ContractBase, assistant, synthetic, user
@@ -34,8 +34,8 @@ class SearchContract(ContractBase):
     async def _search(
         self, repo: SessionRepository, session_id: str, *keywords: str, **options: object
     ) -> list[str]:
-        query = EventQuery(keywords=keywords, **options)  # type: ignore[arg-type]
-        return _texts(await DefaultSessionService(repo).search_events(session_id, query))
+        service = DefaultSessionService(repo)
+        return _texts(await service.search_events(session_id, keywords, **options))  # type: ignore[arg-type]
 
     async def test_keywords_match_literally_ignoring_case(
         self, repository: SessionRepository
@@ -60,7 +60,7 @@ class SearchContract(ContractBase):
             "refund asked",
             "invoice refund",
         ]
-        assert await self._search(repository, session.id, *both, match_mode=MatchMode.ALL) == [
+        assert await self._search(repository, session.id, *both, match_mode="all") == [
             "invoice refund"
         ]
 
@@ -89,9 +89,7 @@ class SearchContract(ContractBase):
             "where is my parcel",
             "your parcel ships today",
         ]
-        users = await self._search(
-            repository, session.id, "parcel", message_types=frozenset({MessageType.USER})
-        )
+        users = await self._search(repository, session.id, "parcel", message_types=["user"])
         assert users == ["where is my parcel"]
         with_summaries = await self._search(
             repository, session.id, "parcel", include_synthetic=True
@@ -141,10 +139,10 @@ class SearchContract(ContractBase):
         )
         for keywords in [(), ("x",) * 21, ("x" * 201,), (" ",), ("x", "")]:
             with pytest.raises(InvalidFilter):
-                EventQuery(keywords=keywords)
+                EventFilter.keywords_search(keywords)
         with pytest.raises(InvalidFilter):
-            EventQuery(keywords=("x",), since=_T0.replace(tzinfo=None))
+            EventFilter.keywords_search(["x"], since=_T0.replace(tzinfo=None))
         with pytest.raises(InvalidFilter):
-            EventQuery(keywords=("x",), page_size=0)
+            EventFilter.keywords_search(["x"], page_size=0)
         with pytest.raises(InvalidFilter):
-            EventQuery(keywords=("x",), match_mode="most")  # type: ignore[arg-type]
+            EventFilter.keywords_search(["x"], "most")  # type: ignore[arg-type]
