@@ -42,7 +42,6 @@ __all__ = [
     "EventType",
     "ForkPoint",
     "Session",
-    "SessionAttributes",
     "SessionEvent",
     "CreateSessionRequest",
     "utc_now",
@@ -59,6 +58,12 @@ DEFAULT_TIME_TO_LIVE: Final = timedelta(days=60)
 """How long a session lives when nobody says otherwise."""
 MAX_ID_LENGTH: Final = 255
 """The longest session or event id, in characters."""
+PRINCIPAL_NAME: Final = "principal_name"
+AGENT_NAME: Final = "agent_name"
+AGENT_VERSION: Final = "agent_version"
+AGENT_MODEL: Final = "agent_model"
+WELL_KNOWN_KEYS: Final = frozenset({PRINCIPAL_NAME, AGENT_NAME, AGENT_VERSION, AGENT_MODEL})
+"""The metadata keys every store indexes for ``find_by_metadata`` (see ``Session.metadata``)."""
 
 _EVENT_TYPE_NAME = re.compile(r"[A-Z][A-Z0-9_.]{0,63}")
 
@@ -223,7 +228,13 @@ class Session(_Frozen):
     expires_at: _Time | None = Field(default_factory=_default_expiry)
     """When the session may be swept; ``None`` means never. Defaults to 60 days after creation."""
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
-    """Your key/value data: model, tags, anything JSON can hold."""
+    """Your key/value data: model, tags, anything JSON can hold.
+
+    Every store indexes four keys for ``find_by_metadata`` (an application declares more when
+    it builds a store): ``"agent_name"``, ``"agent_version"`` and ``"agent_model"`` label the
+    agent a session runs; ``"principal_name"`` is its owner, always its ``user_id`` (looking it
+    up finds the user's sessions, and a session that names another principal is refused when
+    it is saved)."""
     forked_from: ForkPoint | None = None
     """The session and point this one was forked from (set by a store's ``fork``, never by a
     ``save``: a save keeps what is stored); ``None`` for a session that is no fork."""
@@ -231,28 +242,6 @@ class Session(_Frozen):
     def is_expired(self, at: datetime) -> bool:
         """Whether the session expired strictly before ``at``."""
         return self.expires_at is not None and self.expires_at < at
-
-
-class SessionAttributes:
-    """The well-known metadata keys of a session, which every store indexes for
-    ``find_by_metadata`` (an application declares its own indexed keys when it builds a store).
-
-    The principal is the session's ``user_id``: looking sessions up by
-    [`PRINCIPAL_NAME`][asyncsession.events.SessionAttributes.PRINCIPAL_NAME] finds the user's
-    sessions, and a session whose metadata names another principal than its ``user_id`` is
-    refused when it is saved. The agent keys label the agent a session runs, for listings.
-    """
-
-    PRINCIPAL_NAME: Final = "principal_name"
-    """Who the session belongs to: always its ``user_id``."""
-    AGENT_NAME: Final = "agent_name"
-    """The name of the agent the session runs."""
-    AGENT_VERSION: Final = "agent_version"
-    """The version of the agent definition the session was created with."""
-    AGENT_MODEL: Final = "agent_model"
-    """The model the agent is configured with."""
-    WELL_KNOWN: Final = frozenset({PRINCIPAL_NAME, AGENT_NAME, AGENT_VERSION, AGENT_MODEL})
-    """The keys every store indexes."""
 
 
 _EVENT_TYPE_OF: Final = {kind: EventType(kind.upper()) for kind in MESSAGE_TYPES}

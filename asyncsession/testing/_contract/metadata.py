@@ -11,14 +11,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ...events import Session, SessionAttributes
+from ...events import AGENT_MODEL, AGENT_NAME, AGENT_VERSION, PRINCIPAL_NAME, Session
 from ...exceptions import UsageError
 from ...repository import SessionRepository
 from ._support import ContractBase, new_id
 
 __all__ = ["MetadataContract"]
 
-_AGENT = SessionAttributes.AGENT_NAME
+_AGENT = AGENT_NAME
 _T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 
 
@@ -44,7 +44,7 @@ class MetadataContract(ContractBase):
             key=lambda s: s.id,
         )
         await self.new_session(repository, metadata={_AGENT: other})
-        await self.new_session(repository, metadata={SessionAttributes.AGENT_MODEL: agent})
+        await self.new_session(repository, metadata={AGENT_MODEL: agent})
         found = await repository.find_by_metadata(_AGENT, agent)
         assert [s.id for s in found] == [early.id, *(s.id for s in ties), late.id]
         assert found[0] == early
@@ -84,9 +84,9 @@ class MetadataContract(ContractBase):
         value = new_id("v")
         await self.new_session(repository, metadata={_AGENT: [value]})
         await self.new_session(repository, metadata={_AGENT: {"name": value}})
-        await self.new_session(repository, metadata={SessionAttributes.AGENT_VERSION: 3})
+        await self.new_session(repository, metadata={AGENT_VERSION: 3})
         assert await repository.find_by_metadata(_AGENT, value) == []
-        assert await repository.find_by_metadata(SessionAttributes.AGENT_VERSION, "3") == []
+        assert await repository.find_by_metadata(AGENT_VERSION, "3") == []
 
     async def test_a_save_moves_a_session_between_values(
         self, repository: SessionRepository
@@ -123,19 +123,15 @@ class MetadataContract(ContractBase):
             repository,
             owner,
             created_at=_T0 + timedelta(seconds=1),
-            metadata={SessionAttributes.PRINCIPAL_NAME: owner},
+            metadata={PRINCIPAL_NAME: owner},
         )
         await self.new_session(repository, new_id("user"))
-        found = await repository.find_by_metadata(SessionAttributes.PRINCIPAL_NAME, owner)
+        found = await repository.find_by_metadata(PRINCIPAL_NAME, owner)
         assert [s.id for s in found] == [plain.id, named.id]
         assert [s.id for s in await repository.find_by_user_id(owner)] == [plain.id, named.id]
-        limited = await repository.find_by_metadata(
-            SessionAttributes.PRINCIPAL_NAME, owner, limit=1
-        )
+        limited = await repository.find_by_metadata(PRINCIPAL_NAME, owner, limit=1)
         assert [s.id for s in limited] == [plain.id]
-        impostor = Session(
-            id=new_id(), user_id=owner, metadata={SessionAttributes.PRINCIPAL_NAME: "mallory"}
-        )
+        impostor = Session(id=new_id(), user_id=owner, metadata={PRINCIPAL_NAME: "mallory"})
         with pytest.raises(UsageError, match="principal_name"):
             await repository.save(impostor)
         with pytest.raises(UsageError, match="principal_name"):
