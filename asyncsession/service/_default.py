@@ -71,7 +71,6 @@ def _require(value: str, what: str) -> str:
 
 
 def _filter(value: EventFilter | None, what: str = "filter") -> EventFilter:
-    """``value``, ``EventFilter.all()`` for ``None``; anything else is an `InvalidFilter`."""
     given = cast(object, value)  # callers outside the type checker may pass anything
     if given is None:
         return EventFilter.all()
@@ -304,7 +303,6 @@ class DefaultSessionService(ForwardsLoop, SessionService):
         event_id: str | None,
         metadata: Mapping[str, JsonValue] | None = None,
     ) -> SessionEvent:
-        """A new event of ``session_id`` carrying ``message``, stamped now."""
         values: dict[str, Any] = {
             "session_id": _require(session_id, "session_id"),
             "message": message,
