@@ -34,7 +34,7 @@ def _find(value: object) -> tuple[list[str], str] | None:
     last); ``None`` if there is none."""
     if isinstance(value, str):
         return ([], value) if _bad(value) else None
-    if isinstance(value, dict | Mapping):
+    if isinstance(value, Mapping):
         for key, item in cast(Mapping[object, object], value).items():
             if isinstance(key, str) and _bad(key):
                 return ([" (a key)"], key)
@@ -53,11 +53,6 @@ def _find(value: object) -> tuple[list[str], str] | None:
             found = _find(item)
             if found is not None:
                 found[0].insert(0, f".{name}")
-                return found
-        if value.__pydantic_extra__:
-            found = _find(value.__pydantic_extra__)
-            if found is not None:
-                found[0].insert(0, " (extra)")
                 return found
     return None
 

@@ -26,9 +26,11 @@ newest reads the log as it is.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
+from itertools import islice
 from typing import Any, ClassVar, Final, Literal, TypeAlias, overload
 
 from ._view import ReadLog
@@ -60,25 +62,6 @@ class _LastN:
             return lambda n: owner(last_n=n)
         value: int | None = instance.__dict__["last_n"]  # not reached: the instance's wins
         return value
-
-
-_FIELDS: Final = (
-    "from_",
-    "to",
-    "message_types",
-    "event_types",
-    "exclude_synthetic",
-    "exclude_archived",
-    "active_view",
-    "last_n",
-    "keyword",
-    "keywords",
-    "match_mode",
-    "pattern",
-    "page",
-    "page_size",
-    "as_of",
-)
 
 
 class EventFilter:
@@ -413,31 +396,21 @@ class EventFilter:
         return self.read_backwards(ReadLog.of(log))
 
     def read_backwards(self, log: ReadLog) -> list[SessionEvent]:
-        """What this filter selects from ``log``: walked from its newest event, so the cost of
-        a ``last_n`` read follows the window, not the log."""
-        return self.window_of_newest_first(
-            filter(self.matches, log.newest_first(active_view=self.active_view))
-        )
-
-    def window_of_newest_first(self, matched: Iterable[SessionEvent]) -> list[SessionEvent]:
-        """The window over one session's matched events given newest first, in read order.
+        """What this filter selects from ``log``, in read order: walked from its newest event,
+        so the cost of a ``last_n`` read follows the window, not the log.
 
         A ``last_n`` window whose oldest event is not a user message reaches back to the nearest
         matched user message before it, unless the filter searches text or there is none: it
         can be longer than ``last_n`` by at most one turn. Other windows take every event.
         """
+        matched = filter(self.matches, log.newest_first(active_view=self.active_view))
         n = self.last_n
         if n is None:
             return self.apply_window(list(matched)[::-1])
-        window: list[SessionEvent] = []
-        newest_first = iter(matched)
-        for event in newest_first:
-            window.append(event)
-            if len(window) == n:
-                break
+        window = list(islice(matched, n))
         if len(window) == n and not self.has_text_criteria and not window[-1].is_turn_start:
             extension: list[SessionEvent] = []
-            for event in newest_first:
+            for event in matched:
                 extension.append(event)
                 if event.is_turn_start:
                     window.extend(extension)
@@ -455,4 +428,6 @@ class EventFilter:
         return list(matched)
 
 
+_FIELDS: Final = tuple(inspect.signature(EventFilter).parameters)
+"""A filter's values: its constructor's keywords, in order."""
 _MESSAGE_TYPES: Final = frozenset(MESSAGE_TYPES)
