@@ -31,26 +31,22 @@ def _kind(value: object) -> str:
 def require_type(
     value: _T, types: type | tuple[type, ...], name: str, expected: str, *, hint: str = ""
 ) -> _T:
-    """``value`` if it is an instance of ``types``; otherwise a `UsageError` naming ``name``."""
     if not isinstance(value, types):
         raise UsageError(f"{name} must be {expected}, not {_kind(value)}{hint}")
     return value
 
 
 def require_text(value: _T, name: str) -> _T:
-    """``value`` if it is a string (text); otherwise a `UsageError` naming ``name``."""
     return require_type(value, str, name, "a string")
 
 
 def require_nonblank(value: str, name: str) -> str:
-    """``value`` if it is a string with more than whitespace in it."""
     if not require_text(value, name).strip():
         raise UsageError(f"{name} must be a non-empty string")
     return value
 
 
 def require_int(value: _T, name: str) -> _T:
-    """``value`` if it is an ``int`` (a ``bool`` is not one here)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise UsageError(f"{name} must be an int, not {_kind(value)}")
     return value
@@ -80,13 +76,11 @@ MEMORY_STORE_METHODS = ("stat", "read", "write")
 
 
 def require_message(value: _T, name: str) -> _T:
-    """``value`` if it is one of our messages; a string gets the hint to wrap it."""
     hint = " (wrap text in a message: UserMessage(text=...))" if isinstance(value, str) else ""
     return require_type(value, _MESSAGES, name, "a message such as UserMessage", hint=hint)
 
 
 def require_event(value: _T, name: str) -> _T:
-    """``value`` if it is a `SessionEvent`."""
     return require_type(value, SessionEvent, name, "a SessionEvent")
 
 
@@ -141,7 +135,6 @@ def require_open_client(value: _T, name: str) -> _T:
 
 
 def require_estimator(value: _T, name: str = "estimator") -> _T:
-    """``value`` if it is a token count estimator (an instance with ``estimate(text)``)."""
     return require_object(value, name, "a TokenCountEstimator", methods=("estimate",))
 
 
@@ -158,12 +151,6 @@ def require_compactor(value: _T, name: str) -> _T:
     return require_object(
         value, name, "a SessionService or a Compactor", methods=("compact",), hint=hint
     )
-
-
-def require_repository(value: _T, name: str) -> _T:
-    """``value`` if it has a session repository's methods; a service is told where its is."""
-    hint = "a service's repository is its .repository" if _has(value, SERVICE_METHODS) else ""
-    return require_object(value, name, "a SessionRepository", methods=REPOSITORY_METHODS, hint=hint)
 
 
 def require_memory_store(value: _T, name: str) -> _T:
@@ -201,5 +188,6 @@ def user_input(what: str) -> Generator[None]:
     try:
         yield
     except ValidationError as exc:
-        first = exc.errors()[0] if exc.errors() else {"msg": str(exc)}
-        raise UsageError(f"{what}: {first['msg']}") from exc
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise UsageError(f"{what}: {where + ': ' if where else ''}{first['msg']}") from exc

@@ -42,7 +42,7 @@ from .events import SessionEvent
 from .exceptions import AsyncSessionError
 from .filters import EventFilter
 from .memory import DirectoryMemoryStore, MemoryStore, MongoMemoryStore
-from .messages import SystemMessage, messages_to_openai
+from .messages import SystemMessage
 from .openai import ChatClient, OpenAISummarizer, ResponsesClient
 from .repository import InMemorySessionRepository, MongoSessionRepository, SessionRepository
 from .service import DefaultSessionService
@@ -73,7 +73,7 @@ def _scripted(request: RecordedRequest) -> ScriptedReply:
     """The offline model: answers the demo's turns, tool results and the summarizer."""
     messages = request.messages
     if request.path.endswith("/responses"):  # the same conversation, as Responses API items
-        messages = messages_to_openai(items_to_messages(request.input))
+        messages = [d for m in items_to_messages(request.input) for d in m.to_openai()]
     last = messages[-1]
     if "=== CONVERSATION TO SUMMARIZE ===" in str(last.get("content")):
         return ScriptedReply.text(

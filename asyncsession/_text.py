@@ -8,10 +8,10 @@ written, and refuses them with a `UsageError` that says where the string is.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
-from typing import Final, cast
+from typing import cast
 
 from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError, to_json
 
 from .events import Session, SessionEvent
 from .exceptions import UsageError
@@ -29,22 +29,12 @@ def _bad(text: str) -> bool:
     return False
 
 
-_ATOMIC: Final = frozenset({int, float, bool, type(None), datetime, bytes})
-"""Types that hold no text: most fields of an event, skipped without a walk."""
-
-
 def _find(value: object) -> tuple[list[str], str] | None:
     """The first string under ``value`` that is not UTF-8 text, with the path to it (innermost
-    last); ``None`` if there is none. The path is only built for a bad string: checking an
-    event is on every append's path."""
-    kind = type(value)
-    if kind is str:
-        return ([], cast(str, value)) if _bad(cast(str, value)) else None
-    if kind in _ATOMIC:
-        return None
+    last); ``None`` if there is none."""
     if isinstance(value, str):
         return ([], value) if _bad(value) else None
-    if isinstance(value, dict | Mapping):
+    if isinstance(value, Mapping):
         for key, item in cast(Mapping[object, object], value).items():
             if isinstance(key, str) and _bad(key):
                 return ([" (a key)"], key)
@@ -64,21 +54,20 @@ def _find(value: object) -> tuple[list[str], str] | None:
             if found is not None:
                 found[0].insert(0, f".{name}")
                 return found
-        if value.__pydantic_extra__:
-            found = _find(value.__pydantic_extra__)
-            if found is not None:
-                found[0].insert(0, " (extra)")
-                return found
     return None
 
 
-def _invalid(where: str, found: tuple[list[str], str]) -> UsageError:
-    path, text = found
-    index = next(i for i, c in enumerate(text) if 0xD800 <= ord(c) <= 0xDFFF)
-    return UsageError(
-        f"{where}{''.join(path)} holds a string that is not valid UTF-8 text: a lone surrogate "
-        f"{text[index]!r} at index {index}; decode your input strictly or replace it"
-    )
+def _refuse(model: BaseModel, where: str, id_where: str) -> None:
+    for name, value in vars(model).items():
+        found = _find(value)
+        if found is not None:
+            path, text = found
+            index = next(i for i, c in enumerate(text) if 0xD800 <= ord(c) <= 0xDFFF)
+            raise UsageError(
+                f"{where + name if name != 'id' else id_where}{''.join(path)} holds a string that "
+                f"is not valid UTF-8 text: a lone surrogate {text[index]!r} at index {index}; "
+                "decode your input strictly or replace it"
+            )
 
 
 def check_event_text(event: SessionEvent) -> None:
@@ -88,10 +77,10 @@ def check_event_text(event: SessionEvent) -> None:
     Raises:
         UsageError: such a string; the message says which field holds it.
     """
-    for name, value in vars(event).items():
-        found = _find(value)
-        if found is not None:
-            raise _invalid(f"event {event.id!r}: {name}" if name != "id" else "event id", found)
+    try:  # plain data (a model's typed dicts would replace bad keys) refused in one pass
+        to_json(event.model_dump())
+    except PydanticSerializationError:
+        _refuse(event, f"event {event.id!r}: ", "event id")
 
 
 def check_session_text(session: Session) -> None:
@@ -100,8 +89,7 @@ def check_session_text(session: Session) -> None:
     Raises:
         UsageError: such a string; the message says which field holds it.
     """
-    for name, value in vars(session).items():
-        found = _find(value)
-        if found is not None:
-            where = f"session {session.id!r}: {name}" if name != "id" else "session id"
-            raise _invalid(where, found)
+    try:
+        to_json(session.model_dump())
+    except PydanticSerializationError:
+        _refuse(session, f"session {session.id!r}: ", "session id")

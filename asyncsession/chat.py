@@ -24,6 +24,7 @@ from .events import Session
 from .exceptions import UsageError
 from .filters import EventFilter
 from .messages import (
+    MESSAGE_TYPES,
     AssistantMessage,
     Message,
     MessageType,
@@ -542,7 +543,7 @@ class MessageFilter:
         return cls(accept)
 
     @classmethod
-    def by_message_type(cls, *types: MessageType | str) -> MessageFilter:
+    def by_message_type(cls, *types: MessageType) -> MessageFilter:
         """Store only messages of these types.
 
         Leaving out ``TOOL`` does not strand a stored tool call: the memory advisor's write
@@ -553,10 +554,9 @@ class MessageFilter:
         """
         if not types:
             raise UsageError("by_message_type needs at least one message type")
-        try:
-            allowed = frozenset(MessageType(t) for t in types)
-        except ValueError:
-            raise UsageError(f"by_message_type got an unknown message type in {types!r}") from None
+        if any(t not in MESSAGE_TYPES for t in types):
+            raise UsageError(f"by_message_type got an unknown message type in {types!r}")
+        allowed = frozenset(types)
         return cls(lambda m: m.message_type in allowed)
 
     @classmethod

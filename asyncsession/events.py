@@ -19,9 +19,11 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Final, cast
+from operator import attrgetter
+from typing import Annotated, Any, ClassVar, Final
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
@@ -34,13 +36,12 @@ from pydantic import (
 from pydantic_core import core_schema
 
 from .exceptions import UsageError
-from .messages import AssistantMessage, Message, MessageType
+from .messages import MESSAGE_TYPES, AssistantMessage, Message, MessageType
 
 __all__ = [
     "EventType",
     "ForkPoint",
     "Session",
-    "SessionAttributes",
     "SessionEvent",
     "CreateSessionRequest",
     "utc_now",
@@ -57,6 +58,12 @@ DEFAULT_TIME_TO_LIVE: Final = timedelta(days=60)
 """How long a session lives when nobody says otherwise."""
 MAX_ID_LENGTH: Final = 255
 """The longest session or event id, in characters."""
+PRINCIPAL_NAME: Final = "principal_name"
+AGENT_NAME: Final = "agent_name"
+AGENT_VERSION: Final = "agent_version"
+AGENT_MODEL: Final = "agent_model"
+WELL_KNOWN_KEYS: Final = frozenset({PRINCIPAL_NAME, AGENT_NAME, AGENT_VERSION, AGENT_MODEL})
+"""The metadata keys every store indexes for ``find_by_metadata`` (see ``Session.metadata``)."""
 
 _EVENT_TYPE_NAME = re.compile(r"[A-Z][A-Z0-9_.]{0,63}")
 
@@ -71,14 +78,23 @@ def _to_millis(value: datetime) -> datetime:
     return value.replace(microsecond=value.microsecond // 1000 * 1000)
 
 
-def _check_id(value: str, what: str) -> str:
-    if not value or not value.strip():
-        raise ValueError(f"{what} must be a non-empty string")
-    if len(value) > MAX_ID_LENGTH:
-        raise ValueError(f"{what} must be at most {MAX_ID_LENGTH} characters, not {len(value)}")
-    if "\x00" in value:
-        raise ValueError(f"{what} must not contain NUL characters")
+def _new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _check_id(value: str) -> str:
+    if not value.strip() or len(value) > MAX_ID_LENGTH or "\x00" in value:
+        raise ValueError(
+            f"an id must be a non-empty string of at most {MAX_ID_LENGTH} characters without "
+            f"NUL, not {value[:40]!r}" + ("..." if len(value) > 40 else "")
+        )
     return value
+
+
+_Id = Annotated[str, AfterValidator(_check_id)]
+"""A session, user or event id: non-blank, at most 255 characters, no NUL."""
+_Time = Annotated[AwareDatetime, AfterValidator(_to_millis)]
+"""An aware datetime, kept in UTC to the millisecond (what BSON dates hold)."""
 
 
 class EventType:
@@ -86,11 +102,11 @@ class EventType:
 
     ``EventType.of("ACME.AUDIT")`` makes a custom type. A name is upper-case letters, digits,
     ``_`` and ``.``, starts with a letter and is at most 64 characters long; prefix it with
-    something of your own so it never collides with a type we add later. Equal names are equal
-    types.
+    something of your own so it never collides with a type we add later. There is one type per
+    name: equal names are the same type.
     """
 
-    __slots__ = ("name",)
+    __slots__ = ("is_message", "message_type", "name")
 
     USER: ClassVar[EventType]
     ASSISTANT: ClassVar[EventType]
@@ -107,14 +123,23 @@ class EventType:
     at an earlier point, then whatever is appended after the rewind."""
 
     name: str
+    message_type: MessageType | None
+    """The message type of a message event type (``"user"``, ...); ``None`` for a custom type."""
+    is_message: bool
+    """Whether events of this type carry a chat message."""
 
-    def __init__(self, name: str) -> None:
+    def __new__(cls, name: str) -> EventType:
+        known = _KNOWN.get(name) if isinstance(name, str) else None
+        if known is not None:
+            return known
+        if isinstance(name, EventType):
+            return name
         if not isinstance(name, str) or not _EVENT_TYPE_NAME.fullmatch(name):
             raise UsageError(
                 f"invalid event type name {name!r}: use upper-case letters, digits, '_' and '.', "
                 "start with a letter, at most 64 characters (e.g. 'ACME.AUDIT')"
             )
-        object.__setattr__(self, "name", name)
+        return _KNOWN.setdefault(name, _event_type(name))
 
     @classmethod
     def of(cls, name: str) -> EventType:
@@ -125,32 +150,8 @@ class EventType:
         """
         return cls(name)
 
-    @classmethod
-    def for_message(cls, message_type: MessageType) -> EventType:
-        """The event type of a message of this type."""
-        return cls(message_type.value.upper())
-
-    @property
-    def message_type(self) -> MessageType | None:
-        """The message type of a message event type; ``None`` for a custom type."""
-        try:
-            return MessageType(self.name.lower())
-        except ValueError:
-            return None
-
-    @property
-    def is_message(self) -> bool:
-        """Whether events of this type carry a chat message."""
-        return self.message_type is not None
-
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("EventType is immutable")
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, EventType) and other.name == self.name
-
-    def __hash__(self) -> int:
-        return hash(("EventType", self.name))
 
     def __repr__(self) -> str:
         return f"EventType({self.name!r})"
@@ -165,23 +166,24 @@ class EventType:
     def __get_pydantic_core_schema__(
         cls, source: Any, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
-        def validate(value: Any) -> EventType:
-            if isinstance(value, EventType):
-                return value
-            if isinstance(value, MessageType):
-                return cls.for_message(value)
-            return cls(value)
-
         return core_schema.no_info_plain_validator_function(
-            validate,
-            serialization=core_schema.plain_serializer_function_ser_schema(
-                lambda value: value.name, when_used="always"
-            ),
+            cls,
+            serialization=core_schema.plain_serializer_function_ser_schema(attrgetter("name")),
         )
 
 
-_INFERRED: Final = object.__new__(EventType)
-object.__setattr__(_INFERRED, "name", "")  # SessionEvent.type default: taken from the message
+def _event_type(name: str) -> EventType:
+    made = object.__new__(EventType)
+    kind = name.lower()
+    message_type = next((t for t in MESSAGE_TYPES if t == kind), None)
+    object.__setattr__(made, "name", name)
+    object.__setattr__(made, "message_type", message_type)
+    object.__setattr__(made, "is_message", message_type is not None)
+    return made
+
+
+_KNOWN: Final[dict[str, EventType]] = {}
+_INFERRED: Final = _event_type("")  # SessionEvent.type default: taken from the message
 
 EventType.USER = EventType("USER")
 EventType.ASSISTANT = EventType("ASSISTANT")
@@ -209,75 +211,40 @@ class ForkPoint(_Frozen):
     prefix holds the whole commit (or is empty, at version 0)."""
 
 
+def _default_expiry(fields: dict[str, Any]) -> datetime | None:
+    created = fields.get("created_at")
+    return None if created is None else created + DEFAULT_TIME_TO_LIVE
+
+
 class Session(_Frozen):
     """A conversation's identity and lifetime. The events live in the repository."""
 
-    id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    id: _Id = Field(default_factory=_new_id)
     """The session id: any non-empty string of at most 255 characters; a random UUID by default."""
-    user_id: str
+    user_id: _Id
     """The owner: the user (or agent) whose conversation this is."""
-    created_at: AwareDatetime = Field(default_factory=utc_now)
+    created_at: _Time = Field(default_factory=utc_now)
     """When the session was created."""
-    expires_at: AwareDatetime | None = None
+    expires_at: _Time | None = Field(default_factory=_default_expiry)
     """When the session may be swept; ``None`` means never. Defaults to 60 days after creation."""
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
-    """Your key/value data: model, tags, anything JSON can hold."""
+    """Your key/value data: model, tags, anything JSON can hold.
+
+    Every store indexes four keys for ``find_by_metadata`` (an application declares more when
+    it builds a store): ``"agent_name"``, ``"agent_version"`` and ``"agent_model"`` label the
+    agent a session runs; ``"principal_name"`` is its owner, always its ``user_id`` (looking it
+    up finds the user's sessions, and a session that names another principal is refused when
+    it is saved)."""
     forked_from: ForkPoint | None = None
     """The session and point this one was forked from (set by a store's ``fork``, never by a
     ``save``: a save keeps what is stored); ``None`` for a session that is no fork."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _default_expiry(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        fields = cast("dict[str, Any]", data)
-        if "expires_at" in fields:
-            return fields
-        created = fields.get("created_at")
-        base = created if isinstance(created, datetime) else None
-        return {**fields, "expires_at": (base or utc_now()) + DEFAULT_TIME_TO_LIVE}
-
-    @field_validator("id")
-    @classmethod
-    def _valid_id(cls, value: str) -> str:
-        return _check_id(value, "session id")
-
-    @field_validator("user_id")
-    @classmethod
-    def _valid_user(cls, value: str) -> str:
-        return _check_id(value, "user id")
-
-    @field_validator("created_at", "expires_at")
-    @classmethod
-    def _millis(cls, value: datetime | None) -> datetime | None:
-        return None if value is None else _to_millis(value)
 
     def is_expired(self, at: datetime) -> bool:
         """Whether the session expired strictly before ``at``."""
         return self.expires_at is not None and self.expires_at < at
 
 
-class SessionAttributes:
-    """The well-known metadata keys of a session, which every store indexes for
-    ``find_by_metadata`` (an application declares its own indexed keys when it builds a store).
-
-    The principal is the session's ``user_id``: looking sessions up by
-    [`PRINCIPAL_NAME`][asyncsession.events.SessionAttributes.PRINCIPAL_NAME] finds the user's
-    sessions, and a session whose metadata names another principal than its ``user_id`` is
-    refused when it is saved. The agent keys label the agent a session runs, for listings.
-    """
-
-    PRINCIPAL_NAME: Final = "principal_name"
-    """Who the session belongs to: always its ``user_id``."""
-    AGENT_NAME: Final = "agent_name"
-    """The name of the agent the session runs."""
-    AGENT_VERSION: Final = "agent_version"
-    """The version of the agent definition the session was created with."""
-    AGENT_MODEL: Final = "agent_model"
-    """The model the agent is configured with."""
-    WELL_KNOWN: Final = frozenset({PRINCIPAL_NAME, AGENT_NAME, AGENT_VERSION, AGENT_MODEL})
-    """The keys every store indexes."""
+_EVENT_TYPE_OF: Final = {kind: EventType(kind.upper()) for kind in MESSAGE_TYPES}
 
 
 class SessionEvent(_Frozen):
@@ -288,11 +255,11 @@ class SessionEvent(_Frozen):
     them.
     """
 
-    id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    id: _Id = Field(default_factory=_new_id)
     """Unique across all sessions; appending an id the session has is an idempotent replay."""
-    session_id: str
+    session_id: _Id
     """The session this event belongs to."""
-    timestamp: AwareDatetime = Field(default_factory=utc_now)
+    timestamp: _Time = Field(default_factory=utc_now)
     """When it happened. Informational: the log's order is the order of appends."""
     type: EventType = _INFERRED
     """``USER``, ``ASSISTANT``, ``TOOL``, ``SYSTEM``, or a custom type; taken from the message
@@ -306,62 +273,30 @@ class SessionEvent(_Frozen):
     archived: bool = False
     """Set by compaction: out of the active window, but still in the log and searchable."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _infer_type(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        fields = cast("dict[str, Any]", data)
-        if fields.get("type") not in (None, _INFERRED):
-            return fields
-        message: object = fields.get("message")
-        message_type: object = getattr(message, "message_type", None)
-        if isinstance(message, BaseModel) and isinstance(message_type, MessageType):
-            return {**fields, "type": EventType.for_message(message_type)}
-        if isinstance(message, dict):
-            kind: object = cast("dict[str, Any]", message).get("kind")
-            if isinstance(kind, str):
-                return {**fields, "type": EventType(kind.upper())}
-        return fields
-
     @model_validator(mode="after")
     def _consistent(self) -> SessionEvent:
+        message = self.message
         if self.type is _INFERRED:
-            raise ValueError("an event needs a message, or a type and a payload")
+            if message is None:
+                raise ValueError("an event needs a message, or a type and a payload")
+            object.__setattr__(self, "type", _EVENT_TYPE_OF[message.message_type])
         expected = self.type.message_type
         if expected is None:
-            if self.message is not None:
+            if message is not None:
                 raise ValueError(
                     f"an event of custom type {self.type} carries a payload, not a message"
                 )
             if self.payload is None:
                 object.__setattr__(self, "payload", {})
-        else:
-            if self.message is None:
-                raise ValueError(f"an event of type {self.type} needs a message")
-            if self.message.message_type is not expected:
-                raise ValueError(
-                    f"event type {self.type} does not match a "
-                    f"{self.message.message_type.value} message"
-                )
-            if self.payload is not None:
-                raise ValueError("a message event carries no payload; put data in metadata")
+        elif message is None:
+            raise ValueError(f"an event of type {self.type} needs a message")
+        elif message.message_type != expected:
+            raise ValueError(
+                f"event type {self.type} does not match a {message.message_type} message"
+            )
+        elif self.payload is not None:
+            raise ValueError("a message event carries no payload; put data in metadata")
         return self
-
-    @field_validator("id")
-    @classmethod
-    def _valid_id(cls, value: str) -> str:
-        return _check_id(value, "event id")
-
-    @field_validator("session_id")
-    @classmethod
-    def _valid_session(cls, value: str) -> str:
-        return _check_id(value, "session id")
-
-    @field_validator("timestamp")
-    @classmethod
-    def _millis(cls, value: datetime) -> datetime:
-        return _to_millis(value)
 
     def __hash__(self) -> int:
         return hash((self.id, self.session_id))
@@ -379,7 +314,7 @@ class SessionEvent(_Frozen):
     @property
     def is_turn_start(self) -> bool:
         """Whether this event starts a turn: any user message, real or synthetic."""
-        return self.type == EventType.USER
+        return self.type is EventType.USER
 
     @property
     def has_tool_calls(self) -> bool:
@@ -407,7 +342,7 @@ class CreateSessionRequest(_Frozen):
 
     id: str | None = None
     """The session id; a random UUID when ``None``."""
-    user_id: str
+    user_id: _Id
     """The owner."""
     time_to_live: timedelta | None = None
     """How long the session lives; the service's default when ``None``. As in the reference, a
@@ -418,10 +353,5 @@ class CreateSessionRequest(_Frozen):
 
     @field_validator("id")
     @classmethod
-    def _valid_id(cls, value: str | None) -> str | None:
-        return None if value is None or not value.strip() else _check_id(value, "session id")
-
-    @field_validator("user_id")
-    @classmethod
-    def _valid_user(cls, value: str) -> str:
-        return _check_id(value, "user id")
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return None if value is None or not value.strip() else _check_id(value)

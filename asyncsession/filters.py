@@ -26,34 +26,30 @@ newest reads the log as it is.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import StrEnum
-from typing import Any, ClassVar, Final, cast, overload
+from itertools import islice
+from typing import Any, ClassVar, Final, Literal, TypeAlias, overload
 
 from ._view import ReadLog
 from .events import EventType, SessionEvent
 from .exceptions import UsageError
-from .messages import MessageType
+from .messages import MESSAGE_TYPES, MessageType
 
-__all__ = ["EventFilter", "EventQuery", "MatchMode"]
+__all__ = ["EventFilter"]
 
 DEFAULT_PAGE_SIZE: Final = 10
-_MAX_KEYWORDS: Final = 20
-_MAX_KEYWORD_LENGTH: Final = 200
-
-
-class MatchMode(StrEnum):
-    """How several keywords combine."""
-
-    ANY = "any"
-    ALL = "all"
+_MAX_TERMS: Final = 20
+_MAX_TERM_LENGTH: Final = 200
+MatchMode: TypeAlias = Literal["any", "all"]
+"""How several keywords combine: an event holds ``"any"`` of them, or ``"all"``."""
 
 
 class _LastN:
-    """``EventFilter.last_n``: the factory on the class, the field on an instance."""
+    """``EventFilter.last_n``: the factory on the class; an instance reads its own value (kept
+    in its ``__dict__``, which wins over this descriptor)."""
 
     @overload
     def __get__(self, instance: None, owner: type[EventFilter]) -> Callable[[int], EventFilter]: ...
@@ -64,29 +60,8 @@ class _LastN:
     ) -> Callable[[int], EventFilter] | int | None:
         if instance is None:
             return lambda n: owner(last_n=n)
-        return instance._last_n  # pyright: ignore[reportPrivateUsage] (the field's own descriptor)
-
-    def __set__(self, instance: EventFilter, value: Any) -> None:
-        raise AttributeError("EventFilter is immutable")
-
-
-_FIELDS: Final = (
-    "from_",
-    "to",
-    "message_types",
-    "event_types",
-    "exclude_synthetic",
-    "exclude_archived",
-    "active_view",
-    "last_n",
-    "keyword",
-    "keywords",
-    "match_mode",
-    "pattern",
-    "page",
-    "page_size",
-    "as_of",
-)
+        value: int | None = instance.__dict__["last_n"]  # not reached: the instance's wins
+        return value
 
 
 class EventFilter:
@@ -95,7 +70,8 @@ class EventFilter:
     Args:
         from_: only events at or after this time (inclusive).
         to: only events at or before this time (inclusive).
-        message_types: only message events of these types.
+        message_types: only message events of these types (``"user"``, ``"assistant"``,
+            ``"tool"``, ``"system"``).
         event_types: only events of these types (message or custom types).
         exclude_synthetic: leave out events that compaction wrote (summaries).
         exclude_archived: leave out events that compaction archived.
@@ -103,7 +79,7 @@ class EventFilter:
         last_n: only the newest ``n`` matching events (turn-aware for one session).
         keyword: only events whose text contains this, case-insensitively and literally.
         keywords: only events whose text contains any (or all) of these.
-        match_mode: ``ANY`` (the default with keywords) or ``ALL``.
+        match_mode: ``"any"`` (the default with keywords) or ``"all"``.
         pattern: only events whose text matches this Python regex (``re.search``). Never
             compile text from users or models into a pattern.
         page: the zero-based page number, with ``page_size``.
@@ -114,24 +90,6 @@ class EventFilter:
         UsageError: a criterion is out of range, or ``last_n`` is combined with a page.
     """
 
-    __slots__ = (
-        "from_",
-        "to",
-        "message_types",
-        "event_types",
-        "exclude_synthetic",
-        "exclude_archived",
-        "active_view",
-        "_last_n",
-        "keyword",
-        "keywords",
-        "match_mode",
-        "pattern",
-        "page",
-        "page_size",
-        "as_of",
-    )
-
     last_n: ClassVar[_LastN] = _LastN()
 
     from_: datetime | None
@@ -141,7 +99,6 @@ class EventFilter:
     exclude_synthetic: bool
     exclude_archived: bool
     active_view: bool
-    _last_n: int | None
     keyword: str | None
     keywords: tuple[str, ...] | None
     match_mode: MatchMode | None
@@ -149,13 +106,17 @@ class EventFilter:
     page: int | None
     page_size: int | None
     as_of: int | None
+    has_window: bool
+    """Whether a ``last_n`` or a page is set."""
+    has_text_criteria: bool
+    """Whether ``keyword``, ``keywords`` or ``pattern`` is set."""
 
     def __init__(
         self,
         *,
         from_: datetime | None = None,
         to: datetime | None = None,
-        message_types: Iterable[MessageType | str] | None = None,
+        message_types: Iterable[MessageType] | None = None,
         event_types: Iterable[EventType | str] | None = None,
         exclude_synthetic: bool = False,
         exclude_archived: bool = False,
@@ -163,7 +124,7 @@ class EventFilter:
         last_n: int | None = None,
         keyword: str | None = None,
         keywords: Iterable[str] | None = None,
-        match_mode: MatchMode | str | None = None,
+        match_mode: MatchMode | None = None,
         pattern: re.Pattern[str] | str | None = None,
         page: int | None = None,
         page_size: int | None = None,
@@ -191,10 +152,9 @@ class EventFilter:
 
         types = None
         if message_types is not None:
-            try:
-                types = frozenset(MessageType(t) for t in message_types) or None
-            except ValueError as exc:
-                raise UsageError(f"unknown message type in {message_types!r}") from exc
+            types = frozenset(message_types) or None
+            if types is not None and not types <= _MESSAGE_TYPES:
+                raise UsageError(f"unknown message type in {message_types!r}")
         kinds = None
         if event_types is not None:
             try:
@@ -215,16 +175,11 @@ class EventFilter:
             if isinstance(keywords, str):
                 raise UsageError("keywords must be a list of terms, not one string")
             terms = tuple(k.lower() for k in keywords if k is not None and k.strip()) or None
-        mode: MatchMode | None = None
+        mode = None
         if terms is not None:
-            try:
-                mode = MatchMode(
-                    match_mode.lower()
-                    if isinstance(match_mode, str)
-                    else match_mode or MatchMode.ANY
-                )
-            except ValueError as exc:
-                raise UsageError(f"match_mode must be 'any' or 'all', not {match_mode!r}") from exc
+            mode = match_mode.lower() if isinstance(match_mode, str) else match_mode or "any"
+            if mode not in ("any", "all"):
+                raise UsageError(f"match_mode must be 'any' or 'all', not {match_mode!r}")
         compiled: re.Pattern[str] | None
         try:
             compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
@@ -239,7 +194,7 @@ class EventFilter:
             "exclude_synthetic": bool(exclude_synthetic),
             "exclude_archived": bool(exclude_archived),
             "active_view": bool(active_view),
-            "_last_n": last_n,
+            "last_n": last_n,
             "keyword": keyword,
             "keywords": terms,
             "match_mode": mode,
@@ -247,15 +202,16 @@ class EventFilter:
             "page": 0 if page is None and page_size is not None else page,
             "page_size": page_size,
             "as_of": as_of,
+            "has_window": last_n is not None or page_size is not None,
+            "has_text_criteria": keyword is not None or terms is not None or compiled is not None,
         }
-        for name, value in values.items():
-            object.__setattr__(self, name, value)
+        self.__dict__.update(values)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("EventFilter is immutable")
 
     def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in _FIELDS)
+        return tuple(self.__dict__[name] for name in _FIELDS)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, EventFilter) and self._values() == other._values()
@@ -305,12 +261,47 @@ class EventFilter:
     def keywords_search(
         cls,
         terms: Sequence[str],
-        mode: MatchMode | str = MatchMode.ANY,
+        mode: MatchMode = "any",
         page: int = 0,
         page_size: int = DEFAULT_PAGE_SIZE,
+        *,
+        message_types: Iterable[MessageType] | None = None,
+        since: datetime | None = None,
+        include_synthetic: bool = True,
     ) -> EventFilter:
-        """One page of the events whose text contains any (or all) of ``terms``."""
-        return cls(keywords=terms, match_mode=mode, page=page, page_size=page_size)
+        """One page of the message events whose text contains any (``mode="all"``: all) of
+        ``terms``: 1 to 20 terms of 1 to 200 characters, each matched literally and in any case
+        (``%``, ``_``, ``[`` and every other character stand for themselves).
+
+        ``since`` keeps the events at or after an instant, to the microsecond (it is rounded up
+        to the millisecond of stored timestamps); ``include_synthetic=False`` leaves out the
+        summaries compaction wrote.
+
+        Raises:
+            UsageError: no term or over 20, one blank or over 200 characters, a bad mode,
+                message type or page, or a naive ``since``.
+        """
+        given: object = terms
+        if not isinstance(given, tuple | list) or not 0 < len(terms) <= _MAX_TERMS:
+            raise UsageError(f"keywords must be a list of 1 to {_MAX_TERMS} terms")
+        for term in terms:
+            text: object = term
+            if not isinstance(text, str) or not text.strip() or len(text) > _MAX_TERM_LENGTH:
+                raise UsageError(f"a keyword must be 1 to {_MAX_TERM_LENGTH} characters")
+        if since is not None:
+            if since.utcoffset() is None:
+                raise UsageError("since must be timezone-aware")
+            if since.microsecond % 1000:
+                since += timedelta(microseconds=1000 - since.microsecond % 1000)
+        return cls(
+            keywords=terms,
+            match_mode=mode,
+            message_types=message_types,
+            from_=since,
+            exclude_synthetic=not include_synthetic,
+            page=page,
+            page_size=page_size,
+        )
 
     @classmethod
     def pattern_search(
@@ -358,16 +349,6 @@ class EventFilter:
         """The same criteria with no ``last_n`` and no page."""
         return self._replace(last_n=None, page=None, page_size=None)
 
-    @property
-    def has_window(self) -> bool:
-        """Whether a ``last_n`` or a page is set."""
-        return self.last_n is not None or self.page_size is not None
-
-    @property
-    def has_text_criteria(self) -> bool:
-        """Whether ``keyword``, ``keywords`` or ``pattern`` is set."""
-        return self.keyword is not None or self.keywords is not None or self.pattern is not None
-
     # --- the reference read ---------------------------------------------------------------------
 
     def matches(self, event: SessionEvent) -> bool:
@@ -376,7 +357,7 @@ class EventFilter:
             return False
         if (self.exclude_archived or self.active_view) and event.archived:
             return False
-        if self.active_view and not event.is_message and self.event_types is None:
+        if self.active_view and event.message is None and self.event_types is None:
             return False
         if self.from_ is not None and event.timestamp < self.from_:
             return False
@@ -395,7 +376,7 @@ class EventFilter:
                 return False
             if self.keywords is not None:
                 hits = (term in lowered for term in self.keywords)
-                if not (all(hits) if self.match_mode is MatchMode.ALL else any(hits)):
+                if not (all(hits) if self.match_mode == "all" else any(hits)):
                     return False
             if self.pattern is not None and self.pattern.search(text) is None:
                 return False
@@ -413,31 +394,21 @@ class EventFilter:
         return self.read_backwards(ReadLog.of(log))
 
     def read_backwards(self, log: ReadLog) -> list[SessionEvent]:
-        """What this filter selects from ``log``: walked from its newest event, so the cost of
-        a ``last_n`` read follows the window, not the log."""
-        return self.window_of_newest_first(
-            event for event in log.newest_first(active_view=self.active_view) if self.matches(event)
-        )
-
-    def window_of_newest_first(self, matched: Iterable[SessionEvent]) -> list[SessionEvent]:
-        """The window over one session's matched events given newest first, in read order.
+        """What this filter selects from ``log``, in read order: walked from its newest event,
+        so the cost of a ``last_n`` read follows the window, not the log.
 
         A ``last_n`` window whose oldest event is not a user message reaches back to the nearest
         matched user message before it, unless the filter searches text or there is none: it
         can be longer than ``last_n`` by at most one turn. Other windows take every event.
         """
+        matched = filter(self.matches, log.newest_first(active_view=self.active_view))
         n = self.last_n
         if n is None:
             return self.apply_window(list(matched)[::-1])
-        window: list[SessionEvent] = []
-        newest_first = iter(matched)
-        for event in newest_first:
-            window.append(event)
-            if len(window) == n:
-                break
+        window = list(islice(matched, n))
         if len(window) == n and not self.has_text_criteria and not window[-1].is_turn_start:
             extension: list[SessionEvent] = []
-            for event in newest_first:
+            for event in matched:
                 extension.append(event)
                 if event.is_turn_start:
                     window.extend(extension)
@@ -455,72 +426,6 @@ class EventFilter:
         return list(matched)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EventQuery:
-    """A bounded search of one session's message events (``SessionService.search_events``).
-
-    Keywords are matched literally and case-insensitively in a message's text (``%``, ``_``,
-    ``[`` and every other character stand for themselves). Archived events are searched too:
-    recall finds what compaction took out of the view.
-
-    Raises:
-        UsageError: no keyword or over 20, one blank or over 200 characters, a bad mode,
-            message type or page, or a naive ``since``.
-    """
-
-    keywords: tuple[str, ...]
-    """The terms: 1 to 20, each of 1 to 200 characters."""
-    match_mode: MatchMode = MatchMode.ANY
-    """Whether an event must contain any of the keywords or all of them."""
-    message_types: frozenset[MessageType] | None = None
-    """The message types searched; ``None``: all of them."""
-    since: datetime | None = None
-    """Only events at or after this instant, to the microsecond."""
-    include_synthetic: bool = False
-    """Whether the summaries compaction wrote are searched (they repeat what the log holds)."""
-    page: int = 0
-    """The zero-based page, oldest events first."""
-    page_size: int = DEFAULT_PAGE_SIZE
-    """Events per page."""
-
-    def __post_init__(self) -> None:
-        terms: object = self.keywords
-        if not isinstance(terms, tuple | list) or not 0 < len(self.keywords) <= _MAX_KEYWORDS:
-            raise UsageError(f"keywords must be a tuple of 1 to {_MAX_KEYWORDS} terms")
-        for term in self.keywords:
-            text = cast(object, term)
-            if not isinstance(text, str) or not text.strip() or len(text) > _MAX_KEYWORD_LENGTH:
-                raise UsageError(f"a keyword must be 1 to {_MAX_KEYWORD_LENGTH} characters")
-        if self.since is not None and self.since.utcoffset() is None:
-            raise UsageError("since must be timezone-aware")
-        object.__setattr__(self, "keywords", tuple(self.keywords))
-        try:
-            object.__setattr__(self, "match_mode", MatchMode(self.match_mode))
-            types = (
-                None
-                if self.message_types is None
-                else frozenset(map(MessageType, self.message_types))
-            )
-        except ValueError as exc:
-            raise UsageError(str(exc)) from exc
-        object.__setattr__(self, "message_types", types or None)
-        self.to_filter()  # the page checks
-
-    def to_filter(self) -> EventFilter:
-        """The [`EventFilter`][asyncsession.filters.EventFilter] every store answers this with.
-
-        ``since`` is rounded up to the millisecond, the precision of stored timestamps, so that
-        every store compares it exactly.
-        """
-        since = self.since
-        if since is not None and since.microsecond % 1000:
-            since += timedelta(microseconds=1000 - since.microsecond % 1000)
-        return EventFilter(
-            keywords=self.keywords,
-            match_mode=self.match_mode,
-            message_types=self.message_types or tuple(MessageType),
-            from_=since,
-            exclude_synthetic=not self.include_synthetic,
-            page=self.page,
-            page_size=self.page_size,
-        )
+_FIELDS: Final = tuple(inspect.signature(EventFilter).parameters)
+"""A filter's values: its constructor's keywords, in order."""
+_MESSAGE_TYPES: Final = frozenset(MESSAGE_TYPES)

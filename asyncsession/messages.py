@@ -16,21 +16,21 @@ Completions never sees either; both are left out of the stored JSON when empty.
 ``ToolResponseMessage`` groups the results of one round of (possibly parallel) tool calls, as one
 session event; OpenAI sends each result as its own ``role: tool`` dict, so
 [`ToolResponseMessage.to_openai`][asyncsession.messages.ToolResponseMessage.to_openai] returns one
-dict per response. For the same reason every ``to_openai()`` returns a list.
+dict per response. For the same reason every ``to_openai()`` returns a list: the dicts of a
+list of messages are ``[d for m in messages for d in m.to_openai()]``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from enum import StrEnum
-from typing import Annotated, Any, ClassVar, Literal, TypeAlias, TypeVar, cast
+from operator import not_
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias, TypeVar, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from .exceptions import UsageError
 
 __all__ = [
-    "MessageType",
     "ToolCall",
     "ToolResponse",
     "UserMessage",
@@ -39,7 +39,6 @@ __all__ = [
     "SystemMessage",
     "Message",
     "messages_from_openai",
-    "messages_to_openai",
 ]
 
 OpenAIMessage: TypeAlias = dict[str, Any]
@@ -49,18 +48,9 @@ _Seq = Annotated[Sequence[_T], AfterValidator(tuple)]
 """Any sequence on the way in, a tuple once stored: messages are immutable."""
 _Parts: TypeAlias = "_Seq[dict[str, JsonValue]] | None"
 
-
-def _empty(value: object) -> bool:
-    return not value
-
-
-class MessageType(StrEnum):
-    """The role of a message in the conversation."""
-
-    USER = "user"
-    ASSISTANT = "assistant"
-    TOOL = "tool"
-    SYSTEM = "system"
+MessageType: TypeAlias = Literal["user", "assistant", "tool", "system"]
+"""The role of a message in the conversation."""
+MESSAGE_TYPES: Final[tuple[MessageType, ...]] = ("user", "assistant", "tool", "system")
 
 
 class _Frozen(BaseModel):
@@ -91,15 +81,17 @@ class ToolResponse(_Frozen):
     """The result text sent back to the model."""
     parts: _Parts = None
     """The original content parts, when the result was sent as a list of parts."""
-    item_extra: dict[str, JsonValue] = Field(default_factory=dict, exclude_if=_empty)
+    item_extra: dict[str, JsonValue] = Field(default_factory=dict, exclude_if=not_)
     """Keys of the Responses ``function_call_output`` item with no field here (``type``,
     ``id``, ``status``, ...), kept for a lossless round trip."""
 
 
 class _MessageBase(_Frozen):
+    message_type: ClassVar[MessageType]
+    """The role: ``"user"``, ``"assistant"``, ``"tool"`` or ``"system"``."""
     extra: dict[str, JsonValue] = Field(default_factory=dict)
     """Keys of the OpenAI message dict that have no field here, kept for a lossless round trip."""
-    item_extra: dict[str, JsonValue] = Field(default_factory=dict, exclude_if=_empty)
+    item_extra: dict[str, JsonValue] = Field(default_factory=dict, exclude_if=not_)
     """Keys of the Responses API input item that have no field here (``type``, ``id``,
     ``status``, ...), kept for a lossless round trip; Chat Completions never sees them."""
 
@@ -135,15 +127,11 @@ class UserMessage(_MessageBase):
     """Input from the user. A user message starts a turn."""
 
     kind: Literal["user"] = "user"
+    message_type: ClassVar[MessageType] = "user"
     text: str = ""
     """The text; for multi-part content, the text parts joined by newlines."""
     parts: _Parts = None
     """The original content parts (text, images, audio, files), when content was a list."""
-
-    @property
-    def message_type(self) -> MessageType:
-        """Always ``MessageType.USER``."""
-        return MessageType.USER
 
     def to_openai(self) -> list[OpenAIMessage]:
         """This message as OpenAI Chat Completions message dicts."""
@@ -155,17 +143,13 @@ class SystemMessage(_MessageBase):
     """Instructions for the model. Storing one in a session is opt-in."""
 
     kind: Literal["system"] = "system"
+    message_type: ClassVar[MessageType] = "system"
     text: str
     """The instructions."""
     parts: _Parts = None
     """The original content parts, when content was a list."""
     role: Literal["system", "developer"] = "system"
     """OpenAI's role name: newer models call system instructions ``developer``."""
-
-    @property
-    def message_type(self) -> MessageType:
-        """Always ``MessageType.SYSTEM``."""
-        return MessageType.SYSTEM
 
     def to_openai(self) -> list[OpenAIMessage]:
         """This message as OpenAI Chat Completions message dicts."""
@@ -177,23 +161,19 @@ class AssistantMessage(_MessageBase):
     """A reply of the model: text, tool calls, or both."""
 
     kind: Literal["assistant"] = "assistant"
+    message_type: ClassVar[MessageType] = "assistant"
     text: str | None = None
     """The reply text; ``None`` when the model sent no content (typical with tool calls)."""
     tool_calls: _Seq[ToolCall] = ()
     """The tools the model asks to run, in its order."""
     parts: _Parts = None
     """The original content parts, when content was a list."""
-    items: _Seq[dict[str, JsonValue]] = Field(default=(), exclude_if=_empty)
+    items: _Seq[dict[str, JsonValue]] = Field(default=(), exclude_if=not_)
     """The Responses API output items this reply was made from, in the model's order and as
     given: reasoning items (with ``encrypted_content``), message items, function calls, and
     item types we do not interpret. ``text`` and ``tool_calls`` are the API-neutral view of the
     same reply; the items are replayed as they are while they agree with it. Empty for replies
     of Chat Completions."""
-
-    @property
-    def message_type(self) -> MessageType:
-        """Always ``MessageType.ASSISTANT``."""
-        return MessageType.ASSISTANT
 
     @property
     def reasoning(self) -> tuple[dict[str, JsonValue], ...]:
@@ -220,6 +200,7 @@ class ToolResponseMessage(_MessageBase):
     """The results of one round of tool calls, in the order of the calls."""
 
     kind: Literal["tool"] = "tool"
+    message_type: ClassVar[MessageType] = "tool"
     responses: _Seq[ToolResponse]
     """One result per answered call."""
 
@@ -229,11 +210,6 @@ class ToolResponseMessage(_MessageBase):
         if not value:
             raise ValueError("a ToolResponseMessage needs at least one response")
         return value
-
-    @property
-    def message_type(self) -> MessageType:
-        """Always ``MessageType.TOOL``."""
-        return MessageType.TOOL
 
     @property
     def text(self) -> None:
@@ -314,21 +290,6 @@ def _require_openai(value: object, name: str) -> None:
         raise UsageError(f"{name} must be an OpenAI message dict, not {shown}{hint}")
 
 
-def _require_messages(messages: Sequence[object], name: str) -> None:
-    """Refuse an item of ``messages`` that is not one of our messages, naming its index."""
-    for index, item in enumerate(messages):
-        if not isinstance(item, _MessageBase):
-            shown = f"{type(item).__name__} {item!r}"[:80]
-            hint = ""
-            if isinstance(item, str):
-                hint = " (wrap text in a message: UserMessage(text=...))"
-            elif isinstance(item, Mapping):
-                hint = " (an OpenAI message dict: convert it with messages_from_openai)"
-            raise UsageError(
-                f"{name}[{index}] must be a message such as UserMessage, not {shown}{hint}"
-            )
-
-
 def _require_list(value: object, name: str, expected: str) -> None:
     probe = value  # narrowed by the checks; ``value`` stays an object
     if isinstance(probe, (str, bytes, Mapping, BaseModel)) or not isinstance(probe, Iterable):
@@ -407,15 +368,3 @@ def messages_from_openai(messages: Sequence[OpenAIMessage]) -> list[Message]:
             message = message.model_copy(update={"responses": (response,)})
         result.append(message)
     return result
-
-
-def messages_to_openai(messages: Sequence[Message]) -> list[OpenAIMessage]:
-    """Convert messages into the list of OpenAI message dicts a Chat Completions call takes.
-
-    Raises:
-        UsageError: ``messages`` is not a list of messages; the error names the index of the
-            first item that is not one.
-    """
-    _require_list(messages, "messages", "a list of messages")
-    _require_messages(messages, "messages")
-    return [raw for message in messages for raw in message.to_openai()]

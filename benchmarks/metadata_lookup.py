@@ -23,7 +23,7 @@ from typing import Any
 from pymongo import AsyncMongoClient
 
 from asyncsession import MongoSessionRepository, Session
-from asyncsession.events import SessionAttributes
+from asyncsession.events import AGENT_NAME, PRINCIPAL_NAME
 
 if __package__:
     from ._commands import CommandCounter, Measured
@@ -43,7 +43,7 @@ async def fill(repo: MongoSessionRepository, sessions: int) -> None:
     async def one(k: int) -> None:
         async with gate:
             metadata = {
-                SessionAttributes.AGENT_NAME: "support-bot",
+                AGENT_NAME: "support-bot",
                 "tenant": "rare" if k % 50 == 0 else "acme",
                 "title": f"conversation {k}",
             }
@@ -89,7 +89,7 @@ async def main() -> None:
         start = time.perf_counter()
         await fill(repo, sessions)
         filled = time.perf_counter() - start
-        principal, agent = SessionAttributes.PRINCIPAL_NAME, SessionAttributes.AGENT_NAME
+        principal, agent = PRINCIPAL_NAME, AGENT_NAME
         lookups: dict[str, Callable[[], Awaitable[list[Session]]]] = {
             "principal, limit 100": lambda: repo.find_by_metadata(principal, USER),
             f"principal, limit {sessions}": lambda: repo.find_by_metadata(

@@ -55,7 +55,6 @@ from ..filters import EventFilter
 from ..messages import (
     AssistantMessage,
     Message,
-    MessageType,
     SystemMessage,
     ToolCall,
     ToolResponse,
@@ -264,7 +263,7 @@ def request_event_id(session_id: str, request_id: str, message: Message, *, repl
     tools) get one id each, whatever they hold; a tool call or its results get the id of their
     tool-call ids, so a round is stored once per request."""
     if reply or isinstance(message, UserMessage):
-        kind = "reply" if reply else message.message_type.value
+        kind = "reply" if reply else message.message_type
         text = f"{len(session_id)}:{session_id}:{request_id}:{kind}"
         return f"{kind}-{hashlib.sha256(text.encode()).hexdigest()}"
     return _ROUNDS.generate({"session": session_id, "request": request_id}, message)
@@ -304,7 +303,7 @@ ORPHAN_WARNING: Final = (
 
 
 LATEST_SYSTEM_FILTER = EventFilter(
-    message_types=[MessageType.SYSTEM],
+    message_types=["system"],
     exclude_synthetic=True,
     exclude_archived=True,
     active_view=True,
@@ -454,7 +453,7 @@ def last_request_message(
 def can_tell_newest(read_filter: EventFilter) -> bool:
     """Whether the events of this read show the newest stored tool call, if there is one."""
     assistant_visible = (
-        read_filter.message_types is None or MessageType.ASSISTANT in read_filter.message_types
+        read_filter.message_types is None or "assistant" in read_filter.message_types
     ) and (read_filter.event_types is None or EventType.ASSISTANT in read_filter.event_types)
     return (
         assistant_visible
@@ -547,7 +546,7 @@ def sees_pairs(read_filter: EventFilter) -> bool:
     kinds = read_filter.message_types
     types = read_filter.event_types
     return (
-        (kinds is None or {MessageType.ASSISTANT, MessageType.TOOL} <= set(kinds))
+        (kinds is None or {"assistant", "tool"} <= set(kinds))
         and (types is None or {EventType.ASSISTANT, EventType.TOOL} <= set(types))
         and read_filter.page_size is None
         and read_filter.from_ is None

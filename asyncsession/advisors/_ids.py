@@ -59,7 +59,7 @@ class IdempotentSessionEventIdGenerator:
         values = [(key, context.get(key)) for key in self.context_keys]
         fingerprint = ",".join(f"{k}:{'null' if v is None else str(v)}" for k, v in values)
         digest = hashlib.sha256(f"{fingerprint}:{_message_key(message)}".encode()).hexdigest()
-        return f"{message.message_type.value}-{digest}"
+        return f"{message.message_type}-{digest}"
 
 
 def _message_key(message: Message) -> str:

@@ -119,7 +119,7 @@ def format_event(event: SessionEvent) -> str:
         if has_text:
             return f"Assistant: {text} [tool calls: {calls}]"
         return f"Assistant [tool calls: {calls}]"
-    role = message.message_type.value.capitalize()
+    role = message.message_type.capitalize()
     return f"{role}: {text if has_text else _NO_TEXT}"
 
 

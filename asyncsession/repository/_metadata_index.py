@@ -1,9 +1,10 @@
 """Sessions found by indexed metadata: the keys a store indexes and the checks every store makes.
 
-A store indexes the well-known [`SessionAttributes`][asyncsession.events.SessionAttributes] and
-the keys its application declared when it built the store. Only string values are indexed. The
-principal is the session's ``user_id``, so a lookup by it is a lookup by owner, and a session
-whose metadata names another principal is refused.
+A store indexes the well-known keys of
+[`Session.metadata`][asyncsession.events.Session.metadata] and the keys its application declared
+when it built the store. Only string values are indexed. The principal is the session's
+``user_id``, so a lookup by it is a lookup by owner, and a session whose metadata names another
+principal is refused.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final, cast
 
-from ..events import Session, SessionAttributes
+from ..events import PRINCIPAL_NAME, WELL_KNOWN_KEYS, Session
 from ..exceptions import UsageError
 
 __all__ = [
@@ -37,7 +38,7 @@ def indexed_keys(declared: Iterable[str]) -> frozenset[str]:
     given = cast(object, declared)
     if isinstance(given, str):
         raise UsageError("indexed_metadata_keys must be a collection of keys, not one string")
-    keys = set(SessionAttributes.WELL_KNOWN)
+    keys = set(WELL_KNOWN_KEYS)
     for key in declared:
         if not isinstance(cast(object, key), str) or not key or _SEPARATOR in key:
             raise UsageError(f"an indexed metadata key must be a non-empty string, not {key!r}")
@@ -56,7 +57,7 @@ def index_entries(session: Session, keys: frozenset[str]) -> list[str]:
     return sorted(
         index_entry(key, value)
         for key, value in session.metadata.items()
-        if key in keys and key != SessionAttributes.PRINCIPAL_NAME and isinstance(value, str)
+        if key in keys and key != PRINCIPAL_NAME and isinstance(value, str)
     )
 
 
@@ -64,12 +65,12 @@ def check_principal(session: Session) -> None:
     """Refuse a session whose metadata names another principal than its ``user_id``.
 
     Raises:
-        UsageError: ``metadata[SessionAttributes.PRINCIPAL_NAME]`` is not the ``user_id``.
+        UsageError: ``metadata[PRINCIPAL_NAME]`` is not the ``user_id``.
     """
-    principal = session.metadata.get(SessionAttributes.PRINCIPAL_NAME)
+    principal = session.metadata.get(PRINCIPAL_NAME)
     if principal is not None and principal != session.user_id:
         raise UsageError(
-            f"session {session.id!r}: metadata {SessionAttributes.PRINCIPAL_NAME!r} is "
+            f"session {session.id!r}: metadata {PRINCIPAL_NAME!r} is "
             f"{principal!r}, not its user_id {session.user_id!r}"
         )
 

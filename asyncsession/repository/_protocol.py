@@ -133,8 +133,8 @@ class SessionRepository(ABC):
         """The sessions whose metadata holds the string ``value`` under ``name``, oldest first
         (by ``created_at``, then id), at most ``limit`` of them.
 
-        ``name`` is a key the store indexes: a well-known
-        [`SessionAttributes`][asyncsession.events.SessionAttributes] key, or one declared with
+        ``name`` is a key the store indexes: a well-known key of
+        [`Session.metadata`][asyncsession.events.Session.metadata], or one declared with
         ``indexed_metadata_keys`` when the store was built. The principal is the ``user_id``.
 
         Raises:

@@ -32,7 +32,6 @@ from ..encryption import EncryptionOptions, UserKeys
 from ..events import EventType, SessionEvent
 from ..exceptions import UsageError
 from ..filters import EventFilter
-from ..messages import MessageType
 from ..rewinds import RewindRecord
 from ._offload import content_json
 
@@ -73,7 +72,7 @@ def may_match(filter: EventFilter, type: EventType, timestamp: datetime) -> bool
     in clear (types, times, the view's rule for custom events), and that a text search looks
     only at messages with text (never at tool results or custom events)."""
     message_type = type.message_type
-    if filter.has_text_criteria and message_type in (None, MessageType.TOOL):
+    if filter.has_text_criteria and message_type in (None, "tool"):
         return False
     if filter.active_view and message_type is None and filter.event_types is None:
         return False

@@ -27,7 +27,7 @@ from bson.binary import Binary
 from .._lifecycle import closed_error
 from .._view import is_boundary
 from ..encryption import EncryptionOptions, UserKeys
-from ..events import ForkPoint, Session, SessionAttributes, SessionEvent
+from ..events import PRINCIPAL_NAME, ForkPoint, Session, SessionEvent
 from ..exceptions import EventIdConflict, SessionExists, SessionNotFound
 from ..filters import EventFilter
 from ..memory import MemoryStore
@@ -80,8 +80,8 @@ class InMemorySessionRepository(SessionRepository):
     closes it on exit, and a call after closing raises `UsageError`.
 
     Args:
-        indexed_metadata_keys: the metadata keys, besides the well-known
-            [`SessionAttributes`][asyncsession.events.SessionAttributes], that
+        indexed_metadata_keys: the metadata keys, besides the well-known ones of
+            [`Session.metadata`][asyncsession.events.Session.metadata], that
             [`find_by_metadata`][asyncsession.repository.in_memory.InMemorySessionRepository.find_by_metadata]
             looks sessions up by.
         encryption: keep each event's content and each session's metadata encrypted with the
@@ -224,7 +224,7 @@ class InMemorySessionRepository(SessionRepository):
         """The sessions whose metadata holds ``value`` under the indexed key ``name``, oldest
         first, at most ``limit``; the principal is the ``user_id``."""
         check_lookup(name, value, limit, self._indexed_keys)
-        if name == SessionAttributes.PRINCIPAL_NAME:
+        if name == PRINCIPAL_NAME:
             return (await self.find_by_user_id(value))[:limit]
         entry = index_entry(name, value)
         with self._lock:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -42,8 +42,8 @@ from ..events import (
     utc_now,
 )
 from ..exceptions import SessionExists, SessionNotFound, StorageError, UsageError
-from ..filters import EventFilter, EventQuery
-from ..messages import Message
+from ..filters import DEFAULT_PAGE_SIZE, EventFilter, MatchMode
+from ..messages import Message, MessageType
 from ..repository import Lease, SessionRepository, SessionSnapshot
 from ..rewinds import RewindRecord, rewind_event
 from ._protocol import SessionService
@@ -71,7 +71,6 @@ def _require(value: str, what: str) -> str:
 
 
 def _filter(value: EventFilter | None, what: str = "filter") -> EventFilter:
-    """``value``, ``EventFilter.all()`` for ``None``; anything else is an `UsageError`."""
     given = cast(object, value)  # callers outside the type checker may pass anything
     if given is None:
         return EventFilter.all()
@@ -199,11 +198,6 @@ class DefaultSessionService(ForwardsLoop, SessionService):
             raise UsageError("before must be a timezone-aware datetime")
         return await self.repository.delete_expired_sessions(before or self._clock())
 
-    def _check_storable(self, event: SessionEvent) -> None:
-        check_event_text(event)  # refused here for every store, a user's own too
-        if event.type == EventType.SYSTEM and not self.allow_system_messages:
-            raise UsageError(_SYSTEM_MESSAGES_DISABLED.format(session_id=event.session_id))
-
     async def append_event(self, event: SessionEvent) -> None:
         """Append one event; a replay of its id is a no-op.
 
@@ -212,8 +206,7 @@ class DefaultSessionService(ForwardsLoop, SessionService):
             EventIdConflict: the id belongs to another session.
             UsageError: a system message while they are disabled.
         """
-        self._check_storable(require_event(event, "event"))
-        await self.repository.append_event(event)
+        await self.append_events(require_event(event, "event").session_id, [event])
 
     async def append_events(
         self,
@@ -224,14 +217,21 @@ class DefaultSessionService(ForwardsLoop, SessionService):
         lease: Lease | None = None,
     ) -> bool:
         """Append a batch as one commit; with ``expected_version``, only if nothing changed
-        since; the commit carries ``lease`` (a commit without one ends any lease before it)."""
-        _require(session_id, "session_id")
+        since; the commit carries ``lease`` (a commit without one ends any lease before it).
+
+        Events are checked before the repository sees them (their text, and no system
+        messages unless they are allowed), so a store of your own that checks nothing is safe.
+        """
+        if not events:
+            _require(session_id, "session_id")
         if expected_version is not None and expected_version < 0:
             raise UsageError("expected_version must be >= 0")
         for event in events:
             if not isinstance(event, SessionEvent):
                 require_event(event, "events[]")  # raises, naming what was passed
-            self._check_storable(event)
+            if event.type is EventType.SYSTEM and not self._allow_system_messages:
+                raise UsageError(_SYSTEM_MESSAGES_DISABLED.format(session_id=event.session_id))
+            check_event_text(event)
         return await self.repository.append_events(
             session_id, events, expected_version, lease=lease
         )
@@ -303,7 +303,6 @@ class DefaultSessionService(ForwardsLoop, SessionService):
         event_id: str | None,
         metadata: Mapping[str, JsonValue] | None = None,
     ) -> SessionEvent:
-        """A new event of ``session_id`` carrying ``message``, stamped now."""
         values: dict[str, Any] = {
             "session_id": _require(session_id, "session_id"),
             "message": message,
@@ -324,18 +323,39 @@ class DefaultSessionService(ForwardsLoop, SessionService):
             filter if isinstance(filter, EventFilter) else _filter(filter),
         )
 
-    async def search_events(self, session_id: str, query: EventQuery) -> list[SessionEvent]:
-        """One page of the session's message events (archived ones included) that match
-        ``query``, oldest first; empty for an unknown session.
+    async def search_events(
+        self,
+        session_id: str,
+        keywords: Sequence[str],
+        *,
+        match_mode: MatchMode = "any",
+        message_types: Iterable[MessageType] | None = None,
+        since: datetime | None = None,
+        include_synthetic: bool = False,
+        page: int = 0,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> list[SessionEvent]:
+        """One page of the session's message events that contain any (``match_mode="all"``:
+        all) of ``keywords``, oldest first; empty for an unknown session (see
+        [`EventFilter.keywords_search`][asyncsession.filters.EventFilter.keywords_search]).
+
+        Archived events are searched too: recall finds what compaction took out of the view;
+        the summaries compaction wrote only with ``include_synthetic``.
 
         Raises:
-            UsageError: ``query`` is not an [`EventQuery`][asyncsession.filters.EventQuery].
+            UsageError: no keyword or over 20, one blank or over 200 characters, a bad mode,
+                message type or page, or a naive ``since``.
         """
-        if not isinstance(cast(object, query), EventQuery):
-            raise UsageError(f"search_events needs an EventQuery, not {query!r}")
-        return await self.repository.find_events(
-            _require(session_id, "session_id"), query.to_filter()
+        search = EventFilter.keywords_search(
+            keywords,
+            match_mode,
+            page,
+            page_size,
+            message_types=message_types,
+            since=since,
+            include_synthetic=include_synthetic,
         )
+        return await self.repository.find_events(_require(session_id, "session_id"), search)
 
     async def get_messages(self, session_id: str) -> list[Message]:
         """Every message of the log, archived ones included."""

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from pydantic import JsonValue
 
 from ..compaction_protocols import CompactionResult, CompactionStrategy, TriggerLike
 from ..events import CreateSessionRequest, Session, SessionEvent
-from ..filters import EventFilter, EventQuery
-from ..messages import Message
+from ..filters import DEFAULT_PAGE_SIZE, EventFilter, MatchMode
+from ..messages import Message, MessageType
 from ..repository import Lease, SessionSnapshot
 from ..rewinds import RewindRecord
 
@@ -119,8 +119,20 @@ class SessionService(ABC):
         """The session's events that match ``filter`` (default: all, archived included)."""
 
     @abstractmethod
-    async def search_events(self, session_id: str, query: EventQuery) -> list[SessionEvent]:
-        """One page of the session's message events that match ``query``, oldest first."""
+    async def search_events(
+        self,
+        session_id: str,
+        keywords: Sequence[str],
+        *,
+        match_mode: MatchMode = "any",
+        message_types: Iterable[MessageType] | None = None,
+        since: datetime | None = None,
+        include_synthetic: bool = False,
+        page: int = 0,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> list[SessionEvent]:
+        """One page of the session's message events that contain any (or all) of ``keywords``,
+        archived ones included, oldest first."""
 
     @abstractmethod
     async def get_messages(self, session_id: str) -> list[Message]:

@@ -27,7 +27,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, 
 
 from ..events import SessionEvent
 from ..exceptions import UsageError
-from ..filters import EventQuery, MatchMode
+from ..filters import EventFilter
 from ..service import SessionService
 from ._tool import Tool
 
@@ -141,7 +141,7 @@ def _rows(events: Sequence[SessionEvent], *, with_session: bool) -> str:
         if with_session:
             row["sessionId"] = event.session_id
         row["timestamp"] = event.timestamp.isoformat().replace("+00:00", "Z")
-        row["type"] = event.message_type.value if event.message_type else str(event.type).lower()
+        row["type"] = event.message_type if event.message_type else str(event.type).lower()
         row["text"] = event.text
         rows.append(row)
     return json.dumps(rows, ensure_ascii=False) if rows else NO_RESULTS
@@ -179,10 +179,10 @@ def conversation_search(
     _check(service, "session_id", session_id, page_size)
 
     async def search(inner_thought: str, query: str, page: int) -> str:
-        search = EventQuery(
-            keywords=(query,), include_synthetic=include_synthetic, page=page, page_size=page_size
+        found = await service.search_events(
+            session_id, [query], include_synthetic=include_synthetic, page=page, page_size=page_size
         )
-        return _rows(await service.search_events(session_id, search), with_session=False)
+        return _rows(found, with_session=False)
 
     return Tool.from_model(
         "conversation_search", _CONVERSATION_DESCRIPTION, ConversationSearchArgs, search
@@ -217,15 +217,15 @@ def cross_session_search(
         since: AwareDatetime | None,
         page: int,
     ) -> str:
-        search = EventQuery(
-            keywords=tuple(term.strip() for term in query.split(",") if term.strip()),
-            match_mode=MatchMode(match_mode),
+        search = EventFilter.keywords_search(
+            [term.strip() for term in query.split(",") if term.strip()],
+            match_mode,
+            page,
+            page_size,
             since=since,
             include_synthetic=include_synthetic,
-            page=page,
-            page_size=page_size,
         )
-        events = await service.find_events_by_user_id(user_id, search.to_filter())
+        events = await service.find_events_by_user_id(user_id, search)
         return _rows(events, with_session=True)
 
     return Tool.from_model(

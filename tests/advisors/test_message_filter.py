@@ -13,7 +13,6 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.advisors import MessageFilter
-from asyncsession.messages import MessageType
 
 USER = UserMessage(text="Hello World")
 EMPTY = AssistantMessage(text="  ")
@@ -77,7 +76,7 @@ def test_skip_empty_messages_skips_only_empty_assistant_frames(
 
 def test_by_message_type_keeps_the_listed_types() -> None:
     """Only the listed types pass; strings name types too."""
-    chat = MessageFilter.by_message_type(MessageType.USER, "assistant")
+    chat = MessageFilter.by_message_type("user", "assistant")
     assert [chat(m) for m in (USER, REPLY, RESULT, SYSTEM)] == [True, True, False, False]
     with pytest.raises(ValueError, match="at least one"):
         MessageFilter.by_message_type()
@@ -93,7 +92,7 @@ def test_contains_text_is_case_insensitive_and_rejects_messages_without_text() -
 
 def test_filters_compose_with_and_or_and_negate() -> None:
     """``&``/``and_``, ``|``/``or_`` and ``~``/``negate`` combine filters."""
-    users = MessageFilter.by_message_type(MessageType.USER)
+    users = MessageFilter.by_message_type("user")
     hello = MessageFilter.contains_text("hello")
     assert [(users & hello)(m) for m in (USER, REPLY)] == [True, False]
     assert [users.and_(hello)(m) for m in (USER, REPLY)] == [True, False]

@@ -44,5 +44,5 @@ async def test_four_processes_and_four_retries_run_a_return_direct_tool_once(
         assert outcome["streamed"] == ("ticket 7: open" if i % 2 == 1 else "")
     service = DefaultSessionService(MongoSessionRepository(mongo_db))
     events = [e for e in await service.get_events("s1") if e.message is not None]
-    assert [e.message_type.value for e in events] == ["user", "assistant", "tool"]
+    assert [e.message_type for e in events] == ["user", "assistant", "tool"]
     assert events[2].metadata == {"return_direct": True}

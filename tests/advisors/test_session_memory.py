@@ -34,7 +34,6 @@ from asyncsession.compaction import (
     SlidingWindowCompactionStrategy,
 )
 from asyncsession.exceptions import AccessDenied, UsageError
-from asyncsession.messages import MessageType
 from asyncsession.openai import ChatClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
@@ -385,7 +384,7 @@ async def test_a_filter_that_skips_tool_results_does_not_strand_a_stored_call(
         ScriptedReply.text("done"),
         ScriptedReply.text("again"),
     )
-    only_chat = MessageFilter.by_message_type(MessageType.USER, MessageType.ASSISTANT)
+    only_chat = MessageFilter.by_message_type("user", "assistant")
     client = memory_client(openai_client, service, loop=True, message_filter=only_chat)
 
     with caplog.at_level(logging.WARNING, logger="asyncsession.turn"):
@@ -436,7 +435,7 @@ async def test_when_the_read_cannot_tell_the_filter_decides_about_a_result(
     """Under a page window the newest stored event is unknown: the MessageFilter decides."""
     await seed(service, UserMessage(text="u1"), call("c"))
     server.enqueue(ScriptedReply.text("ok"))
-    chat_only = MessageFilter.by_message_type(MessageType.USER, MessageType.ASSISTANT)
+    chat_only = MessageFilter.by_message_type("user", "assistant")
     client = memory_client(
         openai_client,
         service,

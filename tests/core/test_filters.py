@@ -18,8 +18,6 @@ from asyncsession import (
     UsageError,
     UserMessage,
 )
-from asyncsession.filters import MatchMode
-from asyncsession.messages import MessageType
 from asyncsession.testing._contract._support import assistant, boundary, labels, synthetic, user
 
 
@@ -57,13 +55,13 @@ def test_normalisation() -> None:
     f = EventFilter(keyword="  ", keywords=["A", " ", "b"], message_types=[], page_size=5)
     assert f.keyword is None
     assert f.keywords == ("a", "b")
-    assert f.match_mode is MatchMode.ANY
+    assert f.match_mode == "any"
     assert f.message_types is None
     assert f.page == 0
     assert EventFilter(keywords=[" "]).match_mode is None
     assert EventFilter(keyword="HeLLo").keyword == "hello"
     assert EventFilter(pattern="a+").pattern == re.compile("a+")
-    assert EventFilter(message_types=["user"]).message_types == frozenset({MessageType.USER})
+    assert EventFilter(message_types=["user"]).message_types == frozenset({"user"})
 
 
 def test_factories() -> None:
@@ -74,8 +72,8 @@ def test_factories() -> None:
     assert EventFilter.real_only().exclude_synthetic
     k = EventFilter.keyword_search("X")
     assert (k.keyword, k.page, k.page_size) == ("x", 0, 10)
-    ks = EventFilter.keywords_search(["a", "b"], MatchMode.ALL)
-    assert (ks.keywords, ks.match_mode, ks.page_size) == (("a", "b"), MatchMode.ALL, 10)
+    ks = EventFilter.keywords_search(["a", "b"], "all")
+    assert (ks.keywords, ks.match_mode, ks.page_size) == (("a", "b"), "all", 10)
     assert EventFilter.pattern_search("^a", page=2, page_size=3).page == 2
 
 
@@ -92,13 +90,13 @@ def test_filters_are_immutable_hashable_values() -> None:
 
 def test_merge_replaces_set_fields_and_ors_the_flags() -> None:
     """Every field the other filter sets wins; flags are OR-ed; None is ignored."""
-    base = EventFilter(keyword="a", exclude_synthetic=True, message_types=[MessageType.USER])
+    base = EventFilter(keyword="a", exclude_synthetic=True, message_types=["user"])
     other = EventFilter(keyword="b", exclude_archived=True)
     merged = base.merge(other)
     assert merged.keyword == "b"
     assert merged.exclude_synthetic
     assert merged.exclude_archived
-    assert merged.message_types == frozenset({MessageType.USER})
+    assert merged.message_types == frozenset({"user"})
     assert base.merge(None) is base
     assert EventFilter.active().merge(EventFilter()).active_view
 
@@ -116,10 +114,10 @@ def test_merge_replaces_the_window_as_a_unit() -> None:
 
 def test_merge_carries_match_mode_with_keywords() -> None:
     """The keywords and their match mode travel together."""
-    merged = EventFilter.keywords_search(["a"], MatchMode.ALL).merge(
-        EventFilter(keywords=["b"], match_mode=MatchMode.ANY)
+    merged = EventFilter.keywords_search(["a"], "all").merge(
+        EventFilter(keywords=["b"], match_mode="any")
     )
-    assert (merged.keywords, merged.match_mode) == (("b",), MatchMode.ANY)
+    assert (merged.keywords, merged.match_mode) == (("b",), "any")
 
 
 def _log() -> list[SessionEvent]:
@@ -147,13 +145,13 @@ def test_apply_is_the_reference_read() -> None:
         "A2 apple banana",
         "Σ:summary apple",
     ]
-    both = EventFilter.keywords_search(["apple", "banana"], MatchMode.ALL, page_size=50)
+    both = EventFilter.keywords_search(["apple", "banana"], "all", page_size=50)
     assert labels(both.apply(log)) == ["A2 apple banana"]
     assert labels(EventFilter(keyword="apple", exclude_synthetic=True).apply(log)) == [
         "U1 apple",
         "A2 apple banana",
     ]
-    assert len(EventFilter(message_types=[MessageType.TOOL]).apply(log)) == 1
+    assert len(EventFilter(message_types=["tool"]).apply(log)) == 1
     assert len(EventFilter.all().apply(log)) == 8
     assert len(EventFilter.active().apply(log)) == 7
 
@@ -205,6 +203,6 @@ def test_an_event_without_text_never_matches_a_text_search() -> None:
     assert not EventFilter(pattern="^U").matches(user("s", "xU"))
     assert EventFilter(keyword="x").has_text_criteria
     assert not EventFilter(keyword=" ").has_text_criteria
-    assert EventFilter(message_types=[MessageType.USER]).matches(
+    assert EventFilter(message_types=["user"]).matches(
         SessionEvent(session_id="s", message=UserMessage(text="x"))
     )

@@ -17,7 +17,7 @@ from asyncsession import (
     UsageError,
     UserMessage,
 )
-from asyncsession.messages import _message_from_openai, messages_from_openai, messages_to_openai
+from asyncsession.messages import _message_from_openai, messages_from_openai
 
 ROUND_TRIPS: list[Any] = [
     pytest.param({"role": "user", "content": "hi"}, id="user-text"),
@@ -115,7 +115,7 @@ def test_a_conversation_round_trips_and_groups_tool_results() -> None:
         ("c1", "weather", "sunny"),
         ("c2", "time", "noon"),
     ]
-    assert messages_to_openai(messages) == raw
+    assert [d for m in messages for d in m.to_openai()] == raw
 
 
 def test_multipart_text_is_searchable_and_parts_are_kept() -> None:
@@ -170,9 +170,7 @@ def test_a_tool_response_message_needs_a_response() -> None:
 def test_message_types_and_texts() -> None:
     """Every message knows its type; tool results have no text."""
     tool = ToolResponseMessage(responses=[ToolResponse(id="1", name="f", data="d")])
-    assert [
-        m.message_type.value for m in (UserMessage(text="u"), SystemMessage(text="s"), tool)
-    ] == [
+    assert [m.message_type for m in (UserMessage(text="u"), SystemMessage(text="s"), tool)] == [
         "user",
         "system",
         "tool",

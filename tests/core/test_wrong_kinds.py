@@ -44,7 +44,6 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.exceptions import AsyncSessionError
-from asyncsession.filters import EventQuery
 from asyncsession.openai import ChatClient, ResponsesClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
 
@@ -76,7 +75,6 @@ VALID: dict[object, Callable[[], object]] = {
     timedelta: lambda: timedelta(seconds=1),
     datetime: lambda: asyncsession.events.utc_now(),
     EventFilter: EventFilter.all,
-    EventQuery: lambda: EventQuery(text="x"),
     asyncsession.SessionService: _service,
     asyncsession.SessionRepository: InMemorySessionRepository,
     AsyncOpenAI: _open_client,
@@ -117,7 +115,7 @@ def _mistakes(annotation: object, required: bool) -> list[tuple[Kind, object]]:
     """The wrong values to try for a parameter of this annotation."""
     classes = _classes(annotation)
     found: list[tuple[Kind, object]] = []
-    if any(c in (EventFilter, EventQuery) for c in classes):
+    if EventFilter in classes:
         found.append(("number-for-filter", 5))
     if AsyncOpenAI in classes:
         found.append(("closed-client", _closed_client()))

@@ -39,7 +39,7 @@ from asyncsession.integrations.google_adk import AdkSessionService
 from asyncsession.integrations.langchain import LangChainHistory
 from asyncsession.integrations.pydantic_ai import PydanticAIHistory
 from asyncsession.memory import DirectoryMemoryStore
-from asyncsession.messages import _message_from_openai, messages_to_openai
+from asyncsession.messages import _message_from_openai
 from asyncsession.openai import ChatClient, ModelMemoryFlush
 
 TEXT: Any = "hello"  # passed where the types forbid it, as an untyped caller would
@@ -199,7 +199,6 @@ _MISTAKES: list[Any] = [
     pytest.param(lambda: DefaultSessionService(TEXT), "repository", id="text-repository"),
     pytest.param(lambda: ChatClient(TEXT, model="m"), "openai_client", id="text-client"),
     pytest.param(lambda: ChatClient(_async_openai(), model=NUMBER), "model", id="number-model"),
-    pytest.param(lambda: messages_to_openai(USER), "single one in a list", id="one-message"),
     pytest.param(lambda: _message_from_openai(USER), "ours|our messages", id="ours-as-dict"),
     pytest.param(lambda: LangChainHistory("s", _repository()), WRAP, id="langchain-repository"),
     pytest.param(lambda: LangChainHistory(NUMBER, _service()), "session_id", id="langchain-id"),

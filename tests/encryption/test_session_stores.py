@@ -35,7 +35,6 @@ from asyncsession.compaction import RecursiveSummarizationCompactionStrategy, Tu
 from asyncsession.encryption import EncryptionOptions, UserKeys
 from asyncsession.events import utc_now
 from asyncsession.exceptions import ContentErased, UsageError
-from asyncsession.filters import EventQuery
 from asyncsession.memory import MongoMemoryStore
 from asyncsession.repository import SessionRepository
 
@@ -229,7 +228,7 @@ async def test_an_erased_users_content_is_a_typed_error(store: tuple[str, Any]) 
     with pytest.raises(ContentErased):
         await cold.read_body("s1", events[2].id)
     with pytest.raises(ContentErased):
-        await DefaultSessionService(cold).search_events("s1", EventQuery(keywords=(SECRET,)))
+        await DefaultSessionService(cold).search_events("s1", [SECRET])
     assert [e.text for e in await cold.find_events("b1", EventFilter.all())] == ["hi"]
 
 
@@ -258,15 +257,13 @@ async def test_a_text_search_decrypts_a_bounded_window(store: tuple[str, Any]) -
         event = SessionEvent(session_id="s1", message=UserMessage(text=text), timestamp=earlier)
         await repository.append_events("s1", [event])
     service = DefaultSessionService(searcher)
-    found = await service.search_events("s1", EventQuery(keywords=("needle",)))
+    found = await service.search_events("s1", ["needle"])
     assert [e.text for e in found] == [t for t in texts if "needle" in t]
     marker = SessionEvent(session_id="s1", message=AssistantMessage(text="late needle"))
     await repository.append_events("s1", [marker])
-    with pytest.raises(UsageError, match=r"would decrypt 7 events.*max_search_candidates \(6\)"):
-        await service.search_events("s1", EventQuery(keywords=("needle",)))
-    recent = await service.search_events(
-        "s1", EventQuery(keywords=("needle",), since=earlier + timedelta(minutes=30))
-    )
+    with pytest.raises(match=r"would decrypt 7 events.*max_search_candidates \(6\)"):
+        await service.search_events("s1", ["needle"])
+    recent = await service.search_events("s1", ["needle"], since=earlier + timedelta(minutes=30))
     assert [e.text for e in recent] == ["late needle"]
 
 

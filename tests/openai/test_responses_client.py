@@ -125,7 +125,7 @@ async def test_a_reply_of_hosted_tool_items_alone_is_stored_and_replayed(
     assert kinds(second.input) == ["user:draw a cat", "image_generation_call", "user:what is it?"]
     assert second.input[1] == IMAGE_CALL
     events = await store.get_events("s")
-    assert [e.message.message_type.value for e in events if e.message is not None] == [
+    assert [e.message.message_type for e in events if e.message is not None] == [
         "user",
         "assistant",
         "user",

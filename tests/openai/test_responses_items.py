@@ -17,7 +17,6 @@ from asyncsession.messages import (
     ToolResponseMessage,
     UserMessage,
     _message_from_openai,
-    messages_to_openai,
 )
 
 REASONING: dict[str, Any] = {
@@ -133,7 +132,7 @@ def test_tool_turn_is_grouped_with_reasoning() -> None:
 
 def test_chat_completions_view_of_items() -> None:
     """Messages made of items convert to Chat Completions without Responses-only keys."""
-    assert messages_to_openai(items_to_messages(TOOL_TURN)) == [
+    assert [d for m in items_to_messages(TOOL_TURN) for d in m.to_openai()] == [
         {"role": "user", "content": "weather?"},
         {
             "role": "assistant",

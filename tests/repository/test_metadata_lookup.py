@@ -21,7 +21,7 @@ from asyncsession import (
     SessionRepository,
     UsageError,
 )
-from asyncsession.events import SessionAttributes
+from asyncsession.events import AGENT_NAME, PRINCIPAL_NAME
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -66,10 +66,8 @@ async def test_declared_keys_are_indexed_beside_the_well_known_ones(
     with pytest.raises(UsageError, match="'note' is not indexed"):
         await tenant_store.find_by_metadata("note", tenant)
     agent = _id("bot")
-    labelled = await tenant_store.save(
-        Session(user_id="dave", metadata={SessionAttributes.AGENT_NAME: agent})
-    )
-    assert await tenant_store.find_by_metadata(SessionAttributes.AGENT_NAME, agent) == [labelled]
+    labelled = await tenant_store.save(Session(user_id="dave", metadata={AGENT_NAME: agent}))
+    assert await tenant_store.find_by_metadata(AGENT_NAME, agent) == [labelled]
 
 
 @pytest.mark.parametrize("keys", [["ok", ""], ["a\x00b"], "tenant", [3]])
@@ -101,7 +99,7 @@ async def test_the_service_and_its_decorator_look_sessions_up() -> None:
     oldest_first = sorted(made, key=lambda s: (s.created_at, s.id))
     assert await service.find_by_metadata("tenant", tenant) == oldest_first
     assert await wrapped.find_by_metadata("tenant", tenant, limit=2) == oldest_first[:2]
-    principal = await wrapped.find_by_metadata(SessionAttributes.PRINCIPAL_NAME, "alice")
+    principal = await wrapped.find_by_metadata(PRINCIPAL_NAME, "alice")
     assert principal == await service.find_by_user_id("alice")
     with pytest.raises(UsageError):
         await wrapped.find_by_metadata("region", "eu")
@@ -109,9 +107,7 @@ async def test_the_service_and_its_decorator_look_sessions_up() -> None:
         await service.find_by_metadata("", tenant)
     with pytest.raises(UsageError, match="principal_name"):
         await service.create(
-            CreateSessionRequest(
-                user_id="alice", metadata={SessionAttributes.PRINCIPAL_NAME: "mallory"}
-            )
+            CreateSessionRequest(user_id="alice", metadata={PRINCIPAL_NAME: "mallory"})
         )
 
 
@@ -131,7 +127,7 @@ async def test_a_mongodb_lookup_is_one_find_on_its_index(mongo_uri: str) -> None
         assert counter.take() == [("find", "sessions")]
         assert len(found) == 10
         assert [s.created_at for s in found] == sorted(s.created_at for s in found)
-        await repo.find_by_metadata(SessionAttributes.PRINCIPAL_NAME, "u1", limit=3)
+        await repo.find_by_metadata(PRINCIPAL_NAME, "u1", limit=3)
         assert counter.take() == [("find", "sessions")]
 
 

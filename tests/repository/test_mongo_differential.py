@@ -33,7 +33,6 @@ from asyncsession import (
 )
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, utc_now
 from asyncsession.exceptions import StorageError
-from asyncsession.filters import MatchMode
 from asyncsession.repository.mongo import MongoSessionRepository
 from asyncsession.testing._contract._support import boundary
 
@@ -151,8 +150,8 @@ class History:
             EventFilter.active().merge(EventFilter(event_types=[AUDIT, EventType.USER])),
             EventFilter(message_types=["assistant", "tool"]),
             EventFilter.keyword_search(rng.choice(WORDS).lower(), page=rng.randint(0, 2)),
-            EventFilter.keywords_search(rng.sample(WORDS, 2), MatchMode.ALL),
-            EventFilter.keywords_search(rng.sample(WORDS, 2), MatchMode.ANY, page_size=3),
+            EventFilter.keywords_search(rng.sample(WORDS, 2), "all"),
+            EventFilter.keywords_search(rng.sample(WORDS, 2), "any", page_size=3),
             EventFilter.pattern_search(re.compile(r"m\d*7\b"), page_size=1000),
             EventFilter(page=rng.randint(0, 6), page_size=rng.randint(1, 7)),
             EventFilter(page=rng.randint(0, 3), page_size=5, exclude_archived=True),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +12,6 @@ import pytest
 
 from asyncsession import DefaultSessionService, EventFilter, InMemorySessionRepository
 from asyncsession.events import SessionEvent
-from asyncsession.filters import EventQuery
 from asyncsession.memory import DirectoryMemoryStore
 from asyncsession.tools import AutoMemoryTools, Tool, conversation_search, tool
 
@@ -30,9 +29,11 @@ class _CountingService(DefaultSessionService):
         self.reads += 1
         return await super().get_events(session_id, filter)
 
-    async def search_events(self, session_id: str, query: EventQuery) -> list[SessionEvent]:
+    async def search_events(
+        self, session_id: str, keywords: Sequence[str], **options: Any
+    ) -> list[SessionEvent]:
         self.reads += 1
-        return await super().search_events(session_id, query)
+        return await super().search_events(session_id, keywords, **options)
 
 
 @dataclass

@@ -490,7 +490,7 @@ def _prefilter(filter: EventFilter) -> Doc | None:
         return {TEXT: {"$regex": keyword_regex(filter.keyword)}}
     if filter.keywords is not None and filter.match_mode is not None:
         terms = [{TEXT: {"$regex": keyword_regex(k)}} for k in filter.keywords]
-        return {"$or": terms} if filter.match_mode.value == "any" else {"$and": terms}
+        return {"$or": terms} if filter.match_mode == "any" else {"$and": terms}
     return None
 
 

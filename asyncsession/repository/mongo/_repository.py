@@ -206,8 +206,8 @@ class MongoSessionRepository(Closable, SessionRepository):
             works too). It is borrowed: `aclose` never closes its client.
         sessions_collection: the collection of session documents.
         commits_collection: the collection of commit documents (one per committed append).
-        indexed_metadata_keys: the metadata keys, besides the well-known
-            [`SessionAttributes`][asyncsession.events.SessionAttributes], that
+        indexed_metadata_keys: the metadata keys, besides the well-known ones of
+            [`Session.metadata`][asyncsession.events.Session.metadata], that
             [`find_by_metadata`][asyncsession.repository.mongo.MongoSessionRepository.find_by_metadata]
             looks sessions up by (string values only). A session saved before a key was declared
             is found by it once it is saved again.

@@ -23,7 +23,7 @@ from pymongo.errors import DuplicateKeyError
 
 from ..._pymongo_errors import storage_errors
 from ..._shield import shielded
-from ...events import Session, SessionAttributes
+from ...events import PRINCIPAL_NAME, Session
 from ...exceptions import SessionExists, SessionNotFound
 from .._metadata_index import index_entries, index_entry
 from .._protocol import Lease
@@ -133,7 +133,7 @@ async def find_sessions(
 ) -> list[Session]:
     """The sessions of a user (``name`` ``None`` or the principal) or with an indexed metadata
     value, oldest first: one find on an index."""
-    if name is None or name == SessionAttributes.PRINCIPAL_NAME:
+    if name is None or name == PRINCIPAL_NAME:
         query: Doc = {USER_ID: value, **_LIVE}
     else:
         query = {ATTRIBUTES: index_entry(name, value), **_LIVE}

@@ -15,7 +15,7 @@ from ...compaction_protocols import CompactionRecord, CompactionRequest, Compact
 from ...events import COMPACTION_ID, EventType, SessionEvent
 from ...exceptions import SessionNotFound, UsageError
 from ...filters import EventFilter
-from ...messages import AssistantMessage, MessageType
+from ...messages import MESSAGE_TYPES, AssistantMessage
 from ...service import DefaultSessionService
 from ._support import (
     ContractBase,
@@ -32,7 +32,7 @@ from ._support import (
 
 __all__ = ["CompactionContract", "CompactionRecordContract"]
 
-MESSAGES = EventFilter(message_types=list(MessageType))
+MESSAGES = EventFilter(message_types=MESSAGE_TYPES)
 """Every message event, in log order (boundaries left out)."""
 
 

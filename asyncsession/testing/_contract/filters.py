@@ -1,9 +1,9 @@
 """The contract kit: reads.
 
 Filters by type, time and text, last-N turn windows, pages and views; and recall searches
-(``SessionService.search_events`` with an ``EventQuery``, which the service translates into an
-``EventFilter``): literal keywords, any/all, ``since`` to the microsecond, pages, message events
-only (archived included, summaries on request).
+(``SessionService.search_events``, which the service translates into an ``EventFilter``):
+literal keywords, any/all, ``since`` to the microsecond, pages, message events only (archived
+included, summaries on request).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 from ...events import EventType, SessionEvent
 from ...exceptions import UsageError
-from ...filters import EventFilter, EventQuery, MatchMode
-from ...messages import AssistantMessage, MessageType, ToolCall, ToolResponse, ToolResponseMessage
+from ...filters import EventFilter
+from ...messages import MESSAGE_TYPES, AssistantMessage, ToolCall, ToolResponse, ToolResponseMessage
 from ...service import DefaultSessionService
 from ._support import ContractBase, assistant, event, labels, new_id, synthetic, system, user
 
@@ -33,7 +33,7 @@ class FiltersContract(ContractBase):
         """``message_types`` selects messages of those roles."""
         s = (await self.new_session()).id
         await self.repo.append_events(s, [user(s, "q"), assistant(s, "a"), user(s, "q2")])
-        only = EventFilter(message_types=[MessageType.ASSISTANT])
+        only = EventFilter(message_types=["assistant"])
         assert await self.texts(s, only) == ["a"]
 
     async def test_time_range_filter_is_inclusive(self) -> None:
@@ -60,7 +60,7 @@ class FiltersContract(ContractBase):
         s = (await self.new_session()).id
         old, _new = await self.append(s, "old", "new")
         await self.compact(s, drop=[old])
-        messages = EventFilter(message_types=list(MessageType))
+        messages = EventFilter(message_types=MESSAGE_TYPES)
         assert await self.texts(s, EventFilter.active()) == ["new"]
         assert await self.texts(s, messages.merge(EventFilter(exclude_archived=True))) == ["new"]
         assert await self.texts(s, messages) == ["old", "new"]
@@ -111,8 +111,8 @@ class FiltersContract(ContractBase):
         """Several keywords match any or all of the terms, literally."""
         s = (await self.new_session()).id
         await self.append(s, "100% done", "snake_case", "100% snake_case", "other")
-        any_ = EventFilter.keywords_search(["0%", "e_c"], MatchMode.ANY)
-        all_ = EventFilter.keywords_search(["0%", "E_C"], MatchMode.ALL)
+        any_ = EventFilter.keywords_search(["0%", "e_c"], "any")
+        all_ = EventFilter.keywords_search(["0%", "E_C"], "all")
         assert await self.texts(s, any_) == ["100% done", "snake_case", "100% snake_case"]
         assert await self.texts(s, all_) == ["100% snake_case"]
 
@@ -190,7 +190,7 @@ class FiltersContract(ContractBase):
         )
         assert await self.texts(s, EventFilter(keyword="x", last_n=1)) == ["A3 x"]
         assert await self.texts(s, EventFilter(page=1, page_size=2)) == ["A2 x", "A3 x"]
-        only_assistant = EventFilter(message_types=[MessageType.ASSISTANT], last_n=2)
+        only_assistant = EventFilter(message_types=["assistant"], last_n=2)
         assert await self.texts(s, only_assistant) == ["A2 x", "A3 x"]
         t = (await self.new_session()).id
         await self.repo.append_events(t, [system(t, "sys"), assistant(t, "A1"), assistant(t, "A2")])
@@ -211,7 +211,7 @@ class FiltersContract(ContractBase):
         )
         old = (await self.log(s))[2]
         await self.compact(s, drop=[old])
-        window = EventFilter(exclude_archived=True, last_n=2, message_types=list(MessageType))
+        window = EventFilter(exclude_archived=True, last_n=2, message_types=MESSAGE_TYPES)
         assert await self.texts(s, window) == ["U1", "A1", "A2a", "A2b"]
 
     async def test_pages_are_zero_indexed_in_chronological_order(self) -> None:
@@ -289,8 +289,8 @@ class SearchContract(ContractBase):
     """Contract tests for ``search_events``."""
 
     async def _search(self, session_id: str, *keywords: str, **options: object) -> list[str]:
-        query = EventQuery(keywords=keywords, **options)  # type: ignore[arg-type]
-        return _texts(await DefaultSessionService(self.repo).search_events(session_id, query))
+        service = DefaultSessionService(self.repo)
+        return _texts(await service.search_events(session_id, keywords, **options))  # type: ignore[arg-type]
 
     async def test_keywords_match_literally_ignoring_case(self) -> None:
         """``%``, ``_`` and ``[`` are text, not wildcards; case is ignored."""
@@ -309,7 +309,7 @@ class SearchContract(ContractBase):
         await self.append(s, "invoice sent", "refund asked", "invoice refund")
         both = ("invoice", "refund")
         assert await self._search(s, *both) == ["invoice sent", "refund asked", "invoice refund"]
-        assert await self._search(s, *both, match_mode=MatchMode.ALL) == ["invoice refund"]
+        assert await self._search(s, *both, match_mode="all") == ["invoice refund"]
 
     async def test_message_types_and_message_events_only(self) -> None:
         """Only message events are searched, of the asked types; a custom event's payload and a
@@ -332,9 +332,7 @@ class SearchContract(ContractBase):
             "where is my parcel",
             "your parcel ships today",
         ]
-        users = await self._search(
-            session.id, "parcel", message_types=frozenset({MessageType.USER})
-        )
+        users = await self._search(session.id, "parcel", message_types=["user"])
         assert users == ["where is my parcel"]
         with_summaries = await self._search(session.id, "parcel", include_synthetic=True)
         assert with_summaries[-1] == "summary: a parcel"
@@ -373,10 +371,10 @@ class SearchContract(ContractBase):
         assert len(await self._search(s, *("x" * (i + 1) for i in range(20)))) == 1
         for keywords in [(), ("x",) * 21, ("x" * 201,), (" ",), ("x", "")]:
             with pytest.raises(UsageError):
-                EventQuery(keywords=keywords)
+                EventFilter.keywords_search(keywords)
         with pytest.raises(UsageError):
-            EventQuery(keywords=("x",), since=_T0.replace(tzinfo=None))
+            EventFilter.keywords_search(["x"], since=_T0.replace(tzinfo=None))
         with pytest.raises(UsageError):
-            EventQuery(keywords=("x",), page_size=0)
+            EventFilter.keywords_search(["x"], page_size=0)
         with pytest.raises(UsageError):
-            EventQuery(keywords=("x",), match_mode="most")  # type: ignore[arg-type]
+            EventFilter.keywords_search(["x"], "most")  # type: ignore[arg-type]

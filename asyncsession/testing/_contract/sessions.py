@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import pytest
 
-from ...events import Session, SessionAttributes, utc_now
+from ...events import AGENT_MODEL, AGENT_NAME, AGENT_VERSION, PRINCIPAL_NAME, Session, utc_now
 from ...exceptions import UsageError
 from ._support import ContractBase, new_id, user
 
@@ -101,7 +101,7 @@ class SessionsContract(ContractBase):
         assert await self.texts(second.id) == ["hello"]
 
 
-_AGENT = SessionAttributes.AGENT_NAME
+_AGENT = AGENT_NAME
 _T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 
 
@@ -123,7 +123,7 @@ class MetadataContract(ContractBase):
             key=lambda s: s.id,
         )
         await self.new_session(metadata={_AGENT: other})
-        await self.new_session(metadata={SessionAttributes.AGENT_MODEL: agent})
+        await self.new_session(metadata={AGENT_MODEL: agent})
         found = await self.repo.find_by_metadata(_AGENT, agent)
         assert [s.id for s in found] == [early.id, *(s.id for s in ties), late.id]
         assert found[0] == early
@@ -155,9 +155,9 @@ class MetadataContract(ContractBase):
         value = new_id("v")
         await self.new_session(metadata={_AGENT: [value]})
         await self.new_session(metadata={_AGENT: {"name": value}})
-        await self.new_session(metadata={SessionAttributes.AGENT_VERSION: 3})
+        await self.new_session(metadata={AGENT_VERSION: 3})
         assert await self.repo.find_by_metadata(_AGENT, value) == []
-        assert await self.repo.find_by_metadata(SessionAttributes.AGENT_VERSION, "3") == []
+        assert await self.repo.find_by_metadata(AGENT_VERSION, "3") == []
 
     async def test_a_save_moves_a_session_between_values(self) -> None:
         """An update's metadata replaces what the lookup sees; a deleted session is gone."""
@@ -189,17 +189,15 @@ class MetadataContract(ContractBase):
         named = await self.new_session(
             owner,
             created_at=_T0 + timedelta(seconds=1),
-            metadata={SessionAttributes.PRINCIPAL_NAME: owner},
+            metadata={PRINCIPAL_NAME: owner},
         )
         await self.new_session(new_id("user"))
-        found = await self.repo.find_by_metadata(SessionAttributes.PRINCIPAL_NAME, owner)
+        found = await self.repo.find_by_metadata(PRINCIPAL_NAME, owner)
         assert [s.id for s in found] == [plain.id, named.id]
         assert [s.id for s in await self.repo.find_by_user_id(owner)] == [plain.id, named.id]
-        limited = await self.repo.find_by_metadata(SessionAttributes.PRINCIPAL_NAME, owner, limit=1)
+        limited = await self.repo.find_by_metadata(PRINCIPAL_NAME, owner, limit=1)
         assert [s.id for s in limited] == [plain.id]
-        impostor = Session(
-            id=new_id(), user_id=owner, metadata={SessionAttributes.PRINCIPAL_NAME: "mallory"}
-        )
+        impostor = Session(id=new_id(), user_id=owner, metadata={PRINCIPAL_NAME: "mallory"})
         with pytest.raises(UsageError, match="principal_name"):
             await self.repo.save(impostor)
         with pytest.raises(UsageError, match="principal_name"):
