@@ -1,16 +1,16 @@
 """One compaction pass, as the service runs it: read, decide, append one commit at the version read.
 
-It sits beside the service, below `asyncsession.compaction`: it needs only the roles a trigger
-and a strategy play (`asyncsession.compaction_protocols`) and the repository, never the
-strategies themselves.
+It sits beside the service, below `asyncsession.compaction`: it needs only the roles
+(`asyncsession.compaction_protocols`) and the repository, never the strategies themselves.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeGuard, runtime_checkable
+from typing import Protocol, TypeGuard, cast, runtime_checkable
 
 from ._shield import shielded
 from .compaction_protocols import (
@@ -18,15 +18,59 @@ from .compaction_protocols import (
     CompactionRequest,
     CompactionResult,
     CompactionStrategy,
+    CompactionTrigger,
     TriggerLike,
-    should_compact,
 )
 from .events import COMPACTION_ID, EventType, SessionEvent
 from .exceptions import SessionNotFound, UsageError
 from .filters import EventFilter
 from .repository import SessionRepository
 
-__all__ = ["TokenCountingStrategy", "compaction_commit", "counts_tokens", "run_compaction"]
+__all__ = [
+    "TokenCountingStrategy",
+    "check_strategy",
+    "check_trigger",
+    "compaction_commit",
+    "counts_tokens",
+    "run_compaction",
+    "should_compact",
+]
+
+
+def check_trigger(trigger: TriggerLike, name: str = "trigger") -> TriggerLike:
+    """``trigger`` if it is a trigger or a function of the request; else a `UsageError`."""
+    given = cast(object, trigger)  # callers outside the type checker may pass anything
+    if isinstance(given, type) or not (isinstance(given, CompactionTrigger) or callable(given)):
+        raise UsageError(
+            f"{name} must be a compaction trigger or a function of the request, not {given!r}"
+        )
+    return trigger
+
+
+def check_strategy(strategy: CompactionStrategy, name: str = "strategy") -> CompactionStrategy:
+    """``strategy`` if it has an ``async compact(request)``; else a `UsageError`."""
+    given = cast(object, strategy)
+    if isinstance(given, type) or not isinstance(given, CompactionStrategy):
+        raise UsageError(f"{name} must be a compaction strategy, not {strategy!r}")
+    return strategy
+
+
+async def should_compact(trigger: TriggerLike, request: CompactionRequest) -> bool:
+    """Ask ``trigger`` (a trigger object or a plain function) about ``request``.
+
+    Raises:
+        UsageError: ``trigger`` is neither a trigger nor a function, or ``request`` is not a
+            ``CompactionRequest``.
+    """
+    check_trigger(trigger)
+    if not isinstance(cast(object, request), CompactionRequest):
+        raise UsageError(f"should_compact needs a CompactionRequest, not {request!r}")
+    if isinstance(trigger, CompactionTrigger):
+        return bool(await trigger.should_compact(request))
+    outcome = trigger(request)
+    if inspect.isawaitable(outcome):
+        outcome = await outcome
+    return bool(outcome)
 
 
 @runtime_checkable

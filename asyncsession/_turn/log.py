@@ -47,15 +47,14 @@ from collections.abc import Collection, Iterable, Sequence
 from datetime import timedelta
 from typing import Final
 
-from .._compaction_pass import compaction_commit
+from .._compaction_pass import compaction_commit, should_compact
 from .._shield import shielded
-from ..compaction import CompactionQueue
+from ..compaction._worker import CompactionQueue
 from ..compaction_protocols import (
     CompactionRequest,
     CompactionResult,
     CompactionStrategy,
     TriggerLike,
-    should_compact,
 )
 from ..events import EventType, Session, SessionEvent, utc_now
 from ..filters import EventFilter

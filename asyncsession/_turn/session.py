@@ -12,7 +12,7 @@ from pydantic import JsonValue
 
 from ..advisors import EventIdGenerator, IdempotentSessionEventIdGenerator, MessageFilter
 from ..chat import ChatResponse
-from ..compaction.triggers import USAGE_METADATA_KEY
+from ..compaction._triggers import USAGE_METADATA_KEY
 from ..filters import EventFilter
 from ..messages import Message, UserMessage
 from ..service import SessionService

@@ -24,19 +24,16 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from ..compaction import (
-    CompactionOutcome,
-    CompactionStrategy,
     MongoCompactionQueue,
     MongoCompactionWorker,
-    SlidingWindowCompactionStrategy,
-    TokenCountCompactionStrategy,
     TokenCountTrigger,
     TurnCountTrigger,
-    TurnWindowCompactionStrategy,
 )
+from ..compaction._worker import CompactionOutcome
 from ..compaction_protocols import TriggerLike
 from ..service import DefaultSessionService
 from ._command import Command, Context
+from ._compact import add_strategy_arguments, strategy_from
 from ._streams import is_closed_pipe
 
 __all__ = ["COMMANDS", "HELP", "Lines", "configure", "run_worker_command", "serve"]
@@ -48,12 +45,7 @@ HELP = "run a compaction queue worker until SIGTERM/SIGINT"
 
 def configure(worker: argparse.ArgumentParser) -> None:
     """Add the ``worker`` command's own arguments to its parser."""
-    worker.add_argument(
-        "--strategy", choices=["sliding", "turns", "tokens"], default="turns", help="what to keep"
-    )
-    worker.add_argument("--max-events", type=int, default=20, help="sliding: events to keep")
-    worker.add_argument("--max-turns", type=int, default=10, help="turns: turns to keep")
-    worker.add_argument("--max-tokens", type=int, default=4000, help="tokens: tokens to keep")
+    add_strategy_arguments(worker)
     worker.add_argument(
         "--trigger",
         choices=["always", "turns", "tokens"],
@@ -75,14 +67,6 @@ def configure(worker: argparse.ArgumentParser) -> None:
     )
     worker.add_argument("--queue-collection", default="compaction_jobs", help="jobs collection")
     worker.add_argument("--status", action="store_true", help="print the queue's state and exit")
-
-
-def _strategy(args: argparse.Namespace) -> CompactionStrategy:
-    if args.strategy == "sliding":
-        return SlidingWindowCompactionStrategy(max_events=args.max_events)
-    if args.strategy == "tokens":
-        return TokenCountCompactionStrategy(max_tokens=args.max_tokens)
-    return TurnWindowCompactionStrategy(max_turns=args.max_turns)
 
 
 def _trigger(args: argparse.Namespace) -> TriggerLike:
@@ -208,6 +192,7 @@ async def _status(queue: MongoCompactionQueue, args: argparse.Namespace, out: Te
 
 async def run_worker_command(repo: Any, args: argparse.Namespace, out: TextIO) -> int:
     """Run the ``worker`` command over the opened session store ``repo``; the exit code."""
+    strategy = strategy_from(args)  # a usage error before the store is touched
     queue = MongoCompactionQueue.from_uri(
         args.uri,
         args.db,
@@ -223,7 +208,7 @@ async def run_worker_command(repo: Any, args: argparse.Namespace, out: TextIO) -
         worker = MongoCompactionWorker(
             DefaultSessionService(repo, allow_system_messages=True),
             _trigger(args),
-            _strategy(args),
+            strategy,
             queue=queue,
             max_concurrency=args.concurrency,
             lease=args.lease,

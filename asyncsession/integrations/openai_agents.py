@@ -34,9 +34,9 @@ from ..compaction import (
     CompactionRequest,
     CompactionResult,
     CompactionStrategy,
-    CompactionTicket,
     CompactionWorker,
 )
+from ..compaction._worker import CompactionTicket
 from ..compaction_protocols import TriggerLike
 from ..events import SessionEvent
 from ..exceptions import SessionExists, UsageError

@@ -22,6 +22,7 @@ from .._checks import (
     require_service,
     require_text,
 )
+from .._compaction_pass import check_strategy, check_trigger
 from .._turn import Compaction, Decisions, SessionMemory, StoreQuestion, Turn
 from .._turn.chain import run_call, start_stream
 from .._turn.edit import Edit, EditedStream
@@ -36,7 +37,6 @@ from ..advisors import (
     MessageFilter,
 )
 from ..chat import ChatOptions, ChatRequest, ChatResponse
-from ..compaction_protocols import check_strategy, check_trigger
 from ..exceptions import MissingSessionId, UsageError
 from ..filters import EventFilter
 from ..messages import Message, UserMessage, messages_from_openai

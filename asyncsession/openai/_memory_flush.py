@@ -9,8 +9,8 @@ from openai import AsyncOpenAI, OpenAI
 
 from .._checks import require_estimator, require_int, require_memory_store, require_type
 from ..chat import ChatOptions
-from ..compaction import CompactionRequest, EventFormatter, format_event
-from ..compaction.tokens import HeuristicTokenCountEstimator, TokenCountEstimator
+from ..compaction import CompactionRequest, HeuristicTokenCountEstimator
+from ..compaction._tokens import EventFormatter, TokenCountEstimator, format_event
 from ..events import SessionEvent
 from ..exceptions import UsageError
 from ..memory import MemoryStore

@@ -34,9 +34,8 @@ from ..compaction import (
     CompactionResult,
     HeuristicTokenCountEstimator,
     SlidingWindowCompactionStrategy,
-    TokenCountEstimator,
-    format_event,
 )
+from ..compaction._tokens import TokenCountEstimator, format_event
 from ..events import COMPACTION_SOURCE, SYNTHETIC, EventType, SessionEvent, utc_now
 from ..exceptions import CompactionError, UsageError
 from ..messages import AssistantMessage, Message

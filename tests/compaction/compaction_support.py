@@ -19,7 +19,7 @@ from asyncsession.compaction import (
     TokenCountCompactionStrategy,
     TurnWindowCompactionStrategy,
 )
-from asyncsession.compaction._pipeline import format_event
+from asyncsession.compaction._tokens import format_event
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, EventType, Session, SessionEvent
 from asyncsession.filters import EventFilter
 from asyncsession.messages import (

@@ -24,12 +24,12 @@ from queue_support import ArchiveOldest, always
 from asyncsession import DefaultSessionService, MongoSessionRepository
 from asyncsession.cli._worker import serve
 from asyncsession.compaction import (
-    CompactionOutcome,
     CompactionRequest,
     CompactionResult,
     MongoCompactionQueue,
     MongoCompactionWorker,
 )
+from asyncsession.compaction._worker import CompactionOutcome
 
 
 def say(**data: Any) -> None:

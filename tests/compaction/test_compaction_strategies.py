@@ -31,9 +31,11 @@ from asyncsession.compaction import (
     TokenCountCompactionStrategy,
     TurnWindowCompactionStrategy,
 )
-from asyncsession.compaction._pipeline import format_event
-from asyncsession.compaction.strategies import DEFAULT_SHADOW_PROMPT
-from asyncsession.compaction.summarizer import DEFAULT_SUMMARIZER_SYSTEM_PROMPT
+from asyncsession.compaction._strategies import (
+    DEFAULT_SHADOW_PROMPT,
+    DEFAULT_SUMMARIZER_SYSTEM_PROMPT,
+)
+from asyncsession.compaction._tokens import format_event
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, SessionEvent
 from asyncsession.exceptions import CompactionError, UsageError
 from asyncsession.messages import AssistantMessage, ToolCall, ToolResponse, ToolResponseMessage

@@ -18,13 +18,12 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.compaction import (
-    CompactionOutcome,
     CompactionRequest,
     CompactionResult,
-    CompactionTicket,
     CompactionWorker,
     SlidingWindowCompactionStrategy,
 )
+from asyncsession.compaction._worker import CompactionOutcome, CompactionTicket
 from asyncsession.events import EventType, SessionEvent
 from asyncsession.exceptions import CompactionError, SessionNotFound, UsageError
 from asyncsession.repository import Lease

@@ -15,9 +15,8 @@ from asyncsession.compaction import (
     ContextWindowTrigger,
     SlidingWindowCompactionStrategy,
     TokenCountTrigger,
-    usage_metadata,
 )
-from asyncsession.compaction.triggers import USAGE_METADATA_KEY
+from asyncsession.compaction._triggers import USAGE_METADATA_KEY, usage_metadata
 from asyncsession.events import SYNTHETIC, CreateSessionRequest, Session, utc_now
 from asyncsession.exceptions import UsageError
 from asyncsession.messages import AssistantMessage, UserMessage

@@ -10,12 +10,12 @@ from agents.testing import ScriptedModel, assistant_message
 from asyncsession import EventFilter, EventType
 from asyncsession.compaction import (
     CompactionResult,
-    CompactionTicket,
     CompactionWorker,
     RecursiveSummarizationCompactionStrategy,
     TurnCountTrigger,
     TurnWindowCompactionStrategy,
 )
+from asyncsession.compaction._worker import CompactionTicket
 from asyncsession.integrations.openai_agents import AgentsSession
 from asyncsession.service import SessionService
 

@@ -1,29 +1,25 @@
 """``MongoCompactionQueue``: a durable compaction queue shared by every process.
 
-Web processes submit sessions after their turns; worker processes
-([`MongoCompactionWorker`][asyncsession.compaction.MongoCompactionWorker], or the
-``asyncsession worker`` command) claim them. A crash or a deploy loses nothing queued, and
-submits from every process coalesce::
+Web processes submit sessions after their turns; worker processes (`MongoCompactionWorker`, or
+the ``asyncsession worker`` command) claim them. One document per session (``_id`` is the
+session id), so every process that submits a session hits the same document: coalescing is the
+upsert itself. The states::
 
-    queue = MongoCompactionQueue(db, trigger=TurnCountTrigger(20))
-    await queue.ensure_indexes()
-    chat = ChatClient(client, model="gpt-4.1", sessions=service, compaction=queue)  # submits
+    (none) --submit--> queued --claim--> running --complete--> done
+                          ^                 |  \\--fail (attempts left)--> queued, due later
+                          |                 |   \\--fail (no attempts left)--> failed
+                          +----release------+
+    done / failed --submit--> queued (attempts reset)
 
-**Storage.** One document per session in one collection (``compaction_jobs`` by default), its
-``_id`` the session id. A submit is one upsert, so a session is queued once however many
-processes submit it; a submit while the session is being compacted makes it run once more
-afterwards. Finished jobs stay visible as ``done`` for ``retention`` (a TTL index removes them);
-jobs that ran out of attempts stay as ``failed`` with their last error until the next submit.
-
-**Leases.** A worker claims a job with one atomic ``find_one_and_update`` that gives it a lease
-(a random token and an expiry); it renews the lease while it works and ends the run with a write
-guarded by the token. A worker that dies stops renewing, its lease expires, and the job is
-claimed again by another worker (one more attempt). So at most one worker holds a session's
-lease at a time; the compare-and-swap on the session's version stays the safety net for a
-worker that hung past its lease.
-
-**Durability.** The collection writes with ``w="majority", j=True`` whatever the client's
-default, as the session store does.
+``due_at`` is when the job may be claimed next: the submit time, a retry's backoff, or, while it
+runs, the end of its lease. So one index range, ``state in (queued, running), due_at <= now``,
+finds both fresh work and work whose worker died. A claim is one ``find_one_and_update`` that
+bumps ``attempts`` and stamps a fresh lease token; every later write of that run (renew,
+complete, fail, release) is guarded by the token, so a worker whose lease was taken over writes
+nothing. A submit while the job runs sets ``dirty``: the run then ends as ``queued`` (due at
+once) instead of ``done``, so the events that arrived meanwhile get their look. All the updates
+are pipelines, so each reads the document's own state in the same atomic step. The collection
+writes with ``w="majority", j=True`` whatever the client's default.
 """
 
 from __future__ import annotations
@@ -32,7 +28,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Final, Self, cast
+from typing import Any, ClassVar, Final, Literal, Required, Self, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict
 from pymongo import AsyncMongoClient, ReturnDocument, WriteConcern
@@ -40,23 +36,147 @@ from pymongo.asynchronous.change_stream import AsyncChangeStream
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure
 
-from ..._checks import require_database, require_text, require_type
-from ..._lifecycle import Closable
-from ..._pymongo_errors import storage_errors
-from ...compaction_protocols import TriggerLike, check_trigger
-from ...exceptions import UsageError
-from ._leases import (
-    JobDoc,
-    JobState,
-    claim_filter,
-    claim_update,
-    complete_update,
-    fail_update,
-    release_update,
-    submit_update,
-)
+from .._checks import require_database, require_text, require_type
+from .._compaction_pass import check_trigger
+from .._lifecycle import Closable
+from .._pymongo_errors import storage_errors
+from ..compaction_protocols import TriggerLike
+from ..exceptions import UsageError
 
-__all__ = ["CompactionJob", "CompactionLease", "MongoCompactionQueue"]
+JobState = Literal["queued", "running", "done", "failed"]
+"""Where a compaction job is: waiting, leased by a worker, finished, or given up on."""
+
+ACTIVE_STATES: Final[tuple[JobState, ...]] = ("queued", "running")
+
+_IS_ACTIVE: Final = {"$in": ["$state", list(ACTIVE_STATES)]}
+_IS_RUNNING: Final = {"$eq": ["$state", "running"]}
+
+
+class JobDoc(TypedDict, total=False):
+    """A compaction job as stored."""
+
+    _id: Required[str]
+    state: JobState
+    dirty: bool
+    attempts: int
+    submits: int
+    enqueued_at: datetime
+    due_at: datetime
+    updated_at: datetime
+    lease_owner: str
+    lease_token: str
+    last_error: str
+    finished_at: datetime
+    applied: bool
+    purge_at: datetime
+
+
+Pipeline = Sequence[Mapping[str, Any]]
+
+
+def submit_update(now: datetime) -> Pipeline:
+    """Queue the job (an upsert): a queued or running job keeps its place, a finished one
+    starts over; a running one is marked to run once more after its current run."""
+    return [
+        {
+            "$set": {
+                "dirty": _IS_RUNNING,
+                "state": {"$cond": [_IS_RUNNING, "running", "queued"]},
+                "attempts": {"$cond": [_IS_ACTIVE, "$attempts", 0]},
+                "due_at": {"$cond": [_IS_ACTIVE, "$due_at", now]},
+                "enqueued_at": {"$cond": [_IS_ACTIVE, "$enqueued_at", now]},
+                "submits": {"$add": [{"$ifNull": ["$submits", 0]}, 1]},
+                "updated_at": now,
+                "purge_at": "$$REMOVE",
+            }
+        }
+    ]
+
+
+def claim_filter(now: datetime) -> dict[str, Any]:
+    """Jobs that may be claimed: queued and due, or running with an expired lease."""
+    return {"state": {"$in": list(ACTIVE_STATES)}, "due_at": {"$lte": now}}
+
+
+def claim_update(now: datetime, lease: timedelta, owner: str, token: str) -> dict[str, Any]:
+    """Lease the job to ``owner`` until ``now + lease``; this run is one more attempt."""
+    return {
+        "$set": {
+            "state": "running",
+            "dirty": False,
+            "due_at": now + lease,
+            "lease_owner": owner,
+            "lease_token": token,
+            "updated_at": now,
+        },
+        "$inc": {"attempts": 1},
+    }
+
+
+_DROP_LEASE: Final = {"lease_owner": "$$REMOVE", "lease_token": "$$REMOVE"}
+
+
+def complete_update(now: datetime, *, applied: bool, retention: timedelta) -> Pipeline:
+    """End the run: ``done`` (kept ``retention`` long), or queued again if submitted meanwhile."""
+    dirty = "$dirty"
+    return [
+        {
+            "$set": {
+                **_DROP_LEASE,
+                "state": {"$cond": [dirty, "queued", "done"]},
+                "attempts": {"$cond": [dirty, 0, "$attempts"]},
+                "due_at": now,
+                "enqueued_at": {"$cond": [dirty, now, "$enqueued_at"]},
+                "dirty": False,
+                "finished_at": now,
+                "applied": applied,
+                "last_error": "$$REMOVE",
+                "updated_at": now,
+                "purge_at": {"$cond": [dirty, "$$REMOVE", now + retention]},
+            }
+        }
+    ]
+
+
+def fail_update(now: datetime, error: str, retry_at: datetime | None) -> Pipeline:
+    """End a failed run: due again at ``retry_at``, or ``failed`` when it is ``None``.
+
+    A job submitted while it failed is queued at once with its attempts reset: new events are
+    new work.
+    """
+    dirty = "$dirty"
+    final = retry_at is None
+    return [
+        {
+            "$set": {
+                **_DROP_LEASE,
+                "state": {"$cond": [dirty, "queued", "failed" if final else "queued"]},
+                "attempts": {"$cond": [dirty, 0, "$attempts"]},
+                "due_at": {"$cond": [dirty, now, now if retry_at is None else retry_at]},
+                "dirty": False,
+                "last_error": error,
+                "updated_at": now,
+                **({"finished_at": now} if final else {}),
+            }
+        }
+    ]
+
+
+def release_update(now: datetime) -> Pipeline:
+    """Give the job back unfinished (a worker shutting down): due at once, the attempt uncounted."""
+    return [
+        {
+            "$set": {
+                **_DROP_LEASE,
+                "state": "queued",
+                "attempts": {"$max": [0, {"$subtract": ["$attempts", 1]}]},
+                "due_at": now,
+                "dirty": False,
+                "updated_at": now,
+            }
+        }
+    ]
+
 
 DEFAULT_COLLECTION: Final = "compaction_jobs"
 DEFAULT_RETENTION: Final = timedelta(days=1)
