@@ -27,6 +27,7 @@ from .filters import EventFilter
 from .repository import SessionRepository
 
 __all__ = [
+    "TokenCountEstimator",
     "TokenCountingStrategy",
     "check_strategy",
     "check_trigger",
@@ -74,29 +75,26 @@ async def should_compact(trigger: TriggerLike, request: CompactionRequest) -> bo
 
 
 @runtime_checkable
-class _Estimates(Protocol):
+class TokenCountEstimator(Protocol):
+    """What strategies and triggers take as ``estimator``: ``estimate(text) -> int``."""
+
     def estimate(self, text: str) -> int: ...
 
 
 @runtime_checkable
 class TokenCountingStrategy(Protocol):
-    """An optional strategy capability: the token estimator it counts with.
-
-    Every built-in strategy declares one (``estimator``); the record of a compaction it runs
-    counts the window's tokens before and after with that same estimator. A strategy without
-    one gets the record counted at four characters a token.
-    """
+    """An optional strategy capability: the ``estimator`` it counts with (every built-in one
+    has it), with which a compaction's record counts the tokens before and after; without it
+    the record counts four characters a token."""
 
     @property
-    def estimator(self) -> _Estimates:
-        """What estimates the tokens of a text (``estimate(text) -> int``)."""
-        ...
+    def estimator(self) -> TokenCountEstimator: ...
 
 
 def counts_tokens(strategy: object) -> TypeGuard[TokenCountingStrategy]:
     """Whether ``strategy`` declares `TokenCountingStrategy`, with an estimator that estimates."""
     return isinstance(strategy, TokenCountingStrategy) and isinstance(
-        strategy.estimator, _Estimates
+        strategy.estimator, TokenCountEstimator
     )
 
 
@@ -108,14 +106,9 @@ async def run_compaction(
 ) -> CompactionResult:
     """Compact the session once if the trigger fires; a lost compare-and-swap changes nothing.
 
-    The active view and the version are read together, and the compaction is appended as one
-    commit (its summaries, then the ``COMPACTION`` boundary) at that version: if anything is
-    written in between, the append fails and the log stays as the other writer left it. A
-    retry of the same commit (same event ids) is a replay, reported applied.
-
-    Everything before the write (the trigger, the strategy's model call) can be cancelled. The
-    write itself is not interrupted: if the caller is cancelled while it is being appended, the
-    append runs to completion first and the cancellation is raised after it.
+    The compaction is appended as one commit at the version the active view was read with, so
+    a write in between makes the append fail; a retry of the same commit is a replay, reported
+    applied. Everything before the write can be cancelled; the write itself runs to completion.
 
     Raises:
         SessionNotFound: the session does not exist.

@@ -115,12 +115,6 @@ class CompactionResult:
     otherwise."""
 
     @property
-    def covered_events(self) -> tuple[SessionEvent, ...]:
-        """The events that left the window (the same as ``archived_events``); they stay in the
-        log."""
-        return self.archived_events
-
-    @property
     def preserved_events(self) -> tuple[SessionEvent, ...]:
         """The events of the new window kept verbatim: neither pinned nor written by this
         compaction."""

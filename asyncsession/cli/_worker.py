@@ -1,17 +1,9 @@
 """``asyncsession worker``: run one compaction queue worker until SIGTERM or SIGINT.
 
-    asyncsession worker [--strategy turns] [--trigger always] [--concurrency 4] [--lease 30]
-
-It claims jobs from the MongoDB compaction queue (``compaction_jobs``) that web processes fill
-with ``MongoCompactionQueue.submit`` and compacts them with the chosen strategy, printing one
-line per finished job (a JSON object per line under ``--json``). ``--status`` prints the queue's
-job counts and its failed jobs instead, and exits.
-
-On SIGTERM or SIGINT it stops claiming and finishes the jobs it holds for up to ``--grace``
-seconds; then (or on a second signal) it cancels them and gives their jobs back to the queue,
-due at once, and exits 0. A reader of its output that goes away (``worker | head -3``) stops it
-the same way. A job is compacted whole or not at all. Killed outright (SIGKILL), its leases
-expire after ``--lease`` seconds and other workers take the jobs over.
+It claims jobs from the MongoDB compaction queue and prints a line per finished job (a JSON
+object under ``--json``); ``--status`` prints the queue's state instead. A signal (or a reader
+that goes away) stops claiming and finishes held jobs for ``--grace`` seconds, then gives the
+rest back; a second signal gives them back at once (see docs/cli.md).
 """
 
 from __future__ import annotations
@@ -77,36 +69,14 @@ def _trigger(args: argparse.Namespace) -> TriggerLike:
     return lambda _: True
 
 
-def _outcome(outcome: CompactionOutcome) -> tuple[dict[str, Any], str]:
-    """A finished job as JSON data and as a line for people."""
-    result = outcome.result
-    data = {
-        "session_id": outcome.session_id,
-        "ok": outcome.ok,
-        "applied": None if result is None else result.applied,
-        "archived": None if result is None else result.archived_event_count,
-        "error": None if outcome.error is None else str(outcome.error),
-    }
-    if result is not None:
-        state = "applied" if result.applied else "nothing to do (or another writer won)"
-        text = f"compacted {outcome.session_id}: {state}, {result.archived_event_count} archived"
-    else:
-        text = f"compaction of {outcome.session_id} failed: {outcome.error}"
-    return data, text
-
-
 class Lines:
-    """The worker's output, a line at a time (a JSON object each under ``as_json``).
-
-    A reader that goes away (a closed pipe) is not an error: the lines stop, and ``on_closed``
-    (set by `serve`) stops the worker as a signal would.
-    """
+    """The worker's output, a line (or JSON object) at a time; a reader that goes away stops
+    the lines and calls ``on_closed`` (set by `serve`: a polite stop)."""
 
     def __init__(self, out: TextIO, *, as_json: bool = False) -> None:
         self.out = out
         self.as_json = as_json
         self.closed = False
-        """Whether the reader has gone; nothing is written after that."""
         self.on_closed: Callable[[], None] = lambda: None
 
     def say(self, data: dict[str, Any], text: str) -> None:
@@ -123,7 +93,20 @@ class Lines:
 
     def outcome(self, outcome: CompactionOutcome) -> None:
         """One finished job (the worker's ``on_outcome``)."""
-        self.say(*_outcome(outcome))
+        sid, result = outcome.session_id, outcome.result
+        if result is not None:
+            state = "applied" if result.applied else "nothing to do (or another writer won)"
+            text = f"compacted {sid}: {state}, {result.archived_event_count} archived"
+        else:
+            text = f"compaction of {sid} failed: {outcome.error}"
+        data = {
+            "session_id": sid,
+            "ok": outcome.ok,
+            "applied": None if result is None else result.applied,
+            "archived": None if result is None else result.archived_event_count,
+            "error": None if outcome.error is None else str(outcome.error),
+        }
+        self.say(data, text)
 
 
 async def serve(

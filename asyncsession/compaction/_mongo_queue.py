@@ -1,25 +1,9 @@
 """``MongoCompactionQueue``: a durable compaction queue shared by every process.
 
-Web processes submit sessions after their turns; worker processes (`MongoCompactionWorker`, or
-the ``asyncsession worker`` command) claim them. One document per session (``_id`` is the
-session id), so every process that submits a session hits the same document: coalescing is the
-upsert itself. The states::
-
-    (none) --submit--> queued --claim--> running --complete--> done
-                          ^                 |  \\--fail (attempts left)--> queued, due later
-                          |                 |   \\--fail (no attempts left)--> failed
-                          +----release------+
-    done / failed --submit--> queued (attempts reset)
-
-``due_at`` is when the job may be claimed next: the submit time, a retry's backoff, or, while it
-runs, the end of its lease. So one index range, ``state in (queued, running), due_at <= now``,
-finds both fresh work and work whose worker died. A claim is one ``find_one_and_update`` that
-bumps ``attempts`` and stamps a fresh lease token; every later write of that run (renew,
-complete, fail, release) is guarded by the token, so a worker whose lease was taken over writes
-nothing. A submit while the job runs sets ``dirty``: the run then ends as ``queued`` (due at
-once) instead of ``done``, so the events that arrived meanwhile get their look. All the updates
-are pipelines, so each reads the document's own state in the same atomic step. The collection
-writes with ``w="majority", j=True`` whatever the client's default.
+One document per session (``_id`` is the session id), so a submit from any process lands on one
+job: coalescing is the upsert itself. Every update is one pipeline that reads the job's own state
+in the same atomic step, and every write that ends a run is guarded by its lease token. The
+states, leases, retries and wake-ups are described on the compaction internals page.
 """
 
 from __future__ import annotations
@@ -71,113 +55,6 @@ class JobDoc(TypedDict, total=False):
     purge_at: datetime
 
 
-Pipeline = Sequence[Mapping[str, Any]]
-
-
-def submit_update(now: datetime) -> Pipeline:
-    """Queue the job (an upsert): a queued or running job keeps its place, a finished one
-    starts over; a running one is marked to run once more after its current run."""
-    return [
-        {
-            "$set": {
-                "dirty": _IS_RUNNING,
-                "state": {"$cond": [_IS_RUNNING, "running", "queued"]},
-                "attempts": {"$cond": [_IS_ACTIVE, "$attempts", 0]},
-                "due_at": {"$cond": [_IS_ACTIVE, "$due_at", now]},
-                "enqueued_at": {"$cond": [_IS_ACTIVE, "$enqueued_at", now]},
-                "submits": {"$add": [{"$ifNull": ["$submits", 0]}, 1]},
-                "updated_at": now,
-                "purge_at": "$$REMOVE",
-            }
-        }
-    ]
-
-
-def claim_filter(now: datetime) -> dict[str, Any]:
-    """Jobs that may be claimed: queued and due, or running with an expired lease."""
-    return {"state": {"$in": list(ACTIVE_STATES)}, "due_at": {"$lte": now}}
-
-
-def claim_update(now: datetime, lease: timedelta, owner: str, token: str) -> dict[str, Any]:
-    """Lease the job to ``owner`` until ``now + lease``; this run is one more attempt."""
-    return {
-        "$set": {
-            "state": "running",
-            "dirty": False,
-            "due_at": now + lease,
-            "lease_owner": owner,
-            "lease_token": token,
-            "updated_at": now,
-        },
-        "$inc": {"attempts": 1},
-    }
-
-
-_DROP_LEASE: Final = {"lease_owner": "$$REMOVE", "lease_token": "$$REMOVE"}
-
-
-def complete_update(now: datetime, *, applied: bool, retention: timedelta) -> Pipeline:
-    """End the run: ``done`` (kept ``retention`` long), or queued again if submitted meanwhile."""
-    dirty = "$dirty"
-    return [
-        {
-            "$set": {
-                **_DROP_LEASE,
-                "state": {"$cond": [dirty, "queued", "done"]},
-                "attempts": {"$cond": [dirty, 0, "$attempts"]},
-                "due_at": now,
-                "enqueued_at": {"$cond": [dirty, now, "$enqueued_at"]},
-                "dirty": False,
-                "finished_at": now,
-                "applied": applied,
-                "last_error": "$$REMOVE",
-                "updated_at": now,
-                "purge_at": {"$cond": [dirty, "$$REMOVE", now + retention]},
-            }
-        }
-    ]
-
-
-def fail_update(now: datetime, error: str, retry_at: datetime | None) -> Pipeline:
-    """End a failed run: due again at ``retry_at``, or ``failed`` when it is ``None``.
-
-    A job submitted while it failed is queued at once with its attempts reset: new events are
-    new work.
-    """
-    dirty = "$dirty"
-    final = retry_at is None
-    return [
-        {
-            "$set": {
-                **_DROP_LEASE,
-                "state": {"$cond": [dirty, "queued", "failed" if final else "queued"]},
-                "attempts": {"$cond": [dirty, 0, "$attempts"]},
-                "due_at": {"$cond": [dirty, now, now if retry_at is None else retry_at]},
-                "dirty": False,
-                "last_error": error,
-                "updated_at": now,
-                **({"finished_at": now} if final else {}),
-            }
-        }
-    ]
-
-
-def release_update(now: datetime) -> Pipeline:
-    """Give the job back unfinished (a worker shutting down): due at once, the attempt uncounted."""
-    return [
-        {
-            "$set": {
-                **_DROP_LEASE,
-                "state": "queued",
-                "attempts": {"$max": [0, {"$subtract": ["$attempts", 1]}]},
-                "due_at": now,
-                "dirty": False,
-                "updated_at": now,
-            }
-        }
-    ]
-
-
 DEFAULT_COLLECTION: Final = "compaction_jobs"
 DEFAULT_RETENTION: Final = timedelta(days=1)
 _WRITE_CONCERN: Final = WriteConcern("majority", j=True)
@@ -195,74 +72,55 @@ def _as_utc(value: datetime) -> datetime:
 
 
 class CompactionJob(BaseModel):
-    """A session's compaction job as the queue holds it (for inspection)."""
+    """A session's compaction job as the queue holds it, for inspection: its ``state``
+    (``queued``, ``running``, ``done``, ``failed``), ``attempts`` since it was last queued
+    afresh (a run whose worker died counts), ``submits`` coalesced over its life, ``rerun``
+    (submitted while running), ``due_at`` (when it may be claimed next), the ``lease_owner``
+    while it runs, the ``last_error``, and whether the last finished run was ``applied``."""
 
     model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
 
     session_id: str
-    """The session to compact."""
     state: JobState
-    """``queued``, ``running`` (leased by a worker), ``done`` or ``failed``."""
     attempts: int
-    """Runs started since the job was last queued afresh (a run whose worker died counts)."""
     submits: int
-    """How many submits the job has coalesced, over its whole life."""
     rerun: bool
-    """Whether it was submitted while running, so it runs once more afterwards."""
     enqueued_at: datetime | None
-    """When it was last queued afresh."""
     due_at: datetime | None
-    """When it may be claimed next: now, a retry's backoff, or the end of the current lease."""
     updated_at: datetime | None
-    """The last change."""
     lease_owner: str | None
-    """The worker holding the lease while it runs."""
     last_error: str | None
-    """Why the last failed run failed."""
     finished_at: datetime | None
-    """When it last finished (``done`` or ``failed``)."""
     applied: bool | None
-    """Whether the last finished run changed the session (``False`` when the trigger was quiet,
-    the session was gone, or another writer won the compare-and-swap)."""
 
     @classmethod
     def from_doc(cls, doc: JobDoc) -> CompactionJob:
         """The job of a stored document."""
-
-        def when(key: str) -> datetime | None:
-            value: Any = doc.get(key)
-            return _as_utc(value) if isinstance(value, datetime) else None
-
+        times = ("enqueued_at", "due_at", "updated_at", "finished_at")
+        when: dict[str, Any] = {key: doc.get(key) for key in times}
         return cls(
             session_id=doc["_id"],
             state=doc.get("state", "queued"),
             attempts=doc.get("attempts", 0),
             submits=doc.get("submits", 0),
             rerun=doc.get("dirty", False),
-            enqueued_at=when("enqueued_at"),
-            due_at=when("due_at"),
-            updated_at=when("updated_at"),
             lease_owner=doc.get("lease_owner"),
             last_error=doc.get("last_error"),
-            finished_at=when("finished_at"),
             applied=doc.get("applied"),
+            **{k: _as_utc(v) if isinstance(v, datetime) else None for k, v in when.items()},
         )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompactionLease:
-    """One worker's claim on one job: only its holder may end the run."""
+    """One worker's claim on one job (``attempt`` 1 for the first run): every write that ends
+    the run must show its ``token``, so only its holder can."""
 
     session_id: str
-    """The session to compact."""
     owner: str
-    """The worker holding it."""
     token: str
-    """Names this claim; every write that ends the run must show it."""
     attempt: int
-    """Which attempt this run is (1 for the first)."""
     expires_at: datetime
-    """Until when it holds unless renewed."""
 
 
 class MongoCompactionQueue(Closable):
@@ -334,8 +192,6 @@ class MongoCompactionQueue(Closable):
         """The name of the jobs collection."""
         return self._jobs.name
 
-    # --- lifecycle ---------------------------------------------------------------------------
-
     async def ensure_indexes(self) -> None:
         """Create the indexes the queue needs; safe to call any number of times."""
         self._check_open()
@@ -343,15 +199,9 @@ class MongoCompactionQueue(Closable):
             await self._jobs.create_index([("state", 1), ("due_at", 1)])
             await self._jobs.create_index([("purge_at", 1)], expireAfterSeconds=0)
 
-    async def aclose(self) -> None:
-        """Stop using the queue; closes the client only if `from_uri` made it."""
-        await super().aclose()
-
     async def _release(self) -> None:
         if self._client is not None:
             await self._client.close()
-
-    # --- submitting and inspecting -----------------------------------------------------------
 
     async def submit(self, session_id: str) -> None:
         """Queue ``session_id`` for compaction: one upsert, coalesced across every process.
@@ -368,8 +218,24 @@ class MongoCompactionQueue(Closable):
         if not _is_id(session_id):
             raise UsageError("session_id must be a non-empty string")
         with storage_errors(f"queue session {session_id!r} for compaction"):
+            now = self.clock()
             await self._jobs.update_one(
-                {"_id": session_id}, submit_update(self.clock()), upsert=True
+                {"_id": session_id},
+                [
+                    {
+                        "$set": {
+                            "dirty": _IS_RUNNING,
+                            "state": {"$cond": [_IS_RUNNING, "running", "queued"]},
+                            "attempts": {"$cond": [_IS_ACTIVE, "$attempts", 0]},
+                            "due_at": {"$cond": [_IS_ACTIVE, "$due_at", now]},
+                            "enqueued_at": {"$cond": [_IS_ACTIVE, "$enqueued_at", now]},
+                            "submits": {"$add": [{"$ifNull": ["$submits", 0]}, 1]},
+                            "updated_at": now,
+                            "purge_at": "$$REMOVE",
+                        }
+                    }
+                ],
+                upsert=True,
             )
 
     async def get_job(self, session_id: str) -> CompactionJob | None:
@@ -416,8 +282,6 @@ class MongoCompactionQueue(Closable):
         value: Any = None if doc is None else doc.get("due_at")
         return _as_utc(value) if isinstance(value, datetime) else None
 
-    # --- the worker's side -------------------------------------------------------------------
-
     async def watch(self) -> AsyncChangeStream[JobDoc] | None:
         """A change stream of jobs becoming claimable, or ``None`` where the server has none.
 
@@ -458,8 +322,18 @@ class MongoCompactionQueue(Closable):
         token = secrets.token_hex(12)
         with storage_errors("claim a compaction job"):
             doc = await self._jobs.find_one_and_update(
-                claim_filter(now),
-                claim_update(now, lease, owner, token),
+                {"state": {"$in": list(ACTIVE_STATES)}, "due_at": {"$lte": now}},
+                {
+                    "$set": {
+                        "state": "running",
+                        "dirty": False,
+                        "due_at": now + lease,
+                        "lease_owner": owner,
+                        "lease_token": token,
+                        "updated_at": now,
+                    },
+                    "$inc": {"attempts": 1},
+                },
                 sort=[("due_at", 1)],
                 return_document=ReturnDocument.AFTER,
             )
@@ -495,27 +369,70 @@ class MongoCompactionQueue(Closable):
 
         Returns whether the lease was still held (if not, nothing was written).
         """
-        update = complete_update(self.clock(), applied=applied, retention=self.retention)
-        return await self._end(lease, update, "complete")
+        now, dirty = self.clock(), "$dirty"
+        return await self._end(
+            lease,
+            "complete",
+            now,
+            state={"$cond": [dirty, "queued", "done"]},
+            attempts={"$cond": [dirty, 0, "$attempts"]},
+            due_at=now,
+            enqueued_at={"$cond": [dirty, now, "$enqueued_at"]},
+            finished_at=now,
+            applied=applied,
+            last_error="$$REMOVE",
+            purge_at={"$cond": [dirty, "$$REMOVE", now + self.retention]},
+        )
 
     async def fail(self, lease: CompactionLease, error: str, *, retry_at: datetime | None) -> bool:
-        """End a failed run: due again at ``retry_at``, or ``failed`` for good when ``None``.
-
-        Returns whether the lease was still held.
+        """End a failed run: due again at ``retry_at``, or ``failed`` for good when ``None``
+        (queued at once, attempts reset, if it was submitted meanwhile: new events are new
+        work). Returns whether the lease was still held.
         """
-        return await self._end(lease, fail_update(self.clock(), error, retry_at), "fail")
+        now, dirty = self.clock(), "$dirty"
+        return await self._end(
+            lease,
+            "fail",
+            now,
+            state={"$cond": [dirty, "queued", "failed" if retry_at is None else "queued"]},
+            attempts={"$cond": [dirty, 0, "$attempts"]},
+            due_at={"$cond": [dirty, now, now if retry_at is None else retry_at]},
+            last_error=error,
+            **({"finished_at": now} if retry_at is None else {}),
+        )
 
     async def release(self, lease: CompactionLease) -> bool:
         """Give the job back unfinished, due at once, this attempt not counted.
 
         Returns whether the lease was still held.
         """
-        return await self._end(lease, release_update(self.clock()), "release")
+        now = self.clock()
+        return await self._end(
+            lease,
+            "release",
+            now,
+            state="queued",
+            attempts={"$max": [0, {"$subtract": ["$attempts", 1]}]},
+            due_at=now,
+        )
 
     def _held(self, lease: CompactionLease) -> dict[str, Any]:
         return {"_id": lease.session_id, "state": "running", "lease_token": lease.token}
 
-    async def _end(self, lease: CompactionLease, update: Any, verb: str) -> bool:
+    async def _end(self, lease: CompactionLease, verb: str, now: datetime, **fields: Any) -> bool:
+        """End the run held by ``lease`` with one pipeline update (it reads the job's own
+        ``dirty`` in the same atomic step); whether the lease was still held."""
+        update = [
+            {
+                "$set": {
+                    "lease_owner": "$$REMOVE",
+                    "lease_token": "$$REMOVE",
+                    **fields,
+                    "dirty": False,
+                    "updated_at": now,
+                }
+            }
+        ]
         with storage_errors(f"{verb} the compaction job of {lease.session_id!r}"):
             result = await self._jobs.update_one(self._held(lease), update)
         return result.matched_count == 1

@@ -95,21 +95,13 @@ class MongoCompactionWorker(WorkerLifecycle):
         if wake not in ("auto", "change_stream", "poll"):
             raise UsageError(f"wake must be 'auto', 'change_stream' or 'poll', not {wake!r}")
         self.queue = queue
-        """The shared queue."""
         self.lease: timedelta = timedelta(seconds=_positive_seconds(lease, "lease"))
-        """How long a claim holds without renewal."""
         self.wake: WakeMode = wake
-        """How it was asked to learn of new jobs."""
         self.poll_interval: float = _positive_seconds(poll_interval, "poll_interval")
-        """Seconds between looks for work when polling."""
         self.max_attempts = max_attempts
-        """Runs of a job before it is failed."""
         self.backoff: float = _positive_seconds(backoff, "backoff")
-        """Seconds before the first retry."""
         self.max_backoff: float = _positive_seconds(max_backoff, "max_backoff")
-        """The longest wait before a retry."""
         self.owner: str = owner or _default_owner()
-        """This worker's name in the leases."""
         self._stopping = False
         self._wake = asyncio.Event()
         self._wake_mode: Literal["change_stream", "poll"] | None = None
@@ -127,10 +119,6 @@ class MongoCompactionWorker(WorkerLifecycle):
     def running(self) -> list[str]:
         """The sessions it is compacting now."""
         return list(self._running)
-
-    def retry_delay(self, attempt: int) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1 for the first)."""
-        return min(self.max_backoff, self.backoff * 2.0 ** max(0, attempt - 1))
 
     async def submit(self, session_id: str) -> None:
         """Queue ``session_id`` on the shared queue (see `MongoCompactionQueue.submit`).
@@ -312,7 +300,8 @@ class MongoCompactionWorker(WorkerLifecycle):
             )
             retry_at = None
             if lease.attempt < self.max_attempts:
-                retry_at = self.queue.clock() + timedelta(seconds=self.retry_delay(lease.attempt))
+                delay = min(self.max_backoff, self.backoff * 2.0 ** (lease.attempt - 1))
+                retry_at = self.queue.clock() + timedelta(seconds=delay)
             message = f"{type(error).__name__}: {error}"
             await self._end(self.queue.fail(lease, message, retry_at=retry_at))
             self._ended(session_id, error=error)

@@ -1,15 +1,9 @@
 """Compaction strategies: what to archive, and what (if anything) replaces it.
 
-A strategy is pure: it gets the active events in a `CompactionRequest` and returns a
-`CompactionResult`; it never touches the repository. Every built-in strategy first sorts the
-events (`split_events`) into the latest stored system message (pinned: it stays where it is and
-is never summarized), the other stored system messages (superseded: archived on every pass), the
-synthetic events (earlier summary turns), the real events (user and assistant messages and tool
-results: the only ones limits count and cuts remove) and events of custom types (left alone).
-
-A cut is an index into the real events: the ones before it are archived. It moves forward to the
-next turn start, so a turn is never split and a tool call never loses its results, and back to
-the newest turn start if it would archive everything. Nothing is ever reordered.
+A strategy is pure: it turns a `CompactionRequest` into a `CompactionResult` and never touches
+the repository. The built-in ones sort the events first (`split_events`), cut only the real
+events (user and assistant messages, tool results) at a turn start (`select_cut`), and never
+reorder the log; the guarantees are listed in the compaction guide.
 """
 
 from __future__ import annotations
@@ -25,15 +19,14 @@ from typing import Final, Protocol, TypeAlias, cast, runtime_checkable
 
 from pydantic import JsonValue
 
-from .._checks import require_estimator
 from ..compaction_protocols import CompactionRequest, CompactionResult
 from ..events import COMPACTION_SOURCE, SYNTHETIC, EventType, SessionEvent, utc_now
 from ..exceptions import CompactionError, UsageError
 from ..messages import AssistantMessage, UserMessage
 from ._tokens import (
     EventFormatter,
-    HeuristicTokenCountEstimator,
     TokenCountEstimator,
+    estimator_or_default,
     format_event,
     tokens_of,
 )
@@ -192,9 +185,7 @@ class _Strategy:
     def __init__(
         self, estimator: TokenCountEstimator | None, memory_flush: MemoryFlush | None
     ) -> None:
-        self.estimator: TokenCountEstimator = (
-            HeuristicTokenCountEstimator() if estimator is None else require_estimator(estimator)
-        )
+        self.estimator: TokenCountEstimator = estimator_or_default(estimator)
         if memory_flush is not None and (
             isinstance(memory_flush, type) or not isinstance(memory_flush, MemoryFlush)
         ):

@@ -14,20 +14,23 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable
-from typing import Protocol, TypeAlias, runtime_checkable
+from typing import TypeAlias
 
-from .._checks import require_event
+from .._checks import require_estimator, require_event
+from .._compaction_pass import TokenCountEstimator
 from ..events import SessionEvent
 from ..messages import AssistantMessage, ToolResponseMessage
 
+__all__ = [
+    "EventFormatter",
+    "HeuristicTokenCountEstimator",
+    "TokenCountEstimator",
+    "estimator_or_default",
+    "format_event",
+    "tokens_of",
+]
+
 __all__ = ["HeuristicTokenCountEstimator"]
-
-
-@runtime_checkable
-class TokenCountEstimator(Protocol):
-    """What a strategy or trigger takes as ``estimator``: ``estimate(text) -> int``."""
-
-    def estimate(self, text: str) -> int: ...
 
 
 EventFormatter: TypeAlias = Callable[[SessionEvent], str]
@@ -132,3 +135,8 @@ def _word_tokens(word: str) -> float:
     cjk = sum(1 for char in word if _is_cjk(char))
     other = len(word) - cjk
     return _CJK_CHAR * cjk + (_NON_ASCII_WORD + _NON_ASCII_LETTER * other if other else 0.0)
+
+
+def estimator_or_default(estimator: TokenCountEstimator | None) -> TokenCountEstimator:
+    """``estimator`` checked, or the heuristic one when it is ``None``."""
+    return HeuristicTokenCountEstimator() if estimator is None else require_estimator(estimator)

@@ -10,13 +10,13 @@ from typing import Final
 
 from pydantic import JsonValue
 
-from .._checks import require_estimator, require_int
+from .._checks import require_int
 from .._compaction_pass import should_compact
 from ..compaction_protocols import CompactionRequest, CompactionTrigger, TriggerLike
 from ..events import SessionEvent
 from ..exceptions import UsageError
 from ._strategies import events_of, positive_int, split_events
-from ._tokens import HeuristicTokenCountEstimator, TokenCountEstimator, tokens_of
+from ._tokens import TokenCountEstimator, estimator_or_default, tokens_of
 
 USAGE_METADATA_KEY: Final = "usage"
 """Metadata key of an assistant reply: ``{"input_tokens": n, "output_tokens": m}`` as the model
@@ -84,9 +84,7 @@ class TokenCountTrigger:
 
     def __init__(self, threshold: int, *, estimator: TokenCountEstimator | None = None) -> None:
         self.threshold: int = positive_int(threshold, "threshold")
-        self.estimator: TokenCountEstimator = (
-            HeuristicTokenCountEstimator() if estimator is None else require_estimator(estimator)
-        )
+        self.estimator: TokenCountEstimator = estimator_or_default(estimator)
 
     async def should_compact(self, request: CompactionRequest) -> bool:
         """Whether the budgeted events reach ``threshold`` tokens."""
@@ -179,9 +177,7 @@ class ContextWindowTrigger:
         if isinstance(fraction, bool) or not 0 < fraction <= 1:
             raise UsageError(f"fraction must be in (0, 1], not {fraction!r}")
         self.fraction: float = float(fraction)
-        self.estimator: TokenCountEstimator = (
-            HeuristicTokenCountEstimator() if estimator is None else require_estimator(estimator)
-        )
+        self.estimator: TokenCountEstimator = estimator_or_default(estimator)
 
     @property
     def threshold(self) -> int:
