@@ -1,17 +1,25 @@
 """One compaction pass, as the service runs it: read, decide, append one commit at the version read.
 
 It sits beside the service, below `asyncsession.compaction`: it needs only the roles
-(`asyncsession.compaction_protocols`) and the repository, never the strategies themselves.
+(`asyncsession.compaction_protocols`) and the repository, never the strategies themselves. It
+also holds what the layers around compaction share with it: the argument checks of the roles,
+the one-line event format and the usage metadata token counts read, and the handles of
+background compaction (`Compactor`, `CompactionQueue`, `CompactionTicket`, `CompactionOutcome`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
+import json
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeGuard, cast, runtime_checkable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Final, Protocol, Self, TypeAlias, TypeGuard, cast, runtime_checkable
 
+from ._checks import require_event
 from ._shield import shielded
 from .compaction_protocols import (
     CompactionRecord,
@@ -24,15 +32,23 @@ from .compaction_protocols import (
 from .events import COMPACTION_ID, EventType, SessionEvent
 from .exceptions import SessionNotFound, UsageError
 from .filters import EventFilter
+from .messages import AssistantMessage, ToolResponseMessage
 from .repository import SessionRepository
 
 __all__ = [
+    "USAGE_METADATA_KEY",
+    "CompactionOutcome",
+    "CompactionQueue",
+    "CompactionTicket",
+    "Compactor",
+    "EventFormatter",
     "TokenCountEstimator",
     "TokenCountingStrategy",
     "check_strategy",
     "check_trigger",
     "compaction_commit",
     "counts_tokens",
+    "format_event",
     "run_compaction",
     "should_compact",
 ]
@@ -242,3 +258,128 @@ def compaction_commit(
 
 def _name(role: object) -> str:
     return getattr(role, "__name__", None) or type(role).__name__
+
+
+USAGE_METADATA_KEY: Final = "usage"
+"""Metadata key of an assistant reply: ``{"input_tokens": n, "output_tokens": m}`` as the model
+reported them for the call that produced it (the memory advisor stores it)."""
+
+
+EventFormatter: TypeAlias = Callable[[SessionEvent], str]
+"""Turns an event into one line of text, for token estimates and summarization prompts."""
+
+
+def format_event(event: SessionEvent) -> str:
+    """One line for an event, as token estimates and summarization prompts see it.
+
+    ``User: <text>``, ``Assistant: <text>`` or ``System: <text>``; an assistant message with tool
+    calls is ``Assistant [tool calls: name(args), ...]`` (``Assistant: <text> [tool calls: ...]``
+    when it also has text); tool results are ``Tool [responses: name -> data, ...]``. A message
+    without text reads ``[no text content]``. An event of a custom type reads
+    ``<TYPE>: <payload as JSON>``.
+    """
+    message = require_event(event, "event").message
+    if message is None:
+        return f"{event.type}: {json.dumps(event.payload, ensure_ascii=False, sort_keys=True)}"
+    if isinstance(message, ToolResponseMessage):
+        responses = ", ".join(f"{r.name} -> {r.data}" for r in message.responses)
+        return f"Tool [responses: {responses}]"
+    text = message.text if message.text and message.text.strip() else None
+    if isinstance(message, AssistantMessage) and message.tool_calls:
+        calls = ", ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
+        return f"Assistant{f': {text}' if text else ''} [tool calls: {calls}]"
+    return f"{message.message_type.value.capitalize()}: {text or '[no text content]'}"
+
+
+@runtime_checkable
+class Compactor(Protocol):
+    """Compacts one session once, if its trigger fires (``SessionService.compact``)."""
+
+    async def compact(
+        self, session_id: str, trigger: TriggerLike, strategy: CompactionStrategy
+    ) -> CompactionResult: ...
+
+
+@runtime_checkable
+class CompactionQueue(Protocol):
+    """Where finished turns go to be compacted in the background: ``submit`` (plain or
+    ``async``), the ``trigger`` a submitter may ask first, and an async context manager."""
+
+    @property
+    def trigger(self) -> TriggerLike | None: ...
+
+    def submit(self, session_id: str) -> object: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionOutcome:
+    """How one compaction run ended: with a result, or with an error."""
+
+    session_id: str
+    """The session that was compacted."""
+    result: CompactionResult | None = None
+    """What ``SessionService.compact`` returned; ``None`` when it failed or was cancelled."""
+    error: BaseException | None = None
+    """Why it failed; a ``CompactionError`` when the worker dropped or cancelled it."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the compaction ran to the end (whether or not it changed anything)."""
+        return self.error is None
+
+
+class CompactionTicket:
+    """A handle on one requested compaction of a session; coalesced submits share one ticket."""
+
+    __slots__ = ("_done", "_outcome", "session_id")
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id: str = session_id
+        """The session to compact."""
+        self._done = asyncio.Event()
+        self._outcome: CompactionOutcome | None = None
+
+    def done(self) -> bool:
+        """Whether the compaction has finished, failed, or was dropped."""
+        return self._outcome is not None
+
+    @property
+    def outcome(self) -> CompactionOutcome | None:
+        """How it ended; ``None`` while it is pending."""
+        return self._outcome
+
+    async def wait(self) -> CompactionOutcome:
+        """Wait for the compaction to end, and return how it ended (never raises its error)."""
+        await self._done.wait()
+        assert self._outcome is not None
+        return self._outcome
+
+    async def result(self) -> CompactionResult:
+        """Wait for the compaction to end, and return its result.
+
+        Raises:
+            CompactionError: the worker dropped or cancelled the compaction at shutdown.
+            Exception: whatever ``SessionService.compact`` raised.
+        """
+        outcome = await self.wait()
+        if outcome.error is not None:
+            raise outcome.error
+        assert outcome.result is not None
+        return outcome.result
+
+    def _resolve(self, outcome: CompactionOutcome) -> None:
+        self._outcome = outcome
+        self._done.set()
+
+    def __repr__(self) -> str:
+        state = "pending" if self._outcome is None else ("ok" if self._outcome.ok else "failed")
+        return f"<CompactionTicket session_id={self.session_id!r} {state}>"

@@ -47,9 +47,8 @@ from collections.abc import Collection, Iterable, Sequence
 from datetime import timedelta
 from typing import Final
 
-from .._compaction_pass import compaction_commit, should_compact
+from .._compaction_pass import CompactionQueue, compaction_commit, should_compact
 from .._shield import shielded
-from ..compaction._worker import CompactionQueue
 from ..compaction_protocols import (
     CompactionRequest,
     CompactionResult,

@@ -10,9 +10,9 @@ from typing import Final, Literal
 
 from pydantic import JsonValue
 
+from .._compaction_pass import USAGE_METADATA_KEY
 from ..advisors import EventIdGenerator, IdempotentSessionEventIdGenerator, MessageFilter
 from ..chat import ChatResponse
-from ..compaction._triggers import USAGE_METADATA_KEY
 from ..filters import EventFilter
 from ..messages import Message, UserMessage
 from ..service import SessionService

@@ -15,13 +15,13 @@ import signal
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from .._compaction_pass import CompactionOutcome
 from ..compaction import (
     MongoCompactionQueue,
     MongoCompactionWorker,
     TokenCountTrigger,
     TurnCountTrigger,
 )
-from ..compaction._worker import CompactionOutcome
 from ..compaction_protocols import TriggerLike
 from ..service import DefaultSessionService
 from ._command import Command, Context

@@ -16,12 +16,13 @@ from datetime import timedelta
 from typing import Any, Final, Literal
 
 from .._checks import require_type
+from .._compaction_pass import CompactionOutcome, Compactor
 from .._shield import shielded
 from ..compaction_protocols import CompactionResult, CompactionStrategy, TriggerLike
 from ..exceptions import CompactionError, SessionNotFound, StorageError, UsageError
 from ._mongo_queue import CompactionLease, MongoCompactionQueue
 from ._strategies import positive_int
-from ._worker import CompactionOutcome, Compactor, WorkerLifecycle
+from ._worker import WorkerLifecycle
 
 logger: logging.Logger = logging.getLogger("asyncsession.compaction.mongo_worker")
 
@@ -114,11 +115,6 @@ class MongoCompactionWorker(WorkerLifecycle):
     def wake_mode(self) -> Literal["change_stream", "poll"] | None:
         """How it learns of new jobs now; ``None`` before it starts."""
         return self._wake_mode
-
-    @property
-    def running(self) -> list[str]:
-        """The sessions it is compacting now."""
-        return list(self._running)
 
     async def submit(self, session_id: str) -> None:
         """Queue ``session_id`` on the shared queue (see `MongoCompactionQueue.submit`).

@@ -19,17 +19,12 @@ from typing import Final, Protocol, TypeAlias, cast, runtime_checkable
 
 from pydantic import JsonValue
 
+from .._compaction_pass import EventFormatter, TokenCountEstimator, format_event
 from ..compaction_protocols import CompactionRequest, CompactionResult
 from ..events import COMPACTION_SOURCE, SYNTHETIC, EventType, SessionEvent, utc_now
 from ..exceptions import CompactionError, UsageError
 from ..messages import AssistantMessage, UserMessage
-from ._tokens import (
-    EventFormatter,
-    TokenCountEstimator,
-    estimator_or_default,
-    format_event,
-    tokens_of,
-)
+from ._tokens import estimator_or_default, tokens_of
 
 logger: logging.Logger = logging.getLogger("asyncsession.compaction.strategies")
 

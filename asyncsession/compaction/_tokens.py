@@ -10,53 +10,15 @@ as one line (``User: <text>``, ``Assistant [tool calls: ...]``, ...).
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from collections.abc import Callable, Iterable
-from typing import TypeAlias
+from collections.abc import Iterable
 
-from .._checks import require_estimator, require_event
-from .._compaction_pass import TokenCountEstimator
+from .._checks import require_estimator
+from .._compaction_pass import EventFormatter, TokenCountEstimator, format_event
 from ..events import SessionEvent
-from ..messages import AssistantMessage, ToolResponseMessage
 
-__all__ = [
-    "EventFormatter",
-    "HeuristicTokenCountEstimator",
-    "TokenCountEstimator",
-    "estimator_or_default",
-    "format_event",
-    "tokens_of",
-]
-
-__all__ = ["HeuristicTokenCountEstimator"]
-
-
-EventFormatter: TypeAlias = Callable[[SessionEvent], str]
-"""Turns an event into one line of text, for token estimates and summarization prompts."""
-
-
-def format_event(event: SessionEvent) -> str:
-    """One line for an event, as token estimates and summarization prompts see it.
-
-    ``User: <text>``, ``Assistant: <text>`` or ``System: <text>``; an assistant message with tool
-    calls is ``Assistant [tool calls: name(args), ...]`` (``Assistant: <text> [tool calls: ...]``
-    when it also has text); tool results are ``Tool [responses: name -> data, ...]``. A message
-    without text reads ``[no text content]``. An event of a custom type reads
-    ``<TYPE>: <payload as JSON>``.
-    """
-    message = require_event(event, "event").message
-    if message is None:
-        return f"{event.type}: {json.dumps(event.payload, ensure_ascii=False, sort_keys=True)}"
-    if isinstance(message, ToolResponseMessage):
-        responses = ", ".join(f"{r.name} -> {r.data}" for r in message.responses)
-        return f"Tool [responses: {responses}]"
-    text = message.text if message.text and message.text.strip() else None
-    if isinstance(message, AssistantMessage) and message.tool_calls:
-        calls = ", ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
-        return f"Assistant{f': {text}' if text else ''} [tool calls: {calls}]"
-    return f"{message.message_type.value.capitalize()}: {text or '[no text content]'}"
+__all__ = ["HeuristicTokenCountEstimator", "estimator_or_default", "tokens_of"]
 
 
 def tokens_of(

@@ -6,32 +6,12 @@ or async) of the request returning a bool. `any_of` and `all_of` combine them, i
 
 from __future__ import annotations
 
-from typing import Final
-
-from pydantic import JsonValue
-
-from .._checks import require_int
-from .._compaction_pass import should_compact
+from .._compaction_pass import USAGE_METADATA_KEY, TokenCountEstimator, should_compact
 from ..compaction_protocols import CompactionRequest, CompactionTrigger, TriggerLike
 from ..events import SessionEvent
 from ..exceptions import UsageError
 from ._strategies import events_of, positive_int, split_events
-from ._tokens import TokenCountEstimator, estimator_or_default, tokens_of
-
-USAGE_METADATA_KEY: Final = "usage"
-"""Metadata key of an assistant reply: ``{"input_tokens": n, "output_tokens": m}`` as the model
-reported them for the call that produced it (the memory advisor stores it)."""
-
-
-def usage_metadata(input_tokens: int, output_tokens: int) -> dict[str, JsonValue]:
-    """The event metadata that records a model call's reported usage.
-
-    Raises:
-        UsageError: a count is not an int.
-    """
-    require_int(input_tokens, "input_tokens")
-    require_int(output_tokens, "output_tokens")
-    return {USAGE_METADATA_KEY: {"input_tokens": input_tokens, "output_tokens": output_tokens}}
+from ._tokens import estimator_or_default, tokens_of
 
 
 def _reported(event: SessionEvent) -> tuple[int, int] | None:

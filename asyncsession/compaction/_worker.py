@@ -14,49 +14,25 @@ import enum
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import TracebackType
-from typing import Protocol, Self, runtime_checkable
+from typing import Self
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._checks import require_compactor
-from .._compaction_pass import check_strategy, check_trigger
+from .._compaction_pass import (
+    CompactionOutcome,
+    CompactionTicket,
+    Compactor,
+    check_strategy,
+    check_trigger,
+)
 from ..compaction_protocols import CompactionResult, CompactionStrategy, TriggerLike
 from ..exceptions import CompactionError, UsageError
 from ._strategies import positive_int
 
 logger: logging.Logger = logging.getLogger("asyncsession.compaction.worker")
-
-
-@runtime_checkable
-class Compactor(Protocol):
-    """Compacts one session once, if its trigger fires (``SessionService.compact``)."""
-
-    async def compact(
-        self, session_id: str, trigger: TriggerLike, strategy: CompactionStrategy
-    ) -> CompactionResult: ...
-
-
-@runtime_checkable
-class CompactionQueue(Protocol):
-    """Where finished turns go to be compacted in the background: ``submit`` (plain or
-    ``async``), the ``trigger`` a submitter may ask first, and an async context manager."""
-
-    @property
-    def trigger(self) -> TriggerLike | None: ...
-
-    def submit(self, session_id: str) -> object: ...
-
-    async def __aenter__(self) -> Self: ...
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None: ...
 
 
 class WorkerState(enum.Enum):
@@ -66,23 +42,6 @@ class WorkerState(enum.Enum):
     OPEN = "open"
     CLOSING = "closing"
     CLOSED = "closed"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CompactionOutcome:
-    """How one compaction run ended: with a result, or with an error."""
-
-    session_id: str
-    """The session that was compacted."""
-    result: CompactionResult | None = None
-    """What ``SessionService.compact`` returned; ``None`` when it failed or was cancelled."""
-    error: BaseException | None = None
-    """Why it failed; a ``CompactionError`` when the worker dropped or cancelled it."""
-
-    @property
-    def ok(self) -> bool:
-        """Whether the compaction ran to the end (whether or not it changed anything)."""
-        return self.error is None
 
 
 class WorkerLifecycle:
@@ -189,54 +148,6 @@ class WorkerLifecycle:
             self.on_outcome(outcome)
         except Exception:
             self._logger.exception("on_outcome callback of the compaction worker raised")
-
-
-class CompactionTicket:
-    """A handle on one requested compaction of a session; coalesced submits share one ticket."""
-
-    __slots__ = ("_done", "_outcome", "session_id")
-
-    def __init__(self, session_id: str) -> None:
-        self.session_id: str = session_id
-        """The session to compact."""
-        self._done = asyncio.Event()
-        self._outcome: CompactionOutcome | None = None
-
-    def done(self) -> bool:
-        """Whether the compaction has finished, failed, or was dropped."""
-        return self._outcome is not None
-
-    @property
-    def outcome(self) -> CompactionOutcome | None:
-        """How it ended; ``None`` while it is pending."""
-        return self._outcome
-
-    async def wait(self) -> CompactionOutcome:
-        """Wait for the compaction to end, and return how it ended (never raises its error)."""
-        await self._done.wait()
-        assert self._outcome is not None
-        return self._outcome
-
-    async def result(self) -> CompactionResult:
-        """Wait for the compaction to end, and return its result.
-
-        Raises:
-            CompactionError: the worker dropped or cancelled the compaction at shutdown.
-            Exception: whatever ``SessionService.compact`` raised.
-        """
-        outcome = await self.wait()
-        if outcome.error is not None:
-            raise outcome.error
-        assert outcome.result is not None
-        return outcome.result
-
-    def _resolve(self, outcome: CompactionOutcome) -> None:
-        self._outcome = outcome
-        self._done.set()
-
-    def __repr__(self) -> str:
-        state = "pending" if self._outcome is None else ("ok" if self._outcome.ok else "failed")
-        return f"<CompactionTicket session_id={self.session_id!r} {state}>"
 
 
 class CompactionWorker(WorkerLifecycle):

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 from pydantic import JsonValue
 
 from .._checks import SERVICE_METHODS, require_nonblank, require_object
+from .._compaction_pass import CompactionTicket
 from .._lifecycle import Closable
 from ..compaction import (
     CompactionRequest,
@@ -36,7 +37,6 @@ from ..compaction import (
     CompactionStrategy,
     CompactionWorker,
 )
-from ..compaction._worker import CompactionTicket
 from ..compaction_protocols import TriggerLike
 from ..events import SessionEvent
 from ..exceptions import SessionExists, UsageError

@@ -29,13 +29,13 @@ from openai.types.responses import CompactedResponse
 from pydantic import JsonValue
 
 from .._checks import require_estimator, require_open_client
+from .._compaction_pass import TokenCountEstimator, format_event
 from ..compaction import (
     CompactionRequest,
     CompactionResult,
     HeuristicTokenCountEstimator,
     SlidingWindowCompactionStrategy,
 )
-from ..compaction._tokens import TokenCountEstimator, format_event
 from ..events import COMPACTION_SOURCE, SYNTHETIC, EventType, SessionEvent, utc_now
 from ..exceptions import CompactionError, UsageError
 from ..messages import AssistantMessage, Message

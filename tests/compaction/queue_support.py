@@ -17,8 +17,8 @@ from asyncsession import (
     EventFilter,
     UserMessage,
 )
+from asyncsession._compaction_pass import CompactionOutcome
 from asyncsession.compaction import CompactionRequest, CompactionResult
-from asyncsession.compaction._worker import CompactionOutcome
 
 WORKER_SCRIPT = Path(__file__).with_name("queue_worker_proc.py")
 

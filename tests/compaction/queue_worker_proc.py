@@ -22,6 +22,7 @@ from pymongo import AsyncMongoClient, ReturnDocument
 from queue_support import ArchiveOldest, always
 
 from asyncsession import DefaultSessionService, MongoSessionRepository
+from asyncsession._compaction_pass import CompactionOutcome
 from asyncsession.cli._worker import serve
 from asyncsession.compaction import (
     CompactionRequest,
@@ -29,7 +30,6 @@ from asyncsession.compaction import (
     MongoCompactionQueue,
     MongoCompactionWorker,
 )
-from asyncsession.compaction._worker import CompactionOutcome
 
 
 def say(**data: Any) -> None:

@@ -23,6 +23,7 @@ from compaction_support import (
     u,
 )
 
+from asyncsession._compaction_pass import format_event
 from asyncsession.compaction import (
     CompactionRequest,
     CompactionStrategy,
@@ -35,7 +36,6 @@ from asyncsession.compaction._strategies import (
     DEFAULT_SHADOW_PROMPT,
     DEFAULT_SUMMARIZER_SYSTEM_PROMPT,
 )
-from asyncsession.compaction._tokens import format_event
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, SessionEvent
 from asyncsession.exceptions import CompactionError, UsageError
 from asyncsession.messages import AssistantMessage, ToolCall, ToolResponse, ToolResponseMessage

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from asyncsession._compaction_pass import TokenCountEstimator
 from asyncsession.compaction import HeuristicTokenCountEstimator
-from asyncsession.compaction._tokens import TokenCountEstimator
 
 # Texts with their token counts under OpenAI's o200k_base encoding, measured offline once.
 MEASURED = [

@@ -17,13 +17,13 @@ from asyncsession import (
     InMemorySessionRepository,
     UserMessage,
 )
+from asyncsession._compaction_pass import CompactionOutcome, CompactionTicket
 from asyncsession.compaction import (
     CompactionRequest,
     CompactionResult,
     CompactionWorker,
     SlidingWindowCompactionStrategy,
 )
-from asyncsession.compaction._worker import CompactionOutcome, CompactionTicket
 from asyncsession.events import EventType, SessionEvent
 from asyncsession.exceptions import CompactionError, SessionNotFound, UsageError
 from asyncsession.repository import Lease

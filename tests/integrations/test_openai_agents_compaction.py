@@ -8,6 +8,7 @@ from agents import Agent, Runner
 from agents.testing import ScriptedModel, assistant_message
 
 from asyncsession import EventFilter, EventType
+from asyncsession._compaction_pass import CompactionTicket
 from asyncsession.compaction import (
     CompactionResult,
     CompactionWorker,
@@ -15,7 +16,6 @@ from asyncsession.compaction import (
     TurnCountTrigger,
     TurnWindowCompactionStrategy,
 )
-from asyncsession.compaction._worker import CompactionTicket
 from asyncsession.integrations.openai_agents import AgentsSession
 from asyncsession.service import SessionService
 
