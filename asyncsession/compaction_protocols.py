@@ -1,22 +1,12 @@
 """What a compaction pass exchanges: the request in, the two roles, the result and its record.
 
-A pass reads the active events into a
-[`CompactionRequest`][asyncsession.compaction_protocols.CompactionRequest], asks a
-[`CompactionTrigger`][asyncsession.compaction_protocols.CompactionTrigger] whether to compact,
-lets a [`CompactionStrategy`][asyncsession.compaction_protocols.CompactionStrategy] decide a
-[`CompactionResult`][asyncsession.compaction_protocols.CompactionResult], and appends it as one
-commit: the summaries, then a ``COMPACTION`` event holding its
-[`CompactionRecord`][asyncsession.compaction_protocols.CompactionRecord]. These live below the
-repository and the service (which run the pass); the triggers and strategies themselves live in
-`asyncsession.compaction`, above them, and re-export the two roles.
-
-What a compaction *means* (turn boundaries, what a summary replaces) is decided by strategies;
-a store only appends the commit. Nothing stored is rewritten: the record names the new active
-view, and ``archived`` is derived from the newest record on read."""
+These live below the repository and the service, which run the pass; the triggers and
+strategies live in `asyncsession.compaction`, which re-exports these. Nothing stored is
+rewritten: the record names the new active view, and ``archived`` is derived from the newest
+record on read."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias, cast, runtime_checkable
@@ -32,9 +22,6 @@ __all__ = [
     "CompactionResult",
     "CompactionStrategy",
     "CompactionTrigger",
-    "check_strategy",
-    "check_trigger",
-    "should_compact",
 ]
 
 
@@ -91,24 +78,6 @@ TriggerLike: TypeAlias = CompactionTrigger | Callable[[CompactionRequest], bool 
 """A trigger, or a sync or async function of the request."""
 
 
-async def should_compact(trigger: TriggerLike, request: CompactionRequest) -> bool:
-    """Ask ``trigger`` (a trigger object or a plain function) about ``request``.
-
-    Raises:
-        UsageError: ``trigger`` is neither a trigger nor a function (for example ``None``), or
-            ``request`` is not a ``CompactionRequest``.
-    """
-    check_trigger(trigger)
-    if not isinstance(cast(object, request), CompactionRequest):
-        raise UsageError(f"should_compact needs a CompactionRequest, not {request!r}")
-    if isinstance(trigger, CompactionTrigger):
-        return bool(await trigger.should_compact(request))
-    outcome = trigger(request)
-    if inspect.isawaitable(outcome):
-        outcome = await outcome
-    return bool(outcome)
-
-
 @runtime_checkable
 class CompactionStrategy(Protocol):
     """Turns the active events into a smaller active window."""
@@ -116,32 +85,6 @@ class CompactionStrategy(Protocol):
     async def compact(self, request: CompactionRequest) -> CompactionResult:
         """The new active window and the events that leave it."""
         ...
-
-
-def check_trigger(trigger: TriggerLike, name: str = "trigger") -> TriggerLike:
-    """``trigger`` if it is a trigger or a function of the request.
-
-    Raises:
-        UsageError: it is neither (for example ``None``), naming the argument ``name``.
-    """
-    given = cast(object, trigger)  # callers outside the type checker may pass anything
-    if isinstance(given, type) or not (isinstance(given, CompactionTrigger) or callable(given)):
-        raise UsageError(
-            f"{name} must be a compaction trigger or a function of the request, not {given!r}"
-        )
-    return trigger
-
-
-def check_strategy(strategy: CompactionStrategy, name: str = "strategy") -> CompactionStrategy:
-    """``strategy`` if it has an ``async compact(request)``.
-
-    Raises:
-        UsageError: it has not (for example ``None``), naming the argument ``name``.
-    """
-    given = cast(object, strategy)
-    if isinstance(given, type) or not isinstance(given, CompactionStrategy):
-        raise UsageError(f"{name} must be a compaction strategy, not {strategy!r}")
-    return strategy
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,12 +113,6 @@ class CompactionResult:
     record: CompactionRecord | None = field(default=None, compare=False)
     """The ``COMPACTION`` event's payload, when the service applied the result; ``None``
     otherwise."""
-
-    @property
-    def covered_events(self) -> tuple[SessionEvent, ...]:
-        """The events that left the window (the same as ``archived_events``); they stay in the
-        log."""
-        return self.archived_events
 
     @property
     def preserved_events(self) -> tuple[SessionEvent, ...]:
@@ -208,7 +145,7 @@ class CompactionRecord:
     type [`EventType.COMPACTION`][asyncsession.events.EventType] (the *boundary*) holding this
     record. The newest boundary defines the active view: the events its ``view`` names, then
     whatever is appended after it. Read one back with
-    [`from_event`][asyncsession.compaction_protocols.CompactionRecord.from_event].
+    `from_event`.
     """
 
     covered: tuple[str, ...]

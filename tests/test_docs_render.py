@@ -36,7 +36,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _api_pages(site: Path) -> list[Path]:
     pages = sorted((site / "api").rglob("*.html"))
-    assert len(pages) >= 40  # one per public module
+    assert len(pages) >= 30  # one per public module (33 once compaction's submodules went)
     return pages
 
 

@@ -25,14 +25,13 @@ import logging
 from collections.abc import Collection, Sequence
 from typing import Final
 
-from .._compaction_pass import compaction_commit
+from .._compaction_pass import compaction_commit, should_compact
 from .._shield import shielded
 from ..compaction_protocols import (
     CompactionRequest,
     CompactionResult,
     CompactionStrategy,
     TriggerLike,
-    should_compact,
 )
 from ..events import Session, SessionEvent
 from ..filters import EventFilter

@@ -43,12 +43,11 @@ from typing import Any, Final, Literal, cast, get_args
 from pydantic import JsonValue
 
 from .._checks import require_object, require_service, require_text
+from .._compaction_pass import USAGE_METADATA_KEY, CompactionQueue, check_strategy, check_trigger
 from .._shield import shielded
 from ..advisors import IdempotentSessionEventIdGenerator
 from ..chat import ChatResponse, MessageFilter
-from ..compaction import CompactionQueue
-from ..compaction.triggers import USAGE_METADATA_KEY
-from ..compaction_protocols import CompactionStrategy, TriggerLike, check_strategy, check_trigger
+from ..compaction_protocols import CompactionStrategy, TriggerLike
 from ..events import EventType, SessionEvent, utc_now
 from ..exceptions import UnknownToolCall, UsageError
 from ..filters import EventFilter

@@ -20,7 +20,7 @@ from ..service import DefaultSessionService
 from ._command import Command, Context, positive_int
 from ._errors import EXIT_OK, EXIT_USAGE, Failure
 
-__all__ = ["COMMANDS", "parse_duration"]
+__all__ = ["COMMANDS", "add_strategy_arguments", "parse_duration", "strategy_from"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -40,8 +40,8 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(**{_UNITS[found.group(2)]: float(found.group(1))})
 
 
-def _configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("session_id", nargs="?", help="the session to compact (or use --all)")
+def add_strategy_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--strategy`` and each strategy's limit flag (``compact`` and ``worker`` share them)."""
     parser.add_argument(
         "--strategy",
         choices=list(_LIMITS),
@@ -55,6 +55,11 @@ def _configure(parser: argparse.ArgumentParser) -> None:
             metavar="N",
             help=f"--strategy {strategy}: keep this many (default: {default})",
         )
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session_id", nargs="?", help="the session to compact (or use --all)")
+    add_strategy_arguments(parser)
     bulk = parser.add_argument_group("bulk compaction (--all)")
     bulk.add_argument("--all", action="store_true", help="compact every session that matches")
     bulk.add_argument(
@@ -92,7 +97,9 @@ def _limit(args: argparse.Namespace) -> int:
     return default if given is None else int(given)
 
 
-def _strategy(args: argparse.Namespace) -> CompactionStrategy:
+def strategy_from(args: argparse.Namespace) -> CompactionStrategy:
+    """The strategy the flags of `add_strategy_arguments` chose; a usage error for a limit
+    flag of another strategy."""
     limit = _limit(args)
     if args.strategy == "sliding":
         return SlidingWindowCompactionStrategy(max_events=limit)
@@ -107,7 +114,7 @@ async def _compact_one(
     def big_enough(request: CompactionRequest) -> bool:
         return request.current_event_count >= min_events
 
-    result = await service.compact(session_id, big_enough, _strategy(ctx.args))
+    result = await service.compact(session_id, big_enough, strategy_from(ctx.args))
     return {
         "session_id": session_id,
         "applied": result.applied,
@@ -119,7 +126,7 @@ async def _compact_one(
 
 async def _compact(ctx: Context) -> int:
     args = ctx.args
-    _limit(args)  # refuse a limit flag of another strategy before touching the store
+    strategy_from(args)  # refuse a limit flag of another strategy before touching the store
     service = DefaultSessionService(ctx.repository, allow_system_messages=True)
     if args.all:
         return await _compact_all(ctx, service)

@@ -1,17 +1,9 @@
 """``asyncsession worker``: run one compaction queue worker until SIGTERM or SIGINT.
 
-    asyncsession worker [--strategy turns] [--trigger always] [--concurrency 4] [--lease 30]
-
-It claims jobs from the MongoDB compaction queue (``compaction_jobs``) that web processes fill
-with ``MongoCompactionQueue.submit`` and compacts them with the chosen strategy, printing one
-line per finished job (a JSON object per line under ``--json``). ``--status`` prints the queue's
-job counts and its failed jobs instead, and exits.
-
-On SIGTERM or SIGINT it stops claiming and finishes the jobs it holds for up to ``--grace``
-seconds; then (or on a second signal) it cancels them and gives their jobs back to the queue,
-due at once, and exits 0. A reader of its output that goes away (``worker | head -3``) stops it
-the same way. A job is compacted whole or not at all. Killed outright (SIGKILL), its leases
-expire after ``--lease`` seconds and other workers take the jobs over.
+It claims jobs from the MongoDB compaction queue and prints a line per finished job (a JSON
+object under ``--json``); ``--status`` prints the queue's state instead. A signal (or a reader
+that goes away) stops claiming and finishes held jobs for ``--grace`` seconds, then gives the
+rest back; a second signal gives them back at once (see docs/cli.md).
 """
 
 from __future__ import annotations
@@ -23,20 +15,17 @@ import signal
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from .._compaction_pass import CompactionOutcome
 from ..compaction import (
-    CompactionOutcome,
-    CompactionStrategy,
     MongoCompactionQueue,
     MongoCompactionWorker,
-    SlidingWindowCompactionStrategy,
-    TokenCountCompactionStrategy,
     TokenCountTrigger,
     TurnCountTrigger,
-    TurnWindowCompactionStrategy,
 )
 from ..compaction_protocols import TriggerLike
 from ..service import DefaultSessionService
 from ._command import Command, Context
+from ._compact import add_strategy_arguments, strategy_from
 from ._errors import is_closed_pipe
 
 __all__ = ["COMMANDS", "HELP", "Lines", "configure", "run_worker_command", "serve"]
@@ -48,12 +37,7 @@ HELP = "run a compaction queue worker until SIGTERM/SIGINT"
 
 def configure(worker: argparse.ArgumentParser) -> None:
     """Add the ``worker`` command's own arguments to its parser."""
-    worker.add_argument(
-        "--strategy", choices=["sliding", "turns", "tokens"], default="turns", help="what to keep"
-    )
-    worker.add_argument("--max-events", type=int, default=20, help="sliding: events to keep")
-    worker.add_argument("--max-turns", type=int, default=10, help="turns: turns to keep")
-    worker.add_argument("--max-tokens", type=int, default=4000, help="tokens: tokens to keep")
+    add_strategy_arguments(worker)
     worker.add_argument(
         "--trigger",
         choices=["always", "turns", "tokens"],
@@ -77,14 +61,6 @@ def configure(worker: argparse.ArgumentParser) -> None:
     worker.add_argument("--status", action="store_true", help="print the queue's state and exit")
 
 
-def _strategy(args: argparse.Namespace) -> CompactionStrategy:
-    if args.strategy == "sliding":
-        return SlidingWindowCompactionStrategy(max_events=args.max_events)
-    if args.strategy == "tokens":
-        return TokenCountCompactionStrategy(max_tokens=args.max_tokens)
-    return TurnWindowCompactionStrategy(max_turns=args.max_turns)
-
-
 def _trigger(args: argparse.Namespace) -> TriggerLike:
     if args.trigger == "turns":
         return TurnCountTrigger(args.trigger_turns)
@@ -93,36 +69,14 @@ def _trigger(args: argparse.Namespace) -> TriggerLike:
     return lambda _: True
 
 
-def _outcome(outcome: CompactionOutcome) -> tuple[dict[str, Any], str]:
-    """A finished job as JSON data and as a line for people."""
-    result = outcome.result
-    data = {
-        "session_id": outcome.session_id,
-        "ok": outcome.ok,
-        "applied": None if result is None else result.applied,
-        "archived": None if result is None else result.archived_event_count,
-        "error": None if outcome.error is None else str(outcome.error),
-    }
-    if result is not None:
-        state = "applied" if result.applied else "nothing to do (or another writer won)"
-        text = f"compacted {outcome.session_id}: {state}, {result.archived_event_count} archived"
-    else:
-        text = f"compaction of {outcome.session_id} failed: {outcome.error}"
-    return data, text
-
-
 class Lines:
-    """The worker's output, a line at a time (a JSON object each under ``as_json``).
-
-    A reader that goes away (a closed pipe) is not an error: the lines stop, and ``on_closed``
-    (set by `serve`) stops the worker as a signal would.
-    """
+    """The worker's output, a line (or JSON object) at a time; a reader that goes away stops
+    the lines and calls ``on_closed`` (set by `serve`: a polite stop)."""
 
     def __init__(self, out: TextIO, *, as_json: bool = False) -> None:
         self.out = out
         self.as_json = as_json
         self.closed = False
-        """Whether the reader has gone; nothing is written after that."""
         self.on_closed: Callable[[], None] = lambda: None
 
     def say(self, data: dict[str, Any], text: str) -> None:
@@ -139,7 +93,20 @@ class Lines:
 
     def outcome(self, outcome: CompactionOutcome) -> None:
         """One finished job (the worker's ``on_outcome``)."""
-        self.say(*_outcome(outcome))
+        sid, result = outcome.session_id, outcome.result
+        if result is not None:
+            state = "applied" if result.applied else "nothing to do (or another writer won)"
+            text = f"compacted {sid}: {state}, {result.archived_event_count} archived"
+        else:
+            text = f"compaction of {sid} failed: {outcome.error}"
+        data = {
+            "session_id": sid,
+            "ok": outcome.ok,
+            "applied": None if result is None else result.applied,
+            "archived": None if result is None else result.archived_event_count,
+            "error": None if outcome.error is None else str(outcome.error),
+        }
+        self.say(data, text)
 
 
 async def serve(
@@ -208,6 +175,7 @@ async def _status(queue: MongoCompactionQueue, args: argparse.Namespace, out: Te
 
 async def run_worker_command(repo: Any, args: argparse.Namespace, out: TextIO) -> int:
     """Run the ``worker`` command over the opened session store ``repo``; the exit code."""
+    strategy = strategy_from(args)  # a usage error before the store is touched
     queue = MongoCompactionQueue.from_uri(
         args.uri,
         args.db,
@@ -223,7 +191,7 @@ async def run_worker_command(repo: Any, args: argparse.Namespace, out: TextIO) -
         worker = MongoCompactionWorker(
             DefaultSessionService(repo, allow_system_messages=True),
             _trigger(args),
-            _strategy(args),
+            strategy,
             queue=queue,
             max_concurrency=args.concurrency,
             lease=args.lease,

@@ -10,96 +10,60 @@ compare-and-swap on the session's version::
     )
     result = await service.compact(session_id, TurnCountTrigger(20), strategy)
 
-- Triggers: [`TurnCountTrigger`][asyncsession.compaction.TurnCountTrigger],
-  [`TokenCountTrigger`][asyncsession.compaction.TokenCountTrigger],
-  [`ContextWindowTrigger`][asyncsession.compaction.ContextWindowTrigger] (on the usage the model
-  reported), [`any_of`][asyncsession.compaction.any_of], [`all_of`][asyncsession.compaction.all_of],
-  or any function of a [`CompactionRequest`][asyncsession.compaction.CompactionRequest] returning a
-  bool.
-- Strategies:
-  [`SlidingWindowCompactionStrategy`][asyncsession.compaction.SlidingWindowCompactionStrategy],
-  [`TurnWindowCompactionStrategy`][asyncsession.compaction.TurnWindowCompactionStrategy],
-  [`TokenCountCompactionStrategy`][asyncsession.compaction.TokenCountCompactionStrategy],
-  `RecursiveSummarizationCompactionStrategy`, and Spring AI 2.1's
-  [`WindowCompactionStrategy`][asyncsession.compaction.WindowCompactionStrategy] (by turns or
-  by events).
-- Models and tokens: [`Summarizer`][asyncsession.compaction.Summarizer]
-  ([`OpenAISummarizer`][asyncsession.openai.OpenAISummarizer] in `asyncsession.openai`) and
-  [`TokenCountEstimator`][asyncsession.compaction.TokenCountEstimator]
-  ([`HeuristicTokenCountEstimator`][asyncsession.compaction.HeuristicTokenCountEstimator]).
-- Memory flush before archiving: `MemoryFlush`, `MemoryFlushingCompactionStrategy`.
-- Background work: [`CompactionWorker`][asyncsession.compaction.CompactionWorker] in this
-  process; a durable queue shared by every process,
-  [`MongoCompactionQueue`][asyncsession.compaction.MongoCompactionQueue], drained by
-  [`MongoCompactionWorker`][asyncsession.compaction.MongoCompactionWorker] processes (the
-  ``asyncsession worker`` command). They take any `Compactor` (a ``SessionService``) and share
-  one interface, `CompactionQueue`.
+- Triggers: `TurnCountTrigger`, `TokenCountTrigger`, `ContextWindowTrigger` (on the usage the
+  model reported), `any_of`, `all_of`, or any function of a `CompactionRequest` returning a bool.
+- Strategies: `SlidingWindowCompactionStrategy`, `TurnWindowCompactionStrategy`,
+  `TokenCountCompactionStrategy`, `RecursiveSummarizationCompactionStrategy` (with a
+  `Summarizer`, e.g. ``asyncsession.openai.OpenAISummarizer``), and Spring AI 2.1's
+  `WindowCompactionStrategy` (by turns or by events). Each takes an ``estimator`` (any object
+  with ``estimate(text) -> int``; `HeuristicTokenCountEstimator` by default) and a
+  ``memory_flush`` (e.g. ``asyncsession.openai.ModelMemoryFlush``) that sees the turns about to
+  be archived first.
+- Background work: `CompactionWorker` in this process; a durable queue shared by every process,
+  `MongoCompactionQueue`, drained by `MongoCompactionWorker` processes (the
+  ``asyncsession worker`` command). A client's ``compaction=`` takes any of the three.
 """
 
-from ..compaction_protocols import CompactionRequest, CompactionResult
-from ._pipeline import EventFormatter, format_event
-from .compactor import CompactionQueue, Compactor
-from .flush import MemoryFlush, MemoryFlushingCompactionStrategy, run_memory_flush
-from .mongo import (
-    CompactionJob,
-    CompactionLease,
-    MongoCompactionQueue,
-    MongoCompactionWorker,
-)
-from .strategies import (
+from ..compaction_protocols import (
+    CompactionRecord,
+    CompactionRequest,
+    CompactionResult,
     CompactionStrategy,
+    CompactionTrigger,
+)
+from ._mongo_queue import MongoCompactionQueue
+from ._mongo_worker import MongoCompactionWorker
+from ._strategies import (
     RecursiveSummarizationCompactionStrategy,
     SlidingWindowCompactionStrategy,
+    Summarizer,
     TokenCountCompactionStrategy,
     TurnWindowCompactionStrategy,
+    WindowCompactionStrategy,
 )
-from .summarizer import Summarizer
-from .tokens import HeuristicTokenCountEstimator, TokenCountEstimator
-from .triggers import (
-    CompactionTrigger,
-    ContextWindowTrigger,
-    TokenCountTrigger,
-    TurnCountTrigger,
-    all_of,
-    any_of,
-    should_compact,
-    usage_metadata,
-)
-from .window import WindowCompactionStrategy
-from .worker import CompactionOutcome, CompactionTicket, CompactionWorker
+from ._tokens import HeuristicTokenCountEstimator
+from ._triggers import ContextWindowTrigger, TokenCountTrigger, TurnCountTrigger, all_of, any_of
+from ._worker import CompactionWorker
 
 __all__ = [
-    "CompactionJob",
-    "CompactionLease",
-    "CompactionOutcome",
-    "CompactionQueue",
+    "CompactionRecord",
     "CompactionRequest",
     "CompactionResult",
     "CompactionStrategy",
-    "CompactionTicket",
     "CompactionTrigger",
     "CompactionWorker",
-    "Compactor",
     "ContextWindowTrigger",
-    "EventFormatter",
     "HeuristicTokenCountEstimator",
-    "MemoryFlush",
-    "MemoryFlushingCompactionStrategy",
     "MongoCompactionQueue",
     "MongoCompactionWorker",
     "RecursiveSummarizationCompactionStrategy",
     "SlidingWindowCompactionStrategy",
     "Summarizer",
     "TokenCountCompactionStrategy",
-    "TokenCountEstimator",
     "TokenCountTrigger",
     "TurnCountTrigger",
     "TurnWindowCompactionStrategy",
     "WindowCompactionStrategy",
     "all_of",
     "any_of",
-    "format_event",
-    "run_memory_flush",
-    "should_compact",
-    "usage_metadata",
 ]

@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any, cast
 from pydantic import JsonValue
 
 from .._checks import require_object
+from .._compaction_pass import CompactionTicket
 from .._lifecycle import Closable
 from .._responses_items import items_to_messages, messages_to_items
 from ..compaction import (
     CompactionRequest,
     CompactionResult,
     CompactionStrategy,
-    CompactionTicket,
     CompactionWorker,
 )
 from ..compaction_protocols import TriggerLike

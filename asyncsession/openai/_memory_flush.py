@@ -8,9 +8,9 @@ from typing import Final
 from openai import AsyncOpenAI, OpenAI
 
 from .._checks import require_estimator, require_int, require_memory_store, require_type
+from .._compaction_pass import EventFormatter, TokenCountEstimator, format_event
 from ..chat import ChatOptions
-from ..compaction import CompactionRequest, EventFormatter, format_event
-from ..compaction.tokens import HeuristicTokenCountEstimator, TokenCountEstimator
+from ..compaction import CompactionRequest, HeuristicTokenCountEstimator
 from ..events import SessionEvent
 from ..exceptions import UsageError
 from ..memory import MemoryStore
@@ -32,7 +32,7 @@ DEFAULT_MEMORY_FLUSH_PROMPT: Final = (
 
 
 class ModelMemoryFlush:
-    """A [`MemoryFlush`][asyncsession.compaction.MemoryFlush] run by a model with memory tools.
+    """A memory flush (a strategy's ``memory_flush``) run by a model with memory tools.
 
     The model gets the events about to be archived (formatted one per line, oldest first, up
     to ``max_input_tokens``) and the six memory tools over ``store.with_scope(user_id)`` of

@@ -13,14 +13,13 @@ from openai.types.responses import CompactedResponse
 from pydantic import JsonValue
 
 from .._checks import require_estimator, require_open_client
+from .._compaction_pass import TokenCountEstimator, format_event
 from .._responses_items import items_to_messages, messages_to_items
 from ..compaction import (
     CompactionRequest,
     CompactionResult,
     HeuristicTokenCountEstimator,
     SlidingWindowCompactionStrategy,
-    TokenCountEstimator,
-    format_event,
 )
 from ..events import COMPACTION_SOURCE, SYNTHETIC, EventType, SessionEvent, utc_now
 from ..exceptions import CompactionError, UsageError

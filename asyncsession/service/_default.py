@@ -23,15 +23,13 @@ from .._checks import (
     require_type,
     user_input,
 )
-from .._compaction_pass import run_compaction
+from .._compaction_pass import check_strategy, check_trigger, run_compaction
 from .._lifecycle import ForwardsLoop
 from .._text import check_event_text, check_session_text
 from ..compaction_protocols import (
     CompactionResult,
     CompactionStrategy,
     TriggerLike,
-    check_strategy,
-    check_trigger,
 )
 from ..events import (
     DEFAULT_TIME_TO_LIVE,

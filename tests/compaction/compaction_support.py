@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from hypothesis import strategies as st
 
 from asyncsession import CreateSessionRequest, DefaultSessionService
-from asyncsession._compaction_pass import compaction_commit
+from asyncsession._compaction_pass import compaction_commit, format_event
 from asyncsession.compaction import (
     CompactionRequest,
     CompactionResult,
@@ -19,7 +19,6 @@ from asyncsession.compaction import (
     TokenCountCompactionStrategy,
     TurnWindowCompactionStrategy,
 )
-from asyncsession.compaction._pipeline import format_event
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, EventType, Session, SessionEvent
 from asyncsession.filters import EventFilter
 from asyncsession.messages import (

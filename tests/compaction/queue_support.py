@@ -17,7 +17,8 @@ from asyncsession import (
     EventFilter,
     UserMessage,
 )
-from asyncsession.compaction import CompactionOutcome, CompactionRequest, CompactionResult
+from asyncsession._compaction_pass import CompactionOutcome
+from asyncsession.compaction import CompactionRequest, CompactionResult
 
 WORKER_SCRIPT = Path(__file__).with_name("queue_worker_proc.py")
 

@@ -22,9 +22,9 @@ from pymongo import AsyncMongoClient, ReturnDocument
 from queue_support import ArchiveOldest, always
 
 from asyncsession import DefaultSessionService, MongoSessionRepository
+from asyncsession._compaction_pass import CompactionOutcome
 from asyncsession.cli._worker import serve
 from asyncsession.compaction import (
-    CompactionOutcome,
     CompactionRequest,
     CompactionResult,
     MongoCompactionQueue,

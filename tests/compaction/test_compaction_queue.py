@@ -21,13 +21,8 @@ from queue_support import (
 )
 
 from asyncsession import DefaultSessionService, MongoSessionRepository
-from asyncsession.compaction import (
-    CompactionQueue,
-    CompactionWorker,
-    Compactor,
-    MongoCompactionQueue,
-    MongoCompactionWorker,
-)
+from asyncsession._compaction_pass import CompactionQueue, Compactor
+from asyncsession.compaction import CompactionWorker, MongoCompactionQueue, MongoCompactionWorker
 from asyncsession.exceptions import CompactionError, SessionNotFound, UsageError
 from asyncsession.openai import ChatClient
 from asyncsession.testing import FakeClock, ScriptedOpenAIServer, ScriptedReply

@@ -40,7 +40,7 @@ async def test_the_window_example_of_the_reference(service: DefaultSessionServic
         session_id, TurnCountTrigger(20), WindowCompactionStrategy(last_turns=10)
     )
     assert not result.is_unchanged
-    assert [e.text for e in result.covered_events] == [
+    assert [e.text for e in result.archived_events] == [
         text for n in range(15) for text in (f"question {n}", f"answer {n}")
     ]
     assert [e.text for e in result.pinned_events] == ["You are a support agent."]
@@ -50,7 +50,7 @@ async def test_the_window_example_of_the_reference(service: DefaultSessionServic
     assert result.summary_events == ()
     assert result.tokens_estimated_saved > 0
     assert result.record is not None
-    assert result.record.covered == tuple(e.id for e in result.covered_events)
+    assert result.record.covered == tuple(e.id for e in result.archived_events)
     log = await service.get_events(session_id)
     assert log[-1].type == EventType.COMPACTION
     assert result.record.kept == tuple(
@@ -115,7 +115,7 @@ async def test_every_strategy_pins_the_latest_stored_system_message(
     result: CompactionResult = await service.compact(session_id, TurnCountTrigger(1), strategy)
     assert result.applied
     assert "Now answer in French." in [e.text for e in result.pinned_events]
-    assert "You are a support agent." in [e.text for e in result.covered_events]
+    assert "You are a support agent." in [e.text for e in result.archived_events]
     active = [e.text for e in await service.get_events(session_id, EventFilter.active())]
     assert "Now answer in French." in active
     assert "You are a support agent." not in active

@@ -23,6 +23,7 @@ from compaction_support import (
     u,
 )
 
+from asyncsession._compaction_pass import format_event
 from asyncsession.compaction import (
     CompactionRequest,
     CompactionStrategy,
@@ -31,9 +32,10 @@ from asyncsession.compaction import (
     TokenCountCompactionStrategy,
     TurnWindowCompactionStrategy,
 )
-from asyncsession.compaction._pipeline import format_event
-from asyncsession.compaction.strategies import DEFAULT_SHADOW_PROMPT
-from asyncsession.compaction.summarizer import DEFAULT_SUMMARIZER_SYSTEM_PROMPT
+from asyncsession.compaction._strategies import (
+    DEFAULT_SHADOW_PROMPT,
+    DEFAULT_SUMMARIZER_SYSTEM_PROMPT,
+)
 from asyncsession.events import COMPACTION_SOURCE, SYNTHETIC, SessionEvent
 from asyncsession.exceptions import CompactionError, UsageError
 from asyncsession.messages import AssistantMessage, ToolCall, ToolResponse, ToolResponseMessage

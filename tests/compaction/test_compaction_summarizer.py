@@ -20,7 +20,7 @@ from asyncsession.compaction import (
     Summarizer,
     TurnCountTrigger,
 )
-from asyncsession.compaction.summarizer import DEFAULT_SUMMARIZER_SYSTEM_PROMPT
+from asyncsession.compaction._strategies import DEFAULT_SUMMARIZER_SYSTEM_PROMPT
 from asyncsession.exceptions import CompactionError, UsageError
 from asyncsession.openai import OpenAISummarizer
 from asyncsession.testing.openai_server import ScriptedOpenAIServer, ScriptedReply

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from asyncsession.compaction import HeuristicTokenCountEstimator, TokenCountEstimator
+from asyncsession._compaction_pass import TokenCountEstimator
+from asyncsession.compaction import HeuristicTokenCountEstimator
 
 # Texts with their token counts under OpenAI's o200k_base encoding, measured offline once.
 MEASURED = [

@@ -15,6 +15,7 @@ from compaction_support import (
     u,
 )
 
+from asyncsession._compaction_pass import should_compact
 from asyncsession.compaction import (
     CompactionRequest,
     CompactionTrigger,
@@ -22,7 +23,6 @@ from asyncsession.compaction import (
     TurnCountTrigger,
     all_of,
     any_of,
-    should_compact,
 )
 from asyncsession.exceptions import UsageError
 

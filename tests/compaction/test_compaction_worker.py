@@ -17,11 +17,10 @@ from asyncsession import (
     InMemorySessionRepository,
     UserMessage,
 )
+from asyncsession._compaction_pass import CompactionOutcome, CompactionTicket
 from asyncsession.compaction import (
-    CompactionOutcome,
     CompactionRequest,
     CompactionResult,
-    CompactionTicket,
     CompactionWorker,
     SlidingWindowCompactionStrategy,
 )

@@ -7,17 +7,17 @@ from datetime import timedelta
 import openai
 import pytest
 from chat_support import MODEL, PATHS, ask, openai_client, server
+from pydantic import JsonValue
 
 from asyncsession import DefaultSessionService, EventType, SessionEvent
+from asyncsession._compaction_pass import USAGE_METADATA_KEY
 from asyncsession.compaction import (
     CompactionRequest,
     CompactionWorker,
     ContextWindowTrigger,
     SlidingWindowCompactionStrategy,
     TokenCountTrigger,
-    usage_metadata,
 )
-from asyncsession.compaction.triggers import USAGE_METADATA_KEY
 from asyncsession.events import SYNTHETIC, CreateSessionRequest, Session, utc_now
 from asyncsession.exceptions import UsageError
 from asyncsession.messages import AssistantMessage, UserMessage
@@ -38,6 +38,11 @@ def event(message: object, *, seconds: int, **metadata: object) -> SessionEvent:
         timestamp=NOW + timedelta(seconds=seconds),
         metadata=metadata,  # type: ignore[arg-type]
     )
+
+
+def usage_metadata(input_tokens: int, output_tokens: int) -> dict[str, JsonValue]:
+    """The metadata the turn stores with a reply: the usage the model reported."""
+    return {USAGE_METADATA_KEY: {"input_tokens": input_tokens, "output_tokens": output_tokens}}
 
 
 def request(*events: SessionEvent) -> CompactionRequest:

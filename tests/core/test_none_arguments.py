@@ -18,6 +18,7 @@ from asyncsession import (
     Session,
     UsageError,
 )
+from asyncsession._compaction_pass import should_compact
 from asyncsession.advisors import MessageFilter
 from asyncsession.compaction import (
     CompactionRequest,
@@ -27,7 +28,6 @@ from asyncsession.compaction import (
     TokenCountTrigger,
     TurnCountTrigger,
     TurnWindowCompactionStrategy,
-    should_compact,
 )
 from asyncsession.openai import ChatClient
 

@@ -8,9 +8,9 @@ from agents import Agent, Runner
 from agents.testing import ScriptedModel, assistant_message
 
 from asyncsession import EventFilter, EventType
+from asyncsession._compaction_pass import CompactionTicket
 from asyncsession.compaction import (
     CompactionResult,
-    CompactionTicket,
     CompactionWorker,
     RecursiveSummarizationCompactionStrategy,
     TurnCountTrigger,

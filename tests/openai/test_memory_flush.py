@@ -11,7 +11,6 @@ from chat_support import MODEL
 
 from asyncsession import DefaultSessionService
 from asyncsession.compaction import (
-    MemoryFlushingCompactionStrategy,
     RecursiveSummarizationCompactionStrategy,
     SlidingWindowCompactionStrategy,
     TurnCountTrigger,
@@ -119,7 +118,7 @@ async def test_the_flush_is_bounded_in_rounds(
     service, sid = await session_with_turns()
     store = DirectoryMemoryStore(tmp_path, scope="x")
     flush = ModelMemoryFlush(ChatClient(openai_client, model=MODEL), store, max_rounds=2)
-    strategy = MemoryFlushingCompactionStrategy(SlidingWindowCompactionStrategy(2), flush)
+    strategy = SlidingWindowCompactionStrategy(2, memory_flush=flush)
     server.enqueue(save("a.md", "a"), save("b.md", "b"))
 
     result = await service.compact(sid, TurnCountTrigger(1), strategy)
@@ -154,7 +153,7 @@ async def test_nothing_archived_means_no_flush(
     flush = ModelMemoryFlush(
         ChatClient(openai_client, model=MODEL), DirectoryMemoryStore(tmp_path, scope="x")
     )
-    strategy = MemoryFlushingCompactionStrategy(SlidingWindowCompactionStrategy(10), flush)
+    strategy = SlidingWindowCompactionStrategy(10, memory_flush=flush)
 
     await service.compact(sid, lambda request: True, strategy)
 

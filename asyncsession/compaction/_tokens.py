@@ -1,58 +1,33 @@
 """Token estimates for compaction budgets, offline and without downloads.
 
-A [`TokenCountEstimator`][asyncsession.compaction.tokens.TokenCountEstimator] turns text into an
-estimated token count. Token budgets
-([`TokenCountTrigger`][asyncsession.compaction.TokenCountTrigger],
-[`TokenCountCompactionStrategy`][asyncsession.compaction.TokenCountCompactionStrategy]) and the
-``tokens_estimated_saved`` figure of every strategy use one. Any object with an
-``estimate(text) -> int`` method fits, so a real tokenizer can be plugged in (for example
-``tiktoken``, with its encoding files installed locally).
-
-The default,
-[`HeuristicTokenCountEstimator`][asyncsession.compaction.tokens.HeuristicTokenCountEstimator], needs
-no vocabulary at all. It splits text the way BPE tokenizers pre-split it (words, digit runs,
-punctuation runs, line breaks) and weighs each piece with coefficients fitted against OpenAI's
-``o200k_base`` encoding (GPT-4o and later). Measured against both encodings on 2,900 message-sized
-samples of 40-1,500 characters (licence and documentation prose, docstrings and source of the Python
-standard library, random JSON, and
-software translations in eight languages):
-
-| text                      | mean error per text | total bias   |
-| ------------------------- | ------------------- | ------------ |
-| English prose and chat    | 4 %                 | +2 %         |
-| English docstrings        | 7 %                 | +1 %         |
-| Python code               | 6 %                 | +4 %         |
-| JSON (tool arguments)     | 5 %                 | -5 %         |
-| French, Spanish, Russian  | 5-6 %               | -5 to +3 %   |
-| Arabic                    | 5 %                 | -3 %         |
-| Japanese, Chinese, Korean | 3-4 %               | -3 to +2 %   |
-| German                    | 13 %                | -13 %        |
-
-One text on its own can be further off (one in ten by 10-20 %, a very short one by a token or
-two); over a whole conversation the errors mostly cancel out.
-
-Against the older ``cl100k_base`` encoding (GPT-4, GPT-3.5) it is as close on English, code and
-JSON (within 5 % in total) but underestimates other languages by 12-46 %, because that encoding
-needs more tokens for them. A plain ``len(text) / 4`` is off by 25-30 % on average: it
-overestimates English by 20 % and underestimates JSON by 30 % and CJK text by 50-60 %.
+Token budgets and every strategy's ``tokens_estimated_saved`` take an estimator: any object with
+an ``estimate(text) -> int`` method, so a real tokenizer can be plugged in (for example
+``tiktoken``, with its encoding files installed locally). The default,
+`HeuristicTokenCountEstimator`,
+needs no vocabulary (its accuracy is on the compaction internals page). Each event is estimated
+as one line (``User: <text>``, ``Assistant [tool calls: ...]``, ...).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Protocol, runtime_checkable
+from collections.abc import Iterable
 
-__all__ = ["HeuristicTokenCountEstimator", "TokenCountEstimator"]
+from .._checks import require_estimator
+from .._compaction_pass import EventFormatter, TokenCountEstimator, format_event
+from ..events import SessionEvent
+
+__all__ = ["HeuristicTokenCountEstimator", "estimator_or_default", "tokens_of"]
 
 
-@runtime_checkable
-class TokenCountEstimator(Protocol):
-    """Estimates how many tokens a model's tokenizer makes of a text."""
-
-    def estimate(self, text: str) -> int:
-        """The estimated token count of ``text``; 0 for the empty string."""
-        ...
+def tokens_of(
+    events: Iterable[SessionEvent],
+    estimator: TokenCountEstimator,
+    formatter: EventFormatter = format_event,
+) -> int:
+    """The estimated tokens of these events, each formatted as one line."""
+    return sum(estimator.estimate(formatter(event)) for event in events)
 
 
 # Pieces as a BPE pre-tokenizer sees them: letter runs, digit runs, line breaks, indentation,
@@ -122,3 +97,8 @@ def _word_tokens(word: str) -> float:
     cjk = sum(1 for char in word if _is_cjk(char))
     other = len(word) - cjk
     return _CJK_CHAR * cjk + (_NON_ASCII_WORD + _NON_ASCII_LETTER * other if other else 0.0)
+
+
+def estimator_or_default(estimator: TokenCountEstimator | None) -> TokenCountEstimator:
+    """``estimator`` checked, or the heuristic one when it is ``None``."""
+    return HeuristicTokenCountEstimator() if estimator is None else require_estimator(estimator)

@@ -1,61 +1,17 @@
 """Compaction triggers: when to compact.
 
-A trigger looks at a `CompactionRequest` and says whether the session should be compacted now.
-Anything with an ``async should_compact(request) -> bool`` method is a trigger, and so is a plain
-function, sync or async, taking the request and returning a bool. The role itself
-([`CompactionTrigger`][asyncsession.compaction_protocols.CompactionTrigger], `TriggerLike`,
-`should_compact`) is defined in `asyncsession.compaction_protocols`, below the service that asks
-it, and re-exported here.
-
-- [`TurnCountTrigger`][asyncsession.compaction.triggers.TurnCountTrigger] fires when there are more
-  real turns than allowed;
-- [`TokenCountTrigger`][asyncsession.compaction.triggers.TokenCountTrigger] fires when the events a
-  prompt would carry reach a token threshold;
-- [`ContextWindowTrigger`][asyncsession.compaction.triggers.ContextWindowTrigger] fires when the
-  prompt, as the model last reported it, fills a fraction of the model's context window;
-- [`any_of`][asyncsession.compaction.triggers.any_of] and
-  [`all_of`][asyncsession.compaction.triggers.all_of] combine triggers (OR and AND, evaluated in
-  order, lazily).
+A trigger is anything with ``async should_compact(request) -> bool``, or a plain function (sync
+or async) of the request returning a bool. `any_of` and `all_of` combine them, in order, lazily.
 """
 
 from __future__ import annotations
 
-from typing import Final
-
-from pydantic import JsonValue
-
-from .._checks import require_estimator, require_int
-from ..compaction_protocols import CompactionRequest, CompactionTrigger, TriggerLike, should_compact
+from .._compaction_pass import USAGE_METADATA_KEY, TokenCountEstimator, should_compact
+from ..compaction_protocols import CompactionRequest, CompactionTrigger, TriggerLike
 from ..events import SessionEvent
 from ..exceptions import UsageError
-from ._pipeline import events_of, positive_int, split_events, tokens_of
-from .tokens import HeuristicTokenCountEstimator, TokenCountEstimator
-
-__all__ = [
-    "CompactionTrigger",
-    "ContextWindowTrigger",
-    "TokenCountTrigger",
-    "TurnCountTrigger",
-    "all_of",
-    "any_of",
-    "should_compact",
-    "usage_metadata",
-]
-
-USAGE_METADATA_KEY: Final = "usage"
-"""Metadata key of an assistant reply: ``{"input_tokens": n, "output_tokens": m}`` as the model
-reported them for the call that produced it (the memory advisor stores it)."""
-
-
-def usage_metadata(input_tokens: int, output_tokens: int) -> dict[str, JsonValue]:
-    """The event metadata that records a model call's reported usage.
-
-    Raises:
-        UsageError: a count is not an int.
-    """
-    require_int(input_tokens, "input_tokens")
-    require_int(output_tokens, "output_tokens")
-    return {USAGE_METADATA_KEY: {"input_tokens": input_tokens, "output_tokens": output_tokens}}
+from ._strategies import events_of, positive_int, split_events
+from ._tokens import estimator_or_default, tokens_of
 
 
 def _reported(event: SessionEvent) -> tuple[int, int] | None:
@@ -108,9 +64,7 @@ class TokenCountTrigger:
 
     def __init__(self, threshold: int, *, estimator: TokenCountEstimator | None = None) -> None:
         self.threshold: int = positive_int(threshold, "threshold")
-        self.estimator: TokenCountEstimator = (
-            HeuristicTokenCountEstimator() if estimator is None else require_estimator(estimator)
-        )
+        self.estimator: TokenCountEstimator = estimator_or_default(estimator)
 
     async def should_compact(self, request: CompactionRequest) -> bool:
         """Whether the budgeted events reach ``threshold`` tokens."""
@@ -121,47 +75,31 @@ class TokenCountTrigger:
         return f"TokenCountTrigger(threshold={self.threshold!r}, estimator={self.estimator!r})"
 
 
-def _check_triggers(triggers: tuple[TriggerLike, ...], name: str) -> tuple[TriggerLike, ...]:
-    if not triggers:
-        raise UsageError(f"{name}() needs at least one trigger")
-    for trigger in triggers:
-        if not (isinstance(trigger, CompactionTrigger) or callable(trigger)):
-            raise UsageError(
-                f"{name}() takes triggers or functions of the request, not {trigger!r}"
-            )
-    return triggers
+class _Combined:
+    """``any_of`` (stops at the first yes) or ``all_of`` (stops at the first no)."""
 
+    __slots__ = ("name", "triggers")
 
-class _AnyOf:
-    __slots__ = ("triggers",)
-
-    def __init__(self, triggers: tuple[TriggerLike, ...]) -> None:
+    def __init__(self, name: str, triggers: tuple[TriggerLike, ...]) -> None:
+        if not triggers:
+            raise UsageError(f"{name}() needs at least one trigger")
+        for trigger in triggers:
+            if not (isinstance(trigger, CompactionTrigger) or callable(trigger)):
+                raise UsageError(
+                    f"{name}() takes triggers or functions of the request, not {trigger!r}"
+                )
+        self.name = name
         self.triggers = triggers
 
     async def should_compact(self, request: CompactionRequest) -> bool:
+        decisive = self.name == "any_of"
         for trigger in self.triggers:
-            if await should_compact(trigger, request):
-                return True
-        return False
+            if await should_compact(trigger, request) is decisive:
+                return decisive
+        return not decisive
 
     def __repr__(self) -> str:
-        return f"any_of({', '.join(map(repr, self.triggers))})"
-
-
-class _AllOf:
-    __slots__ = ("triggers",)
-
-    def __init__(self, triggers: tuple[TriggerLike, ...]) -> None:
-        self.triggers = triggers
-
-    async def should_compact(self, request: CompactionRequest) -> bool:
-        for trigger in self.triggers:
-            if not await should_compact(trigger, request):
-                return False
-        return True
-
-    def __repr__(self) -> str:
-        return f"all_of({', '.join(map(repr, self.triggers))})"
+        return f"{self.name}({', '.join(map(repr, self.triggers))})"
 
 
 def any_of(*triggers: TriggerLike) -> CompactionTrigger:
@@ -170,7 +108,7 @@ def any_of(*triggers: TriggerLike) -> CompactionTrigger:
     Raises:
         UsageError: no triggers, or something that is neither a trigger nor a function.
     """
-    return _AnyOf(_check_triggers(triggers, "any_of"))
+    return _Combined("any_of", triggers)
 
 
 def all_of(*triggers: TriggerLike) -> CompactionTrigger:
@@ -182,7 +120,7 @@ def all_of(*triggers: TriggerLike) -> CompactionTrigger:
     Raises:
         UsageError: no triggers, or something that is neither a trigger nor a function.
     """
-    return _AllOf(_check_triggers(triggers, "all_of"))
+    return _Combined("all_of", triggers)
 
 
 class ContextWindowTrigger:
@@ -219,9 +157,7 @@ class ContextWindowTrigger:
         if isinstance(fraction, bool) or not 0 < fraction <= 1:
             raise UsageError(f"fraction must be in (0, 1], not {fraction!r}")
         self.fraction: float = float(fraction)
-        self.estimator: TokenCountEstimator = (
-            HeuristicTokenCountEstimator() if estimator is None else require_estimator(estimator)
-        )
+        self.estimator: TokenCountEstimator = estimator_or_default(estimator)
 
     @property
     def threshold(self) -> int:
@@ -244,7 +180,7 @@ class ContextWindowTrigger:
 
     async def should_compact(self, request: CompactionRequest) -> bool:
         """Whether the prompt reaches
-        [`threshold`][asyncsession.compaction.triggers.ContextWindowTrigger.threshold] tokens."""
+        [`threshold`][asyncsession.compaction.ContextWindowTrigger.threshold] tokens."""
         return self.prompt_tokens(request) >= self.threshold
 
     def __repr__(self) -> str:

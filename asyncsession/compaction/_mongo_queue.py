@@ -1,29 +1,9 @@
 """``MongoCompactionQueue``: a durable compaction queue shared by every process.
 
-Web processes submit sessions after their turns; worker processes
-([`MongoCompactionWorker`][asyncsession.compaction.MongoCompactionWorker], or the
-``asyncsession worker`` command) claim them. A crash or a deploy loses nothing queued, and
-submits from every process coalesce::
-
-    queue = MongoCompactionQueue(db, trigger=TurnCountTrigger(20))
-    await queue.ensure_indexes()
-    chat = ChatClient(client, model="gpt-4.1", sessions=service, compaction=queue)  # submits
-
-**Storage.** One document per session in one collection (``compaction_jobs`` by default), its
-``_id`` the session id. A submit is one upsert, so a session is queued once however many
-processes submit it; a submit while the session is being compacted makes it run once more
-afterwards. Finished jobs stay visible as ``done`` for ``retention`` (a TTL index removes them);
-jobs that ran out of attempts stay as ``failed`` with their last error until the next submit.
-
-**Leases.** A worker claims a job with one atomic ``find_one_and_update`` that gives it a lease
-(a random token and an expiry); it renews the lease while it works and ends the run with a write
-guarded by the token. A worker that dies stops renewing, its lease expires, and the job is
-claimed again by another worker (one more attempt). So at most one worker holds a session's
-lease at a time; the compare-and-swap on the session's version stays the safety net for a
-worker that hung past its lease.
-
-**Durability.** The collection writes with ``w="majority", j=True`` whatever the client's
-default, as the session store does.
+One document per session (``_id`` is the session id), so a submit from any process lands on one
+job: coalescing is the upsert itself. Every update is one pipeline that reads the job's own state
+in the same atomic step, and every write that ends a run is guarded by its lease token. The
+states, leases, retries and wake-ups are described on the compaction internals page.
 """
 
 from __future__ import annotations
@@ -32,7 +12,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Final, Self, cast
+from typing import Any, ClassVar, Final, Literal, Required, Self, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict
 from pymongo import AsyncMongoClient, ReturnDocument, WriteConcern
@@ -40,23 +20,40 @@ from pymongo.asynchronous.change_stream import AsyncChangeStream
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure
 
-from ..._checks import require_database, require_text, require_type
-from ..._lifecycle import Closable
-from ..._pymongo_errors import storage_errors
-from ...compaction_protocols import TriggerLike, check_trigger
-from ...exceptions import UsageError
-from ._leases import (
-    JobDoc,
-    JobState,
-    claim_filter,
-    claim_update,
-    complete_update,
-    fail_update,
-    release_update,
-    submit_update,
-)
+from .._checks import require_database, require_text, require_type
+from .._compaction_pass import check_trigger
+from .._lifecycle import Closable
+from .._pymongo_errors import storage_errors
+from ..compaction_protocols import TriggerLike
+from ..exceptions import UsageError
 
-__all__ = ["CompactionJob", "CompactionLease", "MongoCompactionQueue"]
+JobState = Literal["queued", "running", "done", "failed"]
+"""Where a compaction job is: waiting, leased by a worker, finished, or given up on."""
+
+ACTIVE_STATES: Final[tuple[JobState, ...]] = ("queued", "running")
+
+_IS_ACTIVE: Final = {"$in": ["$state", list(ACTIVE_STATES)]}
+_IS_RUNNING: Final = {"$eq": ["$state", "running"]}
+
+
+class JobDoc(TypedDict, total=False):
+    """A compaction job as stored."""
+
+    _id: Required[str]
+    state: JobState
+    dirty: bool
+    attempts: int
+    submits: int
+    enqueued_at: datetime
+    due_at: datetime
+    updated_at: datetime
+    lease_owner: str
+    lease_token: str
+    last_error: str
+    finished_at: datetime
+    applied: bool
+    purge_at: datetime
+
 
 DEFAULT_COLLECTION: Final = "compaction_jobs"
 DEFAULT_RETENTION: Final = timedelta(days=1)
@@ -75,74 +72,55 @@ def _as_utc(value: datetime) -> datetime:
 
 
 class CompactionJob(BaseModel):
-    """A session's compaction job as the queue holds it (for inspection)."""
+    """A session's compaction job as the queue holds it, for inspection: its ``state``
+    (``queued``, ``running``, ``done``, ``failed``), ``attempts`` since it was last queued
+    afresh (a run whose worker died counts), ``submits`` coalesced over its life, ``rerun``
+    (submitted while running), ``due_at`` (when it may be claimed next), the ``lease_owner``
+    while it runs, the ``last_error``, and whether the last finished run was ``applied``."""
 
     model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
 
     session_id: str
-    """The session to compact."""
     state: JobState
-    """``queued``, ``running`` (leased by a worker), ``done`` or ``failed``."""
     attempts: int
-    """Runs started since the job was last queued afresh (a run whose worker died counts)."""
     submits: int
-    """How many submits the job has coalesced, over its whole life."""
     rerun: bool
-    """Whether it was submitted while running, so it runs once more afterwards."""
     enqueued_at: datetime | None
-    """When it was last queued afresh."""
     due_at: datetime | None
-    """When it may be claimed next: now, a retry's backoff, or the end of the current lease."""
     updated_at: datetime | None
-    """The last change."""
     lease_owner: str | None
-    """The worker holding the lease while it runs."""
     last_error: str | None
-    """Why the last failed run failed."""
     finished_at: datetime | None
-    """When it last finished (``done`` or ``failed``)."""
     applied: bool | None
-    """Whether the last finished run changed the session (``False`` when the trigger was quiet,
-    the session was gone, or another writer won the compare-and-swap)."""
 
     @classmethod
     def from_doc(cls, doc: JobDoc) -> CompactionJob:
         """The job of a stored document."""
-
-        def when(key: str) -> datetime | None:
-            value: Any = doc.get(key)
-            return _as_utc(value) if isinstance(value, datetime) else None
-
+        times = ("enqueued_at", "due_at", "updated_at", "finished_at")
+        when: dict[str, Any] = {key: doc.get(key) for key in times}
         return cls(
             session_id=doc["_id"],
             state=doc.get("state", "queued"),
             attempts=doc.get("attempts", 0),
             submits=doc.get("submits", 0),
             rerun=doc.get("dirty", False),
-            enqueued_at=when("enqueued_at"),
-            due_at=when("due_at"),
-            updated_at=when("updated_at"),
             lease_owner=doc.get("lease_owner"),
             last_error=doc.get("last_error"),
-            finished_at=when("finished_at"),
             applied=doc.get("applied"),
+            **{k: _as_utc(v) if isinstance(v, datetime) else None for k, v in when.items()},
         )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompactionLease:
-    """One worker's claim on one job: only its holder may end the run."""
+    """One worker's claim on one job (``attempt`` 1 for the first run): every write that ends
+    the run must show its ``token``, so only its holder can."""
 
     session_id: str
-    """The session to compact."""
     owner: str
-    """The worker holding it."""
     token: str
-    """Names this claim; every write that ends the run must show it."""
     attempt: int
-    """Which attempt this run is (1 for the first)."""
     expires_at: datetime
-    """Until when it holds unless renewed."""
 
 
 class MongoCompactionQueue(Closable):
@@ -214,8 +192,6 @@ class MongoCompactionQueue(Closable):
         """The name of the jobs collection."""
         return self._jobs.name
 
-    # --- lifecycle ---------------------------------------------------------------------------
-
     async def ensure_indexes(self) -> None:
         """Create the indexes the queue needs; safe to call any number of times."""
         self._check_open()
@@ -223,15 +199,9 @@ class MongoCompactionQueue(Closable):
             await self._jobs.create_index([("state", 1), ("due_at", 1)])
             await self._jobs.create_index([("purge_at", 1)], expireAfterSeconds=0)
 
-    async def aclose(self) -> None:
-        """Stop using the queue; closes the client only if `from_uri` made it."""
-        await super().aclose()
-
     async def _release(self) -> None:
         if self._client is not None:
             await self._client.close()
-
-    # --- submitting and inspecting -----------------------------------------------------------
 
     async def submit(self, session_id: str) -> None:
         """Queue ``session_id`` for compaction: one upsert, coalesced across every process.
@@ -248,8 +218,24 @@ class MongoCompactionQueue(Closable):
         if not _is_id(session_id):
             raise UsageError("session_id must be a non-empty string")
         with storage_errors(f"queue session {session_id!r} for compaction"):
+            now = self.clock()
             await self._jobs.update_one(
-                {"_id": session_id}, submit_update(self.clock()), upsert=True
+                {"_id": session_id},
+                [
+                    {
+                        "$set": {
+                            "dirty": _IS_RUNNING,
+                            "state": {"$cond": [_IS_RUNNING, "running", "queued"]},
+                            "attempts": {"$cond": [_IS_ACTIVE, "$attempts", 0]},
+                            "due_at": {"$cond": [_IS_ACTIVE, "$due_at", now]},
+                            "enqueued_at": {"$cond": [_IS_ACTIVE, "$enqueued_at", now]},
+                            "submits": {"$add": [{"$ifNull": ["$submits", 0]}, 1]},
+                            "updated_at": now,
+                            "purge_at": "$$REMOVE",
+                        }
+                    }
+                ],
+                upsert=True,
             )
 
     async def get_job(self, session_id: str) -> CompactionJob | None:
@@ -296,8 +282,6 @@ class MongoCompactionQueue(Closable):
         value: Any = None if doc is None else doc.get("due_at")
         return _as_utc(value) if isinstance(value, datetime) else None
 
-    # --- the worker's side -------------------------------------------------------------------
-
     async def watch(self) -> AsyncChangeStream[JobDoc] | None:
         """A change stream of jobs becoming claimable, or ``None`` where the server has none.
 
@@ -338,8 +322,18 @@ class MongoCompactionQueue(Closable):
         token = secrets.token_hex(12)
         with storage_errors("claim a compaction job"):
             doc = await self._jobs.find_one_and_update(
-                claim_filter(now),
-                claim_update(now, lease, owner, token),
+                {"state": {"$in": list(ACTIVE_STATES)}, "due_at": {"$lte": now}},
+                {
+                    "$set": {
+                        "state": "running",
+                        "dirty": False,
+                        "due_at": now + lease,
+                        "lease_owner": owner,
+                        "lease_token": token,
+                        "updated_at": now,
+                    },
+                    "$inc": {"attempts": 1},
+                },
                 sort=[("due_at", 1)],
                 return_document=ReturnDocument.AFTER,
             )
@@ -375,27 +369,70 @@ class MongoCompactionQueue(Closable):
 
         Returns whether the lease was still held (if not, nothing was written).
         """
-        update = complete_update(self.clock(), applied=applied, retention=self.retention)
-        return await self._end(lease, update, "complete")
+        now, dirty = self.clock(), "$dirty"
+        return await self._end(
+            lease,
+            "complete",
+            now,
+            state={"$cond": [dirty, "queued", "done"]},
+            attempts={"$cond": [dirty, 0, "$attempts"]},
+            due_at=now,
+            enqueued_at={"$cond": [dirty, now, "$enqueued_at"]},
+            finished_at=now,
+            applied=applied,
+            last_error="$$REMOVE",
+            purge_at={"$cond": [dirty, "$$REMOVE", now + self.retention]},
+        )
 
     async def fail(self, lease: CompactionLease, error: str, *, retry_at: datetime | None) -> bool:
-        """End a failed run: due again at ``retry_at``, or ``failed`` for good when ``None``.
-
-        Returns whether the lease was still held.
+        """End a failed run: due again at ``retry_at``, or ``failed`` for good when ``None``
+        (queued at once, attempts reset, if it was submitted meanwhile: new events are new
+        work). Returns whether the lease was still held.
         """
-        return await self._end(lease, fail_update(self.clock(), error, retry_at), "fail")
+        now, dirty = self.clock(), "$dirty"
+        return await self._end(
+            lease,
+            "fail",
+            now,
+            state={"$cond": [dirty, "queued", "failed" if retry_at is None else "queued"]},
+            attempts={"$cond": [dirty, 0, "$attempts"]},
+            due_at={"$cond": [dirty, now, now if retry_at is None else retry_at]},
+            last_error=error,
+            **({"finished_at": now} if retry_at is None else {}),
+        )
 
     async def release(self, lease: CompactionLease) -> bool:
         """Give the job back unfinished, due at once, this attempt not counted.
 
         Returns whether the lease was still held.
         """
-        return await self._end(lease, release_update(self.clock()), "release")
+        now = self.clock()
+        return await self._end(
+            lease,
+            "release",
+            now,
+            state="queued",
+            attempts={"$max": [0, {"$subtract": ["$attempts", 1]}]},
+            due_at=now,
+        )
 
     def _held(self, lease: CompactionLease) -> dict[str, Any]:
         return {"_id": lease.session_id, "state": "running", "lease_token": lease.token}
 
-    async def _end(self, lease: CompactionLease, update: Any, verb: str) -> bool:
+    async def _end(self, lease: CompactionLease, verb: str, now: datetime, **fields: Any) -> bool:
+        """End the run held by ``lease`` with one pipeline update (it reads the job's own
+        ``dirty`` in the same atomic step); whether the lease was still held."""
+        update = [
+            {
+                "$set": {
+                    "lease_owner": "$$REMOVE",
+                    "lease_token": "$$REMOVE",
+                    **fields,
+                    "dirty": False,
+                    "updated_at": now,
+                }
+            }
+        ]
         with storage_errors(f"{verb} the compaction job of {lease.session_id!r}"):
             result = await self._jobs.update_one(self._held(lease), update)
         return result.matched_count == 1

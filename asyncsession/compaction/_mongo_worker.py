@@ -1,30 +1,6 @@
 """``MongoCompactionWorker``: one worker of a fleet draining a ``MongoCompactionQueue``.
 
-Run one per worker process (the ``asyncsession worker`` command does)::
-
-    queue = MongoCompactionQueue(db)
-    async with MongoCompactionWorker(service, TurnCountTrigger(20), strategy, queue=queue):
-        await stop.wait()          # until SIGTERM; leaving finishes the jobs it holds
-
-Design notes:
-
-- **Claims with leases.** Up to ``max_concurrency`` jobs at once, each claimed with a lease of
-  ``lease`` seconds that the worker renews every third of it while the compaction runs. A worker
-  that dies (``kill -9``, a lost machine) stops renewing; once its lease expires another worker
-  claims the job. A worker that finds its lease taken over cancels its compaction before the
-  write (the session's compare-and-swap is the safety net for the window in between).
-- **Waking.** With ``wake="auto"`` it watches the queue with a change stream where the server
-  supports one (a replica set or a sharded cluster) and polls every ``poll_interval`` seconds
-  otherwise; ``"change_stream"`` insists on one, ``"poll"`` never opens one. Either way it also
-  wakes when the soonest job becomes due (a retry's backoff, an expired lease).
-- **Retries.** A failed run is retried after ``backoff * 2 ** (attempt - 1)`` seconds (at most
-  ``max_backoff``); after ``max_attempts`` runs the job is ``failed``, with the last error, until
-  it is submitted again. A run whose worker died counts as an attempt, so a session that kills
-  its worker every time ends up ``failed`` too.
-- **Stopping.** Leaving the block (or `aclose`) stops claiming and
-  waits for the running compactions; with ``drain=False`` (or when the block raised, or the
-  caller is cancelled meanwhile) it cancels them and gives their jobs back to the queue, due at
-  once. A compaction is applied whole or not at all.
+Leases, retries, wake-ups and stopping are described on the compaction internals page.
 """
 
 from __future__ import annotations
@@ -39,21 +15,16 @@ from contextlib import suppress
 from datetime import timedelta
 from typing import Any, Final, Literal
 
-from ..._checks import require_type
-from ..._shield import shielded
-from ...compaction_protocols import CompactionResult, TriggerLike
-from ...exceptions import CompactionError, SessionNotFound, StorageError, UsageError
-from .._pipeline import check_worker_parts, positive_int
-from .._worker_lifecycle import WorkerLifecycle, report_outcome
-from ..compactor import Compactor
-from ..strategies import CompactionStrategy
-from ..worker import CompactionOutcome
-from .queue import CompactionLease, MongoCompactionQueue
-
-__all__ = ["MongoCompactionWorker", "WakeMode"]
+from .._checks import require_type
+from .._compaction_pass import CompactionOutcome, Compactor
+from .._shield import shielded
+from ..compaction_protocols import CompactionResult, CompactionStrategy, TriggerLike
+from ..exceptions import CompactionError, SessionNotFound, StorageError, UsageError
+from ._mongo_queue import CompactionLease, MongoCompactionQueue
+from ._strategies import positive_int
+from ._worker import WorkerLifecycle
 
 logger: logging.Logger = logging.getLogger("asyncsession.compaction.mongo_worker")
-"""The worker's logger; its name is the module's former path, which logging setups name."""
 
 WakeMode = Literal["auto", "change_stream", "poll"]
 """How a worker learns of new jobs: a change stream if there is one, always one, or polling."""
@@ -81,21 +52,19 @@ class MongoCompactionWorker(WorkerLifecycle):
     ``submit`` (here an ``async`` method that enqueues on the shared queue) and ``trigger``.
 
     Args:
-        service: what runs each compaction (a ``SessionService``, or any
-            [`Compactor`][asyncsession.compaction.Compactor]).
+        service: what runs each compaction (a ``SessionService``).
         trigger: decides, per session, whether to compact.
         strategy: decides what to compact.
         queue: the shared queue; borrowed (the worker never closes it).
         max_concurrency: how many jobs it holds at once.
         lease: seconds a claim holds without renewal; how long a dead worker's job waits.
-        wake: ``"auto"``, ``"change_stream"`` or ``"poll"`` (see the module notes).
+        wake: ``"auto"`` (a change stream where the server has one, else polling),
+            ``"change_stream"`` (refuse to start without one) or ``"poll"``.
         poll_interval: seconds between looks for work when polling.
         max_attempts: runs of a job before it is ``failed``.
         backoff: seconds before the first retry; doubled for each further one.
         max_backoff: the longest wait before a retry.
-        on_outcome: called with every finished run's
-            [`CompactionOutcome`][asyncsession.compaction.CompactionOutcome]; it must not
-            block, and its exceptions are logged and ignored.
+        on_outcome: called with every finished run's outcome, as `CompactionWorker`'s is.
         owner: this worker's name in the leases (default: host, pid and a random tag).
 
     Raises:
@@ -120,39 +89,20 @@ class MongoCompactionWorker(WorkerLifecycle):
         on_outcome: Callable[[CompactionOutcome], object] | None = None,
         owner: str | None = None,
     ) -> None:
-        check_worker_parts(service, trigger, strategy)
+        super().__init__(service, trigger, strategy, max_concurrency, on_outcome)
+        self._logger = logger
         require_type(queue, MongoCompactionQueue, "queue", "a MongoCompactionQueue")
-        positive_int(max_concurrency, "max_concurrency")
         positive_int(max_attempts, "max_attempts")
         if wake not in ("auto", "change_stream", "poll"):
             raise UsageError(f"wake must be 'auto', 'change_stream' or 'poll', not {wake!r}")
-        super().__init__()
-        self.service = service
-        """What runs each compaction."""
-        self.trigger = trigger
-        """Decides, per session, whether to compact."""
-        self.strategy = strategy
-        """Decides what to compact."""
         self.queue = queue
-        """The shared queue."""
-        self.max_concurrency = max_concurrency
-        """How many jobs it holds at once."""
         self.lease: timedelta = timedelta(seconds=_positive_seconds(lease, "lease"))
-        """How long a claim holds without renewal."""
         self.wake: WakeMode = wake
-        """How it was asked to learn of new jobs."""
         self.poll_interval: float = _positive_seconds(poll_interval, "poll_interval")
-        """Seconds between looks for work when polling."""
         self.max_attempts = max_attempts
-        """Runs of a job before it is failed."""
         self.backoff: float = _positive_seconds(backoff, "backoff")
-        """Seconds before the first retry."""
         self.max_backoff: float = _positive_seconds(max_backoff, "max_backoff")
-        """The longest wait before a retry."""
-        self.on_outcome = on_outcome
-        """Called with every finished run's outcome."""
         self.owner: str = owner or _default_owner()
-        """This worker's name in the leases."""
         self._stopping = False
         self._wake = asyncio.Event()
         self._wake_mode: Literal["change_stream", "poll"] | None = None
@@ -166,15 +116,6 @@ class MongoCompactionWorker(WorkerLifecycle):
         """How it learns of new jobs now; ``None`` before it starts."""
         return self._wake_mode
 
-    @property
-    def running(self) -> list[str]:
-        """The sessions it is compacting now."""
-        return list(self._running)
-
-    def retry_delay(self, attempt: int) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1 for the first)."""
-        return min(self.max_backoff, self.backoff * 2.0 ** max(0, attempt - 1))
-
     async def submit(self, session_id: str) -> None:
         """Queue ``session_id`` on the shared queue (see `MongoCompactionQueue.submit`).
 
@@ -183,8 +124,6 @@ class MongoCompactionWorker(WorkerLifecycle):
             StorageError: the database failed.
         """
         await self.queue.submit(session_id)
-
-    # --- lifecycle ---------------------------------------------------------------------------
 
     async def _prepare(self) -> None:
         stream = None if self.wake == "poll" else await self.queue.watch()
@@ -198,14 +137,6 @@ class MongoCompactionWorker(WorkerLifecycle):
         if stream is not None:
             self._watch_task = group.create_task(self._watch(stream), name="compaction-queue-watch")
         self._loop_task = group.create_task(self._loop(), name="compaction-queue-loop")
-
-    async def aclose(self, *, drain: bool = True) -> None:
-        """Stop claiming; finish the running jobs (``drain=True``) or give them back.
-
-        If the caller is cancelled while draining, the rest is given back as with
-        ``drain=False``. Calling it again waits for the first call to finish.
-        """
-        await self._shut_down(drain=drain)
 
     async def _drain(self, drain: bool) -> bool:
         self._stopping = True
@@ -231,8 +162,6 @@ class MongoCompactionWorker(WorkerLifecycle):
             tasks.append(self._watch_task)
         if tasks:
             await asyncio.wait(tasks)
-
-    # --- the loop ----------------------------------------------------------------------------
 
     async def _watch(self, stream: Any) -> None:
         try:
@@ -294,8 +223,6 @@ class MongoCompactionWorker(WorkerLifecycle):
             return cap
         return max(0.0, min(cap, (due - self.queue.clock()).total_seconds()))
 
-    # --- one job -----------------------------------------------------------------------------
-
     async def _run(self, lease: CompactionLease) -> None:
         session_id = lease.session_id
         if lease.attempt > self.max_attempts:
@@ -304,7 +231,7 @@ class MongoCompactionWorker(WorkerLifecycle):
                 "attempts: the lease of the last one expired (its worker died or hung)"
             )
             await self._end(self.queue.fail(lease, str(error), retry_at=None))
-            self._report(session_id, error=error)
+            self._ended(session_id, error=error)
             return
         work = asyncio.ensure_future(self.service.compact(session_id, self.trigger, self.strategy))
         try:
@@ -313,7 +240,7 @@ class MongoCompactionWorker(WorkerLifecycle):
             await self._give_back(lease, work)
             raise
         if held is None:  # another worker took the job over: it writes the outcome
-            self._report(session_id, error=_lost(session_id))
+            self._ended(session_id, error=_lost(session_id))
             return
         await self._record(held, work)
 
@@ -345,7 +272,7 @@ class MongoCompactionWorker(WorkerLifecycle):
         await _settle(work)
         if work.cancelled() or work.exception() is not None:
             await self._end(self.queue.release(lease))
-            self._report(lease.session_id, error=_cancelled(lease.session_id))
+            self._ended(lease.session_id, error=_cancelled(lease.session_id))
         else:  # it finished before the cancellation reached it
             await self._record(lease, work)
 
@@ -355,10 +282,10 @@ class MongoCompactionWorker(WorkerLifecycle):
         if error is None:
             result = work.result()
             await self._end(self.queue.complete(lease, applied=result.applied))
-            self._report(session_id, result=result)
+            self._ended(session_id, result=result)
         elif isinstance(error, SessionNotFound):  # deleted meanwhile: nothing left to do
             await self._end(self.queue.complete(lease, applied=False))
-            self._report(session_id, error=error)
+            self._ended(session_id, error=error)
         else:
             logger.error(
                 "Compaction of session %r failed (attempt %d of %d)",
@@ -369,10 +296,11 @@ class MongoCompactionWorker(WorkerLifecycle):
             )
             retry_at = None
             if lease.attempt < self.max_attempts:
-                retry_at = self.queue.clock() + timedelta(seconds=self.retry_delay(lease.attempt))
+                delay = min(self.max_backoff, self.backoff * 2.0 ** (lease.attempt - 1))
+                retry_at = self.queue.clock() + timedelta(seconds=delay)
             message = f"{type(error).__name__}: {error}"
             await self._end(self.queue.fail(lease, message, retry_at=retry_at))
-            self._report(session_id, error=error)
+            self._ended(session_id, error=error)
 
     async def _end(self, write: Any) -> None:
         try:
@@ -385,16 +313,14 @@ class MongoCompactionWorker(WorkerLifecycle):
         if not held:
             logger.warning("A compaction job's lease was taken over before its end was recorded")
 
-    def _report(
+    def _ended(
         self,
         session_id: str,
         *,
         result: CompactionResult | None = None,
         error: BaseException | None = None,
     ) -> None:
-        if self.on_outcome is not None:
-            outcome = CompactionOutcome(session_id=session_id, result=result, error=error)
-            report_outcome(self.on_outcome, outcome, logger)
+        self._report(CompactionOutcome(session_id=session_id, result=result, error=error))
 
     def __repr__(self) -> str:
         return (

@@ -1,127 +1,153 @@
-"""``CompactionWorker``: compaction off the request path, in background tasks you own.
+"""The in-process compaction worker, and what it shares with the MongoDB one.
 
-Summarization is a slow model call; an application should not make its user wait for it. Submit
-the session id after a turn and let the worker compact it in the background::
-
-    async with CompactionWorker(service, TurnCountTrigger(20), strategy) as worker:
-        ...
-        worker.submit(session_id)          # returns at once
-        ...
-    # leaving the block waits for submitted work (drain); on an error it cancels it
-
-Design notes:
-
-- **Bounded concurrency.** ``max_concurrency`` consumer tasks read session ids from one queue (an
-  unbounded anyio memory stream, so `submit` never blocks); at most that
-  many compactions run at once.
-- **Coalescing.** A session is never queued twice: submitting a queued session returns the
-  ticket it already has. Submitting a session while it is being compacted schedules exactly one
-  more run after the current one (the new events deserve a look), however often it is submitted
-  meanwhile. So one session never runs twice at once in one worker.
-- **Safe shutdown.** `aclose` drains (runs everything submitted) or, with
-  ``drain=False``, drops what is queued and cancels what runs. A cancelled compaction is
-  interrupted before its write or not at all: the repository applies a plan with one atomic
-  compare-and-swap, and that write runs to completion even when its task is cancelled.
-- **Observable.** Every submit returns a
-  [`CompactionTicket`][asyncsession.compaction.CompactionTicket] to await; ``on_outcome`` sees
-  every finished compaction; failures are logged and never stop the worker.
-- **Many workers are safe.** Workers in other processes (or several workers here) may compact
-  the same session at once: each reads the session's version with the events and applies its
-  plan only if the version is unchanged, so exactly one plan applies per version and the others
-  are no-ops.
-- **In process memory.** A crash or a deploy drops what is queued, and workers in different
-  processes do not coalesce: for that, use the durable
-  [`MongoCompactionQueue`][asyncsession.compaction.MongoCompactionQueue] with
-  [`MongoCompactionWorker`][asyncsession.compaction.MongoCompactionWorker] processes, which
-  share this worker's interface (``submit``, ``trigger``, the async context manager).
+`CompactionWorker` compacts submitted sessions in background tasks it owns: coalescing (a
+session is queued once; one submitted while it runs runs once more afterwards), bounded
+concurrency, drain or cancel on exit. `WorkerLifecycle` is the start-once, stop-once async
+context manager both workers are; `Compactor` and `CompactionQueue` are what a worker needs
+(``SessionService.compact``) and what the turn hands finished turns to (any worker or queue).
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from types import TracebackType
+from typing import Self
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ..compaction_protocols import CompactionResult, TriggerLike
+from .._checks import require_compactor
+from .._compaction_pass import (
+    CompactionOutcome,
+    CompactionTicket,
+    Compactor,
+    check_strategy,
+    check_trigger,
+)
+from ..compaction_protocols import CompactionResult, CompactionStrategy, TriggerLike
 from ..exceptions import CompactionError, UsageError
-from ._pipeline import check_worker_parts, positive_int
-from ._worker_lifecycle import WorkerLifecycle, WorkerState, report_outcome
-from .compactor import Compactor
-from .strategies import CompactionStrategy
+from ._strategies import positive_int
 
-__all__ = ["CompactionOutcome", "CompactionTicket", "CompactionWorker"]
-
-logger: logging.Logger = logging.getLogger(__name__)
+logger: logging.Logger = logging.getLogger("asyncsession.compaction.worker")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CompactionOutcome:
-    """How one compaction run ended: with a result, or with an error."""
+class WorkerState(enum.Enum):
+    """Where a worker is in its life; the value is how messages and ``repr`` name it."""
 
-    session_id: str
-    """The session that was compacted."""
-    result: CompactionResult | None = None
-    """What ``SessionService.compact`` returned; ``None`` when it failed or was cancelled."""
-    error: BaseException | None = None
-    """Why it failed; a ``CompactionError`` when the worker dropped or cancelled it."""
-
-    @property
-    def ok(self) -> bool:
-        """Whether the compaction ran to the end (whether or not it changed anything)."""
-        return self.error is None
+    UNOPENED = "not started"
+    OPEN = "open"
+    CLOSING = "closing"
+    CLOSED = "closed"
 
 
-class CompactionTicket:
-    """A handle on one requested compaction of a session; coalesced submits share one ticket."""
+class WorkerLifecycle:
+    """What both workers share: their parts, starting once with ``async with``, stopping once
+    (`_shut_down`), and reporting outcomes. A worker fills in `_prepare` (before any task
+    starts; it may refuse to start), `_launch` (start its tasks), `_drain` (wait for the work,
+    all of it with ``drain``; whether all of it ended) and `_stop` (cancel what is left)."""
 
-    __slots__ = ("_done", "_outcome", "session_id")
+    def __init__(
+        self,
+        service: Compactor,
+        trigger: TriggerLike,
+        strategy: CompactionStrategy,
+        max_concurrency: int,
+        on_outcome: Callable[[CompactionOutcome], object] | None,
+    ) -> None:
+        require_compactor(service, "service")
+        self.service = service
+        """What runs each compaction."""
+        self.trigger = check_trigger(trigger, "trigger")
+        """Decides, per session, whether to compact (a submitter may ask it first)."""
+        self.strategy = check_strategy(strategy, "strategy")
+        """Decides what to compact."""
+        self.max_concurrency = positive_int(max_concurrency, "max_concurrency")
+        """How many compactions may run at once."""
+        self.on_outcome = on_outcome
+        """Called with every finished run's outcome."""
+        self._logger = logger
+        self._state = WorkerState.UNOPENED
+        self._stopped = asyncio.Event()
+        self._task_group: asyncio.TaskGroup | None = None
 
-    def __init__(self, session_id: str) -> None:
-        self.session_id: str = session_id
-        """The session to compact."""
-        self._done = asyncio.Event()
-        self._outcome: CompactionOutcome | None = None
+    async def _prepare(self) -> None:
+        pass
 
-    def done(self) -> bool:
-        """Whether the compaction has finished, failed, or was dropped."""
-        return self._outcome is not None
+    def _launch(self, group: asyncio.TaskGroup) -> None:
+        raise NotImplementedError
 
-    @property
-    def outcome(self) -> CompactionOutcome | None:
-        """How it ended; ``None`` while it is pending."""
-        return self._outcome
+    async def _drain(self, drain: bool) -> bool:
+        raise NotImplementedError
 
-    async def wait(self) -> CompactionOutcome:
-        """Wait for the compaction to end, and return how it ended (never raises its error)."""
-        await self._done.wait()
-        assert self._outcome is not None
-        return self._outcome
+    async def _stop(self, *, cancel: bool) -> None:
+        raise NotImplementedError
 
-    async def result(self) -> CompactionResult:
-        """Wait for the compaction to end, and return its result.
+    async def __aenter__(self) -> Self:
+        if self._state is not WorkerState.UNOPENED:
+            raise UsageError(
+                f"This {type(self).__name__} is {self._state.value}; a worker can be started "
+                "only once"
+            )
+        await self._prepare()
+        self._task_group = asyncio.TaskGroup()
+        await self._task_group.__aenter__()
+        self._launch(self._task_group)
+        self._state = WorkerState.OPEN
+        return self
 
-        Raises:
-            CompactionError: the worker dropped or cancelled the compaction at shutdown.
-            Exception: whatever ``SessionService.compact`` raised.
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        assert self._task_group is not None
+        try:
+            await self._shut_down(drain=exc_type is None)
+        finally:
+            # The tasks are done or being awaited; the body's exception is not passed in, so it
+            # propagates as it is instead of wrapped in an ExceptionGroup.
+            await self._task_group.__aexit__(None, None, None)
+
+    async def aclose(self, *, drain: bool = True) -> None:
+        """Stop taking work, then finish it (``drain=True``) or drop and cancel it.
+
+        If the caller is cancelled while draining, the rest is cancelled as with
+        ``drain=False``. Cancelled compactions end before their write or after it, never
+        half-way. Calling it again waits for the first call to finish.
         """
-        outcome = await self.wait()
-        if outcome.error is not None:
-            raise outcome.error
-        assert outcome.result is not None
-        return outcome.result
+        await self._shut_down(drain=drain)
 
-    def _resolve(self, outcome: CompactionOutcome) -> None:
-        self._outcome = outcome
-        self._done.set()
+    async def _shut_down(self, *, drain: bool) -> None:
+        if self._state is WorkerState.UNOPENED:
+            self._state = WorkerState.CLOSED
+            self._stopped.set()
+            return
+        if self._state is not WorkerState.OPEN:
+            await self._stopped.wait()
+            return
+        self._state = WorkerState.CLOSING
+        drained = False
+        try:
+            drained = await self._drain(drain)
+        finally:
+            try:
+                await self._stop(cancel=not drained)
+            finally:
+                self._state = WorkerState.CLOSED
+                self._stopped.set()
 
-    def __repr__(self) -> str:
-        state = "pending" if self._outcome is None else ("ok" if self._outcome.ok else "failed")
-        return f"<CompactionTicket session_id={self.session_id!r} {state}>"
+    def _report(self, outcome: CompactionOutcome) -> None:
+        if self.on_outcome is None:
+            return
+        try:
+            self.on_outcome(outcome)
+        except Exception:
+            self._logger.exception("on_outcome callback of the compaction worker raised")
 
 
 class CompactionWorker(WorkerLifecycle):
@@ -133,14 +159,13 @@ class CompactionWorker(WorkerLifecycle):
 
     Args:
         service: what runs each compaction: a ``SessionService``, or anything with its
-            ``compact(session_id, trigger, strategy)`` (a
-            [`Compactor`][asyncsession.compaction.Compactor]).
+            ``compact(session_id, trigger, strategy)``.
         trigger: decides, per session, whether to compact (see ``SessionService.compact``).
         strategy: decides what to compact.
         max_concurrency: how many compactions may run at once.
-        on_outcome: called with every finished run's
-            [`CompactionOutcome`][asyncsession.compaction.CompactionOutcome] (also for dropped
-            work); it must not block. Its exceptions are logged and ignored.
+        on_outcome: called with every finished run's ``CompactionOutcome`` (``session_id``,
+            ``result``, ``error``, ``ok``), also for dropped work; it must not block. Its
+            exceptions are logged and ignored.
 
     Raises:
         UsageError: ``service``, ``trigger`` or ``strategy`` is not one, or ``max_concurrency``
@@ -156,19 +181,7 @@ class CompactionWorker(WorkerLifecycle):
         max_concurrency: int = 4,
         on_outcome: Callable[[CompactionOutcome], object] | None = None,
     ) -> None:
-        check_worker_parts(service, trigger, strategy)
-        positive_int(max_concurrency, "max_concurrency")
-        super().__init__()
-        self.service = service
-        """What runs each compaction."""
-        self.trigger = trigger
-        """Decides, per session, whether to compact (the turn advisor asks it first)."""
-        self.strategy = strategy
-        """Decides what to compact."""
-        self.max_concurrency = max_concurrency
-        """How many compactions may run at once."""
-        self.on_outcome = on_outcome
-        """Called with every finished run's outcome."""
+        super().__init__(service, trigger, strategy, max_concurrency, on_outcome)
         self._cancelling = False
         self._queued: dict[str, CompactionTicket] = {}
         self._running: dict[str, CompactionTicket] = {}
@@ -179,8 +192,6 @@ class CompactionWorker(WorkerLifecycle):
         self._send: MemoryObjectSendStream[str] | None = None
         self._receive: MemoryObjectReceiveStream[str] | None = None
 
-    # --- lifecycle ---------------------------------------------------------------------------
-
     async def _prepare(self) -> None:
         self._send, self._receive = anyio.create_memory_object_stream[str](math.inf)
 
@@ -189,16 +200,6 @@ class CompactionWorker(WorkerLifecycle):
             group.create_task(self._consume(), name=f"compaction-worker-{index}")
             for index in range(self.max_concurrency)
         ]
-
-    async def aclose(self, *, drain: bool = True) -> None:
-        """Stop accepting work, then finish it (``drain=True``) or drop and cancel it.
-
-        Draining runs everything submitted, including the extra runs coalescing scheduled. If
-        the caller is cancelled while draining, the rest is cancelled as with ``drain=False``.
-        Cancelled compactions end before their write or after it, never half-way. Calling it
-        again waits for the first call to finish.
-        """
-        await self._shut_down(drain=drain)
 
     async def _drain(self, drain: bool) -> bool:
         if drain:
@@ -224,8 +225,6 @@ class CompactionWorker(WorkerLifecycle):
                 await asyncio.wait(self._consumers)
         finally:
             self._receive.close()
-
-    # --- work --------------------------------------------------------------------------------
 
     def submit(self, session_id: str) -> CompactionTicket:
         """Ask for a compaction of ``session_id``; returns at once.
@@ -301,7 +300,7 @@ class CompactionWorker(WorkerLifecycle):
     ) -> None:
         outcome = CompactionOutcome(session_id=ticket.session_id, result=result, error=error)
         ticket._resolve(outcome)  # pyright: ignore[reportPrivateUsage]  # the worker owns it
-        report_outcome(self.on_outcome, outcome, logger)
+        self._report(outcome)
 
     def _update_idle(self) -> None:
         if not (self._queued or self._running or self._rerun):
