@@ -35,6 +35,7 @@ from typing import Annotated, Final, cast
 
 from pydantic import Field
 
+from .._offload import OffloadedBody
 from .._telemetry import tool_span
 from ..chat import APPROVAL_REQUIRED, RETURN_DIRECT, ChatResponse
 from ..events import EventType, SessionEvent
@@ -50,7 +51,7 @@ from ..messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from ..repository import OffloadedBody, SessionRepository
+from ..repository import SessionRepository
 from ..tools import Tool
 
 __all__ = [

@@ -17,8 +17,8 @@ from typing import Any
 
 from pymongo import AsyncMongoClient
 
-from ..erasure import ErasureReport, MongoErasureLedger, UserEraser
 from ..memory import MongoMemoryStore
+from ..repository import ErasureReport
 from ._command import Command, Context
 from ._encryption import ENCRYPTION_ENV
 from ._errors import EXIT_OK, EXIT_USAGE, Failure
@@ -106,17 +106,11 @@ async def _erase(ctx: Context) -> int:
             "content in backups stay readable"
         )
     async with _client(ctx) as client:
-        database = client[ctx.options.db]
-        eraser = UserEraser(
-            ctx.repository,
-            ledger=MongoErasureLedger(database),
-            keys=keys,
-            memories=MongoMemoryStore(database, scope="-", collection=ctx.args.memories),
-        )
+        memories = MongoMemoryStore(client[ctx.options.db], scope="-", collection=ctx.args.memories)
         if user_id is not None:
-            _emit_report(ctx, await eraser.erase_user(user_id))
+            _emit_report(ctx, await ctx.repository.erase_user(user_id, memories=memories))
         else:
-            reports = await eraser.finish_pending()
+            reports = await ctx.repository.finish_erasures(memories=memories)
             for report in reports:
                 _emit_report(ctx, report)
             if not reports:

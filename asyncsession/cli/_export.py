@@ -11,10 +11,11 @@ import json
 
 import anyio
 
+from .._offload import OffloadedBody
 from ..events import SessionEvent
 from ..exceptions import SessionNotFound
 from ..filters import EventFilter
-from ..repository import OffloadedBody, SessionRepository
+from ..repository import SessionRepository
 from ._command import Command, Context
 from ._errors import EXIT_OK
 

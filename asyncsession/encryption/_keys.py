@@ -69,10 +69,9 @@ class UserKeys:
     """Each user's data key in one key vault: encrypt and decrypt their values, erase them.
 
     Built by the stores from an `EncryptionOptions`; build one yourself to share a key cache
-    between stores of a process, for `asyncsession.erasure.UserEraser`, or to encrypt values of
-    your own. ``client`` is the MongoDB client of the deployment that holds the key vault
-    (borrowed, never closed); without one, the keys live in this process (local master keys
-    only), as the in-memory stores keep theirs.
+    between stores of a process, or to encrypt values of your own. ``client`` is the MongoDB
+    client of the deployment that holds the key vault (borrowed, never closed); without one,
+    the keys live in this process (local master keys only), as the in-memory stores keep theirs.
 
     A user's data key is created on their first encryption, with the alternate name
     ``asyncsession:user:<user_id>``; MongoDB's unique index on ``keyAltNames`` (created before

@@ -44,6 +44,7 @@ from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
 from .._checks import require_event, require_service, require_text, require_type
+from .._offload import OffloadedBody
 from ..events import CreateSessionRequest, EventType, Session, SessionEvent
 from ..exceptions import SessionExists, SessionNotFound, UsageError
 from ..filters import EventFilter
@@ -55,7 +56,6 @@ from ..messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from ..repository import OffloadedBody
 from ..service import SessionService
 from ._loops import StoreLoop
 

@@ -27,6 +27,7 @@ from typing import Any, cast, overload
 from bson.binary import Binary
 from pymongo import AsyncMongoClient
 
+from .._offload import content_json
 from .._view import ReadLog
 from ..encryption import EncryptionOptions, UserKeys
 from ..events import EventType, SessionEvent
@@ -34,7 +35,6 @@ from ..exceptions import InvalidFilter, UsageError
 from ..filters import EventFilter
 from ..messages import MessageType
 from ..rewinds import RewindRecord
-from ._offload import content_json
 
 __all__ = [
     "LogView",

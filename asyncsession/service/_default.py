@@ -45,7 +45,7 @@ from ..exceptions import InvalidFilter, SessionExists, SessionNotFound, StorageE
 from ..filters import EventFilter, EventQuery
 from ..messages import Message
 from ..repository import Lease, SessionRepository, SessionSnapshot
-from ..rewinds import RewindRecord, rewind_event
+from ..rewinds import RewindRecord
 from ._protocol import SessionService
 
 __all__ = ["DefaultSessionService"]
@@ -434,7 +434,9 @@ class DefaultSessionService(ForwardsLoop, SessionService):
             if located is None:
                 raise SessionNotFound(session_id)
             point, version = located
-            event = rewind_event(session_id, point, version, event_id=fixed)
+            event = RewindRecord(to=point, from_version=version).to_event(
+                session_id, event_id=fixed
+            )
             if await self.repository.append_events(session_id, [event], version):
                 return RewindRecord.from_event(event)
             # another writer appended first: wait out its burst a little longer each time

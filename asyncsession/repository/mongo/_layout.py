@@ -23,10 +23,10 @@ from pymongo import ASCENDING, WriteConcern
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 
+from ..._offload import Offloading
 from ...encryption import UserKeys
 from ...events import ForkPoint, Session, SessionEvent
 from ...exceptions import UsageError
-from .._offload import Offloading
 
 __all__ = [
     "ATTRIBUTES",
@@ -91,7 +91,7 @@ SESSIONS: Final = "sessions"
 COMMITS: Final = "session_commits"
 """The default collection of commit documents: one per committed append."""
 ERASURES: Final = "erasures"
-"""The default collection of the erasures ledger (`asyncsession.erasure.MongoErasureLedger`)."""
+"""The default collection of the erasures ledger (`_erasure.Ledger`)."""
 BODIES: Final = "session_bodies"
 """The default GridFS bucket of offloaded bodies (collections ``session_bodies.files`` and
 ``session_bodies.chunks``): one file per offloaded event, its id ``<session id>\x00<event

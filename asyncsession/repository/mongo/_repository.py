@@ -35,6 +35,7 @@ from pymongo.errors import PyMongoError
 
 from ..._checks import require_database
 from ..._lifecycle import Closable
+from ..._offload import DEFAULT_OFFLOAD_THRESHOLD, DEFAULT_PREVIEW_CHARS, Offloading
 from ..._pymongo_errors import storage_errors
 from ..._shield import shielded
 from ..._version import __version__
@@ -44,10 +45,9 @@ from ...exceptions import SessionNotFound
 from ...filters import EventFilter
 from ...memory import MemoryStore
 from ...rewinds import LogPoint
-from .._erasure import ErasureReport, MongoErasureLedger, UserEraser
+from .._erasure import ErasureReport, Ledger, UserEraser
 from .._metadata_index import DEFAULT_LIMIT, check_lookup
 from .._metadata_index import indexed_keys as _indexed_keys
-from .._offload import DEFAULT_OFFLOAD_THRESHOLD, DEFAULT_PREVIEW_CHARS, Offloading
 from .._protocol import (
     Lease,
     SessionRepository,
@@ -216,9 +216,9 @@ class MongoSessionRepository(Closable, SessionRepository):
             deployment). The indexed metadata values stay readable. Give every store of a
             process the same setting (or the same `UserKeys`).
         offload_threshold: events whose content takes more bytes than this as JSON go whole to
-            the GridFS bucket ``bodies_bucket``, the log keeping a preview (see
-            [`OffloadedBody`][asyncsession.repository.OffloadedBody]); ``None``: never. Needs a
-            PyMongo database (with Motor, bodies stay in their commit).
+            the GridFS bucket ``bodies_bucket``, the log keeping a preview
+            (`SessionRepository.read_body`); ``None``: never. Needs a PyMongo database (with
+            Motor, bodies stay in their commit).
         preview_chars: how many characters of each text a preview keeps.
         bodies_bucket: the GridFS bucket of offloaded bodies.
         erasures_collection: the collection of the erasures ledger
@@ -281,7 +281,7 @@ class MongoSessionRepository(Closable, SessionRepository):
             offloading=offloading,
             bucket=Bucket(database, content.bodies_bucket) if native and offloading else None,
         )
-        self._ledger = MongoErasureLedger(database, collection=content.erasures_collection)
+        self._ledger = Ledger(database.get_collection(content.erasures_collection))
 
     @classmethod
     def from_uri(
@@ -548,10 +548,9 @@ class MongoSessionRepository(Closable, SessionRepository):
         with their events, offloaded bodies and leases, and, given ``memories`` (a memory store
         of any scope), their memory files.
 
-        A [`UserEraser`][asyncsession.repository.UserEraser] over this store, its data keys and
-        the ledger in ``erasures_collection``: from the moment the key is deleted nothing of the
-        user's can be decrypted, backups included; an erasure interrupted anywhere is finished
-        by the next call, by
+        The erasure is recorded in the ledger (``erasures_collection``) before anything is
+        deleted: from the moment the key is deleted nothing of the user's can be decrypted,
+        backups included; an erasure interrupted anywhere is finished by the next call, by
         [`finish_erasures`][asyncsession.repository.mongo.MongoSessionRepository.finish_erasures]
         or by ``asyncsession erase-user --pending``. Runs to its end even if cancelled.
         """
@@ -564,7 +563,7 @@ class MongoSessionRepository(Closable, SessionRepository):
         return await self._eraser(memories).finish_pending()
 
     def _eraser(self, memories: MemoryStore | None) -> UserEraser:
-        return UserEraser(self, ledger=self._ledger, keys=self._store.keys, memories=memories)
+        return UserEraser(self, self._ledger, self._store.keys, memories)
 
     # --- leases ----------------------------------------------------------------------------------
 

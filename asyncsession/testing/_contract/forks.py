@@ -17,7 +17,7 @@ from ...exceptions import SessionExists, SessionNotFound, UsageError
 from ...filters import EventFilter
 from ...messages import ToolResponse, ToolResponseMessage
 from ...repository import Lease, SessionRepository
-from ...rewinds import LogPoint, RewindRecord, rewind_event
+from ...rewinds import LogPoint, RewindRecord
 from ._support import ContractBase, assistant, labels, new_id, user
 
 __all__ = ["ForkContract"]
@@ -52,7 +52,7 @@ class ForkContract(ContractBase):
         located = await repo.locate(session_id, at=at, before=before)
         assert located is not None
         point, version = located
-        event = rewind_event(session_id, point, version)
+        event = RewindRecord(to=point, from_version=version).to_event(session_id)
         assert await repo.append_events(session_id, [event], version)
         return RewindRecord.from_event(event)
 
@@ -466,7 +466,9 @@ class ForkContract(ContractBase):
             located = await repository.locate(s, at=1)
             assert located is not None
             point, version = located
-            return await repository.append_events(s, [rewind_event(s, point, version)], version)
+            return await repository.append_events(
+                s, [RewindRecord(to=point, from_version=version).to_event(s)], version
+            )
 
         wins = await asyncio.gather(*(write(i) for i in range(30)), *(rewind() for _ in range(30)))
         version = await repository.get_event_version(s)

@@ -14,6 +14,12 @@ from typing import ClassVar
 import pytest
 from pydantic import JsonValue
 
+from ..._offload import (
+    DEFAULT_OFFLOAD_THRESHOLD,
+    DEFAULT_PREVIEW_CHARS,
+    OFFLOADED,
+    OffloadedBody,
+)
 from ...compaction_protocols import CompactionRecord
 from ...events import EventType, SessionEvent, utc_now
 from ...exceptions import EventTooLarge, UsageError
@@ -25,13 +31,7 @@ from ...messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from ...repository import (
-    DEFAULT_OFFLOAD_THRESHOLD,
-    DEFAULT_PREVIEW_CHARS,
-    OFFLOADED,
-    OffloadedBody,
-    SessionRepository,
-)
+from ...repository import SessionRepository
 from ._support import ContractBase, boundary, event, new_id, user
 
 __all__ = ["OffloadContract"]
