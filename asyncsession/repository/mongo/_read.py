@@ -25,11 +25,13 @@ import inspect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
+from operator import attrgetter
 from typing import Any, Final, cast, overload
 
 from pymongo import DESCENDING
-from pymongo.asynchronous.collection import AsyncCollection
 
+from ..._pymongo_compat import aggregate
 from ..._pymongo_errors import storage_errors
 from ..._view import BOUNDARY_TYPES, Incomplete, ReadLog
 from ...events import EventType, Session, SessionEvent
@@ -37,16 +39,6 @@ from ...filters import EventFilter
 from ...rewinds import RewindRecord
 from .._protocol import Lease, SessionSnapshot
 from ._content import open_commits, open_session
-from ._forks import (
-    Lineage,
-    commits_query,
-    events_of,
-    forget_lineage,
-    known_lineage,
-    lineage_of,
-    note_lineage,
-    owns,
-)
 from ._layout import (
     BASE,
     COMMIT,
@@ -65,13 +57,19 @@ from ._layout import (
     TYPE,
     USER_ID,
     Doc,
+    Lineage,
     Store,
     as_utc,
+    commits_query,
     event_from_doc,
+    events_of,
+    lineage_of,
+    owns,
     session_from_doc,
 )
 
 __all__ = [
+    "union",
     "IN_CHUNK",
     "Commit",
     "Suffix",
@@ -175,51 +173,46 @@ def lease_from_doc(doc: Doc | None) -> Lease | None:
     return Lease(holder=str(fields[HOLDER]), expires_at=as_utc(fields[EXPIRES_AT]))
 
 
-def _commit(doc: Doc, lineage: Lineage) -> Commit:
-    own = doc[SESSION] == lineage.session
-    events = events_of(lineage, doc)
-    return Commit(number=doc[COMMIT], events=events, lease=lease_from_doc(doc), own=own)
-
-
 def _commits(docs: list[Doc], lineage: Lineage) -> list[Commit]:
     """The commits of the log among ``docs``, oldest first."""
-    return sorted((_commit(d, lineage) for d in docs if owns(lineage, d)), key=lambda c: c.number)
+    commits: list[Commit] = []
+    for doc in docs:
+        if owns(lineage, doc):
+            own = doc[SESSION] == lineage.session
+            events = doc[EVENTS] if own else events_of(lineage, doc)
+            lease = lease_from_doc(doc) if LEASE in doc else None
+            commits.append(Commit(doc[COMMIT], events, lease, own))
+    commits.sort(key=attrgetter("number"))
+    return commits
 
 
-async def _union(store: Store, session_id: str, pipeline: list[Doc]) -> list[Doc]:
-    """The commits ``pipeline`` selects and the session document: one aggregate where the
-    server runs ``$unionWith``, else two reads.
+async def union(store: Store, session_id: str, *pipelines: list[Doc]) -> list[Doc]:
+    """The commits each pipeline selects, then the session document: one aggregate where the
+    server runs ``$unionWith``, else one read each.
 
     The commits come first and the session document is unioned onto them: a server that does
     not serve a ``$unionWith`` subpipeline from an index (the test server scans the collection
     it names) then scans the sessions, not the far larger commits."""
     if not store.double:
-        stages: list[Doc] = [
-            *pipeline,
-            {
-                "$unionWith": {
-                    "coll": store.sessions.name,
-                    "pipeline": [{"$match": {ID: session_id}}],
-                }
-            },
-        ]
+        stages = [*pipelines[0]]
+        for pipeline in pipelines[1:]:
+            stages.append({"$unionWith": {"coll": store.commits.name, "pipeline": pipeline}})
+        session = [{"$match": {ID: session_id}}]
+        stages.append({"$unionWith": {"coll": store.sessions.name, "pipeline": session}})
         try:
-            return await _aggregate(store.commits, stages)
+            cursor: Any = store.commits.aggregate(stages)
+            if inspect.isawaitable(cursor):  # PyMongo's is a coroutine, Motor's its cursor
+                cursor = await cursor
+            docs: list[Doc] = await cursor.to_list(None)
+            return docs
         except NotImplementedError:  # mongomock-motor
             store.double = True
-    session = await store.sessions.find_one({ID: session_id})
-    if session is None:
+    found = await store.sessions.find_one({ID: session_id})
+    if found is None:
         return []
-    return [session, *await _aggregate(store.commits, pipeline)]
-
-
-async def _aggregate(collection: AsyncCollection[Doc], pipeline: list[Doc]) -> list[Doc]:
-    """The documents an aggregate returns (PyMongo's ``aggregate`` is a coroutine, Motor's
-    returns its cursor)."""
-    cursor: Any = collection.aggregate(pipeline)
-    if inspect.isawaitable(cursor):
-        cursor = await cursor
-    docs: list[Doc] = await cursor.to_list(None)
+    docs = [found]
+    for pipeline in pipelines:
+        docs += await aggregate(store.commits, pipeline)
     return docs
 
 
@@ -244,7 +237,7 @@ async def first_read(
     boundary); ``None`` if the session does not exist. With encryption on, ``search`` is a text
     search whose candidates alone are kept (see `_content.open_commits`)."""
     known = store.newest.get(session_id)
-    cached = known_lineage(store, session_id)
+    cached = store.lineages.get(session_id)
     if known is not None and (cached is None or cached.incarnation != known.incarnation):
         known = None  # a range needs the lineage it ranges over
     assumed = cached or Lineage(session_id, -1)
@@ -253,23 +246,28 @@ async def first_read(
     if span is not None and not sort:
         assert known is not None
         low = max(1, (known.commit if as_of is None else as_of) - span + 1)
-    pipeline: list[Doc] = [{"$match": _narrowed(commits_query(assumed, low, as_of), prefilter)}]
+    query = commits_query(assumed, low, as_of)
+    pipeline: list[Doc] = [{"$match": query if prefilter is None else _narrowed(query, prefilter)}]
     if sort:
         pipeline += [{"$sort": {COMMIT: DESCENDING}}, {"$limit": span}]
     with storage_errors(f"read session {session_id!r}"):
-        docs = await _union(store, session_id, pipeline)
-        session_doc = next((d for d in docs if COMMIT not in d), None)
+        session_doc: Doc | None = None
+        others: list[Doc] = []
+        for doc in await union(store, session_id, pipeline):
+            if COMMIT in doc:
+                others.append(doc)
+            else:
+                session_doc = doc
         if session_doc is None or session_doc.get(RETAINED):
             store.newest.forget(session_id)
-            forget_lineage(store, session_id)
+            store.lineages.forget(session_id)
             return None
         lineage = lineage_of(session_doc)
         if cached is not None and cached != lineage:  # created again since: read it afresh
             store.newest.forget(session_id)
-            forget_lineage(store, session_id)
+            store.lineages.forget(session_id)
             return await first_read(store, session_id, span, prefilter, as_of, search)
-        others = [d for d in docs if COMMIT in d]
-        mine = [d for d in others if owns(lineage, d)]
+        mine = list(filter(partial(owns, lineage), others))
         if not mine and known is not None and known.commit > lineage.base and not sort:
             store.newest.forget(session_id)  # another incarnation: the numbers meant nothing
             return await first_read(store, session_id, span, prefilter, as_of, search)
@@ -294,11 +292,13 @@ async def first_read(
     if commits:
         version = max(version, commits[-1].number)
     density = None
-    own = [c for c in commits if c.own]
-    if own and prefilter is None:  # the median of the newest few: a bulk append is rare
-        counts = sorted(len(c.events) for c in own[-8:])
-        density = float(counts[len(counts) // 2])
-    note_lineage(store, lineage)
+    if prefilter is None:  # the median of the newest few own commits: a bulk append is rare
+        counts: list[int] = []
+        for commit in reversed(commits):
+            if commit.own and len(counts) < 8:
+                counts.append(len(commit.events))
+        density = float(sorted(counts)[len(counts) // 2]) if counts else None
+    store.lineages.put(session_id, lineage)
     store.newest.note(session_id, lineage.incarnation, version, density)
     return Suffix(
         session=session_from_doc(session_doc),
@@ -377,17 +377,22 @@ async def _by_id(store: Store, suffix: Suffix, ids: Sequence[str]) -> list[Sessi
 
 def _log(suffix: Suffix, detached: list[SessionEvent]) -> ReadLog:
     """What the derivation reads: ``detached`` events fetched by id, then the commits read."""
-    stored = [e for c in suffix.commits for e in c.events]
-    events = _Decoded(detached, stored, suffix.session.id)
+    stored: list[Doc] = []
     last: dict[int, int] = {}
-    index = len(detached) - 1
+    positions: dict[str, int] = {}
+    boundaries: list[int] = []
+    for index, event in enumerate(detached):
+        positions[event.id] = index
+    index = len(detached)
     for commit in suffix.commits:
-        index += len(commit.events)
-        last[commit.number] = index
-    start = len(detached)
-    positions = {e.id: i for i, e in enumerate(detached)}
-    positions.update((e[EVENT_ID], start + i) for i, e in enumerate(stored))
-    boundaries = [start + i for i, e in enumerate(stored) if e[TYPE] in _BOUNDARY_NAMES]
+        for doc in commit.events:
+            stored.append(doc)
+            positions[doc[EVENT_ID]] = index
+            if doc[TYPE] in _BOUNDARY_NAMES:
+                boundaries.append(index)
+            index += 1
+        last[commit.number] = index - 1
+    events = _Decoded(detached, stored, suffix.session.id)
     return ReadLog(
         events,
         positions,
