@@ -1,19 +1,5 @@
-"""What a commit holds of its events' content: encrypted or in clear, whole or a preview.
-
-**Encryption.** With a key setting, each event's ``body`` is one value encrypted with the data
-key of the session's owner (`asyncsession.encryption.UserKeys`), and so is a session's
-``metadata`` when it has any; ids, types, timestamps, positions, leases, the owner, the times
-and the indexed metadata (``attributes``) stay in clear. Bodies are encrypted before the commit
-is inserted and decrypted where commits are read (`open_commits`), so the rest of the store sees
-the layout it always did. The owner an append encrypts for comes from `Store.owners`, which every
-read of a session document fills: a warm turn sends no command to learn it.
-
-**Offloading.** An event whose content is over `Store.offloading`'s threshold goes whole to the
-GridFS bucket (encrypted as one value with encryption on) before its commit is inserted; the
-commit holds its preview as ``body`` and ``large: {file, size, sealed}``. A commit that is not
-inserted (a lost race, a replay) has its files deleted at once; one killed in between leaves a
-file that the session's deletion removes (`Bucket.delete_session`).
-"""
+"""What a commit holds of its events' content: encrypted or in clear, whole or a preview with
+the body in GridFS (docs/internals/mongodb.md, "Encrypted content", "Offloaded bodies")."""
 
 from __future__ import annotations
 

@@ -1,31 +1,6 @@
-"""Forks on MongoDB: whose commits a log is made of, making a fork in two commands, finding a
-point, and deletes that keep what forks read.
-
-**Lineage.** A session's log is its own commits, numbered after its ``base``, and, for a fork,
-the commits of the sessions its prefix reads: *segments*, oldest first, each a session's commits
-from the one after the previous segment's last up to its own ``last`` (of that last commit, only
-the events up to ``through`` when it is set). A fork of a fork names its grandparent's commits
-directly. Commit numbers continue from one segment to the next, so a range of the log's numbers
-is a range in each segment: a read of a fork is one query with one branch per segment it
-reaches. A lineage never changes once the session is created (a session deleted and created
-again has another incarnation), so this process keeps the lineages it read in a small bounded
-map (`Store.lineages`, a `_layout.Recent`), and a fork's reads cost a plain session's commands.
-
-**A fork** is a session document that names its parent and the point (``parent``), its
-``base`` and its ``lineage``. No commit and no offloaded body is copied: the fork reads its
-parents' commits, and `read_body` their files. Making one is a read of the parent and the point
-(one aggregate), then one ``update`` command with two statements, in order: insert the fork's
-document, then count the fork on the parent's document *if the parent is still alive* (not
-marked for deletion, same incarnation). If the second matched, any delete of the parent that
-follows finds the fork (below); if not, the parent was deleted meanwhile: the fork's document
-is removed again and the fork fails with `SessionNotFound`.
-
-**Deletes.** A delete marks the session doomed first (``_sessions``). Then, if live forks read
-its commits (their lineage names it), it is *retained*: its document stays, marked
-``retained`` (no read finds it, sweeps pass it by, and its id stays taken), and only the commits
-its forks read stay, with their offloaded bodies (the commits after the furthest point a fork
-reads go, and their files). When the last such fork is deleted, a retained session goes too.
-"""
+"""Forks on MongoDB: making one in two commands, finding a point, deletes that keep what forks
+read (docs/internals/mongodb.md, "Forks and rewinds"). A fork's lineage, which every read
+uses, is in `_layout`."""
 
 from __future__ import annotations
 

@@ -1,23 +1,6 @@
-"""Reads: the snapshot in one command, windows walked back by ranges, a user's events.
-
-A read starts with one aggregate: the newest commits of the session's log, a range ``commit >
-known - k`` when this process knows roughly the newest number (`_layout.Newest`), else the ``k``
-highest numbers by a sorted find, with ``$unionWith`` of the session's document. A fork's log is
-its parents' commits up to its point and its own after it (`_forks`): its queries have one branch
-per session they reach, so the read is still one command when this process knows the lineage,
-and one more the first time it reads the fork. The read returns the session, the version (the
-newest commit read), the newest commit's lease and the events of the commits read. A ``last_n``
-window that those events do not fill reads the next older range (four times larger each time);
-so does a view that a rewind restored from further back, and a compaction's view fetches by id
-the events it names that lie before the commits read. Reads that need every event (no window)
-read every commit at once; a keyword search first narrows them on the server to the commits
-whose text may match, the boundaries, and the commits rewinds went back to. A read ``as_of`` a
-version reads the commits up to it only.
-
-``archived`` and the view order are derived by `asyncsession._view.ReadLog`, the reference for
-a log held as a list: the commits read, oldest first, are that list (or its newest part), and
-it says when it needs more.
-"""
+"""Reads: the snapshot in one command, windows walked back by ranges, a user's events
+(docs/internals/mongodb.md, "Reads"). ``archived`` and the view order are derived by
+`asyncsession._view.ReadLog` over the commits read, oldest first; it says when it needs more."""
 
 from __future__ import annotations
 

@@ -1,28 +1,12 @@
-"""The ``MongoSessionRepository`` class (the package docstring describes the stored layout),
-and how the store meets its client: the timeouts `from_uri` sets, one deadline per public call,
-and the library's name in the handshake.
-
-PyMongo's defaults wait 30 s to select a server and 20 s to connect, and never time out a socket
-read, so a request made while the server is down hangs for half a minute. A store that owns its
-client fails within these bounds instead, with `StorageUnavailable`. ``timeoutMS`` (PyMongo's
-client-side operation timeout) bounds each operation end to end, retries and a frozen server
-included, which the three per-step timeouts alone do not; PyMongo then uses it in place of
-``serverSelectionTimeoutMS`` and ``socketTimeoutMS``, so it is left out when the caller sets
-either of those (their per-step bounds stay as chosen). An option the caller gives, as a
-keyword or in the URI (in any letter case), wins over these defaults. A borrowed client gets
-none of them: its own ``timeoutMS``, or ``pymongo.timeout(seconds)`` around a call, bounds it.
-
-A public call of the store may send more than one command (a read on the error path of an
-append, a second range of a long window). `call_deadline` makes them share one deadline, the
-client's ``timeoutMS``, so the whole call fails within that bound, not each command.
-"""
+"""The `MongoSessionRepository` class: input checks, one deadline per public call (the
+client's ``timeoutMS``, shared by every command of the call), shielded writes, and the client
+options `from_uri` sets (docs/mongodb.md says which and why)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Self, TypeVar, cast
 from urllib.parse import parse_qsl, urlsplit
@@ -187,17 +171,6 @@ def _client_loop(client: object) -> asyncio.AbstractEventLoop | None:
     return loop if isinstance(loop, asyncio.AbstractEventLoop) else None
 
 
-@dataclass(frozen=True, slots=True)
-class _Content:
-    """The constructor's arguments about content: encryption, offloading, erasure."""
-
-    encryption: EncryptionOptions | UserKeys | None
-    offload_threshold: int | None
-    preview_chars: int
-    bodies_bucket: str
-    erasures_collection: str
-
-
 class MongoSessionRepository(Closable, SessionRepository):
     """Sessions and their logs in MongoDB; see the module docs for the layout.
 
@@ -246,42 +219,23 @@ class MongoSessionRepository(Closable, SessionRepository):
         erasures_collection: str = ERASURES,
     ) -> None:
         require_database(database, "database", "MongoSessionRepository")
-        self._setup(
-            database,
-            None,
-            sessions_collection,
-            commits_collection,
-            indexed_metadata_keys,
-            _Content(
-                encryption, offload_threshold, preview_chars, bodies_bucket, erasures_collection
-            ),
-        )
-        identify(database)
-
-    def _setup(
-        self,
-        database: AsyncDatabase[Any],
-        client: AsyncMongoClient[Any] | None,
-        sessions_collection: str,
-        commits_collection: str,
-        indexed_keys: Iterable[str],
-        content: _Content,
-    ) -> None:
         self._database = database
-        self._client = client
+        self._client: AsyncMongoClient[Any] | None = None
         self._indexed: asyncio.Task[None] | None = None
         self._timeout = client_timeout(database)
-        native = isinstance(database, AsyncDatabase)
-        offloading = Offloading.of(content.offload_threshold, content.preview_chars)
+        offloading = Offloading.of(offload_threshold, preview_chars)
         self._store = Store(
             sessions=database.get_collection(sessions_collection, write_concern=_WRITE_CONCERN),
             commits=database.get_collection(commits_collection, write_concern=_WRITE_CONCERN),
-            indexed_keys=_indexed_keys(indexed_keys),
-            keys=keys_of(content.encryption, database.client),
+            indexed_keys=_indexed_keys(indexed_metadata_keys),
+            keys=keys_of(encryption, database.client),
             offloading=offloading,
-            bucket=Bucket(database, content.bodies_bucket) if native and offloading else None,
+            bucket=Bucket(database, bodies_bucket)
+            if offloading and isinstance(database, AsyncDatabase)
+            else None,
         )
-        self._ledger = Ledger(database.get_collection(content.erasures_collection))
+        self._ledger = Ledger(database.get_collection(erasures_collection))
+        identify(database)
 
     @classmethod
     def from_uri(
@@ -311,18 +265,19 @@ class MongoSessionRepository(Closable, SessionRepository):
         never. The other keywords are as for the constructor.
         """
         options: dict[str, Any] = {"tz_aware": True, **with_web_timeouts(uri, client_options)}
-        client: AsyncMongoClient[Any] = AsyncMongoClient(uri, driver=driver_info(), **options)
-        repository = cls.__new__(cls)
-        repository._setup(
+        client: AsyncMongoClient[Any] = AsyncMongoClient(uri, **options)
+        repository = cls(
             client[db_name],
-            client,
-            sessions_collection,
-            commits_collection,
-            indexed_metadata_keys,
-            _Content(
-                encryption, offload_threshold, preview_chars, bodies_bucket, erasures_collection
-            ),
+            sessions_collection=sessions_collection,
+            commits_collection=commits_collection,
+            indexed_metadata_keys=indexed_metadata_keys,
+            encryption=encryption,
+            offload_threshold=offload_threshold,
+            preview_chars=preview_chars,
+            bodies_bucket=bodies_bucket,
+            erasures_collection=erasures_collection,
         )
+        repository._client = client
         return repository
 
     async def _call(self, work: Callable[[], Awaitable[_T]]) -> _T:
