@@ -16,7 +16,7 @@ from ...exceptions import SessionExists, SessionNotFound, UsageError
 from ...rewinds import LogPoint
 from .._metadata_index import index_entries
 from .._protocol import check_owner
-from ._content import open_session, read_body, seal_session
+from ._content import open_session, seal_session
 from ._layout import (
     BASE,
     COMMIT,
@@ -48,7 +48,7 @@ from ._layout import (
     session_fields,
     session_from_doc,
 )
-from ._read import union
+from ._read import read_body, union
 
 __all__ = [
     "DOOMED",

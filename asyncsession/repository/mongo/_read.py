@@ -12,29 +12,36 @@ from functools import partial
 from operator import attrgetter
 from typing import Any, Final, cast, overload
 
+import bson
+from bson.binary import Binary
 from pymongo import DESCENDING
 
 from ..._pymongo_compat import aggregate
 from ..._pymongo_errors import storage_errors
 from ..._view import BOUNDARY_TYPES, Incomplete, ReadLog
 from ...events import EventType, Session, SessionEvent
+from ...exceptions import StorageError
 from ...filters import EventFilter
 from ...rewinds import RewindRecord
 from .._protocol import Lease, SessionSnapshot
 from ._content import open_commits, open_session
 from ._layout import (
     BASE,
+    BODY,
     COMMIT,
     EVENT_ID,
     EVENTS,
     EXPIRES_AT,
+    FILE,
     HOLDER,
     ID,
     INCARNATION,
+    LARGE,
     LEASE,
     LINEAGE,
     OLDEST_FIRST,
     RETAINED,
+    SEALED,
     SESSION,
     TEXT,
     TYPE,
@@ -52,6 +59,7 @@ from ._layout import (
 )
 
 __all__ = [
+    "read_body",
     "union",
     "IN_CHUNK",
     "Commit",
@@ -582,3 +590,48 @@ def keyword_regex(keyword: str) -> str:
         parts.append(_char(keyword[index]))
         index += 1
     return "".join(parts)
+
+
+async def read_body(store: Store, session_id: str, event_id: str) -> SessionEvent | None:
+    """The event as appended, its whole body fetched when offloaded; ``None`` when the
+    session has no such event. One aggregate (the event's commit and the session document),
+    and the file's two reads when the body is offloaded."""
+    match = {SESSION: session_id, f"{EVENTS}.{EVENT_ID}": event_id}
+    with storage_errors(f"read session {session_id!r}"):
+        docs = await union(store, session_id, [{"$match": match}])
+    session_doc = next((d for d in docs if COMMIT not in d), None)
+    if session_doc is None:
+        return None
+    await open_session(store, session_doc)
+    user_id: str = session_doc[USER_ID]
+    found = [
+        e
+        for d in docs
+        if COMMIT in d and d.get(INCARNATION) == session_doc[INCARNATION]
+        for e in d[EVENTS]
+        if e[EVENT_ID] == event_id
+    ]
+    if not found:
+        return None
+    entry = found[0]
+    large = cast(Doc | None, entry.get(LARGE))
+    if large is not None:
+        entry = {**entry, BODY: await _whole_body(store, session_id, user_id, large)}
+    await open_commits(store, [{EVENTS: [entry]}], user_id)
+    return event_from_doc(entry, session_id)
+
+
+async def _whole_body(store: Store, session_id: str, user_id: str, large: Doc) -> Any:
+    """An offloaded body, read from its file: the body document, or its encrypted value."""
+    if store.bucket is None:
+        raise StorageError(
+            f"session {session_id!r} has an offloaded body, which needs a PyMongo database"
+        )
+    with storage_errors(f"read a large body of session {session_id!r}"):
+        data = await store.bucket.download(large[FILE])
+    if data is None:
+        raise StorageError(f"the offloaded body {large[FILE]!r} of session {session_id!r} is gone")
+    if large.get(SEALED):
+        return Binary(data, 6)
+    body: Doc = bson.decode(data)  # pyright: ignore[reportUnknownMemberType]
+    return body

@@ -43,7 +43,6 @@ from .._protocol import (
 )
 from .._sealing import keys_of
 from ._append import append
-from ._content import read_body
 from ._forks import (
     create_fork_indexes,
     find_forks,
@@ -54,7 +53,7 @@ from ._forks import (
     on_prefix,
 )
 from ._layout import BODIES, COMMITS, ERASURES, SESSIONS, Bucket, Store, create_indexes
-from ._read import find_events, first_read, snapshot_of, user_events
+from ._read import find_events, first_read, read_body, snapshot_of, user_events
 from ._sessions import (
     acquire_lease,
     delete_expired,
