@@ -183,11 +183,8 @@ def _files_of(session_id: str) -> dict[str, str]:
 
 
 class Bucket:
-    """The GridFS bucket of offloaded bodies. GridFS keeps a file as a ``files`` document and
-    ``chunks`` of 255 KiB, the chunks written first, so a reader never sees a file in part.
-    Everything of one session, the chunks of an upload that died before its ``files`` document
-    included, is one range of file ids: a delete removes the chunks of the range, then its
-    ``files`` documents, and one that dies between the two is finished by the next."""
+    """The GridFS bucket of offloaded bodies; a session's files, whole or in part, are one range
+    of file ids (see `BODIES`), deleted chunks first."""
 
     __slots__ = ("_bucket", "_chunks", "_files")
 
@@ -266,18 +263,9 @@ class Known(NamedTuple):
 
 
 class Newest(Recent[Known]):
-    """Each session's newest commit, as this process last saw it.
-
-    **What it saves.** A window read needs the newest commits of a session. When the process
-    knows roughly which number the newest has, the read is a range on the ``(session, commit)``
-    index (``commit > known - k``, no upper bound, so commits written meanwhile by anyone are
-    read too); otherwise it is a find sorted by ``commit`` descending. MongoDB serves both from
-    the index; the test server (and any server that sorts in memory) sorts the whole session for
-    the second: measured with ``python -m benchmarks.store_window`` (a window of 20 in a session
-    of 10,000 400-byte messages, two a commit), about 250 ms sorted against 3 ms as a range. The
-    entry also holds the incarnation, so an append following a read of this process needs no
-    read of its own, and how many events recent commits held, so a window's first range is
-    about as many commits as it needs."""
+    """Each session's newest commit, incarnation and recent events per commit, as this process
+    last saw them: a window's first read is a range of about the commits it needs, and an append
+    after a read needs no read of its own (docs/internals/mongodb.md, "Why the map")."""
 
     __slots__ = ()
 

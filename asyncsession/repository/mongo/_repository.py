@@ -156,13 +156,9 @@ def _loop_bound(client: object) -> bool:
 
 
 def _client_loop(client: object) -> asyncio.AbstractEventLoop | None:
-    """The loop ``client`` belongs to, ``None`` before one used it.
-
-    PyMongo's ``AsyncMongoClient`` records the first loop that used it (``_loop``) with no
-    public accessor (4.x), and Motor's ``get_io_loop()`` would bind the client to the current
-    loop as it answers (it records the loop in ``_io_loop``): this is the one place that reads
-    those attributes, so adapters ask the store instead.
-    """
+    """The loop ``client`` belongs to, ``None`` before one used it: the one place that reads
+    PyMongo's ``_loop`` and Motor's ``_io_loop`` (neither has a public accessor that does not
+    bind the client), so adapters ask the store instead."""
     if not _loop_bound(client):
         return None
     name = "_loop" if type(client).__module__.startswith("pymongo.") else "_io_loop"
