@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final, Self, TypeVar, cast
+from typing import Any, Final, Self, TypeVar, TypeVarTuple, cast
 from urllib.parse import parse_qsl, urlsplit
 
 import pymongo
@@ -76,6 +76,7 @@ __all__ = [
 
 _WRITE_CONCERN: Final = WriteConcern("majority", j=True)
 _T = TypeVar("_T")
+_A = TypeVarTuple("_A")
 
 
 # --- the client: timeouts, deadline, handshake ----------------------------------------------
@@ -275,17 +276,18 @@ class MongoSessionRepository(Closable, SessionRepository):
         repository._client = client
         return repository
 
-    async def _call(self, work: Callable[[], Awaitable[_T]]) -> _T:
-        """Run one public call under one deadline (the client's ``timeoutMS``)."""
+    async def _call(self, work: Callable[[*_A], Awaitable[_T]], *args: *_A) -> _T:
+        """Run one public call, ``work(*args)``, under one deadline (the client's
+        ``timeoutMS``)."""
         self._check_open()
         with call_deadline(self._timeout):
-            return await work()
+            return await work(*args)
 
-    async def _write(self, work: Callable[[], Awaitable[_T]]) -> _T:
+    async def _write(self, work: Callable[[*_A], Coroutine[Any, Any, _T]], *args: *_A) -> _T:
         """A public call that writes: under one deadline, and shielded from cancellation."""
         self._check_open()
         with call_deadline(self._timeout):
-            return await shielded(work())
+            return await shielded(work(*args))
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -322,9 +324,7 @@ class MongoSessionRepository(Closable, SessionRepository):
     """How `ensure_indexes` last ran (``None``: not yet, in this object)."""
 
     async def _indexes(self) -> None:
-        """Create the indexes once before the first append, unless `ensure_indexes` ran."""
-        if self._sharded is not None:
-            return
+        """Create the indexes once before the first append."""
         if self._indexed is None:
             self._indexed = asyncio.ensure_future(self.ensure_indexes())
         try:
@@ -358,20 +358,20 @@ class MongoSessionRepository(Closable, SessionRepository):
     async def save(self, session: Session) -> Session:
         """Create the session, or update its owner, expiry and metadata; returns it as stored."""
         check_session(session)
-        return await self._write(lambda: save_session(self._store, session))
+        return await self._write(save_session, self._store, session)
 
     async def save_if_absent(self, session: Session) -> bool:
         """Insert the session unless its id exists; ``True`` if this call inserted it."""
         check_session(session)
-        return await self._write(lambda: insert_session(self._store, session))
+        return await self._write(insert_session, self._store, session)
 
     async def find_by_id(self, session_id: str) -> Session | None:
         """The session, or ``None``."""
-        return await self._call(lambda: find_by_id(self._store, session_id))
+        return await self._call(find_by_id, self._store, session_id)
 
     async def find_by_user_id(self, user_id: str) -> list[Session]:
         """Every session of the user, oldest first (by ``created_at``, then id)."""
-        return await self._call(lambda: find_sessions(self._store, None, user_id, None))
+        return await self._call(find_sessions, self._store, None, user_id, None)
 
     async def find_by_metadata(
         self, name: str, value: str, *, limit: int = DEFAULT_LIMIT
@@ -380,12 +380,12 @@ class MongoSessionRepository(Closable, SessionRepository):
         first, at most ``limit``: one ``find`` on an index (the principal's is ``user_id``'s)."""
         self._check_open()
         check_lookup(name, value, limit, self._store.indexed_keys)
-        return await self._call(lambda: find_sessions(self._store, name, value, limit))
+        return await self._call(find_sessions, self._store, name, value, limit)
 
     async def delete(self, session_id: str) -> None:
         """Remove the session and its commits; an unknown id is not an error. A delete that
         dies halfway is finished by the next delete of the id or by any sweep."""
-        await self._write(lambda: delete_session(self._store, session_id))
+        await self._write(delete_session, self._store, session_id)
 
     async def delete_expired_sessions(self, before: datetime) -> int:
         """Remove every session that expired strictly before ``before``, with its commits.
@@ -393,7 +393,7 @@ class MongoSessionRepository(Closable, SessionRepository):
         Each session is re-checked and claimed atomically, so a TTL extended meanwhile wins.
         Each is shielded on its own: a cancelled sweep stops after the session it is on.
         """
-        return await self._call(lambda: delete_expired(self._store, before))
+        return await self._call(delete_expired, self._store, before)
 
     # --- the log ---------------------------------------------------------------------------------
 
@@ -421,23 +421,22 @@ class MongoSessionRepository(Closable, SessionRepository):
             if version == 0 and await self.find_by_id(session_id) is None:
                 raise SessionNotFound(session_id)
             return expected_version in (None, version)
-        await self._indexes()
-        return await self._write(
-            lambda: append(self._store, session_id, batch, expected_version, lease)
-        )
+        if self._sharded is None:  # nobody ran ensure_indexes in this object yet
+            await self._indexes()
+        return await self._write(append, self._store, session_id, batch, expected_version, lease)
 
     async def find_events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
         """The session's matching events (see ``SessionRepository.find_events``)."""
-        return await self._call(lambda: find_events(self._store, session_id, filter))
+        return await self._call(find_events, self._store, session_id, filter)
 
     async def read_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
         """The session, its version, its matching events and the newest lease: one command
         when the newest commits hold the window."""
-        return await self._call(lambda: snapshot_of(self._store, session_id, filter))
+        return await self._call(snapshot_of, self._store, session_id, filter)
 
     async def find_events_by_user_id(self, user_id: str, filter: EventFilter) -> list[SessionEvent]:
         """Matching events of every session of the user, by timestamp, with a plain window."""
-        return await self._call(lambda: user_events(self._store, user_id, filter))
+        return await self._call(user_events, self._store, user_id, filter)
 
     async def get_event_version(self, session_id: str) -> int:
         """The session's version (its newest commit's number); 0 for an unknown session."""
@@ -475,19 +474,20 @@ class MongoSessionRepository(Closable, SessionRepository):
         the parent and the point, then one ``update`` command, at any parent length."""
         check_point(at, before)
         check_session(child)
-        await self._indexes()
-        return await self._write(lambda: fork(self._store, session_id, child, at, before))
+        if self._sharded is None:  # nobody ran ensure_indexes in this object yet
+            await self._indexes()
+        return await self._write(fork, self._store, session_id, child, at, before)
 
     async def locate(
         self, session_id: str, *, at: int | str | None = None, before: str | None = None
     ) -> tuple[LogPoint, int] | None:
         """The point ``at`` or ``before`` names, and the session's version: one read."""
         check_point(at, before)
-        return await self._call(lambda: locate(self._store, session_id, at, before))
+        return await self._call(locate, self._store, session_id, at, before)
 
     async def find_forks(self, session_id: str) -> list[Session]:
         """The sessions forked from this one, oldest first: one find."""
-        return await self._call(lambda: find_forks(self._store, session_id))
+        return await self._call(find_forks, self._store, session_id)
 
     # --- erasure ---------------------------------------------------------------------------------
 
