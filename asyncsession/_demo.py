@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -30,7 +29,9 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import openai
 from pymongo.errors import PyMongoError
 
+from ._describe import cell, describe
 from ._mongo_uri import describe_failure
+from ._responses_items import items_to_messages
 from .advisors import AutoMemoryToolsAdvisor
 from .compaction import (
     CompactionWorker,
@@ -41,8 +42,8 @@ from .events import SessionEvent
 from .exceptions import AsyncSessionError
 from .filters import EventFilter
 from .memory import DirectoryMemoryStore, MemoryStore, MongoMemoryStore
-from .messages import AssistantMessage, SystemMessage, ToolResponseMessage, messages_to_openai
-from .openai import ChatClient, OpenAISummarizer, ResponsesClient, items_to_messages
+from .messages import SystemMessage, messages_to_openai
+from .openai import ChatClient, OpenAISummarizer, ResponsesClient
 from .repository import InMemorySessionRepository, MongoSessionRepository, SessionRepository
 from .service import DefaultSessionService
 from .testing import RecordedRequest, ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
@@ -167,20 +168,11 @@ async def _stores(
 
 
 def _describe(event: SessionEvent) -> str:
+    """The event on one line, as `asyncsession show` has it, with its flags."""
     flags = (" [archived]" if event.archived else "") + (
         " [synthetic]" if event.is_synthetic else ""
     )
-    message = event.message
-    if message is None:
-        body = json.dumps(event.payload)
-    elif isinstance(message, AssistantMessage) and message.tool_calls:
-        body = "calls " + ", ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
-    elif isinstance(message, ToolResponseMessage):
-        body = "results " + ", ".join(f"{r.name} -> {r.data[:60]!r}" for r in message.responses)
-    else:
-        text = message.text or ""
-        body = text if len(text) <= 100 else text[:97] + "..."
-    return f"{event.type!s:<9} {body}{flags}"
+    return f"{event.type!s:<10} {cell(describe(event))}{flags}"
 
 
 async def main(api: str = "chat") -> None:

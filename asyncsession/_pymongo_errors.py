@@ -2,7 +2,7 @@
 
 Both MongoDB backends (the session repository and the memory store) wrap every driver call in
 [`pymongo_errors`][asyncsession._pymongo_errors.pymongo_errors]; each names the error type of
-its own tree (`StorageError`, `MemoryBackendError`) and the words that say what failed. The
+its own error (`StorageError`, a `MemoryStoreError`) and the words that say what failed. The
 driver's exception is always chained as ``__cause__``.
 """
 

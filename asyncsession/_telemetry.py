@@ -1,14 +1,9 @@
 """OpenTelemetry spans when ``opentelemetry-api`` is installed, and nothing otherwise.
 
-The one module that imports OpenTelemetry. Spans go to the global tracer provider (the
-application configures it; without one, the API's own no-op provider drops them). Without the
-package every helper here is a no-op costing a function call.
-
-A span is made current only for the duration of one ``await`` (``Span.activate``), never across
-a ``yield`` of a stream: the consumer may resume the stream from another context.
-
-It also holds the turn's counters (`TurnStats`), in a context variable that the command
-listener and the tracing repository increment while a turn is current.
+The one module that imports OpenTelemetry; spans go to the global tracer provider, and without
+the package every helper is a no-op. A span is current only for one ``await``
+(``Span.activate``), never across a ``yield`` of a stream. `TurnStats` are the counters of the
+current turn, in a context variable.
 """
 
 from __future__ import annotations
@@ -17,7 +12,7 @@ import contextlib
 from collections.abc import Generator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 from ._version import __version__
 
@@ -29,7 +24,6 @@ except ImportError:  # pragma: no cover - exercised by a subprocess test without
     _trace = None  # type: ignore[assignment]  # the package is optional: None means absent
 
 __all__ = [
-    "ENABLED",
     "Span",
     "TurnStats",
     "current_turn",
@@ -38,9 +32,6 @@ __all__ = [
     "tool_span",
     "turn_stats",
 ]
-
-ENABLED: Final = _trace is not None
-"""Whether ``opentelemetry-api`` is installed."""
 
 AttributeValue = str | bool | int | float | Sequence[str] | Sequence[int] | Sequence[float]
 Kind = Literal["internal", "client"]
@@ -51,18 +42,15 @@ class TurnStats:
     """What one chat turn cost, counted while it is current."""
 
     db_commands: int = 0
-    """MongoDB commands sent (counted by `MongoCommandCounter`, handshakes aside)."""
     store_operations: int = 0
-    """Repository operations (counted by `TracingSessionRepository`)."""
     model_calls: int = 0
-    """Model calls made (counted by the model-call tracing advisor)."""
 
 
 _TURN: ContextVar[TurnStats | None] = ContextVar("asyncsession_turn", default=None)
 
 
 def current_turn() -> TurnStats | None:
-    """The counters of the turn running in this context, if a tracing advisor started one."""
+    """The counters of the turn running in this context, if a `TracingAdvisor` started one."""
     return _TURN.get()
 
 
@@ -84,11 +72,6 @@ class Span:
     def __init__(self, span: Any) -> None:
         self._span = span
         self._ended = False
-
-    @property
-    def is_recording(self) -> bool:
-        """Whether attributes set on this span are kept."""
-        return self._span is not None and bool(self._span.is_recording())
 
     def set(self, key: str, value: AttributeValue | None) -> None:
         """Set an attribute; ``None`` leaves it unset."""

@@ -2,7 +2,7 @@
 
 Python strings may hold lone surrogates (``"\\ud83d"``), which no UTF-8 store can keep: BSON
 would rewrite them, JSON encoders fail. Every store checks at its boundary, before anything is
-written, and refuses them with [`InvalidText`][asyncsession.exceptions.InvalidText].
+written, and refuses them with a `UsageError` that says where the string is.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Final, cast
 from pydantic import BaseModel
 
 from .events import Session, SessionEvent
-from .exceptions import InvalidText
+from .exceptions import UsageError
 
 __all__ = ["check_event_text", "check_session_text"]
 
@@ -72,9 +72,13 @@ def _find(value: object) -> tuple[list[str], str] | None:
     return None
 
 
-def _invalid(where: str, found: tuple[list[str], str]) -> InvalidText:
+def _invalid(where: str, found: tuple[list[str], str]) -> UsageError:
     path, text = found
-    return InvalidText(where + "".join(path), text)
+    index = next(i for i, c in enumerate(text) if 0xD800 <= ord(c) <= 0xDFFF)
+    return UsageError(
+        f"{where}{''.join(path)} holds a string that is not valid UTF-8 text: a lone surrogate "
+        f"{text[index]!r} at index {index}; decode your input strictly or replace it"
+    )
 
 
 def check_event_text(event: SessionEvent) -> None:
@@ -82,7 +86,7 @@ def check_event_text(event: SessionEvent) -> None:
     values at any depth) that does not encode as UTF-8.
 
     Raises:
-        InvalidText: such a string; ``where`` says which field holds it.
+        UsageError: such a string; the message says which field holds it.
     """
     for name, value in vars(event).items():
         found = _find(value)
@@ -94,7 +98,7 @@ def check_session_text(session: Session) -> None:
     """Refuse a session with a string (id, user id, metadata) that does not encode as UTF-8.
 
     Raises:
-        InvalidText: such a string; ``where`` says which field holds it.
+        UsageError: such a string; the message says which field holds it.
     """
     for name, value in vars(session).items():
         found = _find(value)

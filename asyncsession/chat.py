@@ -1,43 +1,41 @@
-"""The values a chat call passes through the advisor chain: request, response, stream chunks.
+"""The values a chat call passes through the advisor chain (`ChatOptions`, `ChatRequest`,
+`ChatResponse`, `ChatChunk`), and the chain itself.
 
 They know nothing about the OpenAI SDK: ``asyncsession.openai`` converts at its edge, so an
-advisor (and its tests) never touches SDK types.
-
-- [`ChatOptions`][asyncsession.chat.ChatOptions]: the model parameters of a call (model,
-  temperature, tool choice, ...).
-- [`ChatRequest`][asyncsession.chat.ChatRequest]: the prompt, the options and the tools offered to
-  the model.
-- [`ChatResponse`][asyncsession.chat.ChatResponse]: the model's reply (one assistant message) with
-  its finish reason and usage, plus the advisor context once the call is over; when return-direct
-  tools answered the reply, their results.
-- [`ChatChunk`][asyncsession.chat.ChatChunk]: one streamed delta: text, tool-call fragments, finish
-  reason or usage.
-- [`StreamAggregator`][asyncsession.chat.StreamAggregator]: folds chunks into the
-  [`ChatResponse`][asyncsession.chat.ChatResponse] they add up to.
+advisor (and its tests) never touches SDK types. The advisor protocol, the call context, the
+chunk stream of the stream path and the ``MessageFilter`` are defined here and exported from
+``asyncsession.advisors``, where the advisor guide documents them. Advisors keep no per-call
+state on ``self``: per-call data goes on the `CallContext`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
-from .messages import AssistantMessage, Message, ToolCall, ToolResponse, ToolResponseMessage
+from pydantic import JsonValue
+
+from .events import Session
+from .exceptions import UsageError
+from .filters import EventFilter
+from .messages import (
+    AssistantMessage,
+    Message,
+    MessageType,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+)
 
 if TYPE_CHECKING:
     from .tools import Tool
 
-__all__ = [
-    "APPROVAL_REQUIRED",
-    "ChatChunk",
-    "ChatOptions",
-    "ChatRequest",
-    "ChatResponse",
-    "StreamAggregator",
-    "ToolCallDelta",
-    "Usage",
-]
+__all__ = ["ChatChunk", "ChatOptions", "ChatRequest", "ChatResponse", "ToolCallDelta", "Usage"]
 
 
 RETURN_DIRECT: Final = "return_direct"
@@ -244,73 +242,343 @@ class ChatChunk:
     advisors: they must not depend on it."""
 
 
-@dataclass(slots=True)
-class _CallParts:
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list[str])
+# --- the advisor chain ----------------------------------------------------------------------
+
+SESSION_ID_CONTEXT_KEY: Final = "chat_memory_conversation_id"
+"""The advisor-context key of the session id, as the reference names it; ``session_id=`` is the
+same thing as a keyword."""
+USER_ID_CONTEXT_KEY: Final = "chat_memory_user_id"
+"""The advisor-context key of the user id (``user_id=``)."""
+EVENT_FILTER_CONTEXT_KEY: Final = "chat_memory_event_filter_id"
+"""The advisor-context key of a per-call ``EventFilter`` (``event_filter=``)."""
 
 
-class StreamAggregator:
-    """Folds the chunks of one model round into the [`ChatResponse`][asyncsession.chat.ChatResponse]
-    they add up to.
+@dataclass(slots=True, kw_only=True)
+class CallContext:
+    """What one chat call carries besides the request, shared by all its advisors.
 
-    Text pieces are joined once at the end and tool-call fragments are folded by their index, so
-    adding a chunk costs O(1) however long the reply grows. (The SDK's
-    ``ChatCompletionStreamState`` re-serialises the whole snapshot on every chunk, which grows
-    quadratically with the reply.)
+    The keywords of the call (``session_id=``, ``user_id=``, ...) and the reference's context
+    keys in ``context`` are the same values: each is filled in from the other when the call
+    starts.
     """
 
-    __slots__ = ("_calls", "_finish_reason", "_id", "_model", "_text", "_usage")
+    session_id: str | None = None
+    """The call's session; ``None`` for a call without session memory."""
+    user_id: str | None = None
+    """The caller's user: the owner of a session the call creates, checked on an existing one."""
+    request_id: str | None = None
+    """The client's id of this request (an ``Idempotency-Key``): a retry carries the same one."""
+    event_filter: EventFilter | None = None
+    """An ``EventFilter`` laid over the client's history filter for this call."""
+    metadata: dict[str, JsonValue] = field(default_factory=dict[str, JsonValue])
+    """The metadata of a session the call creates."""
+    context: dict[str, Any] = field(default_factory=dict[str, Any])
+    """The advisor context: the reference's keys, and whatever advisors put there; it ends up
+    in ``ChatResponse.context``."""
+    streaming: bool = False
+    """Whether this is a stream call."""
+    max_tool_rounds: int = 10
+    """The most model calls of the turn's tool loop."""
+    session: Session | None = None
+    """The session, once the turn has found or created it and checked its owner: set before the
+    first model call, so ``model_advisors`` see it; ``None`` before that."""
+    _streams: list[ChunkStream] = field(default_factory=list["ChunkStream"], repr=False)
+
+
+class ChunkStream(ABC):
+    """The chunks of the rest of the chain, and the response they add up to.
+
+    Iterate it to the end, then read [`response`][asyncsession.advisors.ChunkStream.response].
+    Close it with [`aclose`][asyncsession.advisors.ChunkStream.aclose] (or
+    ``contextlib.aclosing``) if you stop early: that closes the model's HTTP stream.
+    """
+
+    __slots__ = ("_override",)
 
     def __init__(self) -> None:
-        self._text: list[str] = []
-        self._calls: dict[int, _CallParts] = {}
-        self._finish_reason: str | None = None
-        self._usage: Usage | None = None
-        self._id: str | None = None
-        self._model: str | None = None
+        self._override: ChatResponse | None = None
 
-    def add(self, chunk: ChatChunk) -> None:
-        """Fold one chunk in."""
-        if chunk.text:
-            self._text.append(chunk.text)
-        for delta in chunk.tool_calls:
-            parts = self._calls.get(delta.index)
-            if parts is None:
-                parts = self._calls[delta.index] = _CallParts()
-            if delta.id:
-                parts.id = delta.id
-            if delta.name:
-                parts.name += delta.name
-            if delta.arguments:
-                parts.arguments.append(delta.arguments)
-        if chunk.finish_reason is not None:
-            self._finish_reason = chunk.finish_reason
-        if chunk.usage is not None:
-            self._usage = chunk.usage
-        if chunk.id is not None and self._id is None:
-            self._id = chunk.id
-        if chunk.model is not None and self._model is None:
-            self._model = chunk.model
+    def __aiter__(self) -> ChunkStream:
+        return self
+
+    @abstractmethod
+    async def __anext__(self) -> ChatChunk:
+        """The next chunk; ``StopAsyncIteration`` at the end."""
+
+    async def aclose(self) -> None:  # noqa: B027 - a no-op default, overridden where needed
+        """Stop early and release what the stream holds (the model's HTTP stream)."""
+
+    def _produced(self) -> ChatResponse | None:
+        """The response once the stream is exhausted, else ``None``."""
+        return None
 
     @property
-    def is_finished(self) -> bool:
-        """Whether a chunk with a finish reason has been folded in."""
-        return self._finish_reason is not None
-
     def response(self) -> ChatResponse:
-        """The response the chunks so far add up to."""
-        calls = tuple(
-            ToolCall(id=parts.id, name=parts.name, arguments="".join(parts.arguments) or "{}")
-            for _, parts in sorted(self._calls.items())
+        """The response the chunks add up to, as what is further in left it.
+
+        Raises:
+            UsageError: the stream has not been read to the end.
+        """
+        if self._override is not None:
+            return self._override
+        produced = self._produced()
+        if produced is None:
+            raise UsageError("The response is known only once the stream was read to the end")
+        return produced
+
+    @response.setter
+    def response(self, value: ChatResponse) -> None:
+        self._override = value
+
+    @classmethod
+    def of_response(cls, response: ChatResponse) -> ChunkStream:
+        """A stream that replays a finished response as chunks (for advisors that answer
+        without calling further in, such as a cache)."""
+        return _ReplayStream(response)
+
+
+class _ReplayStream(ChunkStream):
+    """A finished response as chunks: one for the model's message; after return-direct tools,
+    that message's round (its tool calls) and then one chunk per result, as the tool loop
+    streamed them."""
+
+    __slots__ = ("_chunks", "_final")
+
+    def __init__(self, response: ChatResponse) -> None:
+        super().__init__()
+        deltas = tuple(
+            ToolCallDelta(index=index, id=call.id, name=call.name, arguments=call.arguments)
+            for index, call in enumerate(response.message.tool_calls)
         )
-        text = "".join(self._text)
-        message = AssistantMessage(text=text if text or not calls else None, tool_calls=calls)
-        return ChatResponse(
-            message=message,
-            finish_reason=self._finish_reason,
-            usage=self._usage,
-            model=self._model,
-            id=self._id,
+        results = response.tool_results
+        if results is None:
+            text = response.text
+            finish = response.finish_reason or ("tool_calls" if deltas else "stop")
+        else:  # the model's round that asked for the return-direct tools
+            text, finish = response.message.text or "", "tool_calls"
+        chunk = ChatChunk(
+            text=text,
+            tool_calls=deltas,
+            finish_reason=finish,
+            usage=response.usage,
+            id=response.id,
+            model=response.model,
         )
+        chunks = [chunk] if results is None else [chunk, *response.result_chunks()]
+        self._chunks = deque(chunks)
+        self._final = response
+
+    async def __anext__(self) -> ChatChunk:
+        if not self._chunks:
+            raise StopAsyncIteration
+        return self._chunks.popleft()
+
+    def _produced(self) -> ChatResponse | None:
+        return None if self._chunks else self._final
+
+
+CallNext = Callable[[CallContext, ChatRequest], Awaitable[ChatResponse]]
+"""Runs the rest of the chain on the call path."""
+StreamNext = Callable[[CallContext, ChatRequest], ChunkStream]
+"""Runs the rest of the chain on the stream path (lazily: nothing happens until iterated)."""
+
+
+class Advisor:
+    """Wraps what is further in (the turn, or one model call); subclass it.
+
+    Override [`before`][asyncsession.advisors.Advisor.before] and
+    [`after`][asyncsession.advisors.Advisor.after] for the common case: they serve the call
+    and the stream path alike. Or override ``call`` and ``stream`` to wrap the rest of the
+    chain yourself: ``call_next(ctx, request)`` runs it, awaited on the call path; on the
+    stream path it returns a [`ChunkStream`][asyncsession.advisors.ChunkStream] to iterate
+    and pass on (never wrap a ``yield`` in a task group or an ``asyncio.timeout`` block).
+
+    On the stream path the chunks pass through untouched as they arrive, ``after`` runs once
+    the stream has been read to the end and sees the aggregated response; it cannot rewrite
+    chunks that were already yielded. A stream abandoned by its consumer never reaches ``after``.
+    """
+
+    async def before(self, ctx: CallContext, request: ChatRequest) -> ChatRequest:
+        """Change the request on its way in (default: unchanged)."""
+        return request
+
+    async def after(self, ctx: CallContext, response: ChatResponse) -> ChatResponse:
+        """Change the response on its way out (default: unchanged)."""
+        return response
+
+    async def call(
+        self, ctx: CallContext, request: ChatRequest, call_next: CallNext
+    ) -> ChatResponse:
+        """``before``, the rest of the chain, ``after``."""
+        request = await self.before(ctx, request)
+        response = await call_next(ctx, request)
+        return await self.after(ctx, response)
+
+    async def stream(
+        self, ctx: CallContext, request: ChatRequest, call_next: StreamNext
+    ) -> AsyncIterator[ChatChunk]:
+        """``before``, every chunk of the rest of the chain, then ``after`` on the aggregate.
+
+        Assigning ``chunks.response`` replaces the response that advisors further out see.
+        """
+        request = await self.before(ctx, request)
+        chunks = call_next(ctx, request)
+        async with aclosing(chunks):
+            async for chunk in chunks:
+                yield chunk
+        chunks.response = await self.after(ctx, chunks.response)
+
+
+# --- which messages a turn stores ------------------------------------------------------------
+
+
+def _has_media(message: AssistantMessage) -> bool:
+    parts = message.parts or ()
+    return any(part.get("type") != "text" for part in parts) or "audio" in message.extra
+
+
+_FRAME_ITEMS = frozenset({"message", "reasoning"})
+"""Responses output items that carry nothing of their own once the text is blank: a message
+item (its text is the message's), and reasoning, which cannot be replayed without the item it
+preceded."""
+
+
+def _has_output_items(message: AssistantMessage) -> bool:
+    """Whether the reply's Responses items include one that is content of its own: a hosted
+    tool's call or result (an image generation, a web search), or an item type we do not
+    know."""
+    return any(item.get("type") not in _FRAME_ITEMS for item in message.items)
+
+
+def _checked(other: MessageFilter, operation: str) -> MessageFilter:
+    """``other`` if it is a ``MessageFilter``: a ``None`` would only fail inside a chat call."""
+    given = cast(object, other)  # callers outside the type checker may pass anything
+    if not isinstance(given, MessageFilter):
+        raise UsageError(f"MessageFilter.{operation} needs a MessageFilter, not {given!r}")
+    return other
+
+
+class MessageFilter:
+    """A predicate over messages: ``True`` means "store it" (the write side; an ``EventFilter``
+    decides which stored events are read into the next prompt).
+
+    A rejected message is never written and so never replayed; the prompt that goes to the
+    model is unaffected. Filters compose with ``&`` / ``|`` / ``~`` (or ``and_``, ``or_``,
+    ``negate``); a filter of your own replaces the default `skip_empty_messages`, so compose
+    with it to keep that protection.
+
+    Args:
+        predicate: the decision; any ``Callable[[Message], bool]``.
+
+    Raises:
+        UsageError: ``predicate`` is not callable (for example ``None``).
+    """
+
+    __slots__ = ("_predicate",)
+
+    def __init__(self, predicate: Callable[[Message], bool]) -> None:
+        if not callable(cast(object, predicate)):
+            raise UsageError(f"a MessageFilter needs a callable predicate, not {predicate!r}")
+        self._predicate = predicate
+
+    def should_persist(self, message: Message) -> bool:
+        """Whether ``message`` is stored."""
+        return bool(self._predicate(message))
+
+    __call__ = should_persist
+
+    def and_(self, other: MessageFilter) -> MessageFilter:
+        """Store only what both filters accept.
+
+        Raises:
+            UsageError: ``other`` is not a ``MessageFilter`` (for example ``None``).
+        """
+        other = _checked(other, "and_")
+        return MessageFilter(lambda m: self.should_persist(m) and other.should_persist(m))
+
+    def or_(self, other: MessageFilter) -> MessageFilter:
+        """Store what either filter accepts.
+
+        Raises:
+            UsageError: ``other`` is not a ``MessageFilter`` (for example ``None``).
+        """
+        other = _checked(other, "or_")
+        return MessageFilter(lambda m: self.should_persist(m) or other.should_persist(m))
+
+    def negate(self) -> MessageFilter:
+        """Store what this filter rejects."""
+        return MessageFilter(lambda m: not self.should_persist(m))
+
+    __and__ = and_
+    __or__ = or_
+    __invert__ = negate
+
+    @classmethod
+    def all(cls) -> MessageFilter:
+        """Store every message."""
+        return cls(lambda _: True)
+
+    @classmethod
+    def skip_empty_messages(cls) -> MessageFilter:
+        """Skip assistant messages with blank text, no tool calls, no media and no Responses
+        items beyond message and reasoning items (the default).
+
+        Some models send an empty end-of-turn frame after tool use; replayed as history, it is
+        rejected by the next request. A reply made only of hosted-tool items (an image
+        generation, a web search) is content and is stored.
+        """
+
+        def accept(message: Message) -> bool:
+            if not isinstance(message, AssistantMessage):
+                return True
+            blank = message.text is None or not message.text.strip()
+            return (
+                not blank
+                or message.has_tool_calls
+                or _has_media(message)
+                or _has_output_items(message)
+            )
+
+        return cls(accept)
+
+    @classmethod
+    def by_message_type(cls, *types: MessageType | str) -> MessageFilter:
+        """Store only messages of these types.
+
+        Leaving out ``TOOL`` does not strand a stored tool call: the memory advisor's write
+        guard stores the result of a stored call anyway.
+
+        Raises:
+            UsageError: no type given, or an unknown one (``None`` included).
+        """
+        if not types:
+            raise UsageError("by_message_type needs at least one message type")
+        try:
+            allowed = frozenset(MessageType(t) for t in types)
+        except ValueError:
+            raise UsageError(f"by_message_type got an unknown message type in {types!r}") from None
+        return cls(lambda m: m.message_type in allowed)
+
+    @classmethod
+    def contains_text(cls, keyword: str) -> MessageFilter:
+        """Store only messages whose text contains ``keyword``, case-insensitively.
+
+        Messages without text (tool results) are rejected.
+
+        Raises:
+            UsageError: the keyword is blank or not a string.
+        """
+        if not isinstance(cast(object, keyword), str) or not keyword.strip():
+            raise UsageError(f"contains_text needs a non-blank keyword, not {keyword!r}")
+        lowered = keyword.lower()
+
+        def accept(message: Message) -> bool:
+            text = message.text
+            return text is not None and lowered in text.lower()
+
+        return cls(accept)
+
+
+# The advisor chain's names are exported (and documented) from ``asyncsession.advisors``.
+for _public in (Advisor, CallContext, ChunkStream, MessageFilter):
+    _public.__module__ = "asyncsession.advisors"

@@ -3,62 +3,44 @@
 ```text
 AsyncSessionError                       base of everything we raise; never raised directly
 ├── UsageError (ValueError)             a developer mistake: bad argument, bad configuration
-│   ├── InvalidFilter                   an EventFilter with contradictory or bad criteria
-│   ├── InvalidText                     a string that is not valid Unicode text   .where
-│   ├── MissingSessionId                a chat call with session memory but no session id
 │   ├── RequestIdReused                 a request id sent again with another message
 │   └── UnknownToolCall                 a tool result or decision names no waiting call  .call_ids
 ├── AccessDenied (PermissionError)      a user touching a session that belongs to another user
 ├── TurnInProgress                      another turn of the session still runs   .retry_after
-├── RepositoryError                     the session store refused or failed an operation
-│   ├── SessionNotFound (LookupError)   .session_id
-│   ├── SessionExists                   .session_id
-│   ├── EventIdConflict                 .event_id, .session_id, .owner_session_id
-│   ├── EventTooLarge                   .event_id, .size, .limit
-│   └── StorageError                    the database failed; chained to the driver's error
-│       └── StorageUnavailable          the server could not be reached in time; retry later
+├── SessionNotFound (LookupError)       .session_id
+├── SessionExists                       .session_id
+├── EventIdConflict                     .event_id, .session_id, .owner_session_id
+├── EventTooLarge (ValueError)          .event_id, .size, .limit
+├── StorageError                        the database failed; chained to the driver's error
+│   └── StorageUnavailable              the server could not be reached in time; retry later
 ├── CompactionError                     a strategy failed; the log was left untouched
 ├── EncryptionError                     encryption at rest failed (key service, vault, master key)
 │   └── ContentErased (LookupError)     the user's data key is gone for good   .user_id .key_id
-├── ChatError                           the model call failed; .status_code when known
+├── ChatError                           the model call or its stream failed; .status_code
 │   ├── ChatTimeout
-│   ├── StreamInterrupted               the model's stream broke off before it finished
 │   └── ToolLoopLimitExceeded           the tool loop ran more rounds than allowed
 ├── ToolError                           a tool failed; sent back to the model, not raised to you
-└── MemoryStoreError                    a long-term memory store refused or failed an operation
-    ├── MemoryPathError (ValueError)    an unsafe or invalid path   .path
-    ├── MemoryNotFound (LookupError)    no file or directory there   .path
-    ├── MemoryExists                    a file or directory is already there   .path
-    ├── MemoryIsADirectory              a file operation named a directory   .path
-    ├── MemoryNotADirectory             a parent component is a file   .path
-    ├── MemoryWriteConflict             the file changed since it was read   .path
-    ├── MemoryTooLarge                  a file or the scope would be over its limit   .size .limit
-    └── MemoryBackendError              the filesystem or the database failed; chained
+└── MemoryStoreError                    a memory store refused or failed   .reason .path
 ```
 
 Driver and SDK errors are translated at one boundary each and chained with ``raise ... from``:
-PyMongo's in `asyncsession._pymongo_errors` (to `StorageError` for sessions, to
-`MemoryBackendError` for memory), the OpenAI SDK's in `asyncsession.openai`. Every error here is
-also exported from the top-level package.
+PyMongo's in `asyncsession._pymongo_errors`, the OpenAI SDK's in `asyncsession.openai`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Literal
 
 from ._display import shown_path
 
 __all__ = [
     "AsyncSessionError",
     "UsageError",
-    "InvalidFilter",
-    "InvalidText",
-    "MissingSessionId",
     "RequestIdReused",
     "UnknownToolCall",
     "AccessDenied",
     "TurnInProgress",
-    "RepositoryError",
     "SessionNotFound",
     "SessionExists",
     "EventIdConflict",
@@ -70,18 +52,9 @@ __all__ = [
     "ContentErased",
     "ChatError",
     "ChatTimeout",
-    "StreamInterrupted",
     "ToolLoopLimitExceeded",
     "ToolError",
     "MemoryStoreError",
-    "MemoryPathError",
-    "MemoryNotFound",
-    "MemoryExists",
-    "MemoryIsADirectory",
-    "MemoryNotADirectory",
-    "MemoryWriteConflict",
-    "MemoryTooLarge",
-    "MemoryBackendError",
 ]
 
 
@@ -91,39 +64,6 @@ class AsyncSessionError(Exception):
 
 class UsageError(AsyncSessionError, ValueError):
     """A developer mistake: a bad argument or configuration, not a runtime failure."""
-
-
-class InvalidFilter(UsageError):
-    """An ``EventFilter`` whose criteria are invalid or contradict each other."""
-
-
-class InvalidText(UsageError):
-    """A string that cannot be stored as text: it does not encode as UTF-8.
-
-    In Python that means a lone surrogate (``"\\ud83d"``), as a broken decode or a
-    ``surrogateescape`` round trip leaves behind. Every store refuses such a string in an event
-    (text, payload, metadata; keys and values, at any depth) or in a session before anything
-    is written, rather than rewrite it.
-    """
-
-    def __init__(self, where: str, value: str) -> None:
-        position = next(i for i, c in enumerate(value) if 0xD800 <= ord(c) <= 0xDFFF)
-        super().__init__(
-            f"{where} holds a string that is not valid UTF-8 text: a lone surrogate "
-            f"{value[position]!r} at index {position}; decode your input strictly or replace it"
-        )
-        self.where = where
-        """Where the string is: the event or session, then the field and the path to it."""
-        self.index = position
-        """The position of the first lone surrogate in the string."""
-
-
-class MissingSessionId(UsageError):
-    """A chat call on a client with session memory names no session.
-
-    There is deliberately no shared fallback session: it would merge the history of different
-    users.
-    """
 
 
 class RequestIdReused(UsageError):
@@ -189,11 +129,7 @@ class TurnInProgress(AsyncSessionError):
         """Seconds until the holder's lease expires, at most (at least 1)."""
 
 
-class RepositoryError(AsyncSessionError):
-    """The session store refused or failed an operation."""
-
-
-class SessionNotFound(RepositoryError, LookupError):
+class SessionNotFound(AsyncSessionError, LookupError):
     """No session has the given id."""
 
     def __init__(self, session_id: str) -> None:
@@ -201,7 +137,7 @@ class SessionNotFound(RepositoryError, LookupError):
         self.session_id = session_id
 
 
-class SessionExists(RepositoryError):
+class SessionExists(AsyncSessionError):
     """A session with the given id already exists."""
 
     def __init__(self, session_id: str) -> None:
@@ -209,7 +145,7 @@ class SessionExists(RepositoryError):
         self.session_id = session_id
 
 
-class EventIdConflict(RepositoryError):
+class EventIdConflict(AsyncSessionError):
     """An event id is already used by another session; event ids are unique across sessions."""
 
     def __init__(self, event_id: str, session_id: str, owner_session_id: str) -> None:
@@ -222,7 +158,7 @@ class EventIdConflict(RepositoryError):
         self.owner_session_id = owner_session_id
 
 
-class EventTooLarge(RepositoryError, ValueError):
+class EventTooLarge(AsyncSessionError, ValueError):
     """An event is larger than the store can hold in one document."""
 
     def __init__(self, event_id: str, size: int, limit: int) -> None:
@@ -234,7 +170,7 @@ class EventTooLarge(RepositoryError, ValueError):
         self.limit = limit
 
 
-class StorageError(RepositoryError):
+class StorageError(AsyncSessionError):
     """The database failed; the driver's exception is the ``__cause__``."""
 
 
@@ -280,7 +216,10 @@ class ContentErased(EncryptionError, LookupError):
 
 
 class ChatError(AsyncSessionError):
-    """The model call failed; the SDK's exception is the ``__cause__``."""
+    """The model call, or its stream, failed; the SDK's exception is the ``__cause__``.
+
+    A stream that breaks off before it finished raises it too (``status_code`` ``None``).
+    """
 
     def __init__(self, message: str, *, status_code: int | None = None) -> None:
         super().__init__(message)
@@ -289,10 +228,6 @@ class ChatError(AsyncSessionError):
 
 class ChatTimeout(ChatError):
     """The model did not answer in time."""
-
-
-class StreamInterrupted(ChatError):
-    """The model's stream broke off before it finished."""
 
 
 class ToolLoopLimitExceeded(ChatError):
@@ -310,76 +245,48 @@ class ToolError(AsyncSessionError):
     """A tool failed. The tool loop sends the message back to the model as the tool's result."""
 
 
+MemoryErrorReason = Literal[
+    "invalid_path",
+    "not_found",
+    "exists",
+    "is_a_directory",
+    "not_a_directory",
+    "conflict",
+    "too_large",
+    "backend",
+]
+"""Why a memory store refused or failed an operation: `MemoryStoreError.reason`."""
+
+_MEMORY_MESSAGES: dict[str, str] = {
+    "not_found": "Path does not exist: {}",
+    "exists": "Path already exists: {}",
+    "is_a_directory": "Path is a directory, not a file: {}",
+    "not_a_directory": "Parent path is a file, not a directory: {}",
+    "conflict": "File was changed concurrently: {}",
+}
+
+
 class MemoryStoreError(AsyncSessionError):
-    """Base class of every memory store error; never raised directly."""
+    """A memory store refused or failed an operation; `reason` says why.
 
+    - ``"invalid_path"``: the path is unsafe or invalid (absolute, escaping the scope, too long,
+      malformed) or names the root where it cannot.
+    - ``"not_found"``: nothing is at the path; ``"exists"``: something already is.
+    - ``"is_a_directory"``: a file operation named a directory; ``"not_a_directory"``: a
+      component of the path that must be a directory is a file (`path` names it).
+    - ``"conflict"``: the file changed (or vanished, or appeared) since it was read: read it
+      again and retry.
+    - ``"too_large"``: a file or the whole scope would be over its limit (the message gives the
+      sizes in bytes).
+    - ``"backend"``: the filesystem or the database failed; the cause is chained.
 
-class MemoryPathError(MemoryStoreError, ValueError):
-    """A path is unsafe or invalid: absolute, escaping the scope, too long, or malformed."""
+    The memory tools send the message to the model as text instead of raising it.
+    """
 
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(message)
+    def __init__(self, reason: MemoryErrorReason, path: str, message: str | None = None) -> None:
+        shown = _MEMORY_MESSAGES.get(reason, "{}").format(shown_path(path))
+        super().__init__(message if message is not None else shown)
+        self.reason: MemoryErrorReason = reason
+        """Why the operation failed."""
         self.path = path
-        """The path as the caller gave it."""
-
-
-class MemoryNotFound(MemoryStoreError, LookupError):
-    """Nothing (no file, no directory) exists at the path."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(f"Path does not exist: {shown_path(path)}")
-        self.path = path
-        """The normalised path that was looked up."""
-
-
-class MemoryExists(MemoryStoreError):
-    """A file or directory already exists at the path."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(f"Path already exists: {shown_path(path)}")
-        self.path = path
-        """The normalised path that is taken."""
-
-
-class MemoryIsADirectory(MemoryStoreError):
-    """A file operation named a directory."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(f"Path is a directory, not a file: {shown_path(path)}")
-        self.path = path
-        """The normalised path of the directory."""
-
-
-class MemoryNotADirectory(MemoryStoreError):
-    """A component of the path that must be a directory is a file."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(f"Parent path is a file, not a directory: {shown_path(path)}")
-        self.path = path
-        """The normalised path of the file that stands where a directory is needed."""
-
-
-class MemoryWriteConflict(MemoryStoreError):
-    """The file changed (or vanished, or appeared) since the caller read it."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(f"File was changed concurrently: {shown_path(path)}")
-        self.path = path
-        """The normalised path of the contested file."""
-
-
-class MemoryTooLarge(MemoryStoreError):
-    """A write would make a file, or the whole scope, larger than its configured limit."""
-
-    def __init__(self, path: str, message: str, *, size: int, limit: int) -> None:
-        super().__init__(message)
-        self.path = path
-        """The normalised path being written or read."""
-        self.size = size
-        """The size the operation would reach, in bytes."""
-        self.limit = limit
-        """The configured limit, in bytes."""
-
-
-class MemoryBackendError(MemoryStoreError):
-    """The filesystem or the database failed; the cause is chained as ``__cause__``."""
+        """The path concerned, normalised where it could be."""

@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Final, cast, overload
 
 from ._view import ReadLog
 from .events import EventType, SessionEvent
-from .exceptions import InvalidFilter
+from .exceptions import UsageError
 from .messages import MessageType
 
 __all__ = ["EventFilter", "EventQuery", "MatchMode"]
@@ -111,7 +111,7 @@ class EventFilter:
         as_of: read the log as it was at this version (see the module docs).
 
     Raises:
-        InvalidFilter: a criterion is out of range, or ``last_n`` is combined with a page.
+        UsageError: a criterion is out of range, or ``last_n`` is combined with a page.
     """
 
     __slots__ = (
@@ -171,30 +171,30 @@ class EventFilter:
     ) -> None:
         for name, value in (("from_", from_), ("to", to)):
             if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
-                raise InvalidFilter(f"{name} must be a timezone-aware datetime, not {value!r}")
+                raise UsageError(f"{name} must be a timezone-aware datetime, not {value!r}")
         if from_ is not None and to is not None and from_ > to:
-            raise InvalidFilter(f"from_ ({from_.isoformat()}) is after to ({to.isoformat()})")
+            raise UsageError(f"from_ ({from_.isoformat()}) is after to ({to.isoformat()})")
         if last_n is not None and last_n <= 0:
-            raise InvalidFilter("last_n must be greater than 0")
+            raise UsageError("last_n must be greater than 0")
         if page_size is not None and page_size <= 0:
-            raise InvalidFilter("page_size must be greater than 0")
+            raise UsageError("page_size must be greater than 0")
         if page is not None and page < 0:
-            raise InvalidFilter("page must be >= 0")
+            raise UsageError("page must be >= 0")
         if page is not None and page_size is None:
-            raise InvalidFilter("page_size must be set when page is set")
+            raise UsageError("page_size must be set when page is set")
         if last_n is not None and page_size is not None:
-            raise InvalidFilter("last_n and page/page_size are mutually exclusive")
+            raise UsageError("last_n and page/page_size are mutually exclusive")
         if as_of is not None and (isinstance(as_of, bool) or not isinstance(as_of, int)):
-            raise InvalidFilter(f"as_of must be a version (an int), not {as_of!r}")
+            raise UsageError(f"as_of must be a version (an int), not {as_of!r}")
         if as_of is not None and as_of < 0:
-            raise InvalidFilter("as_of must be >= 0")
+            raise UsageError("as_of must be >= 0")
 
         types = None
         if message_types is not None:
             try:
                 types = frozenset(MessageType(t) for t in message_types) or None
             except ValueError as exc:
-                raise InvalidFilter(f"unknown message type in {message_types!r}") from exc
+                raise UsageError(f"unknown message type in {message_types!r}") from exc
         kinds = None
         if event_types is not None:
             try:
@@ -202,9 +202,9 @@ class EventFilter:
                     t if isinstance(t, EventType) else EventType(t) for t in event_types
                 )
             except ValueError as exc:
-                raise InvalidFilter(str(exc)) from exc
+                raise UsageError(str(exc)) from exc
             except TypeError as exc:  # not iterable: EventType itself, a number
-                raise InvalidFilter(
+                raise UsageError(
                     f"event_types must be a list of EventType or str, not {event_types!r}"
                 ) from exc
             kinds = kinds or None
@@ -213,7 +213,7 @@ class EventFilter:
         terms: tuple[str, ...] | None = None
         if keywords is not None:
             if isinstance(keywords, str):
-                raise InvalidFilter("keywords must be a list of terms, not one string")
+                raise UsageError("keywords must be a list of terms, not one string")
             terms = tuple(k.lower() for k in keywords if k is not None and k.strip()) or None
         mode: MatchMode | None = None
         if terms is not None:
@@ -224,14 +224,12 @@ class EventFilter:
                     else match_mode or MatchMode.ANY
                 )
             except ValueError as exc:
-                raise InvalidFilter(
-                    f"match_mode must be 'any' or 'all', not {match_mode!r}"
-                ) from exc
+                raise UsageError(f"match_mode must be 'any' or 'all', not {match_mode!r}") from exc
         compiled: re.Pattern[str] | None
         try:
             compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
         except re.error as exc:
-            raise InvalidFilter(f"invalid pattern {pattern!r}: {exc}") from exc
+            raise UsageError(f"invalid pattern {pattern!r}: {exc}") from exc
 
         values: dict[str, Any] = {
             "from_": from_,
@@ -408,12 +406,10 @@ class EventFilter:
         from its boundaries, whatever the events say; see the module docs).
 
         Raises:
-            InvalidFilter: ``as_of`` is set: a list holds no commits (hold the log as it was).
+            UsageError: ``as_of`` is set: a list holds no commits (hold the log as it was).
         """
         if self.as_of is not None:
-            raise InvalidFilter(
-                "as_of needs a log's commits; apply the filter to the log as it was"
-            )
+            raise UsageError("as_of needs a log's commits; apply the filter to the log as it was")
         return self.read_backwards(ReadLog.of(log))
 
     def read_backwards(self, log: ReadLog) -> list[SessionEvent]:
@@ -468,7 +464,7 @@ class EventQuery:
     recall finds what compaction took out of the view.
 
     Raises:
-        InvalidFilter: no keyword or over 20, one blank or over 200 characters, a bad mode,
+        UsageError: no keyword or over 20, one blank or over 200 characters, a bad mode,
             message type or page, or a naive ``since``.
     """
 
@@ -490,13 +486,13 @@ class EventQuery:
     def __post_init__(self) -> None:
         terms: object = self.keywords
         if not isinstance(terms, tuple | list) or not 0 < len(self.keywords) <= _MAX_KEYWORDS:
-            raise InvalidFilter(f"keywords must be a tuple of 1 to {_MAX_KEYWORDS} terms")
+            raise UsageError(f"keywords must be a tuple of 1 to {_MAX_KEYWORDS} terms")
         for term in self.keywords:
             text = cast(object, term)
             if not isinstance(text, str) or not text.strip() or len(text) > _MAX_KEYWORD_LENGTH:
-                raise InvalidFilter(f"a keyword must be 1 to {_MAX_KEYWORD_LENGTH} characters")
+                raise UsageError(f"a keyword must be 1 to {_MAX_KEYWORD_LENGTH} characters")
         if self.since is not None and self.since.utcoffset() is None:
-            raise InvalidFilter("since must be timezone-aware")
+            raise UsageError("since must be timezone-aware")
         object.__setattr__(self, "keywords", tuple(self.keywords))
         try:
             object.__setattr__(self, "match_mode", MatchMode(self.match_mode))
@@ -506,7 +502,7 @@ class EventQuery:
                 else frozenset(map(MessageType, self.message_types))
             )
         except ValueError as exc:
-            raise InvalidFilter(str(exc)) from exc
+            raise UsageError(str(exc)) from exc
         object.__setattr__(self, "message_types", types or None)
         self.to_filter()  # the page checks
 

@@ -7,7 +7,7 @@ of the OpenAI dict that have no field of ours stay in ``extra``. So
 tool message list converts back to the same list.
 
 Messages are API-neutral: the same values also round-trip to OpenAI Responses API items
-(``asyncsession.openai.items_to_messages`` / ``messages_to_items``). What only that API knows
+(``ResponsesClient`` converts them). What only that API knows
 is kept beside the fields: ``item_extra`` holds the keys of a Responses item that have no field
 here (its ``id``, ``status``, ``type``), and an assistant message keeps the output ``items`` it was
 made from, reasoning items (with ``encrypted_content``) included, in their order. Chat

@@ -44,7 +44,7 @@ from asyncsession import (
     UserMessage,
     tool,
 )
-from asyncsession.advisors import BaseAdvisor, CallContext
+from asyncsession.advisors import Advisor, CallContext
 from asyncsession.chat import ChatRequest
 from asyncsession.openai import ChatClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
@@ -109,7 +109,7 @@ class CommandCounter(monitoring.CommandListener):
         pass
 
 
-class Probe(BaseAdvisor):
+class Probe(Advisor):
     """A model advisor: notes when the request is ready to go to the model."""
 
     async def before(self, ctx: CallContext, request: ChatRequest) -> ChatRequest:

@@ -116,7 +116,7 @@ from asyncsession import (
     UsageError,
     tool,
 )
-from asyncsession.openai import BaseChatClient, ChatClient, ResponsesClient
+from asyncsession.openai import ChatClient, ResponsesClient
 from asyncsession.testing import (
     RecordedRequest,
     ScriptedOpenAIServer,
@@ -218,7 +218,7 @@ UserId = Annotated[str, Header(alias="x-user-id", pattern=r"\S", max_length=128)
 IdempotencyKey = Annotated[str | None, Header(alias="idempotency-key", max_length=200)]
 """The client's id of a request it may retry."""
 
-CHAT_APIS: dict[str, type[BaseChatClient]] = {"chat": ChatClient, "responses": ResponsesClient}
+CHAT_APIS: dict[str, type[ChatClient]] = {"chat": ChatClient, "responses": ResponsesClient}
 """The ``--api`` choices: Chat Completions (the default), or the Responses API (``store=False``:
 the session log is the history). Both take the same arguments."""
 
@@ -440,7 +440,7 @@ class _TurnEvents:
     )
 
     async def produce(
-        self, chat: BaseChatClient, message: str, turn: Mapping[str, str | None], instance: str
+        self, chat: ChatClient, message: str, turn: Mapping[str, str | None], instance: str
     ) -> None:
         ids = _EventIds()
         try:
@@ -517,10 +517,10 @@ class _Runtime:
     """What the endpoints use, set when the app is created or when its lifespan starts."""
 
     sessions: SessionService | None = None
-    chat: BaseChatClient | None = None
+    chat: ChatClient | None = None
     description: list[str] = field(default_factory=list[str])
 
-    def ready(self) -> tuple[SessionService, BaseChatClient]:
+    def ready(self) -> tuple[SessionService, ChatClient]:
         if self.sessions is None or self.chat is None:
             raise RuntimeError("the app's lifespan has not started")
         return self.sessions, self.chat
@@ -531,7 +531,7 @@ def create_app(
     *,
     model: str | None = None,
     service: SessionService | None = None,
-    chat_api: type[BaseChatClient] | None = None,
+    chat_api: type[ChatClient] | None = None,
     ping_seconds: float | None = None,
     body_limit: int = BODY_LIMIT,
 ) -> FastAPI:
@@ -550,9 +550,7 @@ def create_app(
     )
     runtime = _Runtime()
 
-    def build_chat(
-        client: openai.AsyncOpenAI, sessions: SessionService, name: str
-    ) -> BaseChatClient:
+    def build_chat(client: openai.AsyncOpenAI, sessions: SessionService, name: str) -> ChatClient:
         return api(
             client,
             model=name,

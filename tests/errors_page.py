@@ -6,7 +6,7 @@ status the FastAPI example answers it with (its own table, `ERROR_STATUSES`), th
 `asyncsession` command line gives it (computed by the CLI's own mapping,
 `asyncsession.cli._errors.failure_of`) and what a user should do (`ADVICE` below). Errors of
 private classes that users meet under public names (the MongoDB memory store's outage error is
-both a `MemoryBackendError` and a `StorageUnavailable`) are shown by what they are (`HIDDEN`
+both a `MemoryStoreError` and a `StorageUnavailable`) are shown by what they are (`HIDDEN`
 below) and what users catch them as, never by their private names. An error that never reaches
 the caller (`NEVER_RAISED`) shows "—" as its HTTP status and exit code.
 
@@ -46,10 +46,6 @@ ADVICE: dict[str, str] = {
     "AsyncSessionError": "Catch it to handle every error of ours in one place.",
     "UsageError": "Fix the call: the message names the argument and what it expected. "
     "Retrying cannot help.",
-    "InvalidFilter": "Fix the `EventFilter`: the message names the criteria that clash.",
-    "InvalidText": "Decode the input strictly (or replace lone surrogates); `.where` says "
-    "which field holds the string.",
-    "MissingSessionId": "Pass `session_id=` on every call of a client with session memory.",
     "RequestIdReused": "Answer 422: a retry must send the same message, a new request a new "
     "request id.",
     "UnknownToolCall": "Answer 422: send results only for calls the model made, and decisions "
@@ -58,7 +54,6 @@ ADVICE: dict[str, str] = {
     "same user cannot help.",
     "TurnInProgress": "Answer 409 with `Retry-After: error.retry_after`; the retry runs then, "
     "or gets the stored reply of its request.",
-    "RepositoryError": "Catch it to handle every session-store refusal or failure.",
     "SessionNotFound": "Create the session first, or answer 404.",
     "SessionExists": "Use the session that exists (`find_by_id`), or choose another id.",
     "EventIdConflict": "Event ids are unique across sessions: let the store choose them, or "
@@ -75,23 +70,15 @@ ADVICE: dict[str, str] = {
     "ContentErased": "The user was erased: treat their content as gone (answer 410). If nobody "
     "was erased, check the key vault namespace of the setting.",
     "ChatError": "Look at `.status_code`: retry 429 and 5xx with a backoff, fix the request "
-    "for other 4xx.",
+    "for other 4xx; retry a stream that broke off (no status).",
     "ChatTimeout": "Retry, or give the OpenAI client a longer timeout.",
-    "StreamInterrupted": "Retry the call.",
     "ToolLoopLimitExceeded": "Raise `max_rounds`, or look at what the tools answer: the "
     "model kept asking for more.",
     "ToolError": "Raise it in a tool to send the model an error text; it never reaches you.",
-    "MemoryStoreError": "Catch it to handle every memory-store refusal or failure. The "
-    "memory tools send these to the model as text instead.",
-    "MemoryPathError": "Use a relative path inside the scope, without `..` or control characters.",
-    "MemoryNotFound": "Create the file first, or treat it as absent.",
-    "MemoryExists": "Choose another path, or edit the file that is there.",
-    "MemoryIsADirectory": "Name a file, not a directory.",
-    "MemoryNotADirectory": "A parent of the path is a file: choose another path.",
-    "MemoryWriteConflict": "Read the file again and apply the change to what it holds now.",
-    "MemoryTooLarge": "Write less, or raise the store's limit; `.size` and `.limit` are in bytes.",
-    "MemoryBackendError": "Log it with its cause (the filesystem's or the driver's error); "
-    "retry later.",
+    "MemoryStoreError": "Act on `.reason`: `conflict`: read the file again and retry; "
+    "`not_found`/`exists`: the path is free or taken; `too_large`: write less or raise the "
+    "limit; `backend`: log the cause and retry later. The memory tools send the message to "
+    "the model instead.",
 }
 
 
@@ -190,8 +177,6 @@ def sample(cls: type[BaseException]) -> BaseException:
                 args.append("x")
             continue
         value = _dummy(str(parameter.annotation))
-        if parameter.name == "value" and cls is exceptions.InvalidText:
-            value = "\ud83d"
         if parameter.kind is parameter.KEYWORD_ONLY:
             kwargs[parameter.name] = value
         else:

@@ -41,10 +41,12 @@ LAYERS: dict[str, int] = {
     "asyncsession._offload": 1,  # large bodies: previews and pages, for stores and the turn
     "asyncsession.rewinds": 1,  # points of a log, and the record a rewind leaves
     "asyncsession._text": 1,  # text that cannot be stored (lone surrogates), for every store
+    "asyncsession._responses_items": 1,  # messages <-> Responses API items (client, adapters)
     "asyncsession._checks": 1,  # argument checks at public entry points: UsageError
     "asyncsession.compaction_protocols": 2,
     "asyncsession.encryption": 2,  # data keys per user, for every store (libmongocrypt)
     "asyncsession.repository": 3,
+    "asyncsession._describe": 3,  # events on one line for people (the CLI's tables, the demo)
     "asyncsession.memory": 3,  # the memory stores: storage, beside the session stores
     "asyncsession.service": 4,
     "asyncsession._compaction_pass": 4,

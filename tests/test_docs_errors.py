@@ -72,16 +72,17 @@ def test_the_memory_stores_outage_is_shown_as_what_users_catch() -> None:
 
     hidden = {found.cls: found.public for found in hidden_errors()}
     assert hidden[_MemoryStoreUnavailable] == (
-        exceptions.MemoryBackendError,
+        exceptions.MemoryStoreError,
         exceptions.StorageUnavailable,
     )
     block = render_block()
-    assert "· the MongoDB memory store's outage error (also a MemoryBackendError)" in block
+    assert "· the MongoDB memory store's outage error (also a MemoryStoreError)" in block
     assert "· the MongoDB memory store's outage error (also a StorageUnavailable)" in block
-    assert "is both `MemoryBackendError` and `StorageUnavailable`: catch it as either." in block
+    assert "is both `MemoryStoreError` and `StorageUnavailable`: catch it as either." in block
     assert "_MemoryStoreUnavailable" not in block  # users never see the private name
-    error = _MemoryStoreUnavailable("down")
-    assert isinstance(error, exceptions.MemoryBackendError)
+    error = _MemoryStoreUnavailable("backend", "", "down")
+    assert isinstance(error, exceptions.MemoryStoreError)
+    assert error.reason == "backend"
     assert isinstance(error, exceptions.StorageUnavailable)
 
 
@@ -111,7 +112,7 @@ def test_the_exit_codes_are_the_clis_own() -> None:
     assert exit_code(exceptions.StorageError) == EXIT_FAILED == 1
     assert exit_code(exceptions.UsageError) == EXIT_FAILED
     block = render_block()
-    assert "| `SessionNotFound` | `RepositoryError`, `LookupError` |" in block
+    assert "| `SessionNotFound` | `AsyncSessionError`, `LookupError` |" in block
     row = next(line for line in block.splitlines() if line.startswith("| `StorageUnavailable`"))
     assert "| `4` |" in row
 
@@ -120,8 +121,8 @@ def test_the_http_statuses_are_the_examples_own() -> None:
     """The statuses come from the example's ERROR_STATUSES, first match first, else 500."""
     assert http_status(exceptions.AccessDenied) == 403
     assert http_status(exceptions.ChatTimeout) == 504  # before its base ChatError's 502
-    assert http_status(exceptions.StreamInterrupted) == 502
-    assert http_status(exceptions.MissingSessionId) == 422  # a UsageError
+    assert http_status(exceptions.ChatError) == 502
+    assert http_status(exceptions.RequestIdReused) == 422  # a UsageError
     assert http_status(exceptions.CompactionError) == 500
     row = next(line for line in render_block().splitlines() if line.startswith("| `ChatTimeout`"))
     assert "| `504` | `1` |" in row

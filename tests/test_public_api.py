@@ -159,7 +159,7 @@ def test_the_tree_lists_only_real_errors() -> None:
     "error",
     [
         pytest.param(asyncsession.SessionNotFound("s"), id="repository"),
-        pytest.param(exceptions.MemoryNotFound("a.md"), id="memory"),
+        pytest.param(exceptions.MemoryStoreError("not_found", "a.md"), id="memory"),
         pytest.param(asyncsession.ToolLoopLimitExceeded(3), id="chat"),
     ],
 )
@@ -171,14 +171,11 @@ def test_errors_show_their_public_path(error: Exception) -> None:
     )
 
 
-def test_the_memory_modules_still_export_the_memory_errors() -> None:
-    """asyncsession.memory and asyncsession.memory.store re-export the memory errors by name."""
+def test_the_memory_modules_still_export_the_memory_error() -> None:
+    """asyncsession.memory and asyncsession.memory.store re-export MemoryStoreError."""
     from asyncsession import exceptions, memory
     from asyncsession.memory import store
 
-    for name in exceptions.__all__:
-        if name.startswith("Memory"):
-            assert getattr(memory, name) is getattr(exceptions, name)
-            assert getattr(store, name) is getattr(exceptions, name)
-            assert name in memory.__all__
-            assert name in store.__all__
+    for module in (memory, store):
+        assert module.MemoryStoreError is exceptions.MemoryStoreError
+        assert "MemoryStoreError" in module.__all__

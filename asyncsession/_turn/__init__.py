@@ -4,17 +4,16 @@ The clients in ``asyncsession.openai`` build a `Turn` per call; advisors go arou
 """
 
 from .calls import Decisions
+from .compaction import SERVER_COMPACTION_STRATEGY, SERVER_COMPACTION_TRIGGER
 from .log import (
-    SERVER_COMPACTION_STRATEGY,
-    SERVER_COMPACTION_TRIGGER,
     Compaction,
-    compacted_during,
+    SessionMemory,
+    StoreQuestion,
+    request_event_id,
 )
-from .session import RETURNED_METADATA_KEY, SessionMemory, StoreQuestion, request_event_id
 from .turn import Turn
 
 __all__ = [
-    "RETURNED_METADATA_KEY",
     "SERVER_COMPACTION_STRATEGY",
     "SERVER_COMPACTION_TRIGGER",
     "Compaction",
@@ -22,6 +21,5 @@ __all__ = [
     "SessionMemory",
     "StoreQuestion",
     "Turn",
-    "compacted_during",
     "request_event_id",
 ]

@@ -1,12 +1,4 @@
-"""Tool calls in the log: which are still unanswered, the results that answer them when their
-run was lost or refused, approvals, and outputs too large to send whole.
-
-**Pairing.** Every tool call the model makes is answered in the log by one result, stored after
-it. A turn records a round's call before its tools run and their results after (two commits),
-so a turn that dies between the two leaves a call without its result. The next turn of the
-session answers such a call, before its own model call, with a result saying it was
-interrupted (`interrupted`), appended at the version it read with an id fixed by the call ids,
-so whichever process gets there first writes it and the others find it stored.
+"""Running a round's tools, approvals, and outputs too large to send whole.
 
 **Exactly once.** A call in the log without its result is a run that was recorded as started.
 A turn that continues the same request (a retry of its request id that takes it over, or a
@@ -28,24 +20,18 @@ a result the store offloaded reads back as its preview, sent with the same note.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Final, cast
 
 from pydantic import Field
 
-from .._offload import OffloadedBody
 from .._telemetry import tool_span
 from ..chat import APPROVAL_REQUIRED, RETURN_DIRECT, ChatResponse
-from ..events import EventType, SessionEvent
+from ..events import SessionEvent
 from ..exceptions import ToolError, UnknownToolCall, UsageError
-from ..filters import EventFilter
 from ..messages import (
     AssistantMessage,
-    Message,
-    MessageType,
-    SystemMessage,
     ToolCall,
     ToolResponse,
     ToolResponseMessage,
@@ -53,33 +39,22 @@ from ..messages import (
 )
 from ..repository import SessionRepository
 from ..tools import Tool
+from .log import INTERRUPTED_TEXT, READ_TOOL_OUTPUT, answers, cut_note, waiting_for_approval
 
 __all__ = [
-    "APPROVAL_METADATA_KEY",
-    "INTERRUPTED_METADATA_KEY",
-    "INTERRUPTED_TEXT",
-    "READ_TOOL_OUTPUT",
     "Decisions",
-    "answers",
     "checked_decisions",
     "cut_output",
     "cut_results",
-    "interrupted",
-    "interrupted_calls",
     "needing_approval",
     "newest_pause",
     "not_run",
-    "noted_preview",
     "read_tool_output",
     "reader_for",
-    "refuse_unknown_results",
+    "rejected",
     "run_tools",
     "still_waiting",
     "stored_reply",
-    "rejected",
-    "sees_pairs",
-    "unanswered",
-    "waiting_for_approval",
     "went_on",
 ]
 
@@ -88,138 +63,15 @@ PAGE_CHARS: Final = 16_000
 
 logger = logging.getLogger("asyncsession.turn")
 
-APPROVAL_METADATA_KEY: Final = "approval_pending"
-"""The metadata key of a stored round whose turn stopped for approvals: the ids of the calls
-waiting for a decision."""
-INTERRUPTED_METADATA_KEY: Final = "interrupted"
-"""The metadata key (value ``True``) of a result that answers a call whose run was lost."""
-READ_TOOL_OUTPUT: Final = "read_tool_output"
-"""The name of the tool that pages a stored tool output."""
-
-INTERRUPTED_TEXT: Final = (
-    "Error: this tool call was interrupted before it returned a result (the process running "
-    "it stopped). It may or may not have taken effect: check before calling it again."
-)
-NOT_APPROVED_TEXT: Final = (
-    "Error: not run: the conversation went on before anyone approved this tool call."
-)
 
 Decisions = Mapping[str, bool | str]
 """Decisions on calls waiting for approval, by call id: ``True`` approves, ``False`` rejects,
 a string rejects with that reason (sent to the model)."""
 
 
-def answers(events: Sequence[SessionEvent]) -> set[str]:
-    """The ids of the tool calls the results among ``events`` answer."""
-    return {
-        response.id
-        for event in events
-        if isinstance(event.message, ToolResponseMessage)
-        for response in event.message.responses
-    }
-
-
-def sees_pairs(read_filter: EventFilter) -> bool:
-    """Whether a read with ``read_filter`` shows every tool call and result after the oldest
-    event it returns (so a call it shows without a result has none)."""
-    kinds = read_filter.message_types
-    types = read_filter.event_types
-    return (
-        (kinds is None or {MessageType.ASSISTANT, MessageType.TOOL} <= set(kinds))
-        and (types is None or {EventType.ASSISTANT, EventType.TOOL} <= set(types))
-        and read_filter.page_size is None
-        and read_filter.from_ is None
-        and read_filter.to is None
-        and not read_filter.has_text_criteria
-    )
-
-
-def unanswered(events: Sequence[SessionEvent]) -> list[tuple[SessionEvent, list[ToolCall]]]:
-    """The newest tool-call event among ``events`` with its calls no later result answers,
-    when nothing but results (and system events) follows it: the calls a result appended
-    now would answer in place. An older call without its result (written by someone else)
-    is left to the prompt's guard."""
-    answered: set[str] = set()
-    for event in reversed(events):
-        message = event.message
-        if message is None or isinstance(message, SystemMessage):
-            continue
-        if isinstance(message, ToolResponseMessage):
-            answered.update(response.id for response in message.responses)
-            continue
-        if isinstance(message, AssistantMessage):
-            missing = [call for call in message.tool_calls if call.id not in answered]
-            if missing:
-                return [(event, missing)]
-        return []
-    return []
-
-
-def waiting_for_approval(event: SessionEvent) -> list[str]:
-    """The ids of the calls of a stored round that stopped its turn for approvals."""
-    value = event.metadata.get(APPROVAL_METADATA_KEY)
-    if not isinstance(value, list):
-        return []
-    return [item for item in value if isinstance(item, str)]
-
-
-def interrupted(
-    session_id: str, call_event: SessionEvent, calls: Sequence[ToolCall]
-) -> SessionEvent:
-    """The result that answers ``calls`` of ``call_event``, whose run was lost: its id is fixed
-    by the calls, so every process that writes it writes the same event."""
-    pending = set(waiting_for_approval(call_event))
-    responses = tuple(
-        ToolResponse(
-            id=call.id,
-            name=call.name,
-            data=NOT_APPROVED_TEXT if call.id in pending else INTERRUPTED_TEXT,
-        )
-        for call in calls
-    )
-    key = ",".join(call.id for call in calls)
-    digest = hashlib.sha256(f"{len(session_id)}:{session_id}:{key}".encode()).hexdigest()
-    return SessionEvent(
-        id=f"interrupted-{digest}",
-        session_id=session_id,
-        message=ToolResponseMessage(responses=responses),
-        metadata={INTERRUPTED_METADATA_KEY: True},
-    )
-
-
 def rejected(reason: str) -> str:
     """The result a rejected call sends the model."""
     return "Error: not run: the user rejected this tool call" + (f": {reason}" if reason else ".")
-
-
-def refuse_unknown_results(
-    session_id: str,
-    read_filter: EventFilter,
-    events: Sequence[SessionEvent],
-    prompt: Sequence[Message],
-    question: Message,
-) -> None:
-    """Refuse tool results (``question``) that answer a call neither in the log (``events``,
-    read with ``read_filter``) nor in the ``prompt``, when the read shows the whole log.
-
-    Raises:
-        UnknownToolCall: such results.
-    """
-    if (
-        not isinstance(question, ToolResponseMessage)
-        or not sees_pairs(read_filter)
-        or read_filter.has_window
-    ):
-        return
-    known = {
-        call.id
-        for message in (*(event.message for event in events), *prompt)
-        if isinstance(message, AssistantMessage)
-        for call in message.tool_calls
-    }
-    missing = [response.id for response in question.responses if response.id not in known]
-    if missing:
-        raise UnknownToolCall(session_id, missing, "tool call")
 
 
 def newest_pause(session_id: str, events: Sequence[SessionEvent], decided: Sequence[str]) -> int:
@@ -313,35 +165,6 @@ def not_run(
     return fixed
 
 
-def interrupted_calls(
-    session_id: str,
-    read_filter: EventFilter,
-    events: Sequence[SessionEvent],
-    question: Message | None,
-) -> list[SessionEvent]:
-    """The results that answer, as interrupted, the calls ``events`` leave unanswered (those
-    the question answers aside); none when the read cannot show pairs."""
-    if not sees_pairs(read_filter):
-        return []
-    answered = (
-        {r.id for r in question.responses}
-        if isinstance(question, ToolResponseMessage)
-        else set[str]()
-    )
-    repairs: list[SessionEvent] = []
-    for call_event, calls in unanswered(events):
-        left = [call for call in calls if call.id not in answered]
-        if left:
-            repairs.append(interrupted(session_id, call_event, left))
-            logger.warning(
-                "Session %r: answering tool call(s) %s, left without a result by an "
-                "interrupted turn, as interrupted",
-                session_id,
-                [call.id for call in left],
-            )
-    return repairs
-
-
 def stored_reply(
     events: Sequence[SessionEvent], start: int | None, reply_id: str
 ) -> tuple[ChatResponse, list[str], list[str]] | None:
@@ -376,20 +199,13 @@ def stored_reply(
 # --- large outputs ---------------------------------------------------------------------------
 
 
-def _note(event_id: str, call_id: str, shown: int, total: int) -> str:
-    return (
-        f"\n[output cut: {shown} of {total} characters shown; read the rest with "
-        f'{READ_TOOL_OUTPUT}(event_id="{event_id}", call_id="{call_id}", offset={shown})]'
-    )
-
-
 def cut_output(event_id: str, response: ToolResponse, limit: int) -> ToolResponse:
     """``response`` as the model is sent it: whole, or its first ``limit`` characters and a
     note on reading the rest (a page ``read_tool_output`` read is sent whole)."""
     total = len(response.data)
     if total <= limit or response.name == READ_TOOL_OUTPUT:
         return response
-    data = response.data[:limit] + _note(event_id, response.id, limit, total)
+    data = response.data[:limit] + cut_note(event_id, response.id, limit, total)
     return response.model_copy(update={"data": data})
 
 
@@ -412,23 +228,6 @@ def reader_for(service: object, session_id: str, page_chars: int | None) -> Tool
     if not isinstance(repository, SessionRepository):
         return None
     return read_tool_output(repository, session_id, page_chars or PAGE_CHARS)
-
-
-def noted_preview(event: SessionEvent) -> SessionEvent:
-    """A stored result the store offloaded (read back as its preview), its cut outputs noted
-    with how to read the rest; any other event as it is."""
-    body = OffloadedBody.of(event)
-    message = event.message
-    if body is None or not isinstance(message, ToolResponseMessage):
-        return event
-    responses = list(message.responses)
-    for index, (response, total) in enumerate(zip(responses, body.chars, strict=False)):
-        shown = len(response.data)
-        if shown < total:
-            note = _note(event.id, response.id, shown, total)
-            responses[index] = response.model_copy(update={"data": response.data + note})
-    noted = message.model_copy(update={"responses": tuple(responses)})
-    return event.model_copy(update={"message": noted})
 
 
 def read_tool_output(

@@ -1,4 +1,5 @@
-"""Running a list of advisors around an innermost step, in the order given: fold, run.
+"""Running a list of advisors around an innermost step, in the order given: fold, run; and
+folding a stream's chunks into the response they add up to (`StreamAggregator`).
 
 The client runs its ``advisors`` around the turn, and the turn runs the ``model_advisors``
 around each model call, both through `run_call` (one awaited response) or `start_stream`
@@ -9,11 +10,22 @@ what the advisors do.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 
-from ..advisors import Advisor, CallContext, CallNext, ChunkStream, StreamNext
-from ..chat import ChatChunk, ChatRequest, ChatResponse, StreamAggregator
+from ..chat import (
+    Advisor,
+    CallContext,
+    CallNext,
+    ChatChunk,
+    ChatRequest,
+    ChatResponse,
+    ChunkStream,
+    StreamNext,
+    Usage,
+)
+from ..messages import AssistantMessage, ToolCall
 
-__all__ = ["StepStream", "close_streams", "run_call", "start_stream"]
+__all__ = ["StepStream", "StreamAggregator", "close_streams", "run_call", "start_stream"]
 
 
 async def run_call(
@@ -154,3 +166,74 @@ class StepStream(ChunkStream):
 
     async def aclose(self) -> None:
         await self._steps.aclose()
+
+
+@dataclass(slots=True)
+class _CallParts:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list[str])
+
+
+class StreamAggregator:
+    """Folds the chunks of one model round into the response they add up to.
+
+    Text pieces are joined once at the end and tool-call fragments are folded by their index, so
+    adding a chunk costs O(1) however long the reply grows. (The SDK's
+    ``ChatCompletionStreamState`` re-serialises the whole snapshot on every chunk, which grows
+    quadratically with the reply.)
+    """
+
+    __slots__ = ("_calls", "_finish_reason", "_id", "_model", "_text", "_usage")
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._calls: dict[int, _CallParts] = {}
+        self._finish_reason: str | None = None
+        self._usage: Usage | None = None
+        self._id: str | None = None
+        self._model: str | None = None
+
+    def add(self, chunk: ChatChunk) -> None:
+        """Fold one chunk in."""
+        if chunk.text:
+            self._text.append(chunk.text)
+        for delta in chunk.tool_calls:
+            parts = self._calls.get(delta.index)
+            if parts is None:
+                parts = self._calls[delta.index] = _CallParts()
+            if delta.id:
+                parts.id = delta.id
+            if delta.name:
+                parts.name += delta.name
+            if delta.arguments:
+                parts.arguments.append(delta.arguments)
+        if chunk.finish_reason is not None:
+            self._finish_reason = chunk.finish_reason
+        if chunk.usage is not None:
+            self._usage = chunk.usage
+        if chunk.id is not None and self._id is None:
+            self._id = chunk.id
+        if chunk.model is not None and self._model is None:
+            self._model = chunk.model
+
+    @property
+    def is_finished(self) -> bool:
+        """Whether a chunk with a finish reason has been folded in."""
+        return self._finish_reason is not None
+
+    def response(self) -> ChatResponse:
+        """The response the chunks so far add up to."""
+        calls = tuple(
+            ToolCall(id=parts.id, name=parts.name, arguments="".join(parts.arguments) or "{}")
+            for _, parts in sorted(self._calls.items())
+        )
+        text = "".join(self._text)
+        message = AssistantMessage(text=text if text or not calls else None, tool_calls=calls)
+        return ChatResponse(
+            message=message,
+            finish_reason=self._finish_reason,
+            usage=self._usage,
+            model=self._model,
+            id=self._id,
+        )

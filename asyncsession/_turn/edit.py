@@ -12,21 +12,26 @@ turn replays its stored reply; a fork is made once per ``fork_to`` however often
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from ..advisors import ChunkStream
-from ..chat import ChatChunk, ChatResponse
+from ..chat import CallContext, ChatChunk, ChatRequest, ChatResponse, ChunkStream
 from ..exceptions import AccessDenied, SessionNotFound, UsageError
 from ..service import SessionService
 
 __all__ = ["Edit", "EditedStream"]
 
 
+Run = Callable[[CallContext, ChatRequest], Awaitable[ChatResponse]]
+Open = Callable[[CallContext, ChatRequest], ChunkStream]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Edit:
     """Replace the user message ``replace`` of ``session_id`` before the turn runs."""
 
+    service: SessionService
+    """The sessions."""
     session_id: str
     """The session holding the message replaced."""
     replace: str
@@ -38,7 +43,51 @@ class Edit:
     request_id: str | None = None
     """The call's request id, which fixes the rewind's event id."""
 
-    async def apply(self, service: SessionService) -> None:
+    @classmethod
+    def of(
+        cls,
+        service: SessionService | None,
+        session_id: str | None,
+        replace: str | None,
+        fork_to: str | None,
+        user_id: str | None,
+        request_id: str | None,
+    ) -> Edit | None:
+        """The edit step of a call with ``replace`` (``None`` without).
+
+        Raises:
+            UsageError: ``fork_to`` without ``replace``, or ``replace`` without session memory
+                or an explicit ``session_id``.
+        """
+        if replace is None:
+            if fork_to is not None:
+                raise UsageError("fork_to needs replace=<the event id of the message replaced>")
+            return None
+        if service is None or session_id is None:
+            raise UsageError("replace needs a client with session memory and a session_id")
+        return cls(
+            service=service,
+            session_id=session_id,
+            replace=replace,
+            fork_to=fork_to,
+            user_id=user_id,
+            request_id=request_id,
+        )
+
+    def before_call(self, run: Run) -> Run:
+        """``run`` (the turn on the call path) with this step before it."""
+
+        async def edited(ctx: CallContext, request: ChatRequest) -> ChatResponse:
+            await self.apply()
+            return await run(ctx, request)
+
+        return edited
+
+    def before_stream(self, open_turn: Open) -> Open:
+        """``open_turn`` (the turn on the stream path) with this step before it."""
+        return lambda ctx, request: EditedStream(self, lambda: open_turn(ctx, request))
+
+    async def apply(self) -> None:
         """Rewind or fork the session so that the turn's history ends just before ``replace``.
 
         Raises:
@@ -46,6 +95,7 @@ class Edit:
             AccessDenied: ``user_id`` does not own it; nothing was written.
             UsageError: the session has no event ``replace``.
         """
+        service = self.service
         session = await service.find_by_id(self.session_id)
         if session is None:
             raise SessionNotFound(self.session_id)
@@ -65,20 +115,17 @@ class EditedStream(ChunkStream):
     """The chunks of a turn that an edit step goes before: the step runs when the first chunk
     is asked for, then the turn's stream opens."""
 
-    __slots__ = ("_edit", "_inner", "_open", "_service")
+    __slots__ = ("_edit", "_inner", "_open")
 
-    def __init__(
-        self, edit: Edit, service: SessionService, open_turn: Callable[[], ChunkStream]
-    ) -> None:
+    def __init__(self, edit: Edit, open_turn: Callable[[], ChunkStream]) -> None:
         super().__init__()
         self._edit = edit
-        self._service = service
         self._open = open_turn
         self._inner: ChunkStream | None = None
 
     async def __anext__(self) -> ChatChunk:
         if self._inner is None:
-            await self._edit.apply(self._service)
+            await self._edit.apply()
             self._inner = self._open()
         return await self._inner.__anext__()
 

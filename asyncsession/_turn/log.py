@@ -1,9 +1,16 @@
-"""What a turn does with its session's log besides storing its own messages: the prompt it
-builds from the window, the lease it holds, and compaction.
+"""The session side of a turn: the client's session settings, the prompt built from the
+window, the tool calls and results of the log, and the lease.
 
 **The prompt.** Pure functions: the history is prepended once (a prompt that already holds it
 is sent as it is), system messages go first, tool calls whose results were left out of the
 window (or results whose calls were) are dropped from the prompt, never from the log.
+
+**Pairing.** Every tool call the model makes is answered in the log by one result, stored after
+it. A turn records a round's call before its tools run and their results after (two commits),
+so a turn that dies between the two leaves a call without its result. The next turn of the
+session answers such a call, before its own model call, with a result saying it was
+interrupted (`interrupted`), appended at the version it read with an id fixed by the call ids,
+so whichever process gets there first writes it and the others find it stored.
 
 **The lease.** A lease says "this attempt is working on the session until ``expires_at``":
 another turn that reads the session while it is live waits (`Waiting`), up to a bound, and then
@@ -18,52 +25,41 @@ blocking within one length, however long its turns take. The turn's last commit 
 lease, which ends it; a turn that fails releases it. The lease is "please wait", not the
 arbiter: the version compare-and-swap of every commit is what keeps the log right when two
 turns race anyway.
-
-**Server compaction.** With ``context_management`` on the Responses API the server may compact
-a request's context while it answers: the reply's output then starts with a ``compaction`` item
-standing for every input item the request sent. The turn stores that as a compaction of the
-session, in its last commit: the turn's events, then a ``COMPACTION`` boundary whose view is the
-compacted reply and what follows it in the turn, then every active event the request did not
-send (a message another caller stored meanwhile stays in the view, and is sent next time). The
-boundary covers exactly what the request sent. The commit is appended at the version the turn
-knows when it read the whole active view (no command more than a plain reply), else at the
-version of a read of it; a lost compare-and-swap is read again and retried, and after the last
-attempt the turn's events are appended plainly, nothing covered, so nothing is lost or
-half-written.
-
-**After the turn.** Once the final reply asks for no tools, the turn compacts inline with
-``(trigger, strategy)`` or hands the session to a background compactor; a failure is logged and
-the call still succeeds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
+import dataclasses
+import hashlib
 import logging
 import uuid
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Final
+from typing import Any, Final, Literal, cast, get_args
 
-from .._compaction_pass import compaction_commit
+from pydantic import JsonValue
+
+from .._checks import require_object, require_service, require_text
+from .._offload import OffloadedBody
 from .._shield import shielded
+from ..advisors import IdempotentSessionEventIdGenerator
+from ..chat import ChatResponse, MessageFilter
 from ..compaction import CompactionQueue
-from ..compaction_protocols import (
-    CompactionRequest,
-    CompactionResult,
-    CompactionStrategy,
-    TriggerLike,
-    should_compact,
-)
-from ..events import EventType, Session, SessionEvent, utc_now
+from ..compaction.triggers import USAGE_METADATA_KEY
+from ..compaction_protocols import CompactionStrategy, TriggerLike, check_strategy, check_trigger
+from ..events import EventType, SessionEvent, utc_now
+from ..exceptions import UnknownToolCall, UsageError
 from ..filters import EventFilter
 from ..messages import (
     AssistantMessage,
     Message,
     MessageType,
     SystemMessage,
+    ToolCall,
+    ToolResponse,
     ToolResponseMessage,
     UserMessage,
 )
@@ -72,32 +68,233 @@ from ..service import SessionService
 
 __all__ = [
     "ACTIVE_VIEW",
+    "APPROVAL_METADATA_KEY",
+    "INTERRUPTED_METADATA_KEY",
+    "INTERRUPTED_TEXT",
     "LATEST_SYSTEM_FILTER",
-    "SERVER_COMPACTION_STRATEGY",
-    "SERVER_COMPACTION_TRIGGER",
-    "Compaction",
+    "NOT_APPROVED_TEXT",
     "ORPHAN_WARNING",
+    "READ_TOOL_OUTPUT",
+    "RETURNED_METADATA_KEY",
+    "Compaction",
     "LeaseHolder",
+    "SessionMemory",
+    "StoreQuestion",
     "Waiting",
+    "answers",
     "can_tell_newest",
-    "commit_compacted",
-    "compact_after_turn",
     "compacted_during",
     "contains_run",
+    "cut_note",
     "guard_history",
     "history_system_messages",
-    "known_active_view",
+    "interrupted",
+    "interrupted_calls",
     "last_request_message",
     "latest_system",
     "newest_answers",
+    "noted_preview",
+    "refuse_unknown_results",
+    "request_event_id",
     "same_content",
+    "session_memory",
     "seconds_left",
+    "sees_pairs",
     "system_first",
+    "unanswered",
+    "usage_metadata",
+    "waiting_for_approval",
 ]
 
 logger = logging.getLogger("asyncsession.turn")
 
-# --- the prompt ------------------------------------------------------------------------------
+
+# --- the session settings ---------------------------------------------------------------------
+
+
+StoreQuestion = Literal["first", "with_reply"]
+"""When a turn stores the user's message: ``"first"``, before the model call (so it survives a
+failed call), or ``"with_reply"``, with the rest of the turn in one commit once it is complete
+(nothing is stored for a turn that fails)."""
+
+
+RETURNED_METADATA_KEY: Final = "return_direct"
+"""The metadata key (value ``True``) of the event that holds the results of return-direct
+tools: the turn that stored it is complete although its last model message asks for tools."""
+
+
+Compaction = tuple[TriggerLike, CompactionStrategy] | CompactionQueue
+"""How a turn compacts once it is complete: ``(trigger, strategy)`` inline, or a background
+compactor (``CompactionWorker``, ``MongoCompactionQueue``, or anything with ``trigger`` and
+``submit``)."""
+
+
+ACTIVE_VIEW: Final = EventFilter.active()
+"""The filter of the whole active view."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionMemory:
+    """How a client keeps its turns in sessions: its session keywords, checked once."""
+
+    service: SessionService
+    compaction: Compaction | None
+    store_question: StoreQuestion
+    event_filter: EventFilter
+    message_filter: MessageFilter
+    event_ids: IdempotentSessionEventIdGenerator | None
+    default_user_id: str
+    lease_ttl: float
+    wait: float
+    max_tool_output: int | None = None
+    """Tool outputs longer than this many characters are sent to the model cut, with a note
+    on reading the rest; ``None``: whole."""
+    read_filter: EventFilter = dataclasses.field(init=False)
+    """The client's filter merged with the active view: what a call without a filter of its
+    own reads."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "read_filter", self.event_filter.merge(ACTIVE_VIEW))
+
+    def history_filter(self, call_filter: EventFilter | None) -> EventFilter:
+        """The filter a call's history is read with: the client's, the call's over it, and
+        always the active view."""
+        if call_filter is None:
+            return self.read_filter
+        return self.event_filter.merge(call_filter).merge(ACTIVE_VIEW)
+
+
+def _checked_compaction(compaction: object) -> Compaction:
+    if isinstance(compaction, tuple):
+        pair = cast(tuple[object, ...], compaction)
+        if len(pair) != 2:
+            raise UsageError("compaction must be a (trigger, strategy) pair or a compactor")
+        check_trigger(cast(Any, pair[0]), "compaction's trigger")
+        check_strategy(cast(Any, pair[1]), "compaction's strategy")
+    else:
+        require_object(
+            compaction,
+            "compaction",
+            "a (trigger, strategy) pair or a compactor",
+            methods=("submit",),
+        )
+    return cast(Compaction, compaction)
+
+
+def session_memory(
+    sessions: SessionService | None,
+    *,
+    compaction: Compaction | None,
+    store_question: StoreQuestion,
+    event_filter: EventFilter | None,
+    message_filter: MessageFilter | None,
+    event_ids: IdempotentSessionEventIdGenerator | None,
+    default_user_id: str,
+    lease_ttl: float,
+    wait: float,
+    max_tool_output: int | None,
+) -> SessionMemory | None:
+    """The client's session keywords, checked; ``None`` without ``sessions``.
+
+    Raises:
+        UsageError: a keyword is not of its kind, or a session keyword is given without
+            ``sessions``.
+    """
+    if sessions is None:
+        given = [
+            name
+            for name, value in (
+                ("compaction", compaction),
+                ("event_filter", event_filter),
+                ("message_filter", message_filter),
+                ("event_ids", event_ids),
+            )
+            if value is not None
+        ]
+        if given:
+            raise UsageError(f"{', '.join(given)} needs a client with sessions=...")
+        return None
+    require_service(sessions, "sessions")
+    if store_question not in get_args(StoreQuestion):
+        raise UsageError(
+            f"store_question must be one of {get_args(StoreQuestion)!r}, not {store_question!r}"
+        )
+    if event_filter is not None and not isinstance(event_filter, EventFilter):
+        raise UsageError(f"event_filter must be an EventFilter, not {event_filter!r}")
+    if message_filter is not None and not isinstance(message_filter, MessageFilter):
+        raise UsageError(f"message_filter must be a MessageFilter, not {message_filter!r}")
+    if event_ids is not None and not callable(getattr(event_ids, "generate", None)):
+        raise UsageError(
+            "event_ids must be an IdempotentSessionEventIdGenerator (with generate()), "
+            f"not {event_ids!r}"
+        )
+    if not require_text(default_user_id, "default_user_id").strip():
+        raise UsageError("default_user_id must be a non-empty string")
+    for name, seconds in (("lease_ttl", lease_ttl), ("wait", wait)):
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+            raise UsageError(f"{name} must be a number of seconds >= 0, not {seconds!r}")
+    if lease_ttl <= 0:
+        raise UsageError("lease_ttl must be positive")
+    if max_tool_output is not None and (
+        isinstance(max_tool_output, bool)
+        or not isinstance(max_tool_output, int)
+        or max_tool_output < 1
+    ):
+        raise UsageError(f"max_tool_output must be a positive int or None, not {max_tool_output!r}")
+    return SessionMemory(
+        service=sessions,
+        compaction=None if compaction is None else _checked_compaction(compaction),
+        store_question=store_question,
+        event_filter=event_filter or EventFilter.all(),
+        message_filter=message_filter or MessageFilter.skip_empty_messages(),
+        event_ids=event_ids,
+        default_user_id=default_user_id,
+        lease_ttl=float(lease_ttl),
+        wait=float(wait),
+        max_tool_output=max_tool_output,
+    )
+
+
+_ROUNDS = IdempotentSessionEventIdGenerator("session", "request")
+"""The ids of a request's tool rounds: their tool-call ids, under the session and request."""
+
+
+def request_event_id(session_id: str, request_id: str, message: Message, *, reply: bool) -> str:
+    """The id of an event a call with a request id stores. The question (a user message) and
+    the event that ends the turn (``reply=True``: the reply, or the results of return-direct
+    tools) get one id each, whatever they hold; a tool call or its results get the id of their
+    tool-call ids, so a round is stored once per request."""
+    if reply or isinstance(message, UserMessage):
+        kind = "reply" if reply else message.message_type.value
+        text = f"{len(session_id)}:{session_id}:{request_id}:{kind}"
+        return f"{kind}-{hashlib.sha256(text.encode()).hexdigest()}"
+    return _ROUNDS.generate({"session": session_id, "request": request_id}, message)
+
+
+def usage_metadata(response: ChatResponse) -> dict[str, JsonValue] | None:
+    """The usage metadata of an event holding ``response``'s message."""
+    usage = response.usage
+    if usage is None:
+        return None
+    return {
+        USAGE_METADATA_KEY: {
+            "input_tokens": usage.prompt_tokens,
+            "output_tokens": usage.completion_tokens,
+        }
+    }
+
+
+def compacted_during(message: Message) -> bool:
+    """Whether ``message`` is a reply the server compacted during: a ``compaction`` item with
+    the reply's output after it (a ``responses.compact`` item stands alone)."""
+    if not isinstance(message, AssistantMessage) or not message.items:
+        return False
+    kinds = [item.get("type") for item in message.items]
+    return "compaction" in kinds and kinds.index("compaction") < len(kinds) - 1
+
+
+# --- the prompt -------------------------------------------------------------------------------
+
 
 ORPHAN_WARNING: Final = (
     "Session %r: dropped %d tool call/result message(s) without their counterpart from the "
@@ -284,7 +481,195 @@ def newest_answers(events: Iterable[SessionEvent], result: ToolResponseMessage) 
     return None
 
 
-# --- the lease -------------------------------------------------------------------------------
+READ_TOOL_OUTPUT: Final = "read_tool_output"
+"""The name of the tool that pages a stored tool output."""
+
+
+def cut_note(event_id: str, call_id: str, shown: int, total: int) -> str:
+    return (
+        f"\n[output cut: {shown} of {total} characters shown; read the rest with "
+        f'{READ_TOOL_OUTPUT}(event_id="{event_id}", call_id="{call_id}", offset={shown})]'
+    )
+
+
+def noted_preview(event: SessionEvent) -> SessionEvent:
+    """A stored result the store offloaded (read back as its preview), its cut outputs noted
+    with how to read the rest; any other event as it is."""
+    body = OffloadedBody.of(event)
+    message = event.message
+    if body is None or not isinstance(message, ToolResponseMessage):
+        return event
+    responses = list(message.responses)
+    for index, (response, total) in enumerate(zip(responses, body.chars, strict=False)):
+        shown = len(response.data)
+        if shown < total:
+            note = cut_note(event.id, response.id, shown, total)
+            responses[index] = response.model_copy(update={"data": response.data + note})
+    noted = message.model_copy(update={"responses": tuple(responses)})
+    return event.model_copy(update={"message": noted})
+
+
+# --- tool calls and their results in the log --------------------------------------------------
+
+
+APPROVAL_METADATA_KEY: Final = "approval_pending"
+"""The metadata key of a stored round whose turn stopped for approvals: the ids of the calls
+waiting for a decision."""
+
+
+INTERRUPTED_METADATA_KEY: Final = "interrupted"
+"""The metadata key (value ``True``) of a result that answers a call whose run was lost."""
+
+
+INTERRUPTED_TEXT: Final = (
+    "Error: this tool call was interrupted before it returned a result (the process running "
+    "it stopped). It may or may not have taken effect: check before calling it again."
+)
+
+
+NOT_APPROVED_TEXT: Final = (
+    "Error: not run: the conversation went on before anyone approved this tool call."
+)
+
+
+def answers(events: Sequence[SessionEvent]) -> set[str]:
+    """The ids of the tool calls the results among ``events`` answer."""
+    return {
+        response.id
+        for event in events
+        if isinstance(event.message, ToolResponseMessage)
+        for response in event.message.responses
+    }
+
+
+def sees_pairs(read_filter: EventFilter) -> bool:
+    """Whether a read with ``read_filter`` shows every tool call and result after the oldest
+    event it returns (so a call it shows without a result has none)."""
+    kinds = read_filter.message_types
+    types = read_filter.event_types
+    return (
+        (kinds is None or {MessageType.ASSISTANT, MessageType.TOOL} <= set(kinds))
+        and (types is None or {EventType.ASSISTANT, EventType.TOOL} <= set(types))
+        and read_filter.page_size is None
+        and read_filter.from_ is None
+        and read_filter.to is None
+        and not read_filter.has_text_criteria
+    )
+
+
+def unanswered(events: Sequence[SessionEvent]) -> list[tuple[SessionEvent, list[ToolCall]]]:
+    """The newest tool-call event among ``events`` with its calls no later result answers,
+    when nothing but results (and system events) follows it: the calls a result appended
+    now would answer in place. An older call without its result (written by someone else)
+    is left to the prompt's guard."""
+    answered: set[str] = set()
+    for event in reversed(events):
+        message = event.message
+        if message is None or isinstance(message, SystemMessage):
+            continue
+        if isinstance(message, ToolResponseMessage):
+            answered.update(response.id for response in message.responses)
+            continue
+        if isinstance(message, AssistantMessage):
+            missing = [call for call in message.tool_calls if call.id not in answered]
+            if missing:
+                return [(event, missing)]
+        return []
+    return []
+
+
+def waiting_for_approval(event: SessionEvent) -> list[str]:
+    """The ids of the calls of a stored round that stopped its turn for approvals."""
+    value = event.metadata.get(APPROVAL_METADATA_KEY)
+    if not isinstance(value, list):
+        return []
+    return [item for item in value if isinstance(item, str)]
+
+
+def interrupted(
+    session_id: str, call_event: SessionEvent, calls: Sequence[ToolCall]
+) -> SessionEvent:
+    """The result that answers ``calls`` of ``call_event``, whose run was lost: its id is fixed
+    by the calls, so every process that writes it writes the same event."""
+    pending = set(waiting_for_approval(call_event))
+    responses = tuple(
+        ToolResponse(
+            id=call.id,
+            name=call.name,
+            data=NOT_APPROVED_TEXT if call.id in pending else INTERRUPTED_TEXT,
+        )
+        for call in calls
+    )
+    key = ",".join(call.id for call in calls)
+    digest = hashlib.sha256(f"{len(session_id)}:{session_id}:{key}".encode()).hexdigest()
+    return SessionEvent(
+        id=f"interrupted-{digest}",
+        session_id=session_id,
+        message=ToolResponseMessage(responses=responses),
+        metadata={INTERRUPTED_METADATA_KEY: True},
+    )
+
+
+def refuse_unknown_results(
+    session_id: str,
+    read_filter: EventFilter,
+    events: Sequence[SessionEvent],
+    prompt: Sequence[Message],
+    question: Message,
+) -> None:
+    """Refuse tool results (``question``) that answer a call neither in the log (``events``,
+    read with ``read_filter``) nor in the ``prompt``, when the read shows the whole log.
+
+    Raises:
+        UnknownToolCall: such results.
+    """
+    if (
+        not isinstance(question, ToolResponseMessage)
+        or not sees_pairs(read_filter)
+        or read_filter.has_window
+    ):
+        return
+    known = {
+        call.id
+        for message in (*(event.message for event in events), *prompt)
+        if isinstance(message, AssistantMessage)
+        for call in message.tool_calls
+    }
+    missing = [response.id for response in question.responses if response.id not in known]
+    if missing:
+        raise UnknownToolCall(session_id, missing, "tool call")
+
+
+def interrupted_calls(
+    session_id: str,
+    read_filter: EventFilter,
+    events: Sequence[SessionEvent],
+    question: Message | None,
+) -> list[SessionEvent]:
+    """The results that answer, as interrupted, the calls ``events`` leave unanswered (those
+    the question answers aside); none when the read cannot show pairs."""
+    if not sees_pairs(read_filter):
+        return []
+    answered = (
+        {r.id for r in question.responses}
+        if isinstance(question, ToolResponseMessage)
+        else set[str]()
+    )
+    repairs: list[SessionEvent] = []
+    for call_event, calls in unanswered(events):
+        left = [call for call in calls if call.id not in answered]
+        if left:
+            repairs.append(interrupted(session_id, call_event, left))
+            logger.warning(
+                "Session %r: answering tool call(s) %s, left without a result by an "
+                "interrupted turn, as interrupted",
+                session_id,
+                [call.id for call in left],
+            )
+    return repairs
+
+
+# --- the lease --------------------------------------------------------------------------------
 
 
 class LeaseHolder:
@@ -387,144 +772,6 @@ class Waiting:
         await asyncio.sleep(min(self._pause, remaining))
         self._pause = min(self._pause * 2, 1.0)
         return True
-
-
-# --- compaction ------------------------------------------------------------------------------
-
-SERVER_COMPACTION_TRIGGER: Final = "context_management"
-"""The ``trigger`` of the ``COMPACTION`` record of a reply the server compacted during."""
-SERVER_COMPACTION_STRATEGY: Final = "responses-server-compaction"
-"""The ``strategy`` of that record."""
-COMMIT_ATTEMPTS: Final = 3
-"""How many compare-and-swaps a compacted turn tries before its events are appended plainly."""
-
-
-Compaction = tuple[TriggerLike, CompactionStrategy] | CompactionQueue
-"""How a turn compacts once it is complete: ``(trigger, strategy)`` inline, or a background
-compactor (``CompactionWorker``, ``MongoCompactionQueue``, or anything with ``trigger`` and
-``submit``)."""
-
-
-class _Named:
-    """Names a role in a compaction record (the record stores the ``__name__``)."""
-
-    __slots__ = ("__name__",)
-
-    def __init__(self, name: str) -> None:
-        self.__name__ = name
-
-
-def compacted_during(message: Message) -> bool:
-    """Whether ``message`` is a reply the server compacted during: a ``compaction`` item with
-    the reply's output after it (a ``responses.compact`` item stands alone)."""
-    if not isinstance(message, AssistantMessage) or not message.items:
-        return False
-    kinds = [item.get("type") for item in message.items]
-    return "compaction" in kinds and kinds.index("compaction") < len(kinds) - 1
-
-
-async def commit_compacted(
-    service: SessionService,
-    session_id: str,
-    turn: Sequence[SessionEvent],
-    stored: Collection[str],
-    summary: str,
-    covered: Collection[str],
-    known: tuple[Sequence[SessionEvent], int] | None = None,
-) -> bool:
-    """Write the turn's last commit as a compaction; ``False`` when it could not apply (the
-    caller then appends plainly what ``turn`` still lacks).
-
-    Args:
-        turn: the turn's events in order, those already stored (``stored``) included.
-        stored: the ids among ``turn`` already committed.
-        summary: the id of the compacted reply: the view starts there.
-        covered: the ids the compacted request was built from.
-        known: the active view as the turn knows it (its read and its own commits) and the
-            version it stands at, when the turn read the whole active view: the first attempt
-            commits at that version without reading again.
-    """
-    start = next(i for i, e in enumerate(turn) if e.id == summary)
-    mine = {e.id for e in turn}
-    early = [e.as_archived() for e in turn[:start] if e.id not in stored and e.id in covered]
-    trigger, strategy = _Named(SERVER_COMPACTION_TRIGGER), _Named(SERVER_COMPACTION_STRATEGY)
-    for _ in range(COMMIT_ATTEMPTS):
-        if known is not None:
-            (active, version), known = known, None
-        else:
-            snapshot = await service.get_snapshot(session_id, EventFilter.active())
-            if snapshot is None:
-                return False
-            active, version = snapshot.events, snapshot.version
-        others = [e for e in active if e.id not in covered and e.id not in mine]
-        view = [*early, *turn[start:], *others]
-        result = CompactionResult(
-            compacted_events=tuple(view),
-            archived_events=tuple(e for e in active if e.id in covered),
-        )
-        commit = compaction_commit(session_id, active, result, trigger, strategy)
-        if commit is None:
-            return False
-        if await shielded(service.append_events(session_id, commit, version)):
-            return True
-    return False
-
-
-ACTIVE_VIEW: Final = EventFilter.active()
-"""The filter of the whole active view."""
-
-
-def known_active_view(
-    read_filter: EventFilter, events: Sequence[SessionEvent], appended: Sequence[SessionEvent]
-) -> list[SessionEvent] | None:
-    """The active view as far as the turn knows it, or ``None`` when its read was partial.
-
-    Only a read of the whole active view (``EventFilter.active()``), plus what the turn
-    appended, is the active view; any other filter or window leaves events out.
-    """
-    if read_filter != ACTIVE_VIEW:
-        return None
-    seen = {event.id for event in events}
-    return [*events, *(event for event in appended if event.id not in seen)]
-
-
-async def compact_after_turn(
-    service: SessionService,
-    session: Session,
-    compaction: Compaction,
-    known_events: Sequence[SessionEvent] | None,
-) -> None:
-    """Compact (or hand to the compactor) once a turn is complete; failures are logged.
-
-    When the turn knows the whole active view, the trigger is asked about it first, so a quiet
-    trigger reads and writes nothing. The service asks it again on what it reads, so a trigger
-    that fires here but not on the fresh read is harmless.
-    """
-    trigger: TriggerLike | None
-    strategy: CompactionStrategy | None
-    if isinstance(compaction, tuple):
-        trigger, strategy = compaction
-        submitter = None
-    else:
-        trigger, strategy, submitter = compaction.trigger, None, compaction
-    try:
-        request = None if known_events is None else CompactionRequest.of(session, known_events)
-        if (
-            trigger is not None
-            and request is not None
-            and not await should_compact(trigger, request)
-        ):
-            return
-        if submitter is not None:
-            submitted = submitter.submit(session.id)
-            if inspect.isawaitable(submitted):
-                await submitted
-            return
-        if trigger is not None and strategy is not None:
-            await service.compact(session.id, trigger, strategy)
-    except Exception:
-        # The chat call succeeded and its turn is stored; the next turn tries again.
-        logger.warning("Compaction of session %r failed", session.id, exc_info=True)
 
 
 def seconds_left(lease: Lease) -> float:

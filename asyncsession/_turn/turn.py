@@ -36,20 +36,25 @@ from pydantic import JsonValue
 
 from .._shield import shielded
 from .._text import check_event_text
-from ..advisors import (
+from ..chat import (
+    APPROVAL_REQUIRED,
+    RETURN_DIRECT,
     Advisor,
     CallContext,
+    ChatChunk,
+    ChatRequest,
+    ChatResponse,
     ChunkStream,
+    Usage,
 )
-from ..chat import APPROVAL_REQUIRED, RETURN_DIRECT, ChatChunk, ChatRequest, ChatResponse, Usage
 from ..events import CreateSessionRequest, SessionEvent
 from ..exceptions import (
     AccessDenied,
-    MissingSessionId,
     RequestIdReused,
     SessionExists,
     ToolLoopLimitExceeded,
     TurnInProgress,
+    UsageError,
 )
 from ..messages import (
     AssistantMessage,
@@ -62,49 +67,45 @@ from ..messages import (
 from ..repository import Lease, SessionSnapshot
 from ..tools import Tool
 from .calls import (
-    APPROVAL_METADATA_KEY,
-    READ_TOOL_OUTPUT,
     Decisions,
     cut_results,
-    interrupted_calls,
     needing_approval,
     newest_pause,
     not_run,
-    noted_preview,
     reader_for,
-    refuse_unknown_results,
     run_tools,
     still_waiting,
     stored_reply,
-    unanswered,
     went_on,
 )
 from .chain import StepStream, run_call, start_stream
+from .compaction import commit_compacted, compact_after_turn, known_active_view
 from .log import (
     ACTIVE_VIEW,
+    APPROVAL_METADATA_KEY,
     LATEST_SYSTEM_FILTER,
     ORPHAN_WARNING,
+    READ_TOOL_OUTPUT,
+    RETURNED_METADATA_KEY,
     LeaseHolder,
+    SessionMemory,
     Waiting,
     can_tell_newest,
-    commit_compacted,
-    compact_after_turn,
     compacted_during,
     contains_run,
     guard_history,
     history_system_messages,
-    known_active_view,
+    interrupted_calls,
     last_request_message,
     latest_system,
     newest_answers,
+    noted_preview,
+    refuse_unknown_results,
+    request_event_id,
     same_content,
     seconds_left,
     system_first,
-)
-from .session import (
-    RETURNED_METADATA_KEY,
-    SessionMemory,
-    request_event_id,
+    unanswered,
     usage_metadata,
 )
 
@@ -299,7 +300,7 @@ class Turn:
         ctx = self.ctx
         session_id = ctx.session_id
         if session_id is None:
-            raise MissingSessionId("No session id for a client with session memory")
+            raise UsageError("No session id for a client with session memory")
         self._session_id = session_id
         self._read_filter = memory.history_filter(ctx.event_filter)
         service = memory.service
@@ -469,29 +470,16 @@ class Turn:
         repairs = interrupted_calls(self._session_id, self._read_filter, snapshot.events, question)
         if request_id is not None and not await lease.acquire(snapshot.version):
             return False  # another attempt took the session first: read again
-        if event is not None and memory.store_question == "first":
-            # With a request id the question's id is fixed, so an attempt racing this one would
-            # see its append taken for a replay: the lease just taken decided the race instead.
-            appended = await shielded(
-                memory.service.append_events(
-                    self._session_id, [*repairs, event], snapshot.version, lease=lease.lease()
-                )
-            )
-            if not appended:
-                await lease.release()
-                return False
-            self._version += 1
-            lease.held_at(self._version)
-            self._events = (*self._events, *repairs)
-            self._question = event
-            self._record(event, stored=True, request=True)
-            return True
-        if repairs:
-            held = lease.version is not None
+        # With a request id the question's id is fixed, so an attempt racing this one would see
+        # its append taken for a replay: the lease just taken decided the race instead.
+        now = event is not None and memory.store_question == "first"
+        batch = [*repairs, event] if event is not None and now else repairs
+        if batch:
+            held = now or lease.version is not None
             appended = await shielded(
                 memory.service.append_events(
                     self._session_id,
-                    repairs,
+                    batch,
                     snapshot.version,
                     lease=lease.lease() if held else None,
                 )
@@ -505,7 +493,7 @@ class Turn:
             self._events = (*self._events, *repairs)
         if event is not None:
             self._question = event
-            self._record(event, stored=False, request=True)
+            self._record(event, stored=now, request=True)
         return True
 
     async def _take_over(
@@ -534,14 +522,10 @@ class Turn:
     ) -> SessionEvent:
         """Answer ``calls`` of a stored round: run them (those in ``fixed`` get that text),
         and commit their results with the lease."""
-        lease = self._lease
-        assert lease is not None
         results = await run_tools(calls, self.tools, fixed)
         event = self._event(memory, results, reply=False)
         check_event_text(event)
-        await self._commit([event], lease.lease())
-        lease.held_at(self._version)
-        self._record(event, stored=True, request=True)
+        await self._commit_held(event, request=True)
         return event
 
     def _question_event(
@@ -658,11 +642,7 @@ class Turn:
         if memory.store_question == "with_reply":
             self._record(call, stored=False, request=False)
             return call
-        lease = self._lease
-        assert lease is not None
-        await self._commit([call], lease.lease())
-        self._record(call, stored=True, request=False)
-        lease.held_at(self._version)
+        await self._commit_held(call, request=False)
         return call
 
     async def _store_results(
@@ -702,11 +682,7 @@ class Turn:
         if direct or call.id not in self._stored:
             self._record(answered, stored=False, request=True)
         else:
-            lease = self._lease
-            assert lease is not None
-            await self._commit([answered], lease.lease())
-            self._record(answered, stored=True, request=True)
-            lease.held_at(self._version)
+            await self._commit_held(answered, request=True)
         return self._for_model(answered)
 
     def _for_model(self, event: SessionEvent) -> ToolResponseMessage:
@@ -788,6 +764,14 @@ class Turn:
         )
         await shielded(service.append_events(self._session_id, events, lease=lease))
         self._version = await service.get_event_version(self._session_id)
+
+    async def _commit_held(self, event: SessionEvent, *, request: bool) -> None:
+        """Commit one event of the turn carrying its lease, which rides on that commit then."""
+        lease = self._lease
+        assert lease is not None
+        await self._commit([event], lease.lease())
+        self._record(event, stored=True, request=request)
+        lease.held_at(self._version)
 
     def _finished(self, response: ChatResponse) -> ChatResponse:
         return dataclasses.replace(

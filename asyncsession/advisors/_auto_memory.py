@@ -30,14 +30,12 @@ from datetime import datetime
 from typing import Final, TypeAlias
 
 from .._checks import require_memory_store
-from ..chat import ChatRequest
+from ..chat import Advisor, CallContext, ChatRequest
 from ..events import utc_now
 from ..exceptions import UsageError
 from ..memory import MemoryStore
-from ..memory.prompt import CONSOLIDATION_REMINDER, MEMORY_SYSTEM_PROMPT
 from ..messages import Message, SystemMessage
 from ..tools import AutoMemoryTools
-from ._base import BaseAdvisor, CallContext
 
 __all__ = ["AutoMemoryToolsAdvisor", "ConsolidationTrigger"]
 
@@ -46,13 +44,18 @@ ConsolidationTrigger: TypeAlias = Callable[[ChatRequest, datetime], bool | Await
 request and the current time, sync or async."""
 
 _PLACEHOLDER: Final = "{memories_root}"
+CONSOLIDATION_REMINDER: Final = (
+    "<system-reminder>Consolidate the long-term memory by summarizing and removing redundant "
+    "information.</system-reminder>"
+)
+"""Appended to the system message when it is time to tidy the memory store."""
 
 
 def _never(request: ChatRequest, now: datetime) -> bool:
     return False
 
 
-class AutoMemoryToolsAdvisor(BaseAdvisor):
+class AutoMemoryToolsAdvisor(Advisor):
     """Give the model long-term memory: the memory prompt and the six memory tools.
 
     Args:
@@ -75,7 +78,7 @@ class AutoMemoryToolsAdvisor(BaseAdvisor):
         *,
         per_user: bool = True,
         default_user_id: str | None = None,
-        memory_system_prompt: str = MEMORY_SYSTEM_PROMPT,
+        memory_system_prompt: str = AutoMemoryTools.SYSTEM_PROMPT,
         consolidation_trigger: ConsolidationTrigger = _never,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
@@ -109,19 +112,14 @@ class AutoMemoryToolsAdvisor(BaseAdvisor):
             )
         return self.store.with_scope(user_id)
 
-    async def _reminder_due(self, request: ChatRequest) -> bool:
-        outcome = self.consolidation_trigger(request, self._clock())
-        if inspect.isawaitable(outcome):
-            outcome = await outcome
-        return bool(outcome)
-
     async def before(self, ctx: CallContext, request: ChatRequest) -> ChatRequest:
         """Add the memory prompt and the memory tools of the call's user."""
         if request.options.tool_choice == "none":
             return request
         store = self._store_for(ctx)
         addition = self.memory_system_prompt.replace(_PLACEHOLDER, store.root)
-        if await self._reminder_due(request):
+        due = self.consolidation_trigger(request, self._clock())
+        if await due if inspect.isawaitable(due) else due:
             addition += "\n\n" + CONSOLIDATION_REMINDER
         messages = _with_system_addition(request.messages, addition)
         present = {t.name for t in request.tools}

@@ -6,7 +6,7 @@ session and request ids, so a retry of the request stores nothing twice.
 [`IdempotentSessionEventIdGenerator`][asyncsession.advisors.IdempotentSessionEventIdGenerator]
 derives every id from the message and a fingerprint of advisor-context values instead (the
 reference's generator): a retried request then writes the same ids, and appending an id the
-session already has is a no-op.
+session already has is a no-op. Subclass it and override ``generate`` for ids of your own.
 """
 
 from __future__ import annotations
@@ -14,24 +14,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
+from ..chat import SESSION_ID_CONTEXT_KEY
 from ..messages import AssistantMessage, Message, ToolResponseMessage
-from ._base import SESSION_ID_CONTEXT_KEY
 
-__all__ = ["EventIdGenerator", "IdempotentSessionEventIdGenerator"]
-
-
-class EventIdGenerator(Protocol):
-    """Chooses the id of the event a message is stored as."""
-
-    def generate(self, context: Mapping[str, Any], message: Message) -> str:
-        """The event id for ``message``, stored during a call with this advisor context."""
-        ...
+__all__ = ["IdempotentSessionEventIdGenerator"]
 
 
 class IdempotentSessionEventIdGenerator:
-    """A deterministic id: ``<message type>-<sha256>``, at most 74 characters.
+    """Chooses the id of the event a message is stored as: by default a deterministic
+    ``<message type>-<sha256>``, at most 74 characters (override ``generate`` for your own).
 
     The hash covers two parts:
 
@@ -61,14 +54,12 @@ class IdempotentSessionEventIdGenerator:
         """The advisor-context keys of the fingerprint, in order."""
 
     def generate(self, context: Mapping[str, Any], message: Message) -> str:
-        """``<message type>-<sha256 of fingerprint and message key>``."""
-        fingerprint = ",".join(f"{key}:{_render(context.get(key))}" for key in self.context_keys)
+        """The event id for ``message``, stored during a call with this advisor context:
+        ``<message type>-<sha256 of fingerprint and message key>``."""
+        values = [(key, context.get(key)) for key in self.context_keys]
+        fingerprint = ",".join(f"{k}:{'null' if v is None else str(v)}" for k, v in values)
         digest = hashlib.sha256(f"{fingerprint}:{_message_key(message)}".encode()).hexdigest()
         return f"{message.message_type.value}-{digest}"
-
-
-def _render(value: object) -> str:
-    return "null" if value is None else str(value)
 
 
 def _message_key(message: Message) -> str:

@@ -13,16 +13,15 @@ from __future__ import annotations
 import dataclasses
 
 from .._checks import require_int, require_service
-from ..chat import ChatRequest
+from ..chat import Advisor, CallContext, ChatRequest
 from ..exceptions import UsageError
 from ..service import SessionService
 from ..tools import conversation_search, cross_session_search
-from ._base import BaseAdvisor, CallContext
 
 __all__ = ["SessionRecallAdvisor"]
 
 
-class SessionRecallAdvisor(BaseAdvisor):
+class SessionRecallAdvisor(Advisor):
     """Offer ``conversation_search`` (and optionally ``cross_session_search``) on every call.
 
     Args:

@@ -1,4 +1,5 @@
-"""The command line itself: global options, parsing, running a command, mapping its errors."""
+"""The command line itself: global options, parsing, the registered commands, shell completion
+scripts, running a command and mapping its errors."""
 
 from __future__ import annotations
 
@@ -7,50 +8,54 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any, NoReturn, TextIO
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, NoReturn, TextIO
 
+from .._mongo_uri import first_line
 from .._version import __version__
-from ..exceptions import UsageError
+from ..encryption import EncryptionOptions
 from ..repository import MongoSessionRepository
-from ._command import Command, Context, Options
-from ._completion import SHELLS, completion_script
-from ._encryption import ENCRYPTION_ENV, encryption_from_file
-from ._errors import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, Failure, failure_of, report
-from ._registry import commands
-from ._streams import diagnostics, flush_stdout, is_closed_pipe
-from ._types import positive_float
+from ._admin import COMMANDS as ADMIN
+from ._command import Command, Context, client_options, positive_float
+from ._compact import COMMANDS as COMPACT
+from ._errors import (
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    Failure,
+    diagnostics,
+    failure_of,
+    flush_stdout,
+    is_closed_pipe,
+    report,
+)
+from ._forks import COMMANDS as FORKS
+from ._read import COMMANDS as READ
+from ._worker import COMMANDS as WORKER
 
-__all__ = ["DEFAULT_TIMEOUT", "main", "run"]
+__all__ = ["COMMANDS", "DEFAULT_TIMEOUT", "main", "run"]
 
+COMMANDS: Final = (*READ, *FORKS, *COMPACT, *ADMIN, *WORKER)
+"""Every command, in `--help` order. To add one, define `COMMANDS` in a module of this package
+and list them here (each module is imported by name, never as `from . import _x`, which would
+depend on the package `__init__` that imports this one)."""
 COMPLETION = "completion"
 """The command that prints a completion script; it needs no server."""
 DEFAULT_TIMEOUT = 2.0
 """Seconds to find and connect to the server: an operator should not wait 30 s for "down"."""
+ENCRYPTION_ENV: Final = "ASYNCSESSION_ENCRYPTION"
+"""The environment variable naming the encryption setting's JSON file."""
 
 
 class _Exit(Exception):
-    """Parsing ended early: help was printed (code 0), or the arguments were wrong."""
+    """Parsing ended early: help or the version was printed (code 0), or the arguments were
+    wrong."""
 
     def __init__(self, code: int, message: str = "") -> None:
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-class _ShowVersion(Exception):
-    pass
-
-
-class _VersionAction(argparse.Action):
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> NoReturn:
-        raise _ShowVersion
 
 
 class _DefaultsFormatter(argparse.HelpFormatter):
@@ -93,7 +98,7 @@ class _Parser(argparse.ArgumentParser):
         raise _Exit(EXIT_USAGE, f"{message} (see {self.prog} --help)")
 
 
-def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+def _global_options(parser: argparse.ArgumentParser, *, top: bool, version: str) -> None:
     # On a command's own parser the defaults are suppressed, so an option given after the
     # command overrides the one before it and an absent one leaves it alone.
     def default(value: object) -> object:
@@ -133,23 +138,24 @@ def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
         ),
     )
     options.add_argument(
-        "--version", action=_VersionAction, nargs=0, help="print the version and exit"
+        "--version", action="version", version=version, help="print the version and exit"
     )
 
 
-def _parser(out: TextIO, registered: Sequence[Command]) -> _Parser:
+def _parser(out: TextIO, registered: Sequence[Command], *, is_json: bool = False) -> _Parser:
+    version = json.dumps({"version": __version__}) if is_json else f"asyncsession {__version__}"
     parser = _Parser(
         prog="asyncsession",
         description="Inspect and manage asyncsession sessions on MongoDB.",
         out=out,
     )
-    _global_options(parser, top=True)
+    _global_options(parser, top=True, version=version)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in registered:
         sub = subparsers.add_parser(
             command.name, help=command.help, description=command.help, out=out
         )
-        _global_options(sub, top=False)
+        _global_options(sub, top=False, version=version)
         command.configure(sub)
         sub.set_defaults(_command=command)
         parser.commands[command.name] = sub
@@ -164,18 +170,95 @@ def _parser(out: TextIO, registered: Sequence[Command]) -> _Parser:
     return parser
 
 
-def _open(options: Options, encryption: str | None) -> MongoSessionRepository:
-    if not options.uri:
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    return sorted(
+        flag
+        for action in parser._actions
+        for flag in action.option_strings
+        if flag.startswith("--")
+    )
+
+
+def _bash(prog: str, commands: Mapping[str, list[str]], top: list[str]) -> str:
+    function = "_" + prog.replace("-", "_")
+    cases = "".join(
+        f'        {name}) opts="{" ".join(options)}" ;;\n' for name, options in commands.items()
+    )
+    return f"""# bash completion for {prog}: eval "$({prog} completion bash)"
+{function}() {{
+    local cur="${{COMP_WORDS[COMP_CWORD]}}" command="" word opts
+    for word in "${{COMP_WORDS[@]:1:COMP_CWORD-1}}"; do
+        case "$word" in {"|".join(commands)}) command="$word"; break ;; esac
+    done
+    case "$command" in
+{cases}        *) opts="{" ".join(top)} {" ".join(commands)}" ;;
+    esac
+    COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+}}
+complete -o default -F {function} {prog}
+"""
+
+
+def _zsh(prog: str, commands: Mapping[str, list[str]], top: list[str]) -> str:
+    return f"""#compdef {prog}
+# zsh completion for {prog}: eval "$({prog} completion zsh)"
+autoload -U +X bashcompinit && bashcompinit
+{_bash(prog, commands, top)}"""
+
+
+def _fish(prog: str, commands: Mapping[str, list[str]], top: list[str]) -> str:
+    names = " ".join(commands)
+    outside = f"not __fish_seen_subcommand_from {names}"
+    lines = [
+        f"# fish completion for {prog}: {prog} completion fish | source",
+        f"complete -c {prog} -f",
+        f'complete -c {prog} -n "{outside}" -a "{names}"',
+        *(f'complete -c {prog} -n "{outside}" -l {flag[2:]}' for flag in top),
+        *(
+            f'complete -c {prog} -n "__fish_seen_subcommand_from {name}" -l {flag[2:]}'
+            for name, options in commands.items()
+            for flag in options
+        ),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+SHELLS: Mapping[str, Callable[[str, Mapping[str, list[str]], list[str]], str]] = {
+    "bash": _bash,
+    "zsh": _zsh,
+    "fish": _fish,
+}
+
+
+def _completion_script(shell: str, parser: _Parser) -> str:
+    """The ``shell`` script that completes the command names and each command's options, from
+    the parser itself: a new command or option completes without further work."""
+    options = {name: _options(sub) for name, sub in parser.commands.items()}
+    return SHELLS[shell](parser.prog, options, _options(parser))
+
+
+def _encryption_from_file(path: str) -> EncryptionOptions:
+    """The encryption setting a JSON file holds: the arguments of `EncryptionOptions`, e.g.
+    ``{"kms_providers": {"local": {"key": "<base64>"}}, "key_vault_namespace": "..."}``."""
+    try:
+        return EncryptionOptions(**json.loads(Path(path).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError) as exc:  # TypeError: not an object, unknown fields
+        message = f"cannot read the encryption setting {path!r}: {exc}"
+        raise Failure(EXIT_USAGE, "usage", message) from exc
+
+
+def _open(args: argparse.Namespace) -> MongoSessionRepository:
+    if not args.uri:
         message = "no MongoDB URI: pass --uri or set MONGODB_URI"
         raise Failure(EXIT_UNREACHABLE, "unreachable", message)
-    setting = encryption_from_file(encryption) if encryption else None
+    setting = _encryption_from_file(args.encryption) if args.encryption else None
     try:
         return MongoSessionRepository.from_uri(
-            options.uri, options.db, encryption=setting, **options.client_options()
+            args.uri, args.db, encryption=setting, **client_options(args)
         )
     except Exception as exc:  # pymongo raises several types for a malformed URI
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise Failure(EXIT_UNREACHABLE, "invalid_uri", f"invalid MongoDB URI: {message}") from exc
+        message = f"invalid MongoDB URI: {first_line(exc)}"
+        raise Failure(EXIT_UNREACHABLE, "invalid_uri", message) from exc
 
 
 async def run(
@@ -200,39 +283,33 @@ async def run(
 
 async def _run(arguments: list[str], stdout: TextIO, stderr: TextIO) -> int:
     wants_json = "--json" in arguments
-    parser = _parser(stdout, commands())
+    parser = _parser(stdout, COMMANDS, is_json=wants_json)
     try:
         args = parser.parse_args(arguments)
-    except _ShowVersion:
-        text = json.dumps({"version": __version__}) if wants_json else f"asyncsession {__version__}"
-        print(text, file=stdout)
-        return EXIT_OK
     except _Exit as exit_:
         if exit_.code == EXIT_OK:
             return EXIT_OK
         failure = Failure(EXIT_USAGE, "usage", exit_.message.strip())
         return report(failure, is_json=wants_json, err=stderr)
     if args.command == COMPLETION:
-        stdout.write(completion_script(args.shell, parser, parser.commands))
+        stdout.write(_completion_script(args.shell, parser))
         return EXIT_OK
-    options = Options(uri=args.uri, db=args.db, is_json=args.json, timeout=args.timeout)
     command: Command = args._command
     try:
-        repository = _open(options, args.encryption)
+        repository = _open(args)
     except Failure as failure:
-        return report(failure, is_json=options.is_json, err=stderr)
-    except UsageError as exc:
-        return report(Failure(EXIT_USAGE, "usage", str(exc)), is_json=options.is_json, err=stderr)
-    ctx = Context(args=args, options=options, out=stdout, err=stderr, repository=repository)
+        return report(failure, is_json=args.json, err=stderr)
     try:
-        return await command.execute(ctx)
+        return await command.execute(
+            Context(args=args, out=stdout, err=stderr, repository=repository)
+        )
     except Exception as exc:
         if is_closed_pipe(exc):
             raise
-        mapped = failure_of(exc, uri=options.uri, timeout=options.timeout)
+        mapped = failure_of(exc, uri=args.uri, timeout=args.timeout)
         if mapped is None:
             raise
-        return report(mapped, is_json=options.is_json, err=stderr)
+        return report(mapped, is_json=args.json, err=stderr)
     finally:
         await repository.aclose()
 

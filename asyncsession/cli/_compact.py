@@ -17,9 +17,8 @@ from ..compaction import (
 from ..events import Session
 from ..exceptions import SessionNotFound
 from ..service import DefaultSessionService
-from ._command import Command, Context
+from ._command import Command, Context, positive_int
 from ._errors import EXIT_OK, EXIT_USAGE, Failure
-from ._types import positive_int
 
 __all__ = ["COMMANDS", "parse_duration"]
 

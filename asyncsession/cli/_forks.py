@@ -10,16 +10,10 @@ from ..exceptions import SessionNotFound
 from ..filters import EventFilter
 from ..rewinds import RewindRecord
 from ..service import DefaultSessionService
-from ._command import Command, Context
+from ._command import Command, Context, point
 from ._errors import EXIT_OK
-from ._output import table
 
-__all__ = ["COMMANDS", "point"]
-
-
-def point(text: str) -> int | str:
-    """A point of a log on the command line: a version (a whole number >= 0) or an event id."""
-    return int(text) if text.isdigit() else text
+__all__ = ["COMMANDS"]
 
 
 def _configure_lineage(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +31,7 @@ async def _lineage(ctx: Context) -> int:
         for event in await repo.find_events(session_id, EventFilter(event_types=[EventType.REWIND]))
     ]
     origin = session.forked_from
-    if ctx.options.is_json:
+    if ctx.is_json:
         ctx.emit(
             {
                 "forked_from": None if origin is None else origin.model_dump(mode="json"),
@@ -66,13 +60,13 @@ async def _lineage(ctx: Context) -> int:
     for fork in forks:
         at = "?" if fork.forked_from is None else str(fork.forked_from.version)
         rows.append([fork.id, fork.created_at.isoformat(), at])
-    table(rows, ctx.out)
+    ctx.table(rows)
     print(f"{len(forks)} fork(s)", file=ctx.out)
     rows = [["REWIND", "MADE AT", "TO VERSION", "TO EVENT"]]
     for record, event in rewinds:
         to_event = record.to.event_id or "-"
         rows.append([event.id, str(record.from_version), str(record.to.version), to_event])
-    table(rows, ctx.out)
+    ctx.table(rows)
     print(f"{len(rewinds)} rewind(s)", file=ctx.out)
     return EXIT_OK
 

@@ -37,7 +37,7 @@ from ..compaction import (
 from ..compaction_protocols import TriggerLike
 from ..service import DefaultSessionService
 from ._command import Command, Context
-from ._streams import is_closed_pipe
+from ._errors import is_closed_pipe
 
 __all__ = ["COMMANDS", "HELP", "Lines", "configure", "run_worker_command", "serve"]
 
@@ -242,4 +242,4 @@ async def _execute(ctx: Context) -> int:
 
 
 COMMANDS = (Command(name="worker", help=HELP, configure=configure, execute=_execute),)
-"""The ``worker`` command, registered in `asyncsession.cli._registry`."""
+"""The ``worker`` command, registered in `asyncsession.cli._app`."""

@@ -112,7 +112,7 @@ class EncryptionOptions:
     """How many events a session store decrypts at most to answer one text search (a keyword,
     keywords or a pattern): the server cannot read encrypted text, so the events the search's
     other criteria (session, user, types, times) leave are decrypted and matched in the
-    process. A search that would decrypt more is refused with `InvalidFilter`, never answered
+    process. A search that would decrypt more is refused with `UsageError`, never answered
     in part."""
     opened_cache_bytes: int = DEFAULT_OPENED_CACHE_BYTES
     """How many bytes of values a process keeps decrypted (0: none), each for at most

@@ -1,29 +1,22 @@
 """Where an adapter's calls run: on the event loop the store belongs to.
 
-PyMongo's ``AsyncMongoClient`` (and a Motor client) belongs to the first event loop that uses it
-and refuses every other. Frameworks call adapters from everywhere: a sync ``chain.invoke`` in a
-plain script, LangChain's worker threads, ``Runner.run_sync``, ADK's ``runner.run`` (a new loop
-in a new thread per run), ``asyncio.run(...)`` around one call. So every store call of an
-adapter goes through a [`StoreLoop`][asyncsession.integrations._loops.StoreLoop], which runs it
+PyMongo's ``AsyncMongoClient`` (and Motor's) belongs to the first event loop that uses it, and
+frameworks call adapters from everywhere: sync ``chain.invoke``, worker threads,
+``Runner.run_sync``, ADK's ``runner.run`` (a new loop in a new thread per run), ``asyncio.run``
+around one call. A [`StoreLoop`][asyncsession.integrations._loops.StoreLoop] runs each call
 
-- on the loop the store belongs to (its ``event_loop``, which a store that is ``loop_bound``
-  declares): directly when the caller runs on it, handed over
-  (``asyncio.run_coroutine_threadsafe``) and awaited, or waited for, when it runs elsewhere;
-- when a loop-bound store belongs to no loop yet: on the caller's loop if that is a lasting
-  one (a loop in the main thread running code of the caller's, as an app, a server, a notebook
-  or a test does), else on the adapters' own loop (`own_loop`: one daemon thread per process,
-  started on first use), which the store then belongs to. Sync callers, loops in other
-  threads and loops that run a single framework call (``Runner.run_sync``,
-  ``asyncio.run(history.load())``: the loop ends or idles after it) get that one;
-- on the caller's loop for a store that serves any loop (the in-memory store); a sync caller's
-  on the loop the adapter was built on while that loop runs (else the adapters' own), so a
-  sync call beside a running loop is served by that loop, and one whose loop is blocked waiting
-  for it (``invoke`` inside ``async def``) is refused instead of answering while its write fails.
+- on the loop the store declares (``loop_bound`` and ``event_loop``): directly from that loop,
+  handed over (``run_coroutine_threadsafe``) from anywhere else;
+- for a loop-bound store that no loop has used yet: on the caller's loop when it lasts (the
+  main thread's, running code of the caller's own), else on `own_loop` (a daemon thread per
+  process), which the store then belongs to;
+- for a store that serves any loop (in memory): on the caller's loop; a sync caller's on the
+  loop the adapter was built on while it runs (else `own_loop`), so a sync call whose loop is
+  blocked waiting for it is refused rather than answered while its write fails.
 
-A sync method called in a thread that runs an event loop raises `UsageError` at once: waiting
-there would block that loop. A call handed to a loop that does not start it within
-`START_BOUND` seconds (its thread is blocked, typically by a sync call made on it that waits for
-this one) is abandoned before it starts and raises `UsageError`: nothing was done.
+A sync call in a thread that runs an event loop raises `UsageError` at once; a call the home
+loop does not start within `START_BOUND` seconds (its thread is blocked) is abandoned unstarted
+and raises `UsageError`.
 """
 
 from __future__ import annotations
@@ -55,8 +48,7 @@ _ONE_CALL: Final = (
     "langchain.",
     "langgraph.",
 )
-"""Modules whose coroutines, when they are all a loop runs, mean the loop serves that one
-framework call (``Runner.run_sync``, ``asyncio.run(history.load())``)."""
+"""Modules whose coroutines, when they are all a loop runs, mean it serves one framework call."""
 _NEUTRAL: Final = ("asyncio.", "pymongo.", "motor.", "anyio.", "httpx.", "httpcore.")
 """Modules whose tasks say nothing about who runs the loop (drivers, transports)."""
 _T = TypeVar("_T")
@@ -86,8 +78,7 @@ def own_loop() -> asyncio.AbstractEventLoop:
         return _own
 
 
-def _forget_own_loop() -> None:
-    """In a forked child the thread is gone: the next call starts a loop of the child's own."""
+def _forget_own_loop() -> None:  # in a forked child the thread is gone
     global _own, _own_lock
     _own = None
     _own_lock = threading.Lock()
@@ -97,28 +88,19 @@ os.register_at_fork(after_in_child=_forget_own_loop)
 
 
 def _module_of(task: asyncio.Task[Any]) -> str:
-    """The module of the coroutine ``task`` runs (``""`` when it has none to show)."""
     frame = getattr(task.get_coro(), "cr_frame", None)
     return str(frame.f_globals.get("__name__", "")) if frame is not None else ""
 
 
-def _serves_one_call(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether every task of ``loop`` runs a coroutine of the frameworks or of asyncsession: a
-    loop started for one framework call (an app's, a server's, a notebook's or a test's loop
-    also runs code of its own)."""
-    modules = [_module_of(task) for task in asyncio.all_tasks(loop)]
-    own = [module for module in modules if module and not module.startswith(_NEUTRAL)]
-    return bool(own) and all(module.startswith(_ONE_CALL) for module in own)
-
-
 def _lasting(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether the running ``loop`` looks like it outlives the call: it runs in the main thread,
-    and it was not started for a single framework call (``Runner.run_sync``,
-    ``Agent.run_sync`` and ``asyncio.run(history.load())`` run one call on a loop that then
-    ends or idles; an app, a server, a notebook or a test runs code of its own)."""
+    """Whether the running ``loop`` looks like it outlives the call: it runs in the main thread
+    and some task runs code that is neither a framework's nor ours (``Runner.run_sync`` and
+    ``asyncio.run(history.load())`` run one call on a loop that then ends or idles)."""
     if threading.current_thread() is not threading.main_thread():
         return False
-    return not _serves_one_call(loop)
+    modules = [_module_of(task) for task in asyncio.all_tasks(loop)]
+    own = [module for module in modules if module and not module.startswith(_NEUTRAL)]
+    return not own or not all(module.startswith(_ONE_CALL) for module in own)
 
 
 class _Ticket:
@@ -127,13 +109,11 @@ class _Ticket:
     def __init__(self, caller: asyncio.AbstractEventLoop | None) -> None:
         self._lock = threading.Lock()
         self._state = "waiting"
-        self.started = threading.Event()
-        """Set when the call starts (for a sync caller)."""
+        self.started = threading.Event()  # for a sync caller
         self._caller = caller
         self.started_here: asyncio.Future[None] | None = (
             caller.create_future() if caller is not None else None
-        )
-        """Resolved on the caller's loop when the call starts (for an async caller)."""
+        )  # for an async caller, resolved on its loop
 
     def abandon(self) -> bool:
         """Give the call up if it has not started; ``False`` once it has."""
@@ -163,8 +143,7 @@ def _resolve(future: asyncio.Future[None]) -> None:
 
 
 async def _refusing_other_loops(call: Coroutine[Any, Any, _T], message: str) -> _T:
-    """Turn PyMongo's refusal of this loop (the client was bound elsewhere meanwhile) into
-    `UsageError`, chained to it; it is raised before anything is sent."""
+    """PyMongo's refusal of this loop (raised before anything is sent) as `UsageError`."""
     try:
         return await call
     except RuntimeError as exc:
@@ -181,16 +160,8 @@ async def _outcome(done: asyncio.Future[Any]) -> None:
 
 
 class StoreLoop:
-    """Runs an adapter's store calls on the loop its store belongs to (see the module docs).
-
-    The store says which loop that is, with ``loop_bound`` and ``event_loop`` (of
-    [`SessionService`][asyncsession.service.SessionService]; a ``DefaultSessionService`` asks
-    its repository's: `SessionRepository.event_loop`).
-
-    Args:
-        store: the service (or repository) the adapter calls.
-        name: how messages name the adapter (``"LangChainHistory 'trip-42'"``).
-    """
+    """Runs an adapter's store calls on the loop its store belongs to (see the module docs);
+    ``name`` names the adapter in messages (``"LangChainHistory 'trip-42'"``)."""
 
     def __init__(self, store: SessionService | SessionRepository, name: str) -> None:
         self._store = store
@@ -243,13 +214,8 @@ class StoreLoop:
 
     async def run(self, call: Coroutine[Any, Any, _T], *, write: bool = False) -> _T:
         """Await ``call`` on the store's loop. A ``write`` that has started runs to its end
-        before a cancelled caller sees the cancellation (`shielded`, on the loop it runs on); a
-        read is cancelled with it. A call that is refused is closed unstarted.
-
-        Raises:
-            UsageError: the store's loop has ended, is not running, or did not start the call
-                within `START_BOUND` seconds.
-        """
+        before a cancelled caller sees the cancellation; a read is cancelled with it. A refused
+        call is closed unstarted (`UsageError`)."""
         here = asyncio.get_running_loop()
         home = self._home(here)
         if home is here:
@@ -279,13 +245,9 @@ class StoreLoop:
     def run_sync(
         self, call: Callable[[], Coroutine[Any, Any, _T]], *, method: str, instead: str
     ) -> _T:
-        """Run ``call()`` on the store's loop for a sync caller and wait for it.
-
-        Raises:
-            UsageError: this thread runs an event loop (the wait would block it: ``method`` is
-                named and ``instead`` offered), or the store's loop has ended, is not running,
-                or did not start the call within `START_BOUND` seconds.
-        """
+        """Run ``call()`` on the store's loop for a sync caller and wait for it; `UsageError`
+        in a thread that runs an event loop (naming ``method`` and offering ``instead``), or
+        as `run`."""
         if running_loop() is not None:
             raise UsageError(
                 f"{self._name}.{method} is a sync call, and this thread runs an event loop "

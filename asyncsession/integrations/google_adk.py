@@ -4,29 +4,12 @@ Needs Google ADK: the ``[google-adk]`` extra (``pip install '.[google-adk]'`` fr
 
     runner = Runner(agent=agent, app_name="travel", session_service=AdkSessionService(service))
 
-An ADK session is one of our sessions, owned by the ADK user, its app and ADK id in the
-session's metadata (under ``"google_adk"``). Every ADK event is one of our events: one with
-content is a real message event (a user's text a user message, the model's text and function
-calls an assistant message, function responses a tool message), so compaction, recall search,
-the memory tools, the CLI and our own clients read the same log; one without content (a state
-change, a transfer) is an ``ADK.EVENT`` event. The conversion is lossless: each event also
-keeps the ADK event, as its JSON, in its metadata under ``"google_adk"`` (without its content
-when the message holds that content exactly: text, function calls, function responses), and the
-service reads exactly that back.
-
-**Large tool results.** A result the store offloads (over its ``offload_threshold``) reads back
-as its preview: the function response is ``{"result": <its first characters as JSON>,
-"total_chars": <the whole length>}``, and the event keeps its id, author, invocation and state.
-
-**State.** Each stored event also carries the session's state after it, so a read needs only the
-newest events. ``append_event`` computes that state from the newest stored one and appends with
-the session's version as the expected version (compare-and-swap), retrying when another writer
-came first: concurrent appends, from any number of tasks or processes, never lose a state
-update. App state (``app:`` keys) and user state (``user:`` keys) live the same way in one
-session per app and one per app and user.
-
-Over 500 lines: the event conversion, the state kept beside each event and the service that
-reads both back are one idea, the ADK session on our log.
+An ADK session is one of our sessions, owned by the ADK user. An ADK event with content is a
+real message event (a user's text a user message, the model's text and function calls an
+assistant message, function responses a tool message), one without content an ``ADK.EVENT``;
+each keeps the ADK event as JSON in its metadata under ``"google_adk"`` (without a content its
+message holds exactly), and the session's state after it, so a read needs only the newest
+events. App (``app:``) and user (``user:``) state live in one session per app and per user.
 """
 
 from __future__ import annotations
@@ -43,7 +26,7 @@ from urllib.parse import quote
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
-from .._checks import require_event, require_service, require_text, require_type
+from .._checks import require_service, require_text
 from .._offload import OffloadedBody
 from ..events import CreateSessionRequest, EventType, Session, SessionEvent
 from ..exceptions import SessionExists, SessionNotFound, UsageError
@@ -56,6 +39,7 @@ from ..messages import (
     ToolResponseMessage,
     UserMessage,
 )
+from ..repository import SessionSnapshot
 from ..service import SessionService
 from ._loops import StoreLoop
 
@@ -88,6 +72,7 @@ _IN_MESSAGE: Final = "content_in_message"
 """Set in a stored ADK event whose content its message holds (the event keeps none)."""
 _SCOPE_STATE: Final = EventType.of("ADK.STATE")
 _SCOPE_SESSION: Final = EventType.of("ADK.SESSION")
+_SCOPE_READ: Final = EventFilter(event_types=frozenset({_SCOPE_STATE}), last_n=1)
 _NAMESPACE: Final = uuid.UUID("0b7f6f5e-2a55-4f4b-8a41-3d6f1c9e2b07")
 _MAX_ATTEMPTS: Final = 1000
 _log = logging.getLogger("asyncsession")
@@ -98,9 +83,7 @@ def _json(value: object) -> JsonValue:
 
 
 def _state(state: Mapping[str, Any]) -> JsonValue:
-    """``state`` as JSON, as ADK's database service stores it: rich values (datetimes, models,
-    sets, bytes) in their JSON form; only when one cannot be, every value JSON has no form for
-    (a callable, an object of your own) as its ``repr``, with a warning."""
+    """``state`` as JSON, as ADK's database service stores it (see the class docs)."""
     try:
         return _json(state)
     except Exception:
@@ -121,9 +104,7 @@ def _arguments(args: Mapping[str, Any] | None) -> str:
 
 
 def _to_message(content: types.Content) -> Message:
-    """The API-neutral view of an ADK event's content (lossy on its own: the event's metadata
-    keeps the whole event); ``UsageError`` if it is not a ``google.genai`` ``types.Content``."""
-    require_type(content, types.Content, "content", "a google.genai types.Content")
+    """The API-neutral view of an ADK event's content (lossy: the metadata keeps the event)."""
     parts = content.parts or []
     text = "".join(p.text for p in parts if p.text and not p.thought)
     answers = [p.function_response for p in parts if p.function_response is not None]
@@ -192,9 +173,8 @@ def _from_message(message: Message, cut: Sequence[int] | None = None) -> types.C
 
 
 def _kept(event: Event, message: Message | None) -> dict[str, JsonValue]:
-    """What an event's metadata keeps of the ADK event: all of it, or all but a content its
-    message holds exactly (then the metadata stays small, and a large tool result is kept once,
-    in the message, where the store can offload it and read it back as a preview)."""
+    """The ADK event, without a content its message holds exactly (so a large tool result is
+    kept once, in the message, where the store can offload it)."""
     dump = _dump(event)
     if (
         message is not None
@@ -207,22 +187,15 @@ def _kept(event: Event, message: Message | None) -> dict[str, JsonValue]:
 
 
 def _holds_adk(event: SessionEvent) -> bool:
-    """Whether ``event`` reads as an ADK event: one ADK stored, or a message. Boundaries our
-    log keeps (a compaction's, a rewind's) are not ADK's and stay out of its session."""
+    """Whether ``event`` reads as an ADK event: not a boundary of ours (a compaction's, a
+    rewind's)."""
     return event.message is not None or isinstance(event.metadata.get(METADATA_KEY), dict)
 
 
 def _from_event(event: SessionEvent) -> Event:
-    """The ADK event one of our events holds: the stored one when it has it, else one
-    converted from its message (a summary, a message another client wrote).
-
-    An event the store offloaded reads back as its preview: each function response holds
-    ``{"result": <the first characters>, "total_chars": <the whole length>}``.
-
-    Raises:
-        UsageError: ``event`` is not a `SessionEvent`, or it holds neither.
-    """
-    stored = require_event(event, "event").metadata.get(METADATA_KEY)
+    """The ADK event one of our events holds: the stored one, else one converted from its
+    message (a summary, a message another client wrote); an offloaded one as its preview."""
+    stored = event.metadata.get(METADATA_KEY)
     marker = OffloadedBody.of(event)
     if isinstance(stored, dict):
         fields = dict(stored)
@@ -232,8 +205,7 @@ def _from_event(event: SessionEvent) -> Event:
                 mode="json", exclude_none=True
             )
         return Event.model_validate_json(json.dumps(fields))
-    if event.message is None:
-        raise UsageError(f"event {event.id!r} holds no ADK event and no message")
+    assert event.message is not None  # _holds_adk
     content = _from_message(event.message, marker.chars if marker is not None else None)
     return Event(
         id=event.id,
@@ -258,6 +230,11 @@ def _split(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], di
     return app, user, session
 
 
+def _scope(newest: Sequence[SessionEvent]) -> dict[str, Any]:
+    """A scope's state: the one its newest state event holds."""
+    return dict(cast("dict[str, Any]", newest[-1].metadata[_STATE_KEY])) if newest else {}
+
+
 def _part(value: str) -> str:
     return quote(value, safe="")
 
@@ -274,36 +251,22 @@ def _owned(session: Session | None, user_id: str) -> bool:
 class AdkSessionService(BaseSessionService):
     """Google ADK's ``BaseSessionService`` on a ``SessionService`` (see the module docs).
 
-    Any service works: ``DefaultSessionService`` over the in-memory or the MongoDB repository,
-    or a store of your own. The service is safe to share between concurrent tasks, and several
-    services (in several processes) may share one store.
+    Safe to share between concurrent tasks; several services and processes may share a store.
+    What it guarantees (the Google ADK guide has the details):
 
-    **Scoping.** ADK scopes a session id by app and user; our session ids are global, so the
-    ADK session ``(app, user, id)`` is our session ``adk/<app>/<user>/<id>`` (each part
-    percent-encoded), owned by ``user``, with ``{"app", "user_id", "session_id"}`` in its
-    metadata. ``prefix`` changes the ``adk`` part.
-
-    **Idempotency.** An event's stored id derives from the session and the ADK event's id, so
-    appending an event again (a retry after a lost acknowledgement) is a replay: nothing is
-    stored twice and no state delta is applied twice.
-
-    **Owners.** A session is found only by its owner: an ADK session of one user is never
-    another user's (their ids differ), and a session under an ``adk/`` id that another writer
-    created for a different user, or without the ADK scope, is not found (``get_session``
-    returns ``None``, ``append_event`` raises ``SessionNotFoundError``, ``delete_session`` does
-    nothing), as ADK answers for another user's session.
-
-    **Stale session objects.** ADK's database service rejects an append through a session
-    object that another writer has overtaken; this one appends (as ADK's in-memory service
-    does) and computes the state from the stored one, so no update is lost.
-
-    **Event loops.** Every call runs on the event loop the store belongs to (a MongoDB client
-    belongs to the first loop that uses it; when a loop that may end would be the first, such as
-    the one ``Runner.run`` starts in a new thread for each run, the adapters' own loop, a
-    background thread, takes it), so the sync ``runner.run`` and ``asyncio.run`` around single
-    calls work on MongoDB as on the in-memory store.
-
-    System messages are never written: ADK has none (its instructions are not events).
+    - the ADK session ``(app, user, id)`` is our session ``adk/<app>/<user>/<id>`` (each part
+      percent-encoded; ``prefix`` replaces ``adk``), owned by ``user``; a session there that
+      another writer made for a different user, or without the ADK scope, is not found;
+    - an event's stored id derives from the session and the ADK event's id, so appending it
+      again is a replay: nothing is stored twice and no state delta is applied twice;
+    - ``append_event`` computes the state from the newest stored one and appends with
+      compare-and-swap, retrying when another writer came first, so no state update is lost,
+      even through a stale session object (ADK's database service would reject that append);
+    - a state value JSON cannot encode is stored as its ``repr``, with a warning, as ADK's
+      database service does; a tool result the store offloads reads back as its preview,
+      ``{"result": <the first characters>, "total_chars": <the whole length>}``;
+    - every call runs on the event loop the store belongs to, so the sync ``runner.run`` and
+      ``asyncio.run`` around single calls work on MongoDB.
 
     Args:
         service: where the sessions live.
@@ -371,11 +334,7 @@ class AdkSessionService(BaseSessionService):
             await self.service.create(request)
         except SessionExists as exc:
             raise AlreadyExistsError(f"Session with id {session_id} already exists.") from exc
-        stamp = str(uuid.uuid4())
-        if app_delta:
-            await self._update_scope(self._app_key(app_name), app_delta, stamp)
-        if user_delta:
-            await self._update_scope(self._user_key(app_name, user_id), user_delta, stamp)
+        await self._update_scopes(app_name, user_id, app_delta, user_delta, str(uuid.uuid4()))
         await self._register(app_name, {"session": key, "user_id": user_id, "deleted": False})
         return AdkSession(
             id=session_id,
@@ -410,11 +369,23 @@ class AdkSessionService(BaseSessionService):
         if snapshot is None or not _owned(snapshot.session, user_id):
             return None
         events = [_from_event(event) for event in snapshot.events if _holds_adk(event)]
-        state, updated = await self._session_state(key, snapshot.session.metadata, snapshot.events)
         if recent is not None:
             events = events[-recent:] if recent else []
         if after is not None:
             events = [event for event in events if event.timestamp >= after]
+        return await self._adk_session(app_name, user_id, session_id, snapshot, events)
+
+    async def _adk_session(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        snapshot: SessionSnapshot,
+        events: list[Event],
+    ) -> AdkSession:
+        """The ADK session ``snapshot`` holds, its state merged with the app's and user's."""
+        metadata = snapshot.session.metadata
+        state, updated = await self._session_state(snapshot.session.id, metadata, snapshot.events)
         return AdkSession(
             id=session_id,
             app_name=app_name,
@@ -450,19 +421,9 @@ class AdkSessionService(BaseSessionService):
             )
             if snapshot is None or not _owned(snapshot.session, owner):
                 continue
-            state, updated = await self._session_state(
-                session_key, snapshot.session.metadata, snapshot.events
-            )
             scope = cast("dict[str, Any]", snapshot.session.metadata[METADATA_KEY])
-            sessions.append(
-                AdkSession(
-                    id=str(scope["session_id"]),
-                    app_name=app_name,
-                    user_id=owner,
-                    state=await self._merged(app_name, owner, state),
-                    last_update_time=updated,
-                )
-            )
+            adk_id = str(scope["session_id"])
+            sessions.append(await self._adk_session(app_name, owner, adk_id, snapshot, []))
         sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return ListSessionsResponse(sessions=sessions)
 
@@ -495,28 +456,15 @@ class AdkSessionService(BaseSessionService):
             return event
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
-        app_delta, user_delta, session_delta = _split(event.actions.state_delta or {})
-        key = self.session_key(session.app_name, session.user_id, session.id)
-        store = self._store(key, session, event, (app_delta, user_delta, session_delta))
-        await self._loop.run(store, write=True)
+        await self._loop.run(self._store(session, event), write=True)
         self._commit_event_to_session(session, event)
         session.last_update_time = event.timestamp
         return event
 
-    async def _store(
-        self,
-        key: str,
-        session: AdkSession,
-        event: Event,
-        deltas: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
-    ) -> None:
-        app_delta, user_delta, session_delta = deltas
-        if app_delta:
-            await self._update_scope(self._app_key(session.app_name), app_delta, event.id)
-        if user_delta:
-            await self._update_scope(
-                self._user_key(session.app_name, session.user_id), user_delta, event.id
-            )
+    async def _store(self, session: AdkSession, event: Event) -> None:
+        key = self.session_key(session.app_name, session.user_id, session.id)
+        app, user, delta = _split(event.actions.state_delta or {})
+        await self._update_scopes(session.app_name, session.user_id, app, user, event.id)
         event_id = str(uuid.uuid5(_NAMESPACE, f"{key}\x00{event.id}"))
         read = EventFilter(exclude_archived=False, last_n=1)
         for _ in range(_MAX_ATTEMPTS):
@@ -524,7 +472,7 @@ class AdkSessionService(BaseSessionService):
             if snapshot is None or not _owned(snapshot.session, session.user_id):
                 raise SessionNotFoundError(f"Session {session.id} not found.")
             state, _ = await self._session_state(key, snapshot.session.metadata, snapshot.events)
-            state.update(session_delta)
+            state.update(delta)
             body = self._body(event)
             stored = SessionEvent(
                 id=event_id,
@@ -568,20 +516,22 @@ class AdkSessionService(BaseSessionService):
         return dict(scope.get("state") or {}), float(scope.get("created") or 0.0)
 
     async def _merged(self, app_name: str, user_id: str, state: dict[str, Any]) -> dict[str, Any]:
-        for name, value in (await self._scope_state(self._app_key(app_name))).items():
-            state[State.APP_PREFIX + name] = value
+        app = await self._scope_state(self._app_key(app_name))
         user = await self._scope_state(self._user_key(app_name, user_id))
-        for name, value in user.items():
-            state[State.USER_PREFIX + name] = value
+        state.update({State.APP_PREFIX + name: value for name, value in app.items()})
+        state.update({State.USER_PREFIX + name: value for name, value in user.items()})
         return state
 
     async def _scope_state(self, scope_key: str) -> dict[str, Any]:
-        newest = await self.service.get_events(
-            scope_key, EventFilter(event_types=frozenset({_SCOPE_STATE}), last_n=1)
-        )
-        if not newest:
-            return {}
-        return dict(cast("dict[str, Any]", newest[-1].metadata[_STATE_KEY]))
+        return _scope(await self.service.get_events(scope_key, _SCOPE_READ))
+
+    async def _update_scopes(
+        self, app_name: str, user_id: str, app: dict[str, Any], user: dict[str, Any], stamp: str
+    ) -> None:
+        if app:
+            await self._update_scope(self._app_key(app_name), app, stamp)
+        if user:
+            await self._update_scope(self._user_key(app_name, user_id), user, stamp)
 
     async def _ensure(self, scope_key: str) -> None:
         with contextlib.suppress(SessionExists):
@@ -592,17 +542,11 @@ class AdkSessionService(BaseSessionService):
         applies nothing)."""
         event_id = str(uuid.uuid5(_NAMESPACE, f"{scope_key}\x00{stamp}"))
         for _ in range(_MAX_ATTEMPTS):
-            snapshot = await self.service.get_snapshot(
-                scope_key, EventFilter(event_types=frozenset({_SCOPE_STATE}), last_n=1)
-            )
+            snapshot = await self.service.get_snapshot(scope_key, _SCOPE_READ)
             if snapshot is None:
                 await self._ensure(scope_key)
                 continue
-            state: dict[str, Any] = (
-                dict(cast("dict[str, Any]", snapshot.events[-1].metadata[_STATE_KEY]))
-                if snapshot.events
-                else {}
-            )
+            state = _scope(snapshot.events)
             state.update(delta)
             stored = SessionEvent(
                 id=event_id,

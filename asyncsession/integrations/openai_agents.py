@@ -2,17 +2,13 @@
 
 Needs the SDK: the ``[agents]`` extra (``pip install '.[agents]'`` from a clone). ::
 
-    service = DefaultSessionService(MongoSessionRepository(db))
     session = AgentsSession("conversation-42", service, user_id="alice")
     result = await Runner.run(agent, "Hello", session=session)
 
-The SDK's items are Responses API input items, and they are stored as real message events,
-converted by [`items_to_messages`][asyncsession.openai.items_to_messages] (the conversion the
-Responses client uses): a user item is a user message, a run of model items (reasoning, text,
-function calls, item types we do not interpret) is one assistant message that keeps the items
-as given, a run of function-call outputs is one tool message. So compaction, turn-aware windows,
-recall search, idempotent appends, compare-and-swap and the tool-call guards all work on an
-Agents SDK conversation, and ``get_items`` returns every item exactly as ``add_items`` got it.
+The SDK's items (Responses API input items) are stored as real message events, converted the way
+the Responses client converts them: a user item a user message, a run of model items one
+assistant message that keeps them as given, a run of function-call outputs one tool message.
+``get_items`` returns every item exactly as ``add_items`` got it.
 """
 
 from __future__ import annotations
@@ -28,8 +24,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import JsonValue
 
-from .._checks import SERVICE_METHODS, require_nonblank, require_object
+from .._checks import require_object
 from .._lifecycle import Closable
+from .._responses_items import items_to_messages, messages_to_items
 from ..compaction import (
     CompactionRequest,
     CompactionResult,
@@ -41,10 +38,8 @@ from ..compaction_protocols import TriggerLike
 from ..events import SessionEvent
 from ..exceptions import SessionExists, UsageError
 from ..messages import Message
-from ..openai import items_to_messages, messages_to_items
 from ..service import SessionService
-from ._loops import StoreLoop
-from ._session import AdapterSession
+from ._session import AdapterSession, History, whole_turns
 
 try:
     from agents.memory.session_settings import (
@@ -67,21 +62,12 @@ __all__ = ["AgentsSession"]
 _MAIN_BRANCH = "main"
 """The branch every ``AgentsSession`` starts on: the session itself."""
 _BRANCH_OF_KEY = "agents_branch_of"
-"""Metadata key of a branch's session: the id of the session it is a branch of."""
+"""Metadata keys of a branch's session: the session it is a branch of, and its branch id."""
 _BRANCH_KEY = "agents_branch"
-"""Metadata key of a branch's session: the branch's id."""
 
 
 def _is_user(item: Mapping[str, Any]) -> bool:
     return item.get("role") == "user"
-
-
-def _preview(content: Any, max_length: int | None = None) -> str:
-    """A user item's content as text (JSON for a list of parts), cut to ``max_length``."""
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-    if max_length is not None and len(text) > max_length:
-        return text[:max_length] + "..."
-    return text
 
 
 def _texts(content: Any) -> list[str]:
@@ -106,9 +92,10 @@ def _turn(
     number: int, item: Mapping[str, Any], event: SessionEvent, cut: int | None
 ) -> dict[str, Any]:
     content = item.get("content", "")
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
     return {
         "turn": number,
-        "content": _preview(content, cut),
+        "content": text[:cut] + "..." if cut is not None and len(text) > cut else text,
         "full_content": content,
         "timestamp": _stamp(event.timestamp),
         "can_branch": True,
@@ -137,20 +124,22 @@ def _fingerprint(messages: Sequence[Message]) -> str:
     return digest.hexdigest()
 
 
-class _PopNewest:
-    """A one-off strategy: archive the newest active event and keep all but its last item."""
+class _Archive:
+    """A one-off strategy: archive every active event, or (``pop``) the newest item: the newest
+    event, its other items written back. ``newest`` is the newest item (``None``: none)."""
 
-    def __init__(self) -> None:
-        self.popped: dict[str, Any] | None = None
+    def __init__(self, pop: bool) -> None:
+        self._pop = pop
+        self.newest: dict[str, Any] | None = None
 
     async def compact(self, request: CompactionRequest) -> CompactionResult:
         events = request.events
-        self.popped = None
+        self.newest = _items_of(events[-1])[-1] if events else None
         if not events:
             return CompactionResult.unchanged(events)
+        if not self._pop:
+            return CompactionResult(compacted_events=(), archived_events=events)
         newest = events[-1]
-        items = _items_of(newest)
-        self.popped = items[-1]
         rest = tuple(
             SessionEvent(
                 session_id=newest.session_id,
@@ -158,90 +147,39 @@ class _PopNewest:
                 message=message,
                 metadata=dict(newest.metadata),
             )
-            for message in items_to_messages(items[:-1])
+            for message in items_to_messages(_items_of(newest)[:-1])
         )
         return CompactionResult(compacted_events=(*events[:-1], *rest), archived_events=(newest,))
 
 
-class _ArchiveAll:
-    """A one-off strategy: archive every active event."""
-
-    def __init__(self) -> None:
-        self.archived = 0
-
-    async def compact(self, request: CompactionRequest) -> CompactionResult:
-        self.archived = len(request.events)
-        if not request.events:
-            return CompactionResult.unchanged(request.events)
-        return CompactionResult(compacted_events=(), archived_events=request.events)
-
-
-class AgentsSession(Closable):
+class AgentsSession(History, Closable):
     """An OpenAI Agents SDK ``Session`` whose history is a session of a ``SessionService``.
 
     Pass it to ``Runner.run``, ``Runner.run_streamed`` or ``Runner.run_sync`` as ``session=``.
-    Any service works: ``DefaultSessionService`` over the in-memory or the MongoDB repository,
-    or a store of your own. One ``AgentsSession`` object may serve concurrent runs, and several
-    objects (in several processes) may share one session id.
+    One object may serve concurrent runs; several objects and processes may share a session
+    id. What it guarantees (the Agents SDK guide has the details):
 
-    **Owners.** Given a ``user_id``, the session object uses only that user's session:
-    ``get_items``, ``add_items``, ``pop_item``, ``clear_session`` and ``compact`` on another
-    user's session raise `AccessDenied` and touch nothing. A session it creates is owned by
-    ``user_id`` (by ``session_id`` when none is given; then any session is used).
-
-    **Storage.** Each ``add_items`` call converts its batch into messages and appends them as one
-    batch of events (one version), creating the session on the first write. ``get_items`` reads
-    the active view: what compaction archived is left out, a summary turn it wrote is included
-    (as a user and an assistant item).
-
-    **Append-only.** Nothing is ever deleted. ``pop_item`` archives the newest event and returns
-    its last item; when that event held more items (an assistant reply with reasoning and
-    several function calls), the others are written back as a new event in the same
-    compare-and-swap, so the active view loses exactly one item. ``clear_session`` archives every
-    active event: ``get_items`` is then empty, while the archived items stay in the log for
-    recall search and audits (``SessionService.delete`` removes a session for good). Both retry
-    when another writer moved the session's version in between, so a concurrent append is never
-    lost, and both run to their end when the caller is cancelled.
-
-    **Idempotency.** Event ids are random, so concurrent ``add_items`` calls (several runs of one
-    session) each store their items once, whatever they contain. A batch whose write failed (a
-    lost acknowledgement, a timeout, a dropped connection) keeps its ids: retrying
-    ``add_items`` with the same items on this object reuses them, so a write that did land is a
-    replay and nothing is stored twice. Ids are not derived from the items alone on purpose:
-    equal items are often genuinely repeated (a user saying "yes" twice, a scripted model's
-    fixed item ids), and a content hash would silently drop the second one. A retry from
-    another process is not recognised.
-
-    **Limits.** ``get_items(limit)`` returns exactly the newest ``limit`` items, as the SDK's own
-    sessions do (``session_settings.limit`` when ``limit`` is ``None``). With
-    ``whole_turns=True`` the window is extended back to the user item that starts its turn, so the
-    model is never sent a function-call output without its call.
-
-    **Compaction.** Give a ``trigger`` and a ``strategy`` to compact inline, or a
-    ``CompactionWorker`` to compact in the background. The Runner calls
-    [`run_compaction`][asyncsession.integrations.openai_agents.AgentsSession.run_compaction]
-    after it stored a model response; you may call
-    [`compact`][asyncsession.integrations.openai_agents.AgentsSession.compact] yourself.
-
-    **Branches.** The branch operations of the SDK's ``AdvancedSQLiteSession``, by the same
-    names (``create_branch_from_turn``, ``switch_to_branch``, ``list_branches``,
-    ``delete_branch``...): each object starts on ``main``, the session itself; a branch is a
-    fork of the branch it was made from (`SessionService.fork`), in the session
-    ``<session_id>/branches/<branch id>``, and the protocol's calls read and write the current
-    branch.
+    - given a ``user_id``, every call on another user's session raises `AccessDenied` and
+      touches nothing; a session it creates is owned by ``user_id`` (else by ``session_id``);
+    - each ``add_items`` is one batch of events with random ids, so concurrent runs each store
+      their items once; a failed batch keeps its ids for a retry with the same items on this
+      object (a retry from another process is not recognised);
+    - nothing is deleted: ``pop_item`` archives the newest event and writes back its other
+      items in the same compare-and-swap, ``clear_session`` archives every active event; both
+      retry when another writer came first and run to their end when the caller is cancelled;
+    - ``get_items(limit)`` returns exactly the newest ``limit`` items (``session_settings.limit``
+      without one); ``whole_turns=True`` extends the window back to the user item of its turn;
+    - compaction runs inline (``trigger`` and ``strategy``) or through a ``worker``, when the
+      Runner calls ``run_compaction`` or you call ``compact``;
+    - the branch operations of the SDK's ``AdvancedSQLiteSession``, by the same names: a branch
+      is a fork (`SessionService.fork`) in the session ``<session_id>/branches/<branch id>``,
+      and the protocol's calls read and write the current branch (``main`` at first);
+    - every call runs on the event loop the store belongs to, so ``Runner.run_sync`` in any
+      thread works on MongoDB; ``close`` (or ``async with``) ends this object, not the service,
+      its store or the worker, and later calls raise ``UsageError``.
 
     System and developer items are stored only by a service built with
-    ``allow_system_messages=True``; otherwise ``add_items`` raises ``UsageError``.
-
-    **Event loops and closing.** Every call runs on the event loop the store belongs to (a
-    MongoDB client belongs to the first loop that uses it; when a loop that may end, such as
-    ``Runner.run_sync`` in a worker thread, would be the first, the adapters' own loop, a
-    background thread, takes it), so ``Runner.run_sync`` in any thread and ``asyncio.run``
-    around single calls work on MongoDB as on the in-memory store.
-    [`close`][asyncsession.integrations.openai_agents.AgentsSession.close] (idempotent; also
-    ``async with``) ends the session object: it forgets its retry state and later calls raise
-    ``UsageError``. It closes nothing it was given: the service, its store and the worker are
-    the caller's to close.
+    ``allow_system_messages=True``.
 
     Args:
         session_id: the session's id (the SDK's ``session_id``).
@@ -259,10 +197,9 @@ class AgentsSession(Closable):
             compaction and a worker.
     """
 
-    session_id: str
-    """The session's id."""
     session_settings: SessionSettings | None
     """The SDK's session settings: ``limit`` applies when ``get_items`` gets none."""
+    _keep_using = "the session"
 
     def __init__(
         self,
@@ -277,23 +214,11 @@ class AgentsSession(Closable):
         strategy: CompactionStrategy | None = None,
         worker: CompactionWorker | None = None,
     ) -> None:
-        require_nonblank(session_id, "session_id")
-        require_object(service, "service", "a SessionService", methods=SERVICE_METHODS)
-        if user_id is not None:
-            require_nonblank(user_id, "user_id")
-        if (trigger is None) != (strategy is None):
-            raise UsageError("inline compaction needs both a trigger and a strategy")
+        super().__init__(session_id, service, user_id, metadata, trigger, strategy)
         if worker is not None and trigger is not None:
             raise UsageError("compact inline (trigger and strategy) or through a worker, not both")
         if worker is not None:
             require_object(worker, "worker", "a CompactionWorker", methods=("submit",))
-        self.session_id = session_id
-        self.service = service
-        """The service the session lives in."""
-        self.user_id: str = user_id or session_id
-        """The owner of a session this object creates."""
-        self.metadata: dict[str, JsonValue] = dict(metadata or {})
-        """Metadata of a session this object creates."""
         self.whole_turns = whole_turns
         """Whether limited windows are extended back to the start of their turn."""
         self.session_settings = (
@@ -301,17 +226,9 @@ class AgentsSession(Closable):
             if isinstance(session_settings, Mapping)
             else session_settings or SessionSettings()
         )
-        self._trigger = trigger
-        self._strategy = strategy
         self._worker = worker
-        self._owner = user_id
         self._branch = _MAIN_BRANCH
-        self._sessions: dict[str, AdapterSession] = {}
-        self._session = self._adapter(_MAIN_BRANCH)
-        self._loop = StoreLoop(service, f"AgentsSession {session_id!r}")
-
-    def __repr__(self) -> str:
-        return f"AgentsSession(session_id={self.session_id!r})"
+        self._sessions: dict[str, AdapterSession] = {_MAIN_BRANCH: self._session}
 
     def _branch_key(self, branch_id: str) -> str:
         """The id of the session that holds a branch (the session itself for ``main``)."""
@@ -322,17 +239,8 @@ class AgentsSession(Closable):
     def _adapter(self, branch_id: str) -> AdapterSession:
         session = self._sessions.get(branch_id)
         if session is None:
-            session = AdapterSession(
-                self.service,
-                self._branch_key(branch_id),
-                user_id=self._owner,
-                creator=self.user_id,
-                metadata=self.metadata,
-            )
-            self._sessions[branch_id] = session
+            session = self._sessions[branch_id] = self._new_session(self._branch_key(branch_id))
         return session
-
-    # --- lifecycle -----------------------------------------------------------------------------
 
     async def close(self) -> None:
         """End this session object; closing again does nothing. The service stays open."""
@@ -341,14 +249,6 @@ class AgentsSession(Closable):
     async def _release(self) -> None:
         for session in self._sessions.values():
             session.forget_retries()
-
-    def _closed_error(self) -> UsageError:
-        return UsageError(
-            f"AgentsSession {self.session_id!r} is closed; create a new one to keep using "
-            "the session"
-        )
-
-    # --- the protocol --------------------------------------------------------------------------
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The active items, oldest first; with a limit, the newest ``limit`` of them.
@@ -366,17 +266,12 @@ class AgentsSession(Closable):
         events = await self._session.active(limit)
         items = [item for event in events for item in _items_of(event)]
         if limit is not None and len(items) > limit:
-            cut = len(items) - limit
-            while self.whole_turns and cut > 0 and not _starts_turn(items[cut]):
-                cut -= 1
-            items = items[cut:]
+            items = whole_turns(items, limit, _starts_turn) if self.whole_turns else items[-limit:]
         return cast("list[TResponseInputItem]", items)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Append the items as one batch of message events.
-
-        A retry of a batch that failed on this object stores nothing twice (see the class
-        docs). The write runs to its end if the caller is cancelled.
+        """Append the items as one batch of message events; the write runs to its end if the
+        caller is cancelled.
 
         Raises:
             AccessDenied: the session belongs to another user; nothing was written.
@@ -408,23 +303,20 @@ class AgentsSession(Closable):
     async def pop_item(self) -> TResponseInputItem | None:
         """Archive the newest item and return it; ``None`` when the active view is empty.
 
-        Nothing is deleted: the item's event is archived (see the class docs).
-
         Raises:
             AccessDenied: the session belongs to another user; nothing was changed.
         """
         self._check_open()
-        return await self._loop.run(self._pop(), write=True)
+        return await self._loop.run(self._archive(pop=True), write=True)
 
-    async def _pop(self) -> TResponseInputItem | None:
-        while True:
-            strategy = _PopNewest()
+    async def _archive(self, pop: bool) -> TResponseInputItem | None:
+        while True:  # until no other writer moved the version between the read and the swap
+            strategy = _Archive(pop)
             result = await self._session.compact(_always, strategy)
-            if result is None or strategy.popped is None:
+            if result is None or strategy.newest is None:
                 return None
             if result.applied:
-                return cast("TResponseInputItem", strategy.popped)
-            # Another writer moved the version between the read and the swap: read again.
+                return cast("TResponseInputItem", strategy.newest)
 
     async def clear_session(self) -> None:
         """Archive every active event, so the session's history is empty (nothing is deleted).
@@ -433,44 +325,27 @@ class AgentsSession(Closable):
             AccessDenied: the session belongs to another user; nothing was changed.
         """
         self._check_open()
-        await self._loop.run(self._clear(), write=True)
-
-    async def _clear(self) -> None:
-        while True:
-            strategy = _ArchiveAll()
-            result = await self._session.compact(_always, strategy)
-            if result is None or strategy.archived == 0 or result.applied:
-                return
+        await self._loop.run(self._archive(pop=False), write=True)
 
     async def compact(self) -> CompactionResult | CompactionTicket | None:
-        """Compact now: inline (the result), through the worker (its ticket), or not (``None``).
-
-        ``None`` also when the session does not exist yet.
+        """Compact now: inline (the result), through the worker (its ticket), or not (``None``,
+        also when the session does not exist yet).
 
         Raises:
             AccessDenied: the session belongs to another user; nothing was changed.
         """
         self._check_open()
         if self._worker is not None:
-            if self.user_id != self.session_id:  # a user was given: check it on the store's loop
+            if self._owner is not None:
                 await self._loop.run(self._session.exists())
             return self._worker.submit(self._session.session_id)
-        if self._trigger is None or self._strategy is None:
-            return None
-        return await self._loop.run(
-            self._session.compact(self._trigger, self._strategy), write=True
-        )
+        return await self._loop.run(self._compact(), write=True)
 
     async def run_compaction(self, args: Mapping[str, Any] | None = None) -> None:
-        """The SDK's compaction hook: the Runner calls it after storing a model response.
-
-        Runs [`compact`][asyncsession.integrations.openai_agents.AgentsSession.compact]; the
-        SDK's arguments (a response id, ``force``) are not needed, since the session's own log is
-        the history, and are ignored.
-        """
+        """The SDK's compaction hook (the Runner calls it after storing a model response):
+        [`compact`][asyncsession.integrations.openai_agents.AgentsSession.compact]. Its
+        arguments are ignored: the session's own log is the history."""
         await self.compact()
-
-    # --- branches, as the SDK's AdvancedSQLiteSession has them ----------------------------------
 
     @property
     def current_branch_id(self) -> str:

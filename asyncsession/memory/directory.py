@@ -9,10 +9,11 @@ import hashlib
 import os
 import shutil
 import stat
+import tempfile
 import urllib.parse
 import weakref
 from collections.abc import Callable, Generator
-from typing import TypeVar
+from typing import Final, TypeVar
 
 try:
     import fcntl
@@ -22,27 +23,16 @@ except ImportError:  # pragma: no cover - Windows
 import anyio.to_thread
 
 from .._shield import shielded
-from ..exceptions import UsageError
-from ._common import ScopedLimits, encode_text, split_path
-from ._files import TMP_PREFIX, prune, total_bytes, within, write_file
-from ._lifecycle import StoreLifecycle
-from .store import (
+from ..exceptions import MemoryStoreError, UsageError
+from ._base import (
     DEFAULT_MAX_FILE_BYTES,
     DEFAULT_MAX_STORE_BYTES,
     MAX_NAME_BYTES,
-    MemoryBackendError,
-    MemoryEntry,
-    MemoryExists,
-    MemoryFile,
-    MemoryIsADirectory,
-    MemoryNotADirectory,
-    MemoryNotFound,
-    MemoryPathError,
-    MemoryTooLarge,
-    MemoryWriteConflict,
-    normalize_memory_path,
-    validate_memory_scope,
+    BaseMemoryStore,
+    normalize_path,
+    split_path,
 )
+from .store import MemoryEntry, MemoryFile
 
 __all__ = ["DirectoryMemoryStore"]
 
@@ -60,6 +50,84 @@ _READ_FLAGS = (
 _SCOPE_LOCKS: weakref.WeakValueDictionary[tuple[int, str], asyncio.Lock] = (
     weakref.WeakValueDictionary()
 )
+_TMP_PREFIX: Final = ".~memtmp-"
+"""The name prefix of temporary files (skipped when sizes are summed)."""
+_LINK_UNSUPPORTED: Final = frozenset(
+    {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
+)
+"""The ``link()`` errors that mean hard links are unsupported here (fall back to O_EXCL)."""
+
+
+def _within(path: str, root: str) -> bool:
+    """Whether the real path `path` is `root` or lies below it."""
+    return os.path.commonpath([path, root]) == root
+
+
+def _write_file(target: str, data: bytes, *, create: bool, rel: str) -> None:
+    """Write `data` to a temporary file and move it into place atomically.
+
+    A create links the temporary file into place, which fails if the name was taken in the
+    meantime (even by another process); where hard links are unsupported it falls back to an
+    exclusive create.
+    """
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=_TMP_PREFIX)
+    try:
+        with open(fd, "wb", closefd=True) as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        if not create:
+            os.replace(tmp, target)
+            return
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            raise MemoryStoreError("exists", rel) from None
+        except OSError as exc:
+            if exc.errno not in _LINK_UNSUPPORTED:
+                raise
+            _create_exclusive(target, data, rel)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def _create_exclusive(target: str, data: bytes, rel: str) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(target, flags, 0o600)
+    except FileExistsError:
+        raise MemoryStoreError("exists", rel) from None
+    with open(fd, "wb", closefd=True) as file:
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def _total_bytes(scope_dir: str) -> int:
+    """The total size of the regular files under the scope directory (links not followed)."""
+    total = 0
+    for dirpath, _dirnames, filenames in os.walk(scope_dir):
+        for filename in filenames:
+            if filename.startswith(_TMP_PREFIX):
+                continue
+            try:
+                st = os.lstat(os.path.join(dirpath, filename))
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                total += st.st_size
+    return total
+
+
+def _prune(directory: str, scope_dir: str) -> None:
+    """Remove `directory` and its ancestors below the scope directory while they are empty."""
+    while directory != scope_dir and _within(directory, scope_dir):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            return  # not empty (or gone): stop here
+        directory = os.path.dirname(directory)
 
 
 def _scope_dirname(scope: str) -> str:
@@ -72,6 +140,15 @@ def _scope_dirname(scope: str) -> str:
     return name
 
 
+def _entry(name: str, st: os.stat_result) -> MemoryEntry | None:
+    """A directory or a regular file as an entry; ``None`` for anything else."""
+    if stat.S_ISDIR(st.st_mode):
+        return MemoryEntry(name=name, is_dir=True, size=0)
+    if stat.S_ISREG(st.st_mode):
+        return MemoryEntry(name=name, is_dir=False, size=st.st_size)
+    return None
+
+
 def _version(data: bytes) -> int:
     """The version token of some file content: a 63-bit BLAKE2b digest."""
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big") >> 1
@@ -80,13 +157,14 @@ def _version(data: bytes) -> int:
 def _is_plain_name(name: str) -> bool:
     """Whether a directory entry's name is one a memory path can name."""
     try:
-        return normalize_memory_path(name) == name
-    except MemoryPathError:
+        return normalize_path(name) == name
+    except MemoryStoreError:
         return False
 
 
-def _escape(rel: str) -> MemoryPathError:
-    return MemoryPathError(
+def _escape(rel: str) -> MemoryStoreError:
+    return MemoryStoreError(
+        "invalid_path",
         rel,
         f"Symbolic link escape detected: '{rel}' resolves outside the memories directory",
     )
@@ -99,36 +177,33 @@ def _map_os_errors(rel: str) -> Generator[None, None, None]:
         yield
     except OSError as exc:
         if exc.errno == errno.ENAMETOOLONG:
-            raise MemoryPathError(rel, f"Path is too long for the filesystem: '{rel}'") from exc
+            message = f"Path is too long for the filesystem: '{rel}'"
+            raise MemoryStoreError("invalid_path", rel, message) from exc
         if exc.errno == errno.ELOOP:
-            raise MemoryPathError(rel, f"Too many levels of symbolic links: '{rel}'") from exc
-        raise MemoryBackendError(f"{exc.strerror or exc} ({rel or '/'})") from exc
+            message = f"Too many levels of symbolic links: '{rel}'"
+            raise MemoryStoreError("invalid_path", rel, message) from exc
+        raise MemoryStoreError("backend", rel, f"{exc.strerror or exc} ({rel or '/'})") from exc
 
 
-class DirectoryMemoryStore(ScopedLimits, StoreLifecycle):
+class DirectoryMemoryStore(BaseMemoryStore):
     """One scope's memory files in ``<root>/<scope>/`` on the local filesystem.
 
-    The scope key is percent-encoded into a single directory name, so any scope (``"../bob"``
-    too) stays a direct child of `root`; on case-insensitive filesystems scopes that differ only
-    in case share a directory. Every call runs its blocking I/O in a worker thread
-    (`anyio.to_thread`), so the event loop never blocks, and a write that has started finishes
-    even if the caller is cancelled: the cancellation waits for it (and keeps the scope's lock
-    until then), so nothing the caller does next can see it in progress.
+    The scope key is percent-encoded into one directory name, so any scope (``"../bob"`` too)
+    stays a direct child of `root`; on case-insensitive filesystems scopes that differ only in
+    case share a directory. Blocking I/O runs in a worker thread, and a write that has started
+    finishes even if the caller is cancelled (the cancellation waits for it).
 
-    Sandbox: paths are validated by `normalize_memory_path`; then the real path (symlinks
-    resolved) must lie inside the scope directory, so a symlink that leads out of it is neither
-    read, listed, written nor deleted through. Symlinks that stay inside are followed for reads
-    and writes; delete and rename act on the link itself. Special files (FIFOs, devices) are
-    refused. Created directories are ``0700`` and files ``0600``.
+    Sandbox: beyond the path rules of `MemoryStore`, a path whose real path (symlinks resolved)
+    leaves the scope directory is neither read, listed, written nor deleted through; links that
+    stay inside are followed for reads and writes, and delete and rename act on the link itself.
+    Special files are refused. Directories are created ``0700``, files ``0600``.
 
-    Concurrency: a file's version is a digest of its content. Within one process, all writers
-    of a scope directory (any number of store instances, same event loop) take one shared
-    lock; across processes, writers also hold the scope's lock file (``flock``). Under both,
-    a write re-reads the file and compares versions before an atomic replace (write to a
-    temporary file, ``fsync``, rename), and checks the limits, so no edit is lost and readers
-    never see a torn file, whichever process writes. (On Windows, without ``fcntl``, only the
-    writers of one process are serialised.) The lock file needs a local filesystem: ``flock``
-    over NFS is not reliable; use `MongoMemoryStore` there.
+    Concurrency: writers of a scope in one process share a lock, and writers in other processes
+    wait on the scope's lock file (``flock``); under both a write compares versions (a digest of
+    the content) and checks the limits before an atomic replace, so no edit is lost and readers
+    never see a torn file. The lock file needs a local POSIX filesystem (``flock`` over NFS is
+    not reliable; on Windows only one process's writers are serialised): use `MongoMemoryStore`
+    elsewhere.
     """
 
     def __init__(
@@ -143,25 +218,20 @@ class DirectoryMemoryStore(ScopedLimits, StoreLifecycle):
 
         Args:
             root: The directory holding every scope's directory.
-            scope: The scope key (user, tenant, agent); see `validate_memory_scope`.
+            scope: The scope key (user, tenant, agent): a non-blank string of at most 128
+                characters without control characters.
             max_file_bytes: The largest file this store writes or reads, in UTF-8 bytes.
             max_store_bytes: The largest total of the scope's files, or ``None`` for no limit.
 
         Raises:
             ValueError: the scope or a limit is invalid.
         """
-        if max_file_bytes <= 0:
-            raise UsageError(f"max_file_bytes must be positive, got {max_file_bytes!r}")
-        if max_store_bytes is not None and max_store_bytes <= 0:
-            raise UsageError(f"max_store_bytes must be positive or None, got {max_store_bytes!r}")
-        self._scope = validate_memory_scope(scope)
+        super().__init__(scope, max_file_bytes, max_store_bytes)
         base: str = os.fspath(root)
         self._base: str = os.path.abspath(base)
         self._dir = os.path.join(self._base, _scope_dirname(scope))
         digest = hashlib.blake2b(os.path.basename(self._dir).encode(), digest_size=16).hexdigest()
         self._lock_path = os.path.join(self._base, f"#{digest}.lock")
-        self._max_file_bytes = max_file_bytes
-        self._max_store_bytes = max_store_bytes
         self._lock_key: str | None = None
 
     def __repr__(self) -> str:
@@ -181,44 +251,29 @@ class DirectoryMemoryStore(ScopedLimits, StoreLifecycle):
             max_store_bytes=self._max_store_bytes,
         )
 
-    async def stat(self, path: str) -> MemoryEntry | None:
-        """Describe the file or directory at `path`, or return ``None`` if nothing is there."""
-        return await self._run(self._stat_sync, self._open_path(path))
+    async def _stat(self, rel: str) -> MemoryEntry | None:
+        return await self._run(self._stat_sync, rel)
 
-    async def read(self, path: str) -> MemoryFile | None:
-        """Return the file at `path` with its version, or ``None`` if it does not exist."""
-        return await self._run(self._read_sync, self._open_path(path))
+    async def _read(self, rel: str) -> MemoryFile | None:
+        return await self._run(self._read_sync, rel)
 
-    async def list_dir(self, path: str = "") -> list[MemoryEntry]:
-        """List the directory at `path` one level deep, sorted by name."""
-        return await self._run(self._list_sync, self._open_path(path))
+    async def _list_dir(self, rel: str) -> list[MemoryEntry]:
+        return await self._run(self._list_sync, rel)
 
-    async def write(self, path: str, text: str, *, expected_version: int | None) -> MemoryFile:
-        """Create (``expected_version=None``) or compare-and-replace the file at `path`."""
-        rel = self._open_path(path)
-        data = encode_text(text, rel)
-
+    async def _write(
+        self, rel: str, text: str, data: bytes, expected_version: int | None
+    ) -> MemoryFile:
         def write_sync(rel: str) -> MemoryFile:
             return MemoryFile(text=text, version=self._write_sync(rel, data, expected_version))
 
         async with await self._lock():
             return await shielded(self._run(write_sync, rel, exclusive=True))
 
-    async def delete(self, path: str) -> MemoryEntry:
-        """Delete the file, or the directory and everything in it; return what was deleted."""
-        rel = self._open_path(path)
-        if not rel:
-            raise MemoryPathError(path, "Cannot delete the memories root directory.")
+    async def _delete(self, rel: str) -> MemoryEntry:
         async with await self._lock():
             return await shielded(self._run(self._delete_sync, rel, exclusive=True))
 
-    async def rename(self, old_path: str, new_path: str) -> None:
-        """Move a file or directory, creating the destination's parents."""
-        old = self._open_path(old_path)
-        new = self._open_path(new_path)
-        if not old:
-            raise MemoryPathError(old_path, "Cannot rename the memories root directory.")
-
+    async def _rename(self, old: str, new: str) -> None:
         def rename_sync(old: str) -> None:
             self._rename_sync(old, new)
 
@@ -239,11 +294,7 @@ class DirectoryMemoryStore(ScopedLimits, StoreLifecycle):
 
     @contextlib.contextmanager
     def _file_lock(self) -> Generator[None, None, None]:
-        """Hold the scope's lock file exclusively (``flock``), so the writers of other processes
-        wait: a write's check, limit check and replace are one step for every process. The lock
-        file lives beside the scope directory under a name no scope maps to (it starts with
-        ``#``, which a percent-encoded scope never holds). Where ``fcntl`` does not exist
-        (Windows) only writers of one process are serialised."""
+        """Hold the scope's lock file (``flock``) so the writers of other processes wait."""
         if fcntl is None:  # pragma: no cover - not on POSIX
             yield
             return
@@ -275,7 +326,9 @@ class DirectoryMemoryStore(ScopedLimits, StoreLifecycle):
         # The scope directory itself must not be a link: not out of the root, and not into
         # another scope's directory either.
         if real != os.path.join(real_base, os.path.basename(self._dir)):
-            raise MemoryPathError("", "The scope's memory directory is a symbolic link; refusing")
+            raise MemoryStoreError(
+                "invalid_path", "", "The scope's memory directory is a symbolic link; refusing"
+            )
         return real
 
     def _resolve(self, scope_dir: str, rel: str) -> str:
@@ -283,7 +336,7 @@ class DirectoryMemoryStore(ScopedLimits, StoreLifecycle):
         if not rel:
             return scope_dir
         real = os.path.realpath(os.path.join(scope_dir, *rel.split("/")))
-        if not within(real, scope_dir):
+        if not _within(real, scope_dir):
             raise _escape(rel)
         return real
 
@@ -295,15 +348,12 @@ class DirectoryMemoryStore(ScopedLimits, StoreLifecycle):
             st = os.stat(real)
         except (FileNotFoundError, NotADirectoryError):
             return MemoryEntry(name="", is_dir=True, size=0) if not rel else None
-        if stat.S_ISDIR(st.st_mode):
-            return MemoryEntry(name=name, is_dir=True, size=0)
-        if stat.S_ISREG(st.st_mode):
-            return MemoryEntry(name=name, is_dir=False, size=st.st_size)
-        raise MemoryPathError(rel, f"Not a regular file or directory: '{rel}'")
+        entry = _entry(name, st)
+        if entry is None:
+            raise MemoryStoreError("invalid_path", rel, f"Not a regular file or directory: '{rel}'")
+        return entry
 
     def _read_sync(self, rel: str) -> MemoryFile | None:
-        if not rel:
-            raise MemoryIsADirectory(rel)
         real = self._resolve(self._scope_dir(create=False), rel)
         data = self._read_bytes(real, rel)
         if data is None:
@@ -311,7 +361,7 @@ class DirectoryMemoryStore(ScopedLimits, StoreLifecycle):
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise MemoryBackendError(f"File is not valid UTF-8 text: {rel}") from exc
+            raise MemoryStoreError("backend", rel, f"File is not valid UTF-8 text: {rel}") from exc
         return MemoryFile(text=text, version=_version(data))
 
     def _read_bytes(self, real: str, rel: str) -> bytes | None:
@@ -327,20 +377,19 @@ class DirectoryMemoryStore(ScopedLimits, StoreLifecycle):
         try:
             st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):
-                raise MemoryIsADirectory(rel)
+                raise MemoryStoreError("is_a_directory", rel)
             if not stat.S_ISREG(st.st_mode):
-                raise MemoryPathError(rel, f"Not a regular file: '{rel}'")
+                raise MemoryStoreError("invalid_path", rel, f"Not a regular file: '{rel}'")
         except BaseException:
             os.close(fd)
             raise
         with open(fd, "rb", closefd=True) as file:
             data = file.read(self._max_file_bytes + 1)
         if len(data) > self._max_file_bytes:
-            raise MemoryTooLarge(
+            raise MemoryStoreError(
+                "too_large",
                 rel,
                 f"File is too large to read: {rel} is over {self._max_file_bytes} bytes",
-                size=max(len(data), st.st_size),
-                limit=self._max_file_bytes,
             )
         return data
 
@@ -352,52 +401,50 @@ class DirectoryMemoryStore(ScopedLimits, StoreLifecycle):
         except FileNotFoundError:
             if not rel:
                 return []
-            raise MemoryNotFound(rel) from None
+            raise MemoryStoreError("not_found", rel) from None
         except NotADirectoryError:
-            raise MemoryNotADirectory(rel) from None
+            raise MemoryStoreError("not_a_directory", rel) from None
         entries: list[MemoryEntry] = []
         with scan:
             for item in scan:
-                if item.name.startswith(TMP_PREFIX) or not _is_plain_name(item.name):
+                if item.name.startswith(_TMP_PREFIX) or not _is_plain_name(item.name):
                     continue  # our temporary files, and names no tool could address
                 try:
                     if item.is_symlink():
                         target = os.path.realpath(item.path)
-                        if not within(target, scope_dir):
+                        if not _within(target, scope_dir):
                             continue  # never reveal anything about what lies outside
                         st = os.stat(target)
                     else:
                         st = item.stat(follow_symlinks=False)
                 except OSError:
                     continue  # vanished or unreadable meanwhile
-                if stat.S_ISDIR(st.st_mode):
-                    entries.append(MemoryEntry(name=item.name, is_dir=True, size=0))
-                elif stat.S_ISREG(st.st_mode):
-                    entries.append(MemoryEntry(name=item.name, is_dir=False, size=st.st_size))
+                entry = _entry(item.name, st)
+                if entry is not None:  # special files are left out
+                    entries.append(entry)
         entries.sort(key=lambda entry: entry.name)
         return entries
 
     def _write_sync(self, rel: str, data: bytes, expected_version: int | None) -> int:
-        if not rel:
-            raise MemoryIsADirectory(rel)
-        self._check_file_size(rel, len(data))
         scope_dir = self._scope_dir(create=True)
         parent_rel, name = split_path(rel)
         for attempt in range(3):
             target = os.path.join(self._make_parents(scope_dir, parent_rel), name)
             if os.path.islink(target):
                 target = os.path.realpath(target)
-                if not within(target, scope_dir):
+                if not _within(target, scope_dir):
                     raise _escape(rel)
             current = self._read_bytes(target, rel)
             if expected_version is None:
                 if current is not None:
-                    raise MemoryExists(rel)
+                    raise MemoryStoreError("exists", rel)
             elif current is None or _version(current) != expected_version:
-                raise MemoryWriteConflict(rel)
-            self._check_store_limit(scope_dir, rel, len(data) - len(current or b""))
+                raise MemoryStoreError("conflict", rel)
+            growth = len(data) - len(current or b"")
+            if self._max_store_bytes is not None and growth > 0:
+                self._check_total(rel, _total_bytes(scope_dir) + growth)
             try:
-                write_file(target, data, create=expected_version is None, rel=rel)
+                _write_file(target, data, create=expected_version is None, rel=rel)
             except FileNotFoundError:
                 # Another process pruned the (then empty) parent directory; make it again.
                 if attempt == 2:
@@ -416,17 +463,12 @@ class DirectoryMemoryStore(ScopedLimits, StoreLifecycle):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(step, mode=0o700)
             real = os.path.realpath(step)
-            if not within(real, scope_dir):
+            if not _within(real, scope_dir):
                 raise _escape("/".join(walked))
             if not os.path.isdir(real):
-                raise MemoryNotADirectory("/".join(walked))
+                raise MemoryStoreError("not_a_directory", "/".join(walked))
             current = real
         return current
-
-    def _check_store_limit(self, scope_dir: str, rel: str, growth: int) -> None:
-        if self._max_store_bytes is None or growth <= 0:
-            return
-        self._check_store_total(rel, total_bytes(scope_dir) + growth)
 
     def _delete_sync(self, rel: str) -> MemoryEntry:
         scope_dir = self._scope_dir(create=False)
@@ -436,10 +478,10 @@ class DirectoryMemoryStore(ScopedLimits, StoreLifecycle):
         try:
             st = os.lstat(entry)
         except (FileNotFoundError, NotADirectoryError):
-            raise MemoryNotFound(rel) from None
+            raise MemoryStoreError("not_found", rel) from None
         if stat.S_ISLNK(st.st_mode):
             target = os.path.realpath(entry)
-            if not within(target, scope_dir):
+            if not _within(target, scope_dir):
                 raise _escape(rel)
             result = MemoryEntry(name=name, is_dir=os.path.isdir(target), size=0)
             os.unlink(entry)  # the link itself, never what it points to
@@ -449,7 +491,7 @@ class DirectoryMemoryStore(ScopedLimits, StoreLifecycle):
         else:
             os.unlink(entry)
             result = MemoryEntry(name=name, is_dir=False, size=st.st_size)
-        prune(parent, scope_dir)
+        _prune(parent, scope_dir)
         return result
 
     def _rename_sync(self, old: str, new: str) -> None:
@@ -460,21 +502,20 @@ class DirectoryMemoryStore(ScopedLimits, StoreLifecycle):
         try:
             st = os.lstat(source)
         except (FileNotFoundError, NotADirectoryError):
-            raise MemoryNotFound(old) from None
-        if stat.S_ISLNK(st.st_mode) and not within(os.path.realpath(source), scope_dir):
+            raise MemoryStoreError("not_found", old) from None
+        if stat.S_ISLNK(st.st_mode) and not _within(os.path.realpath(source), scope_dir):
             raise _escape(old)
-        if not new or new == old:
-            raise MemoryExists(new)
-        if new.startswith(old + "/"):
-            raise MemoryPathError(new, f"Cannot move '{old}' into itself ('{new}')")
+        self._check_target(old, new)
         if os.path.lexists(self._resolve(scope_dir, new)):
-            raise MemoryExists(new)
+            raise MemoryStoreError("exists", new)
         new_parent_rel, new_name = split_path(new)
         new_parent = self._make_parents(scope_dir, new_parent_rel)
-        if stat.S_ISDIR(st.st_mode) and within(new_parent, source):
-            raise MemoryPathError(new, f"Cannot move '{old}' into itself ('{new}')")
+        if stat.S_ISDIR(st.st_mode) and _within(new_parent, source):
+            raise MemoryStoreError(
+                "invalid_path", new, f"Cannot move '{old}' into itself ('{new}')"
+            )
         destination = os.path.join(new_parent, new_name)
         if os.path.lexists(destination):
-            raise MemoryExists(new)
+            raise MemoryStoreError("exists", new)
         os.rename(source, destination)
-        prune(old_parent, scope_dir)
+        _prune(old_parent, scope_dir)

@@ -18,23 +18,9 @@ from .._pymongo_compat import aggregate
 from .._pymongo_errors import pymongo_errors
 from .._shield import shielded
 from ..encryption import EncryptionOptions, UserKeys
-from ..exceptions import StorageUnavailable, UsageError
-from ._common import ScopedLimits, encode_text, split_path
-from ._lifecycle import StoreLifecycle
-from .store import (
-    DEFAULT_MAX_FILE_BYTES,
-    DEFAULT_MAX_STORE_BYTES,
-    MemoryBackendError,
-    MemoryEntry,
-    MemoryExists,
-    MemoryFile,
-    MemoryIsADirectory,
-    MemoryNotADirectory,
-    MemoryNotFound,
-    MemoryPathError,
-    MemoryWriteConflict,
-    validate_memory_scope,
-)
+from ..exceptions import MemoryStoreError, StorageUnavailable, UsageError
+from ._base import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_STORE_BYTES, BaseMemoryStore, split_path
+from .store import MemoryEntry, MemoryFile
 
 __all__ = ["MongoMemoryStore"]
 
@@ -45,72 +31,49 @@ _MOVE_ATTEMPTS = 10
 _WRITE_CONCERN = WriteConcern("majority", j=True)  # as durable as the session store's writes
 
 
-class _MemoryStoreUnavailable(MemoryBackendError, StorageUnavailable):
+class _MemoryStoreUnavailable(MemoryStoreError, StorageUnavailable):
     """The memory store's server could not be reached: both a backend and a storage outage."""
 
 
 def _map_pymongo_errors(rel: str) -> contextlib.AbstractContextManager[None]:
-    """Translate driver errors into `MemoryBackendError` (at the one PyMongo boundary)."""
+    """Translate driver errors into reason ``"backend"`` (at the one PyMongo boundary)."""
     return pymongo_errors(
-        MemoryBackendError,
+        lambda text: MemoryStoreError("backend", rel, text),
         lambda exc: f"{type(exc).__name__}: {exc} ({rel or '/'})",
         unavailable=lambda exc: _MemoryStoreUnavailable(
-            f"{type(exc).__name__}: {exc} ({rel or '/'})"
+            "backend", rel, f"{type(exc).__name__}: {exc} ({rel or '/'})"
         ),
     )
 
 
-def _proper_prefixes(rel: str) -> list[str]:
-    """The ancestors of a normalised path, outermost first, without the root."""
-    parts = rel.split("/")
-    return ["/".join(parts[:i]) for i in range(1, len(parts))]
-
-
 def _prefix_range(rel: str) -> dict[str, str]:
     """A ``path`` filter matching everything strictly below the directory `rel`."""
-    # '/' + 1 == '0', so ["d/", "d0") holds exactly the paths that start with "d/".
     return {"$gte": rel + "/", "$lt": rel + "0"}
 
 
-class MongoMemoryStore(ScopedLimits, StoreLifecycle):
-    r"""One scope's memory files in a MongoDB collection (default ``memories``).
+class MongoMemoryStore(BaseMemoryStore):
+    """One scope's memory files in a MongoDB collection (default ``memories``), one document
+    per file (the layout is in the internals pages).
 
-    Storage layout: one document per file, ``{_id: "<scope><path>", scope, path, text,
-    version, size, updated_at}``. The ``_id`` is a plain string (the separator, U+001F, may
-    appear in neither scopes nor paths), so lookups by file are point reads on the ``_id``
-    index and uniqueness per (scope, path) comes for free. Directories are implicit: a
-    directory exists while some file's path lies under it, and listing one is a range query on
-    ``path``. Every query filters by ``scope``, so a store never sees another scope's documents.
+    Concurrent agents of one scope, in any number of processes, never lose an edit: a write is
+    a compare-and-set on the file's version, and the loser gets reason ``"conflict"``. A move
+    that races an edit keeps the edit. A directory moves file by file: not atomic as a whole (a
+    reader may briefly see it half done), but once started it runs to completion even if the
+    caller is cancelled. The scope's size limit is checked before a write, so racing writers
+    can overshoot it by their own writes at most.
 
-    Atomicity: a write is a compare-and-set on ``version`` (``update_one({_id, scope, version:
-    expected}, ...)``; a create is an ``insert_one`` that fails on a duplicate ``_id``), so
-    concurrent agents of one scope, in any number of processes, never lose an edit: the loser
-    gets `MemoryWriteConflict`, re-reads and retries. Versions are random 63-bit tokens, so a
-    file deleted and re-created never reuses a version a stale writer might hold.
-
-    Moves: a file moves by inserting the copy, then deleting the original only if its version
-    is unchanged; if it changed, the copy is dropped and the move retried with the fresh
-    original, so an edit racing a move is never lost. A directory moves file by file: the move
-    is not atomic as a whole (a reader may briefly see it half done), but once started it runs
-    to completion even if the caller is cancelled. The file-versus-directory checks on create
-    and the scope size limit are check-then-act, so racing writers can overshoot the limit by
-    at most their own writes.
-
-    The collection comes from a PyMongo `AsyncDatabase` (a Motor database works too, e.g.
-    mongomock-motor in tests); the store borrows it and never closes the client. Call
-    `ensure_indexes` once at startup.
-
-    Durability and outages: writes use a journaled majority write concern (``w="majority",
-    j=True``) whatever the client's default, as the session store does. A server that cannot be
-    reached raises an error that is both a `MemoryBackendError` and a
+    The store borrows the database (a PyMongo `AsyncDatabase`, or a Motor one) and never closes
+    the client; call `ensure_indexes` once at startup. Writes use a journaled majority write
+    concern whatever the client's default. A server that cannot be reached raises an error that
+    is both a `MemoryStoreError` (reason ``"backend"``) and a
     `asyncsession.exceptions.StorageUnavailable`.
 
-    Encryption at rest: given ``encryption``, each file's ``text`` is stored encrypted with the
+    Encryption at rest: given ``encryption``, each file's text is stored encrypted with the
     data key of the user the scope names (the scope is the user id, as
-    `asyncsession.advisors.AutoMemoryAdvisor` scopes it), and decrypted when read; the path,
-    size, version and time stay in clear, since listings and limits need them. A file of a user
-    whose key was deleted raises `asyncsession.exceptions.ContentErased` when read. Files
-    written before encryption was turned on are read as they are.
+    `asyncsession.advisors.AutoMemoryToolsAdvisor` scopes it); path, size, version and time stay
+    in clear. A file of a user whose key was deleted raises
+    `asyncsession.exceptions.ContentErased` when read; files written before encryption was
+    turned on are read as they are.
     """
 
     def __init__(
@@ -128,7 +91,8 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
 
         Args:
             database: A PyMongo ``AsyncDatabase`` (borrowed, never closed).
-            scope: The scope key (user, tenant, agent); see `validate_memory_scope`.
+            scope: The scope key (user, tenant, agent): a non-blank string of at most 128
+                characters without control characters.
             collection: The collection holding every scope's memory files.
             root: The virtual root directory shown to the model.
             max_file_bytes: The largest file this store writes, in UTF-8 bytes.
@@ -139,21 +103,13 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
         Raises:
             ValueError: the scope or a limit is invalid.
         """
-        if not 0 < max_file_bytes <= _MAX_DOCUMENT_TEXT:
-            raise UsageError(
-                f"max_file_bytes must be between 1 and {_MAX_DOCUMENT_TEXT}, got {max_file_bytes!r}"
-            )
-        if max_store_bytes is not None and max_store_bytes <= 0:
-            raise UsageError(f"max_store_bytes must be positive or None, got {max_store_bytes!r}")
-        self._scope = validate_memory_scope(scope)
+        super().__init__(scope, max_file_bytes, max_store_bytes, file_cap=_MAX_DOCUMENT_TEXT)
         self._database = database
         self._collection_name = collection
         self._collection: AsyncCollection[Any] = database.get_collection(
             collection, write_concern=_WRITE_CONCERN
         )
         self._root = root
-        self._max_file_bytes = max_file_bytes
-        self._max_store_bytes = max_store_bytes
         self._keys = (
             encryption
             if encryption is None or isinstance(encryption, UserKeys)
@@ -190,9 +146,7 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
     def _id(self, rel: str) -> str:
         return f"{self._scope}{_SEPARATOR}{rel}"
 
-    async def stat(self, path: str) -> MemoryEntry | None:
-        """Describe the file or directory at `path`, or return ``None`` if nothing is there."""
-        rel = self._open_path(path)
+    async def _stat(self, rel: str) -> MemoryEntry | None:
         if not rel:
             return MemoryEntry(name="", is_dir=True, size=0)
         name = split_path(rel)[1]
@@ -204,16 +158,12 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
                 return MemoryEntry(name=name, is_dir=True, size=0)
         return None
 
-    async def read(self, path: str) -> MemoryFile | None:
-        """Return the file at `path` with its version, or ``None`` if it does not exist."""
-        rel = self._open_path(path)
-        if not rel:
-            raise MemoryIsADirectory(rel)
+    async def _read(self, rel: str) -> MemoryFile | None:
         with _map_pymongo_errors(rel):
             doc = await self._find_file(rel, {"text": 1, "version": 1})
             if doc is None:
                 if await self._is_dir(rel):
-                    raise MemoryIsADirectory(rel)
+                    raise MemoryStoreError("is_a_directory", rel)
                 return None
         return MemoryFile(text=await self._text_of(doc["text"]), version=int(doc["version"]))
 
@@ -233,9 +183,7 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
             return str(await self._keys.decrypt(self._scope, stored))
         return str(stored)
 
-    async def list_dir(self, path: str = "") -> list[MemoryEntry]:
-        """List the directory at `path` one level deep, sorted by name."""
-        rel = self._open_path(path)
+    async def _list_dir(self, rel: str) -> list[MemoryEntry]:
         query: dict[str, Any] = {"scope": self._scope}
         if rel:
             query["path"] = _prefix_range(rel)
@@ -243,7 +191,7 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
         dirs: set[str] = set()
         with _map_pymongo_errors(rel):
             if rel and await self._find_file(rel, {"_id": 1}) is not None:
-                raise MemoryNotADirectory(rel)
+                raise MemoryStoreError("not_a_directory", rel)
             async for doc in self._collection.find(query, {"path": 1, "size": 1}):
                 rest = str(doc["path"])[len(rel) + 1 if rel else 0 :]
                 head, slash, _ = rest.partition("/")
@@ -252,32 +200,31 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
                 else:
                     files[head] = int(doc["size"])
         if rel and not files and not dirs:
-            raise MemoryNotFound(rel)
+            raise MemoryStoreError("not_found", rel)
         entries = [MemoryEntry(name=name, is_dir=True, size=0) for name in dirs]
         entries += [MemoryEntry(name=name, is_dir=False, size=size) for name, size in files.items()]
         entries.sort(key=lambda entry: entry.name)
         return entries
 
-    async def write(self, path: str, text: str, *, expected_version: int | None) -> MemoryFile:
-        """Create (``expected_version=None``) or compare-and-set the file at `path`."""
-        rel = self._open_path(path)
-        if not rel:
-            raise MemoryIsADirectory(rel)
-        size = len(encode_text(text, rel))
-        self._check_file_size(rel, size)
+    async def _write(
+        self, rel: str, text: str, data: bytes, expected_version: int | None
+    ) -> MemoryFile:
+        size = len(data)
         version = secrets.randbits(63)
         stored = await self._stored(text)
         fields = {"text": stored, "version": version, "size": size, "updated_at": datetime.now(UTC)}
         with _map_pymongo_errors(rel):
             if expected_version is None:
-                await self._check_can_create(rel)
+                await self._check_parents(rel)
+                if await self._is_dir(rel):
+                    raise MemoryStoreError("is_a_directory", rel)
                 await self._check_store_limit(rel, size)
                 try:
                     await self._collection.insert_one(
                         {"_id": self._id(rel), "scope": self._scope, "path": rel, **fields}
                     )
                 except DuplicateKeyError:
-                    raise MemoryExists(rel) from None
+                    raise MemoryStoreError("exists", rel) from None
             else:
                 await self._check_store_limit(rel, size)
                 result = await self._collection.update_one(
@@ -285,14 +232,10 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
                     {"$set": fields},
                 )
                 if result.matched_count != 1:
-                    raise MemoryWriteConflict(rel)
+                    raise MemoryStoreError("conflict", rel)
         return MemoryFile(text=text, version=version)
 
-    async def delete(self, path: str) -> MemoryEntry:
-        """Delete the file, or every file under the directory; return what was deleted."""
-        rel = self._open_path(path)
-        if not rel:
-            raise MemoryPathError(path, "Cannot delete the memories root directory.")
+    async def _delete(self, rel: str) -> MemoryEntry:
         name = split_path(rel)[1]
         with _map_pymongo_errors(rel):
             doc = await self._collection.find_one_and_delete(
@@ -304,22 +247,13 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
                 {"scope": self._scope, "path": _prefix_range(rel)}
             )
         if result.deleted_count == 0:
-            raise MemoryNotFound(rel)
+            raise MemoryStoreError("not_found", rel)
         return MemoryEntry(name=name, is_dir=True, size=0)
 
-    async def rename(self, old_path: str, new_path: str) -> None:
-        """Move a file, or every file under a directory, file by file with compare-and-set.
-
-        The move runs to completion even if the caller is cancelled meanwhile, so a
-        cancellation never leaves a file in both places.
-        """
-        old = self._open_path(old_path)
-        new = self._open_path(new_path)
-        if not old:
-            raise MemoryPathError(old_path, "Cannot rename the memories root directory.")
-        await shielded(self._rename(old, new))
-
     async def _rename(self, old: str, new: str) -> None:
+        await shielded(self._move_all(old, new))  # never a file left in both places
+
+    async def _move_all(self, old: str, new: str) -> None:
         with _map_pymongo_errors(old):
             source = await self._find_file(old, None)
             moves: list[tuple[Mapping[str, Any], str]]
@@ -332,13 +266,10 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
                     async for doc in self._collection.find(query)
                 ]
                 if not moves:
-                    raise MemoryNotFound(old)
-            if not new or new == old:
-                raise MemoryExists(new)
-            if new.startswith(old + "/"):
-                raise MemoryPathError(new, f"Cannot move '{old}' into itself ('{new}')")
+                    raise MemoryStoreError("not_found", old)
+            self._check_target(old, new)
             if await self._exists(new):
-                raise MemoryExists(new)
+                raise MemoryStoreError("exists", new)
             await self._check_parents(new)
             for doc, target in moves:
                 await self._move(doc, target, is_single_file=source is not None)
@@ -361,7 +292,7 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
             try:
                 await self._collection.insert_one(copy)
             except DuplicateKeyError:
-                raise MemoryExists(target) from None
+                raise MemoryStoreError("exists", target) from None
             removed = await self._collection.delete_one(
                 {"_id": doc["_id"], "scope": self._scope, "version": doc["version"]}
             )
@@ -373,10 +304,10 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
             fresh = await self._find_file(path, None)
             if fresh is None:
                 if is_single_file:
-                    raise MemoryNotFound(path)
+                    raise MemoryStoreError("not_found", path)
                 return
             doc = fresh
-        raise MemoryWriteConflict(path)
+        raise MemoryStoreError("conflict", path)
 
     async def _find_file(self, rel: str, projection: Mapping[str, int] | None) -> Any:
         return await self._collection.find_one(
@@ -392,7 +323,8 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
 
     async def _check_parents(self, rel: str) -> None:
         """Refuse a path whose ancestors include a file."""
-        prefixes = _proper_prefixes(rel)
+        parts = rel.split("/")
+        prefixes = ["/".join(parts[:i]) for i in range(1, len(parts))]
         if not prefixes:
             return
         doc = await self._collection.find_one(
@@ -400,12 +332,7 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
             {"path": 1},
         )
         if doc is not None:
-            raise MemoryNotADirectory(str(doc["path"]))
-
-    async def _check_can_create(self, rel: str) -> None:
-        await self._check_parents(rel)
-        if await self._is_dir(rel):
-            raise MemoryIsADirectory(rel)
+            raise MemoryStoreError("not_a_directory", str(doc["path"]))
 
     async def _check_store_limit(self, rel: str, size: int) -> None:
         """Refuse a write that grows the scope beyond its limit (shrinking is always allowed)."""
@@ -427,4 +354,4 @@ class MongoMemoryStore(ScopedLimits, StoreLifecycle):
         old_size = int(sums[0]["old"]) if sums else 0
         total = (int(sums[0]["all"]) if sums else 0) - old_size + size
         if size > old_size:
-            self._check_store_total(rel, total)
+            self._check_total(rel, total)

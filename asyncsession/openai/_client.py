@@ -1,51 +1,61 @@
-"""``ChatClient``: Chat Completions calls and streams, a turn per call, advisors around it.
+"""``ChatClient``: a chat turn per call over a borrowed ``openai.AsyncOpenAI``, advisors around
+it, on the Chat Completions API; ``ResponsesClient`` subclasses it for the Responses API.
 
-``BaseChatClient`` holds what every API's client shares (the configuration, the prompt, the
-call and the stream); a subclass supplies the innermost step, the model request itself.
+The Chat Completions wire is here too: our chat values <-> its shapes, the request itself (call
+or stream), and the one boundary where OpenAI SDK errors become ours: a chat call's errors
+become `ChatError` and its subclasses (`map_openai_errors`), chained to the SDK's; a
+summarizer's become `CompactionError` (`map_summarizer_errors`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, TypedDict, cast, get_args
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Final, TypedDict, cast
 
-from openai import AsyncOpenAI, OpenAI
+import openai
+from openai import AsyncOpenAI, AsyncStream, OpenAI
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.completion_usage import CompletionUsage
 from pydantic import JsonValue
 
-from .._checks import (
-    require_message,
-    require_object,
-    require_open_client,
-    require_service,
-    require_text,
-)
+from .._checks import require_message, require_object, require_open_client, require_text
 from .._turn import Compaction, Decisions, SessionMemory, StoreQuestion, Turn
-from .._turn.chain import run_call, start_stream
-from .._turn.edit import Edit, EditedStream
-from ..advisors import (
+from .._turn.chain import StreamAggregator, run_call, start_stream
+from .._turn.edit import Edit
+from .._turn.log import session_memory
+from ..advisors import IdempotentSessionEventIdGenerator
+from ..chat import (
     EVENT_FILTER_CONTEXT_KEY,
     SESSION_ID_CONTEXT_KEY,
     USER_ID_CONTEXT_KEY,
     Advisor,
     CallContext,
+    ChatChunk,
+    ChatOptions,
+    ChatRequest,
+    ChatResponse,
     ChunkStream,
-    EventIdGenerator,
     MessageFilter,
+    ToolCallDelta,
+    Usage,
 )
-from ..chat import ChatOptions, ChatRequest, ChatResponse
-from ..compaction_protocols import check_strategy, check_trigger
-from ..exceptions import MissingSessionId, UsageError
+from ..exceptions import ChatError, ChatTimeout, CompactionError, UsageError
 from ..filters import EventFilter
-from ..messages import Message, UserMessage, messages_from_openai
+from ..messages import AssistantMessage, Message, ToolCall, UserMessage, messages_from_openai
 from ..service import SessionService
 from ..tools import Tool
-from ._chat import ModelStream, complete
 from ._stream import ChatStream
 
-__all__ = ["DEFAULT_USER_ID", "BaseChatClient", "ChatClient", "ClientOptions", "MessagesLike"]
+__all__ = [
+    "DEFAULT_USER_ID",
+    "ChatClient",
+    "ClientOptions",
+    "MessagesLike",
+    "map_openai_errors",
+    "map_summarizer_errors",
+]
 
 DEFAULT_USER_ID = "default-user"
 """The owner of sessions a call creates without a user id."""
@@ -58,7 +68,7 @@ MessagesLike = Sequence[Message] | Sequence[Mapping[str, Any]]
 
 
 class ClientOptions(TypedDict, total=False):
-    """The keyword arguments every client takes (see `BaseChatClient`), for a subclass that
+    """The keyword arguments every client takes (see `ChatClient`), for a subclass that
     passes them on."""
 
     sessions: SessionService | None
@@ -66,7 +76,7 @@ class ClientOptions(TypedDict, total=False):
     store_question: StoreQuestion
     event_filter: EventFilter | None
     message_filter: MessageFilter | None
-    event_ids: EventIdGenerator | None
+    event_ids: IdempotentSessionEventIdGenerator | None
     default_user_id: str
     tools: Iterable[Tool | Callable[..., Any]]
     max_tool_rounds: int
@@ -98,12 +108,8 @@ def _to_messages(
     return items  # type: ignore[return-value]  # no mappings, so messages of ours
 
 
-def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
-    return item if isinstance(item, Tool) else Tool.from_function(item)
-
-
 def _tools(items: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool]:
-    tools = [_as_tool(item) for item in items]
+    tools = [item if isinstance(item, Tool) else Tool.from_function(item) for item in items]
     names = [t.name for t in tools]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -137,30 +143,226 @@ def _text(value: object, name: str) -> str | None:
     return value
 
 
-def _metadata(metadata: Mapping[Any, JsonValue]) -> dict[str, JsonValue]:
-    return {str(key): value for key, value in metadata.items()}
+@contextmanager
+def map_openai_errors(*, streaming: bool = False) -> Generator[None]:
+    """Translate SDK errors raised inside the block into the most specific error of ours.
+
+    Args:
+        streaming: the block reads a stream that has started: a broken connection is then a
+            ``ChatError``, not a failed request.
+    """
+    try:
+        yield
+    except openai.APITimeoutError as exc:
+        raise ChatTimeout("The model did not answer in time (request timed out)") from exc
+    except openai.APIStatusError as exc:
+        raise ChatError(
+            f"The model call failed with HTTP {exc.status_code}: {_detail(exc)}",
+            status_code=exc.status_code,
+        ) from exc
+    except openai.APIConnectionError as exc:
+        if streaming:
+            raise ChatError(
+                f"The model's stream broke off before it finished: {exc.message}"
+            ) from exc
+        raise ChatError(f"Could not reach the model: {exc.message}") from exc
+    except openai.OpenAIError as exc:
+        raise ChatError(f"The model call failed: {exc}") from exc
 
 
-def _compaction(compaction: object) -> Compaction:
-    if isinstance(compaction, tuple):
-        pair = cast(tuple[object, ...], compaction)
-        if len(pair) != 2:
-            raise UsageError("compaction must be a (trigger, strategy) pair or a compactor")
-        check_trigger(cast(Any, pair[0]), "compaction's trigger")
-        check_strategy(cast(Any, pair[1]), "compaction's strategy")
-    else:
-        require_object(
-            compaction,
-            "compaction",
-            "a (trigger, strategy) pair or a compactor",
-            methods=("submit",),
-        )
-    return cast(Compaction, compaction)
+@contextmanager
+def map_summarizer_errors(model: str) -> Generator[None]:
+    """Translate SDK errors raised inside the block into `CompactionError`, naming ``model``
+    and the HTTP status when there is one."""
+    try:
+        yield
+    except openai.OpenAIError as exc:
+        status = getattr(exc, "status_code", None)
+        where = f" (HTTP {status})" if isinstance(status, int) else ""
+        raise CompactionError(
+            f"the summarizer's call to model {model!r} failed{where}: {exc}"
+        ) from exc
 
 
-class BaseChatClient(ABC):
-    """A borrowed ``openai.AsyncOpenAI``, a turn per call, advisors around it; subclasses send
-    the model request.
+def _detail(exc: openai.APIStatusError) -> str:
+    """The API's own error message when the body has one, else the SDK's summary."""
+    body = exc.body
+    if isinstance(body, dict):
+        message = cast(dict[str, object], body).get("message")
+        if isinstance(message, str) and message:
+            return message
+    return exc.message
+
+
+def tool_to_openai(tool: Tool) -> dict[str, Any]:
+    """A function tool parameter for Chat Completions."""
+    function: dict[str, Any] = {
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": dict(tool.parameters),
+    }
+    if tool.strict:
+        function["strict"] = True
+    return {"type": "function", "function": function}
+
+
+def create_params(request: ChatRequest, default_model: str) -> dict[str, Any]:
+    """The keyword arguments of ``chat.completions.create`` for ``request``."""
+    options = request.options
+    messages: list[Any] = []
+    for message in request.messages:  # checked when the request was made
+        messages.extend(message.to_openai())
+    params: dict[str, Any] = {"model": options.model or default_model, "messages": messages}
+    if request.tools:
+        params["tools"] = [tool_to_openai(t) for t in request.tools]
+    for name in (
+        "temperature",
+        "top_p",
+        "max_completion_tokens",
+        "seed",
+        "parallel_tool_calls",
+        "reasoning_effort",
+        "timeout",
+    ):
+        value = getattr(options, name)
+        if value is not None:
+            params[name] = value
+    if options.stop is not None:
+        params["stop"] = list(options.stop)
+    if options.tool_choice is not None:
+        choice = options.tool_choice
+        params["tool_choice"] = choice if isinstance(choice, str) else dict(choice)
+    if options.response_format is not None:
+        params["response_format"] = dict(options.response_format)
+    if options.extra_body:
+        params["extra_body"] = dict(options.extra_body)
+    return params
+
+
+def _usage(usage: CompletionUsage | None) -> Usage | None:
+    if usage is None:
+        return None
+    return Usage(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens,
+    )
+
+
+def response_from_completion(completion: ChatCompletion) -> ChatResponse:
+    """The first choice of a completion as our response."""
+    choice = completion.choices[0]
+    message = choice.message
+    calls: list[ToolCall] = []
+    for call in message.tool_calls or ():
+        if call.type == "function":
+            function = call.function
+            calls.append(ToolCall(id=call.id, name=function.name, arguments=function.arguments))
+        else:
+            custom = call.custom
+            calls.append(
+                ToolCall(id=call.id, name=custom.name, arguments=custom.input, type="custom")
+            )
+    extra: dict[str, Any] = {}
+    if message.refusal is not None:
+        extra["refusal"] = message.refusal
+    if message.audio is not None:
+        extra["audio"] = {"id": message.audio.id}  # the assistant-message param takes the id
+    return ChatResponse(
+        message=AssistantMessage(text=message.content, tool_calls=tuple(calls), extra=extra),
+        finish_reason=choice.finish_reason,
+        usage=_usage(completion.usage),
+        model=completion.model,
+        id=completion.id,
+    )
+
+
+def chunk_from_openai(chunk: ChatCompletionChunk) -> ChatChunk:
+    """One SDK chunk as ours (first choice only)."""
+    text = ""
+    deltas: tuple[ToolCallDelta, ...] = ()
+    finish_reason: str | None = None
+    for choice in chunk.choices:
+        if choice.index != 0:
+            continue
+        delta = choice.delta
+        text = delta.content or ""
+        if delta.tool_calls:
+            deltas = tuple(
+                ToolCallDelta(
+                    index=call.index,
+                    id=call.id,
+                    name=call.function.name if call.function else None,
+                    arguments=(call.function.arguments or "") if call.function else "",
+                )
+                for call in delta.tool_calls
+            )
+        finish_reason = choice.finish_reason
+    return ChatChunk(
+        text=text,
+        tool_calls=deltas,
+        finish_reason=finish_reason,
+        usage=_usage(chunk.usage),
+        id=chunk.id,
+        model=chunk.model,
+    )
+
+
+class ModelStream(ChunkStream):
+    """The innermost stream of a chain: one streamed Chat Completions request.
+
+    The request is sent when the first chunk is asked for. A stream that ends without a finish
+    reason raises ``ChatError``, as does a connection that breaks mid-stream.
+    """
+
+    __slots__ = ("_aggregator", "_client", "_closed", "_done", "_params", "_sdk")
+
+    def __init__(self, client: AsyncOpenAI, request: ChatRequest, default_model: str) -> None:
+        super().__init__()
+        self._client = client
+        self._params = create_params(request, default_model)
+        self._sdk: AsyncStream[ChatCompletionChunk] | None = None
+        self._aggregator = StreamAggregator()
+        self._done = False
+        self._closed = False
+
+    async def __anext__(self) -> ChatChunk:
+        if self._closed or self._done:
+            raise StopAsyncIteration
+        if self._sdk is None:
+            with map_openai_errors():
+                self._sdk = await self._client.chat.completions.create(
+                    **self._params, stream=True, stream_options={"include_usage": True}
+                )
+        try:
+            with map_openai_errors(streaming=True):
+                raw = await self._sdk.__anext__()
+        except StopAsyncIteration:
+            await self.aclose()
+            if not self._aggregator.is_finished:
+                raise ChatError(
+                    "The model's stream ended before it finished (no finish reason)"
+                ) from None
+            self._done = True
+            raise
+        chunk = chunk_from_openai(raw)
+        self._aggregator.add(chunk)
+        return chunk
+
+    def _produced(self) -> ChatResponse | None:
+        return self._aggregator.response() if self._done else None
+
+    async def aclose(self) -> None:
+        """Close the HTTP stream (the server sees the client go away if it was not done)."""
+        self._closed = True
+        sdk, self._sdk = self._sdk, None  # closed once, however often this is called
+        if sdk is not None:
+            await sdk.close()
+
+
+class ChatClient:
+    """Chat Completions over a borrowed ``openai.AsyncOpenAI``: a turn per call, advisors
+    around it.
 
     With ``sessions`` every call names a session (``session_id=``): the turn reads its history
     into the prompt, stores the question, the tool rounds and the reply, and compacts once the
@@ -216,7 +418,7 @@ class BaseChatClient(ABC):
         store_question: StoreQuestion = "first",
         event_filter: EventFilter | None = None,
         message_filter: MessageFilter | None = None,
-        event_ids: EventIdGenerator | None = None,
+        event_ids: IdempotentSessionEventIdGenerator | None = None,
         default_user_id: str = DEFAULT_USER_ID,
         tools: Iterable[Tool | Callable[..., Any]] = (),
         max_tool_rounds: int = 10,
@@ -254,7 +456,7 @@ class BaseChatClient(ABC):
         """Messages that start every prompt."""
         self.default_options: ChatOptions = default_options or ChatOptions()
         """Model parameters of every call."""
-        self.memory: SessionMemory | None = self._memory(
+        self.memory: SessionMemory | None = session_memory(
             sessions,
             compaction=compaction,
             store_question=store_question,
@@ -267,75 +469,6 @@ class BaseChatClient(ABC):
             max_tool_output=max_tool_output,
         )
         """How the client keeps its turns in sessions; ``None`` without ``sessions``."""
-
-    @staticmethod
-    def _memory(
-        sessions: SessionService | None,
-        *,
-        compaction: Compaction | None,
-        store_question: StoreQuestion,
-        event_filter: EventFilter | None,
-        message_filter: MessageFilter | None,
-        event_ids: EventIdGenerator | None,
-        default_user_id: str,
-        lease_ttl: float,
-        wait: float,
-        max_tool_output: int | None = DEFAULT_MAX_TOOL_OUTPUT,
-    ) -> SessionMemory | None:
-        if sessions is None:
-            given = [
-                name
-                for name, value in (
-                    ("compaction", compaction),
-                    ("event_filter", event_filter),
-                    ("message_filter", message_filter),
-                    ("event_ids", event_ids),
-                )
-                if value is not None
-            ]
-            if given:
-                raise UsageError(f"{', '.join(given)} needs a client with sessions=...")
-            return None
-        require_service(sessions, "sessions")
-        if store_question not in get_args(StoreQuestion):
-            raise UsageError(
-                f"store_question must be one of {get_args(StoreQuestion)!r}, not {store_question!r}"
-            )
-        if event_filter is not None and not isinstance(event_filter, EventFilter):
-            raise UsageError(f"event_filter must be an EventFilter, not {event_filter!r}")
-        if message_filter is not None and not isinstance(message_filter, MessageFilter):
-            raise UsageError(f"message_filter must be a MessageFilter, not {message_filter!r}")
-        if event_ids is not None and not callable(getattr(event_ids, "generate", None)):
-            raise UsageError(
-                f"event_ids must be an EventIdGenerator (with generate()), not {event_ids!r}"
-            )
-        if not require_text(default_user_id, "default_user_id").strip():
-            raise UsageError("default_user_id must be a non-empty string")
-        for name, seconds in (("lease_ttl", lease_ttl), ("wait", wait)):
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
-                raise UsageError(f"{name} must be a number of seconds >= 0, not {seconds!r}")
-        if lease_ttl <= 0:
-            raise UsageError("lease_ttl must be positive")
-        if max_tool_output is not None and (
-            isinstance(max_tool_output, bool)
-            or not isinstance(max_tool_output, int)
-            or max_tool_output < 1
-        ):
-            raise UsageError(
-                f"max_tool_output must be a positive int or None, not {max_tool_output!r}"
-            )
-        return SessionMemory(
-            service=sessions,
-            compaction=None if compaction is None else _compaction(compaction),
-            store_question=store_question,
-            event_filter=event_filter or EventFilter.all(),
-            message_filter=message_filter or MessageFilter.skip_empty_messages(),
-            event_ids=event_ids,
-            default_user_id=default_user_id,
-            lease_ttl=float(lease_ttl),
-            wait=float(wait),
-            max_tool_output=max_tool_output,
-        )
 
     def _prepare(
         self,
@@ -381,7 +514,7 @@ class BaseChatClient(ABC):
                 f"{type(self).__name__}(..., sessions=service)"
             )
         if self.memory is not None and session_id is None:
-            raise MissingSessionId(
+            raise UsageError(
                 "No session id for a client with session memory: pass session_id=... on "
                 "every call; there is no shared fallback session, which would merge the "
                 "history of different users"
@@ -400,7 +533,7 @@ class BaseChatClient(ABC):
             user_id=user_id,
             request_id=request_id,
             event_filter=event_filter,
-            metadata=_metadata(metadata) if metadata else {},
+            metadata={str(key): value for key, value in metadata.items()},
             context=values,
             streaming=streaming,
         )
@@ -478,22 +611,26 @@ class BaseChatClient(ABC):
         Raises:
             ChatError: the model call failed (``ChatTimeout`` when it timed out); ``status_code``
                 is set for HTTP errors.
-            MissingSessionId: a client with session memory got no session id.
+            UsageError: a client with session memory got no session id.
             AccessDenied: ``user_id`` does not own the session; nothing was stored.
             TurnInProgress: another turn of the session did not finish within ``wait``.
             RequestIdReused: ``request_id`` was sent before with another message.
             ToolLoopLimitExceeded: the model kept asking for tools.
         """
-        edit = self._edit(session_id, user_id, request_id, replace, fork_to)
+        edit = (
+            None
+            if replace is None and fork_to is None
+            else self._edit(session_id, user_id, request_id, replace, fork_to)
+        )
         ctx, request = self._prepare(
             False, message, fork_to or session_id, user_id, request_id, messages, options,
             tools, max_tool_rounds, event_filter, metadata, context,
         )  # fmt: skip
-        run = self._run_turn if edit is None else functools.partial(self._run_edited, edit)
-        if self.advisors:
-            response = await run_call(self.advisors, ctx, request, run)
+        if edit is None and not self.advisors:
+            response = await self._turn(ctx, request).run()
         else:
-            response = await run(ctx, request)
+            run = self._run_turn if edit is None else edit.before_call(self._run_turn)
+            response = await run_call(self.advisors, ctx, request, run)
         return dataclasses.replace(response, context=dict(ctx.context))
 
     def stream(
@@ -519,12 +656,16 @@ class BaseChatClient(ABC):
         there). Nothing is sent until the first chunk is asked for; errors surface while
         iterating. See [`ChatStream`][asyncsession.openai.ChatStream].
         """
-        edit = self._edit(session_id, user_id, request_id, replace, fork_to)
+        edit = (
+            None
+            if replace is None and fork_to is None
+            else self._edit(session_id, user_id, request_id, replace, fork_to)
+        )
         ctx, request = self._prepare(
             True, message, fork_to or session_id, user_id, request_id, messages, options,
             tools, max_tool_rounds, event_filter, metadata, context,
         )  # fmt: skip
-        inner = self._stream_turn if edit is None else functools.partial(self._stream_edited, edit)
+        inner = self._stream_turn if edit is None else edit.before_stream(self._stream_turn)
         return ChatStream(ctx, start_stream(self.advisors, ctx, request, inner))
 
     def _edit(
@@ -535,37 +676,14 @@ class BaseChatClient(ABC):
         replace: str | None,
         fork_to: str | None,
     ) -> Edit | None:
-        """The edit step of a call with ``replace`` (``None`` without).
-
-        Raises:
-            UsageError: ``fork_to`` without ``replace``, or ``replace`` without session memory
-                or an explicit ``session_id``.
-        """
-        replaced = _text(replace, "replace")
-        fork = _text(fork_to, "fork_to")
-        if replaced is None:
-            if fork is not None:
-                raise UsageError("fork_to needs replace=<the event id of the message replaced>")
-            return None
-        session = _text(session_id, "session_id")
-        if self.memory is None or session is None:
-            raise UsageError("replace needs a client with session memory and a session_id")
-        return Edit(
-            session_id=session,
-            replace=replaced,
-            fork_to=fork,
-            user_id=_text(user_id, "user_id"),
-            request_id=_text(request_id, "request_id"),
+        return Edit.of(
+            None if self.memory is None else self.memory.service,
+            _text(session_id, "session_id"),
+            _text(replace, "replace"),
+            _text(fork_to, "fork_to"),
+            _text(user_id, "user_id"),
+            _text(request_id, "request_id"),
         )
-
-    async def _run_edited(self, edit: Edit, ctx: CallContext, request: ChatRequest) -> ChatResponse:
-        assert self.memory is not None
-        await edit.apply(self.memory.service)
-        return await self._run_turn(ctx, request)
-
-    def _stream_edited(self, edit: Edit, ctx: CallContext, request: ChatRequest) -> ChunkStream:
-        assert self.memory is not None
-        return EditedStream(edit, self.memory.service, lambda: self._stream_turn(ctx, request))
 
     async def resume(
         self,
@@ -611,7 +729,7 @@ class BaseChatClient(ABC):
         values = dict(context or {})
         session = _text(session_id, "session_id")
         if session is None:
-            raise MissingSessionId("resume needs the session id of the paused turn")
+            raise UsageError("resume needs the session id of the paused turn")
         user = _text(user_id or values.get(USER_ID_CONTEXT_KEY), "user_id")
         values[SESSION_ID_CONTEXT_KEY] = session
         if user is not None:
@@ -635,24 +753,14 @@ class BaseChatClient(ABC):
         """Messages given as dicts: OpenAI Chat Completions message dicts by default."""
         return messages_from_openai(messages)
 
-    @abstractmethod
     async def _complete(self, ctx: CallContext, request: ChatRequest) -> ChatResponse:
         """The innermost step of the call path: one model request."""
+        with map_openai_errors():
+            completion: ChatCompletion = await self.openai_client.chat.completions.create(
+                **create_params(request, self.model), stream=False
+            )
+        return response_from_completion(completion)
 
-    @abstractmethod
     def _open_stream(self, ctx: CallContext, request: ChatRequest) -> ChunkStream:
         """The innermost step of the stream path: one streamed model request."""
-
-
-class ChatClient(BaseChatClient):
-    """Chat Completions over a borrowed ``openai.AsyncOpenAI``, a turn per call.
-
-    Its arguments, ``call`` and ``stream`` are documented on
-    [`BaseChatClient`][asyncsession.openai.BaseChatClient], shared with ``ResponsesClient``.
-    """
-
-    async def _complete(self, ctx: CallContext, request: ChatRequest) -> ChatResponse:
-        return await complete(self.openai_client, request, self.model)
-
-    def _open_stream(self, ctx: CallContext, request: ChatRequest) -> ChunkStream:
         return ModelStream(self.openai_client, request, self.model)

@@ -16,7 +16,7 @@ from ..exceptions import UsageError
 from ..memory import MemoryStore
 from ..messages import Message, SystemMessage, UserMessage
 from ..tools import AutoMemoryTools, Tool
-from ._client import BaseChatClient
+from ._client import ChatClient
 
 __all__ = ["DEFAULT_MEMORY_FLUSH_PROMPT", "ModelMemoryFlush"]
 
@@ -29,10 +29,6 @@ DEFAULT_MEMORY_FLUSH_PROMPT: Final = (
     "answer with one word: done."
 )
 """The flush model's instructions."""
-
-
-def _is_sdk(client: object) -> bool:
-    return isinstance(client, (AsyncOpenAI, OpenAI))
 
 
 class ModelMemoryFlush:
@@ -73,7 +69,7 @@ class ModelMemoryFlush:
 
     def __init__(
         self,
-        client: BaseChatClient,
+        client: ChatClient,
         store: MemoryStore,
         *,
         max_rounds: int = 4,
@@ -83,8 +79,12 @@ class ModelMemoryFlush:
         estimator: TokenCountEstimator | None = None,
         event_formatter: EventFormatter = format_event,
     ) -> None:
-        wraps = " (wrap it: ChatClient(openai_client, model=...))" if _is_sdk(client) else ""
-        require_type(client, BaseChatClient, "client", "a ChatClient", hint=wraps)
+        wraps = (
+            " (wrap it: ChatClient(openai_client, model=...))"
+            if isinstance(client, AsyncOpenAI | OpenAI)
+            else ""
+        )
+        require_type(client, ChatClient, "client", "a ChatClient", hint=wraps)
         require_memory_store(store, "store")
         if client.memory is not None:
             raise UsageError("ModelMemoryFlush needs a client without session memory")
@@ -95,7 +95,7 @@ class ModelMemoryFlush:
         ):
             if require_int(value, name) < 1:
                 raise UsageError(f"{name} must be a positive int, not {value!r}")
-        self.client: BaseChatClient = client
+        self.client: ChatClient = client
         self.store: MemoryStore = store
         self.max_rounds: int = max_rounds
         self.max_input_tokens: int = max_input_tokens

@@ -1,20 +1,4 @@
-"""``ResponsesCompactionStrategy``: compaction by the Responses API's ``responses.compact``.
-
-The strategy picks what leaves the active window exactly as the sliding window does (whole
-turns beyond ``max_events_to_keep`` real events, never the newest turn), sends those events,
-after the compaction turn a previous pass wrote, to ``client.responses.compact`` as input items,
-and writes what comes back as the new compaction turn: the user messages the API keeps, then
-one assistant message whose only item is the opaque ``compaction`` item (its
-``encrypted_content`` stands for everything else). The events sent and the previous compaction
-turn are archived; the turn goes where the first archived event was. Like every strategy it only
-computes a result: the service applies it with a compare-and-swap on the version it read, so an
-append that lands while ``responses.compact`` is in flight makes this pass lose (``applied`` is
-``False``, nothing is written, the append stays); the next pass compacts again.
-
-Replayed on the Responses API (`ResponsesClient`), the compaction item is sent in place of what
-it covers. Chat Completions cannot read a ``compaction`` item: for a session also answered by
-``ChatClient``, use ``RecursiveSummarizationCompactionStrategy`` (a text summary) instead.
-"""
+"""``ResponsesCompactionStrategy``: compaction by the Responses API's ``responses.compact``."""
 
 from __future__ import annotations
 
@@ -29,6 +13,7 @@ from openai.types.responses import CompactedResponse
 from pydantic import JsonValue
 
 from .._checks import require_estimator, require_open_client
+from .._responses_items import items_to_messages, messages_to_items
 from ..compaction import (
     CompactionRequest,
     CompactionResult,
@@ -40,8 +25,7 @@ from ..compaction import (
 from ..events import COMPACTION_SOURCE, SYNTHETIC, EventType, SessionEvent, utc_now
 from ..exceptions import CompactionError, UsageError
 from ..messages import AssistantMessage, Message
-from ._chat import map_openai_errors
-from ._responses_items import items_to_messages, messages_to_items
+from ._client import map_openai_errors
 
 __all__ = ["COMPACTION_USAGE_KEY", "RESPONSES_COMPACT_SOURCE", "ResponsesCompactionStrategy"]
 
@@ -57,6 +41,15 @@ reads, which describes a reply's prompt)."""
 
 class ResponsesCompactionStrategy:
     """Replaces the oldest turns with what ``client.responses.compact`` returns for them.
+
+    It picks what leaves the active window as the sliding window does (whole turns beyond
+    ``max_events_to_keep`` real events, never the newest turn), sends those events, after the
+    compaction turn a previous pass wrote, to ``responses.compact``, and writes what comes back
+    as the new compaction turn: the user messages the API keeps, then one assistant message
+    whose only item is the opaque ``compaction`` item. The service applies the result with a
+    compare-and-swap, so an append that lands meanwhile makes this pass lose (nothing written).
+    Chat Completions cannot read a ``compaction`` item: for a session also answered by
+    ``ChatClient``, use ``RecursiveSummarizationCompactionStrategy`` instead.
 
     If the call fails (or returns no ``compaction`` item), nothing is compacted or archived
     except superseded system messages, a warning is logged and the result's ``error`` says why.

@@ -1,25 +1,5 @@
-"""``ChatStream``: a streamed chat call, as an async context manager around an async iterator.
-
-```python
-async with client.stream("Summarise our plan", session_id=sid) as stream:
-    async for chunk in stream:          # ChatChunk: text, tool-call deltas, finish reason, usage
-        print(chunk.text, end="")
-reply = stream.response                 # aggregated once; the turn was stored exactly once
-```
-
-**Semantics.** Each chunk reaches you as the model sends it; nothing is buffered. The turn
-starts when you ask for the first chunk. When you ask for the chunk after the last one, the
-turn finishes (it stores the reply, then compacts), and only then does the ``async for`` end:
-the last chunk always reaches you before any of that starts, and the reply is stored before
-the ``async with`` block exits. A stream that ends in tool calls runs the tools and continues
-with the next round's chunks.
-
-**Abandoning a stream** (``break``, an exception, cancellation, a client that disconnects)
-closes the upstream HTTP stream and releases the turn's lease. The user message stored at the
-start of the turn stays; the partial reply is not stored at all (never a half reply, so the
-next prompt never replays one), and no compaction runs. The next call sees the user message
-without a reply, which every provider accepts.
-"""
+"""``ChatStream``: a streamed chat call, as an async context manager around an async iterator
+(the streaming guide, ``docs/streaming.md``, gives its semantics)."""
 
 from __future__ import annotations
 
@@ -32,8 +12,7 @@ from typing import Any, Self
 
 from .._shield import shielded
 from .._turn.chain import close_streams
-from ..advisors import CallContext, ChunkStream
-from ..chat import ChatChunk, ChatResponse
+from ..chat import CallContext, ChatChunk, ChatResponse, ChunkStream
 from ..exceptions import UsageError
 
 __all__ = ["ChatStream"]
@@ -50,8 +29,10 @@ class ChatStream:
 
     Iterate it for [`ChatChunk`][asyncsession.chat.ChatChunk] values; read
     [`response`][asyncsession.openai.ChatStream.response] once the iteration has ended.
-    Leaving the ``async with`` block closes the model's HTTP stream; a stream left before its end is
-    abandoned (see the module docs).
+    Each chunk reaches you as the model sends it. The turn starts with the first chunk asked
+    for; it is stored (and compacted) before the iteration ends. Leaving the ``async with``
+    block before the end abandons the stream: the model's HTTP stream is closed, the turn's
+    lease released, and no part of the reply is stored.
     """
 
     __slots__ = ("_chunks", "_ctx", "_finished", "_state")

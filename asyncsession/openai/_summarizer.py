@@ -14,7 +14,7 @@ from openai.types.chat import ChatCompletion
 
 from .._checks import require_open_client
 from ..exceptions import UsageError
-from ._chat import map_summarizer_errors
+from ._client import map_summarizer_errors
 
 __all__ = ["OpenAISummarizer"]
 

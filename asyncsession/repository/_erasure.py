@@ -19,7 +19,7 @@ from .._checks import require_text
 from .._pymongo_errors import storage_errors
 from .._shield import shielded
 from ..encryption import UserKeys
-from ..exceptions import ContentErased, MemoryNotFound
+from ..exceptions import ContentErased, MemoryStoreError
 from ..memory import MemoryStore
 from ._protocol import SessionRepository
 
@@ -141,7 +141,9 @@ class UserEraser:
             for entry in await store.list_dir(""):
                 try:
                     await store.delete(entry.name)
-                except MemoryNotFound:
+                except MemoryStoreError as exc:
+                    if exc.reason != "not_found":
+                        raise
                     continue  # deleted meanwhile
                 entries += 1
         await self._ledger.finish(user_id)

@@ -382,7 +382,7 @@ def check_batch(session_id: str, events: Sequence[SessionEvent]) -> list[Session
     Raises:
         UsageError: an event belongs to another session, or a ``COMPACTION`` or ``REWIND``
             event is not the last of the batch or does not hold its record.
-        InvalidText: a string of an event does not encode as UTF-8 (a lone surrogate).
+        UsageError: a string of an event does not encode as UTF-8 (a lone surrogate).
     """
     batch: dict[str, SessionEvent] = {}
     for event in events:
@@ -409,7 +409,7 @@ def check_session(session: Session) -> None:
     writes a session.
 
     Raises:
-        InvalidText: its id, user id or metadata holds a string that does not encode as UTF-8.
+        UsageError: its id, user id or metadata holds a string that does not encode as UTF-8.
         UsageError: its metadata names another principal than its ``user_id``.
     """
     check_session_text(session)

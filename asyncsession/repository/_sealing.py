@@ -19,7 +19,7 @@ from .._offload import content_json
 from .._view import ReadLog
 from ..encryption import EncryptionOptions, UserKeys
 from ..events import EventType, SessionEvent
-from ..exceptions import InvalidFilter, UsageError
+from ..exceptions import UsageError
 from ..filters import EventFilter
 from ..messages import MessageType
 from ..rewinds import RewindRecord
@@ -78,11 +78,11 @@ def check_candidates(count: int, keys: UserKeys, where: str) -> None:
     """Refuse a text search of encrypted content with more candidates than the setting allows.
 
     Raises:
-        InvalidFilter: ``count`` is over ``max_search_candidates``.
+        UsageError: ``count`` is over ``max_search_candidates``.
     """
     limit = keys.options.max_search_candidates
     if count > limit:
-        raise InvalidFilter(
+        raise UsageError(
             f"this text search of {where} would decrypt {count} events of encrypted content, "
             f"more than max_search_candidates ({limit}): narrow it by time (from_, to, since) "
             "or by message type"
@@ -218,7 +218,7 @@ async def search_sealed(
     ``logs``: their candidates decrypted, at most ``max_search_candidates`` in all.
 
     Raises:
-        InvalidFilter: the logs hold more candidates than that.
+        UsageError: the logs hold more candidates than that.
     """
     chosen: list[list[int]] = []
     for log in logs:

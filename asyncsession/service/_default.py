@@ -41,7 +41,7 @@ from ..events import (
     SessionEvent,
     utc_now,
 )
-from ..exceptions import InvalidFilter, SessionExists, SessionNotFound, StorageError, UsageError
+from ..exceptions import SessionExists, SessionNotFound, StorageError, UsageError
 from ..filters import EventFilter, EventQuery
 from ..messages import Message
 from ..repository import Lease, SessionRepository, SessionSnapshot
@@ -71,13 +71,13 @@ def _require(value: str, what: str) -> str:
 
 
 def _filter(value: EventFilter | None, what: str = "filter") -> EventFilter:
-    """``value``, ``EventFilter.all()`` for ``None``; anything else is an `InvalidFilter`."""
+    """``value``, ``EventFilter.all()`` for ``None``; anything else is an `UsageError`."""
     given = cast(object, value)  # callers outside the type checker may pass anything
     if given is None:
         return EventFilter.all()
     if not isinstance(given, EventFilter):
         shown = f"the class {given.__name__}" if isinstance(given, type) else repr(given)[:60]
-        raise InvalidFilter(
+        raise UsageError(
             f"{what} must be an EventFilter (EventFilter.all(), EventFilter.active(), "
             f"EventFilter.last_n(n), ...), not {shown}"
         )

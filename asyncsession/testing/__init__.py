@@ -12,7 +12,6 @@ from .openai_server import (
     ScriptedOpenAIServer,
     ScriptedReply,
     ScriptedToolCall,
-    ScriptedUsage,
 )
 
 __all__ = [
@@ -21,5 +20,4 @@ __all__ = [
     "ScriptedOpenAIServer",
     "ScriptedReply",
     "ScriptedToolCall",
-    "ScriptedUsage",
 ]

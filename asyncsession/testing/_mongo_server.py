@@ -43,19 +43,11 @@ def _free_port() -> int:
 class LocalMongoServer:
     """A test server process on ``127.0.0.1`` with a data directory of its own."""
 
-    def __init__(
-        self,
-        executable: str,
-        *,
-        data_dir: str | None = None,
-        port: int | None = None,
-        standalone: bool = False,
-    ):
+    def __init__(self, executable: str, *, standalone: bool = False):
         self.executable = executable
         self.standalone = standalone
-        self._owns_dir = data_dir is None
-        self.data_dir = data_dir or tempfile.mkdtemp(prefix="asyncsession-mongo-")
-        self.port = port or _free_port()
+        self.data_dir = tempfile.mkdtemp(prefix="asyncsession-mongo-")
+        self.port = _free_port()
         self._process: subprocess.Popen[bytes] | None = None
         self._log_path = Path(self.data_dir).with_suffix(".log")
 
@@ -142,7 +134,7 @@ class LocalMongoServer:
         self.start(timeout)
 
     def stop(self) -> None:
-        """Stop the server and remove its data directory if it made one."""
+        """Stop the server and remove its data directory."""
         if self._process is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._process.pid, signal.SIGCONT)  # a frozen server must see SIGTERM
@@ -152,7 +144,6 @@ class LocalMongoServer:
             except subprocess.TimeoutExpired:
                 self.kill()
             self._process = None
-        if self._owns_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-            with contextlib.suppress(FileNotFoundError):
-                self._log_path.unlink()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            self._log_path.unlink()

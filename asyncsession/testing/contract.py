@@ -38,20 +38,19 @@ except ImportError as _exc:  # pragma: no cover - exercised in an environment wi
         "install the [testing] extra (from a clone: pip install '.[testing]')"
     ) from _exc
 
-from ._contract.appends import AppendsContract
-from ._contract.compaction import CompactionContract
-from ._contract.concurrency import ConcurrencyContract
-from ._contract.expiry import ExpiryContract
-from ._contract.filters import FiltersContract
+from ..repository import SessionRepository
+from ._contract.appends import AppendsContract, ConcurrencyContract, SnapshotsContract
+from ._contract.compaction import CompactionContract, CompactionRecordContract
+from ._contract.filters import FiltersContract, SearchContract
 from ._contract.forks import ForkContract
 from ._contract.leases import LeasesContract
-from ._contract.lifecycle import LifecycleContract
-from ._contract.metadata import MetadataContract
 from ._contract.offload import OffloadContract
-from ._contract.records import CompactionRecordContract
-from ._contract.search import SearchContract
-from ._contract.sessions import SessionsContract
-from ._contract.snapshots import SnapshotsContract
+from ._contract.sessions import (
+    ExpiryContract,
+    LifecycleContract,
+    MetadataContract,
+    SessionsContract,
+)
 from ._contract.text import TextContract
 
 __all__ = [
@@ -79,3 +78,7 @@ class SessionRepositoryContract(
     """The contract tests. Subclass with a `repository` fixture returning your store."""
 
     pytestmark = pytest.mark.asyncio
+
+    @pytest.fixture(autouse=True)
+    def _store_under_test(self, repository: SessionRepository) -> None:
+        self.repo = repository

@@ -4,8 +4,8 @@
   a description, a JSON schema generated from a typed function or a pydantic model, and
   ``invoke(arguments_json) -> str``. Arguments that do not validate come back to the model as
   an ``"Error: ..."`` text, for every tool alike. A tool may be ``idempotent`` (a takeover may
-  run it again) or ``needs_approval`` (a flag, or an
-  [`ApprovalPolicy`][asyncsession.tools.ApprovalPolicy]), see the tools guide.
+  run it again) or ``needs_approval`` (a flag, or a function of the call's arguments), see the
+  tools guide.
 - [`AutoMemoryTools`][asyncsession.tools.AutoMemoryTools]: the six long-term memory
   tools over a [`MemoryStore`][asyncsession.memory.MemoryStore].
 - [`conversation_search`][asyncsession.tools.conversation_search] and
@@ -20,10 +20,9 @@ call (``tools=[...]``); the advisors
 
 from ._memory import AutoMemoryTools
 from ._recall import conversation_search, cross_session_search
-from ._tool import ApprovalPolicy, Tool, tool
+from ._tool import Tool, tool
 
 __all__ = [
-    "ApprovalPolicy",
     "AutoMemoryTools",
     "Tool",
     "conversation_search",

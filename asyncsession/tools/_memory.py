@@ -7,37 +7,30 @@ Whatever the store refuses or fails at comes back as a string too, never as an e
 starts with ``"Error"`` (``"Error: ..."`` for anything the model can fix; ``"Error reading
 path: ..."`` and the like when the backend itself fails). Successes start with
 ``"Successfully"``, except `MemoryView`, which returns the listing or the numbered file. Only
-cancellation and programming errors propagate.
+cancellation and programming errors propagate. The words are the reference's, whatever the
+store: they are chosen by the `MemoryStoreError.reason` the store raised.
 """
 
 from __future__ import annotations
 
 import asyncio
+import posixpath
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import ClassVar, cast
+from typing import ClassVar, Final, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._checks import require_object
-from ..exceptions import UsageError
-from ..memory.store import (
-    MemoryBackendError,
-    MemoryExists,
-    MemoryIsADirectory,
-    MemoryNotFound,
-    MemoryPathError,
-    MemoryStore,
-    MemoryStoreError,
-    MemoryWriteConflict,
-    normalize_memory_path,
-)
-from ._memory_descriptions import (
+from ..exceptions import MemoryStoreError, UsageError
+from ..memory.store import MemoryStore
+from ._memory_prompts import (
     CREATE_DESCRIPTION,
     DELETE_DESCRIPTION,
     INSERT_DESCRIPTION,
+    MEMORY_SYSTEM_PROMPT,
     RENAME_DESCRIPTION,
     STR_REPLACE_DESCRIPTION,
     VIEW_DESCRIPTION,
@@ -55,16 +48,6 @@ __all__ = [
     "MemoryViewArgs",
 ]
 
-MEMORY_TOOL_NAMES = (
-    "MemoryView",
-    "MemoryCreate",
-    "MemoryStrReplace",
-    "MemoryInsert",
-    "MemoryDelete",
-    "MemoryRename",
-)
-"""The model-facing names of the six memory tools, in the order `as_tools` returns them."""
-
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _BACKOFF_BASE = 0.005
@@ -76,80 +59,67 @@ class _Args(BaseModel):
 
 
 class MemoryViewArgs(_Args):
-    """Arguments of `MemoryView`."""
-
     path: str = Field(
         description=(
             "File or directory to show, relative to the memory root. Use '' or '/' for the "
             "root and 'MEMORY.md' for the index."
         )
     )
-    """File or directory to show."""
     view_range: str | None = Field(
         default=None,
         description="Optional line range 'start,end' (e.g. '1,50') when viewing a file.",
     )
-    """Optional ``"start,end"`` line range."""
 
 
 class MemoryCreateArgs(_Args):
-    """Arguments of `MemoryCreate`."""
-
     path: str = Field(
         description="Path of the new file, relative to the memory root (e.g. 'user_role.md')."
     )
-    """Path of the new file."""
     file_text: str = Field(
         description="The whole file: the front matter block, then the memory itself."
     )
-    """The whole file."""
 
 
 class MemoryStrReplaceArgs(_Args):
-    """Arguments of `MemoryStrReplace`."""
-
     path: str = Field(description="File to edit, relative to the memory root.")
-    """File to edit."""
     old_str: str = Field(
         description="Exact text to replace; it must occur exactly once and must not be empty."
     )
-    """Exact text to replace."""
     new_str: str = Field(description="Replacement text; empty to delete old_str.")
-    """Replacement text."""
 
 
 class MemoryInsertArgs(_Args):
-    """Arguments of `MemoryInsert`."""
-
     path: str = Field(description="File to change, relative to the memory root.")
-    """File to change."""
     insert_line: int = Field(
         description=(
             "Non-negative line number to insert after: 0 inserts before the first line, the "
             "file's line count appends at the end."
         )
     )
-    """Line number to insert after."""
     insert_text: str = Field(
         description="Text to insert as new line(s), e.g. '- [Title](file.md) — one-line hook'."
     )
-    """Text to insert."""
 
 
 class MemoryDeleteArgs(_Args):
-    """Arguments of `MemoryDelete`."""
-
     path: str = Field(description="File or directory to delete, relative to the memory root.")
-    """File or directory to delete."""
 
 
 class MemoryRenameArgs(_Args):
-    """Arguments of `MemoryRename`."""
-
     old_path: str = Field(description="Current path of the file or directory.")
-    """Current path."""
     new_path: str = Field(description="New path; it must not exist yet.")
-    """New path."""
+
+
+_TOOLS: Final = (
+    ("MemoryView", VIEW_DESCRIPTION, MemoryViewArgs, "memory_view"),
+    ("MemoryCreate", CREATE_DESCRIPTION, MemoryCreateArgs, "memory_create"),
+    ("MemoryStrReplace", STR_REPLACE_DESCRIPTION, MemoryStrReplaceArgs, "memory_str_replace"),
+    ("MemoryInsert", INSERT_DESCRIPTION, MemoryInsertArgs, "memory_insert"),
+    ("MemoryDelete", DELETE_DESCRIPTION, MemoryDeleteArgs, "memory_delete"),
+    ("MemoryRename", RENAME_DESCRIPTION, MemoryRenameArgs, "memory_rename"),
+)
+MEMORY_TOOL_NAMES: Final = tuple(name for name, *_ in _TOOLS)
+"""The model-facing names of the six memory tools, in the order `as_tools` returns them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,16 +137,20 @@ def _split_lines(text: str) -> list[str]:
 
 
 def _resolve(path: str) -> str:
-    """A tool's path argument as a normalised store path: blank or ``"/"`` is the root."""
-    if not path or not path.strip() or path == "/":
-        return ""
-    return normalize_memory_path(path)
+    """A tool's path argument as a store path: blank or ``"/"`` is the root (the store
+    normalises and checks the rest)."""
+    return "" if not path or not path.strip() or path == "/" else path
 
 
-def _failure(exc: MemoryStoreError, backend_prefix: str) -> str:
-    if isinstance(exc, MemoryBackendError):
-        return f"{backend_prefix}: {exc}"
-    return f"Error: {exc}"
+async def _answered(work: Awaitable[str], backend: str, **answers: str) -> str:
+    """The tool's answer: `work`'s, or the text for the reason the store refused: one of
+    ``answers``, ``"<backend>: ..."`` when the backend failed, else ``"Error: <message>"``."""
+    try:
+        return await work
+    except MemoryStoreError as exc:
+        if exc.reason in answers:
+            return answers[exc.reason]
+        return f"{backend}: {exc}" if exc.reason == "backend" else f"Error: {exc}"
 
 
 class AutoMemoryTools:
@@ -196,6 +170,9 @@ class AutoMemoryTools:
         chat = ChatClient(client, model="gpt-4.1", tools=tools.as_tools())  # the same six
         ```
     """
+
+    SYSTEM_PROMPT: ClassVar[str] = MEMORY_SYSTEM_PROMPT
+    """The system prompt's template; ``{memories_root}`` is its only placeholder."""
 
     def __init__(self, store: MemoryStore, *, max_attempts: int = 20) -> None:
         """Wrap a store.
@@ -226,38 +203,36 @@ class AutoMemoryTools:
         """The memory root shown to the model."""
         return self._store.root
 
+    @property
+    def system_prompt(self) -> str:
+        """The system prompt that teaches the model to keep its memory with these tools, with
+        the store's root filled in (`AutoMemoryToolsAdvisor` adds it for you)."""
+        return self.SYSTEM_PROMPT.replace("{memories_root}", self._store.root)
+
     def as_tools(self) -> list[Tool]:
         """The six tools for a tool-calling model, in `MEMORY_TOOL_NAMES` order."""
         return [
-            Tool.from_model(name, description, arguments, function)
-            for name, description, arguments, function in (
-                ("MemoryView", VIEW_DESCRIPTION, MemoryViewArgs, self.memory_view),
-                ("MemoryCreate", CREATE_DESCRIPTION, MemoryCreateArgs, self.memory_create),
-                (
-                    "MemoryStrReplace",
-                    STR_REPLACE_DESCRIPTION,
-                    MemoryStrReplaceArgs,
-                    self.memory_str_replace,
-                ),
-                ("MemoryInsert", INSERT_DESCRIPTION, MemoryInsertArgs, self.memory_insert),
-                ("MemoryDelete", DELETE_DESCRIPTION, MemoryDeleteArgs, self.memory_delete),
-                ("MemoryRename", RENAME_DESCRIPTION, MemoryRenameArgs, self.memory_rename),
-            )
+            Tool.from_model(name, description, arguments, getattr(self, method))
+            for name, description, arguments, method in _TOOLS
         ]
 
     async def memory_view(self, path: str, view_range: str | None = None) -> str:
         """List a directory two levels deep, or show a file with line numbers."""
-        try:
-            return await self._view(path, view_range)
-        except MemoryStoreError as exc:
-            return _failure(exc, "Error reading path")
+        return await _answered(self._view(path, view_range), "Error reading path")
 
     async def memory_create(self, path: str, file_text: str) -> str:
         """Create a new file; parents are created, an existing path is refused."""
-        try:
-            return await self._create(path, file_text)
-        except MemoryStoreError as exc:
-            return _failure(exc, "Error creating file")
+
+        async def create() -> str:
+            await self._store.write(_resolve(path), file_text, expected_version=None)
+            return f"Successfully created file: {path} ({len(file_text.encode('utf-8'))} bytes)"
+
+        exists = (
+            f"Error: File already exists: {path}. Use MemoryStrReplace to modify existing files."
+        )
+        return await _answered(
+            create(), "Error creating file", exists=exists, is_a_directory=exists
+        )
 
     async def memory_str_replace(self, path: str, old_str: str, new_str: str) -> str:
         """Replace the single occurrence of `old_str` in a file with `new_str`."""
@@ -286,10 +261,7 @@ class AutoMemoryTools:
                 + _snippet(updated, index, new_str),
             )
 
-        try:
-            return await self._edit(path, edit)
-        except MemoryStoreError as exc:
-            return _failure(exc, "Error editing file")
+        return await self._edit(path, edit, "Error editing file")
 
     async def memory_insert(self, path: str, insert_line: int, insert_text: str) -> str:
         """Insert `insert_text` as new line(s) after line `insert_line` (0 = at the top)."""
@@ -305,62 +277,58 @@ class AutoMemoryTools:
             updated = "\n".join(lines) + ("\n" if text.endswith("\n") else "")
             return _Edit(updated, f"Successfully inserted text at line {insert_line} in: {path}")
 
-        try:
-            return await self._edit(path, edit)
-        except MemoryStoreError as exc:
-            return _failure(exc, "Error inserting into file")
+        return await self._edit(path, edit, "Error inserting into file")
 
     async def memory_delete(self, path: str) -> str:
         """Delete a file, or a directory with everything in it (never the root)."""
-        try:
-            rel = _resolve(path)
-            if not rel:
-                return "Error: Cannot delete the memories root directory."
-            try:
-                entry = await self._store.delete(rel)
-            except MemoryNotFound:
-                return f"Error: Path does not exist: {path}"
-            kind = "directory" if entry.is_dir else "file"
-            return f"Successfully deleted {kind}: {path}"
-        except MemoryStoreError as exc:
-            return _failure(exc, "Error deleting path")
+
+        async def delete() -> str:
+            entry = await self._store.delete(_resolve(path))
+            return f"Successfully deleted {'directory' if entry.is_dir else 'file'}: {path}"
+
+        missing = f"Error: Path does not exist: {path}"
+        return await _answered(delete(), "Error deleting path", not_found=missing)
 
     async def memory_rename(self, old_path: str, new_path: str) -> str:
         """Move a file or directory to a path that does not exist yet."""
-        try:
-            old = _resolve(old_path)
-            new = _resolve(new_path)
-            if not old:
-                return "Error: Cannot rename the memories root directory."
+
+        async def rename() -> str:
             for attempt in range(self._max_attempts):
                 try:
-                    await self._store.rename(old, new)
-                except MemoryNotFound:
-                    return f"Error: Source path does not exist: {old_path}"
-                except MemoryExists:
-                    return f"Error: Destination path already exists: {new_path}"
-                except MemoryWriteConflict:
+                    await self._store.rename(_resolve(old_path), _resolve(new_path))
+                except MemoryStoreError as exc:
+                    if exc.reason != "conflict":
+                        raise
                     await self._backoff(attempt)
                     continue
                 return f"Successfully renamed '{old_path}' to '{new_path}'"
             return _gave_up(old_path)
-        except MemoryStoreError as exc:
-            return _failure(exc, "Error renaming path")
+
+        return await _answered(
+            rename(),
+            "Error renaming path",
+            not_found=f"Error: Source path does not exist: {old_path}",
+            exists=f"Error: Destination path already exists: {new_path}",
+        )
 
     async def _view(self, path: str, view_range: str | None) -> str:
         rel = _resolve(path)
         try:
             file = await self._store.read(rel)
-        except MemoryIsADirectory:
+        except MemoryStoreError as exc:
+            if exc.reason != "is_a_directory":
+                raise
             return await self._listing(rel, path or "/")
         if file is None:
             return f"Error: Path does not exist: {path}"
-        return _numbered(file.text, rel.rpartition("/")[2], view_range)
+        return _numbered(file.text, posixpath.basename(posixpath.normpath(rel)), view_range)
 
     async def _listing(self, rel: str, shown: str) -> str:
         try:
             entries = await self._store.list_dir(rel)
-        except MemoryNotFound:
+        except MemoryStoreError as exc:
+            if exc.reason != "not_found":
+                raise
             return f"Error: Path does not exist: {shown}"
         out = [f"Contents of {shown}:\n\n"]
         for entry in entries:
@@ -370,46 +338,40 @@ class AutoMemoryTools:
             out.append(f"  {entry.name}/\n")
             try:
                 children = await self._store.list_dir(f"{rel}/{entry.name}" if rel else entry.name)
-            except (MemoryNotFound, MemoryPathError):
+            except MemoryStoreError as exc:
+                if exc.reason not in ("not_found", "invalid_path"):
+                    raise
                 continue  # removed while we were listing, or too deep to address
             for child in children:
                 suffix = "/" if child.is_dir else f" ({child.size} bytes)"
                 out.append(f"    {child.name}{suffix}\n")
         return "".join(out)
 
-    async def _create(self, path: str, file_text: str) -> str:
-        rel = _resolve(path)
-        exists = (
-            f"Error: File already exists: {path}. Use MemoryStrReplace to modify existing files."
-        )
-        if not rel:
-            return exists
-        try:
-            await self._store.write(rel, file_text, expected_version=None)
-        except (MemoryExists, MemoryIsADirectory):
-            return exists
-        return f"Successfully created file: {path} ({len(file_text.encode('utf-8'))} bytes)"
-
-    async def _edit(self, path: str, edit: Callable[[str], _Edit | str]) -> str:
+    async def _edit(self, path: str, edit: Callable[[str], _Edit | str], failed: str) -> str:
         """Read, transform and compare-and-set a file, retrying on concurrent changes."""
-        rel = _resolve(path)
-        for attempt in range(self._max_attempts):
-            try:
-                file = await self._store.read(rel)
-            except MemoryIsADirectory:
-                return f"Error: Path is a directory, not a file: {path}"
-            if file is None:
-                return f"Error: File does not exist: {path}"
-            outcome = edit(file.text)
-            if isinstance(outcome, str):
-                return outcome
-            try:
-                await self._store.write(rel, outcome.text, expected_version=file.version)
-            except MemoryWriteConflict:
-                await self._backoff(attempt)
-                continue
-            return outcome.message
-        return _gave_up(path)
+
+        async def run() -> str:
+            for attempt in range(self._max_attempts):
+                file = await self._store.read(_resolve(path))
+                if file is None:
+                    return f"Error: File does not exist: {path}"
+                outcome = edit(file.text)
+                if isinstance(outcome, str):
+                    return outcome
+                try:
+                    await self._store.write(
+                        _resolve(path), outcome.text, expected_version=file.version
+                    )
+                except MemoryStoreError as exc:
+                    if exc.reason != "conflict":
+                        raise
+                    await self._backoff(attempt)
+                    continue
+                return outcome.message
+            return _gave_up(path)
+
+        directory = f"Error: Path is a directory, not a file: {path}"
+        return await _answered(run(), failed, is_a_directory=directory)
 
     async def _backoff(self, attempt: int) -> None:
         if attempt + 1 < self._max_attempts:

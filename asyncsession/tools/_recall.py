@@ -111,38 +111,25 @@ class _Args(BaseModel):
 
 
 class ConversationSearchArgs(_Args):
-    """Arguments of `conversation_search`."""
-
     inner_thought: str = Field(description="Why you are searching.")
-    """Why the model searches; not used for the search."""
     query: Annotated[str, AfterValidator(_keyword)] = Field(
         description="The keyword or phrase to look for."
     )
-    """The keyword or phrase, matched literally and case-insensitively."""
     page: _Page = 0
-    """The page of results, from 0; a negative page is the first."""
 
 
 class CrossSessionSearchArgs(_Args):
-    """Arguments of `cross_session_search`."""
-
     inner_thought: str = Field(description="Why you are searching.")
-    """Why the model searches; not used for the search."""
     query: Annotated[str, AfterValidator(_terms)] = Field(
         description=f"Comma-separated search terms (max {MAX_TERMS})."
     )
-    """Comma-separated terms, each matched literally and case-insensitively."""
     match_mode: Annotated[Literal["any", "all"], BeforeValidator(_lower)] = Field(
         default="any", description="Match any or all of the terms; default any."
     )
-    """Whether an event must contain any of the terms or all of them (case-insensitive; null is
-    ``"any"``)."""
     since: Annotated[AwareDatetime | None, BeforeValidator(_blank_is_none)] = Field(
         default=None, description="ISO-8601 time with a time zone, e.g. 2026-01-31T00:00:00Z."
     )
-    """Only events at or after this time; blank is no bound."""
     page: _Page = 0
-    """The page of results, from 0; a negative page is the first."""
 
 
 def _rows(events: Sequence[SessionEvent], *, with_session: bool) -> str:
@@ -160,14 +147,12 @@ def _rows(events: Sequence[SessionEvent], *, with_session: bool) -> str:
     return json.dumps(rows, ensure_ascii=False) if rows else NO_RESULTS
 
 
-def _bound(service: SessionService, name: str, value: str) -> None:
-    if service is None or isinstance(service, type):  # a tool failing at its first call is worse
+def _check(service: SessionService, name: str, value: str, page_size: int) -> None:
+    """Refuse at build time what would make the tool fail at its first call."""
+    if service is None or isinstance(service, type):
         raise UsageError(f"a recall tool needs a session service instance, not {service!r}")
     if not isinstance(value, str) or not value.strip():
         raise UsageError(f"{name} must be a non-empty string")
-
-
-def _positive(page_size: int) -> None:
     if page_size <= 0:
         raise UsageError("page_size must be greater than 0")
 
@@ -191,8 +176,7 @@ def conversation_search(
         UsageError: `service` is None, `session_id` is blank, or `page_size` is not
             positive.
     """
-    _bound(service, "session_id", session_id)
-    _positive(page_size)
+    _check(service, "session_id", session_id, page_size)
 
     async def search(inner_thought: str, query: str, page: int) -> str:
         search = EventQuery(
@@ -224,8 +208,7 @@ def cross_session_search(
     Raises:
         UsageError: `service` is None, `user_id` is blank, or `page_size` is not positive.
     """
-    _bound(service, "user_id", user_id)
-    _positive(page_size)
+    _check(service, "user_id", user_id, page_size)
 
     async def search(
         inner_thought: str,

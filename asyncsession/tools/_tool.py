@@ -23,25 +23,24 @@ import re
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from functools import cache
-from typing import Any, cast, overload
+from functools import cache, partial
+from typing import Any, Final, cast, overload
 
+from griffe import Docstring, DocstringSection, DocstringSectionKind, Parser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_json
 
 from ..exceptions import ToolError, UsageError
-from ._docstrings import describe
 
 __all__ = ["ApprovalPolicy", "Tool", "tool"]
 
 logger = logging.getLogger("asyncsession.tools")
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_STYLES: Final = (Parser.google, Parser.numpy, Parser.sphinx)
 
 ApprovalPolicy = Callable[[dict[str, Any]], bool | Awaitable[bool]]
-"""Decides per call whether a tool needs a person's approval: it gets the call's arguments
-(the JSON object the model wrote, ``{}`` when it is not an object) and answers ``True`` to
-pause the turn for approval."""
+"""Decides per call, from its arguments, whether a tool call waits for approval."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,9 +78,10 @@ class Tool:
     whose run was recorded as started but whose result was not; any other tool is never run
     twice for one call: the model is told the run was interrupted instead."""
     needs_approval: bool | ApprovalPolicy = False
-    """Whether a call of the tool waits for a person's approval: ``True``, or an
-    [`ApprovalPolicy`][asyncsession.tools.ApprovalPolicy] deciding per call. A round with such
-    a call stops the turn with a response listing the pending calls
+    """Whether a call of the tool waits for a person's approval: ``True``, or a function
+    deciding per call: it gets the call's arguments (the JSON object the model wrote, ``{}``
+    when it is not an object), sync or async, and answers ``True`` to pause the turn. A round
+    with such a call stops the turn with a response listing the pending calls
     (``ChatResponse.pending_approvals``); ``resume`` continues it with the decisions."""
 
     def __post_init__(self) -> None:
@@ -148,7 +148,7 @@ class Tool:
             UsageError: the function takes ``*args``/``**kwargs``, or the name is invalid.
         """
         tool_name = name or function.__name__
-        documented = describe(inspect.getdoc(function))
+        documented, parameter_docs = _describe(inspect.getdoc(function))
         signature = inspect.signature(function)
         hints = typing.get_type_hints(function, include_extras=True)
         fields: dict[str, Any] = {}
@@ -161,27 +161,24 @@ class Tool:
             default = ... if parameter.default is parameter.empty else parameter.default
             fields[parameter.name] = (
                 hints.get(parameter.name, Any),
-                Field(default, description=documented.parameters.get(parameter.name)),
+                Field(default, description=parameter_docs.get(parameter.name)),
             )
         arguments_model: type[BaseModel] = create_model(
             f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
         )
         is_async = inspect.iscoroutinefunction(function)
 
-        async def run(arguments: str) -> str:
-            values = _validate(tool_name, arguments_model, arguments)
+        async def call(**values: Any) -> Any:
             args = [values.pop(key) for key in positional]
             if is_async:
-                result = await function(*args, **values)
-            else:
-                result = await asyncio.to_thread(function, *args, **values)
-            return _as_text(result)
+                return await function(*args, **values)
+            return await asyncio.to_thread(function, *args, **values)
 
-        return cls(
-            name=tool_name,
-            description=description if description is not None else documented.description,
-            parameters=_schema(arguments_model),
-            function=run,
+        return cls.from_model(
+            tool_name,
+            description if description is not None else documented,
+            arguments_model,
+            call,
             strict=strict,
             return_direct=return_direct,
             idempotent=idempotent,
@@ -223,6 +220,35 @@ class Tool:
             idempotent=idempotent,
             needs_approval=needs_approval,
         )
+
+
+def _score(sections: list[DocstringSection]) -> tuple[bool, int]:
+    has_parameters = any(s.kind is DocstringSectionKind.parameters for s in sections)
+    return has_parameters, len(sections)
+
+
+def _describe(doc: str | None) -> tuple[str, dict[str, str]]:
+    """A docstring's prose before its first section (the tool's description) and its parameter
+    descriptions, by name. Google, NumPy and Sphinx style are recognised: the docstring is read
+    in each style and the reading that finds the most sections wins (ties go to Google)."""
+    if not doc or not doc.strip():
+        return "", {}
+    # The leading line break lets a docstring open with its parameters section.
+    docstring = Docstring(f"\n{doc}", lineno=1)
+    # Each style in turn rather than griffe's style heuristics, which miss a docstring that
+    # ends on its only Sphinx field. warnings=False: griffe would log every parameter that has
+    # no type in the docstring, and here the types come from the signature.
+    readings = [docstring.parse(style, warnings=False) for style in _STYLES]
+    sections = max(readings, key=_score)  # max keeps the first of equals: Google
+    description = ""
+    parameters: dict[str, str] = {}
+    for index, section in enumerate(sections):
+        if section.kind is DocstringSectionKind.text and index == 0:
+            description = str(section.value).strip()
+        elif section.kind is DocstringSectionKind.parameters:
+            for parameter in section.value:
+                parameters[parameter.name.lstrip("*")] = str(parameter.description).strip()
+    return description, parameters
 
 
 @cache
@@ -289,18 +315,13 @@ def tool(
     ``idempotent=True`` one a takeover may run again, ``needs_approval`` one that waits for a
     person (see [`Tool`][asyncsession.tools.Tool]).
     """
-    if function is not None:
-        return Tool.from_function(function)
-
-    def decorate(function: Callable[..., Any]) -> Tool:
-        return Tool.from_function(
-            function,
-            name=name,
-            description=description,
-            strict=strict,
-            return_direct=return_direct,
-            idempotent=idempotent,
-            needs_approval=needs_approval,
-        )
-
-    return decorate
+    decorate = partial(
+        Tool.from_function,
+        name=name,
+        description=description,
+        strict=strict,
+        return_direct=return_direct,
+        idempotent=idempotent,
+        needs_approval=needs_approval,
+    )
+    return decorate if function is None else decorate(function)

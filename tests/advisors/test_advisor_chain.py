@@ -1,4 +1,4 @@
-"""Advisors: around the turn and around each model call, in the order given; BaseAdvisor hooks
+"""Advisors: around the turn and around each model call, in the order given; Advisor hooks
 on both paths; chunk streams."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from chat_support import MODEL, PATHS, ask, label, sent, turn
 
 from asyncsession import AssistantMessage, DefaultSessionService, SystemMessage, tool
-from asyncsession.advisors import BaseAdvisor, CallContext, ChunkStream, StreamNext
-from asyncsession.chat import ChatChunk, ChatRequest, ChatResponse
+from asyncsession.advisors import Advisor, CallContext, ChunkStream
+from asyncsession.chat import ChatChunk, ChatRequest, ChatResponse, StreamNext
 from asyncsession.exceptions import UsageError
 from asyncsession.openai import ChatClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
@@ -30,7 +30,7 @@ class Seen:
     responses: list[str] = field(default_factory=list[str])
 
 
-class Recorder(BaseAdvisor):
+class Recorder(Advisor):
     def __init__(self, name: str, seen: Seen, service: DefaultSessionService | None = None) -> None:
         self.name = name
         self.seen = seen
@@ -61,8 +61,8 @@ def session_client(
     openai_client: openai.AsyncOpenAI,
     service: DefaultSessionService,
     *,
-    advisors: tuple[BaseAdvisor, ...] = (),
-    model_advisors: tuple[BaseAdvisor, ...] = (),
+    advisors: tuple[Advisor, ...] = (),
+    model_advisors: tuple[Advisor, ...] = (),
 ) -> ChatClient:
     return ChatClient(
         openai_client,
@@ -149,7 +149,7 @@ async def test_advisors_run_in_the_order_given(
     assert seen.log == ["a>", "b>", "m>", "n>", "<n", "<m", "<b", "<a"]
 
 
-class Shout(BaseAdvisor):
+class Shout(Advisor):
     """Adds a system message on the way in and upper-cases the reply on the way out."""
 
     async def before(self, ctx: CallContext, request: ChatRequest) -> ChatRequest:
@@ -188,7 +188,7 @@ async def test_after_sees_the_aggregated_stream_while_chunks_pass_untouched(
     assert stream.response.text == "HELLO THERE"
 
 
-class CountRounds(BaseAdvisor):
+class CountRounds(Advisor):
     """Counts the model calls of a call in the call's context."""
 
     async def before(self, ctx: CallContext, request: ChatRequest) -> ChatRequest:
@@ -210,7 +210,7 @@ async def test_per_call_state_is_fresh_for_every_call(
     assert second.context["rounds"] == 1
 
 
-class Cache:
+class Cache(Advisor):
     """Answers without calling the model, on both paths."""
 
     async def call(self, ctx: CallContext, request: ChatRequest, call_next: object) -> ChatResponse:
@@ -237,7 +237,7 @@ async def test_an_advisor_can_answer_without_calling_the_model(
     assert server.requests == []
 
 
-class Replay:
+class Replay(Advisor):
     """Yields chunks of its own without calling further in; the chain aggregates them."""
 
     async def call(self, ctx: CallContext, request: ChatRequest, call_next: object) -> ChatResponse:
@@ -263,7 +263,7 @@ async def test_chunks_of_an_advisor_that_calls_nothing_further_in_are_aggregated
     assert stream.response.text == "parrot"
 
 
-class Peek(BaseAdvisor):
+class Peek(Advisor):
     """Reads the response of the rest of the chain before it was read to the end."""
 
     async def stream(

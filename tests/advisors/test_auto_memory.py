@@ -12,9 +12,9 @@ from chat_support import MODEL, turn
 
 from asyncsession import DefaultSessionService, SystemMessage, Tool, UsageError
 from asyncsession.advisors import AutoMemoryToolsAdvisor
+from asyncsession.advisors._auto_memory import CONSOLIDATION_REMINDER
 from asyncsession.chat import ChatOptions
 from asyncsession.memory import DirectoryMemoryStore
-from asyncsession.memory.prompt import CONSOLIDATION_REMINDER
 from asyncsession.openai import ChatClient
 from asyncsession.testing import FakeClock, ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 from asyncsession.tools._memory import MEMORY_TOOL_NAMES

@@ -20,7 +20,7 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession.chat import ChatChunk, ChatResponse
-from asyncsession.exceptions import InvalidText
+from asyncsession.exceptions import UsageError
 from asyncsession.openai import ChatClient, ResponsesClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 from asyncsession.tools import Tool
@@ -346,7 +346,7 @@ async def test_with_reply_results_the_store_refuses_store_nothing_of_the_turn(
     desk = Desk(owner_text="\ud800")
     client = client_of(ChatClient, openai_client, store, desk, store_question="with_reply")
 
-    with pytest.raises(InvalidText):
+    with pytest.raises(UsageError):
         await ask(client, "Ticket 7?", streaming=streaming, ctx=turn("s"))
 
     assert desk.runs == ["ticket 7", "owner 7"]

@@ -33,7 +33,7 @@ from asyncsession.compaction import (
     CompactionResult,
     SlidingWindowCompactionStrategy,
 )
-from asyncsession.exceptions import AccessDenied, MissingSessionId, UsageError
+from asyncsession.exceptions import AccessDenied, UsageError
 from asyncsession.messages import MessageType
 from asyncsession.openai import ChatClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
@@ -82,10 +82,10 @@ async def test_a_call_without_a_session_id_fails_before_the_model_is_called(
     openai_client: openai.AsyncOpenAI,
     service: DefaultSessionService,
 ) -> None:
-    """No session id in the context is a MissingSessionId; nothing is sent or stored."""
+    """No session id in the context is a UsageError; nothing is sent or stored."""
     client = memory_client(openai_client, service)
 
-    with pytest.raises(MissingSessionId, match="session_id"):
+    with pytest.raises(UsageError, match="session_id"):
         await ask(client, "hi", streaming=streaming)
 
     assert server.requests == []

@@ -25,7 +25,7 @@ from asyncsession.compaction import (
     TurnCountTrigger,
 )
 from asyncsession.compaction_protocols import TriggerLike
-from asyncsession.exceptions import AccessDenied, MissingSessionId
+from asyncsession.exceptions import AccessDenied, UsageError
 from asyncsession.openai import ChatClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
@@ -112,7 +112,7 @@ async def test_the_turn_needs_a_session_id(
     openai_client: openai.AsyncOpenAI, service: DefaultSessionService
 ) -> None:
     """A call without a session id fails before anything is sent."""
-    with pytest.raises(MissingSessionId):
+    with pytest.raises(UsageError):
         await turn_client(openai_client, service).call("go")
 
 

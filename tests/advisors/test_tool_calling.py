@@ -22,7 +22,6 @@ from asyncsession.testing import (
     ScriptedOpenAIServer,
     ScriptedReply,
     ScriptedToolCall,
-    ScriptedUsage,
 )
 from asyncsession.tools import AutoMemoryTools, Tool, tool
 
@@ -347,9 +346,10 @@ async def test_the_final_response_adds_up_the_usage_of_every_round(
     server.enqueue(
         ScriptedReply.tool_calls(
             [ScriptedToolCall("weather", {"city": "X"})],
-            usage=ScriptedUsage(prompt_tokens=10, completion_tokens=2),
+            prompt_tokens=10,
+            completion_tokens=2,
         ),
-        ScriptedReply.text("ok", usage=ScriptedUsage(prompt_tokens=20, completion_tokens=3)),
+        ScriptedReply.text("ok", prompt_tokens=20, completion_tokens=3),
     )
 
     response = await loop_client(openai_client, service, [weather]).call("go", **turn("s"))

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 from cli_support import cli
 
-from asyncsession.cli._app import _parser
-from asyncsession.cli._registry import commands
+from asyncsession.cli._app import COMMANDS, _parser
 
 ASYNCSESSION = Path(sys.executable).parent / "asyncsession"
-NAMES = [command.name for command in commands()]
+NAMES = [command.name for command in COMMANDS]
 
 
 def _with_defaults(parser: argparse.ArgumentParser) -> list[argparse.Action]:
@@ -47,7 +46,7 @@ async def test_every_option_with_a_default_shows_it_in_help(name: str) -> None:
     code, out, _ = await cli(name, "--help")
 
     assert code == 0
-    sub = _parser(io.StringIO(), commands()).commands[name]
+    sub = _parser(io.StringIO(), COMMANDS).commands[name]
     checked = _with_defaults(sub)
     for action in checked:
         entry = _help_of(out, action.option_strings[-1])

@@ -19,7 +19,7 @@ from asyncsession import (
     UserMessage,
 )
 from asyncsession._version import __version__
-from asyncsession.cli._registry import commands
+from asyncsession.cli._app import COMMANDS
 
 
 async def test_global_options_are_accepted_after_the_command(seeded: tuple[str, str]) -> None:
@@ -225,7 +225,7 @@ def test_a_server_that_is_down_is_one_line_within_the_timeout() -> None:
 
 def test_every_command_is_registered_once_and_listed_in_help() -> None:
     """The registry names each command once; `--help` lists each of them."""
-    names = [command.name for command in commands()]
+    names = [command.name for command in COMMANDS]
     assert len(names) == len(set(names))
     assert {"sessions", "show", "export", "compact", "delete", "sweep", "ensure-indexes"} <= set(
         names
@@ -236,5 +236,5 @@ async def test_help_lists_every_registered_command() -> None:
     """`--help` exits 0 and names every registered command."""
     code, out, _ = await cli("--help")
     assert code == 0
-    for command in commands():
+    for command in COMMANDS:
         assert command.name in out

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncsession.cli._app import _Exit, _parser
-from asyncsession.cli._registry import commands
+from asyncsession.cli._app import COMMANDS, _Exit, _parser
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 GLOBAL = {"--uri", "--db", "--json", "--timeout", "--version", "--help", "-h"}
@@ -38,7 +37,7 @@ def _command_lines() -> list[str]:
 def _parsed_command(line: str) -> str:
     """The command a page line runs, parsed by the command line's own parser."""
     words = [w for w in shlex.split(line, comments=True) if w]
-    parser = _parser(io.StringIO(), commands())
+    parser = _parser(io.StringIO(), COMMANDS)
     try:
         args = parser.parse_args(words)
     except _Exit as exit_:  # pragma: no cover - the assertion message is the point
@@ -50,13 +49,13 @@ def test_every_command_has_an_example_on_the_page_and_every_example_parses() -> 
     """The commands the page's examples run are exactly the commands the CLI has."""
     documented = {_parsed_command(line) for line in _command_lines()}
 
-    assert documented == {command.name for command in commands()} | {"completion"}
+    assert documented == {command.name for command in COMMANDS} | {"completion"}
 
 
-@pytest.mark.parametrize("name", [command.name for command in commands()])
+@pytest.mark.parametrize("name", [command.name for command in COMMANDS])
 def test_every_flag_of_every_command_is_on_the_page(name: str) -> None:
     page = _page()
-    sub = _parser(io.StringIO(), commands()).commands[name]
+    sub = _parser(io.StringIO(), COMMANDS).commands[name]
     flags = [
         max(action.option_strings, key=len)
         for action in sub._actions

@@ -24,7 +24,7 @@ from asyncsession import (
     SessionEvent,
     UserMessage,
 )
-from asyncsession.cli._types import KNOWN_TYPES
+from asyncsession.cli._command import KNOWN_TYPES
 from asyncsession.testing._mongo_server import LocalMongoServer
 
 BIG = 3_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from asyncsession.cli._progress import Progress
+from asyncsession.cli._command import Progress
 
 
 def test_an_enabled_bar_draws_its_share_and_ends_its_line() -> None:

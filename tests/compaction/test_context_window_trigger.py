@@ -23,7 +23,7 @@ from asyncsession.exceptions import UsageError
 from asyncsession.messages import AssistantMessage, UserMessage
 from asyncsession.openai import ChatClient, ResponsesClient
 from asyncsession.repository import InMemorySessionRepository
-from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedUsage
+from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
 
 __all__ = ["openai_client", "server"]
 
@@ -139,8 +139,8 @@ async def test_the_turn_stores_usage_and_the_trigger_compacts_inline(
         compaction=(trigger, SlidingWindowCompactionStrategy(1)),
     )
     server.enqueue(
-        ScriptedReply.text("small", usage=ScriptedUsage(prompt_tokens=100, completion_tokens=5)),
-        ScriptedReply.text("large", usage=ScriptedUsage(prompt_tokens=600, completion_tokens=5)),
+        ScriptedReply.text("small", prompt_tokens=100, completion_tokens=5),
+        ScriptedReply.text("large", prompt_tokens=600, completion_tokens=5),
     )
 
     await ask(client, "one", streaming=streaming, session_id="s")

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from asyncsession import AssistantMessage, UserMessage
+from asyncsession._responses_items import items_to_messages, messages_to_items
 from asyncsession.exceptions import UsageError
 from asyncsession.messages import messages_from_openai, messages_to_openai
-from asyncsession.openai import items_to_messages, messages_to_items
 
 OURS: Any = [UserMessage(text="hi"), AssistantMessage(text="hello")]
 WIRE: Any = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]

@@ -11,9 +11,8 @@ mistakes users make with each kind of parameter:
 - ``None`` or a string where a model belongs (a message, an event, a request);
 - a closed OpenAI client.
 
-Every other parameter gets a valid value. The answer must be one of ours (``UsageError`` and
-its kind, such as ``InvalidFilter``), never a raw ``AttributeError`` or ``TypeError`` from deep
-inside.
+Every other parameter gets a valid value. The answer must be one of ours (``UsageError``), never
+a raw ``AttributeError`` or ``TypeError`` from deep inside.
 """
 
 from __future__ import annotations
@@ -299,11 +298,11 @@ async def test_a_call_after_the_model_client_closed_stores_nothing(stream: bool)
 def test_the_issues_cases_name_what_to_pass() -> None:
     """The messages of the issue's four cases say what was wrong and what to pass."""
     from asyncsession.advisors import SessionRecallAdvisor
-    from asyncsession.exceptions import InvalidFilter
+    from asyncsession.exceptions import UsageError
     from asyncsession.repository.mongo import MongoSessionRepository
 
     wrong: Any = 5
-    with pytest.raises(InvalidFilter, match=r"filter must be an EventFilter .*not 5"):
+    with pytest.raises(UsageError, match=r"filter must be an EventFilter .*not 5"):
         asyncio.run(_service().get_events("s", wrong))
     klass: Any = MongoSessionRepository
     with pytest.raises(UsageError, match=r"not the class MongoSessionRepository itself"):

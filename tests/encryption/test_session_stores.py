@@ -34,7 +34,7 @@ from asyncsession import (
 from asyncsession.compaction import RecursiveSummarizationCompactionStrategy, TurnCountTrigger
 from asyncsession.encryption import EncryptionOptions, UserKeys
 from asyncsession.events import utc_now
-from asyncsession.exceptions import ContentErased, InvalidFilter, UsageError
+from asyncsession.exceptions import ContentErased, UsageError
 from asyncsession.filters import EventQuery
 from asyncsession.memory import MongoMemoryStore
 from asyncsession.repository import SessionRepository
@@ -235,7 +235,7 @@ async def test_an_erased_users_content_is_a_typed_error(store: tuple[str, Any]) 
 
 async def test_a_text_search_decrypts_a_bounded_window(store: tuple[str, Any]) -> None:
     """A keyword search of encrypted content decrypts the events its other criteria leave, up
-    to max_search_candidates; more is refused with InvalidFilter naming the limit, never
+    to max_search_candidates; more is refused with UsageError naming the limit, never
     answered in part; narrowing by time brings it under the limit."""
     kind, make = store
     writer = await make()
@@ -262,7 +262,7 @@ async def test_a_text_search_decrypts_a_bounded_window(store: tuple[str, Any]) -
     assert [e.text for e in found] == [t for t in texts if "needle" in t]
     marker = SessionEvent(session_id="s1", message=AssistantMessage(text="late needle"))
     await repository.append_events("s1", [marker])
-    with pytest.raises(InvalidFilter, match=r"would decrypt 7 events.*max_search_candidates \(6\)"):
+    with pytest.raises(UsageError, match=r"would decrypt 7 events.*max_search_candidates \(6\)"):
         await service.search_events("s1", EventQuery(keywords=("needle",)))
     recent = await service.search_events(
         "s1", EventQuery(keywords=("needle",), since=earlier + timedelta(minutes=30))

@@ -198,7 +198,7 @@ async def test_a_failure_mid_stream_is_an_error_event(
     assert [e.event for e in sent][-1] == "error"
     assert "delta" in [e.event for e in sent]
     error = sent[-1].json()
-    assert error["type"] == "urn:asyncsession:error:StreamInterrupted"
+    assert error["type"] == "urn:asyncsession:error:ChatError"
     assert error["status"] == 502
     assert await stored(service, "s1") == ["U:Hi"]
 

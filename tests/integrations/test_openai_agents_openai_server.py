@@ -1,8 +1,8 @@
 """The SDK's own OpenAI models, over the real ``openai`` client, against the scripted server.
 
 ``OpenAIResponsesModel`` (the SDK's default) and ``OpenAIChatCompletionsModel`` talk to
-``asyncsession.testing``'s scripted server on loopback; the session keeps what the SDK made of
-the replies, reasoning items included, and the next request carries it.
+``asyncsession.testing``'s scripted server at the client's httpx transport; the session keeps
+what the SDK made of the replies, reasoning items included, and the next request carries it.
 """
 
 from __future__ import annotations

@@ -213,7 +213,7 @@ async def test_messages_are_real_message_events(service: SessionService) -> None
 def test_unknown_fields_stay_in_the_log() -> None:
     """A field this Pydantic AI version does not know (written by a later one) is kept in the
     event as stored; reading it drops only what this version cannot represent."""
-    event = _to_event(EVERY_PART[-1], "s")
+    event = _to_event(EVERY_PART[-1], "s", "e")
     stored = dict(event.metadata[METADATA_KEY])  # type: ignore[arg-type]
     stored["added_in_a_later_version"] = {"x": 1}
     later = event.model_copy(update={"metadata": {METADATA_KEY: stored}})
@@ -229,8 +229,6 @@ def test_events_of_other_writers_convert() -> None:
     reply = _from_event(SessionEvent(session_id="s", message=AssistantMessage(text="yo")))
     assert isinstance(reply, ModelResponse)
     assert reply.text == "yo"
-    with pytest.raises(UsageError):
-        _from_event(SessionEvent(session_id="s", type=EventType.of("ACME.AUDIT"), payload={"a": 1}))
 
 
 async def test_agent_runs_end_to_end(service: SessionService) -> None:
@@ -468,7 +466,7 @@ _response = st.builds(
 @given(st.lists(st.one_of(_request, _response), max_size=6))
 def test_round_trip_property(messages: list[ModelMessage]) -> None:
     """Any history of text, thinking, tool calls and returns converts to events and back equal."""
-    events = [_to_event(m, "prop") for m in messages]
+    events = [_to_event(m, "prop", str(i)) for i, m in enumerate(messages)]
     assert [_from_event(SessionEvent.model_validate_json(e.model_dump_json())) for e in events] == (
         reference(messages)
     )

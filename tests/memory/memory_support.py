@@ -3,19 +3,33 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from asyncsession.memory import (
     DirectoryMemoryStore,
     MemoryStore,
+    MemoryStoreError,
     MongoMemoryStore,
 )
 from asyncsession.tools import AutoMemoryTools
 
 SECRET = "TOP-SECRET-OUTSIDE-THE-SCOPE"
+
+
+@contextmanager
+def refused(
+    reason: str, match: str | None = None
+) -> Iterator[pytest.ExceptionInfo[MemoryStoreError]]:
+    """Expect a `MemoryStoreError` of ``reason`` (and a message matching ``match``)."""
+    with pytest.raises(MemoryStoreError, match=match) as info:
+        yield info
+    assert info.value.reason == reason
 
 
 @dataclass

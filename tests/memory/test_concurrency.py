@@ -14,7 +14,7 @@ from asyncsession.memory import (
     MemoryEntry,
     MemoryFile,
     MemoryStore,
-    MemoryWriteConflict,
+    MemoryStoreError,
     MongoMemoryStore,
 )
 from asyncsession.tools import AutoMemoryTools
@@ -162,14 +162,14 @@ class _AlwaysConflicting:
 
     async def write(self, path: str, text: str, *, expected_version: int | None) -> MemoryFile:
         self.writes += 1
-        raise MemoryWriteConflict(path)
+        raise MemoryStoreError("conflict", path)
 
     async def delete(self, path: str) -> MemoryEntry:
         raise NotImplementedError
 
     async def rename(self, old_path: str, new_path: str) -> None:
         self.writes += 1
-        raise MemoryWriteConflict(old_path)
+        raise MemoryStoreError("conflict", old_path)
 
 
 @pytest.mark.parametrize(

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import json
 import posixpath
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from memory_support import refused
 
 import asyncsession.memory as memory
-from asyncsession.memory import (
-    MemoryPathError,
-    MemoryStore,
-    normalize_memory_path,
-    render_memory_prompt,
-    validate_memory_scope,
-)
-from asyncsession.memory.prompt import CONSOLIDATION_REMINDER, MEMORY_SYSTEM_PROMPT
+from asyncsession.advisors._auto_memory import CONSOLIDATION_REMINDER
+from asyncsession.exceptions import UsageError
+from asyncsession.memory import DirectoryMemoryStore, MemoryStore, MemoryStoreError
+from asyncsession.memory._base import normalize_path
 from asyncsession.tools import AutoMemoryTools, Tool
 from asyncsession.tools._memory import MEMORY_TOOL_NAMES
 
@@ -96,17 +94,17 @@ def test_root_is_the_stores_root(tools: AutoMemoryTools, store: MemoryStore) -> 
     assert tools.store is store
 
 
-def test_prompt_renders_the_root() -> None:
-    """render_memory_prompt fills in the root and leaves no placeholder."""
-    text = render_memory_prompt("/memories")
+def test_prompt_renders_the_root(tools: AutoMemoryTools) -> None:
+    """system_prompt fills in the store's root and leaves no placeholder."""
+    text = tools.system_prompt
     assert "{memories_root}" not in text
-    assert "`/memories`" in text
-    assert MEMORY_SYSTEM_PROMPT.count("{memories_root}") >= 1
+    assert f"`{tools.root}`" in text
+    assert AutoMemoryTools.SYSTEM_PROMPT.count("{memories_root}") >= 1
 
 
-def test_prompt_covers_the_conventions() -> None:
+def test_prompt_covers_the_conventions(tools: AutoMemoryTools) -> None:
     """The prompt covers the index, the two-step save, the four types and what not to save."""
-    text = render_memory_prompt("/memories")
+    text = tools.system_prompt
     for phrase in [
         "MEMORY.md",
         "two steps",
@@ -120,13 +118,6 @@ def test_prompt_covers_the_conventions() -> None:
         "- [Title](file.md) — one-line hook",
     ]:
         assert phrase in text
-
-
-@pytest.mark.parametrize("root", [pytest.param("", id="empty"), pytest.param("  ", id="blank")])
-def test_prompt_needs_a_root(root: str) -> None:
-    """A blank root is refused."""
-    with pytest.raises(ValueError, match="root"):
-        render_memory_prompt(root)
 
 
 def test_consolidation_reminder_text() -> None:
@@ -150,45 +141,47 @@ def test_consolidation_reminder_text() -> None:
         pytest.param(" a .md", " a .md", id="spaces"),
     ],
 )
-def test_normalize_memory_path(path: str, normalised: str) -> None:
+def test_paths_are_normalised(path: str, normalised: str) -> None:
     """Paths are normalised lexically."""
-    assert normalize_memory_path(path) == normalised
+    assert normalize_path(path) == normalised
 
 
 @given(st.text(alphabet=st.sampled_from(["a", "b", ".", "/", "\\", "\x00", "é", " "]), max_size=40))
 def test_normalised_paths_stay_inside(path: str) -> None:
     """Any path either is refused or normalises to a clean relative path inside the root."""
     try:
-        result = normalize_memory_path(path)
-    except MemoryPathError:
-        return
+        result = normalize_path(path)
+    except MemoryStoreError as exc:
+        if exc.reason == "invalid_path":
+            return
+        raise
     assert not result.startswith("/")
     assert ".." not in result.split("/")
     assert "" not in result.split("/") or result == ""
     assert "\x00" not in result
     assert "\\" not in result
-    assert normalize_memory_path(result) == result
+    assert normalize_path(result) == result
     joined = posixpath.normpath(posixpath.join("/root/alice", result))
     assert joined == "/root/alice" or joined.startswith("/root/alice/")
 
 
 @pytest.mark.parametrize("scope", ["alice", "user:42", "a@b.c", "../x", "日本"])
-def test_valid_scopes_are_kept(scope: str) -> None:
+def test_valid_scopes_are_kept(tmp_path: Path, scope: str) -> None:
     """Printable scopes are accepted unchanged (stores map them safely themselves)."""
-    assert validate_memory_scope(scope) == scope
+    assert DirectoryMemoryStore(tmp_path, scope=scope).scope == scope
 
 
 def test_path_error_keeps_the_callers_path() -> None:
     """A refused path is available on the error as the caller gave it."""
-    with pytest.raises(MemoryPathError) as info:
-        normalize_memory_path("a/../../b")
+    with refused("invalid_path") as info:
+        normalize_path("a/../../b")
     assert info.value.path == "a/../../b"
 
 
-def test_non_string_scope_is_refused() -> None:
+def test_non_string_scope_is_refused(tmp_path: Path) -> None:
     """A scope must be a string."""
-    with pytest.raises(ValueError, match="scope"):
-        validate_memory_scope(None)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="scope"):
+        DirectoryMemoryStore(tmp_path, scope=None)  # type: ignore[arg-type]
 
 
 def test_public_names_resolve() -> None:

@@ -9,24 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from memory_support import Backend
+from memory_support import Backend, refused
 from mongomock_motor import AsyncMongoMockClient
 from pymongo.errors import AutoReconnect, PyMongoError
 
-from asyncsession.memory import (
-    DirectoryMemoryStore,
-    MemoryBackendError,
-    MemoryEntry,
-    MemoryExists,
-    MemoryIsADirectory,
-    MemoryNotADirectory,
-    MemoryNotFound,
-    MemoryPathError,
-    MemoryStore,
-    MemoryTooLarge,
-    MemoryWriteConflict,
-    MongoMemoryStore,
-)
+from asyncsession.memory import DirectoryMemoryStore, MemoryEntry, MemoryStore, MongoMemoryStore
 from asyncsession.tools import AutoMemoryTools
 
 
@@ -62,7 +49,7 @@ async def test_replace_with_stale_version_conflicts(store: MemoryStore) -> None:
     """A write quoting an outdated version is refused and changes nothing."""
     first = await store.write("a.md", "one", expected_version=None)
     await store.write("a.md", "two", expected_version=first.version)
-    with pytest.raises(MemoryWriteConflict) as info:
+    with refused("conflict") as info:
         await store.write("a.md", "three", expected_version=first.version)
     assert info.value.path == "a.md"
     file = await store.read("a.md")
@@ -72,28 +59,28 @@ async def test_replace_with_stale_version_conflicts(store: MemoryStore) -> None:
 
 async def test_replace_of_missing_file_conflicts(store: MemoryStore) -> None:
     """Quoting a version for a file that does not exist is a conflict."""
-    with pytest.raises(MemoryWriteConflict):
+    with refused("conflict"):
         await store.write("a.md", "x", expected_version=1)
 
 
 async def test_create_over_existing_file_raises(store: MemoryStore) -> None:
-    """Creating an existing file raises `MemoryExists`."""
+    """Creating an existing file raises reason ``"exists"``."""
     await store.write("a.md", "x", expected_version=None)
-    with pytest.raises(MemoryExists):
+    with refused("exists"):
         await store.write("a.md", "y", expected_version=None)
 
 
 async def test_write_over_directory_raises(store: MemoryStore) -> None:
-    """Writing where a directory is raises `MemoryIsADirectory`."""
+    """Writing where a directory is raises reason ``"is_a_directory"``."""
     await store.write("d/a.md", "x", expected_version=None)
-    with pytest.raises(MemoryIsADirectory):
+    with refused("is_a_directory"):
         await store.write("d", "y", expected_version=None)
 
 
 async def test_write_below_file_raises(store: MemoryStore) -> None:
-    """Writing below a file raises `MemoryNotADirectory` naming the file."""
+    """Writing below a file raises reason ``"not_a_directory"`` naming the file."""
     await store.write("a.md", "x", expected_version=None)
-    with pytest.raises(MemoryNotADirectory) as info:
+    with refused("not_a_directory") as info:
         await store.write("a.md/b/c.md", "y", expected_version=None)
     assert info.value.path == "a.md"
 
@@ -105,9 +92,9 @@ async def test_read_missing_returns_none(store: MemoryStore) -> None:
 
 @pytest.mark.parametrize("path", [pytest.param("", id="root"), pytest.param("d", id="dir")])
 async def test_read_directory_raises(store: MemoryStore, path: str) -> None:
-    """Reading a directory raises `MemoryIsADirectory`."""
+    """Reading a directory raises reason ``"is_a_directory"``."""
     await store.write("d/a.md", "x", expected_version=None)
-    with pytest.raises(MemoryIsADirectory):
+    with refused("is_a_directory"):
         await store.read(path)
 
 
@@ -143,9 +130,9 @@ async def test_list_dir_of_empty_root_is_empty(store: MemoryStore) -> None:
 async def test_list_dir_errors(store: MemoryStore) -> None:
     """Listing a missing path or a file raises the matching error."""
     await store.write("a.md", "x", expected_version=None)
-    with pytest.raises(MemoryNotFound):
+    with refused("not_found"):
         await store.list_dir("nope")
-    with pytest.raises(MemoryNotADirectory):
+    with refused("not_a_directory"):
         await store.list_dir("a.md")
 
 
@@ -160,9 +147,9 @@ async def test_delete_reports_what_it_removed(store: MemoryStore) -> None:
 
 async def test_delete_errors(store: MemoryStore) -> None:
     """Deleting a missing path or the root raises."""
-    with pytest.raises(MemoryNotFound):
+    with refused("not_found"):
         await store.delete("nope")
-    with pytest.raises(MemoryPathError, match="root"):
+    with refused("invalid_path", match="root"):
         await store.delete("")
 
 
@@ -170,13 +157,13 @@ async def test_rename_errors(store: MemoryStore) -> None:
     """rename refuses a missing source, a taken destination and the root."""
     await store.write("a.md", "x", expected_version=None)
     await store.write("b.md", "y", expected_version=None)
-    with pytest.raises(MemoryNotFound):
+    with refused("not_found"):
         await store.rename("nope.md", "c.md")
-    with pytest.raises(MemoryExists):
+    with refused("exists"):
         await store.rename("a.md", "b.md")
-    with pytest.raises(MemoryExists):
+    with refused("exists"):
         await store.rename("a.md", "a.md")
-    with pytest.raises(MemoryPathError, match="root"):
+    with refused("invalid_path", match="root"):
         await store.rename("", "c")
 
 
@@ -184,17 +171,17 @@ async def test_renamed_file_gets_a_new_version(store: MemoryStore) -> None:
     """A writer holding the old path's version cannot write to the old path after a move."""
     first = await store.write("a.md", "x", expected_version=None)
     await store.rename("a.md", "b.md")
-    with pytest.raises(MemoryWriteConflict):
+    with refused("conflict"):
         await store.write("a.md", "y", expected_version=first.version)
 
 
 async def test_store_methods_validate_paths(store: MemoryStore) -> None:
     """Stores validate paths themselves, not only through the tools."""
-    with pytest.raises(MemoryPathError, match="traversal"):
+    with refused("invalid_path", match="traversal"):
         await store.read("../x")
-    with pytest.raises(MemoryPathError, match="Absolute"):
+    with refused("invalid_path", match="Absolute"):
         await store.write("/x", "y", expected_version=None)
-    with pytest.raises(MemoryPathError):
+    with refused("invalid_path"):
         await store.rename("a", "../b")
 
 
@@ -210,12 +197,12 @@ async def test_text_is_utf8_and_keeps_line_endings(store: MemoryStore) -> None:
     )
 
 
-async def test_too_large_error_carries_sizes(backend: Backend) -> None:
-    """`MemoryTooLarge` carries the path, the size and the limit."""
+async def test_too_large_error_names_path_size_and_limit(backend: Backend) -> None:
+    """A refusal for size (reason ``"too_large"``) names the path, the size and the limit."""
     store = await backend.store(max_file_bytes=4)
-    with pytest.raises(MemoryTooLarge) as info:
+    with refused("too_large", match=r"a\.md would be 5 bytes \(limit 4 bytes\)") as info:
         await store.write("a.md", "12345", expected_version=None)
-    assert (info.value.path, info.value.size, info.value.limit) == ("a.md", 5, 4)
+    assert info.value.path == "a.md"
 
 
 @pytest.mark.parametrize(
@@ -266,7 +253,7 @@ async def test_directory_version_is_a_content_digest(tmp_path: Path) -> None:
     store = DirectoryMemoryStore(tmp_path / "memories", scope="alice")
     first = await store.write("a.md", "one", expected_version=None)
     (Path(store.root) / "a.md").write_text("edited elsewhere")
-    with pytest.raises(MemoryWriteConflict):
+    with refused("conflict"):
         await store.write("a.md", "two", expected_version=first.version)
 
 
@@ -297,7 +284,7 @@ async def test_directory_create_without_hard_links(
 async def test_directory_os_errors_are_wrapped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An OS failure surfaces as `MemoryBackendError` chained to the `OSError`."""
+    """An OS failure surfaces as reason ``"backend"`` chained to the `OSError`."""
 
     def failing_fsync(fd: int) -> None:
         raise OSError(errno.EIO, "Input/output error")
@@ -305,7 +292,7 @@ async def test_directory_os_errors_are_wrapped(
     store = DirectoryMemoryStore(tmp_path / "memories", scope="alice")
     await store.write("a.md", "x", expected_version=None)
     monkeypatch.setattr(os, "fsync", failing_fsync)
-    with pytest.raises(MemoryBackendError) as info:
+    with refused("backend") as info:
         await store.write("b.md", "y", expected_version=None)
     assert isinstance(info.value.__cause__, OSError)
     tools = AutoMemoryTools(store)
@@ -360,7 +347,7 @@ async def test_mongo_recreated_file_never_reuses_a_version(mongo_db: Any) -> Non
     first = await store.write("a.md", "same", expected_version=None)
     await store.delete("a.md")
     await store.write("a.md", "same", expected_version=None)
-    with pytest.raises(MemoryWriteConflict):
+    with refused("conflict"):
         await store.write("a.md", "stale", expected_version=first.version)
 
 
@@ -373,7 +360,7 @@ async def test_mongo_queries_never_cross_scopes(mongo_db: Any) -> None:
     store = MongoMemoryStore(mongo_db, scope="alice")
     assert await store.list_dir("") == []
     assert await store.stat("a.md") is None
-    with pytest.raises(MemoryNotFound):
+    with refused("not_found"):
         await store.delete("a.md")
     assert await mongo_db["memories"].count_documents({}) == 1
 
@@ -401,9 +388,9 @@ class _UnreachableDatabase:
 
 
 async def test_mongo_driver_errors_are_wrapped() -> None:
-    """A driver failure surfaces as `MemoryBackendError` chained to the PyMongo error."""
+    """A driver failure surfaces as reason ``"backend"`` chained to the PyMongo error."""
     store = MongoMemoryStore(_UnreachableDatabase(), scope="alice")  # type: ignore[arg-type]
-    with pytest.raises(MemoryBackendError) as info:
+    with refused("backend") as info:
         await store.read("a.md")
     assert isinstance(info.value.__cause__, PyMongoError)
     tools = AutoMemoryTools(store)

@@ -17,18 +17,16 @@ from asyncsession.advisors import (
     IdempotentSessionEventIdGenerator,
 )
 from asyncsession.chat import ChatOptions, Usage
-from asyncsession.exceptions import ChatError, ChatTimeout, MissingSessionId, UsageError
+from asyncsession.exceptions import ChatError, ChatTimeout, UsageError
 from asyncsession.openai import ChatClient
-from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedUsage
+from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
 
 
 async def test_a_call_returns_the_reply_with_its_metadata(
     server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
 ) -> None:
     """Text, finish reason, usage, model and id come back; the model and prompt went out."""
-    server.enqueue(
-        ScriptedReply.text("Hi!", usage=ScriptedUsage(prompt_tokens=7, completion_tokens=2))
-    )
+    server.enqueue(ScriptedReply.text("Hi!", prompt_tokens=7, completion_tokens=2))
     client = ChatClient(openai_client, model=MODEL)
 
     response = await client.call("Hello")
@@ -138,7 +136,7 @@ async def test_session_keywords_need_a_client_with_sessions(
         await plain.call("hi", request_id="r")
     with pytest.raises(UsageError, match="needs a client with sessions"):
         ChatClient(openai_client, model=MODEL, event_ids=IdempotentSessionEventIdGenerator())
-    with pytest.raises(MissingSessionId, match="session_id"):
+    with pytest.raises(UsageError, match="session_id"):
         await ChatClient(openai_client, model=MODEL, sessions=service).call("hi")
     with pytest.raises(UsageError, match="store_question"):
         ChatClient(openai_client, model=MODEL, sessions=service, store_question="later")  # type: ignore[arg-type]

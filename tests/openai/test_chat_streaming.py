@@ -25,14 +25,13 @@ from asyncsession.compaction import (
     CompactionResult,
     SlidingWindowCompactionStrategy,
 )
-from asyncsession.exceptions import StreamInterrupted, UsageError
+from asyncsession.exceptions import ChatError, UsageError
 from asyncsession.openai import ChatClient
 from asyncsession.repository import Lease
 from asyncsession.testing import (
     ScriptedOpenAIServer,
     ScriptedReply,
     ScriptedToolCall,
-    ScriptedUsage,
 )
 
 WAIT = 5  # seconds: a bound on waits for events that must happen, never a synchronisation sleep
@@ -107,9 +106,7 @@ async def test_the_reply_is_stored_once_after_the_last_chunk_and_before_the_bloc
     """The last chunk (usage) arrives before anything is stored; the reply is stored, once,
     by the time the iteration ends, inside the block."""
     strategy = CountingStrategy()
-    server.enqueue(
-        ScriptedReply.text("Sure.", usage=ScriptedUsage(prompt_tokens=3, completion_tokens=1))
-    )
+    server.enqueue(ScriptedReply.text("Sure.", prompt_tokens=3, completion_tokens=1))
     stored_at_last_chunk: list[str] = []
     compactions_at_last_chunk = -1
 
@@ -271,7 +268,7 @@ async def test_a_dropped_stream_is_interrupted_and_a_retry_stores_nothing_twice(
     openai_client: openai.AsyncOpenAI,
     service: DefaultSessionService,
 ) -> None:
-    """A connection that breaks mid-stream raises StreamInterrupted; the user message stays,
+    """A connection that breaks mid-stream raises ChatError; the user message stays,
     and an idempotent retry stores it once with the reply."""
     client = session_client(openai_client, service, event_ids=IdempotentSessionEventIdGenerator())
     server.enqueue(
@@ -279,7 +276,7 @@ async def test_a_dropped_stream_is_interrupted_and_a_retry_stores_nothing_twice(
         ScriptedReply.text("Whole reply"),
     )
 
-    with pytest.raises(StreamInterrupted) as raised:
+    with pytest.raises(ChatError) as raised:
         await ask(client, "hi", streaming=True, **turn("s"))
     assert isinstance(raised.value.__cause__, openai.APIConnectionError)
     assert await stored(service, "s") == ["U:hi"]

@@ -14,11 +14,11 @@ from asyncsession.advisors import SESSION_ID_CONTEXT_KEY
 from asyncsession.events import CreateSessionRequest, EventType
 from asyncsession.exceptions import AccessDenied, UsageError
 from asyncsession.filters import EventFilter
-from asyncsession.openai import BaseChatClient, ChatClient
+from asyncsession.openai import ChatClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
 
 
-async def _two_turns(client: BaseChatClient, service: DefaultSessionService) -> tuple[str, str]:
+async def _two_turns(client: ChatClient, service: DefaultSessionService) -> tuple[str, str]:
     """A session of alice with two turns through ``client``; its id and the second question's
     event id."""
     session = await service.create(CreateSessionRequest(user_id="alice"))
@@ -36,7 +36,7 @@ async def test_edit_by_rewind_regenerates_from_the_edited_message(
     openai_client: openai.AsyncOpenAI,
     store: DefaultSessionService,
     streaming: bool,
-    client_type: type[BaseChatClient],
+    client_type: type[ChatClient],
 ) -> None:
     client = client_type(openai_client, model=MODEL, sessions=store)
     for text in ("a1", "a2", "a2 edited"):

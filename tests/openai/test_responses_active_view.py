@@ -11,9 +11,10 @@ import pytest
 from chat_support import PATHS, ask, session_with_turns
 
 from asyncsession import DefaultSessionService, EventType, SystemMessage, UserMessage
+from asyncsession._responses_items import messages_to_items
 from asyncsession.compaction_protocols import CompactionRecord
 from asyncsession.filters import EventFilter
-from asyncsession.openai import ResponsesClient, messages_to_items
+from asyncsession.openai import ResponsesClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
 
 COMPACTING = [{"type": "compaction", "compact_threshold": 10}]

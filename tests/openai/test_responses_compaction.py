@@ -16,16 +16,17 @@ from asyncsession import (
     SystemMessage,
     UserMessage,
 )
+from asyncsession._responses_items import messages_to_items
 from asyncsession.compaction import CompactionRequest, TurnCountTrigger
 from asyncsession.events import COMPACTION_SOURCE
-from asyncsession.openai import ResponsesClient, ResponsesCompactionStrategy, messages_to_items
+from asyncsession.openai import ResponsesClient, ResponsesCompactionStrategy
 from asyncsession.openai._responses_compaction import (
     COMPACTION_USAGE_KEY,
     RESPONSES_COMPACT_SOURCE,
 )
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
-from asyncsession.testing._openai_server.compaction_wire import covered_items
 from asyncsession.testing._openai_server.script import json_objects
+from asyncsession.testing._openai_server.wire import covered_items
 
 MODEL = "gpt-test"
 COMPACT = ScriptedReply.text("")

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from asyncsession._responses_items import items_to_messages, messages_to_items
 from asyncsession.events import SessionEvent
 from asyncsession.messages import (
     AssistantMessage,
@@ -18,7 +19,6 @@ from asyncsession.messages import (
     _message_from_openai,
     messages_to_openai,
 )
-from asyncsession.openai import items_to_messages, messages_to_items
 
 REASONING: dict[str, Any] = {
     "type": "reasoning",

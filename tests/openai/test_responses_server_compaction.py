@@ -21,11 +21,12 @@ from asyncsession import (
     SystemMessage,
     UserMessage,
 )
+from asyncsession._responses_items import messages_to_items
 from asyncsession._turn import SERVER_COMPACTION_STRATEGY, SERVER_COMPACTION_TRIGGER
 from asyncsession.compaction_protocols import CompactionRecord
 from asyncsession.events import COMPACTION_ID
 from asyncsession.filters import EventFilter
-from asyncsession.openai import ResponsesClient, messages_to_items
+from asyncsession.openai import ResponsesClient
 from asyncsession.repository import Lease
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 from asyncsession.tools import tool

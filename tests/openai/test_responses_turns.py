@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from asyncsession._responses_items import items_to_messages, messages_to_items
 from asyncsession._turn.log import guard_history
 from asyncsession.compaction import (
     CompactionRequest,
@@ -15,7 +16,6 @@ from asyncsession.compaction import (
 )
 from asyncsession.events import Session, SessionEvent
 from asyncsession.messages import Message
-from asyncsession.openai import items_to_messages, messages_to_items
 
 
 def reasoning(n: int) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import pytest
 
 from asyncsession import InMemorySessionRepository
 from asyncsession.encryption import EncryptionOptions
+from asyncsession.events import Session
 from asyncsession.filters import EventFilter
 from asyncsession.testing._contract._support import user
 from asyncsession.testing.contract import SessionRepositoryContract
@@ -22,7 +23,7 @@ class TestInMemoryContract(SessionRepositoryContract):
 async def test_a_last_n_read_does_not_scan_the_whole_log() -> None:
     """A ``last_n`` read checks a number of events that follows the window, not the log."""
     repo = InMemorySessionRepository()
-    session = await TestInMemoryContract().new_session(repo)
+    session = await repo.save(Session(id="s-1", user_id="alice"))
     await repo.append_events(session.id, [user(session.id, f"m{i}") for i in range(5000)])
 
     checked = 0

@@ -13,7 +13,7 @@ from pymongo import AsyncMongoClient
 
 from asyncsession import EventFilter, MongoSessionRepository, Session, StorageUnavailable
 from asyncsession.exceptions import StorageError
-from asyncsession.memory import MemoryBackendError, MongoMemoryStore
+from asyncsession.memory import MemoryStoreError, MongoMemoryStore
 from asyncsession.repository.mongo._repository import (
     DEFAULT_SERVER_SELECTION_TIMEOUT_MS,
     DEFAULT_TIMEOUT_MS,
@@ -103,7 +103,7 @@ def test_the_web_timeouts_fill_only_what_the_caller_left_unset() -> None:
 async def test_the_memory_store_raises_both_its_own_and_the_storage_outage_error(
     dead_uri: str,
 ) -> None:
-    """The MongoDB memory store's outage is a `MemoryBackendError` and a `StorageUnavailable`."""
+    """The MongoDB memory store's outage is a `MemoryStoreError` and a `StorageUnavailable`."""
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
         dead_uri, serverSelectionTimeoutMS=300
     )
@@ -111,7 +111,8 @@ async def test_the_memory_store_raises_both_its_own_and_the_storage_outage_error
         store = MongoMemoryStore(client["db"], scope="alice")
         with pytest.raises(StorageUnavailable) as raised:
             await store.write("notes.md", "hello", expected_version=None)
-        assert isinstance(raised.value, MemoryBackendError)
+        assert isinstance(raised.value, MemoryStoreError)
+        assert raised.value.reason == "backend"
     finally:
         await client.close()
 

@@ -9,15 +9,10 @@ import pytest
 from chat_support import MODEL, PATHS, ask, turn
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from asyncsession import CreateSessionRequest, DefaultSessionService, InMemorySessionRepository
+from asyncsession import CreateSessionRequest, InMemorySessionRepository
 from asyncsession.compaction import SlidingWindowCompactionStrategy, TurnCountTrigger
 from asyncsession.openai import ChatClient
-from asyncsession.telemetry import (
-    ModelCallTracingAdvisor,
-    TracingAdvisor,
-    TracingSessionRepository,
-    TracingSessionService,
-)
+from asyncsession.telemetry import ModelCallTracingAdvisor, TracingAdvisor, TracingSessionService
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
 
 
@@ -30,7 +25,7 @@ async def test_turn_model_and_store_spans_name_the_conversation_and_the_server(
 ) -> None:
     """Every span of a turn carries the session id as ``gen_ai.conversation.id``; the model
     span names the host and port of the client's base URL."""
-    service = DefaultSessionService(TracingSessionRepository(InMemorySessionRepository()))
+    service = TracingSessionService(InMemorySessionRepository())
     chat = ChatClient(
         openai_client,
         model=MODEL,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
+from unittest.mock import AsyncMock
 
 import openai
 import pytest
@@ -22,18 +24,13 @@ from asyncsession import (
     DefaultSessionService,
     InMemorySessionRepository,
     MongoSessionRepository,
+    SessionRepository,
     UserMessage,
     tool,
 )
 from asyncsession.compaction import SlidingWindowCompactionStrategy, TurnCountTrigger
 from asyncsession.openai import ChatClient
-from asyncsession.telemetry import (
-    ModelCallTracingAdvisor,
-    MongoCommandCounter,
-    TracingAdvisor,
-    TracingSessionRepository,
-    TracingSessionService,
-)
+from asyncsession.telemetry import ModelCallTracingAdvisor, TracingAdvisor, TracingSessionService
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
 
@@ -77,7 +74,7 @@ async def test_a_tool_turn_is_one_turn_span_over_model_tool_and_store_spans(
 ) -> None:
     """A two-round tool turn: one ``chat_turn`` span; under it two GenAI model spans, one
     ``execute_tool`` span and a span per store operation, which the turn counts."""
-    service = DefaultSessionService(TracingSessionRepository(InMemorySessionRepository()))
+    service = TracingSessionService(InMemorySessionRepository())
     server.enqueue(
         ScriptedReply.tool_calls([ScriptedToolCall("lookup", {"key": "k"})]),
         ScriptedReply.text("It is v."),
@@ -161,9 +158,13 @@ async def test_an_abandoned_stream_ends_its_spans(
             break
 
     spans = exporter.get_finished_spans()
-    for span in (the(spans, "chat_turn"), the(spans, "chat ")):
+    turn_span, model = the(spans, "chat_turn"), the(spans, "chat ")
+    for span in (turn_span, model):
         assert span.attributes is not None
         assert span.attributes["asyncsession.stream.abandoned"] is True
+    assert model.end_time is not None
+    assert turn_span.end_time is not None
+    assert model.end_time <= turn_span.end_time  # the model's stream is closed inside the turn
 
 
 async def test_a_compaction_is_a_span_with_its_outcome(
@@ -191,7 +192,7 @@ async def test_a_compaction_is_a_span_with_its_outcome(
 @pytest.fixture
 async def counted_mongo(mongo_uri: str) -> AsyncIterator[MongoSessionRepository]:
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-        mongo_uri, tz_aware=True, event_listeners=[MongoCommandCounter()]
+        mongo_uri, tz_aware=True, event_listeners=[TracingAdvisor()]
     )
     name = f"t_{uuid.uuid4().hex[:16]}"
     repository = MongoSessionRepository(client[name])
@@ -211,10 +212,10 @@ async def test_on_mongodb_the_turn_span_carries_the_turn_s_command_count(
     openai_client: openai.AsyncOpenAI,
     exporter: InMemorySpanExporter,
 ) -> None:
-    """The first turn of a new session costs 4 commands (read, create, question, reply), a
-    steady turn 3 (read, question, reply), and the traced store changes neither; the turn span
-    counts its store operations."""
-    service = DefaultSessionService(TracingSessionRepository(counted_mongo))
+    """With a `TracingAdvisor` registered on the client, the first turn of a new session costs 4
+    commands (read, create, question, reply), a steady turn 3 (read, question, reply), and the
+    traced store changes neither; the turn span counts its store operations."""
+    service = TracingSessionService(counted_mongo)
     server.enqueue(ScriptedReply.text("one"), ScriptedReply.text("two"))
     client = traced_chat(openai_client, service)
 
@@ -235,14 +236,12 @@ def test_without_opentelemetry_everything_is_a_no_op() -> None:
 import asyncio, sys
 sys.modules["opentelemetry"] = None
 from asyncsession import _telemetry
-from asyncsession.telemetry import TracingSessionRepository
+from asyncsession.telemetry import TracingSessionService
 from asyncsession import InMemorySessionRepository, Session
-assert not _telemetry.ENABLED
 with _telemetry.span("x", attributes={"a": 1}) as s:
     s.set("b", 2)
-    assert not s.is_recording
 async def main():
-    repo = TracingSessionRepository(InMemorySessionRepository())
+    repo = TracingSessionService(InMemorySessionRepository()).repository
     await repo.save(Session(id="s1", user_id="u"))
     assert (await repo.find_by_id("s1")) is not None
 asyncio.run(main())
@@ -253,3 +252,27 @@ print("ok")
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+async def test_every_store_operation_reaches_the_wrapped_store_in_its_span(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """Each coroutine method of `SessionRepository` on a traced service's store, the defaults
+    of the base class included (``read_body``: the wrapped store may offload), is the wrapped
+    store's, in a ``session_store`` span naming the session; so is a method beyond the base
+    class (``ensure_indexes``)."""
+    inner = AsyncMock(spec=MongoSessionRepository)
+    store = TracingSessionService(inner).repository
+    names = [
+        name
+        for name, _ in inspect.getmembers(SessionRepository, inspect.iscoroutinefunction)
+        if not name.startswith("_")
+    ]
+    for name in [*names, "ensure_indexes"]:
+        await getattr(store, name)("s1")
+        getattr(inner, name).assert_awaited_once_with("s1")
+    spans = exporter.get_finished_spans()
+    assert [s.name for s in spans] == [f"session_store {n}" for n in [*names, "ensure_indexes"]]
+    by_session = [s for s in spans if s.attributes and s.attributes.get("gen_ai.conversation.id")]
+    assert {s.name.split(" ")[1] for s in by_session} >= {"find_events", "read_body", "delete"}
+    assert all(s.attributes["asyncsession.session.id"] == "s1" for s in by_session)  # type: ignore[index]

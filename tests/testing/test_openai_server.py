@@ -23,7 +23,6 @@ from asyncsession.testing.openai_server import (
     ScriptedOpenAIServer,
     ScriptedReply,
     ScriptedToolCall,
-    ScriptedUsage,
 )
 
 MODEL = "gpt-test"
@@ -104,8 +103,9 @@ async def test_scripted_usage_and_finish_reason(
     server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
 ) -> None:
     """Scripted usage and an overridden finish reason are reported as given."""
-    usage = ScriptedUsage(prompt_tokens=120, completion_tokens=7)
-    server.enqueue(ScriptedReply.text("Trunc", finish_reason="length", usage=usage))
+    server.enqueue(
+        ScriptedReply.text("Trunc", finish_reason="length", prompt_tokens=120, completion_tokens=7)
+    )
 
     completion = await client.chat.completions.create(model=MODEL, messages=MESSAGES)
 
@@ -251,8 +251,7 @@ async def test_usage_chunk_when_requested(
     server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
 ) -> None:
     """With ``include_usage`` the stream ends with a usage chunk that has no choices."""
-    usage = ScriptedUsage(prompt_tokens=10, completion_tokens=3)
-    server.enqueue(ScriptedReply.text("Hi!", usage=usage))
+    server.enqueue(ScriptedReply.text("Hi!", prompt_tokens=10, completion_tokens=3))
 
     chunks = await collect(client, include_usage=True)
 
@@ -611,6 +610,7 @@ async def test_server_cannot_be_reentered() -> None:
         pytest.param(lambda: ScriptedReply.tool_calls([]), id="no-tool-calls"),
         pytest.param(lambda: ScriptedReply.error(200, "fine"), id="error-below-400"),
         pytest.param(lambda: ScriptedToolCall("f", {"when": object()}), id="bad-arguments"),
+        pytest.param(lambda: ScriptedReply.text("x", prompt_tokens=3), id="half-the-usage"),
     ],
 )
 def test_invalid_scripts_are_rejected(build: Callable[[], object]) -> None:

@@ -17,7 +17,7 @@ from openai.types.responses.response_create_params import ContextManagement
 from openai.types.responses.response_input_item_param import ResponseInputItemParam
 
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply
-from asyncsession.testing._openai_server.compaction_wire import covered_items
+from asyncsession.testing._openai_server.wire import covered_items
 
 MODEL = "gpt-test"
 INPUT: list[ResponseInputItemParam] = [{"role": "user", "content": "x" * 400}]

@@ -20,7 +20,6 @@ from asyncsession.testing import (
     ScriptedOpenAIServer,
     ScriptedReply,
     ScriptedToolCall,
-    ScriptedUsage,
 )
 
 MODEL = "gpt-test"
@@ -42,7 +41,8 @@ REPLY = ScriptedReply.tool_calls(
     [ScriptedToolCall("f", {"a": 1}, id="call_1")],
     content="Let me check.",
     reasoning="Because.",
-    usage=ScriptedUsage(prompt_tokens=11, completion_tokens=4),
+    prompt_tokens=11,
+    completion_tokens=4,
     chunk_size=3,
 )
 

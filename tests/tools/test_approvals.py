@@ -13,7 +13,6 @@ from chat_support import CLIENTS, MODEL, PATHS, assert_no_leaks, stored
 from tool_support import tool_items
 
 from asyncsession import DefaultSessionService, UsageError, tool
-from asyncsession.chat import APPROVAL_REQUIRED
 from asyncsession.exceptions import UnknownToolCall
 from asyncsession.openai import ChatClient
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
@@ -73,10 +72,10 @@ async def test_a_turn_stops_for_approval_and_resume_continues_it(
 
     paused, chunks = await _pause(client, streaming)
 
-    assert paused.finish_reason == APPROVAL_REQUIRED
+    assert paused.finish_reason == "approval_required"
     assert [call.id for call in paused.pending_approvals] == ["c1"]
     if streaming:
-        assert chunks[-1].finish_reason == APPROVAL_REQUIRED
+        assert chunks[-1].finish_reason == "approval_required"
         assert [call.id for call in chunks[-1].pending_approvals] == ["c1"]
     assert paid == []
     assert await stored(store, "s") == ["U:pay 5", "A[pay]"]

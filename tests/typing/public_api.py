@@ -32,7 +32,7 @@ from asyncsession import (
     __version__,
     tool,
 )
-from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, BaseAdvisor
+from asyncsession.advisors import SESSION_ID_CONTEXT_KEY, Advisor
 from asyncsession.compaction import (
     CompactionResult,
     SlidingWindowCompactionStrategy,
@@ -111,7 +111,7 @@ async def chat(model: openai.AsyncOpenAI, service: SessionService) -> None:
         sessions=service,
         tools=[lookup],
         compaction=(TurnCountTrigger(20), SlidingWindowCompactionStrategy(max_events=10)),
-        advisors=[BaseAdvisor()],
+        advisors=[Advisor()],
     )
     reply = await client.call("hi", session_id="s1", user_id="u", request_id="r1")
     assert_type(reply, ChatResponse)

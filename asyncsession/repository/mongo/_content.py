@@ -82,7 +82,7 @@ async def open_commits(
     (the candidates) and the boundaries are kept and decrypted, the others dropped.
 
     Raises:
-        InvalidFilter: ``search`` has more candidates than ``max_search_candidates``.
+        UsageError: ``search`` has more candidates than ``max_search_candidates``.
     """
     keys = store.keys
     if keys is None:

@@ -14,7 +14,7 @@ from ...compaction_protocols import CompactionRecord
 from ...events import COMPACTION_SOURCE, SYNTHETIC, EventType, Session, SessionEvent, utc_now
 from ...filters import EventFilter
 from ...messages import AssistantMessage, Message, SystemMessage, UserMessage
-from ...repository import SessionRepository
+from ...repository import SessionRepository, SessionSnapshot
 
 __all__ = [
     "SHADOW_PROMPT",
@@ -106,32 +106,38 @@ def labels(events: Sequence[SessionEvent]) -> list[str]:
 class ContractBase:
     """The helpers every area of the contract shares; no tests of its own."""
 
-    async def new_session(
-        self, repo: SessionRepository, user_id: str = "alice", **values: Any
-    ) -> Session:
+    repo: SessionRepository
+    """The store under test (the ``repository`` fixture's)."""
+
+    async def new_session(self, user_id: str = "alice", **values: Any) -> Session:
         """Save a session with a random id."""
         session = Session(id=new_id(), user_id=user_id, **values)
-        await repo.save(session)
+        await self.repo.save(session)
         return session
 
-    async def append(
-        self, repo: SessionRepository, session_id: str, *texts: str
-    ) -> list[SessionEvent]:
+    async def append(self, session_id: str, *texts: str) -> list[SessionEvent]:
         """Append user messages with these texts, one per call."""
         events = [user(session_id, text) for text in texts]
         for e in events:
-            await repo.append_event(e)
+            await self.repo.append_event(e)
         return events
 
-    async def texts(
-        self, repo: SessionRepository, session_id: str, filter: EventFilter
-    ) -> list[str]:
-        """The labels of the events a read returns."""
-        return labels(await repo.find_events(session_id, filter))
+    async def log(self, session_id: str) -> list[SessionEvent]:
+        """Every event of the session, in log order."""
+        return await self.repo.find_events(session_id, EventFilter.all())
+
+    async def texts(self, session_id: str, filter: EventFilter | None = None) -> list[str]:
+        """The labels of the events a read returns (the whole log by default)."""
+        return labels(await self.repo.find_events(session_id, filter or EventFilter.all()))
+
+    async def snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot:
+        """The snapshot of a session that exists."""
+        snapshot = await self.repo.read_snapshot(session_id, filter)
+        assert snapshot is not None
+        return snapshot
 
     async def compact(
         self,
-        repo: SessionRepository,
         session_id: str,
         *,
         drop: Sequence[SessionEvent] = (),
@@ -141,12 +147,11 @@ class ContractBase:
         """Append a compaction at the current version and require it to succeed: the active
         view without ``drop``, with ``summaries`` placed before ``before`` (first when
         ``None``). Returns its boundary."""
-        snapshot = await repo.read_snapshot(session_id, EventFilter.active())
-        assert snapshot is not None
+        snapshot = await self.snapshot(session_id, EventFilter.active())
         dropped = {e.id for e in drop}
         kept = [e for e in snapshot.events if e.id not in dropped]
         at = 0 if before is None else [e.id for e in kept].index(before.id)
         view = [*kept[:at], *summaries, *kept[at:]]
         edge = boundary(session_id, view, [e for e in snapshot.events if e.id in dropped])
-        assert await repo.append_events(session_id, [*summaries, edge], snapshot.version)
+        assert await self.repo.append_events(session_id, [*summaries, edge], snapshot.version)
         return edge

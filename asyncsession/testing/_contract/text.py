@@ -2,7 +2,7 @@
 
 A string with a lone surrogate (``"\\ud83d"``) does not encode as UTF-8. Wherever it sits in an
 event or a session (text, payload, metadata, keys or values, at any depth), the store raises
-[`InvalidText`][asyncsession.exceptions.InvalidText] before it writes anything (the service
+[`UsageError`][asyncsession.exceptions.UsageError] before it writes anything (the service
 refuses them too, before any store sees them).
 """
 
@@ -14,10 +14,8 @@ import pytest
 from pydantic import JsonValue
 
 from ...events import EventType, Session, SessionEvent
-from ...exceptions import InvalidText
-from ...filters import EventFilter
+from ...exceptions import UsageError
 from ...messages import AssistantMessage, ToolCall, UserMessage
-from ...repository import SessionRepository
 from ._support import ContractBase, boundary, new_id, user
 
 __all__ = ["TextContract", "bad_events"]
@@ -61,81 +59,75 @@ class TextContract(ContractBase):
 
     @pytest.mark.parametrize("place", sorted(bad_events("s")))
     async def test_an_event_with_a_lone_surrogate_is_refused_and_nothing_is_written(
-        self, repository: SessionRepository, place: str
+        self, place: str
     ) -> None:
         """Appending such an event (alone or in a batch, versioned or not) raises
-        `InvalidText` and leaves the log and its version as they were."""
-        session = await self.new_session(repository)
-        good = user(session.id, "kept")
-        await repository.append_event(good)
-        bad = bad_events(session.id)[place]
-        fresh = user(session.id, "never written")
-        with pytest.raises(InvalidText):
-            await repository.append_event(bad)
-        with pytest.raises(InvalidText):
-            await repository.append_events(session.id, [fresh, bad])
-        with pytest.raises(InvalidText):
-            await repository.append_events(session.id, [fresh, bad], expected_version=1)
-        assert await repository.find_events(session.id, EventFilter.all()) == [good]
-        assert await repository.get_event_version(session.id) == 1
+        `UsageError` and leaves the log and its version as they were."""
+        s = (await self.new_session()).id
+        good = user(s, "kept")
+        await self.repo.append_event(good)
+        bad = bad_events(s)[place]
+        fresh = user(s, "never written")
+        with pytest.raises(UsageError):
+            await self.repo.append_event(bad)
+        with pytest.raises(UsageError):
+            await self.repo.append_events(s, [fresh, bad])
+        with pytest.raises(UsageError):
+            await self.repo.append_events(s, [fresh, bad], expected_version=1)
+        assert await self.log(s) == [good]
+        assert await self.repo.get_event_version(s) == 1
         # The ids were not taken: the good event appends now.
-        assert await repository.append_events(session.id, [fresh])
-        assert await repository.get_event_version(session.id) == 2
+        assert await self.repo.append_events(s, [fresh])
+        assert await self.repo.get_event_version(s) == 2
 
-    async def test_a_compaction_inserting_a_lone_surrogate_is_refused(
-        self, repository: SessionRepository
-    ) -> None:
+    async def test_a_compaction_inserting_a_lone_surrogate_is_refused(self) -> None:
         """A compaction whose summary holds such a string changes nothing."""
-        session = await self.new_session(repository)
-        events = [user(session.id, "a"), user(session.id, "b")]
-        await repository.append_events(session.id, events)
-        summary = user(session.id, LONE)
-        edge = boundary(session.id, [summary, events[1]], [events[0]])
-        with pytest.raises(InvalidText):
-            await repository.append_events(session.id, [summary, edge], 1)
-        assert await repository.find_events(session.id, EventFilter.all()) == events
-        assert await repository.get_event_version(session.id) == 1
+        s = (await self.new_session()).id
+        events = [user(s, "a"), user(s, "b")]
+        await self.repo.append_events(s, events)
+        summary = user(s, LONE)
+        edge = boundary(s, [summary, events[1]], [events[0]])
+        with pytest.raises(UsageError):
+            await self.repo.append_events(s, [summary, edge], 1)
+        assert await self.log(s) == events
+        assert await self.repo.get_event_version(s) == 1
 
     @pytest.mark.parametrize("field", ["id", "user_id", "metadata key", "metadata value"])
-    async def test_a_session_with_a_lone_surrogate_is_refused(
-        self, repository: SessionRepository, field: str
-    ) -> None:
-        """Saving such a session (either way) raises `InvalidText` and stores nothing."""
+    async def test_a_session_with_a_lone_surrogate_is_refused(self, field: str) -> None:
+        """Saving such a session (either way) raises `UsageError` and stores nothing."""
         values: dict[str, Any] = {"id": new_id(), "user_id": "alice"}
         if field in ("id", "user_id"):
             values[field] = f"{values[field]}-{LONE}"
         else:
             values["metadata"] = {LONE: 1} if field == "metadata key" else {"k": [LONE]}
         session = Session(**values)
-        with pytest.raises(InvalidText):
-            await repository.save(session)
-        with pytest.raises(InvalidText):
-            await repository.save_if_absent(session)
+        with pytest.raises(UsageError):
+            await self.repo.save(session)
+        with pytest.raises(UsageError):
+            await self.repo.save_if_absent(session)
         if field != "id":
-            assert await repository.find_by_id(session.id) is None
+            assert await self.repo.find_by_id(session.id) is None
         if field != "user_id":
-            owned = await repository.find_by_user_id("alice")
+            owned = await self.repo.find_by_user_id("alice")
             assert session.id not in {s.id for s in owned}
 
-    async def test_an_existing_session_is_not_updated_with_a_lone_surrogate(
-        self, repository: SessionRepository
-    ) -> None:
+    async def test_an_existing_session_is_not_updated_with_a_lone_surrogate(self) -> None:
         """An update with bad metadata keeps the session as it was."""
-        session = await self.new_session(repository, metadata={"k": "v"})
-        with pytest.raises(InvalidText):
-            await repository.save(session.model_copy(update={"metadata": {"k": LONE}}))
-        assert await repository.find_by_id(session.id) == session
+        session = await self.new_session(metadata={"k": "v"})
+        with pytest.raises(UsageError):
+            await self.repo.save(session.model_copy(update={"metadata": {"k": LONE}}))
+        assert await self.repo.find_by_id(session.id) == session
 
-    async def test_valid_non_ascii_text_round_trips(self, repository: SessionRepository) -> None:
+    async def test_valid_non_ascii_text_round_trips(self) -> None:
         """Paired surrogates' characters, NUL-free scripts and emoji are kept exactly."""
-        session = await self.new_session(repository, metadata={"😀": "ü"})
+        s = (await self.new_session(metadata={"😀": "ü"})).id
         custom = EventType.of("ACME.TEXT")
         events = [
-            user(session.id, "héllo 😀 世界", metadata={"ключ": ["😀"]}),
-            SessionEvent(session_id=session.id, type=custom, payload={"😀": {"ß": "𝄞"}}),
+            user(s, "héllo 😀 世界", metadata={"ключ": ["😀"]}),
+            SessionEvent(session_id=s, type=custom, payload={"😀": {"ß": "𝄞"}}),
         ]
-        await repository.append_events(session.id, events)
-        assert await repository.find_events(session.id, EventFilter.all()) == events
-        stored = await repository.find_by_id(session.id)
+        await self.repo.append_events(s, events)
+        assert await self.log(s) == events
+        stored = await self.repo.find_by_id(s)
         assert stored is not None
         assert stored.metadata == {"😀": "ü"}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -13,49 +12,27 @@ from typing import Any, Literal, Self, TypedDict, Unpack, cast
 from asyncsession.exceptions import UsageError
 
 __all__ = [
-    "CHAT_COMPLETIONS_PATHS",
-    "DEFAULT_CHUNK_SIZE",
     "DEFAULT_MODEL",
-    "FinishReason",
-    "RESPONSES_PATHS",
-    "ResponseOutcome",
     "RecordedRequest",
     "Responder",
     "ScriptedError",
     "ScriptedReply",
-    "ScriptedReplyOptions",
     "ScriptedToolCall",
-    "ScriptedUsage",
-    "call_responder",
     "estimate_tokens",
     "json_objects",
-    "new_call_id",
 ]
-
 
 ResponseOutcome = Literal["completed", "failed", "incomplete", "error"]
 """How a scripted Responses API reply ends."""
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "function_call"]
 """Why the model stopped, as the Chat Completions API reports it."""
 
-CHAT_COMPLETIONS_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
-RESPONSES_PATHS = frozenset({"/v1/responses", "/responses"})
-DEFAULT_CHUNK_SIZE = 4
 DEFAULT_MODEL = "scripted-model"
-
-
-def new_call_id() -> str:
-    return f"call_{secrets.token_hex(12)}"
 
 
 def estimate_tokens(text: str) -> int:
     """Roughly one token per four characters, and never zero: good enough for a fake."""
     return max(1, (len(text) + 3) // 4)
-
-
-# Design note: the scripted values are frozen dataclasses, not pydantic models, because they live
-# in-process only and some hold asyncio.Events; the JSON the server sends is built from the
-# private pydantic models below, which mirror the API's wire shapes.
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +48,7 @@ class ScriptedToolCall:
     arguments: str | Mapping[str, Any] = "{}"
     """The arguments: a JSON-serialisable mapping, or a raw string sent as is."""
     _: KW_ONLY
-    id: str = field(default_factory=new_call_id)
+    id: str = field(default_factory=lambda: f"call_{secrets.token_hex(12)}")
     """The tool call id; ``call_<hex>`` when not given."""
     _arguments_json: str = field(init=False, repr=False, compare=False)
 
@@ -97,21 +74,6 @@ class ScriptedToolCall:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ScriptedUsage:
-    """Token usage reported with a reply."""
-
-    prompt_tokens: int
-    """Tokens in the request."""
-    completion_tokens: int
-    """Tokens in the reply."""
-
-    @property
-    def total_tokens(self) -> int:
-        """Prompt and completion tokens together."""
-        return self.prompt_tokens + self.completion_tokens
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ScriptedError:
     """An HTTP error answered with OpenAI's error JSON body."""
 
@@ -123,8 +85,6 @@ class ScriptedError:
     """``error.type`` in the body, such as ``"invalid_request_error"`` or ``"server_error"``."""
     code: str | None = None
     """``error.code`` in the body."""
-    param: str | None = None
-    """``error.param`` in the body."""
 
 
 class ScriptedReplyOptions(TypedDict, total=False):
@@ -137,7 +97,8 @@ class ScriptedReplyOptions(TypedDict, total=False):
     """
 
     finish_reason: FinishReason
-    usage: ScriptedUsage
+    prompt_tokens: int
+    completion_tokens: int
     chunk_size: int
     pause_after: int
     gate: asyncio.Event
@@ -171,11 +132,13 @@ class ScriptedReply:
     """Tool calls, in order; several make a parallel tool call."""
     finish_reason: FinishReason | None = None
     """Overrides the derived finish reason (``"tool_calls"`` with calls, else ``"stop"``)."""
-    usage: ScriptedUsage | None = None
-    """Reported usage; estimated from the request and reply sizes when not given."""
+    prompt_tokens: int | None = None
+    """Reported input tokens; with ``completion_tokens``, else both are estimated from sizes."""
+    completion_tokens: int | None = None
+    """Reported output tokens; given with ``prompt_tokens``."""
     api_error: ScriptedError | None = None
     """When set, the request fails with this HTTP error instead of completing."""
-    chunk_size: int = DEFAULT_CHUNK_SIZE
+    chunk_size: int = 4
     """Characters per streamed content or arguments delta."""
     pause_after: int | None = None
     """Send this many chunks, then wait for ``gate`` before sending the rest."""
@@ -213,11 +176,13 @@ class ScriptedReply:
                 raise UsageError(f"{name} must not be negative, not {value!r}")
         if self.delay < 0:
             raise UsageError(f"delay must not be negative, not {self.delay!r}")
+        if (self.prompt_tokens is None) != (self.completion_tokens is None):
+            raise UsageError("prompt_tokens and completion_tokens must be given together")
         if self.api_error is not None and (
             self.content is not None
             or self.calls
             or self.finish_reason
-            or self.usage
+            or self.prompt_tokens is not None
             or self.reasoning is not None
             or self.items
         ):
@@ -410,9 +375,3 @@ def json_objects(value: object) -> list[dict[str, Any]]:
 
 Responder = Callable[[RecordedRequest], ScriptedReply | Awaitable[ScriptedReply]]
 """Decides the reply to a request; may be a plain or an ``async`` function."""
-
-
-async def call_responder(responder: Responder, request: RecordedRequest) -> object:
-    """Run a plain or async responder; ``object``, as an untyped one may return anything."""
-    produced = responder(request)
-    return await produced if inspect.isawaitable(produced) else produced

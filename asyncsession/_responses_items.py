@@ -1,28 +1,8 @@
-"""Our messages <-> OpenAI Responses API items, lossless both ways.
-
-The wire shapes are those of the ``openai`` SDK: ``ResponseInputItemParam`` going in,
-``ResponseOutputItem`` coming out.
-[`items_to_messages`][asyncsession.openai._responses_items.items_to_messages] reads a list of items
-(input or output, as dicts or SDK models) and
-[`messages_to_items`][asyncsession.openai._responses_items.messages_to_items] writes the input items
-a ``responses.create`` call takes. ``messages_to_items(items_to_messages(items)) == items`` for
-every item list, ids, statuses and unknown keys included.
-
-How items become messages:
-
-- a ``message`` item of role ``user``, ``system`` or ``developer`` is a ``UserMessage`` or a
-  ``SystemMessage``; its content parts (``input_text``, ``input_image``, ``input_file``) stay in
-  ``parts`` and the keys we have no field for (``type``, ``id``, ``status``) in ``item_extra``;
-- a run of everything the model produced (``reasoning``, assistant ``message``,
-  ``function_call``, ``custom_tool_call``, and item types we do not interpret) is one
-  ``AssistantMessage``: its text and tool calls are read from the items, and the items
-  themselves are kept in ``AssistantMessage.items`` in their order, so a reasoning item is
-  never separated from the function call it preceded and is replayed in the next request;
-- a run of ``function_call_output`` (or ``custom_tool_call_output``) items is one
-  ``ToolResponseMessage``, each output keeping its own keys in ``ToolResponse.item_extra``.
-
-An assistant message whose text or tool calls no longer agree with its items (edited, or made
-for Chat Completions) is written from its fields, its reasoning and unknown items first.
+"""Our messages <-> OpenAI Responses API items, lossless both ways (``docs/responses.md`` says
+how items become messages): ``messages_to_items(items_to_messages(items)) == items`` for every
+item list, ids, statuses and unknown keys included. An assistant message whose text or tool
+calls no longer agree with its items (edited, or made for Chat Completions) is written from its
+fields, its reasoning and unknown items first.
 """
 
 from __future__ import annotations
@@ -32,9 +12,9 @@ from typing import Any, cast
 
 from pydantic import BaseModel, JsonValue
 
-from .._checks import require_many, require_message
-from ..exceptions import UsageError
-from ..messages import (
+from ._checks import require_many, require_message
+from .exceptions import UsageError
+from .messages import (
     AssistantMessage,
     Message,
     SystemMessage,

@@ -1,25 +1,25 @@
-"""The system prompt that teaches a model to keep its long-term memory, and the consolidation nudge.
+"""What the memory tools tell the model, as prose to edit rather than code to read.
 
-`MEMORY_SYSTEM_PROMPT` is a template with one placeholder, ``{memories_root}``; fill it with
-`render_memory_prompt`. It is appended to the system message together with the six memory
-tools (see `asyncsession.tools.AutoMemoryTools`). `CONSOLIDATION_REMINDER` is appended as well
-on the turns where a consolidation trigger fires.
+`MEMORY_SYSTEM_PROMPT` is a template with one placeholder, ``{memories_root}``
+(`AutoMemoryTools.system_prompt` fills it in); it goes to the system message together with the
+six tools, whose descriptions follow.
 """
 
 from __future__ import annotations
 
-from .._checks import require_text
-from ..exceptions import UsageError
+from typing import Final
 
-__all__ = ["render_memory_prompt"]
+__all__ = [
+    "CREATE_DESCRIPTION",
+    "DELETE_DESCRIPTION",
+    "INSERT_DESCRIPTION",
+    "MEMORY_SYSTEM_PROMPT",
+    "RENAME_DESCRIPTION",
+    "STR_REPLACE_DESCRIPTION",
+    "VIEW_DESCRIPTION",
+]
 
-CONSOLIDATION_REMINDER = (
-    "<system-reminder>Consolidate the long-term memory by summarizing and removing redundant "
-    "information.</system-reminder>"
-)
-"""Appended to the system message when it is time to tidy the memory store."""
-
-MEMORY_SYSTEM_PROMPT = """\
+MEMORY_SYSTEM_PROMPT: Final = """\
 # Long-term memory
 
 You have a long-term memory that outlives this conversation: a small set of Markdown files \
@@ -110,17 +110,77 @@ you, and merge memories that overlap.
 """
 """The memory system prompt; ``{memories_root}`` is its only placeholder."""
 
+_FRONT_MATTER: Final = """\
+Memory files are Markdown and start with front matter:
+  ---
+  name: <short name>
+  description: <one line; decides whether the memory is relevant later>
+  type: <user | feedback | project | reference>
+  ---
+  <the memory>"""
 
-def render_memory_prompt(root: str) -> str:
-    """Fill the memories root into `MEMORY_SYSTEM_PROMPT`.
+VIEW_DESCRIPTION: Final = f"""\
+Show a file or directory of your long-term memory.
 
-    Args:
-        root: The root shown to the model: a directory path, or a virtual root like
-            ``/memories``.
+- A directory is listed two levels deep with file sizes; a file is shown with line numbers.
+- Paths are relative to the memory root; '' or '/' is the root itself.
+- Start with 'MEMORY.md': the index of every memory, one line each. Read it before saving or \
+changing memories.
+- For long files, pass view_range='start,end' to see only those lines.
 
-    Raises:
-        ValueError: `root` is blank.
-    """
-    if not require_text(root, "root") or not root.strip():
-        raise UsageError("The memories root must not be empty")
-    return MEMORY_SYSTEM_PROMPT.replace("{memories_root}", root)
+{_FRONT_MATTER}
+Types: user (who the user is), feedback (how they want you to work, corrections and confirmed \
+approaches), project (goals, decisions, deadlines the code does not show), reference (where \
+to find things elsewhere)."""
+
+CREATE_DESCRIPTION: Final = f"""\
+Create a new memory file (it must not exist yet; to change a file use MemoryStrReplace or \
+MemoryInsert). Missing parent directories are created.
+
+Saving a memory takes two steps:
+1. MemoryCreate the memory file, named after its topic (e.g. 'feedback_testing.md').
+2. Add its line to the index 'MEMORY.md' with MemoryInsert or MemoryStrReplace:
+   '- [Title](file.md) — one-line hook' (at most about 150 characters).
+Check MEMORY.md first and update an existing memory instead of creating a duplicate. Do not \
+save code patterns, file paths, version-control history, fix recipes, things already \
+documented, or the state of the current task.
+
+{_FRONT_MATTER}
+For feedback and project memories write the rule or fact, then '**Why:** <reason>' and \
+'**How to apply:** <when it applies>'."""
+
+STR_REPLACE_DESCRIPTION: Final = """\
+Replace text in a memory file.
+
+- old_str must match the file exactly (whitespace and line breaks included) and occur exactly \
+once; if it occurs several times, include more of the surrounding text. It must not be empty.
+- An empty new_str deletes the matched text.
+- Returns the edited lines with line numbers.
+
+Use it to correct or update a memory (keep its name and description in step), to fix a line \
+in MEMORY.md after renaming a memory or changing its description, and to remove a memory's \
+line from MEMORY.md after deleting the file."""
+
+INSERT_DESCRIPTION: Final = """\
+Insert text as new line(s) into a memory file.
+
+- insert_line is the line to insert after: 0 puts the text before the first line, the file's \
+line count (see MemoryView) appends it at the end.
+- The text becomes its own line(s); it does not need a trailing line break.
+
+Typical use: step 2 of saving a memory, appending its index line to MEMORY.md:
+'- [Title](file.md) — one-line hook'."""
+
+DELETE_DESCRIPTION: Final = """\
+Delete a memory file, or a directory with everything in it. This cannot be undone; the root \
+itself cannot be deleted.
+
+Delete memories that turned out to be wrong, outdated or superseded instead of leaving them. \
+Afterwards remove the memory's line from MEMORY.md with MemoryStrReplace."""
+
+RENAME_DESCRIPTION: Final = """\
+Rename or move a memory file or directory. The source must exist and the destination must \
+not; missing parent directories of the destination are created.
+
+Use it to reorganise memories by topic. Afterwards update the link in MEMORY.md with \
+MemoryStrReplace."""

@@ -1,18 +1,16 @@
-"""Tables and one-line descriptions of events, for people."""
+"""Events and text on one line, for people: the command line's tables and the demo's log."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import TextIO
 
-from ..compaction_protocols import CompactionRecord
-from ..events import EventType, SessionEvent
-from ..exceptions import UsageError
-from ..messages import AssistantMessage, ToolResponseMessage
-from ..rewinds import RewindRecord
+from .compaction_protocols import CompactionRecord
+from .events import EventType, SessionEvent
+from .exceptions import UsageError
+from .messages import AssistantMessage, ToolResponseMessage
+from .rewinds import RewindRecord
 
-__all__ = ["CELL_WIDTH", "cell", "describe", "table"]
+__all__ = ["CELL_WIDTH", "cell", "describe"]
 
 CELL_WIDTH = 120
 """The most characters a table cell shows; longer text ends in `…` (`--json` has it whole)."""
@@ -32,7 +30,12 @@ def describe(event: SessionEvent) -> str:
     message = event.message
     if event.type == EventType.COMPACTION:
         try:
-            return _compaction(CompactionRecord.from_event(event))
+            done = CompactionRecord.from_event(event)
+            return (
+                f"{done.strategy} (trigger {done.trigger}): {len(done.covered)} covered, "
+                f"{len(done.kept)} kept, {len(done.summaries)} written, "
+                f"~{done.tokens_before} -> ~{done.tokens_after} tokens"
+            )
         except UsageError:
             pass  # not a record this release reads: show the payload as it is
     if event.type == EventType.REWIND:
@@ -51,20 +54,3 @@ def describe(event: SessionEvent) -> str:
     if isinstance(message, ToolResponseMessage):
         return ", ".join(f"{r.name or r.id} = {r.data}" for r in message.responses)
     return message.text or ""
-
-
-def _compaction(record: CompactionRecord) -> str:
-    return (
-        f"{record.strategy} (trigger {record.trigger}): {len(record.covered)} covered, "
-        f"{len(record.kept)} kept, {len(record.summaries)} written, "
-        f"~{record.tokens_before} -> ~{record.tokens_after} tokens"
-    )
-
-
-def table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
-    """Print rows as left-aligned columns; the first row is the header. Cells go through `cell`."""
-    rows = [[cell(text) for text in row] for row in rows]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
-        print("  ".join(cells).rstrip(), file=out)
