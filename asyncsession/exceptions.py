@@ -199,7 +199,7 @@ class EncryptionError(AsyncSessionError):
 class ContentErased(EncryptionError, LookupError):
     """The content was encrypted with a data key that no longer exists: it can never be read.
 
-    Deleting a user's key is how `asyncsession.erasure` erases them. The same error is what
+    Deleting a user's key is how the stores' ``erase_user`` erases them. The same error is what
     a key vault namespace that names the wrong collection looks like, so check the setting
     before concluding that the user was erased.
     """

@@ -23,7 +23,7 @@ from pydantic import JsonValue
 from .events import EventType, SessionEvent
 from .exceptions import UsageError
 
-__all__ = ["LogPoint", "RewindRecord", "rewind_event"]
+__all__ = ["LogPoint", "RewindRecord"]
 
 
 def _version(value: object, name: str) -> int:
@@ -85,13 +85,19 @@ class RewindRecord:
         """The point a rewind goes to to undo this one: the log just before it."""
         return LogPoint(version=self.from_version)
 
-    def to_payload(self) -> dict[str, JsonValue]:
-        """The event payload that stores this record."""
-        return {
+    def to_event(self, session_id: str, *, event_id: str | None = None) -> SessionEvent:
+        """The ``REWIND`` event that stores this record, to be appended at `from_version`; a
+        fixed ``event_id`` makes a retry of the append a replay."""
+        payload: dict[str, JsonValue] = {
             "version": self.to.version,
             "event": self.to.event_id,
             "fromVersion": self.from_version,
         }
+        if event_id is None:
+            return SessionEvent(session_id=session_id, type=EventType.REWIND, payload=payload)
+        return SessionEvent(
+            id=event_id, session_id=session_id, type=EventType.REWIND, payload=payload
+        )
 
     @classmethod
     def from_event(cls, event: SessionEvent) -> RewindRecord:
@@ -113,14 +119,3 @@ class RewindRecord:
             )
         except (KeyError, UsageError) as exc:
             raise UsageError(f"event {event.id!r} does not hold a rewind record") from exc
-
-
-def rewind_event(
-    session_id: str, to: LogPoint, from_version: int, *, event_id: str | None = None
-) -> SessionEvent:
-    """The ``REWIND`` event of a rewind of ``session_id`` to ``to``, to be appended at
-    ``from_version``; a fixed ``event_id`` makes a retry of the append a replay."""
-    payload = RewindRecord(to=to, from_version=from_version).to_payload()  # checks both
-    if event_id is None:
-        return SessionEvent(session_id=session_id, type=EventType.REWIND, payload=payload)
-    return SessionEvent(id=event_id, session_id=session_id, type=EventType.REWIND, payload=payload)

@@ -36,6 +36,7 @@ from typing import Any
 from pymongo import AsyncMongoClient
 
 from asyncsession import MongoSessionRepository, Session, SessionEvent, SessionRepository
+from asyncsession._offload import OffloadedBody
 from asyncsession.filters import EventFilter
 from asyncsession.messages import (
     AssistantMessage,
@@ -44,7 +45,6 @@ from asyncsession.messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from asyncsession.repository import OffloadedBody
 from asyncsession.testing._mongo_server import find_server_executable
 
 from .adapters import SessionStore

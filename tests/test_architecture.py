@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "asyncsession.events": 1,
     "asyncsession.filters": 1,
     "asyncsession._view": 1,  # archived and the active view, derived from the boundaries
+    "asyncsession._offload": 1,  # large bodies: previews and pages, for stores and the turn
     "asyncsession.rewinds": 1,  # points of a log, and the record a rewind leaves
     "asyncsession._text": 1,  # text that cannot be stored (lone surrogates), for every store
     "asyncsession._responses_items": 1,  # messages <-> Responses API items (client, adapters)
@@ -49,7 +50,6 @@ LAYERS: dict[str, int] = {
     "asyncsession.memory": 3,  # the memory stores: storage, beside the session stores
     "asyncsession.service": 4,
     "asyncsession._compaction_pass": 4,
-    "asyncsession.erasure": 4,  # erasing a user over the stores' public operations
     "asyncsession.compaction": 5,
     "asyncsession.chat": 6,
     "asyncsession.advisors": 6,

@@ -44,6 +44,7 @@ from pydantic import JsonValue
 
 from .._checks import require_object, require_service, require_text
 from .._compaction_pass import USAGE_METADATA_KEY, CompactionQueue, check_strategy, check_trigger
+from .._offload import OffloadedBody
 from .._shield import shielded
 from ..advisors import IdempotentSessionEventIdGenerator
 from ..chat import ChatResponse, MessageFilter
@@ -60,7 +61,7 @@ from ..messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from ..repository import Lease, OffloadedBody
+from ..repository import Lease
 from ..service import SessionService
 
 __all__ = [

@@ -14,9 +14,9 @@ from typing import Any
 
 from pymongo import AsyncMongoClient
 
-from ..erasure import ErasureReport, MongoErasureLedger, UserEraser
 from ..exceptions import SessionNotFound
 from ..memory import MongoMemoryStore
+from ..repository import ErasureReport
 from ._command import Command, Context, client_options, instant
 from ._errors import EXIT_OK, EXIT_USAGE, Failure
 
@@ -135,17 +135,11 @@ async def _erase(ctx: Context) -> int:
         ctx.args.uri, tz_aware=True, **client_options(ctx.args)
     )
     async with client:
-        database = client[ctx.args.db]
-        eraser = UserEraser(
-            ctx.repository,
-            ledger=MongoErasureLedger(database),
-            keys=keys,
-            memories=MongoMemoryStore(database, scope="-", collection=ctx.args.memories),
-        )
+        memories = MongoMemoryStore(client[ctx.args.db], scope="-", collection=ctx.args.memories)
         if user_id is not None:
-            _emit_report(ctx, await eraser.erase_user(user_id))
+            _emit_report(ctx, await ctx.repository.erase_user(user_id, memories=memories))
         else:
-            reports = await eraser.finish_pending()
+            reports = await ctx.repository.finish_erasures(memories=memories)
             for report in reports:
                 _emit_report(ctx, report)
             if not reports:

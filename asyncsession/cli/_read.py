@@ -10,10 +10,11 @@ import json
 import anyio
 
 from .._describe import describe
+from .._offload import OffloadedBody
 from ..events import SessionEvent
 from ..exceptions import SessionNotFound
 from ..filters import EventFilter
-from ..repository import OffloadedBody, SessionRepository
+from ..repository import SessionRepository
 from ._command import Command, Context, event_type, non_negative_int, positive_int
 from ._errors import EXIT_OK
 

@@ -4,8 +4,8 @@ Values are encrypted in the process before they are stored, with MongoDB's expli
 client-side encryption (libmongocrypt, through PyMongo): a data key per user in a key vault
 collection, each data key encrypted in turn by a master key from a key service (or, for
 development, a local key). Deleting a user's data key makes every copy of their content
-unreadable, in the database, its replicas and its backups: that is how
-[`asyncsession.erasure`][asyncsession.erasure] erases a user.
+unreadable, in the database, its replicas and its backups: that is how the
+stores' ``erase_user`` erases a user.
 
 ```python
 encryption = EncryptionOptions.local(EncryptionOptions.generate_local_key())  # development

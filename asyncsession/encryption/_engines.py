@@ -15,7 +15,7 @@ cause) or `KeyTaken` (a data key with that alternate name already exists).
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import bson
@@ -28,8 +28,6 @@ from pymongo.errors import DuplicateKeyError, OperationFailure, PyMongoError
 from pymongo.read_concern import ReadConcern
 
 from ..exceptions import UsageError
-from ._bson import decode
-from ._failures import CryptFailure, KeyTaken
 from ._options import EncryptionOptions
 
 if TYPE_CHECKING:
@@ -37,7 +35,16 @@ if TYPE_CHECKING:
 
     from ._vault import InProcessKeyVault
 
-__all__ = ["ALGORITHM", "CODEC_OPTIONS", "Engine", "in_process_engine", "mongo_engine"]
+__all__ = [
+    "ALGORITHM",
+    "CODEC_OPTIONS",
+    "CryptFailure",
+    "Engine",
+    "KeyTaken",
+    "decode",
+    "in_process_engine",
+    "mongo_engine",
+]
 
 ALGORITHM: Final = "AEAD_AES_256_CBC_HMAC_SHA_512-Random"
 """Explicit encryption's randomized algorithm: equal values encrypt to different bytes."""
@@ -49,6 +56,16 @@ _INSTALL_HINT: Final = (
     "encryption at rest needs pymongocrypt: pip install 'asyncsession[encryption]'"
 )
 _INDEX_CONFLICTS: Final = frozenset({85, 86})  # IndexOptionsConflict, IndexKeySpecsConflict
+decode: Callable[[bytes, CodecOptions[dict[str, Any]]], dict[str, Any]] = bson.decode  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+"""PyMongo's ``bson.decode``, typed (it is partly untyped)."""
+
+
+class CryptFailure(Exception):
+    """The encrypter or the key vault failed; the original error is the ``__cause__``."""
+
+
+class KeyTaken(Exception):
+    """A data key with the alternate name exists already (another task or process made it)."""
 
 
 class Engine(Protocol):
@@ -301,8 +318,8 @@ class _InProcessEngine:
             key_id: Binary = await self._encrypter.create_data_key(
                 self._options.data_key_provider, key_alt_names=[key_alt_name]
             )
-        except KeyTaken:
-            raise
+        except DuplicateKeyError as exc:  # the in-process key vault refuses it as MongoDB does
+            raise KeyTaken(key_alt_name) from exc
         except Exception as exc:
             raise CryptFailure("could not create a data key") from exc
         return key_id

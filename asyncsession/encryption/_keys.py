@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 import weakref
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Final
 
+import bson
 from bson.binary import Binary
 from bson.errors import BSONError
 from pymongo import AsyncMongoClient
@@ -15,9 +18,15 @@ from pymongo.errors import ConnectionFailure
 
 from .._checks import require_text
 from ..exceptions import ContentErased, EncryptionError, StorageUnavailable, UsageError
-from ._engines import Engine, in_process_engine, mongo_engine
-from ._failures import CryptFailure, KeyTaken
-from ._opened import MISSING, Opened
+from ._engines import (
+    CODEC_OPTIONS,
+    CryptFailure,
+    Engine,
+    KeyTaken,
+    decode,
+    in_process_engine,
+    mongo_engine,
+)
 from ._options import EncryptionOptions
 
 __all__ = ["ENCRYPTED_SUBTYPE", "KEY_NAME_PREFIX", "UserKeys", "key_name"]
@@ -29,6 +38,64 @@ ENCRYPTED_SUBTYPE: Final = 6
 
 _LIVE: weakref.WeakSet[UserKeys] = weakref.WeakSet()
 """Every `UserKeys` of the process: an erasure makes each forget the data keys it holds."""
+
+
+MISSING: Final = object()
+"""What `Opened.get` returns for a value it does not hold."""
+
+
+class Opened:
+    """Ciphertext -> its value, for values this process encrypted or decrypted lately.
+
+    An encrypted value never changes and one ciphertext always holds one value, so a value once
+    opened is handed out again by its ciphertext: kept as BSON (decoded afresh for each reader,
+    who may change it) for at most the key cache's lifetime, at most ``capacity`` bytes in all,
+    the least recently used going first. Dropped when a data key is deleted in this process.
+    """
+
+    __slots__ = ("_bytes", "_capacity", "_entries", "_ttl")
+
+    def __init__(self, capacity: int, ttl_seconds: float) -> None:
+        self._capacity = capacity
+        self._ttl = ttl_seconds
+        self._entries: OrderedDict[bytes, tuple[float, bytes]] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, ciphertext: bytes) -> Any:
+        """The value of ``ciphertext``, or `MISSING`."""
+        entry = self._entries.get(ciphertext)
+        if entry is None:
+            return MISSING
+        expires, plain = entry
+        if expires <= time.monotonic():
+            self._drop(ciphertext)
+            return MISSING
+        self._entries.move_to_end(ciphertext)
+        return decode(plain, CODEC_OPTIONS)["v"]
+
+    def put(self, ciphertext: bytes, value: Any) -> None:
+        """Keep ``value``, the plaintext of ``ciphertext`` (when it fits)."""
+        if self._capacity <= 0:
+            return
+        plain = bson.encode({"v": value}, codec_options=CODEC_OPTIONS)
+        if len(plain) > self._capacity // 4:
+            return  # a large body would push out a whole window of small ones
+        self._drop(ciphertext)
+        self._entries[ciphertext] = (time.monotonic() + self._ttl, plain)
+        self._bytes += len(plain)
+        while self._bytes > self._capacity:
+            oldest = next(iter(self._entries))
+            self._drop(oldest)
+
+    def clear(self) -> None:
+        """Forget every value."""
+        self._entries.clear()
+        self._bytes = 0
+
+    def _drop(self, ciphertext: bytes) -> None:
+        entry = self._entries.pop(ciphertext, None)
+        if entry is not None:
+            self._bytes -= len(entry[1])
 
 
 class _KeyVaultUnavailable(EncryptionError, StorageUnavailable):
@@ -69,10 +136,9 @@ class UserKeys:
     """Each user's data key in one key vault: encrypt and decrypt their values, erase them.
 
     Built by the stores from an `EncryptionOptions`; build one yourself to share a key cache
-    between stores of a process, for `asyncsession.erasure.UserEraser`, or to encrypt values of
-    your own. ``client`` is the MongoDB client of the deployment that holds the key vault
-    (borrowed, never closed); without one, the keys live in this process (local master keys
-    only), as the in-memory stores keep theirs.
+    between stores of a process, or to encrypt values of your own. ``client`` is the MongoDB
+    client of the deployment that holds the key vault (borrowed, never closed); without one,
+    the keys live in this process (local master keys only), as the in-memory stores keep theirs.
 
     A user's data key is created on their first encryption, with the alternate name
     ``asyncsession:user:<user_id>``; MongoDB's unique index on ``keyAltNames`` (created before

@@ -74,11 +74,11 @@ class EncryptionOptions:
     """Encrypt each user's content at rest with a data key of their own.
 
     Give the same object to every store of a process (`MongoMemoryStore`, `DirectoryMemoryStore`,
-    the session stores) and to `asyncsession.erasure.UserEraser`: stores given one object share
-    its data keys and their cache. Each user's data key is created on first use in the key vault
-    collection and found again by its alternate name, ``asyncsession:user:<user_id>``; the data
-    keys are themselves encrypted with the master key of ``kms_providers``, which never leaves
-    your key service (or, for development, your process).
+    the session stores): stores given one object share its data keys and their cache. Each
+    user's data key is created on first use in the key vault collection and found again by its
+    alternate name, ``asyncsession:user:<user_id>``; the data keys are themselves encrypted with
+    the master key of ``kms_providers``, which never leaves your key service (or, for
+    development, your process).
 
     For development, `EncryptionOptions.local` with a 96-byte key. In production, the key
     services PyMongo supports, configured as PyMongo takes them::

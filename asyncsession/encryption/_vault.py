@@ -21,12 +21,10 @@ from typing import Any, cast
 import bson
 from bson.binary import UUID_SUBTYPE, Binary
 from bson.codec_options import CodecOptions
+from pymongo.errors import DuplicateKeyError
 from pymongocrypt.asynchronous.state_machine import (  # pyright: ignore[reportMissingTypeStubs]
     AsyncMongoCryptCallback,
 )
-
-from ._bson import decode
-from ._failures import KeyTaken
 
 __all__ = ["InProcessKeyVault"]
 
@@ -35,7 +33,8 @@ _KEY_CODEC: CodecOptions[dict[str, Any]] = CodecOptions(document_class=dict)
 
 
 def _decode(raw: bytes) -> dict[str, Any]:
-    return decode(raw, _KEY_CODEC)
+    document: dict[str, Any] = bson.decode(raw, _KEY_CODEC)  # pyright: ignore[reportUnknownMemberType]
+    return document
 
 
 def _values(document: Mapping[str, Any], field: str) -> list[Any]:
@@ -128,7 +127,7 @@ class InProcessKeyVault(AsyncMongoCryptCallback):  # type: ignore[misc]  # pyrig
         names = set(_values(document, "keyAltNames"))
         for _, other in self._documents():
             if names & set(_values(other, "keyAltNames")):
-                raise KeyTaken(sorted(names))
+                raise DuplicateKeyError(f"a data key named {sorted(names)} exists")
         self._keys[bytes(key_id)] = bytes(data_key)
         return key_id
 

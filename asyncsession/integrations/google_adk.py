@@ -27,6 +27,7 @@ from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
 from .._checks import require_service, require_text
+from .._offload import OffloadedBody
 from ..events import CreateSessionRequest, EventType, Session, SessionEvent
 from ..exceptions import SessionExists, SessionNotFound, UsageError
 from ..filters import EventFilter
@@ -38,7 +39,7 @@ from ..messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from ..repository import OffloadedBody, SessionSnapshot
+from ..repository import SessionSnapshot
 from ..service import SessionService
 from ._loops import StoreLoop
 

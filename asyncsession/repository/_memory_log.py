@@ -1,12 +1,6 @@
-"""One session's log in the in-memory store, and a fork's view of its prefix without copies.
-
-A log holds its *own* events (those appended to it) in a list that only grows, with each id's
-index, where each of its commits ends and where its boundaries are. A fork's log also holds its
-**prefix**: pieces of other logs' own events (its parent's, and its parent's prefix), each a
-reference to that log and how many of its events the prefix takes. Reading a fork joins the
-pieces and its own events into one sequence, indexed as if they were one list, so a fork costs
-the same at any parent length and its reads cost what a plain session's do.
-"""
+"""One session's log in the in-memory store: its own events in a list that only grows, with each
+id's index, where each commit ends and where its boundaries are; a fork's log also holds its
+prefix as pieces of other logs' own events, read as one list without copies."""
 
 from __future__ import annotations
 

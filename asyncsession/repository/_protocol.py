@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Self, cast
 
+from .._offload import DEFAULT_PAGE_CHARS, BodyPage, page_of
 from .._text import check_event_text, check_session_text
 from ..compaction_protocols import CompactionRecord
 from ..events import EventType, Session, SessionEvent
@@ -31,7 +32,6 @@ from ..exceptions import UsageError
 from ..filters import EventFilter
 from ..rewinds import LogPoint, RewindRecord
 from ._metadata_index import check_principal
-from ._offload import DEFAULT_PAGE_CHARS, BodyPage, page_of
 
 __all__ = [
     "Lease",
@@ -282,9 +282,13 @@ class SessionRepository(ABC):
     # --- large bodies --------------------------------------------------------------------------
 
     async def read_body(self, session_id: str, event_id: str) -> SessionEvent | None:
-        """The event as it was appended, its whole body included when the store offloaded it
-        (see [`OffloadedBody`][asyncsession.repository.OffloadedBody]); ``None`` when the session
-        has no such event. ``archived`` is not derived: it reads ``False``.
+        """The event as it was appended, its whole body included when the store offloaded it;
+        ``None`` when the session has no such event. ``archived`` is not derived: it reads
+        ``False``.
+
+        A store offloads an event whose content is over its ``offload_threshold``: the log
+        keeps a preview under the same id (each text cut to ``preview_chars``), whose metadata
+        key ``offloaded`` holds ``{"size": <bytes as JSON>, "chars": [<length of each text>]}``.
 
         This default reads the whole log and returns the event found there, for a store that
         never offloads; a store that does overrides it.
@@ -306,7 +310,9 @@ class SessionRepository(ABC):
         """One page of an event's whole text, for a tool that lets the model read an offloaded
         output: ``limit`` characters from ``offset`` of the result of tool call ``call_id``
         (the event's first result when ``None``), of a message's text, or of a custom event's
-        payload as JSON. ``None`` when the session has no such event.
+        payload as JSON. ``None`` when the session has no such event. The page's ``text``
+        starts at ``offset`` of a text ``total`` characters long; ``next_offset`` is where the
+        next page starts (``None`` after the last).
 
         Each page reads the whole body (one `read_body`): ask for pages of a generous size.
 

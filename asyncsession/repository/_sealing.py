@@ -1,19 +1,7 @@
-"""Encrypted content in the session stores: the keys a store uses, what stays readable without
-them, and reading a log whose events are sealed.
-
-A store given an encryption setting keeps each event's content (its message or payload, and its
-metadata) as one value encrypted with the data key of the session's owner, and the session's
-metadata as another; ids, types, timestamps, positions and indexed metadata stay in clear. The
-server cannot look into an encrypted value, so a read selects by what is clear and decrypts what
-it returns. A **text search** (a keyword, keywords or a pattern) must read the text of every
-event its other criteria leave: those events, the *candidates*, are decrypted and matched in the
-process, at most `EncryptionOptions.max_search_candidates` of them for one search; a search with
-more is refused (`UsageError`), never answered in part.
-
-The in-memory store keeps sealed events (`Sealed`) and reads them here (`read_sealed`,
-`search_sealed`): its read takes a `LogView` of the log under its lock, then decrypts outside it
-only the events the read reaches, walking back from the newest.
-"""
+"""Encrypted content in the session stores: the keys a store uses, what a read can select without
+them, and the in-memory store's reads of sealed events (`read_sealed`, `search_sealed`), which
+take a `LogView` under the lock and decrypt outside it only what the read reaches. A text
+search decrypts its candidates, at most `EncryptionOptions.max_search_candidates`."""
 
 from __future__ import annotations
 
@@ -27,13 +15,13 @@ from typing import Any, cast, overload
 from bson.binary import Binary
 from pymongo import AsyncMongoClient
 
+from .._offload import content_json
 from .._view import ReadLog
 from ..encryption import EncryptionOptions, UserKeys
 from ..events import EventType, SessionEvent
 from ..exceptions import UsageError
 from ..filters import EventFilter
 from ..rewinds import RewindRecord
-from ._offload import content_json
 
 __all__ = [
     "LogView",

@@ -25,6 +25,7 @@ from typing import Any
 from bson.binary import Binary
 
 from .._lifecycle import closed_error
+from .._offload import DEFAULT_OFFLOAD_THRESHOLD, DEFAULT_PREVIEW_CHARS, Offloading
 from .._view import is_boundary
 from ..encryption import EncryptionOptions, UserKeys
 from ..events import PRINCIPAL_NAME, ForkPoint, Session, SessionEvent
@@ -32,11 +33,10 @@ from ..exceptions import EventIdConflict, SessionExists, SessionNotFound
 from ..filters import EventFilter
 from ..memory import MemoryStore
 from ..rewinds import LogPoint
-from ._erasure import ErasureReport, InMemoryErasureLedger, UserEraser
+from ._erasure import ErasureReport, Ledger, UserEraser
 from ._memory_log import Entry as _Entry
 from ._memory_log import MemoryLog as _Log
 from ._metadata_index import DEFAULT_LIMIT, check_lookup, index_entries, index_entry, indexed_keys
-from ._offload import DEFAULT_OFFLOAD_THRESHOLD, DEFAULT_PREVIEW_CHARS, Offloading
 from ._protocol import (
     Lease,
     SessionRepository,
@@ -88,8 +88,8 @@ class InMemorySessionRepository(SessionRepository):
             data key of the session's owner (`asyncsession.encryption`; local master keys only,
             the keys kept in this process). The indexed metadata values stay readable.
         offload_threshold: events whose content takes more bytes than this as JSON are kept
-            whole beside the log, which holds a preview (see
-            [`OffloadedBody`][asyncsession.repository.OffloadedBody]); ``None``: never.
+            whole beside the log, which holds a preview (`SessionRepository.read_body`);
+            ``None``: never.
         preview_chars: how many characters of each text a preview keeps.
     """
 
@@ -104,7 +104,7 @@ class InMemorySessionRepository(SessionRepository):
         self._indexed_keys = indexed_keys(indexed_metadata_keys)
         self._keys = keys_of(encryption, None)
         self._offloading = Offloading.of(offload_threshold, preview_chars)
-        self._ledger = InMemoryErasureLedger()
+        self._ledger = Ledger()
         self._logs: dict[str, _Log] = {}
         self._owners: dict[str, str] = {}
         """Event id -> the session whose own events hold it."""
@@ -289,14 +289,15 @@ class InMemorySessionRepository(SessionRepository):
         self, user_id: str, *, memories: MemoryStore | None = None
     ) -> ErasureReport:
         """Erase ``user_id``: their data key first (with encryption on), then their sessions and,
-        given ``memories`` (a memory store of any scope), their memory files. A `UserEraser`
-        over this store and a ledger of its own; see `asyncsession.erasure`."""
-        eraser = UserEraser(self, ledger=self._ledger, keys=self._keys, memories=memories)
+        given ``memories`` (a memory store of any scope), their memory files, as
+        [`MongoSessionRepository.erase_user`][asyncsession.repository.mongo.MongoSessionRepository.erase_user]
+        does, with a ledger in this process."""
+        eraser = UserEraser(self, self._ledger, self._keys, memories)
         return await eraser.erase_user(user_id)
 
     async def finish_erasures(self, *, memories: MemoryStore | None = None) -> list[ErasureReport]:
         """Finish every erasure of this store that an error interrupted."""
-        eraser = UserEraser(self, ledger=self._ledger, keys=self._keys, memories=memories)
+        eraser = UserEraser(self, self._ledger, self._keys, memories)
         return await eraser.finish_pending()
 
     # --- appends -------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from ..exceptions import SessionExists, SessionNotFound, StorageError, UsageErro
 from ..filters import DEFAULT_PAGE_SIZE, EventFilter, MatchMode
 from ..messages import Message, MessageType
 from ..repository import Lease, SessionRepository, SessionSnapshot
-from ..rewinds import RewindRecord, rewind_event
+from ..rewinds import RewindRecord
 from ._protocol import SessionService
 
 __all__ = ["DefaultSessionService"]
@@ -452,7 +452,9 @@ class DefaultSessionService(ForwardsLoop, SessionService):
             if located is None:
                 raise SessionNotFound(session_id)
             point, version = located
-            event = rewind_event(session_id, point, version, event_id=fixed)
+            event = RewindRecord(to=point, from_version=version).to_event(
+                session_id, event_id=fixed
+            )
             if await self.repository.append_events(session_id, [event], version):
                 return RewindRecord.from_event(event)
             # another writer appended first: wait out its burst a little longer each time

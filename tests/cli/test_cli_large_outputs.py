@@ -8,9 +8,9 @@ from pathlib import Path
 from cli_support import cli
 
 from asyncsession import MongoSessionRepository, Session, SessionEvent
+from asyncsession._offload import OffloadedBody
 from asyncsession.filters import EventFilter
 from asyncsession.messages import AssistantMessage, ToolCall, ToolResponse, ToolResponseMessage
-from asyncsession.repository import OffloadedBody
 
 
 async def test_export_writes_offloaded_bodies_whole(mongo_uri: str, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from asyncsession import (
     MongoSessionRepository,
     SessionEvent,
 )
+from asyncsession._offload import DEFAULT_OFFLOAD_THRESHOLD, OffloadedBody
 from asyncsession.compaction import (
     CompactionRequest,
     CompactionResult,
@@ -31,7 +32,7 @@ from asyncsession.messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from asyncsession.repository import DEFAULT_OFFLOAD_THRESHOLD, OffloadedBody, SessionRepository
+from asyncsession.repository import SessionRepository
 
 OUTPUT = "".join(f"row {n}: é€𝄞\n" for n in range(80_000))  # about 1.3 MiB as JSON
 

@@ -1,4 +1,4 @@
-"""An erasure that is killed: `python erase_worker.py URI DB STEP` runs `UserEraser.erase_user`
+"""An erasure that is killed: `python erase_worker.py URI DB STEP` runs the store's `erase_user`
 for alice and ``kill -9``s its own process right after step STEP has been written:
 ``record`` (the ledger), ``sessions`` (their ids recorded), ``key`` (the data key deleted),
 ``commits`` and ``chunks`` (inside the first session's delete: the server has deleted its
@@ -19,7 +19,6 @@ from pymongo import AsyncMongoClient, monitoring
 
 from asyncsession import MongoSessionRepository
 from asyncsession.encryption import UserKeys
-from asyncsession.erasure import MongoErasureLedger, UserEraser
 from asyncsession.memory import MongoMemoryStore
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -57,9 +56,9 @@ async def main(uri: str, db_name: str, step: str) -> None:
     listener = _DieAfterDelete(_AFTER_DELETE.get(step))
     client: AsyncMongoClient[Any] = AsyncMongoClient(uri, tz_aware=True, event_listeners=[listener])
     database = client[db_name]
-    ledger = MongoErasureLedger(database)
     keys = UserKeys(options_for(database), client)
     repository = MongoSessionRepository(database, **encrypted(keys))
+    ledger = repository._ledger  # pyright: ignore[reportPrivateUsage]
     memories = MongoMemoryStore(database, scope="-", encryption=keys)
 
     def after(obj: Any, name: str, when: str) -> None:
@@ -85,8 +84,7 @@ async def main(uri: str, db_name: str, step: str) -> None:
         return store
 
     memories.with_scope = with_scope  # type: ignore[method-assign]
-    eraser = UserEraser(repository, ledger=ledger, keys=keys, memories=memories)
-    await eraser.erase_user("alice")
+    await repository.erase_user("alice", memories=memories)
     print("finished", flush=True)
 
 

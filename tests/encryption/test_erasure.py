@@ -1,4 +1,5 @@
-"""`UserEraser`: complete, final from the key's deletion on, finished after any interruption."""
+"""Erasing a user (`erase_user`): complete, final from the key's deletion on, finished after
+any interruption."""
 
 from __future__ import annotations
 
@@ -26,15 +27,10 @@ from asyncsession import (
 )
 from asyncsession.encryption import EncryptionOptions, UserKeys
 from asyncsession.encryption._keys import key_name
-from asyncsession.erasure import (
-    ErasureLedger,
-    InMemoryErasureLedger,
-    MongoErasureLedger,
-    UserEraser,
-)
 from asyncsession.exceptions import ContentErased, StorageError
 from asyncsession.memory import DirectoryMemoryStore, MemoryStore, MongoMemoryStore
 from asyncsession.repository import SessionRepository
+from asyncsession.repository._erasure import Ledger, UserEraser
 
 WORKER = Path(__file__).with_name("erase_worker.py")
 BODIES = ("session_bodies.files", "session_bodies.chunks")
@@ -46,23 +42,20 @@ class World:
     """The stores of one test, alice's and bob's data in them, and a "backup" of alice's."""
 
     repository: SessionRepository
-    ledger: ErasureLedger
+    ledger: Ledger
     keys: UserKeys
     memories: MemoryStore
     backup: Binary
     """A value of alice's, encrypted with her key, as a backup would keep it."""
 
     def eraser(self, repository: SessionRepository | None = None) -> UserEraser:
-        return UserEraser(
-            repository or self.repository,
-            ledger=self.ledger,
-            keys=self.keys,
-            memories=self.memories,
-        )
+        """The erasure the store's ``erase_user`` runs (over ``repository``, when given: a store
+        that fails on purpose)."""
+        return UserEraser(repository or self.repository, self.ledger, self.keys, self.memories)
 
 
 async def _seed(
-    repository: SessionRepository, ledger: ErasureLedger, keys: UserKeys, memories: MemoryStore
+    repository: SessionRepository, ledger: Ledger, keys: UserKeys, memories: MemoryStore
 ) -> World:
     for session_id, user_id in [*((s, "alice") for s in ALICE_SESSIONS), ("b1", "bob")]:
         await repository.save(
@@ -94,7 +87,7 @@ async def mongo_world(mongo_client: Any, mongo_db: Any) -> World:
     await repository.ensure_indexes()
     memories = MongoMemoryStore(mongo_db, scope="-", encryption=keys)
     await memories.ensure_indexes()
-    return await _seed(repository, MongoErasureLedger(mongo_db), keys, memories)
+    return await _seed(repository, Ledger(mongo_db["erasures"]), keys, memories)
 
 
 async def _assert_alice_erased(world: World) -> None:
@@ -139,7 +132,7 @@ async def test_the_in_memory_stores_erase_the_same_way(tmp_path: Path) -> None:
     keys = UserKeys(options_for(None))
     world = await _seed(
         InMemorySessionRepository(**encrypted(keys)),
-        InMemoryErasureLedger(),
+        Ledger(),
         keys,
         DirectoryMemoryStore(tmp_path, scope="-"),
     )
@@ -176,7 +169,7 @@ async def test_a_failed_erasure_is_final_and_finished_later(
     with pytest.raises(StorageError):
         await mongo_world.eraser(failing).erase_user("alice")
     pending = await mongo_world.ledger.pending()
-    assert [(r.user_id, sorted(r.session_ids)) for r in pending] == [
+    assert [(user, sorted(sessions)) for user, sessions in pending] == [
         ("alice", list(ALICE_SESSIONS))
     ]
     with pytest.raises(ContentErased):
@@ -271,7 +264,7 @@ async def test_an_erasure_killed_at_each_step_is_finished(
     async with asyncio.timeout(60):
         stdout, _ = await process.communicate()
     assert process.returncode == -9, stdout
-    assert [r.user_id for r in await mongo_world.ledger.pending()] == ["alice"]
+    assert [user for user, _ in await mongo_world.ledger.pending()] == ["alice"]
     key_gone = step not in ("record", "sessions")
     assert await mongo_world.keys.has_key("alice") is not key_gone
     left = await mongo_db["sessions"].distinct("_id", {"user_id": "alice"})

@@ -13,7 +13,7 @@ from chat_support import CLIENTS, MODEL
 from tool_support import tool_items
 
 from asyncsession import DefaultSessionService, InMemorySessionRepository, MongoSessionRepository
-from asyncsession.repository import OFFLOADED
+from asyncsession._offload import OFFLOADED
 from asyncsession.testing import (
     RecordedRequest,
     ScriptedOpenAIServer,

@@ -1,26 +1,6 @@
-"""Appends: one insert of one commit document, and what a refused insert meant.
-
-An append with an expected version ``v`` inserts commit ``v + 1``; without one, the newest
-number this process knows plus one. The unique index on ``(session, commit)`` lets exactly one
-of the writers of a number in, atomically, with all of its events; the unique index on the
-event ids refuses an id that is stored already. Only when the insert is refused does the store
-look at what is there (the error path, never the common one):
-
-- every id of the batch that is stored is in a commit of this session: a *replay*; those events
-  are dropped from the batch (all of them: nothing to do, ``True``) and the rest is tried again;
-- an id is in a commit of another live session: `EventIdConflict`;
-- otherwise the number is taken: a *version conflict*, ``False`` with an expected version, else
-  the newest number is read and the insert tried one higher.
-
-Appends of one session in one process take turns (a lock per session, dropped when idle): racing
-one another they would each lose the number to the others and try again, so 64 tasks appending
-to one session cost dozens of refused inserts per commit; in turn, each is one insert.
-
-A commit is written with its session's incarnation. One that an append wrote while its session
-was deleted is read by nobody (reads take the commits of the session document's incarnation);
-when it stands in the way of the session created again with that id (its number, or one of its
-ids), the refused insert finds it and removes it.
-"""
+"""Appends: one insert of one commit document, and what a refused insert meant (a replay, an
+id of another session, a lost race). docs/internals/mongodb.md, "Appends", says why each
+guarantee holds."""
 
 from __future__ import annotations
 

@@ -1,36 +1,21 @@
-"""What a commit holds of its events' content: encrypted or in clear, whole or a preview.
-
-**Encryption.** With a key setting, each event's ``body`` is one value encrypted with the data
-key of the session's owner (`asyncsession.encryption.UserKeys`), and so is a session's
-``metadata`` when it has any; ids, types, timestamps, positions, leases, the owner, the times
-and the indexed metadata (``attributes``) stay in clear. Bodies are encrypted before the commit
-is inserted and decrypted where commits are read (`open_commits`), so the rest of the store sees
-the layout it always did. The owner an append encrypts for comes from `Store.owners`, which every
-read of a session document fills: a warm turn sends no command to learn it.
-
-**Offloading.** An event whose content is over `Store.offloading`'s threshold goes whole to the
-GridFS bucket (encrypted as one value with encryption on) before its commit is inserted; the
-commit holds its preview as ``body`` and ``large: {file, size, sealed}``. A commit that is not
-inserted (a lost race, a replay) has its files deleted at once; one killed in between leaves a
-file that the session's deletion removes (`Bucket.delete_session`).
-"""
+"""What a commit holds of its events' content: encrypted or in clear, whole or a preview with
+the body in GridFS (docs/internals/mongodb.md, "Encrypted content", "Offloaded bodies")."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, cast
+from typing import Final
 
 import bson
 from bson.binary import Binary
 from pymongo.errors import PyMongoError
 
-from ..._pymongo_compat import aggregate
 from ..._pymongo_errors import storage_errors
 from ...encryption import UserKeys
 from ...events import EventType, SessionEvent
-from ...exceptions import EventTooLarge, StorageError
+from ...exceptions import EventTooLarge
 from ...filters import EventFilter
 from .._sealing import check_candidates, may_match
 from ._layout import (
@@ -52,7 +37,6 @@ from ._layout import (
     Doc,
     Store,
     as_utc,
-    event_from_doc,
     event_to_doc,
     file_id,
 )
@@ -62,7 +46,6 @@ __all__ = [
     "encode",
     "open_commits",
     "open_session",
-    "read_body",
     "seal_session",
     "too_large",
 ]
@@ -193,60 +176,3 @@ def too_large(store: Store, session_id: str, docs: list[Doc]) -> EventTooLarge:
         if size > store.max_document_size:
             return EventTooLarge(doc[EVENT_ID], size, store.max_document_size)
     return EventTooLarge(docs[-1][EVENT_ID], size, store.max_document_size)
-
-
-async def read_body(store: Store, session_id: str, event_id: str) -> SessionEvent | None:
-    """The event as appended, its whole body fetched when offloaded; ``None`` when the
-    session has no such event. One aggregate (the event's commit and the session document),
-    and the file's two reads when the body is offloaded."""
-    pipeline: list[Doc] = [
-        {"$match": {SESSION: session_id, f"{EVENTS}.{EVENT_ID}": event_id}},
-        {"$unionWith": {"coll": store.sessions.name, "pipeline": [{"$match": {ID: session_id}}]}},
-    ]
-    docs: list[Doc] | None = None
-    with storage_errors(f"read session {session_id!r}"):
-        if not store.double:
-            try:
-                docs = await aggregate(store.commits, pipeline)
-            except NotImplementedError:  # mongomock-motor
-                store.double = True
-        if docs is None:
-            session = await store.sessions.find_one({ID: session_id})
-            commits = await store.commits.find(pipeline[0]["$match"]).to_list(None)
-            docs = [*commits, *([session] if session else [])]
-    session_doc = next((d for d in docs if COMMIT not in d), None)
-    if session_doc is None:
-        return None
-    await open_session(store, session_doc)
-    user_id: str = session_doc[USER_ID]
-    found = [
-        e
-        for d in docs
-        if COMMIT in d and d.get(INCARNATION) == session_doc[INCARNATION]
-        for e in d[EVENTS]
-        if e[EVENT_ID] == event_id
-    ]
-    if not found:
-        return None
-    entry = found[0]
-    large = cast(Doc | None, entry.get(LARGE))
-    if large is not None:
-        entry = {**entry, BODY: await _whole_body(store, session_id, user_id, large)}
-    await open_commits(store, [{EVENTS: [entry]}], user_id)
-    return event_from_doc(entry, session_id)
-
-
-async def _whole_body(store: Store, session_id: str, user_id: str, large: Doc) -> Any:
-    """An offloaded body, read from its file: the body document, or its encrypted value."""
-    if store.bucket is None:
-        raise StorageError(
-            f"session {session_id!r} has an offloaded body, which needs a PyMongo database"
-        )
-    with storage_errors(f"read a large body of session {session_id!r}"):
-        data = await store.bucket.download(large[FILE])
-    if data is None:
-        raise StorageError(f"the offloaded body {large[FILE]!r} of session {session_id!r} is gone")
-    if large.get(SEALED):
-        return Binary(data, 6)
-    body: Doc = bson.decode(data)  # pyright: ignore[reportUnknownMemberType]
-    return body

@@ -1,49 +1,22 @@
-"""Forks on MongoDB: whose commits a log is made of, making a fork in two commands, finding a
-point, and deletes that keep what forks read.
-
-**Lineage.** A session's log is its own commits, numbered after its ``base``, and, for a fork,
-the commits of the sessions its prefix reads: *segments*, oldest first, each a session's commits
-from the one after the previous segment's last up to its own ``last`` (of that last commit, only
-the events up to ``through`` when it is set). A fork of a fork names its grandparent's commits
-directly. Commit numbers continue from one segment to the next, so a range of the log's numbers
-is a range in each segment: a read of a fork is one query with one branch per segment it
-reaches. A lineage never changes once the session is created (a session deleted and created
-again has another incarnation), so this process keeps the lineages it read in a small bounded
-map (`Store.lineages`, a `_layout.Recent`), and a fork's reads cost a plain session's commands.
-
-**A fork** is a session document that names its parent and the point (``parent``), its
-``base`` and its ``lineage``. No commit and no offloaded body is copied: the fork reads its
-parents' commits, and `read_body` their files. Making one is a read of the parent and the point
-(one aggregate), then one ``update`` command with two statements, in order: insert the fork's
-document, then count the fork on the parent's document *if the parent is still alive* (not
-marked for deletion, same incarnation). If the second matched, any delete of the parent that
-follows finds the fork (below); if not, the parent was deleted meanwhile: the fork's document
-is removed again and the fork fails with `SessionNotFound`.
-
-**Deletes.** A delete marks the session doomed first (``_sessions``). Then, if live forks read
-its commits (their lineage names it), it is *retained*: its document stays, marked
-``retained`` (no read finds it, sweeps pass it by, and its id stays taken), and only the commits
-its forks read stay, with their offloaded bodies (the commits after the furthest point a fork
-reads go, and their files). When the last such fork is deleted, a retained session goes too.
-"""
+"""Forks on MongoDB: making one in two commands, finding a point, deletes that keep what forks
+read (docs/internals/mongodb.md, "Forks and rewinds"). A fork's lineage, which every read
+uses, is in `_layout`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, cast
 
 from pymongo import ASCENDING, DESCENDING, UpdateOne
 
-from ..._pymongo_compat import aggregate
 from ..._pymongo_errors import storage_errors
 from ...events import ForkPoint, Session, SessionEvent
 from ...exceptions import SessionExists, SessionNotFound, UsageError
 from ...rewinds import LogPoint
 from .._metadata_index import index_entries
 from .._protocol import check_owner
-from ._content import open_session, read_body, seal_session
+from ._content import open_session, seal_session
 from ._layout import (
     BASE,
     COMMIT,
@@ -64,29 +37,28 @@ from ._layout import (
     THROUGH,
     TYPE,
     Doc,
+    Lineage,
+    Segment,
     Store,
+    commits_query,
+    events_of,
+    lineage_of,
     new_incarnation,
+    owns,
     session_fields,
     session_from_doc,
 )
+from ._read import read_body, union
 
 __all__ = [
     "DOOMED",
-    "Lineage",
-    "commits_query",
     "create_fork_indexes",
-    "events_of",
     "find_forks",
     "fork",
     "fork_body",
-    "forget_lineage",
-    "known_lineage",
     "lease_version",
-    "lineage_of",
     "locate",
-    "note_lineage",
     "on_prefix",
-    "owns",
     "prefix_ids",
     "release",
     "retain",
@@ -100,139 +72,11 @@ _BOUNDARIES: Final = ("COMPACTION", "REWIND")
 # --- lineages -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """Commits ``first`` to ``last`` of ``session`` (of incarnation ``incarnation``), the last
-    one up to its event ``through`` when set."""
-
-    session: str
-    incarnation: int
-    first: int
-    last: int
-    through: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Lineage:
-    """A session's log: its segments, then its own commits (numbered after ``base``)."""
-
-    session: str
-    incarnation: int
-    base: int = 0
-    segments: tuple[Segment, ...] = ()
-
-    def clipped(self, commit: int, through: str | None) -> tuple[Segment, ...]:
-        """The segments of a fork of this log at the point (``commit``, ``through``)."""
-        kept: list[Segment] = []
-        for segment in self.segments:
-            if segment.first > commit:
-                break
-            if segment.last < commit or (segment.last == commit and through is None):
-                kept.append(segment)
-            else:
-                kept.append(
-                    Segment(segment.session, segment.incarnation, segment.first, commit, through)
-                )
-        if commit > self.base:
-            kept.append(Segment(self.session, self.incarnation, self.base + 1, commit, through))
-        return tuple(kept)
-
-    def segment_of(self, session: str, incarnation: object, commit: int) -> Segment | None:
-        """The segment that reads commit ``commit`` of ``session`` (``None``: none does)."""
-        for segment in self.segments:
-            if (
-                segment.session == session
-                and segment.incarnation == incarnation
-                and segment.first <= commit <= segment.last
-            ):
-                return segment
-        return None
-
-
-def known_lineage(store: Store, session_id: str) -> Lineage | None:
-    """What this process last read of the session's lineage, or ``None``."""
-    return cast("Lineage | None", store.lineages.get(session_id))
-
-
-def note_lineage(store: Store, lineage: Lineage) -> None:
-    """Remember ``lineage``."""
-    store.lineages.put(lineage.session, lineage)
-
-
-def forget_lineage(store: Store, session_id: str) -> None:
-    """Drop what is known of ``session_id``'s lineage (it was deleted)."""
-    store.lineages.forget(session_id)
-
-
-def lineage_of(doc: Mapping[str, Any]) -> Lineage:
-    """The lineage a session document holds (a plain session's has no segments)."""
-    first = 1
-    segments: list[Segment] = []
-    for entry in cast(list[Doc], doc.get(LINEAGE) or []):
-        segments.append(
-            Segment(entry[SESSION], entry[INCARNATION], first, entry[LAST], entry.get(THROUGH))
-        )
-        first = entry[LAST] + 1
-    return Lineage(doc[ID], doc[INCARNATION], int(doc.get(BASE) or 0), tuple(segments))
-
-
 def _segments_doc(segments: tuple[Segment, ...]) -> list[Doc]:
     return [
         {SESSION: s.session, INCARNATION: s.incarnation, LAST: s.last, THROUGH: s.through}
         for s in segments
     ]
-
-
-def commits_query(lineage: Lineage, low: int = 1, high: int | None = None) -> Doc:
-    """The commits numbered ``low`` to ``high`` (no bound: ``None``) of the session's log: its
-    own (of any incarnation: a reader checks with `owns`), and its segments' (of theirs)."""
-    branches: list[Doc] = []
-    own_low = max(low, lineage.base + 1)
-    if high is None or own_low <= high:
-        numbers: Doc = {"$gt": own_low - 1} if own_low > 1 else {}
-        if high is not None:
-            numbers["$lte"] = high
-        branch: Doc = {SESSION: lineage.session}
-        if numbers:
-            branch[COMMIT] = numbers
-        branches.append(branch)
-    for segment in lineage.segments:
-        first = max(low, segment.first)
-        last = segment.last if high is None else min(high, segment.last)
-        if first <= last:
-            branches.append(
-                {
-                    SESSION: segment.session,
-                    INCARNATION: segment.incarnation,
-                    COMMIT: {"$gte": first, "$lte": last},
-                }
-            )
-    if not branches:
-        return {SESSION: lineage.session, COMMIT: {"$lt": 0}}  # nothing
-    return branches[0] if len(branches) == 1 else {"$or": branches}
-
-
-def owns(lineage: Lineage, doc: Mapping[str, Any]) -> bool:
-    """Whether the commit ``doc`` is one of the log's (of the right incarnation and number)."""
-    number: int = doc[COMMIT]
-    if doc[SESSION] == lineage.session:
-        return doc.get(INCARNATION) == lineage.incarnation and number > lineage.base
-    return lineage.segment_of(doc[SESSION], doc.get(INCARNATION), number) is not None
-
-
-def events_of(lineage: Lineage, doc: Mapping[str, Any]) -> list[Doc]:
-    """The events of the commit ``doc`` that the log holds: all of them, but for the last
-    commit of a segment cut at an event."""
-    events = cast(list[Doc], doc[EVENTS])
-    if doc[SESSION] == lineage.session:
-        return events
-    segment = lineage.segment_of(doc[SESSION], doc.get(INCARNATION), doc[COMMIT])
-    if segment is None or segment.through is None or doc[COMMIT] != segment.last:
-        return events
-    for index, event in enumerate(events):
-        if event[EVENT_ID] == segment.through:
-            return events[: index + 1]
-    return events
 
 
 async def create_fork_indexes(store: Store) -> None:
@@ -242,35 +86,6 @@ async def create_fork_indexes(store: Store) -> None:
 
 
 # --- reading a session and a point ----------------------------------------------------------------
-
-
-async def _gather(store: Store, session_id: str, pipelines: list[list[Doc]]) -> list[Doc]:
-    """The commits each pipeline selects and the session document: one aggregate where the
-    server runs ``$unionWith``, else one read each."""
-    if not store.double:
-        stages: list[Doc] = [*pipelines[0]]
-        stages += [
-            {"$unionWith": {"coll": store.commits.name, "pipeline": p}} for p in pipelines[1:]
-        ]
-        stages.append(
-            {
-                "$unionWith": {
-                    "coll": store.sessions.name,
-                    "pipeline": [{"$match": {ID: session_id}}],
-                }
-            }
-        )
-        try:
-            return await aggregate(store.commits, stages)
-        except NotImplementedError:  # mongomock-motor
-            store.double = True
-    session = await store.sessions.find_one({ID: session_id})
-    if session is None:
-        return []
-    docs = [session]
-    for pipeline in pipelines:
-        docs += await store.commits.find(pipeline[0]["$match"]).to_list(None)
-    return docs
 
 
 def _alive(doc: Doc | None) -> Doc | None:
@@ -335,13 +150,13 @@ async def _read_point(
     if isinstance(event_id, str):
         pipelines.insert(0, [{"$match": {f"{EVENTS}.{EVENT_ID}": event_id}}])
     with storage_errors(f"read session {session_id!r}"):
-        docs = await _gather(store, session_id, pipelines)
+        docs = await union(store, session_id, *pipelines)
         doc = _alive(next((d for d in docs if COMMIT not in d), None))
         if doc is None:
             return None
         lineage = lineage_of(doc)
         version = await _version(store, lineage, docs)
-    note_lineage(store, lineage)
+    store.lineages.put(lineage.session, lineage)
     if isinstance(event_id, str):
         holder = next(
             (
@@ -417,7 +232,7 @@ async def fork(
             raise SessionNotFound(session_id)
         if not created:
             return await _repeated(store, child, origin)
-    note_lineage(store, Lineage(child.id, incarnation, point.version, segments))
+    store.lineages.put(child.id, Lineage(child.id, incarnation, point.version, segments))
     store.newest.note(child.id, incarnation, point.version)
     store.owners.put(child.id, child.user_id)
     return child.model_copy(update={"forked_from": origin})
@@ -473,7 +288,7 @@ async def find_forks(store: Store, session_id: str) -> list[Session]:
 
 async def _lineage(store: Store, session_id: str) -> Lineage | None:
     """The session's lineage, read when this process does not know it (one find)."""
-    known = known_lineage(store, session_id)
+    known = store.lineages.get(session_id)
     if known is not None:
         return known
     doc = _alive(
@@ -482,14 +297,14 @@ async def _lineage(store: Store, session_id: str) -> Lineage | None:
     if doc is None:
         return None
     lineage = lineage_of(doc)
-    note_lineage(store, lineage)
+    store.lineages.put(lineage.session, lineage)
     return lineage
 
 
 def lease_version(store: Store, session_id: str, version: int) -> int:
     """Where the lease on commit ``version`` lives as far as this process knows: 0 (the
     session document) for a commit of a fork's prefix, else ``version``."""
-    lineage = known_lineage(store, session_id)
+    lineage = store.lineages.get(session_id)
     return 0 if lineage is not None and version <= lineage.base else version
 
 
@@ -497,7 +312,7 @@ async def on_prefix(store: Store, session_id: str, version: int) -> bool:
     """Whether commit ``version`` is one of a fork's prefix (whose lease lives on the session
     document): after a lease command on the commit found none, which is when a process that
     did not know the session's lineage asks (one find)."""
-    if version == 0 or known_lineage(store, session_id) is not None:
+    if version == 0 or store.lineages.get(session_id) is not None:
         return False
     lineage = await _lineage(store, session_id)
     return lineage is not None and version <= lineage.base
@@ -507,7 +322,7 @@ def prefix_ids(store: Store, session_id: str, docs: Sequence[Doc], ids: set[str]
     """The ids among ``ids`` that the commits ``docs`` hold as part of the session's prefix
     (an append of them to the fork is a replay); none when this process does not know the
     session's lineage (an append reads it first)."""
-    lineage = known_lineage(store, session_id)
+    lineage = store.lineages.get(session_id)
     if lineage is None or not lineage.segments:
         return set()
     return {
@@ -577,7 +392,7 @@ async def retain(store: Store, doc: Doc) -> bool:
     """Keep the doomed session ``doc`` (its id and incarnation) for the forks that read its
     commits, if any do: whether it is kept. Drops what no fork reads."""
     session_id, incarnation = doc[ID], doc[INCARNATION]
-    forget_lineage(store, session_id)
+    store.lineages.forget(session_id)
     readers = await _readers(store, session_id, incarnation)
     if not readers:
         await release(store, doc)

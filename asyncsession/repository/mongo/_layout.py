@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Generic, NamedTuple, TypeVar
+from typing import Any, Final, Generic, NamedTuple, TypeVar, cast
 
 from gridfs import AsyncGridFSBucket
 from gridfs.errors import NoFile
@@ -23,12 +23,18 @@ from pymongo import ASCENDING, WriteConcern
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 
+from ..._offload import Offloading
 from ...encryption import UserKeys
 from ...events import ForkPoint, Session, SessionEvent
 from ...exceptions import UsageError
-from .._offload import Offloading
 
 __all__ = [
+    "commits_query",
+    "Lineage",
+    "Segment",
+    "events_of",
+    "lineage_of",
+    "owns",
     "ATTRIBUTES",
     "BASE",
     "BODIES",
@@ -91,7 +97,7 @@ SESSIONS: Final = "sessions"
 COMMITS: Final = "session_commits"
 """The default collection of commit documents: one per committed append."""
 ERASURES: Final = "erasures"
-"""The default collection of the erasures ledger (`asyncsession.erasure.MongoErasureLedger`)."""
+"""The default collection of the erasures ledger (`_erasure.Ledger`)."""
 BODIES: Final = "session_bodies"
 """The default GridFS bucket of offloaded bodies (collections ``session_bodies.files`` and
 ``session_bodies.chunks``): one file per offloaded event, its id ``<session id>\x00<event
@@ -177,11 +183,8 @@ def _files_of(session_id: str) -> dict[str, str]:
 
 
 class Bucket:
-    """The GridFS bucket of offloaded bodies. GridFS keeps a file as a ``files`` document and
-    ``chunks`` of 255 KiB, the chunks written first, so a reader never sees a file in part.
-    Everything of one session, the chunks of an upload that died before its ``files`` document
-    included, is one range of file ids: a delete removes the chunks of the range, then its
-    ``files`` documents, and one that dies between the two is finished by the next."""
+    """The GridFS bucket of offloaded bodies; a session's files, whole or in part, are one range
+    of file ids (see `BODIES`), deleted chunks first."""
 
     __slots__ = ("_bucket", "_chunks", "_files")
 
@@ -260,18 +263,9 @@ class Known(NamedTuple):
 
 
 class Newest(Recent[Known]):
-    """Each session's newest commit, as this process last saw it.
-
-    **What it saves.** A window read needs the newest commits of a session. When the process
-    knows roughly which number the newest has, the read is a range on the ``(session, commit)``
-    index (``commit > known - k``, no upper bound, so commits written meanwhile by anyone are
-    read too); otherwise it is a find sorted by ``commit`` descending. MongoDB serves both from
-    the index; the test server (and any server that sorts in memory) sorts the whole session for
-    the second: measured with ``python -m benchmarks.store_window`` (a window of 20 in a session
-    of 10,000 400-byte messages, two a commit), about 250 ms sorted against 3 ms as a range. The
-    entry also holds the incarnation, so an append following a read of this process needs no
-    read of its own, and how many events recent commits held, so a window's first range is
-    about as many commits as it needs."""
+    """Each session's newest commit, incarnation and recent events per commit, as this process
+    last saw them: a window's first read is a range of about the commits it needs, and an append
+    after a read needs no read of its own (docs/internals/mongodb.md, "Why the map")."""
 
     __slots__ = ()
 
@@ -315,8 +309,124 @@ class Store:
     """When an event's body goes to ``bucket``; ``None``: never."""
     bucket: Bucket | None = None
     """The GridFS bucket of offloaded bodies (``None`` on a database that is not PyMongo's)."""
-    lineages: Recent[object] = field(default_factory=Recent[object])
-    """Session id -> whose commits its log is made of (a `_forks.Lineage`)."""
+    lineages: Recent[Lineage] = field(default_factory=lambda: Recent[Lineage]())
+    """Session id -> whose commits its log is made of."""
+
+
+# --- lineages: whose commits a log is made of (see `_forks`) ---------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """Commits ``first`` to ``last`` of ``session`` (of incarnation ``incarnation``), the last
+    one up to its event ``through`` when set."""
+
+    session: str
+    incarnation: int
+    first: int
+    last: int
+    through: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """A session's log: its segments, then its own commits (numbered after ``base``)."""
+
+    session: str
+    incarnation: int
+    base: int = 0
+    segments: tuple[Segment, ...] = ()
+
+    def clipped(self, commit: int, through: str | None) -> tuple[Segment, ...]:
+        """The segments of a fork of this log at the point (``commit``, ``through``)."""
+        kept: list[Segment] = []
+        for segment in self.segments:
+            if segment.first > commit:
+                break
+            if segment.last < commit or (segment.last == commit and through is None):
+                kept.append(segment)
+            else:
+                kept.append(
+                    Segment(segment.session, segment.incarnation, segment.first, commit, through)
+                )
+        if commit > self.base:
+            kept.append(Segment(self.session, self.incarnation, self.base + 1, commit, through))
+        return tuple(kept)
+
+    def segment_of(self, session: str, incarnation: object, commit: int) -> Segment | None:
+        """The segment that reads commit ``commit`` of ``session`` (``None``: none does)."""
+        for segment in self.segments:
+            if (
+                segment.session == session
+                and segment.incarnation == incarnation
+                and segment.first <= commit <= segment.last
+            ):
+                return segment
+        return None
+
+
+def lineage_of(doc: Mapping[str, Any]) -> Lineage:
+    """The lineage a session document holds (a plain session's has no segments)."""
+    first = 1
+    segments: list[Segment] = []
+    for entry in cast(list[Doc], doc.get(LINEAGE) or []):
+        segments.append(
+            Segment(entry[SESSION], entry[INCARNATION], first, entry[LAST], entry.get(THROUGH))
+        )
+        first = entry[LAST] + 1
+    return Lineage(doc[ID], doc[INCARNATION], int(doc.get(BASE) or 0), tuple(segments))
+
+
+def owns(lineage: Lineage, doc: Mapping[str, Any]) -> bool:
+    """Whether the commit ``doc`` is one of the log's (of the right incarnation and number)."""
+    number: int = doc[COMMIT]
+    if doc[SESSION] == lineage.session:
+        return doc.get(INCARNATION) == lineage.incarnation and number > lineage.base
+    return lineage.segment_of(doc[SESSION], doc.get(INCARNATION), number) is not None
+
+
+def events_of(lineage: Lineage, doc: Mapping[str, Any]) -> list[Doc]:
+    """The events of the commit ``doc`` that the log holds: all of them, but for the last
+    commit of a segment cut at an event."""
+    events = cast(list[Doc], doc[EVENTS])
+    if doc[SESSION] == lineage.session:
+        return events
+    segment = lineage.segment_of(doc[SESSION], doc.get(INCARNATION), doc[COMMIT])
+    if segment is None or segment.through is None or doc[COMMIT] != segment.last:
+        return events
+    for index, event in enumerate(events):
+        if event[EVENT_ID] == segment.through:
+            return events[: index + 1]
+    return events
+
+
+def commits_query(lineage: Lineage, low: int = 1, high: int | None = None) -> Doc:
+    """The commits numbered ``low`` to ``high`` (no bound: ``None``) of the session's log: its
+    own (of any incarnation: a reader checks with `owns`), and its segments' (of theirs)."""
+    branches: list[Doc] = []
+    own_low = max(low, lineage.base + 1)
+    if high is None or own_low <= high:
+        numbers: Doc = {"$gt": own_low - 1} if own_low > 1 else {}
+        if high is not None:
+            numbers["$lte"] = high
+        branch: Doc = {SESSION: lineage.session}
+        if numbers:
+            branch[COMMIT] = numbers
+        branches.append(branch)
+    for segment in lineage.segments:
+        first = max(low, segment.first)
+        last = segment.last if high is None else min(high, segment.last)
+        if first <= last:
+            branches.append(
+                {
+                    SESSION: segment.session,
+                    INCARNATION: segment.incarnation,
+                    COMMIT: {"$gte": first, "$lte": last},
+                }
+            )
+    if not branches:
+        return {SESSION: lineage.session, COMMIT: {"$lt": 0}}  # nothing
+    return branches[0] if len(branches) == 1 else {"$or": branches}
 
 
 _MESSAGE_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
@@ -351,36 +461,36 @@ def as_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def _key_out(key: str) -> str:
-    if key and key[0] not in "$~" and "." not in key and "\x00" not in key:
-        return key
-    return _ESCAPED + "".join(_ESCAPES.get(c, c) for c in key)
-
-
-def _key_in(key: str) -> str:
-    if not key.startswith(_ESCAPED):
-        return key
-    text = key[1:]
-    for char, escape in _ESCAPES.items():
-        if char != "%":
-            text = text.replace(escape, char)
-    return text.replace("%25", "%")
-
-
 def _out(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {_key_out(k): _out(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    """``value`` with its keys escaped (see the module's docstring), lists for tuples."""
     if isinstance(value, list | tuple):
         return [_out(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
-    return value
+    if not isinstance(value, dict):
+        return value
+    out: Doc = {}
+    for key, item in cast(Doc, value).items():
+        if not key or key[0] in "$~" or "." in key or "\x00" in key:
+            key = _ESCAPED + "".join(_ESCAPES.get(c, c) for c in key)
+        out[key] = _out(item)
+    return out
 
 
 def _in(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {_key_in(k): _in(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    """``value`` with its escaped keys restored."""
     if isinstance(value, list):
         return [_in(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
-    return value
+    if not isinstance(value, dict):
+        return value
+    out: Doc = {}
+    for key, item in cast(Doc, value).items():
+        if key.startswith(_ESCAPED):
+            key = key[1:]
+            for char, escape in _ESCAPES.items():
+                if char != "%":
+                    key = key.replace(escape, char)
+            key = key.replace("%25", "%")
+        out[key] = _in(item)
+    return out
 
 
 def session_fields(session: Session, attributes: list[str]) -> Doc:
@@ -401,7 +511,7 @@ def session_from_doc(doc: Mapping[str, Any]) -> Session:
     Raises:
         UsageError: its metadata is encrypted and the store has no encryption setting.
     """
-    expires = doc.get(EXPIRES_AT)
+    expires, parent = doc.get(EXPIRES_AT), doc.get(PARENT)
     if not isinstance(doc.get(METADATA) or {}, dict):
         raise UsageError(
             f"session {doc[ID]!r} holds encrypted metadata: read it with a store given the "
@@ -413,15 +523,11 @@ def session_from_doc(doc: Mapping[str, Any]) -> Session:
         created_at=as_utc(doc[CREATED_AT]),
         expires_at=None if expires is None else as_utc(expires),
         metadata=_in(doc.get(METADATA) or {}),
-        forked_from=_fork_point(doc.get(PARENT)),
-    )
-
-
-def _fork_point(parent: Mapping[str, Any] | None) -> ForkPoint | None:
-    if parent is None:
-        return None
-    return ForkPoint(
-        session_id=parent[SESSION], version=parent[COMMIT], event_id=parent.get(THROUGH)
+        forked_from=None
+        if parent is None
+        else ForkPoint(
+            session_id=parent[SESSION], version=parent[COMMIT], event_id=parent.get(THROUGH)
+        ),
     )
 
 

@@ -1,23 +1,6 @@
-"""Reads: the snapshot in one command, windows walked back by ranges, a user's events.
-
-A read starts with one aggregate: the newest commits of the session's log, a range ``commit >
-known - k`` when this process knows roughly the newest number (`_layout.Newest`), else the ``k``
-highest numbers by a sorted find, with ``$unionWith`` of the session's document. A fork's log is
-its parents' commits up to its point and its own after it (`_forks`): its queries have one branch
-per session they reach, so the read is still one command when this process knows the lineage,
-and one more the first time it reads the fork. The read returns the session, the version (the
-newest commit read), the newest commit's lease and the events of the commits read. A ``last_n``
-window that those events do not fill reads the next older range (four times larger each time);
-so does a view that a rewind restored from further back, and a compaction's view fetches by id
-the events it names that lie before the commits read. Reads that need every event (no window)
-read every commit at once; a keyword search first narrows them on the server to the commits
-whose text may match, the boundaries, and the commits rewinds went back to. A read ``as_of`` a
-version reads the commits up to it only.
-
-``archived`` and the view order are derived by `asyncsession._view.ReadLog`, the reference for
-a log held as a list: the commits read, oldest first, are that list (or its newest part), and
-it says when it needs more.
-"""
+"""Reads: the snapshot in one command, windows walked back by ranges, a user's events
+(docs/internals/mongodb.md, "Reads"). ``archived`` and the view order are derived by
+`asyncsession._view.ReadLog` over the commits read, oldest first; it says when it needs more."""
 
 from __future__ import annotations
 
@@ -25,53 +8,59 @@ import inspect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
+from operator import attrgetter
 from typing import Any, Final, cast, overload
 
+import bson
+from bson.binary import Binary
 from pymongo import DESCENDING
-from pymongo.asynchronous.collection import AsyncCollection
 
+from ..._pymongo_compat import aggregate
 from ..._pymongo_errors import storage_errors
 from ..._view import BOUNDARY_TYPES, Incomplete, ReadLog
 from ...events import EventType, Session, SessionEvent
+from ...exceptions import StorageError
 from ...filters import EventFilter
 from ...rewinds import RewindRecord
 from .._protocol import Lease, SessionSnapshot
 from ._content import open_commits, open_session
-from ._forks import (
-    Lineage,
-    commits_query,
-    events_of,
-    forget_lineage,
-    known_lineage,
-    lineage_of,
-    note_lineage,
-    owns,
-)
 from ._layout import (
     BASE,
+    BODY,
     COMMIT,
     EVENT_ID,
     EVENTS,
     EXPIRES_AT,
+    FILE,
     HOLDER,
     ID,
     INCARNATION,
+    LARGE,
     LEASE,
     LINEAGE,
     OLDEST_FIRST,
     RETAINED,
+    SEALED,
     SESSION,
     TEXT,
     TYPE,
     USER_ID,
     Doc,
+    Lineage,
     Store,
     as_utc,
+    commits_query,
     event_from_doc,
+    events_of,
+    lineage_of,
+    owns,
     session_from_doc,
 )
 
 __all__ = [
+    "read_body",
+    "union",
     "IN_CHUNK",
     "Commit",
     "Suffix",
@@ -175,51 +164,46 @@ def lease_from_doc(doc: Doc | None) -> Lease | None:
     return Lease(holder=str(fields[HOLDER]), expires_at=as_utc(fields[EXPIRES_AT]))
 
 
-def _commit(doc: Doc, lineage: Lineage) -> Commit:
-    own = doc[SESSION] == lineage.session
-    events = events_of(lineage, doc)
-    return Commit(number=doc[COMMIT], events=events, lease=lease_from_doc(doc), own=own)
-
-
 def _commits(docs: list[Doc], lineage: Lineage) -> list[Commit]:
     """The commits of the log among ``docs``, oldest first."""
-    return sorted((_commit(d, lineage) for d in docs if owns(lineage, d)), key=lambda c: c.number)
+    commits: list[Commit] = []
+    for doc in docs:
+        if owns(lineage, doc):
+            own = doc[SESSION] == lineage.session
+            events = doc[EVENTS] if own else events_of(lineage, doc)
+            lease = lease_from_doc(doc) if LEASE in doc else None
+            commits.append(Commit(doc[COMMIT], events, lease, own))
+    commits.sort(key=attrgetter("number"))
+    return commits
 
 
-async def _union(store: Store, session_id: str, pipeline: list[Doc]) -> list[Doc]:
-    """The commits ``pipeline`` selects and the session document: one aggregate where the
-    server runs ``$unionWith``, else two reads.
+async def union(store: Store, session_id: str, *pipelines: list[Doc]) -> list[Doc]:
+    """The commits each pipeline selects, then the session document: one aggregate where the
+    server runs ``$unionWith``, else one read each.
 
     The commits come first and the session document is unioned onto them: a server that does
     not serve a ``$unionWith`` subpipeline from an index (the test server scans the collection
     it names) then scans the sessions, not the far larger commits."""
     if not store.double:
-        stages: list[Doc] = [
-            *pipeline,
-            {
-                "$unionWith": {
-                    "coll": store.sessions.name,
-                    "pipeline": [{"$match": {ID: session_id}}],
-                }
-            },
-        ]
+        stages = [*pipelines[0]]
+        for pipeline in pipelines[1:]:
+            stages.append({"$unionWith": {"coll": store.commits.name, "pipeline": pipeline}})
+        session = [{"$match": {ID: session_id}}]
+        stages.append({"$unionWith": {"coll": store.sessions.name, "pipeline": session}})
         try:
-            return await _aggregate(store.commits, stages)
+            cursor: Any = store.commits.aggregate(stages)
+            if inspect.isawaitable(cursor):  # PyMongo's is a coroutine, Motor's its cursor
+                cursor = await cursor
+            docs: list[Doc] = await cursor.to_list(None)
+            return docs
         except NotImplementedError:  # mongomock-motor
             store.double = True
-    session = await store.sessions.find_one({ID: session_id})
-    if session is None:
+    found = await store.sessions.find_one({ID: session_id})
+    if found is None:
         return []
-    return [session, *await _aggregate(store.commits, pipeline)]
-
-
-async def _aggregate(collection: AsyncCollection[Doc], pipeline: list[Doc]) -> list[Doc]:
-    """The documents an aggregate returns (PyMongo's ``aggregate`` is a coroutine, Motor's
-    returns its cursor)."""
-    cursor: Any = collection.aggregate(pipeline)
-    if inspect.isawaitable(cursor):
-        cursor = await cursor
-    docs: list[Doc] = await cursor.to_list(None)
+    docs = [found]
+    for pipeline in pipelines:
+        docs += await aggregate(store.commits, pipeline)
     return docs
 
 
@@ -244,7 +228,7 @@ async def first_read(
     boundary); ``None`` if the session does not exist. With encryption on, ``search`` is a text
     search whose candidates alone are kept (see `_content.open_commits`)."""
     known = store.newest.get(session_id)
-    cached = known_lineage(store, session_id)
+    cached = store.lineages.get(session_id)
     if known is not None and (cached is None or cached.incarnation != known.incarnation):
         known = None  # a range needs the lineage it ranges over
     assumed = cached or Lineage(session_id, -1)
@@ -253,23 +237,28 @@ async def first_read(
     if span is not None and not sort:
         assert known is not None
         low = max(1, (known.commit if as_of is None else as_of) - span + 1)
-    pipeline: list[Doc] = [{"$match": _narrowed(commits_query(assumed, low, as_of), prefilter)}]
+    query = commits_query(assumed, low, as_of)
+    pipeline: list[Doc] = [{"$match": query if prefilter is None else _narrowed(query, prefilter)}]
     if sort:
         pipeline += [{"$sort": {COMMIT: DESCENDING}}, {"$limit": span}]
     with storage_errors(f"read session {session_id!r}"):
-        docs = await _union(store, session_id, pipeline)
-        session_doc = next((d for d in docs if COMMIT not in d), None)
+        session_doc: Doc | None = None
+        others: list[Doc] = []
+        for doc in await union(store, session_id, pipeline):
+            if COMMIT in doc:
+                others.append(doc)
+            else:
+                session_doc = doc
         if session_doc is None or session_doc.get(RETAINED):
             store.newest.forget(session_id)
-            forget_lineage(store, session_id)
+            store.lineages.forget(session_id)
             return None
         lineage = lineage_of(session_doc)
         if cached is not None and cached != lineage:  # created again since: read it afresh
             store.newest.forget(session_id)
-            forget_lineage(store, session_id)
+            store.lineages.forget(session_id)
             return await first_read(store, session_id, span, prefilter, as_of, search)
-        others = [d for d in docs if COMMIT in d]
-        mine = [d for d in others if owns(lineage, d)]
+        mine = list(filter(partial(owns, lineage), others))
         if not mine and known is not None and known.commit > lineage.base and not sort:
             store.newest.forget(session_id)  # another incarnation: the numbers meant nothing
             return await first_read(store, session_id, span, prefilter, as_of, search)
@@ -294,11 +283,13 @@ async def first_read(
     if commits:
         version = max(version, commits[-1].number)
     density = None
-    own = [c for c in commits if c.own]
-    if own and prefilter is None:  # the median of the newest few: a bulk append is rare
-        counts = sorted(len(c.events) for c in own[-8:])
-        density = float(counts[len(counts) // 2])
-    note_lineage(store, lineage)
+    if prefilter is None:  # the median of the newest few own commits: a bulk append is rare
+        counts: list[int] = []
+        for commit in reversed(commits):
+            if commit.own and len(counts) < 8:
+                counts.append(len(commit.events))
+        density = float(sorted(counts)[len(counts) // 2]) if counts else None
+    store.lineages.put(session_id, lineage)
     store.newest.note(session_id, lineage.incarnation, version, density)
     return Suffix(
         session=session_from_doc(session_doc),
@@ -377,17 +368,22 @@ async def _by_id(store: Store, suffix: Suffix, ids: Sequence[str]) -> list[Sessi
 
 def _log(suffix: Suffix, detached: list[SessionEvent]) -> ReadLog:
     """What the derivation reads: ``detached`` events fetched by id, then the commits read."""
-    stored = [e for c in suffix.commits for e in c.events]
-    events = _Decoded(detached, stored, suffix.session.id)
+    stored: list[Doc] = []
     last: dict[int, int] = {}
-    index = len(detached) - 1
+    positions: dict[str, int] = {}
+    boundaries: list[int] = []
+    for index, event in enumerate(detached):
+        positions[event.id] = index
+    index = len(detached)
     for commit in suffix.commits:
-        index += len(commit.events)
-        last[commit.number] = index
-    start = len(detached)
-    positions = {e.id: i for i, e in enumerate(detached)}
-    positions.update((e[EVENT_ID], start + i) for i, e in enumerate(stored))
-    boundaries = [start + i for i, e in enumerate(stored) if e[TYPE] in _BOUNDARY_NAMES]
+        for doc in commit.events:
+            stored.append(doc)
+            positions[doc[EVENT_ID]] = index
+            if doc[TYPE] in _BOUNDARY_NAMES:
+                boundaries.append(index)
+            index += 1
+        last[commit.number] = index - 1
+    events = _Decoded(detached, stored, suffix.session.id)
     return ReadLog(
         events,
         positions,
@@ -594,3 +590,48 @@ def keyword_regex(keyword: str) -> str:
         parts.append(_char(keyword[index]))
         index += 1
     return "".join(parts)
+
+
+async def read_body(store: Store, session_id: str, event_id: str) -> SessionEvent | None:
+    """The event as appended, its whole body fetched when offloaded; ``None`` when the
+    session has no such event. One aggregate (the event's commit and the session document),
+    and the file's two reads when the body is offloaded."""
+    match = {SESSION: session_id, f"{EVENTS}.{EVENT_ID}": event_id}
+    with storage_errors(f"read session {session_id!r}"):
+        docs = await union(store, session_id, [{"$match": match}])
+    session_doc = next((d for d in docs if COMMIT not in d), None)
+    if session_doc is None:
+        return None
+    await open_session(store, session_doc)
+    user_id: str = session_doc[USER_ID]
+    found = [
+        e
+        for d in docs
+        if COMMIT in d and d.get(INCARNATION) == session_doc[INCARNATION]
+        for e in d[EVENTS]
+        if e[EVENT_ID] == event_id
+    ]
+    if not found:
+        return None
+    entry = found[0]
+    large = cast(Doc | None, entry.get(LARGE))
+    if large is not None:
+        entry = {**entry, BODY: await _whole_body(store, session_id, user_id, large)}
+    await open_commits(store, [{EVENTS: [entry]}], user_id)
+    return event_from_doc(entry, session_id)
+
+
+async def _whole_body(store: Store, session_id: str, user_id: str, large: Doc) -> Any:
+    """An offloaded body, read from its file: the body document, or its encrypted value."""
+    if store.bucket is None:
+        raise StorageError(
+            f"session {session_id!r} has an offloaded body, which needs a PyMongo database"
+        )
+    with storage_errors(f"read a large body of session {session_id!r}"):
+        data = await store.bucket.download(large[FILE])
+    if data is None:
+        raise StorageError(f"the offloaded body {large[FILE]!r} of session {session_id!r} is gone")
+    if large.get(SEALED):
+        return Binary(data, 6)
+    body: Doc = bson.decode(data)  # pyright: ignore[reportUnknownMemberType]
+    return body

@@ -1,30 +1,14 @@
-"""The ``MongoSessionRepository`` class (the package docstring describes the stored layout),
-and how the store meets its client: the timeouts `from_uri` sets, one deadline per public call,
-and the library's name in the handshake.
-
-PyMongo's defaults wait 30 s to select a server and 20 s to connect, and never time out a socket
-read, so a request made while the server is down hangs for half a minute. A store that owns its
-client fails within these bounds instead, with `StorageUnavailable`. ``timeoutMS`` (PyMongo's
-client-side operation timeout) bounds each operation end to end, retries and a frozen server
-included, which the three per-step timeouts alone do not; PyMongo then uses it in place of
-``serverSelectionTimeoutMS`` and ``socketTimeoutMS``, so it is left out when the caller sets
-either of those (their per-step bounds stay as chosen). An option the caller gives, as a
-keyword or in the URI (in any letter case), wins over these defaults. A borrowed client gets
-none of them: its own ``timeoutMS``, or ``pymongo.timeout(seconds)`` around a call, bounds it.
-
-A public call of the store may send more than one command (a read on the error path of an
-append, a second range of a long window). `call_deadline` makes them share one deadline, the
-client's ``timeoutMS``, so the whole call fails within that bound, not each command.
-"""
+"""The `MongoSessionRepository` class: input checks, one deadline per public call (the
+client's ``timeoutMS``, shared by every command of the call), shielded writes, and the client
+options `from_uri` sets (docs/mongodb.md says which and why)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final, Self, TypeVar, cast
+from typing import Any, Final, Self, TypeVar, TypeVarTuple, cast
 from urllib.parse import parse_qsl, urlsplit
 
 import pymongo
@@ -35,6 +19,7 @@ from pymongo.errors import PyMongoError
 
 from ..._checks import require_database
 from ..._lifecycle import Closable
+from ..._offload import DEFAULT_OFFLOAD_THRESHOLD, DEFAULT_PREVIEW_CHARS, Offloading
 from ..._pymongo_errors import storage_errors
 from ..._shield import shielded
 from ..._version import __version__
@@ -44,10 +29,9 @@ from ...exceptions import SessionNotFound
 from ...filters import EventFilter
 from ...memory import MemoryStore
 from ...rewinds import LogPoint
-from .._erasure import ErasureReport, MongoErasureLedger, UserEraser
+from .._erasure import ErasureReport, Ledger, UserEraser
 from .._metadata_index import DEFAULT_LIMIT, check_lookup
 from .._metadata_index import indexed_keys as _indexed_keys
-from .._offload import DEFAULT_OFFLOAD_THRESHOLD, DEFAULT_PREVIEW_CHARS, Offloading
 from .._protocol import (
     Lease,
     SessionRepository,
@@ -59,7 +43,6 @@ from .._protocol import (
 )
 from .._sealing import keys_of
 from ._append import append
-from ._content import read_body
 from ._forks import (
     create_fork_indexes,
     find_forks,
@@ -70,7 +53,7 @@ from ._forks import (
     on_prefix,
 )
 from ._layout import BODIES, COMMITS, ERASURES, SESSIONS, Bucket, Store, create_indexes
-from ._read import find_events, first_read, snapshot_of, user_events
+from ._read import find_events, first_read, read_body, snapshot_of, user_events
 from ._sessions import (
     acquire_lease,
     delete_expired,
@@ -93,6 +76,7 @@ __all__ = [
 
 _WRITE_CONCERN: Final = WriteConcern("majority", j=True)
 _T = TypeVar("_T")
+_A = TypeVarTuple("_A")
 
 
 # --- the client: timeouts, deadline, handshake ----------------------------------------------
@@ -173,29 +157,14 @@ def _loop_bound(client: object) -> bool:
 
 
 def _client_loop(client: object) -> asyncio.AbstractEventLoop | None:
-    """The loop ``client`` belongs to, ``None`` before one used it.
-
-    PyMongo's ``AsyncMongoClient`` records the first loop that used it (``_loop``) with no
-    public accessor (4.x), and Motor's ``get_io_loop()`` would bind the client to the current
-    loop as it answers (it records the loop in ``_io_loop``): this is the one place that reads
-    those attributes, so adapters ask the store instead.
-    """
+    """The loop ``client`` belongs to, ``None`` before one used it: the one place that reads
+    PyMongo's ``_loop`` and Motor's ``_io_loop`` (neither has a public accessor that does not
+    bind the client), so adapters ask the store instead."""
     if not _loop_bound(client):
         return None
     name = "_loop" if type(client).__module__.startswith("pymongo.") else "_io_loop"
     loop: object = getattr(client, name, None)
     return loop if isinstance(loop, asyncio.AbstractEventLoop) else None
-
-
-@dataclass(frozen=True, slots=True)
-class _Content:
-    """The constructor's arguments about content: encryption, offloading, erasure."""
-
-    encryption: EncryptionOptions | UserKeys | None
-    offload_threshold: int | None
-    preview_chars: int
-    bodies_bucket: str
-    erasures_collection: str
 
 
 class MongoSessionRepository(Closable, SessionRepository):
@@ -216,9 +185,9 @@ class MongoSessionRepository(Closable, SessionRepository):
             deployment). The indexed metadata values stay readable. Give every store of a
             process the same setting (or the same `UserKeys`).
         offload_threshold: events whose content takes more bytes than this as JSON go whole to
-            the GridFS bucket ``bodies_bucket``, the log keeping a preview (see
-            [`OffloadedBody`][asyncsession.repository.OffloadedBody]); ``None``: never. Needs a
-            PyMongo database (with Motor, bodies stay in their commit).
+            the GridFS bucket ``bodies_bucket``, the log keeping a preview
+            (`SessionRepository.read_body`); ``None``: never. Needs a PyMongo database (with
+            Motor, bodies stay in their commit).
         preview_chars: how many characters of each text a preview keeps.
         bodies_bucket: the GridFS bucket of offloaded bodies.
         erasures_collection: the collection of the erasures ledger
@@ -246,42 +215,23 @@ class MongoSessionRepository(Closable, SessionRepository):
         erasures_collection: str = ERASURES,
     ) -> None:
         require_database(database, "database", "MongoSessionRepository")
-        self._setup(
-            database,
-            None,
-            sessions_collection,
-            commits_collection,
-            indexed_metadata_keys,
-            _Content(
-                encryption, offload_threshold, preview_chars, bodies_bucket, erasures_collection
-            ),
-        )
-        identify(database)
-
-    def _setup(
-        self,
-        database: AsyncDatabase[Any],
-        client: AsyncMongoClient[Any] | None,
-        sessions_collection: str,
-        commits_collection: str,
-        indexed_keys: Iterable[str],
-        content: _Content,
-    ) -> None:
         self._database = database
-        self._client = client
+        self._client: AsyncMongoClient[Any] | None = None
         self._indexed: asyncio.Task[None] | None = None
         self._timeout = client_timeout(database)
-        native = isinstance(database, AsyncDatabase)
-        offloading = Offloading.of(content.offload_threshold, content.preview_chars)
+        offloading = Offloading.of(offload_threshold, preview_chars)
         self._store = Store(
             sessions=database.get_collection(sessions_collection, write_concern=_WRITE_CONCERN),
             commits=database.get_collection(commits_collection, write_concern=_WRITE_CONCERN),
-            indexed_keys=_indexed_keys(indexed_keys),
-            keys=keys_of(content.encryption, database.client),
+            indexed_keys=_indexed_keys(indexed_metadata_keys),
+            keys=keys_of(encryption, database.client),
             offloading=offloading,
-            bucket=Bucket(database, content.bodies_bucket) if native and offloading else None,
+            bucket=Bucket(database, bodies_bucket)
+            if offloading and isinstance(database, AsyncDatabase)
+            else None,
         )
-        self._ledger = MongoErasureLedger(database, collection=content.erasures_collection)
+        self._ledger = Ledger(database.get_collection(erasures_collection))
+        identify(database)
 
     @classmethod
     def from_uri(
@@ -311,31 +261,33 @@ class MongoSessionRepository(Closable, SessionRepository):
         never. The other keywords are as for the constructor.
         """
         options: dict[str, Any] = {"tz_aware": True, **with_web_timeouts(uri, client_options)}
-        client: AsyncMongoClient[Any] = AsyncMongoClient(uri, driver=driver_info(), **options)
-        repository = cls.__new__(cls)
-        repository._setup(
+        client: AsyncMongoClient[Any] = AsyncMongoClient(uri, **options)
+        repository = cls(
             client[db_name],
-            client,
-            sessions_collection,
-            commits_collection,
-            indexed_metadata_keys,
-            _Content(
-                encryption, offload_threshold, preview_chars, bodies_bucket, erasures_collection
-            ),
+            sessions_collection=sessions_collection,
+            commits_collection=commits_collection,
+            indexed_metadata_keys=indexed_metadata_keys,
+            encryption=encryption,
+            offload_threshold=offload_threshold,
+            preview_chars=preview_chars,
+            bodies_bucket=bodies_bucket,
+            erasures_collection=erasures_collection,
         )
+        repository._client = client
         return repository
 
-    async def _call(self, work: Callable[[], Awaitable[_T]]) -> _T:
-        """Run one public call under one deadline (the client's ``timeoutMS``)."""
+    async def _call(self, work: Callable[[*_A], Awaitable[_T]], *args: *_A) -> _T:
+        """Run one public call, ``work(*args)``, under one deadline (the client's
+        ``timeoutMS``)."""
         self._check_open()
         with call_deadline(self._timeout):
-            return await work()
+            return await work(*args)
 
-    async def _write(self, work: Callable[[], Awaitable[_T]]) -> _T:
+    async def _write(self, work: Callable[[*_A], Coroutine[Any, Any, _T]], *args: *_A) -> _T:
         """A public call that writes: under one deadline, and shielded from cancellation."""
         self._check_open()
         with call_deadline(self._timeout):
-            return await shielded(work())
+            return await shielded(work(*args))
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -372,9 +324,7 @@ class MongoSessionRepository(Closable, SessionRepository):
     """How `ensure_indexes` last ran (``None``: not yet, in this object)."""
 
     async def _indexes(self) -> None:
-        """Create the indexes once before the first append, unless `ensure_indexes` ran."""
-        if self._sharded is not None:
-            return
+        """Create the indexes once before the first append."""
         if self._indexed is None:
             self._indexed = asyncio.ensure_future(self.ensure_indexes())
         try:
@@ -408,20 +358,20 @@ class MongoSessionRepository(Closable, SessionRepository):
     async def save(self, session: Session) -> Session:
         """Create the session, or update its owner, expiry and metadata; returns it as stored."""
         check_session(session)
-        return await self._write(lambda: save_session(self._store, session))
+        return await self._write(save_session, self._store, session)
 
     async def save_if_absent(self, session: Session) -> bool:
         """Insert the session unless its id exists; ``True`` if this call inserted it."""
         check_session(session)
-        return await self._write(lambda: insert_session(self._store, session))
+        return await self._write(insert_session, self._store, session)
 
     async def find_by_id(self, session_id: str) -> Session | None:
         """The session, or ``None``."""
-        return await self._call(lambda: find_by_id(self._store, session_id))
+        return await self._call(find_by_id, self._store, session_id)
 
     async def find_by_user_id(self, user_id: str) -> list[Session]:
         """Every session of the user, oldest first (by ``created_at``, then id)."""
-        return await self._call(lambda: find_sessions(self._store, None, user_id, None))
+        return await self._call(find_sessions, self._store, None, user_id, None)
 
     async def find_by_metadata(
         self, name: str, value: str, *, limit: int = DEFAULT_LIMIT
@@ -430,12 +380,12 @@ class MongoSessionRepository(Closable, SessionRepository):
         first, at most ``limit``: one ``find`` on an index (the principal's is ``user_id``'s)."""
         self._check_open()
         check_lookup(name, value, limit, self._store.indexed_keys)
-        return await self._call(lambda: find_sessions(self._store, name, value, limit))
+        return await self._call(find_sessions, self._store, name, value, limit)
 
     async def delete(self, session_id: str) -> None:
         """Remove the session and its commits; an unknown id is not an error. A delete that
         dies halfway is finished by the next delete of the id or by any sweep."""
-        await self._write(lambda: delete_session(self._store, session_id))
+        await self._write(delete_session, self._store, session_id)
 
     async def delete_expired_sessions(self, before: datetime) -> int:
         """Remove every session that expired strictly before ``before``, with its commits.
@@ -443,7 +393,7 @@ class MongoSessionRepository(Closable, SessionRepository):
         Each session is re-checked and claimed atomically, so a TTL extended meanwhile wins.
         Each is shielded on its own: a cancelled sweep stops after the session it is on.
         """
-        return await self._call(lambda: delete_expired(self._store, before))
+        return await self._call(delete_expired, self._store, before)
 
     # --- the log ---------------------------------------------------------------------------------
 
@@ -471,23 +421,22 @@ class MongoSessionRepository(Closable, SessionRepository):
             if version == 0 and await self.find_by_id(session_id) is None:
                 raise SessionNotFound(session_id)
             return expected_version in (None, version)
-        await self._indexes()
-        return await self._write(
-            lambda: append(self._store, session_id, batch, expected_version, lease)
-        )
+        if self._sharded is None:  # nobody ran ensure_indexes in this object yet
+            await self._indexes()
+        return await self._write(append, self._store, session_id, batch, expected_version, lease)
 
     async def find_events(self, session_id: str, filter: EventFilter) -> list[SessionEvent]:
         """The session's matching events (see ``SessionRepository.find_events``)."""
-        return await self._call(lambda: find_events(self._store, session_id, filter))
+        return await self._call(find_events, self._store, session_id, filter)
 
     async def read_snapshot(self, session_id: str, filter: EventFilter) -> SessionSnapshot | None:
         """The session, its version, its matching events and the newest lease: one command
         when the newest commits hold the window."""
-        return await self._call(lambda: snapshot_of(self._store, session_id, filter))
+        return await self._call(snapshot_of, self._store, session_id, filter)
 
     async def find_events_by_user_id(self, user_id: str, filter: EventFilter) -> list[SessionEvent]:
         """Matching events of every session of the user, by timestamp, with a plain window."""
-        return await self._call(lambda: user_events(self._store, user_id, filter))
+        return await self._call(user_events, self._store, user_id, filter)
 
     async def get_event_version(self, session_id: str) -> int:
         """The session's version (its newest commit's number); 0 for an unknown session."""
@@ -525,19 +474,20 @@ class MongoSessionRepository(Closable, SessionRepository):
         the parent and the point, then one ``update`` command, at any parent length."""
         check_point(at, before)
         check_session(child)
-        await self._indexes()
-        return await self._write(lambda: fork(self._store, session_id, child, at, before))
+        if self._sharded is None:  # nobody ran ensure_indexes in this object yet
+            await self._indexes()
+        return await self._write(fork, self._store, session_id, child, at, before)
 
     async def locate(
         self, session_id: str, *, at: int | str | None = None, before: str | None = None
     ) -> tuple[LogPoint, int] | None:
         """The point ``at`` or ``before`` names, and the session's version: one read."""
         check_point(at, before)
-        return await self._call(lambda: locate(self._store, session_id, at, before))
+        return await self._call(locate, self._store, session_id, at, before)
 
     async def find_forks(self, session_id: str) -> list[Session]:
         """The sessions forked from this one, oldest first: one find."""
-        return await self._call(lambda: find_forks(self._store, session_id))
+        return await self._call(find_forks, self._store, session_id)
 
     # --- erasure ---------------------------------------------------------------------------------
 
@@ -548,10 +498,9 @@ class MongoSessionRepository(Closable, SessionRepository):
         with their events, offloaded bodies and leases, and, given ``memories`` (a memory store
         of any scope), their memory files.
 
-        A [`UserEraser`][asyncsession.repository.UserEraser] over this store, its data keys and
-        the ledger in ``erasures_collection``: from the moment the key is deleted nothing of the
-        user's can be decrypted, backups included; an erasure interrupted anywhere is finished
-        by the next call, by
+        The erasure is recorded in the ledger (``erasures_collection``) before anything is
+        deleted: from the moment the key is deleted nothing of the user's can be decrypted,
+        backups included; an erasure interrupted anywhere is finished by the next call, by
         [`finish_erasures`][asyncsession.repository.mongo.MongoSessionRepository.finish_erasures]
         or by ``asyncsession erase-user --pending``. Runs to its end even if cancelled.
         """
@@ -564,7 +513,7 @@ class MongoSessionRepository(Closable, SessionRepository):
         return await self._eraser(memories).finish_pending()
 
     def _eraser(self, memories: MemoryStore | None) -> UserEraser:
-        return UserEraser(self, ledger=self._ledger, keys=self._store.keys, memories=memories)
+        return UserEraser(self, self._ledger, self._store.keys, memories)
 
     # --- leases ----------------------------------------------------------------------------------
 

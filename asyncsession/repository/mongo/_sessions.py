@@ -1,17 +1,5 @@
-"""Session documents: saves, lookups, leases, and deletes that finish.
-
-A session document is written when the session is created or saved, when a lease on the
-session itself (version 0) is taken or given back, and when it is deleted; never by an append.
-
-**Deletes.** A delete first marks the session expired since 1970 (``expires_at``), then removes
-its commits, then its offloaded bodies (their chunks, then their files), then the document. A
-delete that dies after the mark is finished by the next delete of the id or by any sweep (which
-finds the document expired whatever its ``before``), and the session is never read with its
-expiry intact meanwhile. The sweep claims each expired session
-with the same mark, atomically re-checking the expiry (a session whose expiry was extended
-meanwhile is left alone), and removes each on its own, shielded: a cancelled sweep stops after
-the session it is on. A session whose commits forks read is retained instead (`_forks`).
-"""
+"""Session documents: saves, lookups, leases, and deletes that finish (docs/internals/mongodb.md,
+"Deletes and the sweep")."""
 
 from __future__ import annotations
 

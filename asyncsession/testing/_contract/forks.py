@@ -19,7 +19,7 @@ from ...exceptions import SessionExists, SessionNotFound, UsageError
 from ...filters import EventFilter
 from ...messages import ToolResponse, ToolResponseMessage
 from ...repository import Lease
-from ...rewinds import LogPoint, RewindRecord, rewind_event
+from ...rewinds import LogPoint, RewindRecord
 from ._support import ContractBase, assistant, labels, new_id, user
 
 __all__ = ["ForkContract"]
@@ -49,7 +49,7 @@ class ForkContract(ContractBase):
         located = await self.repo.locate(session_id, at=at, before=before)
         assert located is not None
         point, version = located
-        event = rewind_event(session_id, point, version)
+        event = RewindRecord(to=point, from_version=version).to_event(session_id)
         assert await self.repo.append_events(session_id, [event], version)
         return RewindRecord.from_event(event)
 
@@ -379,7 +379,8 @@ class ForkContract(ContractBase):
             located = await self.repo.locate(s, at=1)
             assert located is not None
             point, version = located
-            return await self.repo.append_events(s, [rewind_event(s, point, version)], version)
+            event = RewindRecord(to=point, from_version=version).to_event(s)
+            return await self.repo.append_events(s, [event], version)
 
         wins = await asyncio.gather(*(write(i) for i in range(30)), *(rewind() for _ in range(30)))
         version = await self.repo.get_event_version(s)

@@ -14,12 +14,17 @@ from typing import ClassVar
 import pytest
 from pydantic import JsonValue
 
+from ..._offload import (
+    DEFAULT_OFFLOAD_THRESHOLD,
+    DEFAULT_PREVIEW_CHARS,
+    OFFLOADED,
+    OffloadedBody,
+)
 from ...compaction_protocols import CompactionRecord
 from ...events import EventType, SessionEvent, utc_now
 from ...exceptions import EventTooLarge, UsageError
 from ...filters import EventFilter
 from ...messages import AssistantMessage, ToolCall, ToolResponse, ToolResponseMessage, UserMessage
-from ...repository import DEFAULT_OFFLOAD_THRESHOLD, DEFAULT_PREVIEW_CHARS, OFFLOADED, OffloadedBody
 from ._support import ContractBase, boundary, event, new_id, user
 
 __all__ = ["OffloadContract"]

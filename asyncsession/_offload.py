@@ -30,9 +30,9 @@ from typing import Any, Final, cast
 
 from pydantic import JsonValue
 
-from ..events import COMPACTION_ID, COMPACTION_SOURCE, SYNTHETIC, EventType, SessionEvent
-from ..exceptions import UsageError
-from ..messages import (
+from .events import COMPACTION_ID, COMPACTION_SOURCE, SYNTHETIC, EventType, SessionEvent
+from .exceptions import UsageError
+from .messages import (
     AssistantMessage,
     Message,
     SystemMessage,
