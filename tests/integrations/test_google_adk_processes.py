@@ -4,9 +4,9 @@ session object it read once (so each append first tries the version that object 
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Any
 
+from processes_support import start_writers
 from pymongo.asynchronous.database import AsyncDatabase
 
 from asyncsession import DefaultSessionService, MongoSessionRepository
@@ -68,20 +68,7 @@ async def test_processes_each_land_once_in_order_with_every_state_update(
     await repository.ensure_indexes()
     adk = AdkSessionService(DefaultSessionService(repository))
     await adk.create_session(app_name="app", user_id="u", session_id="shared")
-    processes = [
-        await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            _WRITER,
-            mongo_uri,
-            mongo_db.name,
-            f"p{n}",
-            str(APPENDS),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-        )
-        for n in range(WRITERS)
-    ]
+    processes = await start_writers(_WRITER, mongo_uri, mongo_db.name, WRITERS, APPENDS, stdin=True)
     for process in processes:  # all have read the session (at version 0) before any appends
         assert process.stdout is not None
         assert await process.stdout.readline() == b"ready\n"
