@@ -9,11 +9,17 @@ real message event (a user's text a user message, the model's text and function 
 assistant message, function responses a tool message), one without content an ``ADK.EVENT``;
 each keeps the ADK event as JSON in its metadata under ``"google_adk"`` (without a content its
 message holds exactly), and the session's state after it, so a read needs only the newest
-events. App (``app:``) and user (``user:``) state live in one session per app and per user.
+events. App (``app:``) and user (``user:``) state live in one session per app and per user,
+the app's sessions are listed in one more session per app.
+
+A session object this service returned or appended to remembers the version and the state it
+last saw (in ADK's ``_storage_update_marker``), so ``append_event`` appends at that version
+without reading first; only when another writer came first does it read and try again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -75,6 +81,8 @@ _SCOPE_SESSION: Final = EventType.of("ADK.SESSION")
 _SCOPE_READ: Final = EventFilter(event_types=frozenset({_SCOPE_STATE}), last_n=1)
 _NAMESPACE: Final = uuid.UUID("0b7f6f5e-2a55-4f4b-8a41-3d6f1c9e2b07")
 _MAX_ATTEMPTS: Final = 1000
+_MARK: Final = "asyncsession/1"
+"""What begins a ``_storage_update_marker`` this service wrote (see `_mark`)."""
 _log = logging.getLogger("asyncsession")
 
 
@@ -235,6 +243,31 @@ def _scope(newest: Sequence[SessionEvent]) -> dict[str, Any]:
     return dict(cast("dict[str, Any]", newest[-1].metadata[_STATE_KEY])) if newest else {}
 
 
+def _mark(session: AdkSession, key: str, version: int, state: Mapping[str, Any]) -> None:
+    """Remember on ``session`` that ``key`` was at ``version`` with this session-scoped state
+    (as stored: JSON)."""
+    session._storage_update_marker = json.dumps(  # pyright: ignore[reportPrivateUsage]
+        [_MARK, key, version, _state(state)], separators=(",", ":"), ensure_ascii=False
+    )
+
+
+def _marked(session: AdkSession, key: str) -> tuple[int, dict[str, Any]] | None:
+    """The version and state `_mark` remembered on ``session`` for ``key``, if any."""
+    marker = session._storage_update_marker  # pyright: ignore[reportPrivateUsage]
+    if not marker or not marker.startswith(f'["{_MARK}",'):
+        return None
+    with contextlib.suppress(ValueError, TypeError):
+        mark, marked_key, version, state = json.loads(marker)
+        if (
+            mark == _MARK
+            and marked_key == key
+            and isinstance(version, int)
+            and isinstance(state, dict)
+        ):
+            return version, cast("dict[str, Any]", state)
+    return None
+
+
 def _part(value: str) -> str:
     return quote(value, safe="")
 
@@ -299,6 +332,9 @@ class AdkSessionService(BaseSessionService):
     def _user_key(self, app_name: str, user_id: str) -> str:
         return f"{self.prefix}~user/{_part(app_name)}/{_part(user_id)}"
 
+    def _registry_key(self, app_name: str) -> str:
+        return f"{self.prefix}~sessions/{_part(app_name)}"
+
     async def create_session(
         self,
         *,
@@ -336,13 +372,15 @@ class AdkSessionService(BaseSessionService):
             raise AlreadyExistsError(f"Session with id {session_id} already exists.") from exc
         await self._update_scopes(app_name, user_id, app_delta, user_delta, str(uuid.uuid4()))
         await self._register(app_name, {"session": key, "user_id": user_id, "deleted": False})
-        return AdkSession(
+        session = AdkSession(
             id=session_id,
             app_name=app_name,
             user_id=user_id,
             state=await self._merged(app_name, user_id, dict(session_state)),
             last_update_time=created,
         )
+        _mark(session, key, 0, session_state)
+        return session
 
     async def get_session(
         self,
@@ -365,7 +403,12 @@ class AdkSessionService(BaseSessionService):
             read = EventFilter(exclude_archived=True, last_n=max(recent, 1))
         else:
             read = EventFilter(exclude_archived=True)
-        snapshot = await self.service.get_snapshot(key, read)
+        # the session and its app's and user's state, read at once
+        snapshot, app, user = await asyncio.gather(
+            self.service.get_snapshot(key, read),
+            self._scope_state(self._app_key(app_name)),
+            self._scope_state(self._user_key(app_name, user_id)),
+        )
         if snapshot is None or not _owned(snapshot.session, user_id):
             return None
         events = [_from_event(event) for event in snapshot.events if _holds_adk(event)]
@@ -373,7 +416,7 @@ class AdkSessionService(BaseSessionService):
             events = events[-recent:] if recent else []
         if after is not None:
             events = [event for event in events if event.timestamp >= after]
-        return await self._adk_session(app_name, user_id, session_id, snapshot, events)
+        return await self._adk_session(app_name, user_id, session_id, snapshot, events, (app, user))
 
     async def _adk_session(
         self,
@@ -382,18 +425,22 @@ class AdkSessionService(BaseSessionService):
         session_id: str,
         snapshot: SessionSnapshot,
         events: list[Event],
+        scopes: tuple[dict[str, Any], dict[str, Any]] | None = None,
     ) -> AdkSession:
-        """The ADK session ``snapshot`` holds, its state merged with the app's and user's."""
-        metadata = snapshot.session.metadata
-        state, updated = await self._session_state(snapshot.session.id, metadata, snapshot.events)
-        return AdkSession(
+        """The ADK session ``snapshot`` holds, its state merged with the app's and user's
+        (``scopes``, else read now)."""
+        key = snapshot.session.id
+        state, updated = await self._session_state(key, snapshot.session.metadata, snapshot.events)
+        session = AdkSession(
             id=session_id,
             app_name=app_name,
             user_id=user_id,
-            state=await self._merged(app_name, user_id, state),
+            state=await self._merged(app_name, user_id, dict(state), scopes),
             events=events,
             last_update_time=updated,
         )
+        _mark(session, key, snapshot.version, state)
+        return session
 
     async def list_sessions(
         self, *, app_name: str, user_id: str | None = None
@@ -404,7 +451,7 @@ class AdkSessionService(BaseSessionService):
 
     async def _list(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
         registry = await self.service.get_events(
-            self._app_key(app_name), EventFilter(event_types=frozenset({_SCOPE_SESSION}))
+            self._registry_key(app_name), EventFilter(event_types=frozenset({_SCOPE_SESSION}))
         )
         live: dict[str, str] = {}
         for entry in registry:
@@ -467,12 +514,16 @@ class AdkSessionService(BaseSessionService):
         await self._update_scopes(session.app_name, session.user_id, app, user, event.id)
         event_id = str(uuid.uuid5(_NAMESPACE, f"{key}\x00{event.id}"))
         read = EventFilter(exclude_archived=False, last_n=1)
+        known = _marked(session, key)  # what this session object saw last: tried first
         for _ in range(_MAX_ATTEMPTS):
-            snapshot = await self.service.get_snapshot(key, read)
-            if snapshot is None or not _owned(snapshot.session, session.user_id):
-                raise SessionNotFoundError(f"Session {session.id} not found.")
-            state, _ = await self._session_state(key, snapshot.session.metadata, snapshot.events)
-            state.update(delta)
+            if known is None:
+                snapshot = await self.service.get_snapshot(key, read)
+                if snapshot is None or not _owned(snapshot.session, session.user_id):
+                    raise SessionNotFoundError(f"Session {session.id} not found.")
+                metadata, events = snapshot.session.metadata, snapshot.events
+                known = snapshot.version, (await self._session_state(key, metadata, events))[0]
+            version, state = known[0], {**known[1], **delta}
+            known = None
             body = self._body(event)
             stored = SessionEvent(
                 id=event_id,
@@ -485,7 +536,8 @@ class AdkSessionService(BaseSessionService):
                 },
             )
             try:
-                if await self.service.append_events(key, [stored], snapshot.version):
+                if await self.service.append_events(key, [stored], version):
+                    _mark(session, key, version + 1, state)
                     return
             except SessionNotFound as exc:
                 raise SessionNotFoundError(f"Session {session.id} not found.") from exc
@@ -515,9 +567,18 @@ class AdkSessionService(BaseSessionService):
             return dict(scope.get("state") or {}), events[-1].timestamp.timestamp()
         return dict(scope.get("state") or {}), float(scope.get("created") or 0.0)
 
-    async def _merged(self, app_name: str, user_id: str, state: dict[str, Any]) -> dict[str, Any]:
-        app = await self._scope_state(self._app_key(app_name))
-        user = await self._scope_state(self._user_key(app_name, user_id))
+    async def _merged(
+        self,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any],
+        scopes: tuple[dict[str, Any], dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """``state`` with the app's and user's (``scopes``, else read now, at once)."""
+        app, user = scopes or await asyncio.gather(
+            self._scope_state(self._app_key(app_name)),
+            self._scope_state(self._user_key(app_name, user_id)),
+        )
         state.update({State.APP_PREFIX + name: value for name, value in app.items()})
         state.update({State.USER_PREFIX + name: value for name, value in user.items()})
         return state
@@ -560,7 +621,9 @@ class AdkSessionService(BaseSessionService):
         raise UsageError(f"{_MAX_ATTEMPTS} writers in a row came first")  # pragma: no cover
 
     async def _register(self, app_name: str, entry: dict[str, JsonValue]) -> None:
-        scope_key = self._app_key(app_name)
+        """Record a session made or deleted in the app's list (apart from the app's state, so
+        that reading the state never walks past the list)."""
+        scope_key = self._registry_key(app_name)
         record = SessionEvent(session_id=scope_key, type=_SCOPE_SESSION, payload=entry)
         try:
             await self.service.append_events(scope_key, [record])

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-import sys
 from typing import Any
 
+from processes_support import start_writers
 from pymongo.asynchronous.database import AsyncDatabase
 
 from asyncsession import DefaultSessionService, MongoSessionRepository
@@ -44,19 +43,7 @@ async def test_processes_lose_and_duplicate_nothing(
     every acknowledged item is stored exactly once, and every call keeps its output."""
     repository = MongoSessionRepository(mongo_db)
     await repository.ensure_indexes()
-    processes = [
-        await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            _WRITER,
-            mongo_uri,
-            mongo_db.name,
-            f"p{n}",
-            "6",
-            stdout=asyncio.subprocess.PIPE,
-        )
-        for n in range(4)
-    ]
+    processes = await start_writers(_WRITER, mongo_uri, mongo_db.name, 4, 6)
     acknowledged: list[str] = []
     for process in processes:
         out, _ = await process.communicate()
