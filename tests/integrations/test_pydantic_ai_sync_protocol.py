@@ -13,13 +13,26 @@ and contents or arguments, usage) since ``IsNow`` and ``IsStr`` only waive times
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 from pydantic_ai import Agent, ModelMessage, ModelResponse
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage, RunUsage
 from pydantic_ai_support import SyncHistoryFactory
+
+
+@pytest.fixture(autouse=True)
+def close_the_loop_run_sync_left() -> Iterator[None]:
+    """``run_sync`` leaves the loop it made set for the thread, open, for its next call: close
+    it after the test, or it is collected later, in another test, as unclosed sockets."""
+    yield
+    policy = asyncio.get_event_loop_policy()
+    policy.get_event_loop().close()
+    policy.set_event_loop(None)
 
 
 def shape(messages: list[ModelMessage]) -> list[tuple[Any, ...]]:
