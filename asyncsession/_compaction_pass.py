@@ -42,6 +42,7 @@ __all__ = [
     "CompactionTicket",
     "Compactor",
     "EventFormatter",
+    "MemoryFlush",
     "TokenCountEstimator",
     "TokenCountingStrategy",
     "check_strategy",
@@ -88,6 +89,14 @@ async def should_compact(trigger: TriggerLike, request: CompactionRequest) -> bo
     if inspect.isawaitable(outcome):
         outcome = await outcome
     return bool(outcome)
+
+
+@runtime_checkable
+class MemoryFlush(Protocol):
+    """What a strategy's ``memory_flush`` is: ``async flush(request, events)`` saves durable facts
+    from ``events`` (about to leave ``request``'s window), e.g. ``ModelMemoryFlush``."""
+
+    async def flush(self, request: CompactionRequest, events: Sequence[SessionEvent]) -> None: ...
 
 
 @runtime_checkable

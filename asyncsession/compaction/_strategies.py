@@ -19,7 +19,7 @@ from typing import Final, Protocol, TypeAlias, cast, runtime_checkable
 
 from pydantic import JsonValue
 
-from .._compaction_pass import EventFormatter, TokenCountEstimator, format_event
+from .._compaction_pass import EventFormatter, MemoryFlush, TokenCountEstimator, format_event
 from ..compaction_protocols import CompactionRequest, CompactionResult
 from ..events import COMPACTION_SOURCE, SYNTHETIC, EventType, SessionEvent, utc_now
 from ..exceptions import CompactionError, UsageError
@@ -70,14 +70,6 @@ class Summarizer(Protocol):
         untouched and reports the failure.
         """
         ...
-
-
-@runtime_checkable
-class MemoryFlush(Protocol):
-    """What a strategy's ``memory_flush`` is: ``async flush(request, events)`` saves durable facts
-    from ``events`` (about to leave ``request``'s window), e.g. ``ModelMemoryFlush``."""
-
-    async def flush(self, request: CompactionRequest, events: Sequence[SessionEvent]) -> None: ...
 
 
 async def run_memory_flush(

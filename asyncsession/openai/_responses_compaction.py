@@ -13,7 +13,7 @@ from openai.types.responses import CompactedResponse
 from pydantic import JsonValue
 
 from .._checks import require_estimator, require_open_client
-from .._compaction_pass import TokenCountEstimator, format_event
+from .._compaction_pass import MemoryFlush, TokenCountEstimator, format_event
 from .._responses_items import items_to_messages, messages_to_items
 from ..compaction import (
     CompactionRequest,
@@ -60,6 +60,8 @@ class ResponsesCompactionStrategy:
         instructions: the ``instructions`` of the compact request.
         estimator: estimates ``tokens_estimated_saved``.
         clock: the time source for the compaction turn's timestamp.
+        memory_flush: before the compact call, give the turns about to leave the window to this
+            flush (e.g. ``ModelMemoryFlush``), as the other strategies do.
 
     Raises:
         UsageError: ``model`` is blank or ``max_events_to_keep`` is not a positive int.
@@ -76,6 +78,7 @@ class ResponsesCompactionStrategy:
         instructions: str | None = None,
         estimator: TokenCountEstimator | None = None,
         clock: Callable[[], datetime] = utc_now,
+        memory_flush: MemoryFlush | None = None,
     ) -> None:
         require_open_client(openai_client, "openai_client")
         if not isinstance(model, str) or not model.strip():
@@ -92,7 +95,9 @@ class ResponsesCompactionStrategy:
         """Estimates ``tokens_estimated_saved``."""
         self.clock = clock
         """The time source of the compaction turn."""
-        self._window = SlidingWindowCompactionStrategy(max_events_to_keep, estimator=self.estimator)
+        self._window = SlidingWindowCompactionStrategy(
+            max_events_to_keep, estimator=self.estimator, memory_flush=memory_flush
+        )
 
     @property
     def max_events_to_keep(self) -> int:

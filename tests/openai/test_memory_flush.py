@@ -19,7 +19,12 @@ from asyncsession.events import CreateSessionRequest, SessionEvent
 from asyncsession.exceptions import UsageError
 from asyncsession.memory import DirectoryMemoryStore
 from asyncsession.messages import AssistantMessage, UserMessage
-from asyncsession.openai import ChatClient, ModelMemoryFlush, ResponsesClient
+from asyncsession.openai import (
+    ChatClient,
+    ModelMemoryFlush,
+    ResponsesClient,
+    ResponsesCompactionStrategy,
+)
 from asyncsession.repository import InMemorySessionRepository
 from asyncsession.testing import ScriptedOpenAIServer, ScriptedReply, ScriptedToolCall
 
@@ -85,6 +90,35 @@ async def test_the_flush_saves_facts_of_the_archived_turns_before_summarizing(
     assert saved is not None
     assert saved.text == "alice owns cats"
     assert await store.with_scope("nobody").read("cats.md") is None
+    server.assert_done()
+
+
+async def test_the_responses_strategy_flushes_the_turns_it_compacts_away_first(
+    server: ScriptedOpenAIServer, openai_client: openai.AsyncOpenAI
+) -> None:
+    """``ResponsesCompactionStrategy(memory_flush=)``: the flush sees the turns about to leave
+    the window before ``responses.compact`` is called, and not the turns kept."""
+    service, sid = await session_with_turns()
+    seen: list[tuple[int, list[str | None]]] = []
+
+    class Recording:
+        async def flush(self, request: object, events: list[SessionEvent]) -> None:
+            seen.append((len(server.requests), [e.text for e in events]))
+
+    strategy = ResponsesCompactionStrategy(
+        openai_client, model=MODEL, max_events_to_keep=2, memory_flush=Recording()
+    )
+    server.enqueue(ScriptedReply.text(""))
+
+    result = await service.compact(sid, TurnCountTrigger(1), strategy)
+
+    assert result.applied
+    assert len(seen) == 1
+    requests_before_flush, texts = seen[0]
+    assert requests_before_flush == 0
+    assert "fact 0: I own 0 cats" in texts
+    assert "fact 3: I own 3 cats" not in texts
+    assert len(server.requests) == 1
     server.assert_done()
 
 
