@@ -14,7 +14,7 @@ import dataclasses
 import inspect
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, Protocol, Self, TypeAlias, TypeGuard, cast, runtime_checkable
@@ -50,6 +50,7 @@ __all__ = [
     "compaction_commit",
     "counts_tokens",
     "format_event",
+    "spliced",
     "run_compaction",
     "should_compact",
 ]
@@ -276,6 +277,23 @@ reported them for the call that produced it (the memory advisor stores it)."""
 
 EventFormatter: TypeAlias = Callable[[SessionEvent], str]
 """Turns an event into one line of text, for token estimates and summarization prompts."""
+
+
+def spliced(
+    events: Sequence[SessionEvent],
+    turn: Sequence[SessionEvent],
+    at: str,
+    gone: Collection[str],
+) -> tuple[SessionEvent, ...]:
+    """``events`` without the ``gone`` ids, with ``turn`` (a summary or compaction turn) put
+    where the event ``at`` stands: a strategy's compacted view."""
+    compacted: list[SessionEvent] = []
+    for event in events:
+        if event.id == at:
+            compacted.extend(turn)
+        if event.id not in gone:
+            compacted.append(event)
+    return tuple(compacted)
 
 
 def format_event(event: SessionEvent) -> str:

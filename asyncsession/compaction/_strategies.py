@@ -19,7 +19,13 @@ from typing import Final, Protocol, TypeAlias, cast, runtime_checkable
 
 from pydantic import JsonValue
 
-from .._compaction_pass import EventFormatter, MemoryFlush, TokenCountEstimator, format_event
+from .._compaction_pass import (
+    EventFormatter,
+    MemoryFlush,
+    TokenCountEstimator,
+    format_event,
+    spliced,
+)
 from ..compaction_protocols import CompactionRequest, CompactionResult
 from ..events import COMPACTION_SOURCE, SYNTHETIC, EventType, SessionEvent, utc_now
 from ..exceptions import CompactionError, UsageError
@@ -519,18 +525,12 @@ class RecursiveSummarizationCompactionStrategy(_Strategy):
         )
         # The previous summary turn is folded into the new one: it leaves the window too.
         gone = {e.id for e in (*to_summarize, *split.superseded, *split.synthetic)}
-        compacted: list[SessionEvent] = []
-        for event in split.events:
-            if event.id == first_kept.id:
-                compacted.extend(pair)
-            if event.id not in gone:
-                compacted.append(event)
         archived = tuple(e for e in split.events if e.id in gone)
         saved = tokens_of(archived, self.estimator, self.event_formatter) - tokens_of(
             pair, self.estimator, self.event_formatter
         )
         return CompactionResult(
-            compacted_events=tuple(compacted),
+            compacted_events=spliced(split.events, pair, first_kept.id, gone),
             archived_events=archived,
             tokens_estimated_saved=max(0, saved),
         )

@@ -13,7 +13,7 @@ from openai.types.responses import CompactedResponse
 from pydantic import JsonValue
 
 from .._checks import require_estimator, require_open_client
-from .._compaction_pass import MemoryFlush, TokenCountEstimator, format_event
+from .._compaction_pass import MemoryFlush, TokenCountEstimator, format_event, spliced
 from .._responses_items import items_to_messages, messages_to_items
 from ..compaction import (
     CompactionRequest,
@@ -124,15 +124,9 @@ class ResponsesCompactionStrategy:
             return _failed(request, window, exc)
         gone = {e.id for e in (*window.archived_events, *prior)}
         first = next(e for e in request.events if e.id in gone and _is_conversation(e))
-        events: list[SessionEvent] = []
-        for event in request.events:
-            if event.id == first.id:
-                events.extend(turn)
-            if event.id not in gone:
-                events.append(event)
         saved = self._tokens(covered) - self._tokens(turn)
         return CompactionResult(
-            compacted_events=tuple(events),
+            compacted_events=spliced(request.events, turn, first.id, gone),
             archived_events=tuple(e for e in request.events if e.id in gone),
             tokens_estimated_saved=max(0, saved),
         )
